@@ -1,0 +1,48 @@
+# argocd-image-updater
+
+BINARY   := bin/argocd-image-updater
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+GO       ?= go
+# Test servers (etcd, kube-apiserver, registry) are built once per machine
+# into this cache, outside the checkout.
+TESTBIN  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/argocd-image-updater/testbin
+export TESTBIN
+
+.PHONY: all build test unit lint bench testbin demo manifests clean
+
+all: build
+
+## build: compile the controller into bin/
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BINARY) ./cmd/argocd-image-updater
+
+## testbin: install the test servers and Debian packages the tests need
+testbin:
+	@hack/testbin.sh >/dev/null
+
+## test: lint, then every test, including those against real servers
+test: lint
+	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" $(GO) test -count=1 -timeout 20m ./...
+
+## unit: the tests that need no test servers (fast feedback)
+unit:
+	$(GO) test -count=1 -short ./...
+
+## lint: gofmt and go vet
+lint:
+	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## bench: Go benchmarks
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+## demo: run the updater against a local API server, registry and git server
+demo:
+	@echo "make demo: not available yet" >&2; exit 1
+
+clean:
+	rm -rf bin

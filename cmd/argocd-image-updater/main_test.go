@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestExecute(t *testing.T) {
+	tmpl := filepath.Join(t.TempDir(), "commit.template")
+	if err := os.WriteFile(tmpl, []byte("update {{ .AppName }}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	badTmpl := filepath.Join(t.TempDir(), "bad.template")
+	if err := os.WriteFile(badTmpl, []byte("{{ .AppName"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{name: "version", args: []string{"version"}, wantStdout: runtime.Version()},
+		{name: "version short", args: []string{"version", "--short"}, wantStdout: "dev\n"},
+		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 2, wantStderr: `unknown command "frobnicate"`},
+		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, wantCode: 2, wantStderr: "unknown flag: --no-such-flag"},
+		{name: "bad duration", args: []string{"run", "--interval", "soon"}, wantCode: 2, wantStderr: "Usage:"},
+		{name: "bad enum", args: []string{"run", "--logformat", "xml"}, wantCode: 2, wantStderr: `invalid value "xml" for --logformat`},
+		{name: "bad concurrency", args: []string{"run", "--max-concurrency", "0"}, wantCode: 2, wantStderr: "--max-concurrency"},
+		{
+			name: "bad environment", args: []string{"run"}, env: map[string]string{"IMAGE_UPDATER_INTERVAL": "often"},
+			wantCode: 2, wantStderr: "environment variable IMAGE_UPDATER_INTERVAL",
+		},
+		{name: "run extra argument", args: []string{"run", "extra"}, wantCode: 2, wantStderr: "unexpected arguments: extra"},
+		{name: "test without image", args: []string{"test"}, wantCode: 2, wantStderr: "expected exactly one argument"},
+		{name: "test bad output", args: []string{"test", "nginx", "--output", "yaml"}, wantCode: 2, wantStderr: "--output"},
+		{name: "template", args: []string{"template", tmpl}, wantStdout: "update example-app\n"},
+		{name: "template missing file", args: []string{"template", filepath.Join(t.TempDir(), "none")}, wantCode: 2, wantStderr: "read template"},
+		{name: "template syntax error", args: []string{"template", badTmpl}, wantCode: 2, wantStderr: "bad.template: parse commit message template"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			lookupEnv := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			code := execute(context.Background(), tt.args, &stdout, &stderr, lookupEnv)
+			if code != tt.wantCode {
+				t.Errorf("exit code %d, want %d (stderr: %s)", code, tt.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout %q does not contain %q", stdout.String(), tt.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr %q does not contain %q", stderr.String(), tt.wantStderr)
+			}
+		})
+	}
+}
+
+func TestRunEnvironment(t *testing.T) {
+	env := map[string]string{
+		"IMAGE_UPDATER_INTERVAL": "5m",
+		"GIT_COMMIT_USER":        "bot",
+		"ARGOCD_TOKEN":           "secret-token",
+		"GIT_COMMIT_SIGN_OFF":    "true",
+	}
+	cmd := newRunCommand(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err := cmd.ParseFlags([]string{"--git-commit-user", "flag-wins"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.PreRunE(cmd, nil); err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{
+		"interval":            "5m0s",
+		"git-commit-user":     "flag-wins",
+		"argocd-auth-token":   "secret-token",
+		"git-commit-sign-off": "true",
+		"git-commit-email":    "noreply@argoproj.io",
+	} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s = %q, want %q", flag, got, want)
+		}
+	}
+}
+
+func TestOnceDisablesLoopAndHealth(t *testing.T) {
+	o := &runOptions{once: true, interval: 2 * 60e9, healthPort: 8080, maxConcurrency: 1, kubeQPS: 1, kubeBurst: 1,
+		logLevel: "info", logFormat: "text", applicationsAPI: "kubernetes", gitCommitSigningMethod: "openpgp"}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.interval != 0 || o.healthPort != 0 {
+		t.Errorf("interval %s, health port %d; want 0 and 0", o.interval, o.healthPort)
+	}
+}

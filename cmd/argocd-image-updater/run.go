@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Defaults shared with the install manifest.
+const (
+	defaultRegistriesConfPath = "/app/config/registries.conf"
+	defaultCommitMessagePath  = "/app/config/commit.template"
+)
+
+// runOptions holds every setting of the run command. It is filled from
+// flags and the environment and validated before anything starts.
+type runOptions struct {
+	interval           time.Duration
+	once               bool
+	dryRun             bool
+	kubeconfig         string
+	argocdNamespace    string
+	registriesConfPath string
+	maxConcurrency     int
+	healthPort         int
+	metricsPort        int
+	logLevel           string
+	logFormat          string
+	matchAppNames      []string
+	matchAppLabel      string
+	applicationsAPI    string
+	kubeQPS            float32
+	kubeBurst          int
+
+	argocdServerAddr string
+	argocdAuthToken  string
+	argocdInsecure   bool
+	argocdPlaintext  bool
+	argocdGRPCWeb    bool
+
+	gitCommitUser          string
+	gitCommitEmail         string
+	gitCommitSigningKey    string
+	gitCommitSigningMethod string
+	gitCommitSignOff       bool
+	gitCommitMessagePath   string
+
+	disableKubeEvents bool
+	warmupCache       bool
+}
+
+// runEnv maps run flags to the environment variables the install manifest
+// fills from the argocd-image-updater-config ConfigMap and Secret.
+var runEnv = envFlags{
+	"interval":                  "IMAGE_UPDATER_INTERVAL",
+	"loglevel":                  "IMAGE_UPDATER_LOGLEVEL",
+	"logformat":                 "IMAGE_UPDATER_LOGFORMAT",
+	"applications-api":          "APPLICATIONS_API",
+	"argocd-server-addr":        "ARGOCD_SERVER",
+	"argocd-auth-token":         "ARGOCD_TOKEN",
+	"argocd-insecure":           "ARGOCD_INSECURE",
+	"argocd-plaintext":          "ARGOCD_PLAINTEXT",
+	"argocd-grpc-web":           "ARGOCD_GRPC_WEB",
+	"git-commit-user":           "GIT_COMMIT_USER",
+	"git-commit-email":          "GIT_COMMIT_EMAIL",
+	"git-commit-signing-key":    "GIT_COMMIT_SIGNING_KEY",
+	"git-commit-signing-method": "GIT_COMMIT_SIGNING_METHOD",
+	"git-commit-sign-off":       "GIT_COMMIT_SIGN_OFF",
+	"disable-kube-events":       "IMAGE_UPDATER_KUBE_EVENTS",
+	"kube-api-qps":              "IMAGE_UPDATER_KUBE_API_QPS",
+	"kube-api-burst":            "IMAGE_UPDATER_KUBE_API_BURST",
+	"max-concurrency":           "IMAGE_UPDATER_MAX_CONCURRENCY",
+}
+
+func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the update loop against the Applications of the cluster",
+		Args:  noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := runEnv.apply(cmd.Flags(), lookupEnv); err != nil {
+				return err
+			}
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat)
+			if err != nil {
+				return err
+			}
+			return runController(cmd.Context(), o, logger)
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&o.interval, "interval", 2*time.Minute, "how often to check for updates (0 runs one cycle and exits)")
+	f.BoolVar(&o.once, "once", false, "run one cycle and exit; same as --interval=0 --health-port=0")
+	f.BoolVar(&o.dryRun, "dry-run", false, "compute and log every change, write nothing")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: in-cluster configuration)")
+	f.StringVar(&o.argocdNamespace, "argocd-namespace", "", "namespace where Argo CD runs (default: the controller's own namespace)")
+	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
+	f.IntVar(&o.maxConcurrency, "max-concurrency", 10, "maximum number of Applications processed at once")
+	f.IntVar(&o.healthPort, "health-port", 8080, "port of the health server (/healthz, /readyz); 0 disables it")
+	f.IntVar(&o.metricsPort, "metrics-port", 8081, "port of the Prometheus metrics server; 0 disables it")
+	f.StringVar(&o.logLevel, "loglevel", "info", "log level: trace, debug, info, warn or error")
+	f.StringVar(&o.logFormat, "logformat", "text", "log format: text or json")
+	f.StringSliceVar(&o.matchAppNames, "match-application-name", nil, "only manage Applications whose name matches this glob (repeatable)")
+	f.StringVar(&o.matchAppLabel, "match-application-label", "", "only manage Applications matching this label selector")
+	f.StringVar(&o.applicationsAPI, "applications-api", "kubernetes", "API used to read and write Applications: kubernetes or argocd")
+	f.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "queries per second allowed to the Kubernetes API")
+	f.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries allowed to the Kubernetes API")
+	f.StringVar(&o.argocdServerAddr, "argocd-server-addr", "", "address of the Argo CD API server (applications-api argocd)")
+	f.StringVar(&o.argocdAuthToken, "argocd-auth-token", "", "token for the Argo CD API server (prefer the ARGOCD_TOKEN environment variable)")
+	f.BoolVar(&o.argocdInsecure, "argocd-insecure", false, "skip TLS verification of the Argo CD API server")
+	f.BoolVar(&o.argocdPlaintext, "argocd-plaintext", false, "connect to the Argo CD API server without TLS")
+	f.BoolVar(&o.argocdGRPCWeb, "argocd-grpc-web", false, "use gRPC-web to reach the Argo CD API server")
+	f.StringVar(&o.gitCommitUser, "git-commit-user", "argocd-image-updater", "author name of Git commits")
+	f.StringVar(&o.gitCommitEmail, "git-commit-email", "noreply@argoproj.io", "author e-mail of Git commits")
+	f.StringVar(&o.gitCommitSigningKey, "git-commit-signing-key", "", "path to the key that signs Git commits (none: unsigned)")
+	f.StringVar(&o.gitCommitSigningMethod, "git-commit-signing-method", "openpgp", "how Git commits are signed: openpgp or ssh")
+	f.BoolVar(&o.gitCommitSignOff, "git-commit-sign-off", false, "add a Signed-off-by trailer to Git commits")
+	f.StringVar(&o.gitCommitMessagePath, "git-commit-message-path", defaultCommitMessagePath, "path to the Go template of Git commit messages")
+	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
+	f.BoolVar(&o.warmupCache, "warmup-cache", true, "fill the registry cache before the first cycle")
+	return cmd
+}
+
+func (o *runOptions) validate() error {
+	if err := oneOf("loglevel", o.logLevel, "trace", "debug", "info", "warn", "error"); err != nil {
+		return err
+	}
+	if err := oneOf("logformat", o.logFormat, "text", "json"); err != nil {
+		return err
+	}
+	if err := oneOf("applications-api", o.applicationsAPI, "kubernetes", "argocd"); err != nil {
+		return err
+	}
+	if err := oneOf("git-commit-signing-method", o.gitCommitSigningMethod, "openpgp", "ssh"); err != nil {
+		return err
+	}
+	switch {
+	case o.interval < 0:
+		return usageErrorf("invalid value %s for --interval: must not be negative", o.interval)
+	case o.maxConcurrency < 1:
+		return usageErrorf("invalid value %d for --max-concurrency: must be at least 1", o.maxConcurrency)
+	case o.healthPort < 0 || o.healthPort > 65535:
+		return usageErrorf("invalid value %d for --health-port: must be a port number or 0", o.healthPort)
+	case o.metricsPort < 0 || o.metricsPort > 65535:
+		return usageErrorf("invalid value %d for --metrics-port: must be a port number or 0", o.metricsPort)
+	case o.kubeQPS <= 0 || o.kubeBurst < 1:
+		return usageErrorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.once {
+		o.interval = 0
+		o.healthPort = 0
+	}
+	return nil
+}
+
+// newLogger builds the structured logger every package receives.
+func newLogger(w interface{ Write([]byte) (int, error) }, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	switch level {
+	case "trace":
+		lvl = slog.LevelDebug - 4
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "warn":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	default:
+		return nil, fmt.Errorf("unknown log level %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Installs what the tests need into a cache outside the checkout, so only the
+# first run on a machine pays for it:
+#   - Debian packages: git, openssh-server (sshd), apache2-utils (htpasswd)
+#   - etcd, kube-apiserver and the Distribution registry, built from the Go
+#     module proxy and kept under $TESTBIN/<component>-<version>/.
+# Prints the testbin directory on its last line.
+set -euo pipefail
+
+ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
+KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
+REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
+TESTBIN=${TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/argocd-image-updater/testbin}
+
+log() { echo "testbin: $*" >&2; }
+
+install_debian_packages() {
+	local missing=()
+	command -v git >/dev/null || missing+=(git)
+	[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+	command -v htpasswd >/dev/null || missing+=(apache2-utils)
+	[ ${#missing[@]} -eq 0 ] && return
+	log "installing Debian packages: ${missing[*]}"
+	local sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo=sudo
+	$sudo apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# build_in_module DIR OUT PKG [LDFLAGS]: builds PKG from the throwaway module in
+# DIR (go.mod and tools.go already written) into OUT.
+build_in_module() {
+	local dir=$1 out=$2 pkg=$3 ldflags=${4:-}
+	(cd "$dir" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out" "$pkg" >&2)
+}
+
+install_etcd() {
+	local dest=$TESTBIN/etcd-$ETCD_VERSION
+	[ -x "$dest/etcd" ] && return
+	log "building etcd $ETCD_VERSION"
+	local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+	cat >"$work/go.mod" <<MOD
+module testbin/etcd
+go 1.24
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+MOD
+	printf '//go:build tools\npackage tools\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$work/tools.go"
+	mkdir -p "$dest"
+	build_in_module "$work" "$dest/etcd.tmp" go.etcd.io/etcd/server/v3
+	mv "$dest/etcd.tmp" "$dest/etcd"
+}
+
+install_kube_apiserver() {
+	local dest=$TESTBIN/kube-apiserver-$KUBE_VERSION
+	[ -x "$dest/kube-apiserver" ] && return
+	log "building kube-apiserver $KUBE_VERSION (several minutes on a cold cache)"
+	local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+	local staging=${KUBE_VERSION/v1./v0.}
+	# k8s.io/kubernetes replaces its staging modules with local folders; point
+	# each at the published module of the matching version instead.
+	local gomod; gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+	{
+		echo "module testbin/kube-apiserver"
+		echo "go 1.24"
+		echo "require k8s.io/kubernetes $KUBE_VERSION"
+		grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$gomod" | awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
+	} >"$work/go.mod"
+	printf '//go:build tools\npackage tools\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >"$work/tools.go"
+	local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+	mkdir -p "$dest"
+	build_in_module "$work" "$dest/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver \
+		"-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+	mv "$dest/kube-apiserver.tmp" "$dest/kube-apiserver"
+}
+
+install_registry() {
+	local dest=$TESTBIN/registry-$REGISTRY_VERSION
+	[ -x "$dest/registry" ] && return
+	log "building the Distribution registry $REGISTRY_VERSION"
+	mkdir -p "$dest"
+	GOBIN="$dest" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION" >&2
+}
+
+install_debian_packages
+mkdir -p "$TESTBIN"
+install_etcd
+install_registry
+install_kube_apiserver
+
+# envtest wants etcd and kube-apiserver in one folder.
+assets=$TESTBIN/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION
+mkdir -p "$assets"
+ln -sf "$TESTBIN/etcd-$ETCD_VERSION/etcd" "$assets/etcd"
+ln -sf "$TESTBIN/kube-apiserver-$KUBE_VERSION/kube-apiserver" "$assets/kube-apiserver"
+ln -sf "$TESTBIN/registry-$REGISTRY_VERSION/registry" "$assets/registry"
+echo "$assets"

@@ -1,0 +1,281 @@
+package strategy
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+)
+
+// Settings are the image settings as the user wrote them (annotation values or
+// command-line flags). New validates them.
+type Settings struct {
+	// Strategy is the raw update-strategy value; see ParseName.
+	Strategy string
+	// Constraint is a semver range for SemVer and the tag to follow for
+	// Digest. Other strategies ignore it.
+	Constraint string
+	// AllowTags is "regexp:<expression>", "any" or "".
+	AllowTags string
+	// IgnoreTags holds filepath.Match globs. Entries may themselves be
+	// comma-separated. A lone "*" pauses updates of the image.
+	IgnoreTags []string
+	// Platforms are the platforms an image must offer, for strategies that
+	// read image metadata. Empty means the caller applies its default when
+	// fetching metadata and no platform check happens here.
+	Platforms []Platform
+}
+
+// Policy is a validated Settings. It is immutable and safe for concurrent use.
+type Policy struct {
+	name       Name
+	constraint *semver.Constraints // SemVer; nil when no constraint was given
+	rangeText  string              // the constraint as written, for messages
+	rangePts   []uint64            // see rangeCheck
+	follow     string              // Digest: the tag to follow
+	allow      *regexp.Regexp      // nil keeps every tag
+	ignore     []glob
+	paused     bool
+	platforms  []Platform
+}
+
+// New parses and validates s. Every error is a *SettingError naming the field
+// and value:
+//   - an unknown strategy (wrapping ErrUnknownStrategy);
+//   - an invalid semver constraint for SemVer (wrapping the semver error);
+//   - a missing or malformed tag to follow for Digest (ErrNoFollowTag,
+//     ErrInvalidTag);
+//   - an allow-tags value of the wrong form (ErrAllowTagsSyntax) or an
+//     expression that does not compile (wrapping the regexp error);
+//   - an ignore-tags glob that filepath.Match rejects (filepath.ErrBadPattern);
+//   - a malformed platform (ErrPlatformSyntax).
+//
+// An allow-tags expression that does not compile would match no tag. Rather
+// than silently choosing nothing, New fails: the caller reports the error and
+// leaves the image as it is, which has the same effect on the image but tells
+// the user why.
+func New(s Settings) (*Policy, error) {
+	name, err := ParseName(s.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{name: name}
+
+	constraint := strings.TrimSpace(s.Constraint)
+	switch name {
+	case SemVer:
+		if constraint != "" {
+			c, err := semver.NewConstraint(constraint)
+			if err != nil {
+				return nil, &SettingError{Field: FieldConstraint, Value: s.Constraint, Err: err}
+			}
+			p.constraint = c
+			p.rangeText = constraint
+			p.rangePts = constraintPoints(constraint)
+		}
+	case Digest:
+		if constraint == "" {
+			return nil, &SettingError{Field: FieldConstraint, Value: s.Constraint, Err: ErrNoFollowTag}
+		}
+		if !validTag(constraint) {
+			return nil, &SettingError{Field: FieldConstraint, Value: s.Constraint, Err: ErrInvalidTag}
+		}
+		p.follow = constraint
+	}
+
+	if p.allow, err = parseAllowTags(s.AllowTags); err != nil {
+		return nil, err
+	}
+	if p.ignore, p.paused, err = parseIgnoreTags(s.IgnoreTags); err != nil {
+		return nil, err
+	}
+	for _, pl := range s.Platforms {
+		q, err := normalizePlatform(pl)
+		if err != nil {
+			return nil, err
+		}
+		if !containsPlatform(p.platforms, q) {
+			p.platforms = append(p.platforms, q)
+		}
+	}
+	return p, nil
+}
+
+func parseAllowTags(raw string) (*regexp.Regexp, error) {
+	v := strings.TrimSpace(raw)
+	switch {
+	case v == "" || v == "any":
+		return nil, nil
+	case strings.HasPrefix(v, "regexp:"):
+		re, err := regexp.Compile(strings.TrimPrefix(v, "regexp:"))
+		if err != nil {
+			return nil, &SettingError{Field: FieldAllowTags, Value: raw, Err: err}
+		}
+		return re, nil
+	default:
+		return nil, &SettingError{Field: FieldAllowTags, Value: raw, Err: ErrAllowTagsSyntax}
+	}
+}
+
+func parseIgnoreTags(raw []string) (globs []glob, paused bool, err error) {
+	for _, entry := range raw {
+		for g := range strings.SplitSeq(entry, ",") {
+			g = strings.TrimSpace(g)
+			if g == "" {
+				continue
+			}
+			if g == "*" {
+				paused = true
+			}
+			cg, err := compileGlob(g)
+			if err != nil {
+				return nil, false, &SettingError{Field: FieldIgnoreTags, Value: g, Err: err}
+			}
+			globs = append(globs, cg)
+		}
+	}
+	return globs, paused, nil
+}
+
+// validTag reports whether s is a valid OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
+func validTag(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' ||
+			i > 0 && (c == '.' || c == '-')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Name returns the strategy.
+func (p *Policy) Name() Name { return p.name }
+
+// NeedsMetadata reports whether Choose calls the MetadataFunc.
+func (p *Policy) NeedsMetadata() bool { return p.name == NewestBuild || p.name == Digest }
+
+// Paused reports whether ignore-tags holds a lone "*", which stops updates.
+func (p *Policy) Paused() bool { return p.paused }
+
+// Platforms returns the requested platforms (a copy).
+func (p *Policy) Platforms() []Platform {
+	if len(p.platforms) == 0 {
+		return nil
+	}
+	return append([]Platform(nil), p.platforms...)
+}
+
+// String describes the policy for logs.
+func (p *Policy) String() string {
+	var b strings.Builder
+	b.WriteString(string(p.name))
+	switch {
+	case p.rangeText != "":
+		fmt.Fprintf(&b, " constraint=%q", p.rangeText)
+	case p.follow != "":
+		fmt.Fprintf(&b, " tag=%q", p.follow)
+	}
+	if p.allow != nil {
+		fmt.Fprintf(&b, " allow-tags=%q", "regexp:"+p.allow.String())
+	}
+	if len(p.ignore) > 0 {
+		s := make([]string, len(p.ignore))
+		for i, g := range p.ignore {
+			s[i] = g.pattern
+		}
+		fmt.Fprintf(&b, " ignore-tags=%q", strings.Join(s, ","))
+	}
+	if len(p.platforms) > 0 {
+		s := make([]string, len(p.platforms))
+		for i, pl := range p.platforms {
+			s[i] = pl.String()
+		}
+		fmt.Fprintf(&b, " platforms=%q", strings.Join(s, ","))
+	}
+	return b.String()
+}
+
+// filterStats counts why tags were dropped, for "no update" reasons.
+type filterStats struct {
+	seen      int
+	kept      int
+	empty     int
+	signature int
+	notAllow  int
+	ignored   int
+}
+
+// keep applies the tag filters to one tag, counting drops.
+func (p *Policy) keep(tag string, st *filterStats) bool {
+	switch {
+	case tag == "":
+		st.empty++
+		return false
+	case isSignatureTag(tag):
+		st.signature++
+		return false
+	case p.allow != nil && !p.allow.MatchString(tag):
+		st.notAllow++
+		return false
+	case p.ignored(tag):
+		st.ignored++
+		return false
+	}
+	st.kept++
+	return true
+}
+
+func (p *Policy) ignored(tag string) bool {
+	for i := range p.ignore {
+		if p.ignore[i].match(tag) {
+			return true
+		}
+	}
+	return false
+}
+
+// Candidates returns the tags that pass the filters, in input order. The
+// filters drop, in this order: empty strings, signature tags, tags not
+// matching allow-tags, and tags matching ignore-tags. Duplicates are kept;
+// every strategy is insensitive to them. It returns nil when the image is
+// paused.
+func (p *Policy) Candidates(tags []string) []string {
+	if p.paused {
+		return nil
+	}
+	var st filterStats
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if p.keep(t, &st) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// isSignatureTag reports whether tag names a cosign/sigstore signature,
+// attestation or SBOM: sha256-<64 lowercase hex>.sig|.att|.sbom. Those are
+// attached to images by digest and are never deployable images themselves.
+func isSignatureTag(tag string) bool {
+	const prefix, hexLen = "sha256-", 64
+	if len(tag) < len(prefix)+hexLen+4 || tag[:len(prefix)] != prefix {
+		return false
+	}
+	for i := len(prefix); i < len(prefix)+hexLen; i++ {
+		c := tag[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	switch tag[len(prefix)+hexLen:] {
+	case ".sig", ".att", ".sbom":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,194 @@
+package testenv
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// ArgoCDNamespace is where the tests put Argo CD's objects, as an install does.
+const ArgoCDNamespace = "argocd"
+
+// Kube is a running kube-apiserver and etcd with Argo CD's Application CRD.
+type Kube struct {
+	// Config authenticates as a cluster admin.
+	Config *rest.Config
+	// Client is a controller-runtime client for Config that knows the
+	// Kubernetes and Argo CD types.
+	Client client.Client
+	Scheme *runtime.Scheme
+	env    *envtest.Environment
+}
+
+type kubeOptions struct {
+	crdPaths []string
+}
+
+// KubeOption changes how StartKube sets up the API server.
+type KubeOption func(*kubeOptions)
+
+// WithCRDs installs CRDs from these files or folders instead of Argo CD 2's
+// Application CRD (for example Argo CD 3's, from ArgoCDCRD).
+func WithCRDs(paths ...string) KubeOption {
+	return func(o *kubeOptions) { o.crdPaths = paths }
+}
+
+// StartKube starts etcd and kube-apiserver through envtest, installs the
+// Application CRD and creates the argocd namespace. The API server enforces
+// RBAC: Config is an admin, ServiceAccountConfig gives a client with only a
+// ServiceAccount's permissions.
+func StartKube(t testing.TB, opts ...KubeOption) *Kube {
+	t.Helper()
+	o := kubeOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.crdPaths == nil {
+		o.crdPaths = []string{ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", "")}
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    assetsDir(t),
+		CRDDirectoryPaths:        o.crdPaths,
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	// etcd's fsync dominates start-up and write latency; tests need no durability.
+	env.ControlPlane.Etcd = &envtest.Etcd{}
+	env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "true")
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start kube-apiserver and etcd: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop kube-apiserver and etcd: %v", err)
+		}
+	})
+	cfg.QPS, cfg.Burst = 1000, 2000
+
+	scheme := NewScheme(t)
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("create client: %v", err)
+	}
+	k := &Kube{Config: cfg, Client: c, Scheme: scheme, env: env}
+	k.CreateNamespace(t, ArgoCDNamespace)
+	return k
+}
+
+// NewScheme knows the Kubernetes built-in types and Argo CD's.
+func NewScheme(t testing.TB) *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := argov1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
+}
+
+// CreateNamespace creates a namespace unless it exists.
+func (k *Kube) CreateNamespace(t testing.TB, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+// Create creates objects, failing the test on error.
+func (k *Kube) Create(t testing.TB, objs ...client.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if err := k.Client.Create(context.Background(), obj); err != nil {
+			t.Fatalf("create %T %s/%s: %v", obj, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+}
+
+// ServiceAccountConfig creates the ServiceAccount (if missing) and returns a
+// client configuration that authenticates with a token of it, as a pod
+// running under that ServiceAccount would.
+func (k *Kube) ServiceAccountConfig(t testing.TB, namespace, name string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := k.Client.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	cs, err := kubernetes.NewForConfig(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("request a token for ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(k.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
+}
+
+var (
+	moduleDirMu sync.Mutex
+	moduleDirs  = map[string]string{}
+)
+
+// ArgoCDCRD returns the path of the Application CRD shipped in an Argo CD
+// module: the version this module requires when version is empty, or the
+// given version, downloaded into the module cache (for Argo CD 3's CRD,
+// which adds fields our Go types do not know).
+func ArgoCDCRD(t testing.TB, module, version string) string {
+	t.Helper()
+	key := module + "@" + version
+	moduleDirMu.Lock()
+	defer moduleDirMu.Unlock()
+	dir, ok := moduleDirs[key]
+	if !ok {
+		var out []byte
+		var err error
+		if version == "" {
+			out, err = exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+		} else {
+			out, err = exec.Command("go", "mod", "download", "-json", key).Output()
+			if err == nil {
+				var info struct{ Dir string }
+				err = json.Unmarshal(out, &info)
+				out = []byte(info.Dir)
+			}
+		}
+		if err != nil {
+			t.Fatalf("locate module %s: %v", key, err)
+		}
+		dir = strings.TrimSpace(string(out))
+		moduleDirs[key] = dir
+	}
+	path := filepath.Join(dir, "manifests", "crds", "application-crd.yaml")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("Application CRD of %s: %v", key, err)
+	}
+	return path
+}

@@ -1,0 +1,259 @@
+package testenv
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	gittransport "github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	xssh "golang.org/x/crypto/ssh"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func TestKubeApplicationRoundTrip(t *testing.T) {
+	k := StartKube(t)
+	ctx := t.Context()
+	app := &argov1alpha1.Application{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "main", Namespace: ArgoCDNamespace,
+			Annotations: map[string]string{"argocd-image-updater.argoproj.io/image-list": "app=example.com/app"},
+		},
+		Spec: argov1alpha1.ApplicationSpec{
+			Project:     "default",
+			Source:      &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/repo.git", Path: "main/overlays/production", TargetRevision: "main"},
+			Destination: argov1alpha1.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "main"},
+		},
+	}
+	k.Create(t, app)
+	var got argov1alpha1.Application
+	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(app), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Source.Path != "main/overlays/production" || got.Annotations["argocd-image-updater.argoproj.io/image-list"] != "app=example.com/app" {
+		t.Errorf("read back %+v", got)
+	}
+}
+
+func TestKubeServiceAccountHasOnlyItsRole(t *testing.T) {
+	k := StartKube(t)
+	ctx := t.Context()
+	saCfg := k.ServiceAccountConfig(t, ArgoCDNamespace, "argocd-image-updater")
+	sa, err := client.New(saCfg, client.Options{Scheme: k.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apps argov1alpha1.ApplicationList
+	err = sa.List(ctx, &apps, client.InNamespace(ArgoCDNamespace))
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("list without a role: got %v, want forbidden", err)
+	}
+	k.Create(t,
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ArgoCDNamespace},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"list"}}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ArgoCDNamespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "reader"},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "argocd-image-updater", Namespace: ArgoCDNamespace}},
+		},
+	)
+	// RBAC changes reach the authorizer's cache shortly after they are written.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err = sa.List(ctx, &apps, client.InNamespace(ArgoCDNamespace))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("list with the role: %v", err)
+	}
+	if err := sa.List(ctx, &apps, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+		t.Errorf("list in another namespace: got %v, want forbidden", err)
+	}
+}
+
+func TestArgoCD3CRD(t *testing.T) {
+	path := ArgoCDCRD(t, "github.com/argoproj/argo-cd/v3", "v3.3.19")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegistryAuth(t *testing.T) {
+	tests := []struct {
+		name string
+		opt  RegistryOption
+	}{
+		{"htpasswd", WithHtpasswd("updater", "s3cret-htpasswd")},
+		{"token", WithTokenAuth("updater", "s3cret-token")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := StartRegistry(t, tt.opt)
+			want := []string{"v0.0.1", "v0.0.2", "v0.1.0"}
+			d1 := r.PushImage(t, "eks-app", want[:1])
+			d2 := r.PushTags(t, "eks-app", want[1:])
+			if d1 == d2 {
+				t.Errorf("two pushes gave the same digest %s", d1)
+			}
+			repo, err := name.NewRepository(r.Repo("eks-app"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tags, err := remote.List(repo, remote.WithAuth(r.Auth()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(tags)
+			if !slices.Equal(tags, want) {
+				t.Errorf("tags %v, want %v", tags, want)
+			}
+
+			_, err = remote.List(repo, remote.WithAuth(&authn.Basic{Username: "updater", Password: "wrong"}))
+			var terr *transport.Error
+			if !errors.As(err, &terr) || terr.StatusCode != http.StatusUnauthorized {
+				t.Errorf("wrong password: got %v, want 401", err)
+			}
+			if r.Tokens != nil && (r.Tokens.Issued.Load() == 0 || r.Tokens.Refused.Load() == 0) {
+				t.Errorf("token server issued %d and refused %d tokens; want both non-zero", r.Tokens.Issued.Load(), r.Tokens.Refused.Load())
+			}
+		})
+	}
+}
+
+func TestRegistryIndexAndCreationTime(t *testing.T) {
+	r := StartRegistry(t, WithoutAuth())
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	platforms := []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64", Variant: "v8"}}
+	digest := r.PushIndex(t, "multi", "1.0.0", platforms, Created(created))
+	ref, err := name.ParseReference(r.Repo("multi") + ":1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, err := remote.Get(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if desc.Digest != digest || !desc.MediaType.IsIndex() {
+		t.Fatalf("got %s %s, want index %s", desc.MediaType, desc.Digest, digest)
+	}
+	idx, err := desc.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest.Manifests) != 2 || manifest.Manifests[1].Platform.Variant != "v8" {
+		t.Fatalf("index manifests %+v", manifest.Manifests)
+	}
+	img, err := idx.Image(manifest.Manifests[1].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Created.Time.Equal(created) || cfg.Architecture != "arm64" {
+		t.Errorf("config created %s arch %s", cfg.Created, cfg.Architecture)
+	}
+}
+
+func TestGitCloneAndPush(t *testing.T) {
+	g := StartGitServer(t)
+	ssh := g.StartSSH(t)
+	g.CreateRepo(t, "deploy", "", map[string]string{
+		"main/overlays/production/kustomization.yaml": "resources:\n- ../../base\n",
+	})
+
+	sshAuth, err := gitssh.NewPublicKeys(ssh.User, ssh.ClientKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sshAuth.HostKeyCallback = xssh.FixedHostKey(ssh.HostKey)
+
+	tests := []struct {
+		name string
+		url  string
+		auth gittransport.AuthMethod
+	}{
+		{"http", g.HTTPRepoURL("deploy"), &githttp.BasicAuth{Username: g.Username, Password: g.Password}},
+		{"ssh", g.SSHRepoURL("deploy"), sshAuth},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			repo, err := git.PlainCloneContext(t.Context(), dir, false, &git.CloneOptions{URL: tt.url, Auth: tt.auth})
+			if err != nil {
+				t.Fatalf("clone %s: %v", tt.url, err)
+			}
+			path := "main/overlays/production/.argocd-source-main.yaml"
+			writeFile(t, filepath.Join(dir, path), "kustomize:\n  images:\n  - example.com/app:"+tt.name+"\n")
+			wt, err := repo.Worktree()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := wt.Add(path); err != nil {
+				t.Fatal(err)
+			}
+			sig := &object.Signature{Name: "argocd-image-updater", Email: "noreply@argoproj.io", When: time.Now()}
+			if _, err := wt.Commit("update over "+tt.name, &git.CommitOptions{Author: sig}); err != nil {
+				t.Fatal(err)
+			}
+			if err := repo.PushContext(t.Context(), &git.PushOptions{Auth: tt.auth}); err != nil {
+				t.Fatalf("push %s: %v", tt.url, err)
+			}
+			if got := g.ReadFile(t, "deploy", "main", path); got != "kustomize:\n  images:\n  - example.com/app:"+tt.name+"\n" {
+				t.Errorf("pushed file reads %q", got)
+			}
+			if log := g.Log(t, "deploy", "main"); log[0].Subject != "update over "+tt.name || log[0].Author != "argocd-image-updater" {
+				t.Errorf("head commit %+v", log[0])
+			}
+		})
+	}
+	if g.Fetches.Load() != 1 || g.Pushes.Load() != 1 {
+		t.Errorf("HTTP fetches %d pushes %d, want 1 and 1", g.Fetches.Load(), g.Pushes.Load())
+	}
+
+	_, err = git.PlainClone(t.TempDir(), false, &git.CloneOptions{URL: g.HTTPRepoURL("deploy"), Auth: &githttp.BasicAuth{Username: g.Username, Password: "wrong"}})
+	if err == nil {
+		t.Error("clone with a wrong password succeeded")
+	}
+}
+
+// TestAllComponentsStart starts what an integration test of the whole
+// controller needs, at once, and logs how long that took.
+func TestAllComponentsStart(t *testing.T) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); StartKube(t) }()
+	go func() { defer wg.Done(); StartRegistry(t, WithTokenAuth("u", "p")) }()
+	go func() { defer wg.Done(); g := StartGitServer(t); g.StartSSH(t) }()
+	wg.Wait()
+	t.Logf("API server, registry and git server ready in %s", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TokenServer issues bearer tokens for a Distribution registry, the way
+// Docker Hub, GHCR or Quay do: a client that is refused by the registry asks
+// the realm for a token with its credentials and the scope it needs.
+type TokenServer struct {
+	Service  string
+	Issuer   string
+	CertFile string // PEM certificate the registry trusts
+	// Issued counts the tokens handed out; Refused the requests refused.
+	Issued, Refused atomic.Int64
+
+	username, password string
+	key                *rsa.PrivateKey
+	certDER            []byte
+	port               int
+}
+
+// StartTokenServer serves tokens on a loopback port. Its realm names the
+// host "localhost": go-containerregistry refuses realms that are loopback
+// IP literals.
+func StartTokenServer(t testing.TB, username, password string) *TokenServer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test token issuer"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &TokenServer{
+		Service:  "test-registry",
+		Issuer:   "test-token-issuer",
+		CertFile: filepath.Join(t.TempDir(), "token-cert.pem"),
+		username: username,
+		password: password,
+		key:      key,
+		certDER:  der,
+	}
+	writeFile(t, ts.CertFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.port = l.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{Handler: http.HandlerFunc(ts.serveToken), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ts
+}
+
+// Realm is the URL the registry sends clients to.
+func (ts *TokenServer) Realm() string {
+	return "http://localhost:" + strconv.Itoa(ts.port) + "/token"
+}
+
+func (ts *TokenServer) serveToken(w http.ResponseWriter, r *http.Request) {
+	user, pass, ok := r.BasicAuth()
+	if !ok || user != ts.username || pass != ts.password {
+		ts.Refused.Add(1)
+		w.Header().Set("WWW-Authenticate", `Basic realm="test token server"`)
+		http.Error(w, `{"details":"incorrect username or password"}`, http.StatusUnauthorized)
+		return
+	}
+	var access []map[string]any
+	for _, scope := range r.URL.Query()["scope"] {
+		// repository:<name>:<actions>; names may contain ':' only before the
+		// last field, so split from the right.
+		i, j := strings.Index(scope, ":"), strings.LastIndex(scope, ":")
+		if i < 0 || i == j {
+			continue
+		}
+		access = append(access, map[string]any{
+			"type":    scope[:i],
+			"name":    scope[i+1 : j],
+			"actions": strings.Split(scope[j+1:], ","),
+		})
+	}
+	token, err := ts.sign(user, r.URL.Query().Get("service"), access)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ts.Issued.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"token": token, "access_token": token, "expires_in": 300, "issued_at": time.Now().UTC().Format(time.RFC3339),
+	})
+}
+
+// sign makes an RS256 JWT whose x5c header carries the certificate the
+// registry trusts.
+func (ts *TokenServer) sign(subject, audience string, access []map[string]any) (string, error) {
+	now := time.Now()
+	jti := make([]byte, 8)
+	if _, err := rand.Read(jti); err != nil {
+		return "", err
+	}
+	header, err := json.Marshal(map[string]any{
+		"alg": "RS256", "typ": "JWT", "x5c": []string{base64.StdEncoding.EncodeToString(ts.certDER)},
+	})
+	if err != nil {
+		return "", err
+	}
+	claims, err := json.Marshal(map[string]any{
+		"iss": ts.Issuer, "sub": subject, "aud": audience,
+		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(5 * time.Minute).Unix(),
+		"jti": hex.EncodeToString(jti), "access": access,
+	})
+	if err != nil {
+		return "", err
+	}
+	enc := base64.RawURLEncoding
+	signingInput := enc.EncodeToString(header) + "." + enc.EncodeToString(claims)
+	digest := sha256.Sum256([]byte(signingInput))
+	sig, err := rsa.SignPKCS1v15(rand.Reader, ts.key, crypto.SHA256, digest[:])
+	if err != nil {
+		return "", err
+	}
+	return signingInput + "." + enc.EncodeToString(sig), nil
+}
