@@ -32,7 +32,7 @@ unit:
 
 ## lint: gofmt and go vet
 lint:
-	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	@out="$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
@@ -46,3 +46,7 @@ demo:
 
 clean:
 	rm -rf bin
+
+## manifests: render manifests/install.yaml from the kustomize base
+manifests:
+	kubectl kustomize manifests/base > manifests/install.yaml

@@ -91,6 +91,12 @@ func (r CredentialRef) String() string {
 // ParseCredentialRef.
 var ErrInvalidCredentialRef = errors.New("invalid credential reference")
 
+// ErrNoNativeCredentials is wrapped by a NativeProvider's error when the
+// environment offers no credentials of its kind at all (no cloud identity,
+// no credentials file), so that a caller that chose the provider on its own
+// can fall back to anonymous access instead of failing.
+var ErrNoNativeCredentials = errors.New("no native cloud credentials available")
+
 // CredentialRefError describes a credential reference that could not be
 // parsed.
 type CredentialRefError struct {

@@ -156,6 +156,13 @@ func NewCredentialResolver(opts ...ResolverOption) *CredentialResolver {
 	return r
 }
 
+// HasNative reports whether references of the native kind are served by a
+// provider (given with WithNativeProvider).
+func (r *CredentialResolver) HasNative(kind CredentialKind) bool {
+	_, ok := r.native[kind]
+	return ok
+}
+
 // Resolve fetches the credentials ref points to for the registry
 // registryHost, without caching. This is what image-level references use.
 func (r *CredentialResolver) Resolve(ctx context.Context, ref CredentialRef, registryHost string) (Credential, error) {

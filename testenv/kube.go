@@ -17,9 +17,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -189,6 +191,27 @@ func ArgoCDCRD(t testing.TB, module, version string) string {
 	path := filepath.Join(dir, "manifests", "crds", "application-crd.yaml")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("Application CRD of %s: %v", key, err)
+	}
+	return path
+}
+
+// WriteKubeconfig writes a kubeconfig file for cfg (bearer token or client
+// certificate) whose context's namespace is namespace, for commands that
+// take --kubeconfig.
+func WriteKubeconfig(t testing.TB, cfg *rest.Config, namespace string) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{
+		Token:                 cfg.BearerToken,
+		ClientCertificateData: cfg.CertData,
+		ClientKeyData:         cfg.KeyData,
+	}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test", Namespace: namespace}
+	kc.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
 	}
 	return path
 }

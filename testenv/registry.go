@@ -28,8 +28,8 @@ type Registry struct {
 	// its token server. Empty when the registry has no auth.
 	Username, Password string
 	// Tokens is the token server when the registry uses bearer-token auth.
-	Tokens *TokenServer
-	dataDir  string
+	Tokens  *TokenServer
+	dataDir string
 }
 
 type registryOptions struct {

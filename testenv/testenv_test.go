@@ -21,10 +21,10 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	xssh "golang.org/x/crypto/ssh"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	xssh "golang.org/x/crypto/ssh"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 

@@ -3,9 +3,249 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
-func runController(_ context.Context, _ *runOptions, _ *slog.Logger) error {
-	return errors.New("run: the update loop is not available in this build")
+// leaseName is the Lease that elects the one replica that writes.
+const leaseName = "argocd-image-updater-leader"
+
+func runController(ctx context.Context, o *runOptions, logger *slog.Logger, lookupEnv func(string) (string, bool)) error {
+	if o.applicationsAPI != "kubernetes" {
+		return usageErrorf("--applications-api %s is not supported: this controller reads and writes Applications through the Kubernetes API (applications-api kubernetes)", o.applicationsAPI)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cycleMetrics, err := cycle.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	registryMetrics, err := registry.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+
+	restConfig, namespace, err := kubeConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	if o.argocdNamespace != "" {
+		namespace = o.argocdNamespace
+	}
+	restConfig.QPS, restConfig.Burst = o.kubeQPS, o.kubeBurst
+	restConfig.UserAgent = "argocd-image-updater/" + version
+	restConfig.Wrap(cycleMetrics.WrapKubeTransport)
+	clientset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+
+	confSource, err := registry.WatchConfig(ctx, o.registriesConfPath,
+		registry.WithErrorHandler(func(err error) {
+			logger.Error("registries configuration rejected; the last good one stays in force", "error", err)
+		}),
+		registry.WithReloadHandler(func(*registry.Config) {
+			logger.Info("registries configuration reloaded", "path", o.registriesConfPath)
+		}))
+	if err != nil {
+		return fmt.Errorf("registries configuration: %w", err)
+	}
+	resolver := registry.NewCredentialResolver(
+		registry.WithSecretGetter(registry.NewKubeSecretGetter(clientset)),
+		registry.WithEnv(lookupEnv),
+		registry.WithNativeProvider(registry.CredentialECR, registry.NewECRProvider()),
+		registry.WithNativeProvider(registry.CredentialGCP, registry.NewGCPProvider()),
+	)
+	regClient := registry.NewClient(
+		registry.WithConfig(confSource.Current),
+		registry.WithCredentialResolver(resolver),
+		registry.WithMetrics(registryMetrics),
+		registry.WithLogger(logger),
+		registry.WithUserAgent("argocd-image-updater/"+version),
+	)
+
+	watchNamespaces := []string{namespace}
+	if len(o.applicationNamespaces) > 0 {
+		watchNamespaces = o.applicationNamespaces
+	}
+	watcher, err := appwatch.NewWatcher(dyn,
+		appwatch.Namespaces(watchNamespaces...),
+		appwatch.MatchNames(o.matchAppNames...),
+		appwatch.MatchLabels(o.matchAppLabel),
+		appwatch.WithLogger(logger))
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+
+	var events *cycle.EventReporter
+	if !o.disableKubeEvents {
+		broadcaster := record.NewBroadcaster()
+		defer broadcaster.Shutdown()
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
+		events = cycle.NewEventReporter(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"}))
+	}
+
+	updater := cycle.New(watcher, regClient,
+		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
+		cycle.WithRegistryConfig(confSource.Current),
+		cycle.WithMaxConcurrency(o.maxConcurrency),
+		cycle.WithDryRun(o.dryRun),
+		cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
+		cycle.WithLogger(logger),
+		cycle.WithEvents(events),
+		cycle.WithMetrics(cycleMetrics),
+	)
+
+	var ready atomic.Bool
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serveErr := make(chan error, 2)
+	if o.metricsPort > 0 {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		go serve(ctx, "metrics", o.metricsPort, mux, logger, serveErr)
+	}
+	if o.healthPort > 0 {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "Applications not listed yet", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		})
+		go serve(ctx, "health", o.healthPort, mux, logger, serveErr)
+	}
+
+	logger.Info("starting", "version", version, "namespace", namespace, "interval", o.interval, "dryRun", o.dryRun,
+		"registriesConf", o.registriesConfPath)
+	if err := watcher.Start(ctx); err != nil {
+		return err
+	}
+	ready.Store(true)
+
+	if o.interval == 0 {
+		sum := updater.RunOnce(ctx)
+		if sum.Errors > 0 {
+			return &exitError{code: 1, err: fmt.Errorf("the update cycle had %d error(s); see the log", sum.Errors)}
+		}
+		return nil
+	}
+
+	go func() {
+		select {
+		case err := <-serveErr:
+			logger.Error("server failed; stopping", "error", err)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if !o.leaderElection {
+		updater.Run(ctx, o.interval)
+		return nil
+	}
+	return runElected(ctx, clientset, namespace, logger, func(ctx context.Context) { updater.Run(ctx, o.interval) })
+}
+
+// runElected runs work only while this replica holds the Lease, so that
+// two replicas never both write.
+func runElected(ctx context.Context, cs kubernetes.Interface, namespace string, logger *slog.Logger, work func(context.Context)) error {
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	id += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: leaseName},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		ReleaseOnCancel: true,
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("elected leader; starting update cycles", "lease", namespace+"/"+leaseName, "identity", id)
+				work(ctx)
+			},
+			OnStoppedLeading: func() { logger.Info("no longer the leader", "identity", id) },
+			OnNewLeader: func(leader string) {
+				if leader != id {
+					logger.Info("another replica leads; waiting", "leader", leader)
+				}
+			},
+		},
+	})
+	return nil
+}
+
+func serve(ctx context.Context, name string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {
+	srv := &http.Server{Addr: net.JoinHostPort("", strconv.Itoa(port)), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	logger.Info("serving", "server", name, "port", port)
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)
+	}
+}
+
+// kubeConfig loads the client configuration (a kubeconfig file, else the
+// in-cluster configuration) and the namespace the controller runs in.
+func kubeConfig(path string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if path != "" {
+		rules.ExplicitPath = path
+	}
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	cfg, err := loader.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes configuration: %w", err)
+	}
+	// In a pod this is the ServiceAccount's namespace; with a kubeconfig,
+	// its context's.
+	ns, _, err := loader.Namespace()
+	if err != nil || ns == "" {
+		ns = "argocd"
+	}
+	return cfg, ns, nil
 }

@@ -49,6 +49,9 @@ type runOptions struct {
 
 	disableKubeEvents bool
 	warmupCache       bool
+
+	leaderElection        bool
+	applicationNamespaces []string
 }
 
 // runEnv maps run flags to the environment variables the install manifest
@@ -72,6 +75,8 @@ var runEnv = envFlags{
 	"kube-api-qps":              "IMAGE_UPDATER_KUBE_API_QPS",
 	"kube-api-burst":            "IMAGE_UPDATER_KUBE_API_BURST",
 	"max-concurrency":           "IMAGE_UPDATER_MAX_CONCURRENCY",
+	"application-namespaces":    "IMAGE_UPDATER_APPLICATION_NAMESPACES",
+	"leader-election":           "IMAGE_UPDATER_LEADER_ELECTION",
 }
 
 func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
@@ -91,7 +96,7 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runController(cmd.Context(), o, logger)
+			return runController(cmd.Context(), o, logger, lookupEnv)
 		},
 	}
 	f := cmd.Flags()
@@ -123,7 +128,9 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.BoolVar(&o.gitCommitSignOff, "git-commit-sign-off", false, "add a Signed-off-by trailer to Git commits")
 	f.StringVar(&o.gitCommitMessagePath, "git-commit-message-path", defaultCommitMessagePath, "path to the Go template of Git commit messages")
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
-	f.BoolVar(&o.warmupCache, "warmup-cache", true, "fill the registry cache before the first cycle")
+	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
+	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the controller's namespace")
+	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
 	return cmd
 }
 

@@ -1,9 +1,19 @@
 package main
 
 import (
-	"errors"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // testOptions holds the settings of the test command: the same per-image
@@ -61,6 +71,139 @@ func newTestCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	return cmd
 }
 
-func runTest(_ *cobra.Command, _ string, _ *testOptions, _ func(string) (string, bool)) error {
-	return &exitError{code: 2, err: errors.New("test: registry access is not available in this build")}
+// testOutput is what `test --output json` prints.
+type testOutput struct {
+	Image          string `json:"image"`
+	Strategy       string `json:"strategy"`
+	Constraint     string `json:"constraint,omitempty"`
+	Tag            string `json:"tag,omitempty"`
+	Digest         string `json:"digest,omitempty"`
+	TagsSeen       int    `json:"tagsSeen"`
+	TagsConsidered int    `json:"tagsConsidered"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(string) (string, bool)) error {
+	ctx := cmd.Context()
+	logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, "text")
+	if err != nil {
+		return err
+	}
+	badInput := func(err error) error { return &exitError{code: 2, err: err} }
+
+	cfg := &registry.Config{}
+	if o.registriesConfPath != "" {
+		if cfg, err = registry.LoadConfig(o.registriesConfPath); err != nil {
+			return badInput(err)
+		}
+	}
+	ref, err := registry.ParseReference(image, cfg.ReferenceOptions()...)
+	if err != nil {
+		return badInput(err)
+	}
+	var creds registry.CredentialRef
+	if o.credentials != "" {
+		if creds, err = registry.ParseCredentialRef(o.credentials); err != nil {
+			return badInput(err)
+		}
+	}
+	platforms := []strategy.Platform{{OS: runtime.GOOS, Architecture: runtime.GOARCH}}
+	if len(o.platforms) > 0 {
+		if platforms, err = strategy.ParsePlatforms(strings.Join(o.platforms, ",")); err != nil {
+			return badInput(err)
+		}
+	}
+	policy, err := strategy.New(strategy.Settings{
+		Strategy: o.strategy, Constraint: o.constraint, AllowTags: o.allowTags,
+		IgnoreTags: o.ignoreTags, Platforms: platforms,
+	})
+	if err != nil {
+		return badInput(err)
+	}
+
+	resolverOpts := []registry.ResolverOption{registry.WithEnv(lookupEnv)}
+	if o.kubeconfig != "" {
+		restConfig, _, err := kubeConfig(o.kubeconfig)
+		if err != nil {
+			return badInput(err)
+		}
+		cs, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return badInput(err)
+		}
+		resolverOpts = append(resolverOpts, registry.WithSecretGetter(registry.NewKubeSecretGetter(cs)))
+	}
+	resolverOpts = append(resolverOpts,
+		registry.WithNativeProvider(registry.CredentialECR, registry.NewECRProvider()),
+		registry.WithNativeProvider(registry.CredentialGCP, registry.NewGCPProvider()))
+	client := registry.NewClient(
+		registry.WithConfig(func() *registry.Config { return cfg }),
+		registry.WithCredentialResolver(registry.NewCredentialResolver(resolverOpts...)),
+		registry.WithLogger(logger),
+		registry.WithDefaultLimit(float64(o.rateLimit)),
+	)
+
+	tags, err := client.Tags(ctx, ref, creds)
+	if err != nil {
+		return badInput(err)
+	}
+	v1Platforms := make([]v1.Platform, len(platforms))
+	for i, p := range platforms {
+		v1Platforms[i] = v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
+	}
+	meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
+		tagged, err := ref.WithTag(tag)
+		if err != nil {
+			return strategy.TagInfo{}, err
+		}
+		md, err := client.Metadata(ctx, tagged, creds, v1Platforms)
+		if err != nil {
+			return strategy.TagInfo{}, err
+		}
+		info := strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created}
+		for _, p := range md.Platforms {
+			info.Platforms = append(info.Platforms, strategy.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant})
+		}
+		return info, nil
+	}
+	current := strategy.Current{Tag: ref.Tag(), Digest: ref.Digest()}
+	res, err := policy.Choose(ctx, tags, current, meta)
+	if err != nil {
+		return badInput(err)
+	}
+	out := testOutput{
+		Image: ref.Name(), Strategy: string(policy.Name()), Constraint: o.constraint,
+		Tag: res.Tag, Digest: res.Digest, TagsSeen: res.Seen, TagsConsidered: res.Considered, Reason: res.Reason,
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		printTestResult(cmd.OutOrStdout(), out)
+	}
+	if res.Tag == "" {
+		return &exitError{code: 1, err: fmt.Errorf("no version of %s qualifies: %s", out.Image, res.Reason)}
+	}
+	return nil
+}
+
+func printTestResult(w io.Writer, out testOutput) {
+	fmt.Fprintf(w, "image:       %s\n", out.Image)
+	fmt.Fprintf(w, "strategy:    %s\n", out.Strategy)
+	if out.Constraint != "" {
+		fmt.Fprintf(w, "constraint:  %s\n", out.Constraint)
+	}
+	fmt.Fprintf(w, "tags:        %d seen, %d considered\n", out.TagsSeen, out.TagsConsidered)
+	if out.Tag == "" {
+		fmt.Fprintf(w, "result:      no version qualifies (%s)\n", out.Reason)
+		return
+	}
+	ref := out.Tag
+	if out.Digest != "" {
+		ref += "@" + out.Digest
+	}
+	fmt.Fprintf(w, "result:      %s\n", ref)
 }

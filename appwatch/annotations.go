@@ -1,0 +1,368 @@
+package appwatch
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// AnnotationPrefix starts every annotation the updater reads.
+const AnnotationPrefix = "argocd-image-updater.argoproj.io/"
+
+// Annotation keys, without the prefix.
+const (
+	KeyImageList       = "image-list"
+	KeyWriteBackMethod = "write-back-method"
+	KeyWriteBackTarget = "write-back-target"
+	KeyGitBranch       = "git-branch"
+	KeyGitRepository   = "git-repository"
+
+	// Per-image keys: "<alias>.<key>", falling back to "<key>".
+	KeyUpdateStrategy = "update-strategy"
+	KeyAllowTags      = "allow-tags"
+	KeyIgnoreTags     = "ignore-tags"
+	KeyForceUpdate    = "force-update"
+	KeyPullSecret     = "pull-secret"
+	KeyPlatforms      = "platforms"
+
+	// Per-image only: "<alias>.<key>".
+	KeyHelmImageName      = "helm.image-name"
+	KeyHelmImageTag       = "helm.image-tag"
+	KeyHelmImageSpec      = "helm.image-spec"
+	KeyKustomizeImageName = "kustomize.image-name"
+)
+
+var (
+	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms}
+	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository}
+)
+
+// Default Helm parameter names, as Helm charts commonly name them.
+const (
+	DefaultHelmImageName = "image.name"
+	DefaultHelmImageTag  = "image.tag"
+)
+
+// ImageSpec is one entry of the image-list annotation with its settings.
+// Values are as the user wrote them; the update cycle validates those that
+// need a registry or a strategy to make sense of.
+type ImageSpec struct {
+	// Alias names the image in per-image annotation keys; may be empty.
+	Alias string
+	// Image is the reference without the constraint ("nginx",
+	// "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app").
+	Image string
+	// Constraint is what followed the image's last ':' (a semver range, or
+	// the tag the digest strategy follows).
+	Constraint string
+
+	Strategy    string
+	AllowTags   string
+	IgnoreTags  []string
+	ForceUpdate bool
+	PullSecret  string
+	Platforms   string
+
+	HelmImageName      string // Helm parameter receiving the image name
+	HelmImageTag       string // Helm parameter receiving the tag
+	HelmImageSpec      string // one Helm parameter receiving name:tag; overrides the two above
+	KustomizeImageName string // the image name a kustomize override replaces
+}
+
+// Key is how messages name the image: its alias, or the image itself.
+func (s ImageSpec) Key() string {
+	if s.Alias != "" {
+		return s.Alias
+	}
+	return s.Image
+}
+
+// WriteBackMethod says where a chosen version is written.
+type WriteBackMethod string
+
+const (
+	WriteBackArgoCD WriteBackMethod = "argocd"
+	WriteBackGit    WriteBackMethod = "git"
+)
+
+// WriteBackSpec is the Application-level write-back configuration.
+type WriteBackSpec struct {
+	Method WriteBackMethod
+	// GitSecret is "<namespace>/<name>" for git:secret:<namespace>/<name>;
+	// empty means Argo CD's repository credentials.
+	GitSecret     string
+	Target        string // write-back-target as written
+	GitBranch     string
+	GitRepository string
+}
+
+// Problem is something wrong with an Application's annotations. Image is
+// empty for Application-level problems. A problem with Image set disables
+// only that image; an Application-level error disables the Application.
+type Problem struct {
+	Image      string // alias or image of the affected image, "" for the Application
+	Annotation string // full annotation key
+	Message    string
+	Warning    bool // reported, but nothing is disabled
+}
+
+func (p Problem) Error() string {
+	var b strings.Builder
+	b.WriteString("annotation ")
+	b.WriteString(p.Annotation)
+	if p.Image != "" {
+		fmt.Fprintf(&b, " (image %s)", p.Image)
+	}
+	b.WriteString(": ")
+	b.WriteString(p.Message)
+	return b.String()
+}
+
+// Annotations is what the updater understands of an Application's
+// annotations.
+type Annotations struct {
+	Images    []ImageSpec
+	WriteBack WriteBackSpec
+	// Problems lists what could not be understood. Images with a
+	// non-warning problem are not in Images.
+	Problems []Problem
+}
+
+// Managed reports whether an Application carries the image-list annotation.
+func Managed(annotations map[string]string) bool {
+	_, ok := annotations[AnnotationPrefix+KeyImageList]
+	return ok
+}
+
+// ParseAnnotations reads the updater's annotations. It never fails as a
+// whole: a bad entry is a Problem that disables only what it concerns.
+func ParseAnnotations(annotations map[string]string) Annotations {
+	var a Annotations
+	get := func(key string) (string, bool) {
+		v, ok := annotations[AnnotationPrefix+key]
+		return strings.TrimSpace(v), ok
+	}
+
+	a.WriteBack = parseWriteBack(get, &a.Problems)
+
+	list, _ := get(KeyImageList)
+	seenAlias := map[string]bool{}
+	for i, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			if strings.TrimSpace(list) != "" {
+				a.Problems = append(a.Problems, Problem{
+					Annotation: AnnotationPrefix + KeyImageList,
+					Message:    fmt.Sprintf("entry %d is empty", i+1), Warning: true,
+				})
+			}
+			continue
+		}
+		spec, err := parseImageEntry(entry)
+		if err != nil {
+			a.Problems = append(a.Problems, Problem{Image: entry, Annotation: AnnotationPrefix + KeyImageList, Message: err.Error()})
+			continue
+		}
+		if spec.Alias != "" {
+			if seenAlias[spec.Alias] {
+				a.Problems = append(a.Problems, Problem{
+					Image: spec.Alias, Annotation: AnnotationPrefix + KeyImageList,
+					Message: fmt.Sprintf("alias %q is used twice; aliases must be unique within an Application", spec.Alias),
+				})
+				continue
+			}
+			seenAlias[spec.Alias] = true
+		}
+		if ok := readImageSettings(&spec, get, &a.Problems); ok {
+			a.Images = append(a.Images, spec)
+		}
+	}
+	a.Problems = append(a.Problems, unknownKeys(annotations, seenAlias)...)
+	return a
+}
+
+// parseImageEntry splits "[<alias>=]<image>[:<constraint>]". The
+// constraint is what follows the first ':' of the last path element, so a
+// registry port ("localhost:5000/app") is not mistaken for one.
+func parseImageEntry(entry string) (ImageSpec, error) {
+	var spec ImageSpec
+	if alias, rest, ok := strings.Cut(entry, "="); ok {
+		spec.Alias = strings.TrimSpace(alias)
+		entry = strings.TrimSpace(rest)
+		if spec.Alias == "" {
+			return spec, fmt.Errorf("image entry %q has an empty alias before '='", entry)
+		}
+		if strings.ContainsAny(spec.Alias, " .:@") {
+			return spec, fmt.Errorf("alias %q must not contain spaces, '.', ':' or '@'", spec.Alias)
+		}
+	}
+	if entry == "" {
+		return spec, fmt.Errorf("alias %q names no image", spec.Alias)
+	}
+	name := entry
+	if at := strings.LastIndex(name, "@"); at >= 0 {
+		// A digest pins the image; what runs is looked up by name anyway.
+		name = name[:at]
+	}
+	lastSlash := strings.LastIndex(name, "/")
+	if colon := strings.Index(name[lastSlash+1:], ":"); colon >= 0 {
+		colon += lastSlash + 1
+		spec.Constraint = strings.TrimSpace(name[colon+1:])
+		name = name[:colon]
+	}
+	if name == "" || strings.ContainsAny(name, " \t") {
+		return spec, fmt.Errorf("%q is not an image name", entry)
+	}
+	spec.Image = name
+	return spec, nil
+}
+
+// aliasKey is how an alias appears in annotation keys: '/' is written '_'.
+func aliasKey(alias string) string { return strings.ReplaceAll(alias, "/", "_") }
+
+func readImageSettings(spec *ImageSpec, get func(string) (string, bool), problems *[]Problem) bool {
+	// value reads "<alias>.<key>", falling back to the Application-wide "<key>".
+	value := func(key string) (string, string) {
+		if spec.Alias != "" {
+			k := aliasKey(spec.Alias) + "." + key
+			if v, ok := get(k); ok {
+				return v, AnnotationPrefix + k
+			}
+		}
+		v, _ := get(key)
+		return v, AnnotationPrefix + key
+	}
+	ok := true
+	fail := func(annotation, format string, args ...any) {
+		*problems = append(*problems, Problem{Image: spec.Key(), Annotation: annotation, Message: fmt.Sprintf(format, args...)})
+		ok = false
+	}
+
+	spec.Strategy, _ = value(KeyUpdateStrategy)
+	spec.AllowTags, _ = value(KeyAllowTags)
+	if v, _ := value(KeyIgnoreTags); v != "" {
+		for _, g := range strings.Split(v, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				spec.IgnoreTags = append(spec.IgnoreTags, g)
+			}
+		}
+	}
+	if v, key := value(KeyForceUpdate); v != "" {
+		switch strings.ToLower(v) {
+		case "true":
+			spec.ForceUpdate = true
+		case "false":
+		default:
+			fail(key, "value %q is not true or false", v)
+		}
+	}
+	spec.PullSecret, _ = value(KeyPullSecret)
+	spec.Platforms, _ = value(KeyPlatforms)
+
+	if spec.Alias != "" {
+		prefix := aliasKey(spec.Alias) + "."
+		spec.HelmImageName, _ = get(prefix + KeyHelmImageName)
+		spec.HelmImageTag, _ = get(prefix + KeyHelmImageTag)
+		spec.HelmImageSpec, _ = get(prefix + KeyHelmImageSpec)
+		spec.KustomizeImageName, _ = get(prefix + KeyKustomizeImageName)
+	}
+	if spec.HelmImageSpec == "" {
+		if spec.HelmImageName == "" {
+			spec.HelmImageName = DefaultHelmImageName
+		}
+		if spec.HelmImageTag == "" {
+			spec.HelmImageTag = DefaultHelmImageTag
+		}
+	}
+	return ok
+}
+
+func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBackSpec {
+	var wb WriteBackSpec
+	method, _ := get(KeyWriteBackMethod)
+	switch {
+	case method == "" || method == string(WriteBackArgoCD):
+		wb.Method = WriteBackArgoCD
+	case method == "git" || method == "git:repocreds":
+		wb.Method = WriteBackGit
+	case strings.HasPrefix(method, "git:secret:"):
+		wb.Method = WriteBackGit
+		wb.GitSecret = strings.TrimPrefix(method, "git:secret:")
+		if ns, name, ok := strings.Cut(wb.GitSecret, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			*problems = append(*problems, Problem{
+				Annotation: AnnotationPrefix + KeyWriteBackMethod,
+				Message:    fmt.Sprintf("%q must name a Secret as git:secret:<namespace>/<name>", method),
+			})
+		}
+	default:
+		*problems = append(*problems, Problem{
+			Annotation: AnnotationPrefix + KeyWriteBackMethod,
+			Message:    fmt.Sprintf("unknown method %q: use argocd, git, git:repocreds or git:secret:<namespace>/<name>", method),
+		})
+		wb.Method = WriteBackArgoCD
+	}
+	wb.Target, _ = get(KeyWriteBackTarget)
+	wb.GitBranch, _ = get(KeyGitBranch)
+	wb.GitRepository, _ = get(KeyGitRepository)
+	if wb.Method == WriteBackArgoCD {
+		for _, k := range []string{KeyWriteBackTarget, KeyGitBranch, KeyGitRepository} {
+			if v, ok := get(k); ok && v != "" {
+				*problems = append(*problems, Problem{
+					Annotation: AnnotationPrefix + k,
+					Message:    "has no effect with write-back-method argocd (it applies to git write-back only)",
+					Warning:    true,
+				})
+			}
+		}
+	}
+	if wb.Target != "" {
+		kind, _, _ := strings.Cut(wb.Target, ":")
+		if kind != "kustomization" && kind != "helmvalues" {
+			*problems = append(*problems, Problem{
+				Annotation: AnnotationPrefix + KeyWriteBackTarget,
+				Message:    fmt.Sprintf("unknown target %q: use kustomization[:<dir>] or helmvalues[:<file>]", wb.Target),
+			})
+		}
+	}
+	return wb
+}
+
+// unknownKeys warns about annotations with our prefix that nothing reads,
+// which are usually typos ("app.update-stratgey") or aliases missing from
+// image-list.
+func unknownKeys(annotations map[string]string, aliases map[string]bool) []Problem {
+	known := map[string]bool{}
+	for _, k := range append(append([]string{}, appKeys...), imageKeys...) {
+		known[k] = true
+	}
+	var problems []Problem
+	for full := range annotations {
+		key, ok := strings.CutPrefix(full, AnnotationPrefix)
+		if !ok || known[key] {
+			continue
+		}
+		if alias, rest, ok := strings.Cut(key, "."); ok && (slices.Contains(imageKeys, rest) || slices.Contains(imageOnlyKeys, rest)) {
+			if !aliasKnown(aliases, alias) {
+				problems = append(problems, Problem{
+					Annotation: full, Warning: true,
+					Message: fmt.Sprintf("no image in image-list has the alias %q", alias),
+				})
+			}
+			continue
+		}
+		problems = append(problems, Problem{Annotation: full, Warning: true, Message: "unknown annotation"})
+	}
+	sort.Slice(problems, func(i, j int) bool { return problems[i].Annotation < problems[j].Annotation })
+	return problems
+}
+
+func aliasKnown(aliases map[string]bool, key string) bool {
+	for a := range aliases {
+		if aliasKey(a) == key {
+			return true
+		}
+	}
+	return false
+}

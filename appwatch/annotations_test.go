@@ -1,0 +1,179 @@
+package appwatch
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func ann(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[AnnotationPrefix+kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+const ecr = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
+
+func TestParseAnnotations(t *testing.T) {
+	defaults := func(s ImageSpec) ImageSpec {
+		if s.HelmImageSpec == "" {
+			if s.HelmImageName == "" {
+				s.HelmImageName = DefaultHelmImageName
+			}
+			if s.HelmImageTag == "" {
+				s.HelmImageTag = DefaultHelmImageTag
+			}
+		}
+		return s
+	}
+	tests := []struct {
+		name         string
+		annotations  map[string]string
+		wantImages   []ImageSpec
+		wantWB       WriteBackSpec
+		wantProblems []string // substrings, in order
+	}{
+		{
+			name: "seed 003",
+			annotations: ann(
+				"write-back-method", "argocd",
+				"write-back-target", "kustomization:../../main/overlays/production",
+				"git-branch", "main",
+				"image-list", "app="+ecr+"/eks-app,web="+ecr+"/eks-web",
+				"app.update-strategy", "semver",
+				"web.update-strategy", "semver",
+			),
+			wantImages: []ImageSpec{
+				defaults(ImageSpec{Alias: "app", Image: ecr + "/eks-app", Strategy: "semver"}),
+				defaults(ImageSpec{Alias: "web", Image: ecr + "/eks-web", Strategy: "semver"}),
+			},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD, Target: "kustomization:../../main/overlays/production", GitBranch: "main"},
+			wantProblems: []string{
+				"write-back-target: has no effect with write-back-method argocd",
+				"git-branch: has no effect",
+			},
+		},
+		{
+			name: "constraints, ports, digests and fallbacks",
+			annotations: ann(
+				"image-list", "nginx:~1.26, reg=localhost:5000/team/app:^2 ,pinned=ghcr.io/x/y:stable@sha256:abc, plain=quay.io/org/app",
+				"update-strategy", "newest-build",
+				"allow-tags", "regexp:^v",
+				"reg.update-strategy", "semver",
+				"reg.ignore-tags", "*-rc*, latest",
+				"reg.force-update", "true",
+				"reg.pull-secret", "pullsecret:argocd/regcred",
+				"pinned.update-strategy", "digest",
+				"pinned.platforms", "linux/amd64,linux/arm64",
+			),
+			wantImages: []ImageSpec{
+				defaults(ImageSpec{Image: "nginx", Constraint: "~1.26", Strategy: "newest-build", AllowTags: "regexp:^v"}),
+				defaults(ImageSpec{Alias: "reg", Image: "localhost:5000/team/app", Constraint: "^2", Strategy: "semver", AllowTags: "regexp:^v",
+					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred"}),
+				defaults(ImageSpec{Alias: "pinned", Image: "ghcr.io/x/y", Constraint: "stable", Strategy: "digest", AllowTags: "regexp:^v", Platforms: "linux/amd64,linux/arm64"}),
+				defaults(ImageSpec{Alias: "plain", Image: "quay.io/org/app", Strategy: "newest-build", AllowTags: "regexp:^v"}),
+			},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+		},
+		{
+			name: "helm and kustomize names, slash in alias",
+			annotations: ann(
+				"image-list", "org/app=example.com/org/app, spec=example.com/spec",
+				"org_app.helm.image-name", "app.image.repository",
+				"org_app.helm.image-tag", "app.image.tag",
+				"org_app.kustomize.image-name", "original/app",
+				"spec.helm.image-spec", "images[1].image",
+				"write-back-method", "git:secret:argocd/git-creds",
+				"write-back-target", "helmvalues:/charts/app/values.yaml",
+				"git-branch", "main:image-updater-{{.SHA256}}",
+			),
+			wantImages: []ImageSpec{
+				{Alias: "org/app", Image: "example.com/org/app", HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag", KustomizeImageName: "original/app"},
+				{Alias: "spec", Image: "example.com/spec", HelmImageSpec: "images[1].image"},
+			},
+			wantWB: WriteBackSpec{Method: WriteBackGit, GitSecret: "argocd/git-creds", Target: "helmvalues:/charts/app/values.yaml", GitBranch: "main:image-updater-{{.SHA256}}"},
+		},
+		{
+			name: "bad entries affect only themselves",
+			annotations: ann(
+				"image-list", "good=nginx, =nginx, dup=a, dup=b, bad=has space, flag=redis",
+				"flag.force-update", "yes",
+				"good.update-stratgey", "semver",
+				"ghost.update-strategy", "semver",
+			),
+			wantImages: []ImageSpec{
+				defaults(ImageSpec{Alias: "good", Image: "nginx"}),
+				defaults(ImageSpec{Alias: "dup", Image: "a"}),
+			},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				"empty alias",
+				`alias "dup" is used twice`,
+				`"has space" is not an image name`,
+				`flag.force-update (image flag): value "yes" is not true or false`,
+				`ghost.update-strategy: no image in image-list has the alias "ghost"`,
+				"good.update-stratgey: unknown annotation",
+			},
+		},
+		{
+			name:         "bad write-back method",
+			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),
+			wantImages:   []ImageSpec{defaults(ImageSpec{Image: "nginx"})},
+			wantWB:       WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{`unknown method "svn"`},
+		},
+		{
+			name:         "bad git secret and target",
+			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "values.yaml"),
+			wantImages:   []ImageSpec{defaults(ImageSpec{Image: "nginx"})},
+			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: "nonamespace", Target: "values.yaml"},
+			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "values.yaml"`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseAnnotations(tt.annotations)
+			if diff := cmp.Diff(tt.wantImages, got.Images); diff != "" {
+				t.Errorf("images (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantWB, got.WriteBack); diff != "" {
+				t.Errorf("write-back (-want +got):\n%s", diff)
+			}
+			if len(got.Problems) != len(tt.wantProblems) {
+				t.Fatalf("problems %q, want %d", got.Problems, len(tt.wantProblems))
+			}
+			for i, want := range tt.wantProblems {
+				if !strings.Contains(got.Problems[i].Error(), want) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, got.Problems[i].Error(), want)
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseAnnotations(f *testing.F) {
+	f.Add("app=nginx:~1.26,web=localhost:5000/x:^1", "app", "semver", "git:secret:a/b")
+	f.Add("a=b=c,,=:,x@y:z", "a", "digest", "argocd")
+	f.Add("org/app=ghcr.io/org/app@sha256:00", "org_app", "", "git")
+	f.Fuzz(func(t *testing.T, list, alias, strategy, method string) {
+		a := ParseAnnotations(ann("image-list", list, alias+".update-strategy", strategy, "write-back-method", method))
+		seen := map[string]bool{}
+		for _, img := range a.Images {
+			if img.Image == "" {
+				t.Fatalf("image with empty name from %q", list)
+			}
+			if img.Alias != "" {
+				if seen[img.Alias] {
+					t.Fatalf("alias %q twice", img.Alias)
+				}
+				seen[img.Alias] = true
+			}
+		}
+		if a.WriteBack.Method != WriteBackArgoCD && a.WriteBack.Method != WriteBackGit {
+			t.Fatalf("method %q", a.WriteBack.Method)
+		}
+	})
+}

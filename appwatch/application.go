@@ -1,0 +1,246 @@
+package appwatch
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// SourceType is how Argo CD renders a source.
+type SourceType string
+
+const (
+	SourceKustomize SourceType = "Kustomize"
+	SourceHelm      SourceType = "Helm"
+	SourceDirectory SourceType = "Directory"
+	SourcePlugin    SourceType = "Plugin"
+)
+
+// Writable reports whether the argocd write-back can override images of a
+// source of this type.
+func (t SourceType) Writable() bool { return t == SourceKustomize || t == SourceHelm }
+
+// Source is one source of an Application, with the overrides it holds.
+type Source struct {
+	// Index is the position in spec.sources, or -1 for spec.source.
+	Index          int
+	RepoURL        string
+	Path           string
+	Chart          string
+	TargetRevision string
+	Ref            string
+	Type           SourceType // "" when neither the spec nor the status tells
+	// KustomizeImages are spec.source(s)[i].kustomize.images.
+	KustomizeImages []string
+	// HelmParameters are spec.source(s)[i].helm.parameters by name.
+	HelmParameters map[string]string
+}
+
+// Application is what the update cycle needs of an Argo CD Application.
+type Application struct {
+	Namespace, Name string
+	Annotations     Annotations
+	Sources         []Source
+	// RunningImages are status.summary.images: what runs now.
+	RunningImages []string
+	// Object is the Application as the informer holds it. It is shared:
+	// never modify it.
+	Object *unstructured.Unstructured
+}
+
+// Key is "namespace/name".
+func (a *Application) Key() string { return a.Namespace + "/" + a.Name }
+
+// FromUnstructured reads an Application. Only the fields the updater needs
+// are read, straight from the unstructured object: it is cheap enough to run
+// for every Application every cycle, and writes go through the unstructured
+// object so that fields unknown to Argo CD's Go types are never lost.
+func FromUnstructured(obj *unstructured.Unstructured) (*Application, error) {
+	app := &Application{
+		Namespace:   obj.GetNamespace(),
+		Name:        obj.GetName(),
+		Annotations: ParseAnnotations(obj.GetAnnotations()),
+		Object:      obj,
+	}
+	// Status is Argo CD's to write; a part we cannot read only costs us
+	// what runs now.
+	app.RunningImages, _, _ = unstructured.NestedStringSlice(obj.Object, "status", "summary", "images")
+	statusType, _, _ := unstructured.NestedString(obj.Object, "status", "sourceType")
+	statusTypes, _, _ := unstructured.NestedStringSlice(obj.Object, "status", "sourceTypes")
+
+	if sources, ok, _ := unstructured.NestedSlice(obj.Object, "spec", "sources"); ok && len(sources) > 0 {
+		for i, raw := range sources {
+			m, ok := raw.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("application %s: spec.sources[%d] is not an object", app.Key(), i)
+			}
+			t := ""
+			if i < len(statusTypes) {
+				t = statusTypes[i]
+			}
+			app.Sources = append(app.Sources, newSource(i, m, t))
+		}
+		return app, nil
+	}
+	if m, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source"); ok {
+		app.Sources = []Source{newSource(-1, m, statusType)}
+	}
+	return app, nil
+}
+
+func newSource(index int, s map[string]any, statusType string) Source {
+	str := func(fields ...string) string { v, _, _ := unstructured.NestedString(s, fields...); return v }
+	has := func(field string) bool { _, ok := s[field]; return ok }
+	src := Source{
+		Index: index, RepoURL: str("repoURL"), Path: str("path"), Chart: str("chart"),
+		TargetRevision: str("targetRevision"), Ref: str("ref"),
+		Type: SourceType(statusType),
+	}
+	// The spec tells when the user configured the tool explicitly; the
+	// status tells what Argo CD detected. Explicit configuration wins.
+	switch {
+	case has("kustomize"):
+		src.Type = SourceKustomize
+	case has("helm") || src.Chart != "":
+		src.Type = SourceHelm
+	case has("plugin"):
+		src.Type = SourcePlugin
+	case has("directory") && src.Type == "":
+		src.Type = SourceDirectory
+	}
+	src.KustomizeImages, _, _ = unstructured.NestedStringSlice(s, "kustomize", "images")
+	if params, ok, _ := unstructured.NestedSlice(s, "helm", "parameters"); ok && len(params) > 0 {
+		src.HelmParameters = make(map[string]string, len(params))
+		for _, p := range params {
+			if m, ok := p.(map[string]any); ok {
+				name, _ := m["name"].(string)
+				value, _ := m["value"].(string)
+				src.HelmParameters[name] = value
+			}
+		}
+	}
+	return src
+}
+
+// TargetSource picks the source whose overrides the argocd write-back
+// changes for an image:
+//   - a single-source Application: its source;
+//   - a multi-source Application: the first Kustomize or Helm source (in
+//     spec.sources order) whose overrides already name the image; else the
+//     first Kustomize or Helm source. Sources that only provide a ref for
+//     Helm value files are skipped.
+//
+// It returns false when no source can hold an override.
+func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
+	if len(a.Sources) == 1 {
+		s := a.Sources[0]
+		return s, s.Type.Writable()
+	}
+	var first *Source
+	for i := range a.Sources {
+		s := &a.Sources[i]
+		if !s.Type.Writable() || (s.Ref != "" && s.Path == "" && s.Chart == "") {
+			continue
+		}
+		if _, ok := s.CurrentVersion(img); ok {
+			return *s, true
+		}
+		if first == nil {
+			first = s
+		}
+	}
+	if first == nil {
+		return Source{}, false
+	}
+	return *first, true
+}
+
+// CurrentVersion is the version ("tag" or "tag@digest") the source's
+// overrides already set for the image.
+func (s Source) CurrentVersion(img ImageSpec) (string, bool) {
+	switch s.Type {
+	case SourceKustomize:
+		name := img.KustomizeImageName
+		if name == "" {
+			name = img.Image
+		}
+		for _, entry := range s.KustomizeImages {
+			orig, _, version := SplitKustomizeImage(entry)
+			if sameImage(orig, name) {
+				return version, version != ""
+			}
+		}
+	case SourceHelm:
+		if img.HelmImageSpec != "" {
+			v, ok := s.HelmParameters[img.HelmImageSpec]
+			if !ok {
+				return "", false
+			}
+			_, version := SplitImage(v)
+			return version, version != ""
+		}
+		v, ok := s.HelmParameters[img.HelmImageTag]
+		return v, ok && v != ""
+	}
+	return "", false
+}
+
+// RunningVersion is the version of the image among the running images.
+func (a *Application) RunningVersion(img ImageSpec) (string, bool) {
+	for _, running := range a.RunningImages {
+		name, version := SplitImage(running)
+		if sameImage(name, img.Image) {
+			return version, true
+		}
+	}
+	return "", false
+}
+
+// SplitKustomizeImage splits a kustomize images entry
+// "[<orig>=]<name>[:<tag>][@<digest>]" into the original name, the new name
+// and the version ("tag", "tag@digest" or "@digest" as "digest").
+func SplitKustomizeImage(entry string) (orig, name, version string) {
+	if o, rest, ok := strings.Cut(entry, "="); ok {
+		name, version = SplitImage(rest)
+		return o, name, version
+	}
+	name, version = SplitImage(entry)
+	return name, name, version
+}
+
+// SplitImage splits "<name>[:<tag>][@<digest>]" into the name and the
+// version. A registry port ("localhost:5000/app") is part of the name.
+func SplitImage(ref string) (name, version string) {
+	name, digest, hasDigest := strings.Cut(ref, "@")
+	tag := ""
+	lastSlash := strings.LastIndex(name, "/")
+	if colon := strings.LastIndex(name, ":"); colon > lastSlash {
+		name, tag = name[:colon], name[colon+1:]
+	}
+	switch {
+	case hasDigest && tag != "":
+		version = tag + "@" + digest
+	case hasDigest:
+		version = digest
+	default:
+		version = tag
+	}
+	return name, version
+}
+
+// sameImage compares image names the way users write them: "nginx",
+// "library/nginx" and "docker.io/library/nginx" are one image.
+func sameImage(a, b string) bool {
+	return normalizeName(a) == normalizeName(b)
+}
+
+func normalizeName(n string) string {
+	n = strings.TrimPrefix(n, "index.docker.io/")
+	n = strings.TrimPrefix(n, "registry-1.docker.io/")
+	n = strings.TrimPrefix(n, "docker.io/")
+	if !strings.Contains(n, "/") {
+		return "library/" + n
+	}
+	return n
+}

@@ -1,0 +1,191 @@
+package appwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ApplicationsResource is Argo CD's Application resource.
+var ApplicationsResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+
+// Watcher keeps an up-to-date view of the managed Applications through
+// informers: one list and a watch per namespace at start, not a list per
+// update cycle.
+type Watcher struct {
+	client     dynamic.Interface
+	namespaces []string
+	nameGlobs  []string
+	selector   labels.Selector
+	logger     *slog.Logger
+	informers  []cache.SharedIndexInformer
+}
+
+// Option configures a Watcher.
+type Option func(*Watcher) error
+
+// Namespaces limits the watch to these namespaces; "" or "*" watches all.
+func Namespaces(ns ...string) Option {
+	return func(w *Watcher) error { w.namespaces = ns; return nil }
+}
+
+// MatchNames keeps Applications whose name matches one of the globs
+// (path.Match syntax).
+func MatchNames(globs ...string) Option {
+	return func(w *Watcher) error {
+		for _, g := range globs {
+			if _, err := path.Match(g, ""); err != nil {
+				return fmt.Errorf("application name pattern %q: %w", g, err)
+			}
+		}
+		w.nameGlobs = globs
+		return nil
+	}
+}
+
+// MatchLabels keeps Applications matching a label selector
+// ("team=a,tier!=test"). The API server applies it, so others are never
+// transferred.
+func MatchLabels(selector string) Option {
+	return func(w *Watcher) error {
+		s, err := labels.Parse(selector)
+		if err != nil {
+			return fmt.Errorf("application label selector %q: %w", selector, err)
+		}
+		w.selector = s
+		return nil
+	}
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option {
+	return func(w *Watcher) error { w.logger = l; return nil }
+}
+
+// NewWatcher validates the options; Start begins watching.
+func NewWatcher(client dynamic.Interface, opts ...Option) (*Watcher, error) {
+	w := &Watcher{client: client, selector: labels.Everything(), logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		if err := opt(w); err != nil {
+			return nil, err
+		}
+	}
+	if len(w.namespaces) == 0 {
+		w.namespaces = []string{metav1.NamespaceAll}
+	}
+	return w, nil
+}
+
+// Start starts the informers and waits until their caches are filled.
+func (w *Watcher) Start(ctx context.Context) error {
+	for _, ns := range w.namespaces {
+		if ns == "*" {
+			ns = metav1.NamespaceAll
+		}
+		selector := w.selector.String()
+		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 0, ns, func(o *metav1.ListOptions) {
+			o.LabelSelector = selector
+		})
+		informer := factory.ForResource(ApplicationsResource).Informer()
+		if err := informer.SetTransform(trimApplication); err != nil {
+			return err
+		}
+		_ = informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			w.logger.Warn("watching Applications failed; retrying", "namespace", ns, "error", err)
+		})
+		w.informers = append(w.informers, informer)
+		go informer.Run(ctx.Done())
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, inf := range w.informers {
+		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errors.New("listing Applications did not complete within 2 minutes: check the API server and the RBAC rules for applications.argoproj.io (list, watch)")
+		}
+	}
+	return nil
+}
+
+// Applications returns the managed Applications, sorted by namespace and
+// name. Their Object fields are shared with the informer and must not be
+// modified.
+func (w *Watcher) Applications() []*Application {
+	var apps []*Application
+	for _, inf := range w.informers {
+		for _, item := range inf.GetStore().List() {
+			obj, ok := item.(*unstructured.Unstructured)
+			if !ok || !Managed(obj.GetAnnotations()) || !w.nameMatches(obj.GetName()) {
+				continue
+			}
+			app, err := FromUnstructured(obj)
+			if err != nil {
+				w.logger.Warn("cannot read Application", "application", obj.GetNamespace()+"/"+obj.GetName(), "error", err)
+				continue
+			}
+			apps = append(apps, app)
+		}
+	}
+	sort.Slice(apps, func(i, j int) bool { return apps[i].Key() < apps[j].Key() })
+	return apps
+}
+
+func (w *Watcher) nameMatches(name string) bool {
+	if len(w.nameGlobs) == 0 {
+		return true
+	}
+	for _, g := range w.nameGlobs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// trimApplication drops what the updater never reads before an object
+// enters the cache: managed fields and most of the status (resource
+// trees, history and operation state can be most of an Application's
+// size). Unmanaged Applications keep only their metadata.
+func trimApplication(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	u.SetManagedFields(nil)
+	if !Managed(u.GetAnnotations()) {
+		delete(u.Object, "spec")
+		delete(u.Object, "status")
+		return u, nil
+	}
+	status, ok := u.Object["status"].(map[string]any)
+	if !ok {
+		return u, nil
+	}
+	kept := map[string]any{}
+	for _, k := range []string{"sourceType", "sourceTypes"} {
+		if v, ok := status[k]; ok {
+			kept[k] = v
+		}
+	}
+	if summary, ok := status["summary"].(map[string]any); ok {
+		if images, ok := summary["images"]; ok {
+			kept["summary"] = map[string]any{"images": images}
+		}
+	}
+	u.Object["status"] = kept
+	return u, nil
+}

@@ -1,0 +1,116 @@
+package appwatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func newApp(namespace, name string, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "https://git.example.com/r.git", "path": "main/overlays/production", "kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+	}}
+	obj.SetLabels(labels)
+	obj.SetAnnotations(annotations)
+	return obj
+}
+
+func TestWatcher(t *testing.T) {
+	k := testenv.StartKube(t)
+	k.CreateNamespace(t, "team-a")
+	dyn := dynamic.NewForConfigOrDie(k.Config)
+	ctx := t.Context()
+	managed := ann("image-list", "app=example.com/app")
+	create := func(obj *unstructured.Unstructured) {
+		t.Helper()
+		if _, err := dyn.Resource(ApplicationsResource).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(newApp("argocd", "main", map[string]string{"team": "a"}, managed))
+	create(newApp("argocd", "main-staging", map[string]string{"team": "a"}, managed))
+	create(newApp("argocd", "unmanaged", map[string]string{"team": "a"}, nil))
+	create(newApp("argocd", "other-team", map[string]string{"team": "b"}, managed))
+	create(newApp("team-a", "main", map[string]string{"team": "a"}, managed))
+
+	w, err := NewWatcher(dyn, Namespaces("argocd"), MatchNames("main*"), MatchLabels("team=a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := func() []string {
+		var out []string
+		for _, a := range w.Applications() {
+			out = append(out, a.Key())
+		}
+		return out
+	}
+	if got := keys(); len(got) != 2 || got[0] != "argocd/main" || got[1] != "argocd/main-staging" {
+		t.Fatalf("applications %v", got)
+	}
+	apps := w.Applications()
+	if len(apps[0].Annotations.Images) != 1 || apps[0].Sources[0].Type != SourceKustomize {
+		t.Errorf("parsed %+v", apps[0])
+	}
+	if _, ok := apps[0].Object.Object["metadata"].(map[string]any)["managedFields"]; ok {
+		t.Error("managed fields kept in the cache")
+	}
+
+	// A change reaches the view without a new list.
+	obj, err := dyn.Resource(ApplicationsResource).Namespace("argocd").Get(ctx, "main-staging", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.SetAnnotations(nil)
+	if _, err := dyn.Resource(ApplicationsResource).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return len(keys()) == 1 })
+
+	all, err := NewWatcher(dyn, Namespaces("argocd", "team-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := all.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(all.Applications()); got != 3 {
+		t.Errorf("applications in two namespaces: %d, want 3", got)
+	}
+}
+
+func TestWatcherOptionErrors(t *testing.T) {
+	if _, err := NewWatcher(nil, MatchNames("[")); err == nil {
+		t.Error("bad glob accepted")
+	}
+	if _, err := NewWatcher(nil, MatchLabels("a in (")); err == nil {
+		t.Error("bad selector accepted")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("condition not met within 10s")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// installRBAC creates the Role and RoleBinding of the install manifests in
+// the Argo CD namespace.
+func installRBAC(t *testing.T, k *testenv.Kube) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "base", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		obj.SetNamespace(testenv.ArgoCDNamespace)
+		if err := k.Client.Create(t.Context(), &obj); err != nil {
+			t.Fatalf("create %s: %v", obj.GetName(), err)
+		}
+	}
+}
+
+type controllerWorld struct {
+	k          *testenv.Kube
+	reg        *testenv.Registry
+	dyn        dynamic.Interface
+	kubeconfig string
+	conf       string
+	env        map[string]string
+}
+
+func newControllerWorld(t *testing.T) *controllerWorld {
+	t.Helper()
+	w := &controllerWorld{k: testenv.StartKube(t), reg: testenv.StartRegistry(t)}
+	installRBAC(t, w.k)
+	// The controller runs with only the Role's permissions, as in a pod.
+	saConfig := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
+	w.kubeconfig = testenv.WriteKubeconfig(t, saConfig, testenv.ArgoCDNamespace)
+	w.dyn = dynamic.NewForConfigOrDie(w.k.Config)
+	w.conf = filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(w.conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n",
+		w.reg.Host, w.reg.Host)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.env = map[string]string{"REGISTRY_CREDS": w.reg.Username + ":" + w.reg.Password}
+	w.reg.PushImage(t, "eks-app", []string{"v0.0.1"})
+	w.reg.PushImage(t, "eks-app", []string{"v0.1.0"})
+	return w
+}
+
+func (w *controllerWorld) createApp(t *testing.T, name string) {
+	t.Helper()
+	img := w.reg.Repo("eks-app")
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": map[string]any{
+			appwatch.AnnotationPrefix + "image-list": "app=" + img,
+		}},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "https://git.example.com/d.git", "path": "p", "kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+		"status": map[string]any{"summary": map[string]any{"images": []any{img + ":v0.0.1"}}},
+	}}
+	if _, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *controllerWorld) images(t *testing.T, name string) []string {
+	t.Helper()
+	obj, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
+	return images
+}
+
+func (w *controllerWorld) run(ctx context.Context, stderr *syncBuffer, extra ...string) int {
+	args := append([]string{"run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
+		"--health-port", "0", "--metrics-port", "0"}, extra...)
+	return execute(ctx, args, &bytes.Buffer{}, stderr, func(k string) (string, bool) { v, ok := w.env[k]; return v, ok })
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunOnceWithTheInstallRole(t *testing.T) {
+	w := newControllerWorld(t)
+	w.createApp(t, "main")
+	var stderr syncBuffer
+	if code := w.run(t.Context(), &stderr, "--once"); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, stderr.String())
+	}
+	if got := w.images(t, "main"); !slices.Equal(got, []string{w.reg.Repo("eks-app") + ":v0.1.0"}) {
+		t.Errorf("images %v\n%s", got, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "forbidden") {
+		t.Errorf("the Role was not enough:\n%s", stderr.String())
+	}
+}
+
+func TestLeaderElectionOneWriter(t *testing.T) {
+	w := newControllerWorld(t)
+	w.createApp(t, "main")
+
+	ctx1, stop1 := context.WithCancel(t.Context())
+	ctx2, stop2 := context.WithCancel(t.Context())
+	defer stop2()
+	var out1, out2 syncBuffer
+	done1, done2 := make(chan int, 1), make(chan int, 1)
+	go func() { done1 <- w.run(ctx1, &out1, "--interval", "1s") }()
+	go func() { done2 <- w.run(ctx2, &out2, "--interval", "1s") }()
+
+	leaders := func() (n int) {
+		for _, s := range []string{out1.String(), out2.String()} {
+			if strings.Contains(s, "elected leader") {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, 30*time.Second, func() bool { return leaders() == 1 && len(w.images(t, "main")) == 1 })
+	// A few more cycles: still one leader.
+	time.Sleep(3 * time.Second)
+	if n := leaders(); n != 1 {
+		t.Fatalf("%d replicas lead", n)
+	}
+	first, firstOut, firstDone, secondOut := stop1, &out1, done1, &out2
+	if !strings.Contains(out1.String(), "elected leader") {
+		first, firstOut, firstDone, secondOut = stop2, &out2, done2, &out1
+	}
+	if strings.Count(firstOut.String(), "update cycle finished") < 2 || strings.Contains(secondOut.String(), "update cycle finished") {
+		t.Errorf("cycles: leader %d, follower %d",
+			strings.Count(firstOut.String(), "update cycle finished"), strings.Count(secondOut.String(), "update cycle finished"))
+	}
+	// The leader stops and releases the Lease: the other takes over.
+	first()
+	<-firstDone
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(secondOut.String(), "elected leader") })
+	stop1()
+	stop2()
+}
+
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+func TestTestCommand(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	for _, tag := range []string{"v1.25.0", "v1.26.0", "v1.26.3", "v1.27.0-rc.1", "v2.0.0", "latest"} {
+		reg.PushImage(t, "team/web", []string{tag})
+	}
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:TEST_REGISTRY\n", reg.Host, reg.Host)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TEST_REGISTRY": reg.Username + ":" + reg.Password, "WRONG": reg.Username + ":nope"}
+	image := reg.Repo("team/web")
+
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{name: "semver constraint", args: []string{image, "--semver-constraint", "~1.26"}, wantStdout: "result:      v1.26.3"},
+		{name: "highest release", args: []string{image}, wantStdout: "result:      v2.0.0"},
+		{name: "alphabetical", args: []string{image, "--update-strategy", "alphabetical", "--ignore-tags", "latest"}, wantStdout: "result:      v2.0.0"},
+		{name: "nothing qualifies", args: []string{image, "--semver-constraint", "~3"}, wantCode: 1, wantStdout: "no version qualifies"},
+		{name: "bad strategy", args: []string{image, "--update-strategy", "newest"}, wantCode: 2, wantStderr: `"newest"`},
+		{name: "bad constraint", args: []string{image, "--semver-constraint", ">=>1"}, wantCode: 2, wantStderr: "constraint"},
+		{name: "wrong credentials", args: []string{image, "--credentials", "env:WRONG"}, wantCode: 2, wantStderr: "401"},
+		{name: "unreachable registry", args: []string{"127.0.0.1:1/team/web", "--registries-conf-path", ""}, wantCode: 2, wantStderr: "127.0.0.1:1"},
+		{name: "bad image", args: []string{"UPPER/Case::x"}, wantCode: 2, wantStderr: "UPPER/Case::x"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"test", "--registries-conf-path", conf}, tt.args...)
+			code := execute(context.Background(), args, &stdout, &stderr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if code != tt.wantCode {
+				t.Errorf("exit code %d, want %d; stdout %q stderr %q", code, tt.wantCode, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.wantStdout) {
+				t.Errorf("stdout %q does not contain %q", stdout.String(), tt.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), tt.wantStderr) {
+				t.Errorf("stderr %q does not contain %q", stderr.String(), tt.wantStderr)
+			}
+			if strings.Contains(stdout.String()+stderr.String(), reg.Password) {
+				t.Error("the registry password was printed")
+			}
+		})
+	}
+
+	t.Run("json", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		code := execute(context.Background(), []string{"test", "--registries-conf-path", conf, "--output", "json", image, "--semver-constraint", "^1"},
+			&stdout, &stderr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if code != 0 {
+			t.Fatalf("exit code %d: %s", code, stderr.String())
+		}
+		var out testOutput
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("%v: %s", err, stdout.String())
+		}
+		want := testOutput{Image: image, Strategy: "semver", Constraint: "^1", Tag: "v1.26.3", TagsSeen: 6, TagsConsidered: 6}
+		if out != want {
+			t.Errorf("json %+v, want %+v", out, want)
+		}
+	})
+}

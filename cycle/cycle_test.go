@@ -1,0 +1,222 @@
+package cycle
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+const prefix = appwatch.AnnotationPrefix
+
+// world is an API server and a registry with the updater wired to them
+// the way the run command wires it.
+type world struct {
+	k        *testenv.Kube
+	reg      *testenv.Registry
+	dyn      dynamic.Interface
+	cs       kubernetes.Interface
+	watcher  *appwatch.Watcher
+	updater  *Updater
+	metrics  *Metrics
+	promReg  *prometheus.Registry
+	requests *requestCounter
+}
+
+// requestCounter counts registry requests by kind.
+type requestCounter struct {
+	next     http.RoundTripper
+	tagLists atomic.Int64
+	all      atomic.Int64
+}
+
+func (c *requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.all.Add(1)
+	if strings.HasSuffix(r.URL.Path, "/tags/list") {
+		c.tagLists.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+type worldOptions struct {
+	dryRun bool
+	// names limits the world to Applications matching this glob, so
+	// subtests sharing an API server do not see each other's.
+	names string
+}
+
+func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
+	t.Helper()
+	w := &world{k: k, reg: reg, promReg: prometheus.NewRegistry()}
+	cfg := rest.CopyConfig(k.Config)
+	var err error
+	w.metrics, err = NewMetrics(w.promReg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Wrap(w.metrics.WrapKubeTransport)
+	w.dyn = dynamic.NewForConfigOrDie(cfg)
+	w.cs = kubernetes.NewForConfigOrDie(cfg)
+
+	conf, err := registry.ParseConfig("registries.conf", []byte(fmt.Sprintf(`registries:
+- name: test
+  prefix: %s
+  api_url: http://%s
+  credentials: env:REGISTRY_CREDS
+`, reg.Host, reg.Host)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"REGISTRY_CREDS": reg.Username + ":" + reg.Password}
+	resolver := registry.NewCredentialResolver(
+		registry.WithSecretGetter(registry.NewKubeSecretGetter(w.cs)),
+		registry.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
+	)
+	w.requests = &requestCounter{next: http.DefaultTransport}
+	client := registry.NewClient(
+		registry.WithConfig(func() *registry.Config { return conf }),
+		registry.WithCredentialResolver(resolver),
+		registry.WithBaseTransport(w.requests),
+	)
+	w.watcher, err = appwatch.NewWatcher(w.dyn, appwatch.Namespaces(testenv.ArgoCDNamespace), appwatch.MatchNames(o.names))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.watcher.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	broadcaster := record.NewBroadcaster()
+	t.Cleanup(broadcaster.Shutdown)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.cs.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
+	w.updater = New(w.watcher, client, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
+		WithRegistryConfig(func() *registry.Config { return conf }),
+		WithDryRun(o.dryRun),
+		WithMetrics(w.metrics),
+		WithEvents(NewEventReporter(recorder)),
+	)
+	return w
+}
+
+// application builds an Application with a kustomize source unless spec
+// says otherwise.
+func application(name string, annotations map[string]string, spec map[string]any, running ...string) *unstructured.Unstructured {
+	if spec == nil {
+		spec = map[string]any{"source": map[string]any{
+			"repoURL": "https://git.example.com/deploy.git", "path": "main/overlays/production", "targetRevision": "main",
+			"kustomize": map[string]any{},
+		}}
+	}
+	spec["project"] = "default"
+	spec["destination"] = map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace},
+		"spec":     spec,
+	}}
+	a := map[string]string{}
+	for k, v := range annotations {
+		a[prefix+k] = v
+	}
+	obj.SetAnnotations(a)
+	if len(running) > 0 {
+		imgs := make([]any, len(running))
+		for i, r := range running {
+			imgs[i] = r
+		}
+		obj.Object["status"] = map[string]any{"summary": map[string]any{"images": imgs}}
+	}
+	return obj
+}
+
+func (w *world) create(t *testing.T, objs ...*unstructured.Unstructured) {
+	t.Helper()
+	for _, obj := range objs {
+		if _, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(obj.GetNamespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The informer sees the new objects shortly after they are written.
+	waitUntil(t, func() bool {
+		n := 0
+		for _, a := range w.watcher.Applications() {
+			for _, obj := range objs {
+				if a.Name == obj.GetName() {
+					n++
+				}
+			}
+		}
+		return n == len(objs)
+	})
+}
+
+func (w *world) get(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// syncWatcher waits until the informer holds the Application's latest
+// resourceVersion, so the next cycle sees what the last one wrote.
+func (w *world) syncWatcher(t *testing.T, name string) {
+	t.Helper()
+	want := w.get(t, name).GetResourceVersion()
+	waitUntil(t, func() bool {
+		for _, a := range w.watcher.Applications() {
+			if a.Name == name {
+				return a.Object.GetResourceVersion() == want
+			}
+		}
+		return false
+	})
+}
+
+func kustomizeImages(t *testing.T, obj *unstructured.Unstructured) []string {
+	t.Helper()
+	images, _, err := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return images
+}
+
+func (w *world) events(t *testing.T, name string) []corev1.Event {
+	t.Helper()
+	list, err := w.cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 15s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,15 @@
+// Package cycle runs the update cycle: for every image of every managed
+// Application it asks the registry for tags, lets the image's strategy
+// choose, and writes back what changed.
+//
+// A cycle reads top to bottom in Updater.RunOnce:
+//
+//  1. plan: turn each Application's annotations into jobs (one per image),
+//     reporting bad settings for that image only;
+//  2. list: one tag listing per distinct (repository, credentials), however
+//     many Applications use it, with bounded concurrency;
+//  3. choose: the strategy picks a version per job;
+//  4. write: one write-back per changed Application.
+//
+// One failing image or Application never stops the others.
+package cycle

@@ -1,0 +1,101 @@
+package cycle
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// Event reasons.
+const (
+	ReasonImagesUpdated = "ImagesUpdated"
+	ReasonInvalidConfig = "InvalidConfiguration"
+	ReasonUpdateFailed  = "UpdateFailed"
+)
+
+// maxEventMessage keeps events under the API server's 1 KiB note limit
+// with room for the recorder's own additions.
+const maxEventMessage = 1000
+
+// EventReporter records Kubernetes events on Applications. A problem is
+// reported when it first appears, not every cycle it persists; a problem
+// that goes away and comes back is reported again.
+type EventReporter struct {
+	recorder record.EventRecorder
+	mu       sync.Mutex
+	previous map[string]map[string]bool // application -> messages reported last cycle
+	current  map[string]map[string]bool
+}
+
+// NewEventReporter reports through recorder.
+func NewEventReporter(recorder record.EventRecorder) *EventReporter {
+	return &EventReporter{recorder: recorder, previous: map[string]map[string]bool{}, current: map[string]map[string]bool{}}
+}
+
+// beginCycle starts a new round of deduplication.
+func (e *EventReporter) beginCycle() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.previous, e.current = e.current, map[string]map[string]bool{}
+}
+
+func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
+	if e == nil || len(problems) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := app.Key()
+	for _, p := range problems {
+		msg := p.Error()
+		if e.current[key] == nil {
+			e.current[key] = map[string]bool{}
+		}
+		if e.current[key][msg] {
+			continue
+		}
+		e.current[key][msg] = true
+		if e.previous[key][msg] {
+			continue
+		}
+		reason := ReasonUpdateFailed
+		if _, ok := p.(appwatch.Problem); ok {
+			reason = ReasonInvalidConfig
+		}
+		e.recorder.Event(app.Object, corev1.EventTypeWarning, reason, truncate(msg))
+	}
+}
+
+func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []writeback.ImageUpdate) {
+	if e == nil || len(changed) == 0 {
+		return
+	}
+	lines := make([]string, 0, len(changed))
+	for _, c := range changed {
+		to := c.NewTag
+		if c.NewDigest != "" {
+			to += "@" + c.NewDigest
+		}
+		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Image, c.OldTag, to))
+	}
+	sort.Strings(lines)
+	e.recorder.Event(app.Object, corev1.EventTypeNormal, ReasonImagesUpdated,
+		truncate(fmt.Sprintf("updated %d image(s): %s", len(changed), strings.Join(lines, "; "))))
+}
+
+func truncate(s string) string {
+	if len(s) <= maxEventMessage {
+		return s
+	}
+	return s[:maxEventMessage-3] + "..."
+}

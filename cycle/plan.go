@@ -1,0 +1,147 @@
+package cycle
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/strategy"
+)
+
+// job is one image of one Application, ready to be checked.
+type job struct {
+	app       *appwatch.Application
+	spec      appwatch.ImageSpec
+	ref       registry.Reference
+	creds     registry.CredentialRef
+	policy    *strategy.Policy
+	platforms []v1.Platform
+	source    appwatch.Source
+	current   strategy.Current
+}
+
+// repoKey identifies one tag listing: the same repository read with the
+// same credentials. Different credentials may see different tags.
+func (j *job) repoKey() string { return j.ref.Name() + "\x00" + j.creds.String() }
+
+// skip is an image left alone this cycle for a reason that is not an error.
+type skip struct {
+	image, reason string
+}
+
+// planApplication turns an Application into jobs. Problems with one image
+// are returned as errors for that image and do not affect the others.
+func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+	for _, p := range app.Annotations.Problems {
+		problems = append(problems, p)
+	}
+	for _, spec := range app.Annotations.Images {
+		j, sk, err := planImage(app, spec, cfg, defaultPlatforms)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Errorf("image %s: %w", spec.Key(), err))
+		case sk != "":
+			skips = append(skips, skip{image: spec.Key(), reason: sk})
+		default:
+			jobs = append(jobs, j)
+		}
+	}
+	return jobs, skips, problems
+}
+
+func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry.Config, defaultPlatforms []v1.Platform) (*job, string, error) {
+	ref, err := registry.ParseReference(spec.Image, cfg.ReferenceOptions()...)
+	if err != nil {
+		return nil, "", err
+	}
+	var creds registry.CredentialRef
+	if spec.PullSecret != "" {
+		if creds, err = registry.ParseCredentialRef(spec.PullSecret); err != nil {
+			return nil, "", fmt.Errorf("pull-secret: %w", err)
+		}
+	}
+	platforms := defaultPlatforms
+	var strategyPlatforms []strategy.Platform
+	if spec.Platforms != "" {
+		if strategyPlatforms, err = strategy.ParsePlatforms(spec.Platforms); err != nil {
+			return nil, "", err
+		}
+		platforms = toV1Platforms(strategyPlatforms)
+	} else {
+		strategyPlatforms = toStrategyPlatforms(defaultPlatforms)
+	}
+	policy, err := strategy.New(strategy.Settings{
+		Strategy:   spec.Strategy,
+		Constraint: spec.Constraint,
+		AllowTags:  spec.AllowTags,
+		IgnoreTags: spec.IgnoreTags,
+		Platforms:  strategyPlatforms,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+
+	var source appwatch.Source
+	if app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+		var ok bool
+		if source, ok = app.TargetSource(spec); !ok {
+			return nil, "", fmt.Errorf("no Kustomize or Helm source to hold the override (write-back-method argocd needs one; source types: %s)", sourceTypes(app))
+		}
+	} else if len(app.Sources) > 0 {
+		source, _ = app.TargetSource(spec)
+		if source.RepoURL == "" {
+			source = app.Sources[0]
+		}
+	}
+
+	// What runs now: the override the Application already holds wins over
+	// the running image, so a version written but not yet synced by Argo CD
+	// is not written again.
+	version, found := source.CurrentVersion(spec)
+	if !found {
+		version, found = app.RunningVersion(spec)
+	}
+	if !found && !spec.ForceUpdate {
+		return nil, "not running in the Application (set force-update to update it anyway)", nil
+	}
+	current := strategy.Current{}
+	current.Tag, current.Digest, _ = strings.Cut(version, "@")
+	if strings.HasPrefix(current.Tag, "sha256:") {
+		current.Tag, current.Digest = "", current.Tag
+	}
+	return &job{app: app, spec: spec, ref: ref, creds: creds, policy: policy, platforms: platforms, source: source, current: current}, "", nil
+}
+
+func sourceTypes(app *appwatch.Application) string {
+	var types []string
+	for _, s := range app.Sources {
+		t := string(s.Type)
+		if t == "" {
+			t = "unknown"
+		}
+		types = append(types, t)
+	}
+	if len(types) == 0 {
+		return "none"
+	}
+	return strings.Join(types, ", ")
+}
+
+func toV1Platforms(ps []strategy.Platform) []v1.Platform {
+	out := make([]v1.Platform, len(ps))
+	for i, p := range ps {
+		out[i] = v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
+	}
+	return out
+}
+
+func toStrategyPlatforms(ps []v1.Platform) []strategy.Platform {
+	out := make([]strategy.Platform, len(ps))
+	for i, p := range ps {
+		out[i] = strategy.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
+	}
+	return out
+}

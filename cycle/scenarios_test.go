@@ -1,0 +1,234 @@
+package cycle
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+func TestCycle(t *testing.T) {
+	k := testenv.StartKube(t)
+	reg := testenv.StartRegistry(t)
+	repo := func(name string) string { return reg.Repo(name) }
+	reg.PushImage(t, "eks-app", []string{"v0.0.1"})
+	reg.PushImage(t, "eks-app", []string{"v0.0.2"})
+	reg.PushImage(t, "eks-app", []string{"v0.1.0", "latest"})
+	reg.PushImage(t, "eks-app", []string{"v1.0.0-rc.1"})
+	reg.PushImage(t, "eks-web", []string{"v0.0.1"})
+	reg.PushImage(t, "eks-web", []string{"v0.0.3"})
+	reg.PushImage(t, "chart-app", []string{"1.0.0", "1.1.0", "2.0.0"})
+
+	t.Run("seed 003: two images with semver, argocd write-back", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "seed003*"})
+		w.create(t, application("seed003", map[string]string{
+			"write-back-method":   "argocd",
+			"image-list":          "app=" + repo("eks-app") + ",web=" + repo("eks-web"),
+			"app.update-strategy": "semver",
+			"web.update-strategy": "semver",
+		}, nil, repo("eks-app")+":v0.0.1", repo("eks-web")+":v0.0.1"))
+
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 2 || sum.Errors != 0 || sum.TagListings != 2 {
+			t.Fatalf("summary %+v", sum)
+		}
+		want := []string{repo("eks-app") + ":v0.1.0", repo("eks-web") + ":v0.0.3"}
+		got := kustomizeImages(t, w.get(t, "seed003"))
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("kustomize images %v, want %v", got, want)
+		}
+		evs := w.events(t, "seed003")
+		waitUntil(t, func() bool { evs = w.events(t, "seed003"); return len(evs) > 0 })
+		if evs[0].Reason != ReasonImagesUpdated || evs[0].Type != "Normal" || !strings.Contains(evs[0].Message, "v0.1.0") {
+			t.Errorf("event %s %s %q", evs[0].Type, evs[0].Reason, evs[0].Message)
+		}
+		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/seed003")); got != 2 {
+			t.Errorf("images updated metric %v", got)
+		}
+
+		// Argo CD has not synced yet: status still shows v0.0.1, but the
+		// override already names the chosen versions, so nothing is written.
+		w.syncWatcher(t, "seed003")
+		before := w.get(t, "seed003").GetResourceVersion()
+		sum = w.updater.RunOnce(t.Context())
+		if sum.Updated != 0 || sum.Errors != 0 {
+			t.Errorf("second cycle %+v", sum)
+		}
+		if after := w.get(t, "seed003").GetResourceVersion(); after != before {
+			t.Errorf("second cycle wrote the Application (resourceVersion %s -> %s)", before, after)
+		}
+		if testutil.ToFloat64(w.metrics.kubeRequests) == 0 {
+			t.Error("kubernetes API requests not counted")
+		}
+	})
+
+	t.Run("helm parameters: default, custom names and image-spec", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "helm*"})
+		helmSpec := map[string]any{"source": map[string]any{
+			"repoURL": "https://charts.example.com", "chart": "app", "targetRevision": "1.0.0",
+			"helm": map[string]any{"parameters": []any{map[string]any{"name": "replicaCount", "value": "2"}}},
+		}}
+		w.create(t,
+			application("helm-default", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1"},
+				deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
+			application("helm-custom", map[string]string{
+				"image-list":          "app=" + repo("chart-app") + ":^1",
+				"app.helm.image-name": "app.image.repository",
+				"app.helm.image-tag":  "app.image.tag",
+			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
+			application("helm-spec", map[string]string{
+				"image-list":          "app=" + repo("chart-app"),
+				"app.helm.image-spec": "images[1].image",
+			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
+		)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 3 || sum.Errors != 0 || sum.TagListings != 1 {
+			t.Fatalf("summary %+v", sum)
+		}
+		params := func(name string) map[string]string {
+			raw, _, _ := unstructured.NestedSlice(w.get(t, name).Object, "spec", "source", "helm", "parameters")
+			out := map[string]string{}
+			for _, p := range raw {
+				m := p.(map[string]any)
+				out[m["name"].(string)] = fmt.Sprintf("%v/%v", m["value"], m["forceString"])
+			}
+			return out
+		}
+		for name, want := range map[string]map[string]string{
+			"helm-default": {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "image.tag": "1.1.0/true"},
+			"helm-custom":  {"replicaCount": "2/<nil>", "app.image.repository": repo("chart-app") + "/true", "app.image.tag": "1.1.0/true"},
+			"helm-spec":    {"replicaCount": "2/<nil>", "images[1].image": repo("chart-app") + ":2.0.0/true"},
+		} {
+			if got := params(name); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s parameters %v, want %v", name, got, want)
+			}
+		}
+	})
+
+	t.Run("multi-source: the source naming the image changes", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "multi*"})
+		w.create(t, application("multi", map[string]string{"image-list": "web=" + repo("eks-web")}, map[string]any{"sources": []any{
+			map[string]any{"repoURL": "https://git.example.com/values.git", "ref": "values", "targetRevision": "main"},
+			map[string]any{"repoURL": "https://charts.example.com", "chart": "other", "targetRevision": "1.0.0", "helm": map[string]any{}},
+			map[string]any{"repoURL": "https://git.example.com/deploy.git", "path": "web", "targetRevision": "main",
+				"kustomize": map[string]any{"images": []any{repo("eks-web") + ":v0.0.1"}}},
+		}}, repo("eks-web")+":v0.0.1"))
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		obj := w.get(t, "multi")
+		sources, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources")
+		images, _, _ := unstructured.NestedStringSlice(sources[2].(map[string]any), "kustomize", "images")
+		if !slices.Equal(images, []string{repo("eks-web") + ":v0.0.3"}) {
+			t.Errorf("kustomize source images %v", images)
+		}
+		if _, found, _ := unstructured.NestedSlice(sources[1].(map[string]any), "helm", "parameters"); found {
+			t.Error("the helm source was changed too")
+		}
+	})
+
+	t.Run("not running is skipped unless force-update; ignore-tags * pauses", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "skip*"})
+		w.create(t,
+			application("skip-not-running", map[string]string{"image-list": "app=" + repo("eks-app")}, nil),
+			application("skip-forced", map[string]string{"image-list": "app=" + repo("eks-app"), "app.force-update": "true"}, nil),
+			application("skip-paused", map[string]string{"image-list": "app=" + repo("eks-app"), "app.ignore-tags": "*"}, nil, repo("eks-app")+":v0.0.1"),
+		)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.Skipped != 1 || sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if got := kustomizeImages(t, w.get(t, "skip-forced")); !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
+			t.Errorf("forced image %v", got)
+		}
+		for _, name := range []string{"skip-not-running", "skip-paused"} {
+			if got := kustomizeImages(t, w.get(t, name)); len(got) != 0 {
+				t.Errorf("%s was written: %v", name, got)
+			}
+		}
+	})
+
+	t.Run("a bad annotation affects only its image", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "bad*"})
+		w.create(t, application("bad-one", map[string]string{
+			"image-list":          "app=" + repo("eks-app") + ",web=" + repo("eks-web"),
+			"app.update-strategy": "newest",
+			"web.allow-tags":      "regexp:^v0\\.0\\.",
+		}, nil, repo("eks-app")+":v0.0.1", repo("eks-web")+":v0.0.1"))
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.Errors != 1 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if got := kustomizeImages(t, w.get(t, "bad-one")); !slices.Equal(got, []string{repo("eks-web") + ":v0.0.3"}) {
+			t.Errorf("images %v", got)
+		}
+		var warning string
+		waitUntil(t, func() bool {
+			for _, e := range w.events(t, "bad-one") {
+				if e.Type == "Warning" {
+					warning = e.Message
+					return true
+				}
+			}
+			return false
+		})
+		if !strings.Contains(warning, `"newest"`) || !strings.Contains(warning, "app") {
+			t.Errorf("warning event %q does not name the image and the bad value", warning)
+		}
+		// The same problem next cycle is not reported again.
+		w.syncWatcher(t, "bad-one")
+		w.updater.RunOnce(t.Context())
+		n := 0
+		for _, e := range w.events(t, "bad-one") {
+			if e.Type == "Warning" {
+				n += int(e.Count)
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d warning events, want 1", n)
+		}
+	})
+
+	t.Run("dry-run writes nothing", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "dry*", dryRun: true})
+		w.create(t, application("dry", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
+		before := w.get(t, "dry").GetResourceVersion()
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if after := w.get(t, "dry").GetResourceVersion(); after != before {
+			t.Error("dry-run wrote the Application")
+		}
+	})
+
+	t.Run("50 Applications sharing 5 images: 5 tag listings", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "fleet-*"})
+		for i := range 5 {
+			reg.PushTags(t, fmt.Sprintf("fleet/img-%d", i), []string{"v0.0.1", "v0.0.2"})
+		}
+		var apps []*unstructured.Unstructured
+		for i := range 50 {
+			img := repo(fmt.Sprintf("fleet/img-%d", i%5))
+			apps = append(apps, application(fmt.Sprintf("fleet-%02d", i), map[string]string{"image-list": "x=" + img}, nil, img+":v0.0.1"))
+		}
+		w.create(t, apps...)
+		w.requests.tagLists.Store(0)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Applications != 50 || sum.Updated != 50 || sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if got := w.requests.tagLists.Load(); got != 5 || sum.TagListings != 5 {
+			t.Errorf("%d tag-list requests (%d listings planned), want 5", got, sum.TagListings)
+		}
+	})
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
+}

@@ -1,0 +1,372 @@
+package cycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/strategy"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// Applications is where the cycle finds the managed Applications.
+type Applications interface {
+	Applications() []*appwatch.Application
+}
+
+// Registry answers questions about image repositories.
+type Registry interface {
+	Tags(ctx context.Context, ref registry.Reference, creds registry.CredentialRef) ([]string, error)
+	Metadata(ctx context.Context, ref registry.Reference, creds registry.CredentialRef, platforms []v1.Platform) (registry.ImageMetadata, error)
+}
+
+// ApplicationWriter writes new versions into an Application itself.
+type ApplicationWriter interface {
+	Write(ctx context.Context, cached *unstructured.Unstructured, u writeback.ApplicationUpdate) (writeback.Result, error)
+}
+
+// Updater runs update cycles.
+type Updater struct {
+	apps             Applications
+	registry         Registry
+	argocd           ApplicationWriter
+	config           func() *registry.Config
+	maxConcurrency   int
+	dryRun           bool
+	defaultPlatforms []v1.Platform
+	logger           *slog.Logger
+	events           *EventReporter
+	metrics          *Metrics
+	now              func() time.Time
+	running          sync.Mutex
+}
+
+// Option configures an Updater.
+type Option func(*Updater)
+
+// WithRegistryConfig gives the current registries.conf.
+func WithRegistryConfig(cfg func() *registry.Config) Option {
+	return func(u *Updater) { u.config = cfg }
+}
+
+// WithMaxConcurrency bounds the registry listings and write-backs in flight.
+func WithMaxConcurrency(n int) Option { return func(u *Updater) { u.maxConcurrency = max(1, n) } }
+
+// WithDryRun computes and logs every change and writes nothing.
+func WithDryRun(dryRun bool) Option { return func(u *Updater) { u.dryRun = dryRun } }
+
+// WithDefaultPlatforms sets the platforms of images that name none; the
+// controller's own platform in production.
+func WithDefaultPlatforms(ps ...v1.Platform) Option {
+	return func(u *Updater) { u.defaultPlatforms = ps }
+}
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(u *Updater) { u.logger = l } }
+
+// WithEvents reports to Kubernetes events; nil reports nothing.
+func WithEvents(e *EventReporter) Option { return func(u *Updater) { u.events = e } }
+
+// WithMetrics records metrics; nil records nothing.
+func WithMetrics(m *Metrics) Option { return func(u *Updater) { u.metrics = m } }
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
+
+// New returns an Updater. argocd writes the argocd write-back method.
+func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Option) *Updater {
+	u := &Updater{
+		apps:           apps,
+		registry:       reg,
+		argocd:         argocd,
+		config:         func() *registry.Config { return &registry.Config{} },
+		maxConcurrency: 10,
+		logger:         slog.New(slog.DiscardHandler),
+		now:            time.Now,
+	}
+	for _, opt := range opts {
+		opt(u)
+	}
+	return u
+}
+
+// Summary is what one cycle did.
+type Summary struct {
+	Applications    int
+	Images          int
+	Skipped         int
+	Updated         int
+	Errors          int
+	TagListings     int
+	ApplicationsHit int // Applications written (or that would be, in dry-run)
+	Duration        time.Duration
+}
+
+// Run runs a cycle every interval until ctx ends. A cycle never overlaps
+// the previous one: the next starts interval after the previous began, or
+// at once if it took longer.
+func (u *Updater) Run(ctx context.Context, interval time.Duration) {
+	for {
+		start := u.now()
+		u.RunOnce(ctx)
+		wait := interval - u.now().Sub(start)
+		if wait < 0 {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// RunOnce runs one cycle.
+func (u *Updater) RunOnce(ctx context.Context) Summary {
+	u.running.Lock()
+	defer u.running.Unlock()
+	start := u.now()
+	u.events.beginCycle()
+	cfg := u.config()
+
+	// 1. plan
+	apps := u.apps.Applications()
+	sum := Summary{Applications: len(apps)}
+	var jobs []*job
+	for _, app := range apps {
+		appJobs, skips, problems := planApplication(app, cfg, u.defaultPlatforms)
+		sum.Images += len(app.Annotations.Images)
+		u.metrics.imagesWatched(app, len(app.Annotations.Images))
+		u.reportProblems(app, problems)
+		for _, p := range problems {
+			if isWarning(p) {
+				continue
+			}
+			sum.Errors++
+			u.metrics.imageError(app)
+		}
+		for _, s := range skips {
+			sum.Skipped++
+			u.logger.Debug("image skipped", "application", app.Key(), "image", s.image, "reason", s.reason)
+		}
+		jobs = append(jobs, appJobs...)
+	}
+	u.metrics.applicationsWatched(len(apps))
+
+	// 2. list: one listing per repository and credentials
+	byRepo := map[string][]*job{}
+	for _, j := range jobs {
+		byRepo[j.repoKey()] = append(byRepo[j.repoKey()], j)
+	}
+	sum.TagListings = len(byRepo)
+	tags := u.listTags(ctx, byRepo)
+
+	// 3. choose
+	updates := u.choose(ctx, jobs, tags, &sum)
+
+	// 4. write
+	u.write(ctx, updates, &sum)
+
+	sum.Duration = u.now().Sub(start)
+	u.metrics.cycleDone(sum)
+	u.logger.Info("update cycle finished",
+		"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
+		"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,
+		"duration", sum.Duration.Round(time.Millisecond))
+	return sum
+}
+
+type tagResult struct {
+	tags []string
+	err  error
+}
+
+func (u *Updater) listTags(ctx context.Context, byRepo map[string][]*job) map[string]tagResult {
+	results := make(map[string]tagResult, len(byRepo))
+	var mu sync.Mutex
+	g := errgroup.Group{}
+	g.SetLimit(u.maxConcurrency)
+	for key, js := range byRepo {
+		j := js[0]
+		g.Go(func() error {
+			tags, err := u.registry.Tags(ctx, j.ref, j.creds)
+			mu.Lock()
+			results[key] = tagResult{tags: tags, err: err}
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return results
+}
+
+// appUpdate collects the changes of one Application.
+type appUpdate struct {
+	app     *appwatch.Application
+	source  appwatch.Source
+	changes []writeback.ImageUpdate
+}
+
+func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagResult, sum *Summary) []*appUpdate {
+	type outcome struct {
+		job    *job
+		result strategy.Result
+		err    error
+	}
+	outcomes := make([]outcome, len(jobs))
+	g := errgroup.Group{}
+	g.SetLimit(u.maxConcurrency)
+	for i, j := range jobs {
+		g.Go(func() error {
+			tr := tags[j.repoKey()]
+			if tr.err != nil {
+				outcomes[i] = outcome{job: j, err: fmt.Errorf("list tags of %s: %w", j.ref.Name(), tr.err)}
+				return nil
+			}
+			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
+				ref, err := j.ref.WithTag(tag)
+				if err != nil {
+					return strategy.TagInfo{}, err
+				}
+				md, err := u.registry.Metadata(ctx, ref, j.creds, j.platforms)
+				if err != nil {
+					return strategy.TagInfo{}, err
+				}
+				return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
+			}
+			res, err := j.policy.Choose(ctx, tr.tags, j.current, meta)
+			outcomes[i] = outcome{job: j, result: res, err: err}
+			return nil
+		})
+	}
+	_ = g.Wait()
+
+	byApp := map[string]*appUpdate{}
+	var order []string
+	for _, o := range outcomes {
+		app := o.job.app
+		if o.err != nil {
+			sum.Errors++
+			u.metrics.imageError(app)
+			u.reportProblems(app, []error{fmt.Errorf("image %s: %w", o.job.spec.Key(), o.err)})
+			continue
+		}
+		if !o.result.Update {
+			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
+			continue
+		}
+		au, ok := byApp[app.Key()]
+		if !ok {
+			au = &appUpdate{app: app, source: o.job.source}
+			byApp[app.Key()] = au
+			order = append(order, app.Key())
+		}
+		au.changes = append(au.changes, writeback.ImageUpdate{
+			Alias:              o.job.spec.Alias,
+			Image:              o.job.spec.Image,
+			KustomizeImageName: o.job.spec.KustomizeImageName,
+			HelmImageName:      o.job.spec.HelmImageName,
+			HelmImageTag:       o.job.spec.HelmImageTag,
+			HelmImageSpec:      o.job.spec.HelmImageSpec,
+			NewTag:             o.result.Tag,
+			NewDigest:          o.result.Digest,
+			OldTag:             versionString(o.job.current),
+		})
+	}
+	sort.Strings(order)
+	updates := make([]*appUpdate, 0, len(order))
+	for _, k := range order {
+		updates = append(updates, byApp[k])
+	}
+	return updates
+}
+
+func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary) {
+	var mu sync.Mutex
+	g := errgroup.Group{}
+	g.SetLimit(u.maxConcurrency)
+	for _, au := range updates {
+		g.Go(func() error {
+			written, err := u.writeApplication(ctx, au)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				sum.Errors += len(au.changes)
+				for range au.changes {
+					u.metrics.imageError(au.app)
+				}
+				u.reportProblems(au.app, []error{err})
+				return nil
+			}
+			if len(written) > 0 {
+				sum.Updated += len(written)
+				sum.ApplicationsHit++
+				u.metrics.imagesUpdated(au.app, len(written))
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+}
+
+func (u *Updater) writeApplication(ctx context.Context, au *appUpdate) ([]writeback.ImageUpdate, error) {
+	app := au.app
+	for _, c := range au.changes {
+		u.logger.Info("new version", "application", app.Key(), "image", c.Image, "alias", c.Alias,
+			"from", c.OldTag, "to", versionString(strategy.Current{Tag: c.NewTag, Digest: c.NewDigest}), "dryRun", u.dryRun)
+	}
+	if app.Annotations.WriteBack.Method != appwatch.WriteBackArgoCD {
+		return nil, fmt.Errorf("write-back-method %s is not supported by this version", app.Annotations.WriteBack.Method)
+	}
+	res, err := u.argocd.Write(ctx, app.Object, writeback.ApplicationUpdate{
+		Namespace:   app.Namespace,
+		Name:        app.Name,
+		SourceIndex: au.source.Index,
+		SourceType:  string(au.source.Type),
+		Images:      au.changes,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if res.Patched {
+		u.events.imagesUpdated(app, res.Changed)
+	}
+	return res.Changed, nil
+}
+
+func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
+	for _, p := range problems {
+		level := slog.LevelError
+		if isWarning(p) {
+			level = slog.LevelWarn
+		}
+		u.logger.Log(context.Background(), level, "problem", "application", app.Key(), "error", p)
+	}
+	u.events.problems(app, problems)
+}
+
+func isWarning(err error) bool {
+	var p appwatch.Problem
+	return errors.As(err, &p) && p.Warning
+}
+
+func versionString(c strategy.Current) string {
+	switch {
+	case c.Digest == "":
+		return c.Tag
+	case c.Tag == "":
+		return c.Digest
+	default:
+		return c.Tag + "@" + c.Digest
+	}
+}

@@ -1,0 +1,139 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+)
+
+func TestNativeKindFor(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		kind CredentialKind
+		ok   bool
+	}{
+		{"123456789012.dkr.ecr.eu-west-1.amazonaws.com", CredentialECR, true},
+		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", CredentialECR, true},
+		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", CredentialECR, true},
+		{"12345.dkr.ecr.eu-west-1.amazonaws.com", 0, false},
+		{"public.ecr.aws", 0, false},
+		{"gcr.io", CredentialGCP, true},
+		{"eu.gcr.io", CredentialGCP, true},
+		{"europe-west1-docker.pkg.dev", CredentialGCP, true},
+		{"docker.pkg.dev", 0, false},
+		{"ghcr.io", 0, false},
+		{"docker.io", 0, false},
+	} {
+		kind, ok := nativeKindFor(tc.host)
+		if kind != tc.kind || ok != tc.ok {
+			t.Errorf("nativeKindFor(%q) = %v, %v; want %v, %v", tc.host, kind, ok, tc.kind, tc.ok)
+		}
+	}
+}
+
+func TestNextPage(t *testing.T) {
+	s := &session{host: "registry.test:5000"}
+	base, _ := url.Parse("https://registry.test:5000/v2/app/tags/list?n=1000")
+	for _, tc := range []struct {
+		link    string
+		want    string
+		wantErr bool
+	}{
+		{``, "", false},
+		{`</v2/app/tags/list?last=b&n=1000>; rel="next"`, "https://registry.test:5000/v2/app/tags/list?last=b&n=1000", false},
+		{`<https://registry.test:5000/v2/app/tags/list?last=b>; rel=next`, "https://registry.test:5000/v2/app/tags/list?last=b", false},
+		{`</v2/app/tags/list?last=a>; rel="prev", </v2/app/tags/list?last=c>; rel="next"`, "https://registry.test:5000/v2/app/tags/list?last=c", false},
+		{`</v2/app/tags/list?last=b>`, "https://registry.test:5000/v2/app/tags/list?last=b", false},
+		{`</v2/app/tags/list?last=a>; rel="prev"`, "", false},
+		{`<https://elsewhere.test/v2/app/tags/list?last=b>; rel="next"`, "", true},
+		{`<http://registry.test:5000/v2/app/tags/list?last=b>; rel="next"`, "", true},
+	} {
+		resp := &http.Response{Header: http.Header{}, Request: &http.Request{URL: base}}
+		if tc.link != "" {
+			resp.Header.Set("Link", tc.link)
+		}
+		got, err := nextPage(resp, s)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("Link %q: %q, %v; want %q (error: %v)", tc.link, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestSourceFor(t *testing.T) {
+	withNative := NewCredentialResolver(WithNativeProvider(CredentialGCP, &fakeNative{clock: newFakeClock()}))
+	c := NewClient(WithCredentialResolver(withNative))
+	gcr := imageRef(t, "gcr.io/project/app")
+
+	src, err := c.sourceFor(c.Endpoint(gcr), gcr.Registry(), CredentialRef{})
+	if err != nil || src.ref.Kind != CredentialGCP || !src.native || !src.cached {
+		t.Errorf("gcr.io with a GCP provider: %+v, %v", src, err)
+	}
+	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), mustRef(t, "env:X"))
+	if src.ref.Kind != CredentialEnv || src.cached {
+		t.Errorf("an image-level reference wins and is not cached: %+v", src)
+	}
+	ecr := imageRef(t, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app")
+	if src, _ := c.sourceFor(c.Endpoint(ecr), ecr.Registry(), CredentialRef{}); !src.ref.IsZero() {
+		t.Errorf("ECR without an ECR provider should be anonymous: %+v", src)
+	}
+}
+
+// nativeFunc adapts a function to NativeProvider.
+type nativeFunc func(ctx context.Context, ref CredentialRef, host string) (Credential, time.Time, error)
+
+func (f nativeFunc) Credential(ctx context.Context, ref CredentialRef, host string) (Credential, time.Time, error) {
+	return f(ctx, ref, host)
+}
+
+func TestNativeWithoutCredentialsMeansAnonymous(t *testing.T) {
+	var fail error
+	provider := nativeFunc(func(context.Context, CredentialRef, string) (Credential, time.Time, error) {
+		if fail != nil {
+			return Credential{}, time.Time{}, fail
+		}
+		return Credential{Username: "oauth2accesstoken", Password: "tok"}, time.Time{}, nil
+	})
+	c := NewClient(WithCredentialResolver(NewCredentialResolver(WithNativeProvider(CredentialGCP, provider))))
+	src := credSource{ref: CredentialRef{Kind: CredentialGCP}, cached: true, native: true}
+
+	fail = fmt.Errorf("gcp: %w", ErrNoNativeCredentials)
+	if cred, err := c.resolve(t.Context(), src, "gcr.io"); err != nil || !cred.IsZero() {
+		t.Errorf("no default credentials: %v, %v; want anonymous", cred, err)
+	}
+	fail = errors.New("metadata server unreachable")
+	if _, err := c.resolve(t.Context(), src, "gcr.io"); err == nil {
+		t.Error("other provider errors must not turn into anonymous access")
+	}
+	fail = nil
+	if cred, err := c.resolve(t.Context(), src, "gcr.io"); err != nil || cred.Password != "tok" {
+		t.Errorf("with credentials: %v, %v", cred, err)
+	}
+}
+
+func TestLRU(t *testing.T) {
+	c := newLRU[string, int](2)
+	c.add("a", 1)
+	c.add("b", 2)
+	if _, ok := c.get("a"); !ok { // a is now the most recent
+		t.Fatal("a missing")
+	}
+	c.add("c", 3)
+	if _, ok := c.get("b"); ok {
+		t.Error("b, the least recently used, should have been dropped")
+	}
+	if v, ok := c.get("a"); !ok || v != 1 {
+		t.Error("a should have stayed")
+	}
+	c.add("a", 10)
+	if v, _ := c.get("a"); v != 10 || c.len() != 2 {
+		t.Errorf("update: a=%d, len %d", v, c.len())
+	}
+	c.remove("a")
+	if _, ok := c.get("a"); ok || c.len() != 1 {
+		t.Error("remove failed")
+	}
+}

@@ -1,0 +1,323 @@
+package registry
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+var (
+	linuxAMD64 = v1.Platform{OS: "linux", Architecture: "amd64"}
+	linuxARM64 = v1.Platform{OS: "linux", Architecture: "arm64"}
+	linuxARMv7 = v1.Platform{OS: "linux", Architecture: "arm", Variant: "v7"}
+)
+
+func platformStrings(ps []v1.Platform) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
+}
+
+func TestMetadataSingleImage(t *testing.T) {
+	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
+	created := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
+	labels := map[string]string{"org.opencontainers.image.source": "https://example.com/app"}
+	digest := reg.PushImage(t, "app", []string{"1.0"}, testenv.Created(created), testenv.Labels(labels), testenv.OnPlatform(linuxARM64))
+	c := NewClient(WithConfig(testConfig(t, reg.Host)))
+	ref := imageRef(t, reg.Host+"/app:1.0")
+
+	md, err := c.Metadata(t.Context(), ref, CredentialRef{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Digest != digest.String() {
+		t.Errorf("digest %s, want %s", md.Digest, digest)
+	}
+	if md.MediaType != string(types.DockerManifestSchema2) {
+		t.Errorf("media type %s", md.MediaType)
+	}
+	if !md.Created.Equal(created) {
+		t.Errorf("created %s, want %s", md.Created, created)
+	}
+	if got := platformStrings(md.Platforms); !slices.Equal(got, []string{"linux/arm64"}) {
+		t.Errorf("platforms %v", got)
+	}
+	if md.Labels["org.opencontainers.image.source"] != "https://example.com/app" {
+		t.Errorf("labels %v", md.Labels)
+	}
+
+	// arm64 without a variant is arm64/v8.
+	if _, err := c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{{OS: "linux", Architecture: "arm64", Variant: "v8"}}); err != nil {
+		t.Errorf("linux/arm64/v8: %v", err)
+	}
+	md, err = c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{linuxAMD64})
+	if !errors.Is(err, ErrNoMatchingPlatform) {
+		t.Fatalf("an arm64 image asked for amd64: want ErrNoMatchingPlatform, got %v", err)
+	}
+	if md.Digest != digest.String() || !strings.Contains(err.Error(), "linux/arm64") || !strings.Contains(err.Error(), "1.0") {
+		t.Errorf("the metadata and the error should say what the image offers: %+v, %v", md, err)
+	}
+
+	// By digest: no HEAD needed.
+	byDigest, err := ref.WithDigest(digest.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md, err := c.Metadata(t.Context(), byDigest, CredentialRef{}, nil); err != nil || !md.Created.Equal(created) {
+		t.Errorf("by digest: %+v, %v", md, err)
+	}
+
+	_, err = c.Metadata(t.Context(), imageRef(t, reg.Host+"/app:missing"), CredentialRef{}, nil)
+	var e *Error
+	if !errors.As(err, &e) || e.StatusCode() != http.StatusNotFound || e.Tag != "missing" || !strings.Contains(err.Error(), "app:missing") {
+		t.Errorf("unknown tag: want a 404 naming the tag, got %v", err)
+	}
+	if _, err := c.Metadata(t.Context(), imageRef(t, reg.Host+"/app"), CredentialRef{}, nil); !errors.Is(err, errNoTagOrDigest) {
+		t.Errorf("no tag: %v", err)
+	}
+}
+
+func TestMetadataIndex(t *testing.T) {
+	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
+	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	indexDigest := reg.PushIndex(t, "multi", "2.0", []v1.Platform{linuxAMD64, linuxARM64, linuxARMv7}, testenv.Created(created))
+	children := childDigests(t, reg, "multi:2.0")
+
+	rec := newRecorder()
+	m := newTestMetrics(t)
+	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec), WithMetrics(m))
+	ref := imageRef(t, reg.Host+"/multi:2.0")
+
+	md, err := c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{linuxARM64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Digest != indexDigest.String() || md.MediaType != string(types.OCIImageIndex) {
+		t.Errorf("digest %s (%s), want the index %s", md.Digest, md.MediaType, indexDigest)
+	}
+	if got := platformStrings(md.Platforms); !slices.Equal(got, []string{"linux/amd64", "linux/arm64", "linux/arm/v7"}) {
+		t.Errorf("platforms %v", got)
+	}
+	if !md.Created.Equal(created) {
+		t.Errorf("created %s, want %s", md.Created, created)
+	}
+	// Only the index and the arm64 image's manifest, and its config.
+	if rec.count(http.MethodGet, "/manifests/"+children["linux/arm64"]) != 1 ||
+		rec.count(http.MethodGet, "/manifests/"+children["linux/amd64"]) != 0 ||
+		rec.count(http.MethodGet, "/manifests/"+children["linux/arm/v7"]) != 0 ||
+		rec.count(http.MethodGet, "/manifests/"+indexDigest.String()) != 1 ||
+		rec.count(http.MethodGet, "/blobs/") != 1 {
+		t.Errorf("requests beyond what arm64 needs (index %s, images %v):\n%s", indexDigest, children, strings.Join(rec.requests(), "\n"))
+	}
+
+	// Second call: one HEAD, the rest from the cache.
+	rec.reset()
+	again, err := c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{linuxARM64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.requests(); !slices.Equal(got, []string{"HEAD /v2/multi/manifests/2.0"}) {
+		t.Errorf("a cached digest should cost one HEAD, got %v", got)
+	}
+	if testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheMetadata)) != 1 {
+		t.Error("the metadata cache hit was not counted")
+	}
+	again.Platforms[0].OS = "changed by the caller"
+	again.Labels = nil
+	if third, _ := c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{linuxARM64}); third.Platforms[0].OS != "linux" {
+		t.Error("callers share the cached metadata's slices")
+	}
+
+	// Preference order: the first wanted platform the index has wins.
+	rec.reset()
+	if _, err := c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{{OS: "linux", Architecture: "s390x"}, linuxARMv7, linuxAMD64}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.count(http.MethodGet, "/manifests/"+children["linux/arm/v7"]) != 1 || rec.count(http.MethodGet, "/manifests/"+children["linux/amd64"]) != 0 {
+		t.Errorf("want the arm/v7 image:\n%s", strings.Join(rec.requests(), "\n"))
+	}
+
+	md, err = c.Metadata(t.Context(), ref, CredentialRef{}, []v1.Platform{{OS: "windows", Architecture: "amd64"}})
+	if !errors.Is(err, ErrNoMatchingPlatform) || len(md.Platforms) != 3 || md.Digest != indexDigest.String() {
+		t.Errorf("windows: %+v, %v", md, err)
+	}
+}
+
+// childDigests maps the platforms of an index in the registry to the
+// digests of their images.
+func childDigests(t *testing.T, reg *testenv.Registry, repoTag string) map[string]string {
+	t.Helper()
+	tag, err := name.NewTag(reg.Repo(repoTag), name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := remote.Index(tag, remote.WithAuth(reg.Auth()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range im.Manifests {
+		out[d.Platform.String()] = d.Digest.String()
+	}
+	return out
+}
+
+// pushAnnotated pushes an OCI image whose config says configTime and whose
+// manifest carries the created annotation annotationTime.
+func pushAnnotated(t *testing.T, reg *testenv.Registry, repoTag string, configTime, annotationTime time.Time) {
+	t.Helper()
+	img := testenv.NewImage(t, testenv.Created(configTime))
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img = mutate.Annotations(img, map[string]string{createdAnnotation: annotationTime.Format(time.RFC3339)}).(v1.Image)
+	tag, err := name.NewTag(reg.Repo(repoTag), name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img, remote.WithAuth(reg.Auth())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetadataCreatedAnnotation(t *testing.T) {
+	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
+	epoch := time.Unix(0, 0).UTC()
+	built := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+	// A reproducible build: the config says 1970, the annotation the truth.
+	pushAnnotated(t, reg, "app:reproducible", epoch, built)
+	// An annotation inherited from a base image is older than the build.
+	pushAnnotated(t, reg, "app:inherited", built, built.Add(-30*24*time.Hour))
+
+	c := NewClient(WithConfig(testConfig(t, reg.Host)))
+	for tag, want := range map[string]time.Time{"reproducible": built, "inherited": built} {
+		md, err := c.Metadata(t.Context(), imageRef(t, reg.Host+"/app:"+tag), CredentialRef{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !md.Created.Equal(want) {
+			t.Errorf("%s: created %s, want %s", tag, md.Created, want)
+		}
+		if md.MediaType != string(types.OCIManifestSchema1) {
+			t.Errorf("%s: media type %s", tag, md.MediaType)
+		}
+	}
+}
+
+func TestMetadataFor(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	t1 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	t2 := time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)
+	reg.PushImage(t, "app", []string{"1.0"}, testenv.Created(t1))
+	reg.PushImage(t, "app", []string{"2.0"}, testenv.Created(t2))
+	c := NewClient(
+		WithConfig(testConfig(t, reg.Host, "credentials: env:CREDS")),
+		WithCredentialResolver(envResolver(map[string]string{"CREDS": reg.Username + ":" + reg.Password})),
+		WithMetadataConcurrency(2),
+	)
+	tags := []string{"2.0", "nope", "1.0", "not a tag"}
+	res := c.MetadataFor(t.Context(), imageRef(t, reg.Host+"/app"), tags, CredentialRef{}, []v1.Platform{linuxAMD64})
+	if len(res) != len(tags) {
+		t.Fatalf("%d results for %d tags", len(res), len(tags))
+	}
+	for i, r := range res {
+		if r.Tag != tags[i] {
+			t.Errorf("result %d is for %q, want %q", i, r.Tag, tags[i])
+		}
+	}
+	if res[0].Err != nil || !res[0].Metadata.Created.Equal(t2) {
+		t.Errorf("2.0: %+v", res[0])
+	}
+	if res[2].Err != nil || !res[2].Metadata.Created.Equal(t1) {
+		t.Errorf("1.0: %+v", res[2])
+	}
+	var e *Error
+	if !errors.As(res[1].Err, &e) || e.StatusCode() != http.StatusNotFound {
+		t.Errorf("nope: want a 404, got %v", res[1].Err)
+	}
+	if !errors.Is(res[3].Err, ErrInvalidReference) {
+		t.Errorf("an invalid tag: %v", res[3].Err)
+	}
+}
+
+func TestMetadataConcurrentFetchShared(t *testing.T) {
+	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
+	digest := reg.PushImage(t, "app", []string{"1.0"})
+	rec := newRecorder()
+	release := make(chan struct{})
+	rec.setHold(func(r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/") {
+			<-release
+		}
+	})
+	m := newTestMetrics(t)
+	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec), WithMetrics(m))
+	ref := imageRef(t, reg.Host+"/app:1.0")
+
+	const callers = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			md, err := c.Metadata(t.Context(), ref, CredentialRef{}, nil)
+			if err == nil && md.Digest != digest.String() {
+				err = errors.New("wrong digest " + md.Digest)
+			}
+			errs <- err
+		}()
+	}
+	waitFor(t, func() bool {
+		return testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheMetadataInflight)) == callers-1
+	})
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := rec.count(http.MethodGet, "/manifests/"+digest.String()); n != 1 {
+		t.Errorf("%d manifest GETs for one digest, want 1", n)
+	}
+}
+
+func TestPlatformMatches(t *testing.T) {
+	for _, tc := range []struct {
+		have, want v1.Platform
+		ok         bool
+	}{
+		{linuxAMD64, linuxAMD64, true},
+		{linuxAMD64, v1.Platform{OS: "linux"}, true},
+		{linuxAMD64, linuxARM64, false},
+		{linuxARM64, v1.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}, true},
+		{v1.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}, linuxARM64, true},
+		{linuxARMv7, v1.Platform{OS: "linux", Architecture: "arm", Variant: "v6"}, false},
+		{v1.Platform{OS: "linux", Architecture: "arm"}, linuxARMv7, true},
+		{v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: "10.0.17763.1"}, v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: "10.0.20348.1"}, false},
+	} {
+		if got := platformMatches(tc.have, tc.want); got != tc.ok {
+			t.Errorf("platformMatches(%s, %s) = %v", tc.have.String(), tc.want.String(), got)
+		}
+	}
+}

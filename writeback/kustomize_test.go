@@ -1,0 +1,169 @@
+package writeback
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	ecrApp  = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"
+	ecrWeb  = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"
+	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+func TestKustomizeOriginalName(t *testing.T) {
+	tests := []struct{ entry, want string }{
+		{"nginx", "nginx"},
+		{"nginx:1.25", "nginx"},
+		{"nginx@" + digestA, "nginx"},
+		{"nginx:1.25@" + digestA, "nginx"},
+		{ecrApp + ":v0.0.1", ecrApp},
+		{"localhost:5000/app", "localhost:5000/app"},
+		{"localhost:5000/app:1.0", "localhost:5000/app"},
+		{"localhost:5000/app@" + digestA, "localhost:5000/app"},
+		{"localhost:5000/app:1.0@" + digestA, "localhost:5000/app"},
+		{"nginx=registry.example.com/mirror/nginx:1.25", "nginx"},
+		{"localhost:5000/a=localhost:5000/b:1", "localhost:5000/a"},
+		{"nginx=nginx", "nginx"},
+	}
+	for _, tt := range tests {
+		if got := kustomizeOriginalName(tt.entry); got != tt.want {
+			t.Errorf("kustomizeOriginalName(%q) = %q, want %q", tt.entry, got, tt.want)
+		}
+	}
+}
+
+func TestUpdateKustomizeImages(t *testing.T) {
+	tests := []struct {
+		name        string
+		current     []any
+		images      []ImageUpdate
+		want        []any
+		wantChanged []string // aliases
+	}{
+		{
+			name:    "no list yet",
+			current: nil,
+			images: []ImageUpdate{
+				{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+				{Alias: "web", Image: ecrWeb, NewTag: "v0.0.3"},
+			},
+			want:        []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.3"},
+			wantChanged: []string{"app", "web"},
+		},
+		{
+			name:        "replaced in place, others kept in order",
+			current:     []any{"busybox:1.36", "nginx:1.25.0", "quay.io/x/y:3"},
+			images:      []ImageUpdate{{Alias: "n", Image: "nginx", NewTag: "1.26.0"}},
+			want:        []any{"busybox:1.36", "nginx:1.26.0", "quay.io/x/y:3"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:    "already written",
+			current: []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.3"},
+			images: []ImageUpdate{
+				{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+				{Alias: "web", Image: ecrWeb, NewTag: "v0.0.3"},
+			},
+			want: []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.3"},
+		},
+		{
+			name:        "override of another name",
+			current:     []any{"nginx=registry.example.com/mirror/nginx:1.25.0"},
+			images:      []ImageUpdate{{Alias: "n", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			want:        []any{"nginx=registry.example.com/mirror/nginx:1.26.0"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "override of another name, appended",
+			current:     []any{"busybox:1.36"},
+			images:      []ImageUpdate{{Alias: "n", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			want:        []any{"busybox:1.36", "nginx=registry.example.com/mirror/nginx:1.26.0"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "override name equal to the image is written plainly",
+			current:     []any{"nginx=nginx:1.25.0"},
+			images:      []ImageUpdate{{Alias: "n", Image: "nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			want:        []any{"nginx:1.26.0"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "plain entry of the image does not match an override of another name",
+			current:     []any{"registry.example.com/mirror/nginx:1.25.0"},
+			images:      []ImageUpdate{{Alias: "n", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			want:        []any{"registry.example.com/mirror/nginx:1.25.0", "nginx=registry.example.com/mirror/nginx:1.26.0"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "digest replaced",
+			current:     []any{"ghcr.io/org/api:v1@" + digestA},
+			images:      []ImageUpdate{{Alias: "api", Image: "ghcr.io/org/api", NewTag: "v1", NewDigest: digestB}},
+			want:        []any{"ghcr.io/org/api:v1@" + digestB},
+			wantChanged: []string{"api"},
+		},
+		{
+			name:        "digest without tag",
+			current:     []any{"ghcr.io/org/api@" + digestA},
+			images:      []ImageUpdate{{Alias: "api", Image: "ghcr.io/org/api", NewDigest: digestB}},
+			want:        []any{"ghcr.io/org/api@" + digestB},
+			wantChanged: []string{"api"},
+		},
+		{
+			name:        "registry with a port",
+			current:     []any{"localhost:5000/app:1.0", "localhost:5000/app-two:1.0"},
+			images:      []ImageUpdate{{Alias: "app", Image: "localhost:5000/app", NewTag: "1.1"}},
+			want:        []any{"localhost:5000/app:1.1", "localhost:5000/app-two:1.0"},
+			wantChanged: []string{"app"},
+		},
+		{
+			name:        "prefix of another name does not match",
+			current:     []any{"localhost:5000/app-two:1.0"},
+			images:      []ImageUpdate{{Alias: "app", Image: "localhost:5000/app", NewTag: "1.1"}},
+			want:        []any{"localhost:5000/app-two:1.0", "localhost:5000/app:1.1"},
+			wantChanged: []string{"app"},
+		},
+		{
+			name:        "entries that are not strings are kept",
+			current:     []any{int64(3), "nginx:1.0"},
+			images:      []ImageUpdate{{Alias: "n", Image: "nginx", NewTag: "1.1"}},
+			want:        []any{int64(3), "nginx:1.1"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:    "only the image that changed is reported",
+			current: []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.1"},
+			images: []ImageUpdate{
+				{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+				{Alias: "web", Image: ecrWeb, NewTag: "v0.0.2"},
+			},
+			want:        []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.2"},
+			wantChanged: []string{"web"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := append([]any(nil), tt.current...)
+			got, changed := updateKustomizeImages(tt.current, tt.images)
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("images (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(tt.wantChanged, aliases(changed)); d != "" {
+				t.Errorf("changed (-want +got):\n%s", d)
+			}
+			if d := cmp.Diff(before, tt.current); d != "" {
+				t.Errorf("input modified (-before +after):\n%s", d)
+			}
+		})
+	}
+}
+
+func aliases(images []ImageUpdate) []string {
+	var out []string
+	for _, img := range images {
+		out = append(out, img.Alias)
+	}
+	return out
+}

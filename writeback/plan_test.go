@@ -1,0 +1,166 @@
+package writeback
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func appFromYAML(t *testing.T, text string) *unstructured.Unstructured {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(text), &obj); err != nil {
+		t.Fatalf("parse Application: %v", err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func TestPlanWrite(t *testing.T) {
+	const multi = `
+metadata: {name: m, namespace: argocd, resourceVersion: "7"}
+spec:
+  sources:
+  - {repoURL: "https://git.example.com/values.git", targetRevision: main, ref: values}
+  - repoURL: https://charts.example.com
+    chart: web
+    helm: {parameters: [{name: image.tag, value: "1"}]}
+  - {repoURL: "https://git.example.com/app.git", path: overlays/prod}
+`
+	app := ImageUpdate{Alias: "app", Image: "nginx", NewTag: "2"}
+	tests := []struct {
+		name, app string
+		update    ApplicationUpdate
+		wantPatch string // "" = nothing to write
+		wantErr   string
+	}{
+		{
+			name: "single source, kustomize block created",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", path: app}}`,
+			update:    ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize","value":{"images":["nginx:2"]}}]`,
+		},
+		{
+			name: "single source, existing kustomize block",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {namePrefix: p-}}}`,
+			update:    ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize/images","value":["nginx:2"]}]`,
+		},
+		{
+			name: "single source, nothing to write",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {images: ["nginx:2"]}}}`,
+			update: ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+		},
+		{
+			name:      "multi source, helm",
+			app:       multi,
+			update:    ApplicationUpdate{SourceIndex: 1, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/1/helm/parameters","value":[{"forceString":true,"name":"image.tag","value":"2"},{"forceString":true,"name":"image.name","value":"nginx"}]}]`,
+		},
+		{
+			name:      "multi source, kustomize block created",
+			app:       multi,
+			update:    ApplicationUpdate{SourceIndex: 2, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/2/kustomize","value":{"images":["nginx:2"]}}]`,
+		},
+		{
+			name:    "index out of range",
+			app:     multi,
+			update:  ApplicationUpdate{SourceIndex: 3, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			wantErr: "spec.sources has 3 entries, no index 3",
+		},
+		{
+			name:    "no spec.source",
+			app:     multi,
+			update:  ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			wantErr: "it has no spec.source",
+		},
+		{
+			name: "no spec.sources",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git"}}`,
+			update:  ApplicationUpdate{SourceIndex: 0, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			wantErr: "it has no spec.sources",
+		},
+		{
+			name: "images is not a list",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", kustomize: {images: "nginx:1"}}}`,
+			update:  ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			wantErr: "spec.source.kustomize.images is a string, not a list",
+		},
+		{
+			name: "helm is not an object",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {sources: [{repoURL: "https://git.example.com/app.git", helm: [1]}]}`,
+			update:  ApplicationUpdate{SourceIndex: 0, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			wantErr: "spec.sources[0].helm is a []interface {}, not an object",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := appFromYAML(t, tt.app)
+			before := obj.DeepCopy()
+			p, err := planWrite(obj, tt.update)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(p.patch); got != tt.wantPatch {
+				t.Errorf("patch:\n got %s\nwant %s", got, tt.wantPatch)
+			}
+			if (len(p.changed) == 0) != (tt.wantPatch == "") {
+				t.Errorf("changed = %v with patch %q", p.changed, tt.wantPatch)
+			}
+			if d := cmp.Diff(before.Object, obj.Object); d != "" {
+				t.Errorf("object modified (-before +after):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestApplicationUpdateValidate(t *testing.T) {
+	ok := ImageUpdate{Alias: "a", Image: "nginx", NewTag: "1"}
+	tests := []struct {
+		name    string
+		update  ApplicationUpdate
+		wantErr string
+	}{
+		{"valid", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: SourceTypeHelm, Images: []ImageUpdate{ok}}, ""},
+		{"no name", ApplicationUpdate{Namespace: "argocd", SourceIndex: -1, SourceType: SourceTypeHelm}, "namespace and name are required"},
+		{"bad index", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: SourceTypeHelm}, "invalid source index -2"},
+		{"directory source", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: "Directory"}, `source type "Directory" cannot be written`},
+		{"no version", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{{Alias: "a", Image: "nginx"}}}, "image nginx: neither a tag nor a digest"},
+		{"no image", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{{Alias: "a", NewTag: "1"}}}, `image "a": empty image name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.update.validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
