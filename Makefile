@@ -1,4 +1,5 @@
 # argocd-image-updater
+SHELL := /bin/bash
 
 BINARY   := bin/argocd-image-updater
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -41,8 +42,9 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
 ## demo: run the updater against a local API server, registry and git server
-demo:
-	@echo "make demo: not available yet" >&2; exit 1
+demo: build
+	@KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" DEMO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -run '^TestDemo$$' -v ./demo/ \
+		| grep -v -E '^(=== RUN|--- PASS|PASS$$|ok )'; exit $${PIPESTATUS[0]}
 
 clean:
 	rm -rf bin

@@ -37,18 +37,20 @@ type ApplicationWriter interface {
 
 // Updater runs update cycles.
 type Updater struct {
-	apps             Applications
-	registry         Registry
-	argocd           ApplicationWriter
-	config           func() *registry.Config
-	maxConcurrency   int
-	dryRun           bool
-	defaultPlatforms []v1.Platform
-	logger           *slog.Logger
-	events           *EventReporter
-	metrics          *Metrics
-	now              func() time.Time
-	running          sync.Mutex
+	apps                Applications
+	registry            Registry
+	argocd              ApplicationWriter
+	git                 GitWriter
+	controllerNamespace string
+	config              func() *registry.Config
+	maxConcurrency      int
+	dryRun              bool
+	defaultPlatforms    []v1.Platform
+	logger              *slog.Logger
+	events              *EventReporter
+	metrics             *Metrics
+	now                 func() time.Time
+	running             sync.Mutex
 }
 
 // Option configures an Updater.
@@ -69,6 +71,15 @@ func WithDryRun(dryRun bool) Option { return func(u *Updater) { u.dryRun = dryRu
 // controller's own platform in production.
 func WithDefaultPlatforms(ps ...v1.Platform) Option {
 	return func(u *Updater) { u.defaultPlatforms = ps }
+}
+
+// WithGitWriter writes Applications whose write-back-method is git;
+// without it such Applications are reported as errors.
+func WithGitWriter(w GitWriter) Option { return func(u *Updater) { u.git = w } }
+
+// WithControllerNamespace is the Argo CD namespace the controller runs in.
+func WithControllerNamespace(ns string) Option {
+	return func(u *Updater) { u.controllerNamespace = ns }
 }
 
 // WithLogger sets the logger.
@@ -291,57 +302,71 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 	return updates
 }
 
+// write writes the changes: Applications with the argocd method each get
+// their own patch, concurrently; those with the git method go to the git
+// writer together, so each repository and branch gets one push.
 func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary) {
+	var viaGit []*appUpdate
 	var mu sync.Mutex
 	g := errgroup.Group{}
 	g.SetLimit(u.maxConcurrency)
 	for _, au := range updates {
+		u.logChanges(au)
+		if au.app.Annotations.WriteBack.Method == appwatch.WriteBackGit {
+			viaGit = append(viaGit, au)
+			continue
+		}
 		g.Go(func() error {
-			written, err := u.writeApplication(ctx, au)
+			res, err := u.argocd.Write(ctx, au.app.Object, writeback.ApplicationUpdate{
+				Namespace:   au.app.Namespace,
+				Name:        au.app.Name,
+				SourceIndex: au.source.Index,
+				SourceType:  string(au.source.Type),
+				Images:      au.changes,
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				sum.Errors += len(au.changes)
-				for range au.changes {
-					u.metrics.imageError(au.app)
-				}
-				u.reportProblems(au.app, []error{err})
+				u.writeFailed(au, err, sum)
 				return nil
 			}
-			if len(written) > 0 {
-				sum.Updated += len(written)
-				sum.ApplicationsHit++
-				u.metrics.imagesUpdated(au.app, len(written))
-			}
+			u.written(au.app, res.Changed, res.Patched, sum)
 			return nil
 		})
 	}
 	_ = g.Wait()
+	u.writeGit(ctx, viaGit, sum)
 }
 
-func (u *Updater) writeApplication(ctx context.Context, au *appUpdate) ([]writeback.ImageUpdate, error) {
-	app := au.app
+func (u *Updater) logChanges(au *appUpdate) {
 	for _, c := range au.changes {
-		u.logger.Info("new version", "application", app.Key(), "image", c.Image, "alias", c.Alias,
-			"from", c.OldTag, "to", versionString(strategy.Current{Tag: c.NewTag, Digest: c.NewDigest}), "dryRun", u.dryRun)
+		u.logger.Info("new version", "application", au.app.Key(), "image", c.Image, "alias", c.Alias,
+			"from", c.OldTag, "to", versionString(strategy.Current{Tag: c.NewTag, Digest: c.NewDigest}),
+			"writeBack", au.app.Annotations.WriteBack.Method, "dryRun", u.dryRun)
 	}
-	if app.Annotations.WriteBack.Method != appwatch.WriteBackArgoCD {
-		return nil, fmt.Errorf("write-back-method %s is not supported by this version", app.Annotations.WriteBack.Method)
+}
+
+// writeFailed records a failed write-back of all of an Application's changes.
+func (u *Updater) writeFailed(au *appUpdate, err error, sum *Summary) {
+	sum.Errors += len(au.changes)
+	for range au.changes {
+		u.metrics.imageError(au.app)
 	}
-	res, err := u.argocd.Write(ctx, app.Object, writeback.ApplicationUpdate{
-		Namespace:   app.Namespace,
-		Name:        app.Name,
-		SourceIndex: au.source.Index,
-		SourceType:  string(au.source.Type),
-		Images:      au.changes,
-	})
-	if err != nil {
-		return nil, err
+	u.reportProblems(au.app, []error{err})
+}
+
+// written records a successful write-back. persisted is false in dry-run
+// mode, where nothing was written and no event is recorded.
+func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUpdate, persisted bool, sum *Summary) {
+	if len(changed) == 0 {
+		return
 	}
-	if res.Patched {
-		u.events.imagesUpdated(app, res.Changed)
+	sum.Updated += len(changed)
+	sum.ApplicationsHit++
+	if persisted {
+		u.metrics.imagesUpdated(app, len(changed))
+		u.events.imagesUpdated(app, changed)
 	}
-	return res.Changed, nil
 }
 
 func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {

@@ -122,6 +122,10 @@ http:
 	return nil
 }
 
+// DataDir is the registry's storage root folder (filesystem driver), for
+// tests that lay out many tags faster than the HTTP API can push them.
+func (r *Registry) DataDir() string { return r.dataDir }
+
 // Auth is the authenticator for pushing test images.
 func (r *Registry) Auth() authn.Authenticator {
 	if r.Username == "" {

@@ -117,8 +117,14 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		events = cycle.NewEventReporter(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"}))
 	}
 
+	gitWriter, err := newGitWriter(o, clientset, namespace, logger)
+	if err != nil {
+		return err
+	}
 	updater := cycle.New(watcher, regClient,
 		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
+		cycle.WithGitWriter(gitWriter),
+		cycle.WithControllerNamespace(namespace),
 		cycle.WithRegistryConfig(confSource.Current),
 		cycle.WithMaxConcurrency(o.maxConcurrency),
 		cycle.WithDryRun(o.dryRun),
@@ -178,6 +184,32 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return nil
 	}
 	return runElected(ctx, clientset, namespace, logger, func(ctx context.Context) { updater.Run(ctx, o.interval) })
+}
+
+// newGitWriter builds the git write-back from the git flags. A missing
+// commit-message template file means the default template, as the install
+// manifest mounts the file only when the ConfigMap has the key.
+func newGitWriter(o *runOptions, cs kubernetes.Interface, namespace string, logger *slog.Logger) (*writeback.GitWriter, error) {
+	text, err := os.ReadFile(o.gitCommitMessagePath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("commit message template: %w", err)
+	}
+	tmpl, err := writeback.ParseCommitMessageTemplate(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.gitCommitMessagePath, err)
+	}
+	opts := []writeback.GitOption{
+		writeback.WithArgoCDNamespace(namespace),
+		writeback.WithAuthor(o.gitCommitUser, o.gitCommitEmail),
+		writeback.WithCommitMessageTemplate(tmpl),
+		writeback.WithSignOff(o.gitCommitSignOff),
+		writeback.WithGitDryRun(o.dryRun),
+		writeback.WithGitLogger(logger),
+	}
+	if o.gitCommitSigningKey != "" {
+		opts = append(opts, writeback.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))
+	}
+	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), opts...)
 }
 
 // runElected runs work only while this replica holds the Lease, so that

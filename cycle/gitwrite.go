@@ -1,0 +1,76 @@
+package cycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// GitWriter commits new versions to the Applications' repositories: all
+// updates of a cycle at once, so that each repository and branch gets one
+// push.
+type GitWriter interface {
+	Write(ctx context.Context, updates []writeback.GitUpdate) []writeback.GitResult
+}
+
+// gitUpdate describes the git write-back of one Application.
+func gitUpdate(au *appUpdate, controllerNamespace string) (writeback.GitUpdate, error) {
+	app, wb := au.app, au.app.Annotations.WriteBack
+	if au.source.RepoURL == "" && wb.GitRepository == "" {
+		return writeback.GitUpdate{}, fmt.Errorf("git write-back: the Application has no source repository and no git-repository annotation")
+	}
+	repo := wb.GitRepository
+	if repo == "" {
+		repo = au.source.RepoURL
+	}
+	return writeback.GitUpdate{
+		Namespace:           app.Namespace,
+		Name:                app.Name,
+		ControllerNamespace: controllerNamespace,
+		RepoURL:             repo,
+		TargetRevision:      au.source.TargetRevision,
+		Branch:              wb.GitBranch,
+		SourcePath:          au.source.Path,
+		SourceType:          string(au.source.Type),
+		Target:              wb.Target,
+		CredentialsSecret:   wb.GitSecret,
+		Images:              au.changes,
+	}, nil
+}
+
+// writeGit sends the git updates of a cycle and reports each result.
+func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summary) {
+	if len(updates) == 0 {
+		return
+	}
+	var batch []writeback.GitUpdate
+	byKey := map[string]*appUpdate{}
+	for _, au := range updates {
+		if u.git == nil {
+			u.writeFailed(au, fmt.Errorf("write-back-method git is not configured in this controller"), sum)
+			continue
+		}
+		gu, err := gitUpdate(au, u.controllerNamespace)
+		if err != nil {
+			u.writeFailed(au, err, sum)
+			continue
+		}
+		batch = append(batch, gu)
+		byKey[au.app.Key()] = au
+	}
+	if len(batch) == 0 {
+		return
+	}
+	for _, res := range u.git.Write(ctx, batch) {
+		au := byKey[res.Namespace+"/"+res.Name]
+		if au == nil {
+			continue
+		}
+		if res.Err != nil {
+			u.writeFailed(au, res.Err, sum)
+			continue
+		}
+		u.written(au.app, res.Changed, res.Commit != "", sum)
+	}
+}

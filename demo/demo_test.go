@@ -1,0 +1,245 @@
+// Package demo runs the updater end to end, as `make demo` shows it: a
+// real API server, registry and git server on this machine, Applications
+// like those of a typical EKS setup (two images updated by semver, one
+// written back to the Application, one committed to Git), new tags pushed,
+// and the real binary run once against them.
+package demo
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// say prints to the demo's output.
+func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }
+
+func TestDemo(t *testing.T) {
+	start := time.Now()
+	bin := updaterBinary(t)
+
+	say("Starting a Kubernetes API server, a container registry and a git server on this machine...")
+	k := testenv.StartKube(t)
+	reg := testenv.StartRegistry(t)
+	gitServer := testenv.StartGitServer(t)
+	say("  API server %s, registry %s, git %s (%s)", k.Config.Host, reg.Host, gitServer.HTTPURL, time.Since(start).Round(100*time.Millisecond))
+
+	app, web := reg.Repo("eks-app"), reg.Repo("eks-web")
+	reg.PushImage(t, "eks-app", []string{"v0.0.1"})
+	reg.PushImage(t, "eks-web", []string{"v0.0.1"})
+	fixture := strings.NewReplacer("REGISTRY", reg.Host)
+	front, err := os.ReadFile(filepath.Join("fixture", "main", "base", "front.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitServer.CreateRepo(t, "deploy", "fixture", map[string]string{"main/base/front.yaml": fixture.Replace(string(front))})
+
+	installRBAC(t, k)
+	kubeconfig := testenv.WriteKubeconfig(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
+	dyn := dynamic.NewForConfigOrDie(k.Config)
+	k.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "repo-deploy", Namespace: testenv.ArgoCDNamespace,
+			Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+		StringData: map[string]string{"url": gitServer.HTTPRepoURL("deploy"), "username": gitServer.Username, "password": gitServer.Password},
+	})
+	running := []string{app + ":v0.0.1", web + ":v0.0.1"}
+	createApp(t, dyn, "main", gitServer.HTTPRepoURL("deploy"), map[string]string{
+		"image-list":          "app=" + app + ",web=" + web,
+		"app.update-strategy": "semver",
+		"web.update-strategy": "semver",
+		"write-back-method":   "argocd",
+	}, running)
+	createApp(t, dyn, "main-git", gitServer.HTTPRepoURL("deploy"), map[string]string{
+		"image-list":          "app=" + app + ",web=" + web,
+		"app.update-strategy": "semver",
+		"web.update-strategy": "semver",
+		"write-back-method":   "git",
+		"write-back-target":   "kustomization",
+		"git-branch":          "main",
+	}, running)
+
+	say("\nNew images are pushed: eks-app v0.0.2, v0.1.0 (and v1.0.0-rc.1, a pre-release); eks-web v0.0.2, v0.0.3.")
+	reg.PushImage(t, "eks-app", []string{"v0.0.2"})
+	reg.PushImage(t, "eks-app", []string{"v0.1.0"})
+	reg.PushImage(t, "eks-app", []string{"v1.0.0-rc.1"})
+	reg.PushImage(t, "eks-web", []string{"v0.0.2"})
+	reg.PushImage(t, "eks-web", []string{"v0.0.3"})
+
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	writeFile(t, conf, fmt.Sprintf("registries:\n- name: demo\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n", reg.Host, reg.Host))
+	before := versions(t, dyn, gitServer, app, web)
+
+	say("\nRunning: argocd-image-updater run --once (as the ServiceAccount of manifests/install.yaml)")
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--once", "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
+		"--health-port", "0", "--metrics-port", "0", "--loglevel", "info")
+	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+reg.Username+":"+reg.Password)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	runStart := time.Now()
+	err = cmd.Run()
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		say("  | %s", line)
+	}
+	if err != nil {
+		t.Fatalf("the updater failed: %v", err)
+	}
+	say("  (took %s)", time.Since(runStart).Round(10*time.Millisecond))
+
+	after := versions(t, dyn, gitServer, app, web)
+	say("\nWhat changed:")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  APPLICATION\tWRITE-BACK\tIMAGE\tBEFORE\tAFTER")
+	for _, row := range after {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", row.app, row.method, row.image, before[row.key()].tag, row.tag)
+	}
+	tw.Flush()
+
+	log := gitServer.Log(t, "deploy", "main")
+	say("\nThe commit pushed to %s (branch main):", gitServer.HTTPRepoURL("deploy"))
+	say("  commit %s\n  Author: %s <%s>\n\n    %s\n", log[0].Hash, log[0].Author, log[0].Email, log[0].Subject)
+	for _, line := range strings.Split(log[0].Body, "\n") {
+		say("    %s", line)
+	}
+	say("\n  main/overlays/production/kustomization.yaml now reads:")
+	for _, line := range strings.Split(strings.TrimRight(gitServer.ReadFile(t, "deploy", "main", "main/overlays/production/kustomization.yaml"), "\n"), "\n") {
+		say("    %s", line)
+	}
+	say("\nDone in %s; everything started has been stopped.", time.Since(start).Round(100*time.Millisecond))
+
+	// The demo is also a test: the versions must be the ones semver picks.
+	for _, row := range after {
+		want := map[string]string{app: "v0.1.0", web: "v0.0.3"}[row.image]
+		if row.tag != want {
+			t.Errorf("%s %s is %q after the run, want %q", row.app, row.image, row.tag, want)
+		}
+	}
+}
+
+type row struct{ app, method, image, tag string }
+
+func (r row) key() string { return r.app + " " + r.image }
+
+// versions reads what each Application sets for each image: the
+// Application's own override (argocd) or the kustomization in Git (git),
+// falling back to what runs.
+func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images ...string) map[string]row {
+	t.Helper()
+	out := map[string]row{}
+	kust := g.ReadFile(t, "deploy", "main", "main/overlays/production/kustomization.yaml")
+	var k struct {
+		Images []struct{ Name, NewTag string } `json:"images"`
+	}
+	if err := yaml.Unmarshal([]byte(kust), &k); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"main", "main-git"} {
+		obj, err := dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := appwatch.FromUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, img := range a.Annotations.Images {
+			r := row{app: name, method: string(a.Annotations.WriteBack.Method), image: img.Image}
+			r.tag, _ = a.RunningVersion(img)
+			if v, ok := a.Sources[0].CurrentVersion(img); ok && a.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+				r.tag = v
+			}
+			if a.Annotations.WriteBack.Method == appwatch.WriteBackGit {
+				for _, ki := range k.Images {
+					if ki.Name == img.Image {
+						r.tag = ki.NewTag
+					}
+				}
+			}
+			out[r.key()] = r
+		}
+	}
+	return out
+}
+
+func createApp(t *testing.T, dyn dynamic.Interface, name, repoURL string, annotations map[string]string, running []string) {
+	t.Helper()
+	ann := map[string]any{}
+	for k, v := range annotations {
+		ann[appwatch.AnnotationPrefix+k] = v
+	}
+	imgs := make([]any, len(running))
+	for i, r := range running {
+		imgs[i] = r
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": ann},
+		"spec": map[string]any{
+			"project": "default",
+			"source": map[string]any{"repoURL": repoURL, "path": "main/overlays/production", "targetRevision": "main",
+				"kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": imgs}},
+	}}
+	if _, err := dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installRBAC creates the Role and RoleBinding of the install manifests.
+func installRBAC(t *testing.T, k *testenv.Kube) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "manifests", "base", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		obj.SetNamespace(testenv.ArgoCDNamespace)
+		k.Create(t, &obj)
+	}
+}
+
+// updaterBinary is the binary `make build` made (DEMO_BINARY), or one
+// built now.
+func updaterBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/argocd-image-updater").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build the updater: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

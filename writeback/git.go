@@ -1,0 +1,543 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// Defaults of the git write-back.
+const (
+	DefaultGitAuthorName  = "argocd-image-updater"
+	DefaultGitAuthorEmail = "noreply@argoproj.io"
+	DefaultPushRetries    = 3
+	// DefaultArgoCDNamespace is where Argo CD's repository Secrets and
+	// known hosts are read unless WithArgoCDNamespace says otherwise.
+	DefaultArgoCDNamespace = "argocd"
+)
+
+// maxParallelRepositories bounds how many repositories one Write talks to
+// at once; each is network-bound, and one repository is always handled by
+// one goroutine.
+const maxParallelRepositories = 4
+
+// gitNetworkTimeout bounds one list, fetch or push, so that a server that
+// stops answering cannot stall the update cycle.
+const gitNetworkTimeout = 5 * time.Minute
+
+// GitUpdate is what to write for one Application with the git method.
+type GitUpdate struct {
+	// Namespace and Name are the Application's.
+	Namespace, Name string
+	// ControllerNamespace is Argo CD's namespace: an Application in
+	// another namespace writes .argocd-source-<namespace>_<app>.yaml.
+	ControllerNamespace string
+	// RepoURL is the git-repository annotation, else the source's repoURL.
+	RepoURL string
+	// TargetRevision is the source's targetRevision; "" and "HEAD" mean
+	// the remote's default branch.
+	TargetRevision string
+	// Branch is the git-branch annotation as written: "branch",
+	// "base:target" or ":target", where target is a text/template with
+	// .Images (.Name .Alias .OldTag .NewTag) and .SHA256, cut at 255
+	// characters.
+	Branch string
+	// SourcePath is the source's path in the repository.
+	SourcePath string
+	// SourceType is SourceTypeKustomize or SourceTypeHelm; it chooses the
+	// content of the .argocd-source file.
+	SourceType string
+	// Target is the write-back-target annotation as written: "" for the
+	// .argocd-source file, "kustomization[:<dir>]" or
+	// "helmvalues[:<file>]", paths relative to SourcePath or, starting
+	// with "/", to the repository root.
+	Target string
+	// CredentialsSecret is "<namespace>/<name>" from git:secret:...; ""
+	// uses Argo CD's repository credentials.
+	CredentialsSecret string
+	Images            []ImageUpdate
+}
+
+func (u GitUpdate) key() string { return u.Namespace + "/" + u.Name }
+
+func (u GitUpdate) validate() error {
+	var errs []error
+	if u.Namespace == "" || u.Name == "" {
+		errs = append(errs, errors.New("namespace and name are required"))
+	}
+	if u.RepoURL == "" {
+		errs = append(errs, errors.New("no repository URL"))
+	}
+	if u.Target == "" && u.SourceType != SourceTypeKustomize && u.SourceType != SourceTypeHelm {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written to an .argocd-source file (want %s or %s)", u.SourceType, SourceTypeKustomize, SourceTypeHelm))
+	}
+	for _, img := range u.Images {
+		if img.Image == "" {
+			errs = append(errs, fmt.Errorf("image %q: empty image name", img.Alias))
+		}
+		if img.NewTag == "" && img.NewDigest == "" {
+			errs = append(errs, fmt.Errorf("image %s: neither a tag nor a digest to write", img.Image))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// GitResult is what a Write did for one Application.
+type GitResult struct {
+	Namespace, Name string
+	// Changed lists the images whose versions were committed and pushed
+	// (in dry-run mode: would have been); empty when the target already
+	// held every version or when Err is set.
+	Changed []ImageUpdate
+	// Commit is the pushed commit holding this Application's change.
+	Commit string
+	// Branch is the branch written to.
+	Branch string
+	Err    error
+}
+
+// GitOption configures a GitWriter.
+type GitOption func(*gitConfig)
+
+type gitConfig struct {
+	argoCDNamespace       string
+	workDir               string
+	authorName            string
+	authorEmail           string
+	message               *CommitMessageTemplate
+	signingKey            string
+	signingMethod         string
+	signOff               bool
+	pushRetries           int
+	dryRun                bool
+	log                   *slog.Logger
+	insecureIgnoreHostKey bool
+	now                   func() time.Time
+}
+
+// WithArgoCDNamespace sets where Argo CD's repository Secrets and
+// argocd-ssh-known-hosts-cm are read (default "argocd").
+func WithArgoCDNamespace(ns string) GitOption {
+	return func(c *gitConfig) { c.argoCDNamespace = ns }
+}
+
+// WithWorkDir sets the folder holding the local clones, one per repository
+// URL, kept between cycles (default: a folder made under os.TempDir).
+func WithWorkDir(dir string) GitOption {
+	return func(c *gitConfig) { c.workDir = dir }
+}
+
+// WithAuthor sets the commits' author and committer.
+func WithAuthor(name, email string) GitOption {
+	return func(c *gitConfig) { c.authorName, c.authorEmail = name, email }
+}
+
+// WithCommitMessageTemplate sets the commit message template (default
+// DefaultCommitMessageTemplate).
+func WithCommitMessageTemplate(t *CommitMessageTemplate) GitOption {
+	return func(c *gitConfig) { c.message = t }
+}
+
+// WithSigningKey signs commits with the private key in a file: an
+// armored OpenPGP key for SigningMethodOpenPGP, an OpenSSH key for
+// SigningMethodSSH. The key must not need a passphrase.
+func WithSigningKey(path, method string) GitOption {
+	return func(c *gitConfig) { c.signingKey, c.signingMethod = path, method }
+}
+
+// WithSignOff adds a Signed-off-by trailer naming the author.
+func WithSignOff(on bool) GitOption {
+	return func(c *gitConfig) { c.signOff = on }
+}
+
+// WithPushRetries sets how often a push rejected because the branch moved
+// is re-applied on the new tip and sent again (default DefaultPushRetries).
+func WithPushRetries(n int) GitOption {
+	return func(c *gitConfig) { c.pushRetries = max(n, 0) }
+}
+
+// WithGitDryRun makes Write compute and log the edits without committing
+// or pushing.
+func WithGitDryRun(dryRun bool) GitOption {
+	return func(c *gitConfig) { c.dryRun = dryRun }
+}
+
+// WithGitLogger sets the logger (default: discard).
+func WithGitLogger(l *slog.Logger) GitOption {
+	return func(c *gitConfig) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// WithInsecureIgnoreHostKey turns off SSH host key checks for every
+// repository (default false: keys are checked against Argo CD's
+// argocd-ssh-known-hosts-cm).
+func WithInsecureIgnoreHostKey(on bool) GitOption {
+	return func(c *gitConfig) { c.insecureIgnoreHostKey = on }
+}
+
+// WithClock sets the clock dating commits (default time.Now).
+func WithClock(now func() time.Time) GitOption {
+	return func(c *gitConfig) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// GitWriter writes new image versions by committing to the Applications'
+// git repositories (write-back method "git").
+//
+// A Write groups its updates by repository and branch. Each group is one
+// push carrying one commit per Application, each with its own message.
+// The local clone of a repository is kept in the work folder and only
+// fetched between cycles. Files are edited in the git object store on top
+// of the remote branch's tip, never in a checkout. When a push is refused
+// because someone else pushed first, the edits are computed again on the
+// new tip (so the other commits are kept) and pushed again, a bounded
+// number of times; nothing is ever force-pushed.
+type GitWriter struct {
+	secrets SecretLister
+	cfg     gitConfig
+	message *CommitMessageTemplate
+	signer  commitSigner
+
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+
+	// beforePush runs just before each push; tests use it to race one.
+	beforePush func(repoURL, branch string, attempt int)
+}
+
+// NewGitWriter returns a writer reading credentials through secrets.
+func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
+	cfg := gitConfig{
+		argoCDNamespace: DefaultArgoCDNamespace,
+		authorName:      DefaultGitAuthorName,
+		authorEmail:     DefaultGitAuthorEmail,
+		pushRetries:     DefaultPushRetries,
+		log:             slog.New(slog.DiscardHandler),
+		now:             time.Now,
+	}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	w := &GitWriter{secrets: secrets, cfg: cfg, message: cfg.message, locks: map[string]*sync.Mutex{}}
+	var errs []error
+	if secrets == nil {
+		errs = append(errs, errors.New("a SecretLister is required"))
+	}
+	if cfg.authorName == "" || cfg.authorEmail == "" {
+		errs = append(errs, errors.New("commit author name and email must not be empty"))
+	}
+	if cfg.argoCDNamespace == "" {
+		errs = append(errs, errors.New("the Argo CD namespace must not be empty"))
+	}
+	if w.message == nil {
+		var err error
+		if w.message, err = ParseCommitMessageTemplate(""); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch {
+	case cfg.signingKey != "":
+		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, cfg.now())
+		if err != nil {
+			errs = append(errs, err)
+		}
+		w.signer = signer
+	case cfg.signingMethod != "" && cfg.signingMethod != SigningMethodOpenPGP && cfg.signingMethod != SigningMethodSSH:
+		errs = append(errs, fmt.Errorf("unknown signing method %q: use %s or %s", cfg.signingMethod, SigningMethodOpenPGP, SigningMethodSSH))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("git write-back: %w", errors.Join(errs...))
+	}
+	if w.cfg.workDir == "" {
+		dir, err := os.MkdirTemp("", "argocd-image-updater-git-")
+		if err != nil {
+			return nil, fmt.Errorf("git write-back: create work folder: %w", err)
+		}
+		w.cfg.workDir = dir
+	} else if err := os.MkdirAll(w.cfg.workDir, 0o700); err != nil {
+		return nil, fmt.Errorf("git write-back: create work folder: %w", err)
+	}
+	return w, nil
+}
+
+// WorkDir is the folder holding the local clones.
+func (w *GitWriter) WorkDir() string { return w.cfg.workDir }
+
+// Write writes all updates of one cycle and returns one result per
+// update, in order. Repositories are written in parallel; one failing
+// repository, branch or Application does not stop the others.
+func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult {
+	results := make([]GitResult, len(updates))
+	type repoKey struct{ url, secret string }
+	var order []repoKey
+	byRepo := map[repoKey][]int{}
+	for i, u := range updates {
+		results[i] = GitResult{Namespace: u.Namespace, Name: u.Name}
+		if err := u.validate(); err != nil {
+			results[i].Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
+			continue
+		}
+		if len(u.Images) == 0 {
+			continue
+		}
+		k := repoKey{u.RepoURL, u.CredentialsSecret}
+		if _, ok := byRepo[k]; !ok {
+			order = append(order, k)
+		}
+		byRepo[k] = append(byRepo[k], i)
+	}
+	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir)
+	sem := make(chan struct{}, maxParallelRepositories)
+	var wg sync.WaitGroup
+	for _, k := range order {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			w.writeRepository(ctx, creds, k.url, k.secret, updates, byRepo[k], results)
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// lockRepository serializes work on one clone, across Writes too.
+func (w *GitWriter) lockRepository(url string) func() {
+	w.mu.Lock()
+	l, ok := w.locks[url]
+	if !ok {
+		l = &sync.Mutex{}
+		w.locks[url] = l
+	}
+	w.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// writeRepository writes the updates (indexes into updates and results)
+// of one repository, branch by branch.
+func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolver, url, secret string, updates []GitUpdate, apps []int, results []GitResult) {
+	fail := func(err error) {
+		for _, i := range apps {
+			results[i].Err = appError(updates[i], err)
+		}
+	}
+	defer w.lockRepository(url)()
+	c, err := creds.resolve(ctx, url, secret)
+	if err != nil {
+		fail(err)
+		return
+	}
+	acc, err := creds.access(ctx, url, c, w.cfg.insecureIgnoreHostKey)
+	if err != nil {
+		fail(err)
+		return
+	}
+	clone, err := openClone(w.cfg.workDir, url)
+	if err != nil {
+		fail(err)
+		return
+	}
+	remote, err := clone.list(ctx, acc)
+	if err != nil {
+		fail(err)
+		return
+	}
+	type branchGroup struct {
+		plan branchPlan
+		apps []int
+	}
+	var groups []*branchGroup
+	byTarget := map[string]*branchGroup{}
+	for _, i := range apps {
+		plan, err := planBranches(updates[i], remote.defaultBranch)
+		if err != nil {
+			results[i].Err = appError(updates[i], err)
+			continue
+		}
+		results[i].Branch = plan.target
+		g, ok := byTarget[plan.target]
+		if !ok {
+			// When Applications push to one new branch from different
+			// bases, the first one's base is used.
+			g = &branchGroup{plan: plan}
+			byTarget[plan.target] = g
+			groups = append(groups, g)
+		}
+		g.apps = append(g.apps, i)
+	}
+	for _, g := range groups {
+		w.writeBranch(ctx, clone, acc, &remote, g.plan, updates, g.apps, results)
+	}
+}
+
+// pendingCommit is one Application's commit waiting for the push.
+type pendingCommit struct {
+	app     int
+	commit  plumbing.Hash
+	path    string
+	changed []ImageUpdate
+}
+
+// writeBranch commits the Applications of one target branch and pushes
+// them at once, re-applying them on the new tip when the push loses a
+// race with another writer.
+func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, updates []GitUpdate, apps []int, results []GitResult) {
+	log := w.cfg.log.With("repository", redactURL(clone.url), "branch", plan.target)
+	fail := func(err error) {
+		for _, i := range apps {
+			results[i].Err = appError(updates[i], err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		from := plan.target
+		listed, exists := remote.heads[plan.target]
+		if !exists {
+			from = plan.base
+			var ok bool
+			if listed, ok = remote.heads[plan.base]; !ok {
+				fail(fmt.Errorf("branch %s not found in %s", plan.base, redactURL(clone.url)))
+				return
+			}
+		}
+		tip, err := clone.tip(ctx, acc, from, listed)
+		if err != nil {
+			fail(err)
+			return
+		}
+		var expected plumbing.Hash
+		if exists {
+			expected = tip
+		}
+		head, pending, err := w.commitApplications(clone, tip, updates, apps, results)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if len(pending) == 0 {
+			return
+		}
+		if w.cfg.dryRun {
+			for _, p := range pending {
+				results[p.app].Changed = p.changed
+				log.Info("dry run: not committing", "application", updates[p.app].key(), "file", p.path, "images", imageList(p.changed))
+			}
+			return
+		}
+		if w.beforePush != nil {
+			w.beforePush(clone.url, plan.target, attempt)
+		}
+		pushErr := clone.push(ctx, acc, head, plan.target, expected)
+		if pushErr == nil {
+			remote.heads[plan.target] = head
+			for _, p := range pending {
+				results[p.app].Changed = p.changed
+				results[p.app].Commit = p.commit.String()
+				log.Info("pushed new image versions", "application", updates[p.app].key(), "commit", p.commit.String(), "file", p.path, "images", imageList(p.changed))
+			}
+			return
+		}
+		fresh, listErr := clone.list(ctx, acc)
+		moved := false
+		if listErr == nil {
+			now, stillExists := fresh.heads[plan.target]
+			moved = stillExists != exists || (exists && now != expected)
+		}
+		if !moved || attempt >= w.cfg.pushRetries {
+			if moved {
+				pushErr = fmt.Errorf("%w (branch still moving after %d retries)", pushErr, w.cfg.pushRetries)
+			}
+			for _, p := range pending {
+				results[p.app].Err = appError(updates[p.app], pushErr)
+			}
+			return
+		}
+		log.Info("branch moved while pushing; applying the changes again on its new tip", "attempt", attempt+1)
+		*remote = fresh
+	}
+}
+
+// commitApplications computes each Application's edit on top of tip and
+// commits it, one commit per Application in the given order. An
+// Application whose target cannot be edited gets its error and no commit;
+// the others go on. In dry-run mode edits are computed but not committed.
+func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updates []GitUpdate, apps []int, results []GitResult) (plumbing.Hash, []pendingCommit, error) {
+	commit, err := object.GetCommit(clone.repo.Storer, tip)
+	if err != nil {
+		return plumbing.ZeroHash, nil, fmt.Errorf("read commit %s: %w", tip, err)
+	}
+	root, err := commit.Tree()
+	if err != nil {
+		return plumbing.ZeroHash, nil, fmt.Errorf("read tree of commit %s: %w", tip, err)
+	}
+	tree := newRepoTree(clone.repo.Storer, root)
+	head := tip
+	var pending []pendingCommit
+	for _, i := range apps {
+		u := updates[i]
+		results[i].Err, results[i].Changed, results[i].Commit = nil, nil, ""
+		edit, err := planTarget(tree, u)
+		if err != nil {
+			results[i].Err = appError(u, err)
+			continue
+		}
+		if len(edit.changed) == 0 {
+			continue
+		}
+		var h plumbing.Hash
+		if !w.cfg.dryRun {
+			msg, err := w.commitMessage(u, edit.changed)
+			if err != nil {
+				results[i].Err = appError(u, err)
+				continue
+			}
+			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer); err != nil {
+				results[i].Err = appError(u, fmt.Errorf("commit %s: %w", edit.path, err))
+				continue
+			}
+			if h.IsZero() {
+				continue
+			}
+			head = h
+		}
+		tree.changed[edit.path] = edit.content
+		pending = append(pending, pendingCommit{app: i, commit: h, path: edit.path, changed: edit.changed})
+	}
+	return head, pending, nil
+}
+
+func (w *GitWriter) signature() object.Signature {
+	return object.Signature{Name: w.cfg.authorName, Email: w.cfg.authorEmail, When: w.cfg.now()}
+}
+
+// commitMessage renders the template for one Application's changes.
+func (w *GitWriter) commitMessage(u GitUpdate, changed []ImageUpdate) (string, error) {
+	data := CommitMessageData{AppName: u.Name}
+	for _, img := range changed {
+		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image, Alias: img.Alias, OldTag: img.OldTag, NewTag: img.version()})
+	}
+	msg, err := w.message.Render(data)
+	if err != nil {
+		return "", err
+	}
+	if w.cfg.signOff {
+		msg += fmt.Sprintf("\nSigned-off-by: %s <%s>\n", w.cfg.authorName, w.cfg.authorEmail)
+	}
+	return msg, nil
+}
+
+func appError(u GitUpdate, err error) error {
+	return fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), redactURL(u.RepoURL), err)
+}

@@ -1,0 +1,342 @@
+package writeback
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Names Argo CD gives its repository credentials and SSH known hosts.
+const (
+	argoCDSecretTypeLabel      = "argocd.argoproj.io/secret-type"
+	argoCDSecretTypeRepository = "repository"
+	argoCDSecretTypeRepoCreds  = "repo-creds"
+	argoCDKnownHostsConfigMap  = "argocd-ssh-known-hosts-cm"
+	argoCDKnownHostsKey        = "ssh_known_hosts"
+)
+
+// githubTokenUser is the user name sent with a password but no user, as
+// Argo CD does: GitHub and most forges accept any user with a token.
+const githubTokenUser = "x-access-token"
+
+// SecretLister reads the Kubernetes objects git credentials come from.
+// Not-found errors satisfy apierrors.IsNotFound.
+type SecretLister interface {
+	// RepositorySecrets lists the Secrets of a namespace labelled
+	// argocd.argoproj.io/secret-type repository or repo-creds.
+	RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error)
+	// Secret reads one Secret.
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	// ConfigMap reads one ConfigMap.
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+}
+
+// NewKubeSecretLister reads through the Kubernetes API on every call, so
+// rotated credentials apply from the next cycle. It needs list and get on
+// secrets in the Argo CD namespace (get in namespaces git:secret: names)
+// and get on configmaps there.
+func NewKubeSecretLister(cs kubernetes.Interface) SecretLister { return kubeSecretLister{cs: cs} }
+
+type kubeSecretLister struct{ cs kubernetes.Interface }
+
+func (l kubeSecretLister) RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
+	list, err := l.cs.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: argoCDSecretTypeLabel + " in (" + argoCDSecretTypeRepository + "," + argoCDSecretTypeRepoCreds + ")",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list repository Secrets in %s: %w", namespace, err)
+	}
+	return list.Items, nil
+}
+
+func (l kubeSecretLister) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	return l.cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (l kubeSecretLister) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
+	return l.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// gitCredentials are the fields of an Argo CD repository Secret we use.
+type gitCredentials struct {
+	// source names where they came from, for messages ("" = none found).
+	source             string
+	username, password string
+	sshPrivateKey      string
+	// insecure skips TLS verification and SSH host key checks, as the
+	// Secret's insecure field does for Argo CD.
+	insecure  bool
+	proxy     string
+	githubApp bool
+}
+
+func credentialsFromSecret(s *corev1.Secret) gitCredentials {
+	get := func(k string) string { return string(s.Data[k]) }
+	flag := func(k string) bool { b, _ := strconv.ParseBool(get(k)); return b }
+	return gitCredentials{
+		source:        "Secret " + s.Namespace + "/" + s.Name,
+		username:      get("username"),
+		password:      get("password"),
+		sshPrivateKey: get("sshPrivateKey"),
+		insecure:      flag("insecure") || flag("insecureIgnoreHostKey"),
+		proxy:         get("proxy"),
+		githubApp:     get("githubAppPrivateKey") != "" || get("githubAppID") != "",
+	}
+}
+
+func (c gitCredentials) empty() bool {
+	return c.username == "" && c.password == "" && c.sshPrivateKey == "" && !c.githubApp
+}
+
+func (c gitCredentials) describe() string {
+	if c.source == "" {
+		return "no credentials"
+	}
+	return "credentials from " + c.source
+}
+
+// credentialResolver finds credentials for the repositories of one Write.
+// It reads the Secrets and known hosts at most once per Write, so a cycle
+// costs one list however many repositories it writes to.
+type credentialResolver struct {
+	lister    SecretLister
+	namespace string
+	tempDir   string
+
+	listOnce sync.Once
+	secrets  []corev1.Secret
+	listErr  error
+
+	hostsOnce sync.Once
+	hostKeys  ssh.HostKeyCallback
+	hostsErr  error
+}
+
+func newCredentialResolver(lister SecretLister, namespace, tempDir string) *credentialResolver {
+	return &credentialResolver{lister: lister, namespace: namespace, tempDir: tempDir}
+}
+
+// resolve finds the credentials for a repository: with secretRef
+// (git:secret:<namespace>/<name>) that Secret alone; else Argo CD's
+// repository Secret for that URL, then the repo-creds Secret with the
+// longest matching URL prefix (Argo CD's own order). No match means no
+// credentials, which is fine for public repositories over HTTPS.
+func (r *credentialResolver) resolve(ctx context.Context, repoURL, secretRef string) (gitCredentials, error) {
+	if secretRef != "" {
+		ns, name, ok := strings.Cut(secretRef, "/")
+		if !ok || ns == "" || name == "" {
+			return gitCredentials{}, fmt.Errorf("credentials Secret %q: want <namespace>/<name>", secretRef)
+		}
+		s, err := r.lister.Secret(ctx, ns, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s not found", ns, name)
+		case err != nil:
+			return gitCredentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
+		}
+		c := credentialsFromSecret(s)
+		if c.empty() {
+			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s has none of username, password, sshPrivateKey", ns, name)
+		}
+		return c, nil
+	}
+	r.listOnce.Do(func() {
+		r.secrets, r.listErr = r.lister.RepositorySecrets(ctx, r.namespace)
+		slices.SortFunc(r.secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
+	})
+	if r.listErr != nil {
+		return gitCredentials{}, fmt.Errorf("read Argo CD repository credentials: %w", r.listErr)
+	}
+	want := normalizeRepoURL(repoURL)
+	for i := range r.secrets {
+		s := &r.secrets[i]
+		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepository || !isGitSecret(s) {
+			continue
+		}
+		// A repository Secret without credentials of its own takes them
+		// from a matching repo-creds Secret, as in Argo CD.
+		if normalizeRepoURL(string(s.Data["url"])) == want {
+			if c := credentialsFromSecret(s); !c.empty() {
+				return c, nil
+			}
+		}
+	}
+	var best *corev1.Secret
+	lower := strings.ToLower(repoURL)
+	for i := range r.secrets {
+		s := &r.secrets[i]
+		prefix := strings.ToLower(string(s.Data["url"]))
+		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !isGitSecret(s) || prefix == "" || !strings.HasPrefix(lower, prefix) {
+			continue
+		}
+		if best == nil || len(prefix) > len(best.Data["url"]) {
+			best = s
+		}
+	}
+	if best != nil {
+		return credentialsFromSecret(best), nil
+	}
+	return gitCredentials{}, nil
+}
+
+// isGitSecret skips credentials Argo CD keeps for Helm and OCI registries.
+func isGitSecret(s *corev1.Secret) bool {
+	t := string(s.Data["type"])
+	return t == "" || t == "git"
+}
+
+// normalizeRepoURL makes spellings of one repository URL compare equal.
+func normalizeRepoURL(u string) string {
+	u = strings.ToLower(strings.TrimSpace(u))
+	u = strings.TrimSuffix(u, "/")
+	return strings.TrimSuffix(u, ".git")
+}
+
+// remoteAccess is how to reach one repository.
+type remoteAccess struct {
+	auth            transport.AuthMethod
+	insecureSkipTLS bool
+	proxy           transport.ProxyOptions
+	creds           gitCredentials
+}
+
+// access turns credentials into go-git transport settings. Basic auth
+// goes only over HTTPS, except to loopback addresses (tests, port
+// forwards): a password sent over plain HTTP could be read on the way.
+// SSH host keys are checked against Argo CD's known hosts unless the
+// writer or the Secret says otherwise.
+func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCredentials, ignoreHostKey bool) (remoteAccess, error) {
+	ep, err := transport.NewEndpoint(repoURL)
+	if err != nil {
+		return remoteAccess{}, fmt.Errorf("invalid repository URL %q: %w", redactURL(repoURL), err)
+	}
+	acc := remoteAccess{insecureSkipTLS: c.insecure, proxy: transport.ProxyOptions{URL: c.proxy}, creds: c}
+	switch ep.Protocol {
+	case "http", "https":
+		if c.githubApp && c.password == "" {
+			return remoteAccess{}, fmt.Errorf("%s holds GitHub App credentials, which git write-back does not support yet; use a token (password) or an SSH key", c.source)
+		}
+		if c.username == "" && c.password == "" {
+			return acc, nil
+		}
+		if ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
+			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", c.describe(), ep.Host)
+		}
+		user := c.username
+		if user == "" {
+			user = githubTokenUser
+		}
+		acc.auth = &githttp.BasicAuth{Username: user, Password: c.password}
+	case "ssh":
+		if c.sshPrivateKey == "" {
+			return remoteAccess{}, fmt.Errorf("no SSH private key for %s (%s)", redactURL(repoURL), c.describe())
+		}
+		signer, err := ssh.ParsePrivateKey([]byte(c.sshPrivateKey))
+		if err != nil {
+			var missing *ssh.PassphraseMissingError
+			if errors.As(err, &missing) {
+				return remoteAccess{}, fmt.Errorf("the SSH private key in %s is protected by a passphrase, which is not supported", c.source)
+			}
+			return remoteAccess{}, fmt.Errorf("the SSH private key in %s cannot be parsed", c.source)
+		}
+		user := ep.User
+		if user == "" {
+			user = "git"
+		}
+		callback := ssh.InsecureIgnoreHostKey()
+		if !ignoreHostKey && !c.insecure {
+			if callback, err = r.hostKeyCallback(ctx); err != nil {
+				return remoteAccess{}, err
+			}
+		}
+		acc.auth = &gitssh.PublicKeys{User: user, Signer: signer, HostKeyCallbackHelper: gitssh.HostKeyCallbackHelper{HostKeyCallback: callback}}
+	}
+	return acc, nil
+}
+
+// hostKeyCallback checks SSH host keys against the known_hosts lines of
+// Argo CD's argocd-ssh-known-hosts-cm, with errors that name the host.
+func (r *credentialResolver) hostKeyCallback(ctx context.Context) (ssh.HostKeyCallback, error) {
+	r.hostsOnce.Do(func() { r.hostKeys, r.hostsErr = r.loadKnownHosts(ctx) })
+	return r.hostKeys, r.hostsErr
+}
+
+func (r *credentialResolver) loadKnownHosts(ctx context.Context) (ssh.HostKeyCallback, error) {
+	where := "ConfigMap " + r.namespace + "/" + argoCDKnownHostsConfigMap
+	cm, err := r.lister.ConfigMap(ctx, r.namespace, argoCDKnownHostsConfigMap)
+	switch {
+	case apierrors.IsNotFound(err):
+		return func(host string, _ net.Addr, key ssh.PublicKey) error {
+			return fmt.Errorf("SSH host key %s of %s cannot be checked: %s does not exist", ssh.FingerprintSHA256(key), host, where)
+		}, nil
+	case err != nil:
+		return nil, fmt.Errorf("read SSH known hosts from %s: %w", where, err)
+	}
+	// The known_hosts parser reads files only; the file lives just long
+	// enough to be parsed.
+	f, err := os.CreateTemp(r.tempDir, "known_hosts-*")
+	if err != nil {
+		return nil, fmt.Errorf("read SSH known hosts: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(cm.Data[argoCDKnownHostsKey])
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read SSH known hosts: %w", err)
+	}
+	check, err := knownhosts.New(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("parse key %s of %s: %w", argoCDKnownHostsKey, where, err)
+	}
+	return func(host string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(host, remote, key)
+		var keyErr *knownhosts.KeyError
+		switch {
+		case errors.As(err, &keyErr) && len(keyErr.Want) == 0:
+			return fmt.Errorf("SSH host key %s of %s is unknown: add it to %s: %w", ssh.FingerprintSHA256(key), host, where, err)
+		case errors.As(err, &keyErr):
+			return fmt.Errorf("SSH host key %s of %s does not match the keys in %s: %w", ssh.FingerprintSHA256(key), host, where, err)
+		}
+		return err
+	}, nil
+}
+
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// redactURL drops a password written into a URL, for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}

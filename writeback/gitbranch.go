@@ -1,0 +1,131 @@
+package writeback
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"text/template"
+	"unicode/utf8"
+)
+
+// maxBranchNameLength cuts rendered branch names, as the git-branch
+// annotation documents.
+const maxBranchNameLength = 255
+
+// branchTemplateImage is one image a git-branch template sees in .Images.
+type branchTemplateImage struct {
+	Name, Alias, OldTag, NewTag string
+}
+
+// branchTemplateData is what a git-branch template sees.
+type branchTemplateData struct {
+	Images []branchTemplateImage
+	// SHA256 is a hex SHA-256 of the images and versions written, so one
+	// set of changes always gets one branch.
+	SHA256 string
+}
+
+func newBranchTemplateData(images []ImageUpdate) branchTemplateData {
+	var d branchTemplateData
+	h := sha256.New()
+	for _, img := range images {
+		d.Images = append(d.Images, branchTemplateImage{Name: img.Image, Alias: img.Alias, OldTag: img.OldTag, NewTag: img.NewTag})
+		fmt.Fprintf(h, "%s\x00%s\x00%s\n", img.Image, img.OldTag, img.version())
+	}
+	d.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return d
+}
+
+// branchPlan is where one Application's commit goes.
+type branchPlan struct {
+	// base is the branch a new target branch starts from.
+	base string
+	// target is the branch pushed to.
+	target string
+}
+
+// planBranches reads the git-branch annotation: "branch" checks out and
+// pushes that branch; "base:target" starts target from base when target
+// does not exist yet, and else adds to target; an empty base (":target")
+// or no annotation at all means the Application's targetRevision, where
+// "" and "HEAD" mean the remote's default branch.
+func planBranches(u GitUpdate, defaultBranch string) (branchPlan, error) {
+	revision := strings.TrimPrefix(u.TargetRevision, "refs/heads/")
+	if revision == "" || revision == "HEAD" {
+		revision = defaultBranch
+	}
+	spec := strings.TrimSpace(u.Branch)
+	base, target, split := strings.Cut(spec, ":")
+	base = strings.TrimPrefix(base, "refs/heads/")
+	var p branchPlan
+	switch {
+	case spec == "":
+		p = branchPlan{base: revision, target: revision}
+	case !split:
+		p = branchPlan{base: base, target: base}
+	default:
+		if base == "" {
+			base = revision
+		}
+		rendered, err := renderBranchTemplate(target, u.Images)
+		if err != nil {
+			return branchPlan{}, err
+		}
+		p = branchPlan{base: base, target: rendered}
+	}
+	for _, b := range []string{p.base, p.target} {
+		if err := checkBranchName(b); err != nil {
+			return branchPlan{}, fmt.Errorf("git-branch %q: %w", u.Branch, err)
+		}
+	}
+	return p, nil
+}
+
+func renderBranchTemplate(text string, images []ImageUpdate) (string, error) {
+	t, err := template.New("git-branch").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return "", fmt.Errorf("git-branch template %q: %w", text, err)
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, newBranchTemplateData(images)); err != nil {
+		return "", fmt.Errorf("git-branch template %q: %w", text, err)
+	}
+	name := strings.TrimSpace(buf.String())
+	if len(name) > maxBranchNameLength {
+		name = name[:maxBranchNameLength]
+		for !utf8.ValidString(name) {
+			name = name[:len(name)-1]
+		}
+	}
+	return name, nil
+}
+
+// checkBranchName applies git check-ref-format's rules, so a bad name is
+// reported before anything is pushed.
+func checkBranchName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty branch name")
+	case name == "@" || name == "HEAD":
+		return fmt.Errorf("%q is not a branch name", name)
+	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, "."):
+		return fmt.Errorf("branch name %q cannot start or end with / or end with .", name)
+	case strings.HasPrefix(name, "-"):
+		return fmt.Errorf("branch name %q cannot start with -", name)
+	case strings.Contains(name, "..") || strings.Contains(name, "//") || strings.Contains(name, "@{"):
+		return fmt.Errorf("branch name %q cannot contain .., // or @{", name)
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return fmt.Errorf("branch name %q cannot contain %q", name, r)
+		}
+	}
+	for _, part := range strings.Split(name, "/") {
+		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
+			return fmt.Errorf("branch name %q: a part cannot start with . or end with .lock", name)
+		}
+	}
+	return nil
+}

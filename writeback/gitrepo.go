@@ -1,0 +1,285 @@
+package writeback
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+const remoteName = "origin"
+
+// gitClone is the local clone of one repository, kept between cycles so
+// that a cycle only fetches what changed. It is bare: write-backs read
+// and write git objects directly and never check files out, so the cost
+// of a cycle does not grow with the size of the repository's tree, and no
+// half-written working tree can survive a crash.
+type gitClone struct {
+	url  string
+	dir  string
+	repo *git.Repository
+}
+
+// cloneDirName names a repository's clone folder after a hash of its URL,
+// which keeps names short and free of characters from the URL.
+func cloneDirName(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return hex.EncodeToString(sum[:12])
+}
+
+// openClone opens the clone of a repository in workDir, or creates an
+// empty one (the first fetch fills it). A clone that cannot be opened, or
+// that belongs to another URL, is made anew.
+func openClone(workDir, url string) (*gitClone, error) {
+	dir := filepath.Join(workDir, cloneDirName(url))
+	repo, err := git.PlainOpen(dir)
+	if err == nil {
+		if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{url}) {
+			return &gitClone{url: url, dir: dir, repo: repo}, nil
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("remove unusable clone %s: %w", dir, err)
+	}
+	if repo, err = git.PlainInit(dir, true); err != nil {
+		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
+		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
+	}
+	return &gitClone{url: url, dir: dir, repo: repo}, nil
+}
+
+// remoteBranches is what the remote advertises: its branches and the one
+// HEAD names (its default branch).
+type remoteBranches struct {
+	heads         map[string]plumbing.Hash
+	defaultBranch string
+}
+
+// list asks the remote for its branches (one round trip, like git
+// ls-remote).
+func (c *gitClone) list(ctx context.Context, acc remoteAccess) (remoteBranches, error) {
+	remote, err := c.repo.Remote(remoteName)
+	if err != nil {
+		return remoteBranches{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	defer cancel()
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: acc.auth, InsecureSkipTLS: acc.insecureSkipTLS, ProxyOptions: acc.proxy})
+	if err != nil {
+		return remoteBranches{}, c.remoteError("list branches of", acc, err)
+	}
+	rb := remoteBranches{heads: map[string]plumbing.Hash{}}
+	for _, r := range refs {
+		switch {
+		case r.Name() == plumbing.HEAD && r.Type() == plumbing.SymbolicReference && r.Target().IsBranch():
+			rb.defaultBranch = r.Target().Short()
+		case r.Name().IsBranch():
+			rb.heads[r.Name().Short()] = r.Hash()
+		}
+	}
+	return rb, nil
+}
+
+// tip makes sure the clone holds a branch's commit, fetching the branch
+// when it does not, and returns the commit: the listed one, or a newer
+// one when the branch moved since it was listed.
+func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
+	if _, err := object.GetCommit(c.repo.Storer, listed); err == nil {
+		return listed, nil
+	}
+	tracking := plumbing.NewRemoteReferenceName(remoteName, branch)
+	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	defer cancel()
+	err := c.repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName:      remoteName,
+		RefSpecs:        []config.RefSpec{config.RefSpec("+" + plumbing.NewBranchReferenceName(branch).String() + ":" + tracking.String())},
+		Auth:            acc.auth,
+		Tags:            git.NoTags,
+		InsecureSkipTLS: acc.insecureSkipTLS,
+		ProxyOptions:    acc.proxy,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return plumbing.ZeroHash, c.remoteError("fetch branch "+branch+" of", acc, err)
+	}
+	ref, err := c.repo.Reference(tracking, true)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
+	}
+	return ref.Hash(), nil
+}
+
+// push sends head to a branch without force. expected is the branch's
+// commit the push builds on (zero when the branch is new): if the remote
+// holds another one, the push is refused rather than overwriting it.
+func (c *gitClone) push(ctx context.Context, acc remoteAccess, head plumbing.Hash, branch string, expected plumbing.Hash) error {
+	dst := plumbing.NewBranchReferenceName(branch)
+	opts := &git.PushOptions{
+		RemoteName:      remoteName,
+		RefSpecs:        []config.RefSpec{config.RefSpec(head.String() + ":" + dst.String())},
+		Auth:            acc.auth,
+		InsecureSkipTLS: acc.insecureSkipTLS,
+		ProxyOptions:    acc.proxy,
+	}
+	if !expected.IsZero() {
+		// Checked against the remote's advertisement before anything is
+		// sent; the server's own compare-and-swap covers the rest.
+		opts.RequireRemoteRefs = []config.RefSpec{config.RefSpec(expected.String() + ":" + dst.String())}
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	defer cancel()
+	err := c.repo.PushContext(ctx, opts)
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return c.remoteError("push branch "+branch+" to", acc, err)
+	}
+	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
+	if err := c.repo.Storer.SetReference(tracking); err != nil {
+		return fmt.Errorf("record pushed branch %s: %w", branch, err)
+	}
+	return nil
+}
+
+// remoteError names the operation, the repository and where credentials
+// came from (never the credentials themselves).
+func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		hint = " (check the username and password or token)"
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		hint = " (the repository has no commits yet)"
+	}
+	return fmt.Errorf("%s %s (%s): %w%s", op, redactURL(c.url), acc.creds.describe(), err, hint)
+}
+
+// commit stores a commit of parent's tree with files replaced. It returns
+// the zero hash when the files already hold that content.
+func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer commitSigner) (plumbing.Hash, error) {
+	s := c.repo.Storer
+	pc, err := object.GetCommit(s, parent)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", parent, err)
+	}
+	tree := pc.TreeHash
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		blob, err := storeBlob(s, files[p])
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if tree, err = putTreeFile(s, tree, splitRepoPath(p), blob); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	if tree == pc.TreeHash {
+		return plumbing.ZeroHash, nil
+	}
+	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree, ParentHashes: []plumbing.Hash{parent}}
+	if signer != nil {
+		unsigned := &plumbing.MemoryObject{}
+		if err := commit.EncodeWithoutSignature(unsigned); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		r, err := unsigned.Reader()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		signature, err := signer.Sign(r)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		commit.PGPSignature = string(signature)
+	}
+	obj := s.NewEncodedObject()
+	if err := commit.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}
+
+func storeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, error) {
+	obj := s.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(content); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}
+
+// putTreeFile returns the hash of a tree with the file at parts set to
+// blob, storing the trees along the path. An executable file stays
+// executable; a new file is a regular one.
+func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []string, blob plumbing.Hash) (plumbing.Hash, error) {
+	var entries []object.TreeEntry
+	if !tree.IsZero() {
+		t, err := object.GetTree(s, tree)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entries = append(entries, t.Entries...)
+	}
+	idx := slices.IndexFunc(entries, func(e object.TreeEntry) bool { return e.Name == parts[0] })
+	entry := object.TreeEntry{Name: parts[0]}
+	if len(parts) == 1 {
+		entry.Mode, entry.Hash = filemode.Regular, blob
+		if idx >= 0 {
+			switch m := entries[idx].Mode; m {
+			case filemode.Executable, filemode.Deprecated:
+				entry.Mode = m
+			case filemode.Regular:
+			default:
+				return plumbing.ZeroHash, fmt.Errorf("%s is not a regular file", parts[0])
+			}
+		}
+	} else {
+		sub := plumbing.ZeroHash
+		if idx >= 0 {
+			if entries[idx].Mode != filemode.Dir {
+				return plumbing.ZeroHash, fmt.Errorf("%s is not a folder", parts[0])
+			}
+			sub = entries[idx].Hash
+		}
+		h, err := putTreeFile(s, sub, parts[1:], blob)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entry.Mode, entry.Hash = filemode.Dir, h
+	}
+	if idx >= 0 {
+		entries[idx] = entry
+	} else {
+		entries = append(entries, entry)
+	}
+	sort.Sort(object.TreeEntrySorter(entries))
+	obj := s.NewEncodedObject()
+	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}

@@ -1,0 +1,143 @@
+package writeback
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseValuesPath(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []valuesPathElem
+		err  bool
+	}{
+		{in: "image.tag", want: []valuesPathElem{{key: "image"}, {key: "tag"}}},
+		{in: "images[1].image", want: []valuesPathElem{{key: "images"}, {index: 1, isIndex: true}, {key: "image"}}},
+		{in: "a[0][2]", want: []valuesPathElem{{key: "a"}, {index: 0, isIndex: true}, {index: 2, isIndex: true}}},
+		{in: `annotations.example\.com/tag`, want: []valuesPathElem{{key: "annotations"}, {key: "example.com/tag"}}},
+		{in: "tag", want: []valuesPathElem{{key: "tag"}}},
+		{in: "", err: true},
+		{in: "a..b", err: true},
+		{in: "[0].a", err: true},
+		{in: "a[x]", err: true},
+		{in: "a[0", err: true},
+		{in: "a[0]b", err: true},
+		{in: "a.", err: true},
+	}
+	for _, tt := range tests {
+		got, err := parseValuesPath(tt.in)
+		if (err != nil) != tt.err {
+			t.Errorf("%q: err %v, want error %v", tt.in, err, tt.err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(valuesPathElem{})); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tt.in, diff)
+		}
+		if err == nil && valuesPathString(got) != tt.in {
+			t.Errorf("%q renders back as %q", tt.in, valuesPathString(got))
+		}
+	}
+}
+
+// TestHelmValuesGolden sets nested keys, a list entry by index and keys
+// that do not exist yet, comparing with testdata/helmvalues/expected.
+func TestHelmValuesGolden(t *testing.T) {
+	tests := map[string]struct {
+		images  []ImageUpdate
+		changed []string
+	}{
+		"values.yaml": {
+			images: []ImageUpdate{
+				{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", HelmImageName: "app.image.name", HelmImageTag: "app.image.tag"},
+				{Alias: "web", Image: gitWebImage, NewTag: "1.5.0", HelmImageSpec: "images[1].image"},
+				{Alias: "worker", Image: "ghcr.io/example/worker", NewTag: "2.0", HelmImageName: "worker.image.repository", HelmImageTag: "worker.image.tag"},
+			},
+			changed: []string{"app", "web", "worker"},
+		},
+		"null-parent.yaml": {
+			images:  []ImageUpdate{{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", NewDigest: gitDigest, HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}},
+			changed: []string{"app"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join("testdata/helmvalues/original", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, changed, err := setHelmValues(name, src, tt.images)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.changed, aliases(changed)); diff != "" {
+				t.Errorf("changed (-want +got):\n%s", diff)
+			}
+			expectedPath := filepath.Join("testdata/helmvalues/expected", name)
+			if goldenUpdate() {
+				if err := os.WriteFile(expectedPath, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(expectedPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("edited file (-want +got):\n%s", diff)
+			}
+			again, changed, err := setHelmValues(name, got, tt.images)
+			if err != nil || len(changed) != 0 || string(again) != string(got) {
+				t.Errorf("second pass: changed %v, err %v", aliases(changed), err)
+			}
+		})
+	}
+}
+
+func TestHelmValuesErrors(t *testing.T) {
+	tests := []struct {
+		name, src, param, want string
+	}{
+		{"index out of range", "images:\n- image: a\n", "images[3].image", "values.yaml:2: images has 1 entries, so images[3] does not exist"},
+		{"value where a map is needed", "image: nginx\n", "image.tag", "values.yaml:1: image is a value, not a map"},
+		{"map where a value is needed", "image:\n  tag:\n    x: 1\n", "image.tag", "values.yaml:3: image.tag is a map, not a single value"},
+		{"invalid YAML", "a: b\n c: d\n", "image.tag", "values.yaml: invalid YAML: yaml: line 2"},
+		{"flow map", "image: {name: a}\n", "image.tag", "values.yaml:1: cannot add image.tag to a flow-style map"},
+		{"bad path", "a: b\n", "a..b", `invalid value path "a..b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := setHelmValues("values.yaml", []byte(tt.src), []ImageUpdate{{Image: "nginx", NewTag: "1", HelmImageSpec: tt.param}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelmValuesInPlace(t *testing.T) {
+	tests := []struct{ name, src, param, want string }{
+		{"flow map value", "image: {name: a, tag: v1}  # x\n", "image.tag", "image: {name: a, tag: v2}  # x\n"},
+		{"single quotes", "tag: 'v1'\n", "tag", "tag: 'v2'\n"},
+		{"empty value", "image:\n  tag:  # set me\n", "image.tag", "image:\n  tag: v2  # set me\n"},
+		{"number becomes string", "tag: 1\n", "tag", "tag: v2\n"},
+		{"list of values", "tags: [v0, v1]\n", "tags[1]", "tags: [v0, v2]\n"},
+		{"empty file", "", "image.tag", "image:\n  tag: v2\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, changed, err := setHelmValues("values.yaml", []byte(tt.src), []ImageUpdate{{Image: "nginx", NewTag: "v2", HelmImageName: "unused", HelmImageTag: tt.param}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The name parameter ("unused") is added too; look at the rest.
+			got = []byte(strings.Replace(string(got), "unused: nginx\n", "", 1))
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" || len(changed) != 1 {
+				t.Errorf("changed %d (-want +got):\n%s", len(changed), diff)
+			}
+		})
+	}
+}

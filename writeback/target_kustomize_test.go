@@ -1,0 +1,149 @@
+package writeback
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const (
+	gitAppImage = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"
+	gitWebImage = "ghcr.io/example/web"
+	gitDigest   = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
+
+// goldenUpdate regenerates expected files when set: UPDATE_GOLDEN=1 go test.
+func goldenUpdate() bool { return os.Getenv("UPDATE_GOLDEN") != "" }
+
+// TestKustomizationGolden edits the kustomizations in
+// testdata/kustomization/original and compares the result byte for byte
+// with testdata/kustomization/expected: only the images entries change.
+func TestKustomizationGolden(t *testing.T) {
+	app := ImageUpdate{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", OldTag: "v0.0.1"}
+	web := ImageUpdate{Alias: "web", Image: gitWebImage, NewTag: "1.5.0", OldTag: "1.4.0"}
+	tests := map[string]struct {
+		images  []ImageUpdate
+		changed []string
+	}{
+		"commented.yaml":     {[]ImageUpdate{app, web}, []string{"app", "web"}},
+		"no-images.yaml":     {[]ImageUpdate{app}, []string{"app"}},
+		"no-newline.yaml":    {[]ImageUpdate{app, web}, []string{"app", "web"}},
+		"flow.yaml":          {[]ImageUpdate{app}, []string{"app"}},
+		"null-images.yaml":   {[]ImageUpdate{app}, []string{"app"}},
+		"crlf.yaml":          {[]ImageUpdate{app, web}, []string{"app", "web"}},
+		"rename-digest.yaml": {[]ImageUpdate{{Alias: "web", Image: gitWebImage, KustomizeImageName: "web", NewTag: "1.5.0"}, {Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", NewDigest: gitDigest}}, []string{"web", "app"}},
+	}
+	files, err := filepath.Glob("testdata/kustomization/original/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(tests) {
+		t.Errorf("%d files in testdata/kustomization/original, %d cases", len(files), len(tests))
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			src, err := os.ReadFile(filepath.Join("testdata/kustomization/original", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, changed, err := setKustomizationImages(name, src, tt.images)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.changed, aliases(changed)); diff != "" {
+				t.Errorf("changed (-want +got):\n%s", diff)
+			}
+			expectedPath := filepath.Join("testdata/kustomization/expected", name)
+			if goldenUpdate() {
+				if err := os.WriteFile(expectedPath, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(expectedPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("edited file (-want +got):\n%s", diff)
+			}
+			// A second pass finds nothing to do and returns the same bytes.
+			again, changed, err := setKustomizationImages(name, got, tt.images)
+			if err != nil || len(changed) != 0 || string(again) != string(got) {
+				t.Errorf("second pass: changed %v, err %v, same bytes %v", aliases(changed), err, string(again) == string(got))
+			}
+		})
+	}
+}
+
+// TestKustomizationOnlyImagesBlockChanges checks the commented fixture
+// line by line: every line outside the images block is kept as it was.
+func TestKustomizationOnlyImagesBlockChanges(t *testing.T) {
+	src, err := os.ReadFile("testdata/kustomization/original/commented.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := setKustomizationImages("commented.yaml", src, []ImageUpdate{
+		{Image: gitAppImage, NewTag: "v0.0.2"}, {Image: gitWebImage, NewTag: "1.5.0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := strings.SplitAfter(string(src), "\n"), strings.SplitAfter(string(got), "\n")
+	blockStart := func(lines []string) int {
+		for i, l := range lines {
+			if strings.HasPrefix(l, "images:") {
+				return i
+			}
+		}
+		t.Fatal("no images block")
+		return 0
+	}
+	blockEnd := func(lines []string) int {
+		for i := blockStart(lines) + 1; i < len(lines); i++ {
+			if strings.HasPrefix(lines[i], "patches:") {
+				return i
+			}
+		}
+		t.Fatal("no patches key")
+		return 0
+	}
+	if diff := cmp.Diff(before[:blockStart(before)], after[:blockStart(after)]); diff != "" {
+		t.Errorf("lines before the images block changed:\n%s", diff)
+	}
+	if diff := cmp.Diff(before[blockEnd(before):], after[blockEnd(after):]); diff != "" {
+		t.Errorf("lines after the images block changed:\n%s", diff)
+	}
+}
+
+func TestKustomizationErrors(t *testing.T) {
+	app := []ImageUpdate{{Image: gitAppImage, NewTag: "v1"}}
+	tests := []struct {
+		name, src, want string
+	}{
+		{"invalid YAML", "resources:\n- a\n  images: [\n", "kustomization.yaml: invalid YAML: yaml: line"},
+		{"images not a list", "images:\n  name: x\n", "kustomization.yaml:2: images is a map, not a list"},
+		{"top level not a map", "- a\n- b\n", "kustomization.yaml:1: not a kustomization"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := setKustomizationImages("kustomization.yaml", []byte(tt.src), app)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestKustomizationEmptyFile(t *testing.T) {
+	got, changed, err := setKustomizationImages("k.yaml", []byte("# only a comment\n"), []ImageUpdate{{Image: gitAppImage, NewTag: "1.0", KustomizeImageName: "app"}})
+	if err != nil || len(changed) != 1 {
+		t.Fatalf("changed %d, err %v", len(changed), err)
+	}
+	want := "# only a comment\nimages:\n- name: app\n  newName: " + gitAppImage + "\n  newTag: \"1.0\"\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,113 @@
+package writeback
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSourceOverrideFileName(t *testing.T) {
+	tests := []struct {
+		u    GitUpdate
+		want string
+	}{
+		{GitUpdate{Namespace: "argocd", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-main.yaml"},
+		{GitUpdate{Namespace: "argocd", Name: "main"}, ".argocd-source-main.yaml"},
+		{GitUpdate{Namespace: "team-a", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-team-a_main.yaml"},
+	}
+	for _, tt := range tests {
+		if got := sourceOverrideFileName(tt.u); got != tt.want {
+			t.Errorf("%+v: got %s, want %s", tt.u, got, tt.want)
+		}
+	}
+}
+
+func TestSetSourceOverrides(t *testing.T) {
+	app := ImageUpdate{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2"}
+	web := ImageUpdate{Alias: "web", Image: gitWebImage, NewTag: "1.5.0", HelmImageSpec: "web.image"}
+	tests := []struct {
+		name       string
+		sourceType string
+		src        string
+		images     []ImageUpdate
+		want       string
+		changed    []string
+	}{
+		{
+			name: "new kustomize file", sourceType: SourceTypeKustomize, images: []ImageUpdate{app, web},
+			want:    "kustomize:\n  images:\n    - " + gitAppImage + ":v0.0.2\n    - " + gitWebImage + ":1.5.0\n",
+			changed: []string{"app", "web"},
+		},
+		{
+			name: "new helm file", sourceType: SourceTypeHelm, images: []ImageUpdate{app, web},
+			want: "helm:\n  parameters:\n" +
+				"    - name: image.name\n      value: " + gitAppImage + "\n      forceString: true\n" +
+				"    - name: image.tag\n      value: v0.0.2\n      forceString: true\n" +
+				"    - name: web.image\n      value: " + gitWebImage + ":1.5.0\n      forceString: true\n",
+			changed: []string{"app", "web"},
+		},
+		{
+			name: "kustomize merge keeps other keys and entries", sourceType: SourceTypeKustomize, images: []ImageUpdate{app},
+			src: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n  - nginx:1.25\n  - " + gitAppImage + ":v0.0.1\n  - other=busybox:1\n",
+			want: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n" +
+				"    - nginx:1.25\n    - " + gitAppImage + ":v0.0.2\n    - other=busybox:1\n",
+			changed: []string{"app"},
+		},
+		{
+			name: "helm merge keeps other parameters and their keys", sourceType: SourceTypeHelm, images: []ImageUpdate{app},
+			src: "helm:\n  parameters:\n  - name: replicas\n    value: \"3\"\n  - name: image.tag\n    value: v0.0.1\n    forceString: true\n  - name: image.name\n    value: " + gitAppImage + "\n  valueFiles: [values-prod.yaml]\n",
+			want: "helm:\n  parameters:\n" +
+				"    - name: replicas\n      value: \"3\"\n" +
+				"    - name: image.tag\n      value: v0.0.2\n      forceString: true\n" +
+				"    - name: image.name\n      value: " + gitAppImage + "\n" +
+				"  valueFiles: [values-prod.yaml]\n",
+			changed: []string{"app"},
+		},
+		{
+			name: "nothing to do", sourceType: SourceTypeKustomize, images: []ImageUpdate{app},
+			src:  "kustomize:\n  images: [\"" + gitAppImage + ":v0.0.2\"]\n",
+			want: "kustomize:\n  images: [\"" + gitAppImage + ":v0.0.2\"]\n",
+		},
+		{
+			name: "kustomize override with an original name", sourceType: SourceTypeKustomize,
+			images: []ImageUpdate{{Alias: "app", Image: gitAppImage, KustomizeImageName: "app", NewTag: "v2", NewDigest: gitDigest}},
+			src:    "kustomize:\n  images:\n  - app=" + gitAppImage + ":v1\n",
+			want:   "kustomize:\n  images:\n    - app=" + gitAppImage + ":v2@" + gitDigest + "\n", changed: []string{"app"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var src []byte
+			if tt.src != "" {
+				src = []byte(tt.src)
+			}
+			got, changed, err := setSourceOverrides(".argocd-source-main.yaml", src, tt.sourceType, tt.images)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
+				t.Errorf("file (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.changed, aliases(changed)); diff != "" {
+				t.Errorf("changed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSetSourceOverridesErrors(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"invalid YAML", "kustomize:\n  images: [\n", ".argocd-source-main.yaml: invalid YAML: yaml: line"},
+		{"top level a list", "- a\n", ".argocd-source-main.yaml:1: the top level is a list, not a map"},
+		{"images a map", "kustomize:\n  images:\n    a: b\n", ".argocd-source-main.yaml:3: images is a map, not a list"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := setSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), SourceTypeKustomize, []ImageUpdate{{Image: "nginx", NewTag: "1"}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
