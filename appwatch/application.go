@@ -165,9 +165,11 @@ func (s Source) CurrentVersion(img ImageSpec) (string, bool) {
 		if name == "" {
 			name = img.Image
 		}
+		// Kustomize matches names literally, and so does the write-back;
+		// reading them the same way keeps the two in step.
 		for _, entry := range s.KustomizeImages {
 			orig, _, version := SplitKustomizeImage(entry)
-			if sameImage(orig, name) {
+			if orig == name {
 				return version, version != ""
 			}
 		}

@@ -1,6 +1,7 @@
 package cycle
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -69,7 +70,9 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 			continue
 		}
 		reason := ReasonUpdateFailed
-		if _, ok := p.(appwatch.Problem); ok {
+		var problem appwatch.Problem
+		var config configError
+		if errors.As(p, &problem) || errors.As(p, &config) || errors.Is(p, writeback.ErrInvalidTarget) {
 			reason = ReasonInvalidConfig
 		}
 		e.recorder.Event(app.Object, corev1.EventTypeWarning, reason, truncate(msg))

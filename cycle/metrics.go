@@ -72,6 +72,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
+// beginCycle forgets per-Application series of Applications that are gone.
+func (m *Metrics) beginCycle() {
+	if m != nil {
+		m.imagesWatchedVec.Reset()
+	}
+}
+
 func (m *Metrics) applicationsWatched(n int) {
 	if m != nil {
 		m.appsWatchedGauge.Set(float64(n))

@@ -32,17 +32,37 @@ type skip struct {
 	image, reason string
 }
 
+// configError is a setting the user must fix: reported once as an
+// InvalidConfiguration event, not retried differently next cycle.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
 // planApplication turns an Application into jobs. Problems with one image
-// are returned as errors for that image and do not affect the others.
+// are returned as errors for that image and do not affect the others; an
+// Application-level error (a bad write-back setting) stops the whole
+// Application, since writing somewhere it did not ask for is worse than
+// not writing.
 func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+	appBroken := false
 	for _, p := range app.Annotations.Problems {
 		problems = append(problems, p)
+		if p.Image == "" && !p.Warning {
+			appBroken = true
+		}
+	}
+	if appBroken {
+		for _, spec := range app.Annotations.Images {
+			skips = append(skips, skip{image: spec.Key(), reason: "the Application's write-back settings are invalid"})
+		}
+		return nil, skips, problems
 	}
 	for _, spec := range app.Annotations.Images {
 		j, sk, err := planImage(app, spec, cfg, defaultPlatforms)
 		switch {
 		case err != nil:
-			problems = append(problems, fmt.Errorf("image %s: %w", spec.Key(), err))
+			problems = append(problems, configError{fmt.Errorf("image %s: %w", spec.Key(), err)})
 		case sk != "":
 			skips = append(skips, skip{image: spec.Key(), reason: sk})
 		default:

@@ -168,18 +168,18 @@ func TestCycle(t *testing.T) {
 		if got := kustomizeImages(t, w.get(t, "bad-one")); !slices.Equal(got, []string{repo("eks-web") + ":v0.0.3"}) {
 			t.Errorf("images %v", got)
 		}
-		var warning string
+		var warning, reason string
 		waitUntil(t, func() bool {
 			for _, e := range w.events(t, "bad-one") {
 				if e.Type == "Warning" {
-					warning = e.Message
+					warning, reason = e.Message, e.Reason
 					return true
 				}
 			}
 			return false
 		})
-		if !strings.Contains(warning, `"newest"`) || !strings.Contains(warning, "app") {
-			t.Errorf("warning event %q does not name the image and the bad value", warning)
+		if !strings.Contains(warning, `"newest"`) || !strings.Contains(warning, "app") || reason != ReasonInvalidConfig {
+			t.Errorf("warning event %s %q does not name the image and the bad value", reason, warning)
 		}
 		// The same problem next cycle is not reported again.
 		w.syncWatcher(t, "bad-one")
@@ -192,6 +192,20 @@ func TestCycle(t *testing.T) {
 		}
 		if n != 1 {
 			t.Errorf("%d warning events, want 1", n)
+		}
+	})
+
+	t.Run("a bad write-back setting stops the whole Application", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "badwb*"})
+		w.create(t, application("badwb", map[string]string{
+			"image-list": "app=" + repo("eks-app"), "write-back-method": "svn",
+		}, nil, repo("eks-app")+":v0.0.1"))
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 0 || sum.Errors != 1 || sum.Skipped != 1 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if got := kustomizeImages(t, w.get(t, "badwb")); len(got) != 0 {
+			t.Errorf("written despite the bad write-back method: %v", got)
 		}
 	})
 

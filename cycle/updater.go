@@ -148,6 +148,7 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	defer u.running.Unlock()
 	start := u.now()
 	u.events.beginCycle()
+	u.metrics.beginCycle()
 	cfg := u.config()
 
 	// 1. plan
@@ -241,7 +242,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 		g.Go(func() error {
 			tr := tags[j.repoKey()]
 			if tr.err != nil {
-				outcomes[i] = outcome{job: j, err: fmt.Errorf("list tags of %s: %w", j.ref.Name(), tr.err)}
+				outcomes[i] = outcome{job: j, err: tr.err}
 				return nil
 			}
 			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
@@ -250,7 +251,9 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 					return strategy.TagInfo{}, err
 				}
 				md, err := u.registry.Metadata(ctx, ref, j.creds, j.platforms)
-				if err != nil {
+				// An image without the wanted platform is not an error: its
+				// platforms make the strategy pass it over.
+				if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
 					return strategy.TagInfo{}, err
 				}
 				return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
@@ -290,7 +293,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			HelmImageTag:       o.job.spec.HelmImageTag,
 			HelmImageSpec:      o.job.spec.HelmImageSpec,
 			NewTag:             o.result.Tag,
-			NewDigest:          o.result.Digest,
+			NewDigest:          pinnedDigest(o.job.policy, o.result),
 			OldTag:             versionString(o.job.current),
 		})
 	}
@@ -383,6 +386,16 @@ func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
 func isWarning(err error) bool {
 	var p appwatch.Problem
 	return errors.As(err, &p) && p.Warning
+}
+
+// pinnedDigest is the digest written with the tag: only the digest strategy
+// pins one, since following a mutable tag means following its digest;
+// other strategies write tags, as users of Argo CD Image Updater expect.
+func pinnedDigest(p *strategy.Policy, r strategy.Result) string {
+	if p.Name() == strategy.Digest {
+		return r.Digest
+	}
+	return ""
 }
 
 func versionString(c strategy.Current) string {

@@ -201,21 +201,11 @@ func createApp(t *testing.T, dyn dynamic.Interface, name, repoURL string, annota
 	}
 }
 
-// installRBAC creates the Role and RoleBinding of the install manifests.
+// installRBAC creates the Role and RoleBinding of the install manifests in
+// the Argo CD namespace.
 func installRBAC(t *testing.T, k *testenv.Kube) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "manifests", "base", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var obj unstructured.Unstructured
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		obj.SetNamespace(testenv.ArgoCDNamespace)
-		k.Create(t, &obj)
-	}
+	k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
 }
 
 // updaterBinary is the binary `make build` made (DEMO_BINARY), or one

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -24,6 +25,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // ArgoCDNamespace is where the tests put Argo CD's objects, as an install does.
@@ -214,4 +216,25 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config, namespace string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// CreateFromFile creates the objects of a multi-document YAML file in a
+// namespace, as `kubectl create -n <namespace> -f <path>` would.
+func (k *Kube) CreateFromFile(t testing.TB, path, namespace string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		obj.SetNamespace(namespace)
+		k.Create(t, obj)
+	}
 }

@@ -250,7 +250,8 @@ func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
 	}
 	switch {
 	case cfg.signingKey != "":
-		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, cfg.now())
+		// Key validity is judged at the real time, the time the signature carries.
+		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, time.Now())
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -364,7 +365,7 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 	for _, i := range apps {
 		plan, err := planBranches(updates[i], remote.defaultBranch)
 		if err != nil {
-			results[i].Err = appError(updates[i], err)
+			results[i].Err = appError(updates[i], invalidTarget{err})
 			continue
 		}
 		results[i].Branch = plan.target
@@ -408,7 +409,7 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 			from = plan.base
 			var ok bool
 			if listed, ok = remote.heads[plan.base]; !ok {
-				fail(fmt.Errorf("branch %s not found in %s", plan.base, redactURL(clone.url)))
+				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, redactURL(clone.url))})
 				return
 			}
 		}
@@ -421,7 +422,7 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		if exists {
 			expected = tip
 		}
-		head, pending, err := w.commitApplications(clone, tip, updates, apps, results)
+		head, pending, created, err := w.commitApplications(clone, tip, updates, apps, results)
 		if err != nil {
 			fail(err)
 			return
@@ -439,8 +440,22 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		if w.beforePush != nil {
 			w.beforePush(clone.url, plan.target, attempt)
 		}
-		pushErr := clone.push(ctx, acc, head, plan.target, expected)
-		if pushErr == nil {
+		pushErr := clone.push(ctx, acc, head, created, plan.target, expected)
+		pushed := pushErr == nil
+		// After a failed push, the branch tells what happened: it holds
+		// our commits (the answer was lost), it moved (someone else
+		// pushed), or it did not move (a real failure).
+		var fresh remoteBranches
+		moved := false
+		if !pushed {
+			var listErr error
+			if fresh, listErr = clone.list(ctx, acc); listErr == nil {
+				now, stillExists := fresh.heads[plan.target]
+				pushed = stillExists && now == head
+				moved = stillExists != exists || (exists && now != expected)
+			}
+		}
+		if pushed {
 			remote.heads[plan.target] = head
 			for _, p := range pending {
 				results[p.app].Changed = p.changed
@@ -448,12 +463,6 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 				log.Info("pushed new image versions", "application", updates[p.app].key(), "commit", p.commit.String(), "file", p.path, "images", imageList(p.changed))
 			}
 			return
-		}
-		fresh, listErr := clone.list(ctx, acc)
-		moved := false
-		if listErr == nil {
-			now, stillExists := fresh.heads[plan.target]
-			moved = stillExists != exists || (exists && now != expected)
 		}
 		if !moved || attempt >= w.cfg.pushRetries {
 			if moved {
@@ -473,24 +482,23 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 // commits it, one commit per Application in the given order. An
 // Application whose target cannot be edited gets its error and no commit;
 // the others go on. In dry-run mode edits are computed but not committed.
-func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updates []GitUpdate, apps []int, results []GitResult) (plumbing.Hash, []pendingCommit, error) {
+func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updates []GitUpdate, apps []int, results []GitResult) (head plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, _ error) {
 	commit, err := object.GetCommit(clone.repo.Storer, tip)
 	if err != nil {
-		return plumbing.ZeroHash, nil, fmt.Errorf("read commit %s: %w", tip, err)
+		return plumbing.ZeroHash, nil, nil, fmt.Errorf("read commit %s: %w", tip, err)
 	}
 	root, err := commit.Tree()
 	if err != nil {
-		return plumbing.ZeroHash, nil, fmt.Errorf("read tree of commit %s: %w", tip, err)
+		return plumbing.ZeroHash, nil, nil, fmt.Errorf("read tree of commit %s: %w", tip, err)
 	}
 	tree := newRepoTree(clone.repo.Storer, root)
-	head := tip
-	var pending []pendingCommit
+	head = tip
 	for _, i := range apps {
 		u := updates[i]
 		results[i].Err, results[i].Changed, results[i].Commit = nil, nil, ""
 		edit, err := planTarget(tree, u)
 		if err != nil {
-			results[i].Err = appError(u, err)
+			results[i].Err = appError(u, invalidTarget{err})
 			continue
 		}
 		if len(edit.changed) == 0 {
@@ -503,7 +511,7 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updat
 				results[i].Err = appError(u, err)
 				continue
 			}
-			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer); err != nil {
+			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer, &created); err != nil {
 				results[i].Err = appError(u, fmt.Errorf("commit %s: %w", edit.path, err))
 				continue
 			}
@@ -515,7 +523,7 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updat
 		tree.changed[edit.path] = edit.content
 		pending = append(pending, pendingCommit{app: i, commit: h, path: edit.path, changed: edit.changed})
 	}
-	return head, pending, nil
+	return head, pending, created, nil
 }
 
 func (w *GitWriter) signature() object.Signature {
@@ -537,6 +545,19 @@ func (w *GitWriter) commitMessage(u GitUpdate, changed []ImageUpdate) (string, e
 	}
 	return msg, nil
 }
+
+// ErrInvalidTarget is wrapped by errors of what an Application asks to
+// write: a branch name or template, a file path, or a file that cannot be
+// edited (missing, invalid YAML, outside the repository). Trying again
+// does not help until the Application or the repository changes.
+var ErrInvalidTarget = errors.New("invalid write-back target")
+
+// invalidTarget marks an error as ErrInvalidTarget without changing its
+// message.
+type invalidTarget struct{ err error }
+
+func (e invalidTarget) Error() string   { return e.err.Error() }
+func (e invalidTarget) Unwrap() []error { return []error{ErrInvalidTarget, e.err} }
 
 func appError(u GitUpdate, err error) error {
 	return fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), redactURL(u.RepoURL), err)

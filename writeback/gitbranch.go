@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"text/template"
@@ -61,10 +62,12 @@ func planBranches(u GitUpdate, defaultBranch string) (branchPlan, error) {
 	base = strings.TrimPrefix(base, "refs/heads/")
 	var p branchPlan
 	switch {
-	case spec == "":
-		p = branchPlan{base: revision, target: revision}
-	case !split:
+	case !split && spec != "":
 		p = branchPlan{base: base, target: base}
+	case revision == "" && base == "":
+		return branchPlan{}, errors.New("the repository names no default branch (HEAD): set the Application's targetRevision or the git-branch annotation")
+	case !split:
+		p = branchPlan{base: revision, target: revision}
 	default:
 		if base == "" {
 			base = revision

@@ -1,11 +1,13 @@
 package writeback
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,9 +17,13 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 )
 
 const remoteName = "origin"
@@ -29,7 +35,6 @@ const remoteName = "origin"
 // half-written working tree can survive a crash.
 type gitClone struct {
 	url  string
-	dir  string
 	repo *git.Repository
 }
 
@@ -48,7 +53,7 @@ func openClone(workDir, url string) (*gitClone, error) {
 	repo, err := git.PlainOpen(dir)
 	if err == nil {
 		if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{url}) {
-			return &gitClone{url: url, dir: dir, repo: repo}, nil
+			return &gitClone{url: url, repo: repo}, nil
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -60,7 +65,7 @@ func openClone(workDir, url string) (*gitClone, error) {
 	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
 		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
 	}
-	return &gitClone{url: url, dir: dir, repo: repo}, nil
+	return &gitClone{url: url, repo: repo}, nil
 }
 
 // remoteBranches is what the remote advertises: its branches and the one
@@ -123,34 +128,85 @@ func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, lis
 	return ref.Hash(), nil
 }
 
-// push sends head to a branch without force. expected is the branch's
-// commit the push builds on (zero when the branch is new): if the remote
-// holds another one, the push is refused rather than overwriting it.
-func (c *gitClone) push(ctx context.Context, acc remoteAccess, head plumbing.Hash, branch string, expected plumbing.Hash) error {
-	dst := plumbing.NewBranchReferenceName(branch)
-	opts := &git.PushOptions{
-		RemoteName:      remoteName,
-		RefSpecs:        []config.RefSpec{config.RefSpec(head.String() + ":" + dst.String())},
-		Auth:            acc.auth,
-		InsecureSkipTLS: acc.insecureSkipTLS,
-		ProxyOptions:    acc.proxy,
-	}
-	if !expected.IsZero() {
-		// Checked against the remote's advertisement before anything is
-		// sent; the server's own compare-and-swap covers the rest.
-		opts.RequireRemoteRefs = []config.RefSpec{config.RefSpec(expected.String() + ":" + dst.String())}
-	}
+// ErrBranchMoved is wrapped by a push error when the branch no longer
+// held the commit the push built on: someone else pushed first.
+var ErrBranchMoved = errors.New("the branch moved since it was read")
+
+// push sends head to a branch without force, with the objects this clone
+// created for the commits since expected (the branch's tip they build on,
+// zero for a new branch). Sending just those objects keeps a push as cheap
+// in a large repository as in a small one; go-git's own push would first
+// walk the whole history behind every remote branch. When the branch no
+// longer holds expected, nothing is sent and the error wraps
+// ErrBranchMoved. The server applies the update only if the branch still
+// holds expected when it gets there, so a race in between fails too.
+func (c *gitClone) push(ctx context.Context, acc remoteAccess, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
-	err := c.repo.PushContext(ctx, opts)
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return c.remoteError("push branch "+branch+" to", acc, err)
+	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
+	ep, err := transport.NewEndpoint(c.url)
+	if err != nil {
+		return fail(err)
+	}
+	ep.InsecureSkipTLS, ep.Proxy = acc.insecureSkipTLS, acc.proxy
+	cl, err := client.NewClient(ep)
+	if err != nil {
+		return fail(err)
+	}
+	sess, err := cl.NewReceivePackSession(ep, acc.auth)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if cerr := sess.Close(); cerr != nil && err == nil {
+			err = fail(cerr)
+		}
+	}()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return fail(err)
+	}
+	dst := plumbing.NewBranchReferenceName(branch)
+	var current plumbing.Hash
+	if ref, err := refs.Reference(dst); err == nil {
+		current = ref.Hash()
+	}
+	if current != expected {
+		return fail(fmt.Errorf("%w: it is at %s, the changes were made on %s", ErrBranchMoved, shortHash(current), shortHash(expected)))
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
+	req.Commands = []*packp.Command{{Name: dst, Old: expected, New: head}}
+	var pack bytes.Buffer
+	useRefDeltas := !adv.Capabilities.Supports(capability.OFSDelta)
+	if _, err := packfile.NewEncoder(&pack, c.repo.Storer, useRefDeltas).Encode(objects, 0); err != nil {
+		return fmt.Errorf("pack the commits for %s: %w", branch, err)
+	}
+	req.Packfile = io.NopCloser(&pack)
+	report, err := sess.ReceivePack(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	if report != nil {
+		if err := report.Error(); err != nil {
+			return fail(err)
+		}
 	}
 	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
 	if err := c.repo.Storer.SetReference(tracking); err != nil {
 		return fmt.Errorf("record pushed branch %s: %w", branch, err)
 	}
 	return nil
+}
+
+func shortHash(h plumbing.Hash) string {
+	if h.IsZero() {
+		return "nothing (no such branch)"
+	}
+	return h.String()[:12]
 }
 
 // remoteError names the operation, the repository and where credentials
@@ -166,9 +222,10 @@ func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
 	return fmt.Errorf("%s %s (%s): %w%s", op, redactURL(c.url), acc.creds.describe(), err, hint)
 }
 
-// commit stores a commit of parent's tree with files replaced. It returns
-// the zero hash when the files already hold that content.
-func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer commitSigner) (plumbing.Hash, error) {
+// commit stores a commit of parent's tree with files replaced, adding
+// the objects it stores to created. It returns the zero hash when the
+// files already hold that content.
+func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer commitSigner, created *[]plumbing.Hash) (plumbing.Hash, error) {
 	s := c.repo.Storer
 	pc, err := object.GetCommit(s, parent)
 	if err != nil {
@@ -185,7 +242,8 @@ func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg str
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
-		if tree, err = putTreeFile(s, tree, splitRepoPath(p), blob); err != nil {
+		*created = append(*created, blob)
+		if tree, err = putTreeFile(s, tree, splitRepoPath(p), blob, created); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("%s: %w", p, err)
 		}
 	}
@@ -212,7 +270,12 @@ func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg str
 	if err := commit.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return s.SetEncodedObject(obj)
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	*created = append(*created, h)
+	return h, nil
 }
 
 func storeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, error) {
@@ -233,9 +296,9 @@ func storeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, err
 }
 
 // putTreeFile returns the hash of a tree with the file at parts set to
-// blob, storing the trees along the path. An executable file stays
-// executable; a new file is a regular one.
-func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []string, blob plumbing.Hash) (plumbing.Hash, error) {
+// blob, storing the trees along the path and adding them to created. An
+// executable file stays executable; a new file is a regular one.
+func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []string, blob plumbing.Hash, created *[]plumbing.Hash) (plumbing.Hash, error) {
 	var entries []object.TreeEntry
 	if !tree.IsZero() {
 		t, err := object.GetTree(s, tree)
@@ -265,7 +328,7 @@ func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []strin
 			}
 			sub = entries[idx].Hash
 		}
-		h, err := putTreeFile(s, sub, parts[1:], blob)
+		h, err := putTreeFile(s, sub, parts[1:], blob, created)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
@@ -281,5 +344,10 @@ func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []strin
 	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	return s.SetEncodedObject(obj)
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	*created = append(*created, h)
+	return h, nil
 }

@@ -38,7 +38,7 @@ func loadSigner(path, method string, now time.Time) (commitSigner, error) {
 		return nil, fmt.Errorf("read signing key: %w", err)
 	}
 	switch method {
-	case SigningMethodOpenPGP, "gpg", "":
+	case SigningMethodOpenPGP, "":
 		return loadOpenPGPSigner(path, data, now)
 	case SigningMethodSSH:
 		key, err := ssh.ParsePrivateKey(data)

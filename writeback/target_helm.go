@@ -122,31 +122,26 @@ func setHelmValues(name string, src []byte, images []ImageUpdate) (out []byte, c
 
 // setValuesPath sets one value, creating missing map keys on the way.
 func setValuesPath(name string, src []byte, path []valuesPathElem, value string) ([]byte, bool, error) {
-	if _, err := parseYAMLText(name, src); err != nil {
+	y, err := parseYAMLText(name, src)
+	if err != nil {
 		return nil, false, err
 	}
 	before, err := decodeAny(src)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: invalid YAML: %w", name, err)
 	}
-	expected, err := withValuesPath(copyYAMLValue(before), path, value)
-	if err != nil {
-		// The text walk below explains the problem with a line number.
-		expected = nil
-	}
-	if err == nil && reflect.DeepEqual(normalizeYAMLValue(before), expected) {
+	// When the path cannot be set, the text walk below says why, with a
+	// line number.
+	expected, semErr := withValuesPath(copyYAMLValue(before), path, value)
+	if semErr == nil && reflect.DeepEqual(normalizeYAMLValue(before), expected) {
 		return src, false, nil
-	}
-	y, err := parseYAMLText(name, src)
-	if err != nil {
-		return nil, false, err
 	}
 	out, err := y.editValuesPath(path, value)
 	if err != nil {
 		return nil, false, err
 	}
-	if expected == nil {
-		return nil, false, fmt.Errorf("%s: cannot set %s", name, valuesPathString(path))
+	if semErr != nil {
+		return nil, false, fmt.Errorf("%s: cannot set %s: %w", name, valuesPathString(path), semErr)
 	}
 	if err := checkEdit(name, out, expected); err != nil {
 		return nil, false, err
@@ -189,7 +184,7 @@ func withValuesPath(v any, path []valuesPathElem, value string) (any, error) {
 func (y *yamlText) editValuesPath(path []valuesPathElem, value string) ([]byte, error) {
 	node := y.root()
 	if node == nil || isNull(node) {
-		lines, err := renderValuesKeys(y.name, path, 0, value)
+		lines, err := renderValuesKeys(y.name, path, 0, 0, value)
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +207,7 @@ func (y *yamlText) editValuesPath(path []valuesPathElem, value string) ([]byte, 
 		}
 		if isNull(node) && parentKey != nil {
 			if _, empty := y.emptyValueAfter(parentKey); empty {
-				lines, err := renderValuesKeys(y.name, path[i:], parentKey.Column+1, value)
+				lines, err := renderValuesKeys(y.name, path, i, parentKey.Column+1, value)
 				if err != nil {
 					return nil, err
 				}
@@ -227,7 +222,7 @@ func (y *yamlText) editValuesPath(path []valuesPathElem, value string) ([]byte, 
 			if node.Style&yaml.FlowStyle != 0 || len(node.Content) == 0 {
 				return nil, fmt.Errorf("%s: cannot add %s to a flow-style map ({...}); write that map in block style", y.where(node), at)
 			}
-			lines, err := renderValuesKeys(y.name, path[i:], node.Content[0].Column-1, value)
+			lines, err := renderValuesKeys(y.name, path, i, node.Content[0].Column-1, value)
 			if err != nil {
 				return nil, err
 			}
@@ -250,11 +245,12 @@ func (y *yamlText) editValuesPath(path []valuesPathElem, value string) ([]byte, 
 	return out, nil
 }
 
-// renderValuesKeys renders nested keys ending in the value, the first key
-// at column indent.
-func renderValuesKeys(file string, path []valuesPathElem, indent int, value string) ([]string, error) {
+// renderValuesKeys renders the keys path[from:], nested, ending in the
+// value, the first key at column indent.
+func renderValuesKeys(file string, path []valuesPathElem, from, indent int, value string) ([]string, error) {
 	var lines []string
-	for i, el := range path {
+	for i := from; i < len(path); i++ {
+		el := path[i]
 		if el.isIndex {
 			return nil, fmt.Errorf("%s: %s does not exist (list entries are not created)", file, valuesPathString(path[:i+1]))
 		}
@@ -262,7 +258,7 @@ func renderValuesKeys(file string, path []valuesPathElem, indent int, value stri
 		if err != nil {
 			return nil, err
 		}
-		line := pad(indent+2*i) + k + ":"
+		line := pad(indent+2*(i-from)) + k + ":"
 		if i == len(path)-1 {
 			v, err := renderString(value, 0)
 			if err != nil {

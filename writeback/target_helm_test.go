@@ -73,7 +73,7 @@ func TestHelmValuesGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.changed, aliases(changed)); diff != "" {
+			if diff := cmp.Diff(tt.changed, changedAliases(changed)); diff != "" {
 				t.Errorf("changed (-want +got):\n%s", diff)
 			}
 			expectedPath := filepath.Join("testdata/helmvalues/expected", name)
@@ -91,7 +91,7 @@ func TestHelmValuesGolden(t *testing.T) {
 			}
 			again, changed, err := setHelmValues(name, got, tt.images)
 			if err != nil || len(changed) != 0 || string(again) != string(got) {
-				t.Errorf("second pass: changed %v, err %v", aliases(changed), err)
+				t.Errorf("second pass: changed %v, err %v", changedAliases(changed), err)
 			}
 		})
 	}

@@ -169,8 +169,11 @@ func nextKustomizeEdit(y *yamlText, want kustomizeImage) ([]byte, error) {
 		}
 		return y.insertAfterLine(y.lines(), append([]string{"images:"}, lines...)), nil
 	}
-	if root.Kind != yaml.MappingNode || len(root.Content) == 0 {
-		return nil, fmt.Errorf("%s: not a kustomization: the top level is not a map", y.where(root))
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: not a kustomization: the top level is a %s, not a map", y.where(root), kindName(root))
+	}
+	if len(root.Content) == 0 || root.Style&yaml.FlowStyle != 0 {
+		return nil, fmt.Errorf("%s: the kustomization is a flow-style map ({...}); write it in block style to let images be added", y.where(root))
 	}
 	key, val := mappingGet(root, "images")
 	if key == nil {
@@ -424,7 +427,7 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "list"
 	case yaml.AliasNode:
-		return "alias"
+		return "YAML alias"
 	default:
 		if isNull(n) {
 			return "null"

@@ -53,7 +53,7 @@ func TestKustomizationGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.changed, aliases(changed)); diff != "" {
+			if diff := cmp.Diff(tt.changed, changedAliases(changed)); diff != "" {
 				t.Errorf("changed (-want +got):\n%s", diff)
 			}
 			expectedPath := filepath.Join("testdata/kustomization/expected", name)
@@ -72,7 +72,7 @@ func TestKustomizationGolden(t *testing.T) {
 			// A second pass finds nothing to do and returns the same bytes.
 			again, changed, err := setKustomizationImages(name, got, tt.images)
 			if err != nil || len(changed) != 0 || string(again) != string(got) {
-				t.Errorf("second pass: changed %v, err %v, same bytes %v", aliases(changed), err, string(again) == string(got))
+				t.Errorf("second pass: changed %v, err %v, same bytes %v", changedAliases(changed), err, string(again) == string(got))
 			}
 		})
 	}

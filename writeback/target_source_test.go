@@ -89,7 +89,7 @@ func TestSetSourceOverrides(t *testing.T) {
 			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
 				t.Errorf("file (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tt.changed, aliases(changed)); diff != "" {
+			if diff := cmp.Diff(tt.changed, changedAliases(changed)); diff != "" {
 				t.Errorf("changed (-want +got):\n%s", diff)
 			}
 		})

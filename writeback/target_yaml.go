@@ -245,7 +245,7 @@ func isNull(n *yaml.Node) bool {
 }
 
 // renderString renders a string as a YAML scalar that reads back as that
-// string, keeping a quoting style when one is given ('"' or '\'').
+// string. quote, when it is a double or single quote, keeps that style.
 func renderString(value string, quote byte) (string, error) {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value}
 	switch quote {

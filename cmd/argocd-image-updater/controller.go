@@ -171,19 +171,31 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return nil
 	}
 
+	// A health or metrics server that cannot serve stops the controller
+	// with an error, so that the pod restarts instead of running blind.
+	failed := make(chan error, 1)
 	go func() {
 		select {
 		case err := <-serveErr:
 			logger.Error("server failed; stopping", "error", err)
+			failed <- err
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	if !o.leaderElection {
+	if o.leaderElection {
+		if err := runElected(ctx, clientset, namespace, logger, func(ctx context.Context) { updater.Run(ctx, o.interval) }); err != nil {
+			return err
+		}
+	} else {
 		updater.Run(ctx, o.interval)
+	}
+	select {
+	case err := <-failed:
+		return err
+	default:
 		return nil
 	}
-	return runElected(ctx, clientset, namespace, logger, func(ctx context.Context) { updater.Run(ctx, o.interval) })
 }
 
 // newGitWriter builds the git write-back from the git flags. A missing

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -25,20 +27,7 @@ import (
 // the Argo CD namespace.
 func installRBAC(t *testing.T, k *testenv.Kube) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "base", "rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var obj unstructured.Unstructured
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		obj.SetNamespace(testenv.ArgoCDNamespace)
-		if err := k.Client.Create(t.Context(), &obj); err != nil {
-			t.Fatalf("create %s: %v", obj.GetName(), err)
-		}
-	}
+	k.CreateFromFile(t, filepath.Join("..", "..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
 }
 
 type controllerWorld struct {
@@ -136,7 +125,27 @@ func TestRunOnceWithTheInstallRole(t *testing.T) {
 	if strings.Contains(stderr.String(), "forbidden") {
 		t.Errorf("the Role was not enough:\n%s", stderr.String())
 	}
+
+	// ... and not broader than needed.
+	sa := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
+	cs := kubernetes.NewForConfigOrDie(sa)
+	saDyn := dynamic.NewForConfigOrDie(sa)
+	apps := saDyn.Resource(appwatch.ApplicationsResource)
+	for what, err := range map[string]error{
+		"delete an Application":       apps.Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "main", metav1.DeleteOptions{}),
+		"list Applications elsewhere": errOf(apps.Namespace("default").List(t.Context(), metav1.ListOptions{})),
+		"list Secrets elsewhere":      errOf(cs.CoreV1().Secrets("default").List(t.Context(), metav1.ListOptions{})),
+		"list Pods":                   errOf(cs.CoreV1().Pods(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{})),
+		"write a Secret":              errOf(cs.CoreV1().Secrets(testenv.ArgoCDNamespace).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the ServiceAccount can %s (error %v)", what, err)
+		}
+	}
 }
+
+// errOf keeps the error of a call that returns a value and an error.
+func errOf[T any](_ T, err error) error { return err }
 
 func TestLeaderElectionOneWriter(t *testing.T) {
 	w := newControllerWorld(t)

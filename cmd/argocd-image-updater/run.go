@@ -129,7 +129,7 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.StringVar(&o.gitCommitMessagePath, "git-commit-message-path", defaultCommitMessagePath, "path to the Go template of Git commit messages")
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
 	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
-	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the controller's namespace")
+	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -157,7 +158,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 			return strategy.TagInfo{}, err
 		}
 		md, err := client.Metadata(ctx, tagged, creds, v1Platforms)
-		if err != nil {
+		if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
 			return strategy.TagInfo{}, err
 		}
 		info := strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created}

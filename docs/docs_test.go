@@ -1,0 +1,682 @@
+package docs
+
+// Every example in the documentation is checked here. Each fenced code block
+// of docs/*.md and README.md carries a language and, for most, a tag after it
+// (```yaml registries.conf). The tag says what the block is and how it is
+// checked:
+//
+//	yaml registries.conf          registry.ParseConfig accepts it
+//	yaml registries.conf error    registry.ParseConfig rejects it; the next
+//	                              block must be "text error", each line of
+//	                              which occurs in the error message
+//	yaml application              an Argo CD Application: one update cycle
+//	                              over it (registry without tags, events
+//	                              recorded) reports no problem at all
+//	yaml application warning      the cycle reports warnings, no error
+//	yaml application error        the cycle reports at least one error
+//	                              (after an application block, an optional
+//	                              "text events" block lists events that must
+//	                              be recorded, one per line; a git-branch
+//	                              template must render to a branch name)
+//	yaml manifest                 Kubernetes objects: every document has
+//	                              apiVersion, kind and metadata.name
+//	yaml kustomization            a kustomization or a patch: valid YAML
+//	sh                            every command line that runs
+//	                              argocd-image-updater is run with --help
+//	                              appended, must succeed, and each --flag it
+//	                              gives must be listed by that help; kubectl
+//	                              lines must name files that exist
+//	json                          valid JSON
+//	gotemplate commit-message     writeback.ParseCommitMessageTemplate and
+//	                              Render with SampleCommitMessageData succeed;
+//	                              an optional next "text rendered" block must
+//	                              equal the output
+//	text                          output shown as is: not checked
+//
+// A block with another language or tag fails the test, and so does an
+// expectation block (text error, text events, text rendered) that follows
+// no block it could belong to.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"text/template"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/yaml"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// block is one fenced code block of a Markdown file.
+type block struct {
+	file string
+	line int // of the opening fence, 1-based
+	lang string
+	tags string // the info string after the language, space-normalised
+	body string
+}
+
+func (b block) String() string {
+	return fmt.Sprintf("%s:%d (```%s %s)", b.file, b.line, b.lang, b.tags)
+}
+
+var fenceRE = regexp.MustCompile("^([ \t]*)(```+|~~~+)[ \t]*(.*)$")
+
+// extractBlocks returns the fenced code blocks of a Markdown text. Fences
+// may be indented (inside list items); the indentation is removed from the
+// block's lines.
+func extractBlocks(file, text string) ([]block, error) {
+	var blocks []block
+	lines := strings.Split(text, "\n")
+	for i := 0; i < len(lines); i++ {
+		m := fenceRE.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		indent, fence, info := m[1], m[2], strings.Fields(m[3])
+		b := block{file: file, line: i + 1}
+		if len(info) > 0 {
+			b.lang, b.tags = info[0], strings.Join(info[1:], " ")
+		}
+		var body []string
+		closed := false
+		for i++; i < len(lines); i++ {
+			l := lines[i]
+			trimmed := strings.TrimSpace(l)
+			if strings.HasPrefix(trimmed, fence[:1]) && strings.Trim(trimmed, fence[:1]) == "" && len(trimmed) >= len(fence) {
+				closed = true
+				break
+			}
+			body = append(body, strings.TrimPrefix(l, indent))
+		}
+		if !closed {
+			return nil, fmt.Errorf("%s:%d: code block is not closed", file, b.line)
+		}
+		b.body = strings.Join(body, "\n")
+		if len(body) > 0 {
+			b.body += "\n"
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
+}
+
+// markdownFiles are the files whose examples are checked, relative to the
+// docs folder.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no Markdown files in docs/")
+	}
+	sort.Strings(files)
+	return append(files, filepath.Join("..", "README.md"))
+}
+
+func TestExamples(t *testing.T) {
+	var sh shellChecker
+	defer sh.cleanup()
+	total := 0
+	for _, file := range markdownFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := extractBlocks(file, string(data))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		total += len(blocks)
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			checkBlocks(t, blocks, &sh)
+		})
+	}
+	if total == 0 {
+		t.Fatal("no code blocks found")
+	}
+}
+
+// checkBlocks checks the blocks of one file in order; expectation blocks are
+// consumed by the block before them.
+func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
+	next := func(i int, tag string) (block, bool) {
+		if i+1 < len(blocks) && blocks[i+1].lang == "text" && blocks[i+1].tags == tag {
+			return blocks[i+1], true
+		}
+		return block{}, false
+	}
+	for i := 0; i < len(blocks); i++ {
+		b := blocks[i]
+		var err error
+		switch kind := b.lang + " " + b.tags; strings.TrimSpace(kind) {
+		case "yaml registries.conf":
+			err = checkRegistriesConf(b)
+		case "yaml registries.conf error":
+			exp, ok := next(i, "error")
+			if !ok {
+				err = errors.New(`a registries.conf error example must be followed by a "text error" block`)
+				break
+			}
+			i++
+			err = checkRegistriesConfError(b, exp)
+		case "yaml application", "yaml application warning", "yaml application error":
+			exp, ok := next(i, "events")
+			if ok {
+				i++
+			}
+			err = checkApplication(b, strings.TrimPrefix(b.tags, "application"), exp, ok)
+		case "yaml manifest":
+			err = checkManifest(b)
+		case "yaml kustomization":
+			err = checkYAMLDocuments(b)
+		case "json":
+			if !json.Valid([]byte(b.body)) {
+				err = errors.New("invalid JSON")
+			}
+		case "sh":
+			err = sh.check(b)
+		case "gotemplate commit-message":
+			exp, ok := next(i, "rendered")
+			if ok {
+				i++
+			}
+			err = checkCommitMessage(b, exp, ok)
+		case "text":
+			// Output shown as is.
+		case "text error", "text events", "text rendered":
+			err = errors.New("expectation block follows no block it belongs to")
+		default:
+			err = errors.New("unknown language or tag; see docs_test.go for the tags")
+		}
+		if err != nil {
+			t.Errorf("%s: %v", b, err)
+		}
+	}
+}
+
+// expectedLines are the non-empty lines of an expectation block.
+func expectedLines(b block) []string {
+	var out []string
+	for _, l := range strings.Split(b.body, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// registriesConfName is the file name the examples' errors mention.
+const registriesConfName = "registries.conf"
+
+func checkRegistriesConf(b block) error {
+	cfg, err := registry.ParseConfig(registriesConfName, []byte(b.body))
+	if err != nil {
+		return err
+	}
+	if len(cfg.Endpoints()) == 0 && strings.TrimSpace(b.body) != "" && !strings.Contains(b.body, "registries: []") {
+		return errors.New("the example defines no registry")
+	}
+	return nil
+}
+
+func checkRegistriesConfError(b, exp block) error {
+	_, err := registry.ParseConfig(registriesConfName, []byte(b.body))
+	if err == nil {
+		return errors.New("registry.ParseConfig accepted an example shown as an error")
+	}
+	lines := expectedLines(exp)
+	if len(lines) == 0 {
+		return errors.New("the text error block is empty")
+	}
+	for _, l := range lines {
+		if !strings.Contains(err.Error(), l) {
+			return fmt.Errorf("the error message lacks %q; it is:\n%v", l, err)
+		}
+	}
+	return nil
+}
+
+// The cycle runs against a registry with no tags and a writer that is never
+// reached (no tags means no update), so what it reports is what the
+// Application's settings alone cause.
+type staticApps []*appwatch.Application
+
+func (a staticApps) Applications() []*appwatch.Application { return a }
+
+type emptyRegistry struct{}
+
+func (emptyRegistry) Tags(context.Context, registry.Reference, registry.CredentialRef) ([]string, error) {
+	return nil, nil
+}
+
+func (emptyRegistry) Metadata(context.Context, registry.Reference, registry.CredentialRef, []v1.Platform) (registry.ImageMetadata, error) {
+	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
+}
+
+type refusingWriter struct{}
+
+func (refusingWriter) Write(context.Context, *unstructured.Unstructured, writeback.ApplicationUpdate) (writeback.Result, error) {
+	return writeback.Result{}, errors.New("docs test: nothing should be written")
+}
+
+// splitYAML splits a multi-document YAML text.
+func splitYAML(body string) []string {
+	var docs []string
+	for _, d := range regexp.MustCompile(`(?m)^---[ \t]*$`).Split(body, -1) {
+		if strings.TrimSpace(d) != "" {
+			docs = append(docs, d)
+		}
+	}
+	return docs
+}
+
+func checkApplication(b block, want string, exp block, hasExp bool) error {
+	want = strings.TrimSpace(want)
+	var apps staticApps
+	for _, doc := range splitYAML(b.body) {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return fmt.Errorf("invalid YAML: %w", err)
+		}
+		if obj.GetAPIVersion() != "argoproj.io/v1alpha1" || obj.GetKind() != "Application" {
+			return fmt.Errorf("not an Argo CD Application: apiVersion %q, kind %q", obj.GetAPIVersion(), obj.GetKind())
+		}
+		if obj.GetName() == "" || obj.GetNamespace() == "" {
+			return errors.New("metadata.name and metadata.namespace are required in examples")
+		}
+		if !appwatch.Managed(obj.GetAnnotations()) {
+			return errors.New("the Application has no image-list annotation")
+		}
+		app, err := appwatch.FromUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		if err := checkBranchTemplate(app.Annotations.WriteBack.GitBranch); err != nil {
+			return err
+		}
+		apps = append(apps, app)
+	}
+	if len(apps) == 0 {
+		return errors.New("no Application in the block")
+	}
+
+	recorder := record.NewFakeRecorder(1000)
+	u := cycle.New(apps, emptyRegistry{}, refusingWriter{},
+		cycle.WithEvents(cycle.NewEventReporter(recorder)),
+		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}))
+	sum := u.RunOnce(context.Background())
+	close(recorder.Events)
+	var events []string
+	for e := range recorder.Events {
+		events = append(events, e)
+	}
+	all := strings.Join(events, "\n")
+
+	switch want {
+	case "":
+		if sum.Errors > 0 || len(events) > 0 {
+			return fmt.Errorf("the example is shown as valid, but the cycle reported %d error(s) and these events:\n%s", sum.Errors, all)
+		}
+	case "warning":
+		if sum.Errors > 0 || len(events) == 0 {
+			return fmt.Errorf("the example is shown with warnings only, but the cycle reported %d error(s) and these events:\n%s", sum.Errors, all)
+		}
+	case "error":
+		if sum.Errors == 0 {
+			return fmt.Errorf("the example is shown as an error, but the cycle reported none; events:\n%s", all)
+		}
+	}
+	if hasExp {
+		lines := expectedLines(exp)
+		if len(lines) == 0 {
+			return errors.New("the text events block is empty")
+		}
+		for _, l := range lines {
+			if !strings.Contains(all, l) {
+				return fmt.Errorf("no recorded event contains %q; the events are:\n%s", l, all)
+			}
+		}
+	}
+	return nil
+}
+
+// checkBranchTemplate renders the target part of a git-branch annotation
+// ("base:target") with data shaped like what the git writer gives it:
+// .Images with .Name .Alias .OldTag .NewTag, and .SHA256.
+func checkBranchTemplate(spec string) error {
+	_, target, ok := strings.Cut(spec, ":")
+	if !ok {
+		return nil
+	}
+	type image struct{ Name, Alias, OldTag, NewTag string }
+	data := struct {
+		Images []image
+		SHA256 string
+	}{
+		Images: []image{{Name: "ghcr.io/example/web", Alias: "web", OldTag: "1.4.0", NewTag: "1.5.0"}},
+		SHA256: strings.Repeat("0123456789abcdef", 4),
+	}
+	tmpl, err := template.New("git-branch").Option("missingkey=error").Parse(target)
+	if err != nil {
+		return fmt.Errorf("git-branch: %w", err)
+	}
+	var out strings.Builder
+	if err := tmpl.Execute(&out, data); err != nil {
+		return fmt.Errorf("git-branch: %w", err)
+	}
+	if strings.TrimSpace(out.String()) == "" || strings.ContainsAny(out.String(), " ~^:?*[\\") {
+		return fmt.Errorf("git-branch: %q is not a branch name", out.String())
+	}
+	return nil
+}
+
+func checkYAMLDocuments(b block) error {
+	docs := splitYAML(b.body)
+	if len(docs) == 0 {
+		return errors.New("empty YAML block")
+	}
+	for _, doc := range docs {
+		var v any
+		if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
+			return fmt.Errorf("invalid YAML: %w", err)
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return errors.New("the YAML document is not a map")
+		}
+	}
+	return nil
+}
+
+func checkManifest(b block) error {
+	if err := checkYAMLDocuments(b); err != nil {
+		return err
+	}
+	for _, doc := range splitYAML(b.body) {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return err
+		}
+		if obj.GetAPIVersion() == "" || obj.GetKind() == "" || obj.GetName() == "" {
+			return errors.New("a Kubernetes object needs apiVersion, kind and metadata.name")
+		}
+	}
+	return nil
+}
+
+func checkCommitMessage(b, exp block, hasExp bool) error {
+	tmpl, err := writeback.ParseCommitMessageTemplate(b.body)
+	if err != nil {
+		return err
+	}
+	msg, err := tmpl.Render(writeback.SampleCommitMessageData())
+	if err != nil {
+		return err
+	}
+	if hasExp && strings.TrimRight(msg, "\n") != strings.TrimRight(exp.body, "\n") {
+		return fmt.Errorf("the template renders\n%s\nbut the text rendered block shows\n%s", msg, exp.body)
+	}
+	return nil
+}
+
+// shellChecker checks command lines against the real binary, built once.
+type shellChecker struct {
+	once   sync.Once
+	dir    string
+	binary string
+	err    error
+}
+
+func (s *shellChecker) build() error {
+	s.once.Do(func() {
+		if s.dir, s.err = os.MkdirTemp("", "docs-test-"); s.err != nil {
+			return
+		}
+		s.binary = filepath.Join(s.dir, "argocd-image-updater")
+		cmd := exec.Command("go", "build", "-o", s.binary, "./cmd/argocd-image-updater")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			s.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	return s.err
+}
+
+func (s *shellChecker) cleanup() {
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
+
+func (s *shellChecker) check(b block) error {
+	commands, err := shellCommands(b.body)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, words := range commands {
+		for i, w := range words {
+			if w == "kubectl" {
+				if err := checkKubectl(words[i+1:]); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", strings.Join(words, " "), err))
+				}
+				continue
+			}
+			if isUpdaterBinary(w) && commandStart(words, i) {
+				if err := s.checkUpdater(words[i+1:]); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", strings.Join(words, " "), err))
+				}
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// commandStart tells whether words[i] is where a command starts: after
+// nothing but variable assignments, or after the "--" that ends another
+// command's options (kubectl exec ... -- argocd-image-updater ...).
+func commandStart(words []string, i int) bool {
+	if i > 0 && words[i-1] == "--" {
+		return true
+	}
+	for _, w := range words[:i] {
+		if !strings.Contains(w, "=") || strings.HasPrefix(w, "-") {
+			return false
+		}
+	}
+	return true
+}
+
+// isUpdaterBinary tells the program from a Deployment name such as
+// deploy/argocd-image-updater.
+func isUpdaterBinary(w string) bool {
+	if w == "argocd-image-updater" {
+		return true
+	}
+	return strings.HasSuffix(w, "/argocd-image-updater") &&
+		(strings.HasPrefix(w, "/") || strings.HasPrefix(w, "./") || strings.HasPrefix(w, "bin/"))
+}
+
+// checkUpdater runs the command line with --help: cobra parses every flag
+// (an unknown flag or a bad value fails) and then prints the help instead
+// of running. The help must name the subcommand and every flag given.
+func (s *shellChecker) checkUpdater(args []string) error {
+	if err := s.build(); err != nil {
+		return err
+	}
+	cmd := exec.Command(s.binary, append(append([]string(nil), args...), "--help")...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%v\n%s", err, out.String())
+	}
+	help := out.String()
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !strings.Contains(help, "argocd-image-updater "+args[0]+" ") {
+		return fmt.Errorf("%q is not a command:\n%s", args[0], help)
+	}
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		name, _, _ := strings.Cut(a, "=")
+		if !regexp.MustCompile(`(^|\s)` + regexp.QuoteMeta(name) + `(\s|$)`).MatchString(help) {
+			return fmt.Errorf("flag %s is not listed by --help:\n%s", name, help)
+		}
+	}
+	return nil
+}
+
+// checkKubectl checks that files given with -f or -k exist in the
+// repository.
+func checkKubectl(args []string) error {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "-f" && args[i] != "-k" {
+			continue
+		}
+		p := args[i+1]
+		if strings.Contains(p, "://") || p == "-" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+			return fmt.Errorf("%s is not a file of the repository", p)
+		}
+	}
+	return nil
+}
+
+// shellCommands splits a shell snippet into commands and words: lines joined
+// at a trailing backslash, comments dropped, single and double quotes
+// honoured, and ";", "&&", "||" and "|" ending a command. Expansions are not
+// performed; examples do not use them in checked lines.
+func shellCommands(body string) ([][]string, error) {
+	body = strings.ReplaceAll(body, "\\\n", " ")
+	var commands [][]string
+	for n, line := range strings.Split(body, "\n") {
+		var words []string
+		var cur strings.Builder
+		inWord := false
+		flush := func() {
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		}
+		end := func() {
+			flush()
+			if len(words) > 0 {
+				commands = append(commands, words)
+				words = nil
+			}
+		}
+		for i := 0; i < len(line); i++ {
+			c := line[i]
+			switch {
+			case c == '\'' || c == '"':
+				j := strings.IndexByte(line[i+1:], c)
+				if j < 0 {
+					return nil, fmt.Errorf("line %d: unterminated quote", n+1)
+				}
+				cur.WriteString(line[i+1 : i+1+j])
+				inWord = true
+				i += j + 1
+			case c == '\\' && i+1 < len(line):
+				cur.WriteByte(line[i+1])
+				inWord = true
+				i++
+			case c == '#' && !inWord:
+				i = len(line)
+			case c == ' ' || c == '\t':
+				flush()
+			case c == ';' || c == '|' || c == '&':
+				end()
+				if i+1 < len(line) && (line[i+1] == '|' || line[i+1] == '&') {
+					i++
+				}
+			default:
+				cur.WriteByte(c)
+				inWord = true
+			}
+		}
+		end()
+	}
+	return commands, nil
+}
+
+// TestLinks checks that relative links between the documents lead to
+// files that exist, and that the README links every document.
+func TestLinks(t *testing.T) {
+	linkRE := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, file := range markdownFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range linkRE.FindAllStringSubmatch(string(data), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(file), target)); err != nil {
+				t.Errorf("%s: link to %s: no such file", file, m[1])
+			}
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, _ := filepath.Glob("*.md")
+	for _, d := range docs {
+		if !strings.Contains(string(readme), "](docs/"+d+")") {
+			t.Errorf("README.md does not link docs/%s", d)
+		}
+	}
+}
+
+// TestExtractor guards the extractor itself: indented fences, info strings
+// and unclosed blocks.
+func TestExtractor(t *testing.T) {
+	text := "# t\n\n```yaml registries.conf\nregistries: []\n```\n\n1. step\n\n   ```sh\n   argocd-image-updater version\n   ```\n"
+	blocks, err := extractBlocks("x.md", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 2 || blocks[0].tags != "registries.conf" || blocks[1].lang != "sh" ||
+		blocks[1].body != "argocd-image-updater version\n" || blocks[1].line != 9 {
+		t.Fatalf("got %+v", blocks)
+	}
+	if _, err := extractBlocks("x.md", "```sh\nls\n"); err == nil {
+		t.Fatal("an unclosed block was accepted")
+	}
+	cmds, err := shellCommands("A=1 argocd-image-updater run \\\n  --once # comment\nls | grep 'a b' && echo \"c\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"A=1", "argocd-image-updater", "run", "--once"}, {"ls"}, {"grep", "a b"}, {"echo", "c"}}
+	if fmt.Sprint(cmds) != fmt.Sprint(want) {
+		t.Fatalf("shellCommands = %q, want %q", cmds, want)
+	}
+}
