@@ -28,6 +28,8 @@ type Applications interface {
 type Registry interface {
 	Tags(ctx context.Context, ref registry.Reference, creds registry.CredentialRef) ([]string, error)
 	Metadata(ctx context.Context, ref registry.Reference, creds registry.CredentialRef, platforms []v1.Platform) (registry.ImageMetadata, error)
+	// Endpoint is the registries.conf entry that serves ref.
+	Endpoint(ref registry.Reference) registry.Endpoint
 }
 
 // ApplicationWriter writes new versions into an Application itself.
@@ -258,6 +260,11 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 				}
 				return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
 			}
+			if j.policy.Name() == strategy.NewestBuild {
+				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != registry.TagSortNone {
+					meta = orderedMetadata(tr.tags, mode)
+				}
+			}
 			res, err := j.policy.Choose(ctx, tr.tags, j.current, meta)
 			outcomes[i] = outcome{job: j, result: res, err: err}
 			return nil
@@ -386,6 +393,30 @@ func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
 func isWarning(err error) bool {
 	var p appwatch.Problem
 	return errors.As(err, &p) && p.Warning
+}
+
+// orderedMetadata stands in for registry metadata when registries.conf
+// says the registry lists tags newest first or last (tagsortmode): the
+// position in the listing is the age, so newest-build needs no request
+// per tag. Platforms are not known this way and are not checked.
+func orderedMetadata(tags []string, mode registry.TagSortMode) strategy.MetadataFunc {
+	rank := make(map[string]int, len(tags))
+	for i, t := range tags {
+		if mode == registry.TagSortLatestFirst {
+			i = len(tags) - 1 - i
+		}
+		if _, seen := rank[t]; !seen {
+			rank[t] = i
+		}
+	}
+	epoch := time.Unix(0, 0)
+	return func(_ context.Context, tag string) (strategy.TagInfo, error) {
+		r, ok := rank[tag]
+		if !ok {
+			return strategy.TagInfo{}, fmt.Errorf("tag %s is not in the listing", tag)
+		}
+		return strategy.TagInfo{Tag: tag, Created: epoch.Add(time.Duration(r+1) * time.Second)}, nil
+	}
 }
 
 // pinnedDigest is the digest written with the tag: only the digest strategy

@@ -274,6 +274,8 @@ func (emptyRegistry) Metadata(context.Context, registry.Reference, registry.Cred
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
 }
 
+func (emptyRegistry) Endpoint(registry.Reference) registry.Endpoint { return registry.Endpoint{} }
+
 type refusingWriter struct{}
 
 func (refusingWriter) Write(context.Context, *unstructured.Unstructured, writeback.ApplicationUpdate) (writeback.Result, error) {

@@ -1,0 +1,33 @@
+package cycle
+
+import (
+	"context"
+	"testing"
+
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/strategy"
+)
+
+func TestOrderedMetadata(t *testing.T) {
+	policy, err := strategy.New(strategy.Settings{Strategy: "newest-build", IgnoreTags: []string{"skip-*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := []string{"build-30", "skip-me", "build-10", "build-20"}
+	tests := []struct {
+		mode registry.TagSortMode
+		want string
+	}{
+		{registry.TagSortLatestFirst, "build-30"},
+		{registry.TagSortLatestLast, "build-20"},
+	}
+	for _, tt := range tests {
+		res, err := policy.Choose(context.Background(), tags, strategy.Current{Tag: "build-10"}, orderedMetadata(tags, tt.mode))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tag != tt.want || !res.Update {
+			t.Errorf("%s: chose %+v, want %s", tt.mode, res, tt.want)
+		}
+	}
+}
