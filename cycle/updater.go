@@ -238,6 +238,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 		err    error
 	}
 	outcomes := make([]outcome, len(jobs))
+	memo := newMetadataMemo()
 	g := errgroup.Group{}
 	g.SetLimit(u.maxConcurrency)
 	for i, j := range jobs {
@@ -248,17 +249,19 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 				return nil
 			}
 			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
-				ref, err := j.ref.WithTag(tag)
-				if err != nil {
-					return strategy.TagInfo{}, err
-				}
-				md, err := u.registry.Metadata(ctx, ref, j.creds, j.platforms)
-				// An image without the wanted platform is not an error: its
-				// platforms make the strategy pass it over.
-				if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
-					return strategy.TagInfo{}, err
-				}
-				return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
+				return memo.get(j.metadataKey(tag), func() (strategy.TagInfo, error) {
+					ref, err := j.ref.WithTag(tag)
+					if err != nil {
+						return strategy.TagInfo{}, err
+					}
+					md, err := u.registry.Metadata(ctx, ref, j.creds, j.platforms)
+					// An image without the wanted platform is not an error:
+					// its platforms make the strategy pass it over.
+					if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
+						return strategy.TagInfo{}, err
+					}
+					return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
+				})
 			}
 			if j.policy.Name() == strategy.NewestBuild {
 				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != registry.TagSortNone {

@@ -339,9 +339,19 @@ type credSource struct {
 // the secret it points to.
 func (s credSource) identity() string { return s.ref.String() }
 
+// imageCredentialTTL is how long an image's own credentials read from a
+// Secret or the environment are reused. Without it, every tag listing and
+// metadata request of such an image reads the Secret again; a short time
+// keeps a rotated Secret effective within a minute (and a 401 rereads it
+// at once). ext: scripts of an image run on every use, as they always have.
+const imageCredentialTTL = time.Minute
+
 func (c *Client) sourceFor(ep Endpoint, host string, creds CredentialRef) (credSource, error) {
 	if !creds.IsZero() {
-		return credSource{ref: creds}, nil
+		if creds.Kind == CredentialExt {
+			return credSource{ref: creds}, nil
+		}
+		return credSource{ref: creds, cached: true, ttl: imageCredentialTTL}, nil
 	}
 	if ep.Credentials != "" {
 		ref, err := ParseCredentialRef(ep.Credentials)

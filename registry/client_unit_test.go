@@ -73,8 +73,12 @@ func TestSourceFor(t *testing.T) {
 		t.Errorf("gcr.io with a GCP provider: %+v, %v", src, err)
 	}
 	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), mustRef(t, "env:X"))
-	if src.ref.Kind != CredentialEnv || src.cached {
-		t.Errorf("an image-level reference wins and is not cached: %+v", src)
+	if src.ref.Kind != CredentialEnv || !src.cached || src.ttl != imageCredentialTTL {
+		t.Errorf("an image-level reference wins and is kept for a minute: %+v", src)
+	}
+	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), mustRef(t, "ext:/bin/creds"))
+	if src.ref.Kind != CredentialExt || src.cached {
+		t.Errorf("an image-level script runs on every use: %+v", src)
 	}
 	ecr := imageRef(t, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app")
 	if src, _ := c.sourceFor(c.Endpoint(ecr), ecr.Registry(), CredentialRef{}); !src.ref.IsZero() {

@@ -52,8 +52,9 @@ func TestMetrics(t *testing.T) {
 	if _, err := c.Tags(t.Context(), ref, mustRef(t, "env:WRONG")); err == nil {
 		t.Fatal("want an error for a wrong password")
 	}
-	if got := testutil.ToFloat64(m.failed.WithLabelValues(prefix)); got != 1 {
-		t.Errorf("requests_failed_total = %v after a refused tag list, want 1", got)
+	// The refused credentials are read again and tried once more.
+	if got := testutil.ToFloat64(m.failed.WithLabelValues(prefix)); got != 2 {
+		t.Errorf("requests_failed_total = %v after a refused tag list, want 2", got)
 	}
 
 	families, err := promReg.Gather()

@@ -31,3 +31,17 @@ func TestOrderedMetadata(t *testing.T) {
 		}
 	}
 }
+
+func TestMetadataMemo(t *testing.T) {
+	m := newMetadataMemo()
+	calls := 0
+	for range 3 {
+		info, err := m.get("k", func() (strategy.TagInfo, error) { calls++; return strategy.TagInfo{Tag: "v1"}, nil })
+		if err != nil || info.Tag != "v1" {
+			t.Fatalf("got %+v, %v", info, err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("fetched %d times, want 1", calls)
+	}
+}
