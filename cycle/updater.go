@@ -304,7 +304,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			HelmImageSpec:      o.job.spec.HelmImageSpec,
 			NewTag:             o.result.Tag,
 			NewDigest:          pinnedDigest(o.job.policy, o.result),
-			OldTag:             versionString(o.job.current),
+			OldTag:             o.job.current.String(),
 		})
 	}
 	sort.Strings(order)
@@ -354,7 +354,7 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 func (u *Updater) logChanges(au *appUpdate) {
 	for _, c := range au.changes {
 		u.logger.Info("new version", "application", au.app.Key(), "image", c.Image, "alias", c.Alias,
-			"from", c.OldTag, "to", versionString(strategy.Current{Tag: c.NewTag, Digest: c.NewDigest}),
+			"from", c.OldTag, "to", strategy.Current{Tag: c.NewTag, Digest: c.NewDigest}.String(),
 			"writeBack", au.app.Annotations.WriteBack.Method, "dryRun", u.dryRun)
 	}
 }
@@ -430,15 +430,4 @@ func pinnedDigest(p *strategy.Policy, r strategy.Result) string {
 		return r.Digest
 	}
 	return ""
-}
-
-func versionString(c strategy.Current) string {
-	switch {
-	case c.Digest == "":
-		return c.Tag
-	case c.Tag == "":
-		return c.Digest
-	default:
-		return c.Tag + "@" + c.Digest
-	}
 }

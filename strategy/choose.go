@@ -33,6 +33,19 @@ type Current struct {
 	Digest string
 }
 
+// String renders the version as Applications write it: "tag",
+// "tag@digest", or the digest alone.
+func (c Current) String() string {
+	switch {
+	case c.Digest == "":
+		return c.Tag
+	case c.Tag == "":
+		return c.Digest
+	default:
+		return c.Tag + "@" + c.Digest
+	}
+}
+
 // Result is the outcome of Choose.
 type Result struct {
 	// Tag is the chosen tag, or "" when nothing qualifies. When the running

@@ -1,0 +1,28 @@
+// Package bench measures the whole controller at scale: the real binary,
+// run against a real API server, registry and git server, with thousands of
+// Applications over hundreds of image repositories. TestScale counts what
+// each update cycle costs (registry requests by kind through a counting
+// proxy, Kubernetes API requests by verb through another, git fetches and
+// pushes, wall time, CPU and memory) and writes a markdown report.
+//
+// By default TestScale runs a small smoke size, so that `go test ./...`
+// keeps the harness working. The large scenarios run with -scale (or
+// BENCH_SCALE=1), as `make bench` does:
+//
+//	KUBEBUILDER_ASSETS=$(hack/testbin.sh) go test -run '^TestScale$' -v -timeout 60m ./bench/ \
+//		-args -scale -scale.write "$PWD/docs/benchmarks.md"
+//
+// Other flags:
+//
+//	-scale.only a,b              the scenarios to run
+//	-scale.interval 30s          the controller's --interval instead of each scenario's
+//	-scale.registry-limit 20     the registries.conf limit of the registry
+//	-scale.controller-args "..." more controller flags (--kube-api-qps=500 ...)
+//	-scale.controller-env "..."  more controller environment (GOMEMLIMIT=150MiB ...)
+//	-scale.profile DIR           CPU profiles of each cycle and a heap profile, summarized in the report
+//	-scale.gobench FILE          Go benchmark output to include in the report
+//
+// BENCH_BINARY names a prebuilt controller binary (a relative path is taken
+// from the module's root); otherwise the controller is built from this
+// module while the servers start.
+package bench
