@@ -25,7 +25,7 @@ testbin:
 
 ## test: lint, then every test, including those against real servers
 test: lint
-	KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" $(GO) test -count=1 -timeout 20m ./...
+	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
 
 ## unit: the tests that need no test servers (fast feedback)
 unit:
@@ -42,14 +42,14 @@ lint:
 ## 2 cores), which writes docs/benchmarks.md
 bench: build
 	@set -o pipefail; out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
-	export KUBEBUILDER_ASSETS="$$(hack/testbin.sh)"; \
+	assets="$$(hack/testbin.sh)" || exit 1; export KUBEBUILDER_ASSETS="$$assets"; \
 	$(GO) test -run='^$$' -bench=. -benchmem ./... | tee "$$out" && \
 	BENCH_BINARY="$(CURDIR)/$(BINARY)" $(GO) test -count=1 -run '^TestScale$$' -v -timeout 60m ./bench/ \
 		-args -scale -scale.write "$(CURDIR)/docs/benchmarks.md" -scale.gobench "$$out"
 
 ## demo: run the updater against a local API server, registry and git server
 demo: build
-	@KUBEBUILDER_ASSETS="$$(hack/testbin.sh)" DEMO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -run '^TestDemo$$' -v ./demo/ \
+	@assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" DEMO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -run '^TestDemo$$' -v ./demo/ \
 		| grep -v -E '^(=== RUN|--- PASS|PASS$$|ok )'; exit $${PIPESTATUS[0]}
 
 clean:

@@ -119,7 +119,7 @@ func TestDemo(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimRight(gitServer.ReadFile(t, "deploy", "main", "main/overlays/production/kustomization.yaml"), "\n"), "\n") {
 		say("    %s", line)
 	}
-	say("\nDone in %s; everything started has been stopped.", time.Since(start).Round(100*time.Millisecond))
+	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
 
 	// The demo is also a test: the versions must be the ones semver picks.
 	for _, row := range after {
