@@ -106,7 +106,7 @@ func startController(t testing.TB, o controllerOptions) *controller {
 	}
 	args := append([]string{"run", "--interval", o.interval.String(), "--kubeconfig", o.kubeconfig,
 		"--registries-conf-path", o.registriesConf, "--argocd-namespace", argocdNS,
-		"--metrics-port", strconv.Itoa(metricsPort), "--health-port", strconv.Itoa(healthPort)}, controllerFlags...)
+		"--listen-address", "127.0.0.1", "--metrics-port", strconv.Itoa(metricsPort), "--health-port", strconv.Itoa(healthPort)}, controllerFlags...)
 	args = append(args, o.args...)
 	c.cmd = exec.Command(o.binary, args...)
 	// The git write-back keeps its clones under TMPDIR.

@@ -141,7 +141,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	if o.metricsPort > 0 {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		go serve(ctx, "metrics", o.metricsPort, mux, logger, serveErr)
+		go serve(ctx, "metrics", o.listenAddress, o.metricsPort, mux, logger, serveErr)
 	}
 	if o.healthPort > 0 {
 		mux := http.NewServeMux()
@@ -153,7 +153,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
-		go serve(ctx, "health", o.healthPort, mux, logger, serveErr)
+		go serve(ctx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
 	}
 
 	logger.Info("starting", "version", version, "namespace", namespace, "interval", o.interval, "dryRun", o.dryRun,
@@ -259,8 +259,8 @@ func runElected(ctx context.Context, cs kubernetes.Interface, namespace string, 
 	return nil
 }
 
-func serve(ctx context.Context, name string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {
-	srv := &http.Server{Addr: net.JoinHostPort("", strconv.Itoa(port)), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+func serve(ctx context.Context, name, host string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {
+	srv := &http.Server{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -197,5 +201,56 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 			t.Fatalf("condition not met within %s", timeout)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestHealthAndMetricsEndpoints(t *testing.T) {
+	w := newControllerWorld(t)
+	w.createApp(t, "main")
+	ports := make([]string, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	var out syncBuffer
+	go func() {
+		done <- execute(ctx, []string{"run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
+			"--listen-address", "127.0.0.1", "--health-port", ports[0], "--metrics-port", ports[1], "--interval", "1h"},
+			&bytes.Buffer{}, &out, func(k string) (string, bool) { v, ok := w.env[k]; return v, ok })
+	}()
+	get := func(port, path string) (int, string) {
+		resp, err := http.Get("http://127.0.0.1:" + port + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitFor(t, 30*time.Second, func() bool { code, _ := get(ports[0], "/readyz"); return code == http.StatusOK })
+	if code, _ := get(ports[0], "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz answered %d", code)
+	}
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), "update cycle finished") })
+	_, metrics := get(ports[1], "/metrics")
+	for _, want := range []string{
+		"argocd_image_updater_applications_watched_total 1",
+		`argocd_image_updater_images_updated_total{application="argocd/main"} 1`,
+		"argocd_image_updater_k8s_api_requests_total",
+		"argocd_image_updater_registry_requests_total{registry=",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %q", want)
+		}
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("exit code %d after stop:\n%s", code, out.String())
 	}
 }
