@@ -89,7 +89,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry
 		if strategyPlatforms, err = strategy.ParsePlatforms(spec.Platforms); err != nil {
 			return nil, "", err
 		}
-		platforms = toV1Platforms(strategyPlatforms)
+		platforms = ToV1Platforms(strategyPlatforms)
 	} else {
 		strategyPlatforms = toStrategyPlatforms(defaultPlatforms)
 	}
@@ -150,7 +150,8 @@ func sourceTypes(app *appwatch.Application) string {
 	return strings.Join(types, ", ")
 }
 
-func toV1Platforms(ps []strategy.Platform) []v1.Platform {
+// ToV1Platforms converts strategy platforms to registry ones.
+func ToV1Platforms(ps []strategy.Platform) []v1.Platform {
 	out := make([]v1.Platform, len(ps))
 	for i, p := range ps {
 		out[i] = v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}

@@ -115,14 +115,13 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 
 // Summary is what one cycle did.
 type Summary struct {
-	Applications    int
-	Images          int
-	Skipped         int
-	Updated         int
-	Errors          int
-	TagListings     int
-	ApplicationsHit int // Applications written (or that would be, in dry-run)
-	Duration        time.Duration
+	Applications int
+	Images       int
+	Skipped      int
+	Updated      int
+	Errors       int
+	TagListings  int
+	Duration     time.Duration
 }
 
 // Run runs a cycle every interval until ctx ends. A cycle never overlaps
@@ -248,20 +247,9 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 				outcomes[i] = outcome{job: j, err: tr.err}
 				return nil
 			}
+			fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms)
 			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
-				return memo.get(j.metadataKey(tag), func() (strategy.TagInfo, error) {
-					ref, err := j.ref.WithTag(tag)
-					if err != nil {
-						return strategy.TagInfo{}, err
-					}
-					md, err := u.registry.Metadata(ctx, ref, j.creds, j.platforms)
-					// An image without the wanted platform is not an error:
-					// its platforms make the strategy pass it over.
-					if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
-						return strategy.TagInfo{}, err
-					}
-					return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
-				})
+				return memo.get(j.metadataKey(tag), func() (strategy.TagInfo, error) { return fetch(ctx, tag) })
 			}
 			if j.policy.Name() == strategy.NewestBuild {
 				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != registry.TagSortNone {
@@ -375,7 +363,6 @@ func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUp
 		return
 	}
 	sum.Updated += len(changed)
-	sum.ApplicationsHit++
 	if persisted {
 		u.metrics.imagesUpdated(app, len(changed))
 		u.events.imagesUpdated(app, changed)
@@ -396,6 +383,24 @@ func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
 func isWarning(err error) bool {
 	var p appwatch.Problem
 	return errors.As(err, &p) && p.Warning
+}
+
+// MetadataFunc gives a strategy the registry's metadata of the tags of
+// ref's repository, for the given platforms.
+func MetadataFunc(reg Registry, ref registry.Reference, creds registry.CredentialRef, platforms []v1.Platform) strategy.MetadataFunc {
+	return func(ctx context.Context, tag string) (strategy.TagInfo, error) {
+		tagged, err := ref.WithTag(tag)
+		if err != nil {
+			return strategy.TagInfo{}, err
+		}
+		md, err := reg.Metadata(ctx, tagged, creds, platforms)
+		// An image without the wanted platform is not an error: its
+		// platforms make the strategy pass it over.
+		if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
+			return strategy.TagInfo{}, err
+		}
+		return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
+	}
 }
 
 // orderedMetadata stands in for registry metadata when registries.conf

@@ -1,8 +1,6 @@
 package writeback
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,34 +63,7 @@ func TestHelmValuesGolden(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join("testdata/helmvalues/original", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, changed, err := setHelmValues(name, src, tt.images)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.changed, changedAliases(changed)); diff != "" {
-				t.Errorf("changed (-want +got):\n%s", diff)
-			}
-			expectedPath := filepath.Join("testdata/helmvalues/expected", name)
-			if goldenUpdate() {
-				if err := os.WriteFile(expectedPath, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(expectedPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("edited file (-want +got):\n%s", diff)
-			}
-			again, changed, err := setHelmValues(name, got, tt.images)
-			if err != nil || len(changed) != 0 || string(again) != string(got) {
-				t.Errorf("second pass: changed %v, err %v", changedAliases(changed), err)
-			}
+			checkGolden(t, "testdata/helmvalues", name, tt.images, tt.changed, setHelmValues)
 		})
 	}
 }

@@ -45,36 +45,44 @@ func TestKustomizationGolden(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			src, err := os.ReadFile(filepath.Join("testdata/kustomization/original", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, changed, err := setKustomizationImages(name, src, tt.images)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.changed, changedAliases(changed)); diff != "" {
-				t.Errorf("changed (-want +got):\n%s", diff)
-			}
-			expectedPath := filepath.Join("testdata/kustomization/expected", name)
-			if goldenUpdate() {
-				if err := os.WriteFile(expectedPath, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(expectedPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("edited file (-want +got):\n%s", diff)
-			}
-			// A second pass finds nothing to do and returns the same bytes.
-			again, changed, err := setKustomizationImages(name, got, tt.images)
-			if err != nil || len(changed) != 0 || string(again) != string(got) {
-				t.Errorf("second pass: changed %v, err %v, same bytes %v", changedAliases(changed), err, string(again) == string(got))
-			}
+			checkGolden(t, "testdata/kustomization", name, tt.images, tt.changed, setKustomizationImages)
 		})
+	}
+}
+
+// checkGolden edits testdata/<dir>/original/<name> with edit and compares
+// the result with expected/<name> (rewritten when UPDATE_GOLDEN is set). A
+// second pass over the result must find nothing to do and keep the bytes.
+func checkGolden(t *testing.T, dir, name string, images []ImageUpdate, wantChanged []string,
+	edit func(name string, src []byte, images []ImageUpdate) ([]byte, []ImageUpdate, error)) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(dir, "original", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, changed, err := edit(name, src, images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantChanged, changedAliases(changed)); diff != "" {
+		t.Errorf("changed (-want +got):\n%s", diff)
+	}
+	expectedPath := filepath.Join(dir, "expected", name)
+	if goldenUpdate() {
+		if err := os.WriteFile(expectedPath, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(expectedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("edited file (-want +got):\n%s", diff)
+	}
+	again, changed, err := edit(name, got, images)
+	if err != nil || len(changed) != 0 || string(again) != string(got) {
+		t.Errorf("second pass: changed %v, err %v, same bytes %v", changedAliases(changed), err, string(again) == string(got))
 	}
 }
 

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"strings"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -148,25 +146,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	if err != nil {
 		return badInput(err)
 	}
-	v1Platforms := make([]v1.Platform, len(platforms))
-	for i, p := range platforms {
-		v1Platforms[i] = v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
-	}
-	meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
-		tagged, err := ref.WithTag(tag)
-		if err != nil {
-			return strategy.TagInfo{}, err
-		}
-		md, err := client.Metadata(ctx, tagged, creds, v1Platforms)
-		if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
-			return strategy.TagInfo{}, err
-		}
-		info := strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created}
-		for _, p := range md.Platforms {
-			info.Platforms = append(info.Platforms, strategy.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant})
-		}
-		return info, nil
-	}
+	meta := cycle.MetadataFunc(client, ref, creds, cycle.ToV1Platforms(platforms))
 	current := strategy.Current{Tag: ref.Tag(), Digest: ref.Digest()}
 	res, err := policy.Choose(ctx, tags, current, meta)
 	if err != nil {
