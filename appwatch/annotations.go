@@ -5,6 +5,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
 )
 
 // AnnotationPrefix starts every annotation the updater reads.
@@ -46,14 +52,16 @@ const (
 )
 
 // ImageSpec is one entry of the image-list annotation with its settings.
-// Values are as the user wrote them; the update cycle validates those that
-// need a registry or a strategy to make sense of.
+// The image names are parsed here, once; the other values are as the user
+// wrote them, and the update cycle validates those that need a strategy to
+// make sense of.
 type ImageSpec struct {
 	// Alias names the image in per-image annotation keys; may be empty.
 	Alias string
-	// Image is the reference without the constraint ("nginx",
-	// "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app").
-	Image string
+	// Image is the image without the constraint ("nginx",
+	// "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"); its
+	// OriginalName is the spelling written back.
+	Image imageref.Reference
 	// Constraint is what followed the image's last ':' (a semver range, or
 	// the tag the digest strategy follows).
 	Constraint string
@@ -63,18 +71,45 @@ type ImageSpec struct {
 	IgnoreTags  []string
 	ForceUpdate bool
 	PullSecret  string
-	Platforms   string
+	// Platforms are those the image must be built for; empty means the
+	// controller's default.
+	Platforms []v1.Platform
 
-	HelmImageName      string // Helm parameter receiving the image name
-	HelmImageTag       string // Helm parameter receiving the tag
-	HelmImageSpec      string // one Helm parameter receiving name:tag; overrides the two above
-	KustomizeImageName string // the image name a kustomize override replaces
+	HelmImageName string // Helm parameter receiving the image name (see HelmParameters)
+	HelmImageTag  string // Helm parameter receiving the tag (see HelmParameters)
+	HelmImageSpec string // one Helm parameter receiving name:tag; overrides the two above
+	// KustomizeImageName is the image name a Kustomize override replaces,
+	// when it is not Image (see KustomizeName).
+	KustomizeImageName imageref.Reference
 }
 
-// Key is how messages name the image: its alias, or the image itself.
+// Key is how messages name the image: its alias, or the image as written.
 func (s ImageSpec) Key() string {
 	if s.Alias != "" {
 		return s.Alias
+	}
+	return s.Image.OriginalName()
+}
+
+// HelmParameters names the Helm parameters receiving the image name and
+// its version: helm.image-name and helm.image-tag, each defaulting on its
+// own to the names most charts use. Unused when HelmImageSpec is set.
+func (s ImageSpec) HelmParameters() (name, tag string) {
+	name, tag = s.HelmImageName, s.HelmImageTag
+	if name == "" {
+		name = DefaultHelmImageName
+	}
+	if tag == "" {
+		tag = DefaultHelmImageTag
+	}
+	return name, tag
+}
+
+// KustomizeName is the image name whose Kustomize override the image's
+// version goes into: kustomize.image-name, else the image itself.
+func (s ImageSpec) KustomizeName() imageref.Reference {
+	if !s.KustomizeImageName.IsZero() {
+		return s.KustomizeImageName
 	}
 	return s.Image
 }
@@ -90,12 +125,55 @@ const (
 // WriteBackSpec is the Application-level write-back configuration.
 type WriteBackSpec struct {
 	Method WriteBackMethod
-	// GitSecret is "<namespace>/<name>" for git:secret:<namespace>/<name>;
-	// empty means Argo CD's repository credentials.
-	GitSecret     string
-	Target        string // write-back-target as written
+	// GitSecret names the Secret of git:secret:<namespace>/<name>; the
+	// zero value means Argo CD's repository credentials.
+	GitSecret     types.NamespacedName
+	Target        WriteBackTarget
 	GitBranch     string
 	GitRepository string
+}
+
+// TargetKind is the kind of file the git write-back edits.
+type TargetKind string
+
+const (
+	// TargetSourceOverrides is Argo CD's .argocd-source-<app>.yaml, the
+	// default.
+	TargetSourceOverrides TargetKind = ""
+	// TargetKustomization is the images list of a kustomization.
+	TargetKustomization TargetKind = "kustomization"
+	// TargetHelmValues is a Helm values file.
+	TargetHelmValues TargetKind = "helmvalues"
+)
+
+// WriteBackTarget is the write-back-target annotation, parsed.
+type WriteBackTarget struct {
+	Kind TargetKind
+	// Path is what followed "<kind>:", relative to the source path or,
+	// starting with '/', to the repository root; "" means the default
+	// (the source folder, or its values.yaml).
+	Path string
+}
+
+// String is the annotation value the target was read from.
+func (t WriteBackTarget) String() string {
+	if t.Path == "" {
+		return string(t.Kind)
+	}
+	return string(t.Kind) + ":" + t.Path
+}
+
+// ParseWriteBackTarget reads a write-back-target value.
+func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
+	if s == "" {
+		return WriteBackTarget{}, nil
+	}
+	kind, path, _ := strings.Cut(s, ":")
+	switch t := TargetKind(kind); t {
+	case TargetKustomization, TargetHelmValues:
+		return WriteBackTarget{Kind: t, Path: path}, nil
+	}
+	return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>] or helmvalues[:<file>]", s)
 }
 
 // Problem is something wrong with an Application's annotations. Image is
@@ -136,9 +214,11 @@ func Managed(annotations map[string]string) bool {
 	return ok
 }
 
-// ParseAnnotations reads the updater's annotations. It never fails as a
-// whole: a bad entry is a Problem that disables only what it concerns.
-func ParseAnnotations(annotations map[string]string) Annotations {
+// ParseAnnotations reads the updater's annotations; image names are read
+// with opts (registries.conf's default registry and namespace). It never
+// fails as a whole: a bad entry is a Problem that disables only what it
+// concerns.
+func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Annotations {
 	var a Annotations
 	get := func(key string) (string, bool) {
 		v, ok := annotations[AnnotationPrefix+key]
@@ -160,7 +240,7 @@ func ParseAnnotations(annotations map[string]string) Annotations {
 			}
 			continue
 		}
-		spec, err := parseImageEntry(entry)
+		spec, err := parseImageEntry(entry, opts)
 		if err != nil {
 			a.Problems = append(a.Problems, Problem{Image: entry, Annotation: AnnotationPrefix + KeyImageList, Message: err.Error()})
 			continue
@@ -175,7 +255,7 @@ func ParseAnnotations(annotations map[string]string) Annotations {
 			}
 			seenAlias[spec.Alias] = true
 		}
-		if ok := readImageSettings(&spec, get, &a.Problems); ok {
+		if ok := readImageSettings(&spec, get, opts, &a.Problems); ok {
 			a.Images = append(a.Images, spec)
 		}
 	}
@@ -186,7 +266,7 @@ func ParseAnnotations(annotations map[string]string) Annotations {
 // parseImageEntry splits "[<alias>=]<image>[:<constraint>]". The
 // constraint is what follows the first ':' of the last path element, so a
 // registry port ("localhost:5000/app") is not mistaken for one.
-func parseImageEntry(entry string) (ImageSpec, error) {
+func parseImageEntry(entry string, opts []imageref.Option) (ImageSpec, error) {
 	var spec ImageSpec
 	if alias, rest, ok := strings.Cut(entry, "="); ok {
 		spec.Alias = strings.TrimSpace(alias)
@@ -215,14 +295,18 @@ func parseImageEntry(entry string) (ImageSpec, error) {
 	if name == "" || strings.ContainsAny(name, " \t") {
 		return spec, fmt.Errorf("%q is not an image name", entry)
 	}
-	spec.Image = name
+	ref, err := imageref.Parse(name, opts...)
+	if err != nil {
+		return spec, err
+	}
+	spec.Image = ref
 	return spec, nil
 }
 
 // aliasKey is how an alias appears in annotation keys: '/' is written '_'.
 func aliasKey(alias string) string { return strings.ReplaceAll(alias, "/", "_") }
 
-func readImageSettings(spec *ImageSpec, get func(string) (string, bool), problems *[]Problem) bool {
+func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []imageref.Option, problems *[]Problem) bool {
 	// value reads "<alias>.<key>", falling back to the Application-wide "<key>".
 	value := func(key string) (string, string) {
 		if spec.Alias != "" {
@@ -259,21 +343,25 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), problem
 		}
 	}
 	spec.PullSecret, _ = value(KeyPullSecret)
-	spec.Platforms, _ = value(KeyPlatforms)
+	if v, key := value(KeyPlatforms); v != "" {
+		ps, err := platform.Parse(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		spec.Platforms = ps
+	}
 
 	if spec.Alias != "" {
 		prefix := aliasKey(spec.Alias) + "."
 		spec.HelmImageName, _ = get(prefix + KeyHelmImageName)
 		spec.HelmImageTag, _ = get(prefix + KeyHelmImageTag)
 		spec.HelmImageSpec, _ = get(prefix + KeyHelmImageSpec)
-		spec.KustomizeImageName, _ = get(prefix + KeyKustomizeImageName)
-	}
-	if spec.HelmImageSpec == "" {
-		if spec.HelmImageName == "" {
-			spec.HelmImageName = DefaultHelmImageName
-		}
-		if spec.HelmImageTag == "" {
-			spec.HelmImageTag = DefaultHelmImageTag
+		if name, _ := get(prefix + KeyKustomizeImageName); name != "" {
+			ref, err := imageref.Parse(name, opts...)
+			if err != nil {
+				fail(AnnotationPrefix+prefix+KeyKustomizeImageName, "%v", err)
+			}
+			spec.KustomizeImageName = ref
 		}
 	}
 	return ok
@@ -289,13 +377,14 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 		wb.Method = WriteBackGit
 	case strings.HasPrefix(method, "git:secret:"):
 		wb.Method = WriteBackGit
-		wb.GitSecret = strings.TrimPrefix(method, "git:secret:")
-		if ns, name, ok := strings.Cut(wb.GitSecret, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		ns, name, ok := strings.Cut(strings.TrimPrefix(method, "git:secret:"), "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
 			*problems = append(*problems, Problem{
 				Annotation: AnnotationPrefix + KeyWriteBackMethod,
 				Message:    fmt.Sprintf("%q must name a Secret as git:secret:<namespace>/<name>", method),
 			})
 		}
+		wb.GitSecret = types.NamespacedName{Namespace: ns, Name: name}
 	default:
 		*problems = append(*problems, Problem{
 			Annotation: AnnotationPrefix + KeyWriteBackMethod,
@@ -303,7 +392,7 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 		})
 		wb.Method = WriteBackArgoCD
 	}
-	wb.Target, _ = get(KeyWriteBackTarget)
+	target, _ := get(KeyWriteBackTarget)
 	wb.GitBranch, _ = get(KeyGitBranch)
 	wb.GitRepository, _ = get(KeyGitRepository)
 	if wb.Method == WriteBackArgoCD {
@@ -317,14 +406,9 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 			}
 		}
 	}
-	if wb.Target != "" {
-		kind, _, _ := strings.Cut(wb.Target, ":")
-		if kind != "kustomization" && kind != "helmvalues" {
-			*problems = append(*problems, Problem{
-				Annotation: AnnotationPrefix + KeyWriteBackTarget,
-				Message:    fmt.Sprintf("unknown target %q: use kustomization[:<dir>] or helmvalues[:<file>]", wb.Target),
-			})
-		}
+	var err error
+	if wb.Target, err = ParseWriteBackTarget(target); err != nil {
+		*problems = append(*problems, Problem{Annotation: AnnotationPrefix + KeyWriteBackTarget, Message: err.Error()})
 	}
 	return wb
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func ann(kv ...string) map[string]string {
@@ -18,17 +21,6 @@ func ann(kv ...string) map[string]string {
 const ecr = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
 
 func TestParseAnnotations(t *testing.T) {
-	defaults := func(s ImageSpec) ImageSpec {
-		if s.HelmImageSpec == "" {
-			if s.HelmImageName == "" {
-				s.HelmImageName = DefaultHelmImageName
-			}
-			if s.HelmImageTag == "" {
-				s.HelmImageTag = DefaultHelmImageTag
-			}
-		}
-		return s
-	}
 	tests := []struct {
 		name         string
 		annotations  map[string]string
@@ -47,10 +39,10 @@ func TestParseAnnotations(t *testing.T) {
 				"web.update-strategy", "semver",
 			),
 			wantImages: []ImageSpec{
-				defaults(ImageSpec{Alias: "app", Image: ecr + "/eks-app", Strategy: "semver"}),
-				defaults(ImageSpec{Alias: "web", Image: ecr + "/eks-web", Strategy: "semver"}),
+				{Alias: "app", Image: mustRef(ecr + "/eks-app"), Strategy: "semver"},
+				{Alias: "web", Image: mustRef(ecr + "/eks-web"), Strategy: "semver"},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackArgoCD, Target: "kustomization:../../main/overlays/production", GitBranch: "main"},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD, Target: WriteBackTarget{Kind: TargetKustomization, Path: "../../main/overlays/production"}, GitBranch: "main"},
 			wantProblems: []string{
 				"write-back-target: has no effect with write-back-method argocd",
 				"git-branch: has no effect",
@@ -70,11 +62,11 @@ func TestParseAnnotations(t *testing.T) {
 				"pinned.platforms", "linux/amd64,linux/arm64",
 			),
 			wantImages: []ImageSpec{
-				defaults(ImageSpec{Image: "nginx", Constraint: "~1.26", Strategy: "newest-build", AllowTags: "regexp:^v"}),
-				defaults(ImageSpec{Alias: "reg", Image: "localhost:5000/team/app", Constraint: "^2", Strategy: "semver", AllowTags: "regexp:^v",
-					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred"}),
-				defaults(ImageSpec{Alias: "pinned", Image: "ghcr.io/x/y", Constraint: "stable", Strategy: "digest", AllowTags: "regexp:^v", Platforms: "linux/amd64,linux/arm64"}),
-				defaults(ImageSpec{Alias: "plain", Image: "quay.io/org/app", Strategy: "newest-build", AllowTags: "regexp:^v"}),
+				{Image: mustRef("nginx"), Constraint: "~1.26", Strategy: "newest-build", AllowTags: "regexp:^v"},
+				{Alias: "reg", Image: mustRef("localhost:5000/team/app"), Constraint: "^2", Strategy: "semver", AllowTags: "regexp:^v",
+					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred"},
+				{Alias: "pinned", Image: mustRef("ghcr.io/x/y"), Constraint: "stable", Strategy: "digest", AllowTags: "regexp:^v", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}},
+				{Alias: "plain", Image: mustRef("quay.io/org/app"), Strategy: "newest-build", AllowTags: "regexp:^v"},
 			},
 			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
 		},
@@ -91,10 +83,10 @@ func TestParseAnnotations(t *testing.T) {
 				"git-branch", "main:image-updater-{{.SHA256}}",
 			),
 			wantImages: []ImageSpec{
-				{Alias: "org/app", Image: "example.com/org/app", HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag", KustomizeImageName: "original/app"},
-				{Alias: "spec", Image: "example.com/spec", HelmImageSpec: "images[1].image"},
+				{Alias: "org/app", Image: mustRef("example.com/org/app"), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag", KustomizeImageName: mustRef("original/app")},
+				{Alias: "spec", Image: mustRef("example.com/spec"), HelmImageSpec: "images[1].image"},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackGit, GitSecret: "argocd/git-creds", Target: "helmvalues:/charts/app/values.yaml", GitBranch: "main:image-updater-{{.SHA256}}"},
+			wantWB: WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "argocd", Name: "git-creds"}, Target: WriteBackTarget{Kind: TargetHelmValues, Path: "/charts/app/values.yaml"}, GitBranch: "main:image-updater-{{.SHA256}}"},
 		},
 		{
 			name: "bad entries affect only themselves",
@@ -105,8 +97,8 @@ func TestParseAnnotations(t *testing.T) {
 				"ghost.update-strategy", "semver",
 			),
 			wantImages: []ImageSpec{
-				defaults(ImageSpec{Alias: "good", Image: "nginx"}),
-				defaults(ImageSpec{Alias: "dup", Image: "a"}),
+				{Alias: "good", Image: mustRef("nginx")},
+				{Alias: "dup", Image: mustRef("a")},
 			},
 			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
 			wantProblems: []string{
@@ -121,22 +113,22 @@ func TestParseAnnotations(t *testing.T) {
 		{
 			name:         "bad write-back method",
 			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),
-			wantImages:   []ImageSpec{defaults(ImageSpec{Image: "nginx"})},
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
 			wantWB:       WriteBackSpec{Method: WriteBackArgoCD},
 			wantProblems: []string{`unknown method "svn"`},
 		},
 		{
 			name:         "bad git secret and target",
 			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "values.yaml"),
-			wantImages:   []ImageSpec{defaults(ImageSpec{Image: "nginx"})},
-			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: "nonamespace", Target: "values.yaml"},
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "nonamespace"}},
 			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "values.yaml"`},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ParseAnnotations(tt.annotations)
-			if diff := cmp.Diff(tt.wantImages, got.Images); diff != "" {
+			if diff := cmp.Diff(tt.wantImages, got.Images, cmpRefs); diff != "" {
 				t.Errorf("images (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantWB, got.WriteBack); diff != "" {
@@ -162,7 +154,7 @@ func FuzzParseAnnotations(f *testing.F) {
 		a := ParseAnnotations(ann("image-list", list, alias+".update-strategy", strategy, "write-back-method", method))
 		seen := map[string]bool{}
 		for _, img := range a.Images {
-			if img.Image == "" {
+			if img.Image.IsZero() {
 				t.Fatalf("image with empty name from %q", list)
 			}
 			if img.Alias != "" {
@@ -177,3 +169,16 @@ func FuzzParseAnnotations(f *testing.F) {
 		}
 	})
 }
+
+func mustRef(s string, opts ...imageref.Option) imageref.Reference {
+	r, err := imageref.Parse(s, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// cmpRefs compares references by what they name and how they were written.
+var cmpRefs = cmp.Comparer(func(a, b imageref.Reference) bool {
+	return a.Equal(b) && a.Original() == b.Original()
+})

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 // SourceType is how Argo CD renders a source.
@@ -52,15 +54,17 @@ type Application struct {
 // Key is "namespace/name".
 func (a *Application) Key() string { return a.Namespace + "/" + a.Name }
 
-// FromUnstructured reads an Application. Only the fields the updater needs
-// are read, straight from the unstructured object: it is cheap enough to run
-// for every Application every cycle, and writes go through the unstructured
-// object so that fields unknown to Argo CD's Go types are never lost.
-func FromUnstructured(obj *unstructured.Unstructured) (*Application, error) {
+// FromUnstructured reads an Application; image names are read with opts
+// (registries.conf's default registry and namespace). Only the fields the
+// updater needs are read, straight from the unstructured object: it is
+// cheap enough to run for every Application every cycle, and writes go
+// through the unstructured object so that fields unknown to Argo CD's Go
+// types are never lost.
+func FromUnstructured(obj *unstructured.Unstructured, opts ...imageref.Option) (*Application, error) {
 	app := &Application{
 		Namespace:   obj.GetNamespace(),
 		Name:        obj.GetName(),
-		Annotations: ParseAnnotations(obj.GetAnnotations()),
+		Annotations: ParseAnnotations(obj.GetAnnotations(), opts...),
 		Object:      obj,
 	}
 	// Status is Argo CD's to write; a part we cannot read only costs us
@@ -156,93 +160,56 @@ func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
 	return *first, true
 }
 
-// CurrentVersion is the version ("tag" or "tag@digest") the source's
-// overrides already set for the image.
-func (s Source) CurrentVersion(img ImageSpec) (string, bool) {
+// CurrentVersion is the version the source's overrides already set for
+// the image. Kustomize entries are matched by name as the image matches
+// every spelling of itself (imageref.Reference.MatchesName), so
+// "docker.io/library/nginx" in the overrides is the image "nginx".
+func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 	switch s.Type {
 	case SourceKustomize:
-		name := img.KustomizeImageName
-		if name == "" {
-			name = img.Image
-		}
-		// Kustomize matches names literally, and so does the write-back;
-		// reading them the same way keeps the two in step.
+		name := img.KustomizeName()
 		for _, entry := range s.KustomizeImages {
 			orig, _, version := SplitKustomizeImage(entry)
-			if orig == name {
-				return version, version != ""
+			if name.MatchesName(orig) {
+				return version, !version.IsZero()
 			}
 		}
 	case SourceHelm:
 		if img.HelmImageSpec != "" {
 			v, ok := s.HelmParameters[img.HelmImageSpec]
 			if !ok {
-				return "", false
+				return imageref.Version{}, false
 			}
-			_, version := SplitImage(v)
-			return version, version != ""
+			_, version := imageref.Split(v)
+			return version, !version.IsZero()
 		}
-		v, ok := s.HelmParameters[img.HelmImageTag]
-		return v, ok && v != ""
+		_, param := img.HelmParameters()
+		v, ok := s.HelmParameters[param]
+		return imageref.ParseVersion(v), ok && v != ""
 	}
-	return "", false
+	return imageref.Version{}, false
 }
 
-// RunningVersion is the version of the image among the running images.
-func (a *Application) RunningVersion(img ImageSpec) (string, bool) {
+// RunningVersion is the version of the image among the running images,
+// matched by name as CurrentVersion matches overrides.
+func (a *Application) RunningVersion(img ImageSpec) (imageref.Version, bool) {
 	for _, running := range a.RunningImages {
-		name, version := SplitImage(running)
-		if sameImage(name, img.Image) {
+		if img.Image.MatchesName(running) {
+			_, version := imageref.Split(running)
 			return version, true
 		}
 	}
-	return "", false
+	return imageref.Version{}, false
 }
 
 // SplitKustomizeImage splits a kustomize images entry
 // "[<orig>=]<name>[:<tag>][@<digest>]" into the original name, the new name
-// and the version ("tag", "tag@digest" or "@digest" as "digest").
-func SplitKustomizeImage(entry string) (orig, name, version string) {
+// and the version.
+func SplitKustomizeImage(entry string) (orig, name string, version imageref.Version) {
 	if o, rest, ok := strings.Cut(entry, "="); ok {
-		name, version = SplitImage(rest)
+		name, version = imageref.Split(rest)
 		return o, name, version
 	}
-	name, version = SplitImage(entry)
+	name, version = imageref.Split(entry)
 	return name, name, version
-}
-
-// SplitImage splits "<name>[:<tag>][@<digest>]" into the name and the
-// version. A registry port ("localhost:5000/app") is part of the name.
-func SplitImage(ref string) (name, version string) {
-	name, digest, hasDigest := strings.Cut(ref, "@")
-	tag := ""
-	lastSlash := strings.LastIndex(name, "/")
-	if colon := strings.LastIndex(name, ":"); colon > lastSlash {
-		name, tag = name[:colon], name[colon+1:]
-	}
-	switch {
-	case hasDigest && tag != "":
-		version = tag + "@" + digest
-	case hasDigest:
-		version = digest
-	default:
-		version = tag
-	}
-	return name, version
-}
-
-// sameImage compares image names the way users write them: "nginx",
-// "library/nginx" and "docker.io/library/nginx" are one image.
-func sameImage(a, b string) bool {
-	return normalizeName(a) == normalizeName(b)
-}
-
-func normalizeName(n string) string {
-	n = strings.TrimPrefix(n, "index.docker.io/")
-	n = strings.TrimPrefix(n, "registry-1.docker.io/")
-	n = strings.TrimPrefix(n, "docker.io/")
-	if !strings.Contains(n, "/") {
-		return "library/" + n
-	}
-	return n
 }

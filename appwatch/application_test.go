@@ -3,27 +3,25 @@ package appwatch
 import (
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-func TestSplitImage(t *testing.T) {
-	tests := []struct{ in, name, version string }{
-		{"nginx", "nginx", ""},
-		{"nginx:1.27", "nginx", "1.27"},
-		{"localhost:5000/app", "localhost:5000/app", ""},
-		{"localhost:5000/app:v1", "localhost:5000/app", "v1"},
-		{"ghcr.io/x/y:stable@sha256:abc", "ghcr.io/x/y", "stable@sha256:abc"},
-		{"ghcr.io/x/y@sha256:abc", "ghcr.io/x/y", "sha256:abc"},
+func TestSplitKustomizeImage(t *testing.T) {
+	tests := []struct{ in, orig, name, version string }{
+		{"nginx", "nginx", "nginx", ""},
+		{"nginx=registry.local:5000/mirror/nginx:1.27", "nginx", "registry.local:5000/mirror/nginx", "1.27"},
+		{"localhost:5000/app:v1@sha256:abc", "localhost:5000/app", "localhost:5000/app", "v1@sha256:abc"},
+		{"ghcr.io/x/y@sha256:abc", "ghcr.io/x/y", "ghcr.io/x/y", "sha256:abc"},
+		{"localhost:5000/app:1.0", "localhost:5000/app", "localhost:5000/app", "1.0"},
+		{"localhost:5000/a=localhost:5000/b:1", "localhost:5000/a", "localhost:5000/b", "1"},
+		{"nginx=nginx", "nginx", "nginx", ""},
 	}
 	for _, tt := range tests {
-		name, version := SplitImage(tt.in)
-		if name != tt.name || version != tt.version {
-			t.Errorf("SplitImage(%q) = %q, %q; want %q, %q", tt.in, name, version, tt.name, tt.version)
+		orig, name, version := SplitKustomizeImage(tt.in)
+		if orig != tt.orig || name != tt.name || version.String() != tt.version {
+			t.Errorf("SplitKustomizeImage(%q) = %q %q %q", tt.in, orig, name, version)
 		}
-	}
-	orig, name, version := SplitKustomizeImage("nginx=registry.local:5000/mirror/nginx:1.27")
-	if orig != "nginx" || name != "registry.local:5000/mirror/nginx" || version != "1.27" {
-		t.Errorf("SplitKustomizeImage = %q %q %q", orig, name, version)
 	}
 }
 
@@ -43,7 +41,7 @@ func app(t *testing.T, spec, status map[string]any) *Application {
 }
 
 func TestSourcesAndVersions(t *testing.T) {
-	img := ImageSpec{Alias: "app", Image: "example.com/app", HelmImageName: DefaultHelmImageName, HelmImageTag: DefaultHelmImageTag}
+	img := ImageSpec{Alias: "app", Image: mustRef("example.com/app"), HelmImageName: DefaultHelmImageName, HelmImageTag: DefaultHelmImageTag}
 
 	t.Run("kustomize override wins over running image", func(t *testing.T) {
 		a := app(t, map[string]any{"source": map[string]any{
@@ -54,10 +52,10 @@ func TestSourcesAndVersions(t *testing.T) {
 		if !ok || src.Index != -1 || src.Type != SourceKustomize {
 			t.Fatalf("target source %+v %v", src, ok)
 		}
-		if v, ok := src.CurrentVersion(img); !ok || v != "v0.0.2" {
+		if v, ok := src.CurrentVersion(img); !ok || v.String() != "v0.0.2" {
 			t.Errorf("current version %q %v", v, ok)
 		}
-		if v, ok := a.RunningVersion(img); !ok || v != "v0.0.1" {
+		if v, ok := a.RunningVersion(img); !ok || v.String() != "v0.0.1" {
 			t.Errorf("running version %q %v", v, ok)
 		}
 	})
@@ -83,7 +81,7 @@ func TestSourcesAndVersions(t *testing.T) {
 		if !ok || src.Index != 2 {
 			t.Fatalf("target source %+v %v", src, ok)
 		}
-		other := ImageSpec{Image: "example.com/other", HelmImageName: DefaultHelmImageName, HelmImageTag: DefaultHelmImageTag}
+		other := ImageSpec{Image: mustRef("example.com/other"), HelmImageName: DefaultHelmImageName, HelmImageTag: DefaultHelmImageTag}
 		if src, ok := a.TargetSource(other); !ok || src.Index != 1 {
 			t.Errorf("first writable source for a new image: %+v %v", src, ok)
 		}
@@ -94,18 +92,37 @@ func TestSourcesAndVersions(t *testing.T) {
 			map[string]any{"name": "images[1].image", "value": "example.com/app:2.0.0"},
 		}}}}, nil)
 		src, _ := a.TargetSource(img)
-		if v, _ := src.CurrentVersion(img); v != "1.2.3" {
+		if v, _ := src.CurrentVersion(img); v.String() != "1.2.3" {
 			t.Errorf("tag parameter version %q", v)
 		}
-		spec := ImageSpec{Image: "example.com/app", HelmImageSpec: "images[1].image"}
-		if v, _ := src.CurrentVersion(spec); v != "2.0.0" {
+		spec := ImageSpec{Image: mustRef("example.com/app"), HelmImageSpec: "images[1].image"}
+		if v, _ := src.CurrentVersion(spec); v.String() != "2.0.0" {
 			t.Errorf("image-spec parameter version %q", v)
+		}
+	})
+	t.Run("kustomize entries in any spelling of the image", func(t *testing.T) {
+		nginx := ImageSpec{Image: mustRef("nginx")}
+		for _, entry := range []string{"nginx:1.26", "docker.io/library/nginx:1.26", "index.docker.io/nginx:1.26", "library/nginx:1.26"} {
+			a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p",
+				"kustomize": map[string]any{"images": []any{"other:1", entry}}}}, nil)
+			if v, ok := a.Sources[0].CurrentVersion(nginx); !ok || v.String() != "1.26" {
+				t.Errorf("%s: current version %q %v", entry, v, ok)
+			}
+		}
+	})
+	t.Run("running images under registries.conf defaults", func(t *testing.T) {
+		opts := []imageref.Option{imageref.WithDefaultRegistry("registry.example.com"), imageref.WithDefaultNamespace("team")}
+		spec := ImageSpec{Image: mustRef("app", opts...)}
+		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p"}},
+			map[string]any{"summary": map[string]any{"images": []any{"docker.io/library/app:9", "Registry.Example.com/team/app:1.2"}}})
+		if v, ok := a.RunningVersion(spec); !ok || v.String() != "1.2" {
+			t.Errorf("running version %q %v", v, ok)
 		}
 	})
 	t.Run("docker hub names", func(t *testing.T) {
 		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p"}},
 			map[string]any{"summary": map[string]any{"images": []any{"docker.io/library/nginx:1.27.0"}}})
-		if v, ok := a.RunningVersion(ImageSpec{Image: "nginx"}); !ok || v != "1.27.0" {
+		if v, ok := a.RunningVersion(ImageSpec{Image: mustRef("nginx")}); !ok || v.String() != "1.27.0" {
 			t.Errorf("running version %q %v", v, ok)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,7 +20,9 @@ import (
 )
 
 // ApplicationsResource is Argo CD's Application resource.
-var ApplicationsResource = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+func ApplicationsResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+}
 
 // Watcher keeps an up-to-date view of the managed Applications through
 // informers: one list and a watch per namespace at start, not a list per
@@ -98,7 +101,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 0, ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = selector
 		})
-		informer := factory.ForResource(ApplicationsResource).Informer()
+		informer := factory.ForResource(ApplicationsResource()).Informer()
 		if err := informer.SetTransform(trimApplication); err != nil {
 			return err
 		}
@@ -122,9 +125,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 }
 
 // Applications returns the managed Applications, sorted by namespace and
-// name. Their Object fields are shared with the informer and must not be
-// modified.
-func (w *Watcher) Applications() []*Application {
+// name, with image names read with opts (see FromUnstructured). Their
+// Object fields are shared with the informer and must not be modified.
+func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
 	var apps []*Application
 	for _, inf := range w.informers {
 		for _, item := range inf.GetStore().List() {
@@ -132,7 +135,7 @@ func (w *Watcher) Applications() []*Application {
 			if !ok || !Managed(obj.GetAnnotations()) || !w.nameMatches(obj.GetName()) {
 				continue
 			}
-			app, err := FromUnstructured(obj)
+			app, err := FromUnstructured(obj, opts...)
 			if err != nil {
 				w.logger.Warn("cannot read Application", "application", obj.GetNamespace()+"/"+obj.GetName(), "error", err)
 				continue

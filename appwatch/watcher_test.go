@@ -35,7 +35,7 @@ func TestWatcher(t *testing.T) {
 	managed := ann("image-list", "app=example.com/app")
 	create := func(obj *unstructured.Unstructured) {
 		t.Helper()
-		if _, err := dyn.Resource(ApplicationsResource).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(ApplicationsResource()).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,12 +71,12 @@ func TestWatcher(t *testing.T) {
 	}
 
 	// A change reaches the view without a new list.
-	obj, err := dyn.Resource(ApplicationsResource).Namespace("argocd").Get(ctx, "main-staging", metav1.GetOptions{})
+	obj, err := dyn.Resource(ApplicationsResource()).Namespace("argocd").Get(ctx, "main-staging", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj.SetAnnotations(nil)
-	if _, err := dyn.Resource(ApplicationsResource).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(ApplicationsResource()).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return len(keys()) == 1 })

@@ -595,7 +595,7 @@ func (res *scenarioResult) phase(name string) *phaseResult {
 // checkApplications reads every argocd Application back and compares its
 // override (or running image) with the model.
 func checkApplications(ctx context.Context, dyn dynamic.Interface, w *workload) error {
-	list, err := dyn.Resource(appwatch.ApplicationsResource).Namespace(argocdNS).List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(argocdNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -623,7 +623,7 @@ func checkApplications(ctx context.Context, dyn dynamic.Interface, w *workload) 
 			if !ok {
 				got, _ = app.RunningVersion(spec)
 			}
-			if want := e.Current.String(); got != want {
+			if want := e.Current.String(); got.String() != want {
 				errs = append(errs, fmt.Errorf("%s image %s is %q, want %q", a.Name, e.Alias, got, want))
 			}
 		}
@@ -708,7 +708,7 @@ func createSecrets(t *testing.T, k *testenv.Kube, reg *testenv.Registry, g *test
 
 // createApplications creates the Applications, several at a time.
 func createApplications(ctx context.Context, dyn dynamic.Interface, w *workload) error {
-	apps := dyn.Resource(appwatch.ApplicationsResource).Namespace(argocdNS)
+	apps := dyn.Resource(appwatch.ApplicationsResource()).Namespace(argocdNS)
 	work := make(chan *application)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup

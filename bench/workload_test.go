@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -75,7 +76,7 @@ type imageEntry struct {
 	Constraint string
 	AllowTags  string
 	Creds      string // pull-secret; "" means the registries.conf entry's
-	Current    strategy.Current
+	Current    imageref.Version
 	// Helm parameter names; empty for Kustomize sources.
 	HelmName, HelmTag, HelmSpec string
 	policy                      *strategy.Policy
@@ -226,7 +227,7 @@ func newWorkload(s size, host, gitURL string) (*workload, error) {
 		for _, e := range a.Images {
 			p, err := strategy.New(strategy.Settings{
 				Strategy: e.Strategy, Constraint: e.Constraint, AllowTags: e.AllowTags,
-				Platforms: []strategy.Platform{{OS: platform.OS, Architecture: platform.Architecture}},
+				Platforms: []v1.Platform{{OS: platform.OS, Architecture: platform.Architecture}},
 			})
 			if err != nil {
 				return nil, fmt.Errorf("application %s image %s: %w", a.Name, e.Alias, err)
@@ -239,7 +240,7 @@ func newWorkload(s size, host, gitURL string) (*workload, error) {
 			if res.Tag == "" {
 				return nil, fmt.Errorf("application %s image %s: nothing qualifies: %s", a.Name, e.Alias, res.Reason)
 			}
-			e.Current = strategy.Current{Tag: res.Tag, Digest: res.Digest}
+			e.Current = imageref.Version{Tag: res.Tag, Digest: res.Digest}
 			if e.Strategy != "digest" {
 				e.Current.Digest = ""
 			}
@@ -317,7 +318,7 @@ func (w *workload) choose(e *imageEntry) (strategy.Result, error) {
 			return strategy.TagInfo{}, fmt.Errorf("no tag %s", tag)
 		}
 		return strategy.TagInfo{Tag: tag, Digest: img.digest, Created: img.created,
-			Platforms: []strategy.Platform{{OS: platform.OS, Architecture: platform.Architecture}}}, nil
+			Platforms: []v1.Platform{{OS: platform.OS, Architecture: platform.Architecture}}}, nil
 	}
 	return e.policy.Choose(context.Background(), e.Repo.Tags, e.Current, meta)
 }
@@ -465,7 +466,7 @@ func (w *workload) settle() error {
 				return err
 			}
 			if res.Update {
-				e.Current = strategy.Current{Tag: res.Tag, Digest: res.Digest}
+				e.Current = imageref.Version{Tag: res.Tag, Digest: res.Digest}
 				if e.Strategy != "digest" {
 					e.Current.Digest = ""
 				}
@@ -560,7 +561,7 @@ func (w *workload) object(a *application) *unstructured.Unstructured {
 	}}
 }
 
-func imageWithVersion(ref string, c strategy.Current) string {
+func imageWithVersion(ref string, c imageref.Version) string {
 	switch {
 	case c.Tag != "" && c.Digest != "":
 		return ref + ":" + c.Tag + "@" + c.Digest

@@ -150,7 +150,7 @@ func application(name string, annotations map[string]string, spec map[string]any
 func (w *world) create(t *testing.T, objs ...*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objs {
-		if _, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(obj.GetNamespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(obj.GetNamespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +170,7 @@ func (w *world) create(t *testing.T, objs ...*unstructured.Unstructured) {
 
 func (w *world) get(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

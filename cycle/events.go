@@ -85,11 +85,7 @@ func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []write
 	}
 	lines := make([]string, 0, len(changed))
 	for _, c := range changed {
-		to := c.NewTag
-		if c.NewDigest != "" {
-			to += "@" + c.NewDigest
-		}
-		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Image, c.OldTag, to))
+		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Image.OriginalName(), c.Old, c.New))
 	}
 	sort.Strings(lines)
 	e.recorder.Event(app.Object, corev1.EventTypeNormal, ReasonImagesUpdated,

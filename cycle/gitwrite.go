@@ -32,7 +32,7 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (writeback.GitUpdate, 
 		TargetRevision:      au.source.TargetRevision,
 		Branch:              wb.GitBranch,
 		SourcePath:          au.source.Path,
-		SourceType:          string(au.source.Type),
+		SourceType:          au.source.Type,
 		Target:              wb.Target,
 		CredentialsSecret:   wb.GitSecret,
 		Images:              au.changes,
@@ -45,7 +45,7 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 		return
 	}
 	var batch []writeback.GitUpdate
-	byKey := map[string]*appUpdate{}
+	var batched []*appUpdate
 	for _, au := range updates {
 		if u.git == nil {
 			u.writeFailed(au, fmt.Errorf("write-back-method git is not configured in this controller"), sum)
@@ -57,16 +57,14 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 			continue
 		}
 		batch = append(batch, gu)
-		byKey[au.app.Key()] = au
+		batched = append(batched, au)
 	}
 	if len(batch) == 0 {
 		return
 	}
-	for _, res := range u.git.Write(ctx, batch) {
-		au := byKey[res.Namespace+"/"+res.Name]
-		if au == nil {
-			continue
-		}
+	// Write answers in the order of the batch.
+	for i, res := range u.git.Write(ctx, batch) {
+		au := batched[i]
 		if res.Err != nil {
 			u.writeFailed(au, res.Err, sum)
 			continue

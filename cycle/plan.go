@@ -7,6 +7,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -15,12 +16,12 @@ import (
 type job struct {
 	app       *appwatch.Application
 	spec      appwatch.ImageSpec
-	ref       registry.Reference
+	ref       imageref.Reference
 	creds     registry.CredentialRef
 	policy    *strategy.Policy
 	platforms []v1.Platform
 	source    appwatch.Source
-	current   strategy.Current
+	current   imageref.Version
 }
 
 // repoKey identifies one tag listing: the same repository read with the
@@ -73,32 +74,24 @@ func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPla
 }
 
 func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry.Config, defaultPlatforms []v1.Platform) (*job, string, error) {
-	ref, err := registry.ParseReference(spec.Image, cfg.ReferenceOptions()...)
-	if err != nil {
-		return nil, "", err
-	}
+	ref := spec.Image
 	var creds registry.CredentialRef
+	var err error
 	if spec.PullSecret != "" {
 		if creds, err = registry.ParseCredentialRef(spec.PullSecret); err != nil {
 			return nil, "", fmt.Errorf("pull-secret: %w", err)
 		}
 	}
-	platforms := defaultPlatforms
-	var strategyPlatforms []strategy.Platform
-	if spec.Platforms != "" {
-		if strategyPlatforms, err = strategy.ParsePlatforms(spec.Platforms); err != nil {
-			return nil, "", err
-		}
-		platforms = ToV1Platforms(strategyPlatforms)
-	} else {
-		strategyPlatforms = toStrategyPlatforms(defaultPlatforms)
+	platforms := spec.Platforms
+	if len(platforms) == 0 {
+		platforms = defaultPlatforms
 	}
 	policy, err := strategy.New(strategy.Settings{
 		Strategy:   spec.Strategy,
 		Constraint: spec.Constraint,
 		AllowTags:  spec.AllowTags,
 		IgnoreTags: spec.IgnoreTags,
-		Platforms:  strategyPlatforms,
+		Platforms:  platforms,
 	})
 	if err != nil {
 		return nil, "", err
@@ -120,17 +113,12 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry
 	// What runs now: the override the Application already holds wins over
 	// the running image, so a version written but not yet synced by Argo CD
 	// is not written again.
-	version, found := source.CurrentVersion(spec)
+	current, found := source.CurrentVersion(spec)
 	if !found {
-		version, found = app.RunningVersion(spec)
+		current, found = app.RunningVersion(spec)
 	}
 	if !found && !spec.ForceUpdate {
 		return nil, "not running in the Application (set force-update to update it anyway)", nil
-	}
-	current := strategy.Current{}
-	current.Tag, current.Digest, _ = strings.Cut(version, "@")
-	if strings.HasPrefix(current.Tag, "sha256:") {
-		current.Tag, current.Digest = "", current.Tag
 	}
 	return &job{app: app, spec: spec, ref: ref, creds: creds, policy: policy, platforms: platforms, source: source, current: current}, "", nil
 }
@@ -148,21 +136,4 @@ func sourceTypes(app *appwatch.Application) string {
 		return "none"
 	}
 	return strings.Join(types, ", ")
-}
-
-// ToV1Platforms converts strategy platforms to registry ones.
-func ToV1Platforms(ps []strategy.Platform) []v1.Platform {
-	out := make([]v1.Platform, len(ps))
-	for i, p := range ps {
-		out[i] = v1.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
-	}
-	return out
-}
-
-func toStrategyPlatforms(ps []v1.Platform) []strategy.Platform {
-	out := make([]strategy.Platform, len(ps))
-	for i, p := range ps {
-		out[i] = strategy.Platform{OS: p.OS, Architecture: p.Architecture, Variant: p.Variant}
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -22,7 +23,7 @@ func TestOrderedMetadata(t *testing.T) {
 		{registry.TagSortLatestLast, "build-20"},
 	}
 	for _, tt := range tests {
-		res, err := policy.Choose(context.Background(), tags, strategy.Current{Tag: "build-10"}, orderedMetadata(tags, tt.mode))
+		res, err := policy.Choose(context.Background(), tags, imageref.Version{Tag: "build-10"}, orderedMetadata(tags, tt.mode))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,22 +14,24 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
-// Applications is where the cycle finds the managed Applications.
+// Applications is where the cycle finds the managed Applications, with
+// image names read with opts.
 type Applications interface {
-	Applications() []*appwatch.Application
+	Applications(opts ...imageref.Option) []*appwatch.Application
 }
 
 // Registry answers questions about image repositories.
 type Registry interface {
-	Tags(ctx context.Context, ref registry.Reference, creds registry.CredentialRef) ([]string, error)
-	Metadata(ctx context.Context, ref registry.Reference, creds registry.CredentialRef, platforms []v1.Platform) (registry.ImageMetadata, error)
+	Tags(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef) ([]string, error)
+	Metadata(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef, platforms []v1.Platform) (registry.ImageMetadata, error)
 	// Endpoint is the registries.conf entry that serves ref.
-	Endpoint(ref registry.Reference) registry.Endpoint
+	Endpoint(ref imageref.Reference) registry.Endpoint
 }
 
 // ApplicationWriter writes new versions into an Application itself.
@@ -153,7 +155,7 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	cfg := u.config()
 
 	// 1. plan
-	apps := u.apps.Applications()
+	apps := u.apps.Applications(cfg.ReferenceOptions()...)
 	sum := Summary{Applications: len(apps)}
 	var jobs []*job
 	for _, app := range apps {
@@ -284,15 +286,9 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			order = append(order, app.Key())
 		}
 		au.changes = append(au.changes, writeback.ImageUpdate{
-			Alias:              o.job.spec.Alias,
-			Image:              o.job.spec.Image,
-			KustomizeImageName: o.job.spec.KustomizeImageName,
-			HelmImageName:      o.job.spec.HelmImageName,
-			HelmImageTag:       o.job.spec.HelmImageTag,
-			HelmImageSpec:      o.job.spec.HelmImageSpec,
-			NewTag:             o.result.Tag,
-			NewDigest:          pinnedDigest(o.job.policy, o.result),
-			OldTag:             o.job.current.String(),
+			ImageSpec: o.job.spec,
+			New:       newVersion(o.job.policy, o.result),
+			Old:       o.job.current,
 		})
 	}
 	sort.Strings(order)
@@ -322,7 +318,7 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 				Namespace:   au.app.Namespace,
 				Name:        au.app.Name,
 				SourceIndex: au.source.Index,
-				SourceType:  string(au.source.Type),
+				SourceType:  au.source.Type,
 				Images:      au.changes,
 			})
 			mu.Lock()
@@ -341,8 +337,8 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 
 func (u *Updater) logChanges(au *appUpdate) {
 	for _, c := range au.changes {
-		u.logger.Info("new version", "application", au.app.Key(), "image", c.Image, "alias", c.Alias,
-			"from", c.OldTag, "to", strategy.Current{Tag: c.NewTag, Digest: c.NewDigest}.String(),
+		u.logger.Info("new version", "application", au.app.Key(), "image", c.Image.OriginalName(), "alias", c.Alias,
+			"from", c.Old.String(), "to", c.New.String(),
 			"writeBack", au.app.Annotations.WriteBack.Method, "dryRun", u.dryRun)
 	}
 }
@@ -387,7 +383,7 @@ func isWarning(err error) bool {
 
 // MetadataFunc gives a strategy the registry's metadata of the tags of
 // ref's repository, for the given platforms.
-func MetadataFunc(reg Registry, ref registry.Reference, creds registry.CredentialRef, platforms []v1.Platform) strategy.MetadataFunc {
+func MetadataFunc(reg Registry, ref imageref.Reference, creds registry.CredentialRef, platforms []v1.Platform) strategy.MetadataFunc {
 	return func(ctx context.Context, tag string) (strategy.TagInfo, error) {
 		tagged, err := ref.WithTag(tag)
 		if err != nil {
@@ -399,7 +395,7 @@ func MetadataFunc(reg Registry, ref registry.Reference, creds registry.Credentia
 		if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
 			return strategy.TagInfo{}, err
 		}
-		return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: toStrategyPlatforms(md.Platforms)}, nil
+		return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: md.Platforms}, nil
 	}
 }
 
@@ -427,12 +423,12 @@ func orderedMetadata(tags []string, mode registry.TagSortMode) strategy.Metadata
 	}
 }
 
-// pinnedDigest is the digest written with the tag: only the digest strategy
-// pins one, since following a mutable tag means following its digest;
-// other strategies write tags, as users of Argo CD Image Updater expect.
-func pinnedDigest(p *strategy.Policy, r strategy.Result) string {
+// newVersion is the version written: only the digest strategy pins a
+// digest, since following a mutable tag means following its digest; other
+// strategies write tags, as users of Argo CD Image Updater expect.
+func newVersion(p *strategy.Policy, r strategy.Result) imageref.Version {
 	if p.Name() == strategy.Digest {
-		return r.Digest
+		return r.Version()
 	}
-	return ""
+	return imageref.Version{Tag: r.Tag}
 }

@@ -148,7 +148,7 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 		t.Fatal(err)
 	}
 	for _, name := range []string{"main", "main-git"} {
-		obj, err := dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,14 +157,15 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 			t.Fatal(err)
 		}
 		for _, img := range a.Annotations.Images {
-			r := row{app: name, method: string(a.Annotations.WriteBack.Method), image: img.Image}
-			r.tag, _ = a.RunningVersion(img)
+			r := row{app: name, method: string(a.Annotations.WriteBack.Method), image: img.Image.OriginalName()}
+			running, _ := a.RunningVersion(img)
+			r.tag = running.String()
 			if v, ok := a.Sources[0].CurrentVersion(img); ok && a.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
-				r.tag = v
+				r.tag = v.String()
 			}
 			if a.Annotations.WriteBack.Method == appwatch.WriteBackGit {
 				for _, ki := range k.Images {
-					if ki.Name == img.Image {
+					if img.Image.MatchesName(ki.Name) {
 						r.tag = ki.NewTag
 					}
 				}
@@ -196,7 +197,7 @@ func createApp(t *testing.T, dyn dynamic.Interface, name, repoURL string, annota
 		},
 		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": imgs}},
 	}}
-	if _, err := dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -60,6 +60,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -262,19 +263,19 @@ func checkRegistriesConfError(b, exp block) error {
 // Application's settings alone cause.
 type staticApps []*appwatch.Application
 
-func (a staticApps) Applications() []*appwatch.Application { return a }
+func (a staticApps) Applications(...imageref.Option) []*appwatch.Application { return a }
 
 type emptyRegistry struct{}
 
-func (emptyRegistry) Tags(context.Context, registry.Reference, registry.CredentialRef) ([]string, error) {
+func (emptyRegistry) Tags(context.Context, imageref.Reference, registry.CredentialRef) ([]string, error) {
 	return nil, nil
 }
 
-func (emptyRegistry) Metadata(context.Context, registry.Reference, registry.CredentialRef, []v1.Platform) (registry.ImageMetadata, error) {
+func (emptyRegistry) Metadata(context.Context, imageref.Reference, registry.CredentialRef, []v1.Platform) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
 }
 
-func (emptyRegistry) Endpoint(registry.Reference) registry.Endpoint { return registry.Endpoint{} }
+func (emptyRegistry) Endpoint(imageref.Reference) registry.Endpoint { return registry.Endpoint{} }
 
 type refusingWriter struct{}
 

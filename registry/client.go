@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -228,7 +230,7 @@ func NewClient(opts ...ClientOption) *Client {
 
 // Endpoint returns the registry endpoint that serves ref under the current
 // configuration, for example to read its TagSortMode.
-func (c *Client) Endpoint(ref Reference) Endpoint {
+func (c *Client) Endpoint(ref imageref.Reference) Endpoint {
 	return c.config().EndpointFor(ref)
 }
 
@@ -385,14 +387,14 @@ func (c *Client) resolve(ctx context.Context, src credSource, host string) (Cred
 // target is what one operation works on, with the error to wrap its
 // failures in.
 type target struct {
-	ref   Reference
+	ref   imageref.Reference
 	stack *endpointStack
 	src   credSource
 }
 
 // target finds ref's endpoint and credential source. On error, the
 // returned target can still wrap it.
-func (c *Client) target(ref Reference, creds CredentialRef) (target, error) {
+func (c *Client) target(ref imageref.Reference, creds CredentialRef) (target, error) {
 	t := target{ref: ref, src: credSource{ref: creds}}
 	if ref.IsZero() {
 		return t, errors.New("empty image reference")

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -107,9 +109,9 @@ func envResolver(vars map[string]string, opts ...ResolverOption) *CredentialReso
 	return NewCredentialResolver(append([]ResolverOption{WithEnv(lookup)}, opts...)...)
 }
 
-func imageRef(t testing.TB, s string) Reference {
+func imageRef(t testing.TB, s string) imageref.Reference {
 	t.Helper()
-	r, err := ParseReference(s)
+	r, err := imageref.Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +412,7 @@ func TestTagsEmptyRepositoryAndErrors(t *testing.T) {
 	if !errors.As(err, &e) || e.StatusCode() != http.StatusNotFound {
 		t.Fatalf("want a 404 *registry.Error for an unknown repository, got %v", err)
 	}
-	if _, err := c.Tags(t.Context(), Reference{}, CredentialRef{}); err == nil {
+	if _, err := c.Tags(t.Context(), imageref.Reference{}, CredentialRef{}); err == nil {
 		t.Error("want an error for the zero reference")
 	}
 }

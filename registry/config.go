@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+
 	"gopkg.in/yaml.v3"
 )
 
@@ -91,8 +93,8 @@ func (e Endpoint) RequestsPerSecond() float64 {
 // inferEndpoint is the endpoint of a registry host without an entry: the
 // host itself over HTTPS, with Docker Hub's API host and namespace.
 func inferEndpoint(host string) Endpoint {
-	if host == DockerHub {
-		return Endpoint{Name: "Docker Hub", Prefix: DockerHub, APIURL: dockerHubAPI, DefaultNS: dockerHubNamespace}
+	if host == imageref.DockerHub {
+		return Endpoint{Name: "Docker Hub", Prefix: imageref.DockerHub, APIURL: dockerHubAPI, DefaultNS: imageref.DockerHubNamespace}
 	}
 	return Endpoint{Name: host, Prefix: host, APIURL: "https://" + host}
 }
@@ -361,7 +363,7 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 		}
 	}
 	if e.ep.Prefix != "" {
-		if m, err := canonicalPrefix(e.ep.Prefix); err != nil {
+		if m, err := imageref.ParsePrefix(e.ep.Prefix); err != nil {
 			p.errorf(e.prefixNode, path+".prefix", "%v", err)
 		} else {
 			e.match = m
@@ -374,8 +376,8 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 	if e.ep.APIURL == "" {
 		e.ep.APIURL = inferEndpoint(host).APIURL
 	}
-	if e.ep.DefaultNS == "" && host == DockerHub {
-		e.ep.DefaultNS = dockerHubNamespace
+	if e.ep.DefaultNS == "" && host == imageref.DockerHub {
+		e.ep.DefaultNS = imageref.DockerHubNamespace
 	}
 	return e, true
 }
@@ -387,29 +389,6 @@ func isEntryField(key string) bool {
 		}
 	}
 	return false
-}
-
-// canonicalPrefix checks a prefix and returns the form used for matching.
-func canonicalPrefix(prefix string) (string, error) {
-	if strings.Contains(prefix, "://") {
-		return "", fmt.Errorf("prefix %q must not have a URL scheme; write the registry host, as in image names", prefix)
-	}
-	p := strings.TrimRight(prefix, "/")
-	host, path, _ := strings.Cut(p, "/")
-	host = strings.ToLower(host)
-	if err := checkHost(host); err != nil || !looksLikeHost(host) {
-		return "", fmt.Errorf("prefix %q does not start with a registry host (a name with '.' or ':', or localhost)", prefix)
-	}
-	if isDockerHub(host) {
-		host = DockerHub
-	}
-	if path == "" {
-		return host, nil
-	}
-	if err := checkRepositoryPath(path); err != nil {
-		return "", fmt.Errorf("prefix %q: %v", prefix, err)
-	}
-	return host + "/" + path, nil
 }
 
 func (p *configParser) scalar(v *yaml.Node, f, want string) (string, bool) {
@@ -506,7 +485,7 @@ func (p *configParser) namespace(v *yaml.Node, f string) string {
 	if !ok || s == "" {
 		return ""
 	}
-	if err := checkRepositoryPath(s); err != nil {
+	if err := imageref.CheckPath(s); err != nil {
 		p.errorf(v, f, "invalid namespace %q: lower-case letters and digits, separated by '.', '_', '__', '-' or '/'", s)
 		return ""
 	}
@@ -589,7 +568,7 @@ func (c *Config) Endpoint(registryHost string) Endpoint {
 		ep, _ := c.DefaultEndpoint()
 		return ep
 	}
-	host := canonicalRegistryHost(registryHost)
+	host := imageref.CanonicalHost(registryHost)
 	if ep, ok := c.match(host); ok {
 		return ep
 	}
@@ -600,15 +579,15 @@ func (c *Config) Endpoint(registryHost string) Endpoint {
 // prefix of registry/repository, cut at a path-segment boundary (so
 // "ghcr.io/org" serves "ghcr.io/org/app" but not "ghcr.io/organic/app"),
 // else the inferred endpoint of its registry.
-func (c *Config) EndpointFor(ref Reference) Endpoint {
+func (c *Config) EndpointFor(ref imageref.Reference) Endpoint {
 	if ref.IsZero() {
 		ep, _ := c.DefaultEndpoint()
 		return ep
 	}
-	if ep, ok := c.match(canonicalRegistryHost(ref.Registry()) + "/" + ref.Repository()); ok {
+	if ep, ok := c.match(imageref.CanonicalHost(ref.Registry()) + "/" + ref.Repository()); ok {
 		return ep
 	}
-	return inferEndpoint(canonicalRegistryHost(ref.Registry()))
+	return inferEndpoint(imageref.CanonicalHost(ref.Registry()))
 }
 
 // DefaultEndpoint returns the entry marked default and true. Without one,
@@ -622,20 +601,20 @@ func (c *Config) DefaultEndpoint() (Endpoint, bool) {
 			}
 		}
 	}
-	return c.Endpoint(DockerHub), false
+	return c.Endpoint(imageref.DockerHub), false
 }
 
-// ReferenceOptions returns the options that make ParseReference resolve
+// ReferenceOptions returns the options that make imageref.Parse resolve
 // names without a registry host to the configured default registry. It is
 // empty when Docker Hub is the default.
-func (c *Config) ReferenceOptions() []ReferenceOption {
+func (c *Config) ReferenceOptions() []imageref.Option {
 	ep, ok := c.DefaultEndpoint()
 	if !ok {
 		return nil
 	}
-	opts := []ReferenceOption{WithDefaultRegistry(ep.Prefix)}
+	opts := []imageref.Option{imageref.WithDefaultRegistry(ep.Prefix)}
 	if ep.DefaultNS != "" {
-		opts = append(opts, WithDefaultNamespace(ep.DefaultNS))
+		opts = append(opts, imageref.WithDefaultNamespace(ep.DefaultNS))
 	}
 	return opts
 }

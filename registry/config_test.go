@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 const seed003 = `registries:
@@ -22,7 +24,7 @@ func TestParseConfigSeed003(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := ParseReference("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app:1.0")
+	ref, err := imageref.Parse("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app:1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +286,7 @@ func TestConfigEndpointMatching(t *testing.T) {
 		{"localhost:5000/app", "Local"},
 	}
 	for _, tt := range byRef {
-		ref, err := ParseReference(tt.ref)
+		ref, err := imageref.Parse(tt.ref)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +316,7 @@ func TestConfigInference(t *testing.T) {
 		if got, ok := cfg.DefaultEndpoint(); ok || got != hub {
 			t.Errorf("DefaultEndpoint = %+v, %v", got, ok)
 		}
-		if got := cfg.EndpointFor(Reference{}); got != hub {
+		if got := cfg.EndpointFor(imageref.Reference{}); got != hub {
 			t.Errorf("EndpointFor(zero) = %+v", got)
 		}
 		if cfg.Endpoints() != nil && len(cfg.Endpoints()) != 0 {
@@ -343,7 +345,7 @@ func TestConfigDefaultRegistry(t *testing.T) {
 	if cfg.Endpoint("") != def {
 		t.Error("Endpoint(\"\") should be the default")
 	}
-	ref, err := ParseReference("app:1", cfg.ReferenceOptions()...)
+	ref, err := imageref.Parse("app:1", cfg.ReferenceOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

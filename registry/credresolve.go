@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+
 	"golang.org/x/sync/singleflight"
 )
 
@@ -212,7 +214,7 @@ const sharedResolveGrace = 5 * time.Second
 // are not cached. A caller whose ctx ends stops waiting; the shared
 // resolution goes on (bounded by the script timeout) for the others.
 func (r *CredentialResolver) ResolveCached(ctx context.Context, ref CredentialRef, registryHost string, ttl time.Duration) (Credential, error) {
-	key := cacheKey{ref: ref, host: canonicalRegistryHost(registryHost)}
+	key := cacheKey{ref: ref, host: imageref.CanonicalHost(registryHost)}
 	r.mu.Lock()
 	e, ok := r.cache[key]
 	r.mu.Unlock()
@@ -256,7 +258,7 @@ func (r *CredentialResolver) ResolveCached(ctx context.Context, ref CredentialRe
 // example after the registry answered 401 with them. A resolution already
 // under way is not reused or stored; the next caller starts a fresh one.
 func (r *CredentialResolver) Invalidate(ref CredentialRef, registryHost string) {
-	key := cacheKey{ref: ref, host: canonicalRegistryHost(registryHost)}
+	key := cacheKey{ref: ref, host: imageref.CanonicalHost(registryHost)}
 	r.mu.Lock()
 	delete(r.cache, key)
 	r.gen[key]++
@@ -397,7 +399,7 @@ func jsonErrorPlace(err error) string {
 // reduced to a bare host. Sorting makes the choice among equivalent keys
 // stable, with an exact spelling preferred.
 func matchAuthKey(auths map[string]dockerAuthEntry, host string) (string, bool) {
-	want := canonicalRegistryHost(host)
+	want := imageref.CanonicalHost(host)
 	keys := make([]string, 0, len(auths))
 	for k := range auths {
 		keys = append(keys, k)
@@ -423,16 +425,7 @@ func authKeyHost(key string) string {
 	k = strings.TrimPrefix(k, "https://")
 	k = strings.TrimPrefix(k, "http://")
 	k, _, _ = strings.Cut(k, "/")
-	return canonicalRegistryHost(k)
-}
-
-// canonicalRegistryHost lower-cases a host and folds Docker Hub's aliases.
-func canonicalRegistryHost(host string) string {
-	h := strings.ToLower(host)
-	if isDockerHub(h) {
-		return DockerHub
-	}
-	return h
+	return imageref.CanonicalHost(k)
 }
 
 func authEntryCredential(e dockerAuthEntry) (Credential, error) {

@@ -16,6 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -105,7 +108,7 @@ func (k metaKey) String() string {
 //
 // When the image offers none of the platforms, the error wraps
 // ErrNoMatchingPlatform and the metadata is returned as well.
-func (c *Client) Metadata(ctx context.Context, ref Reference, creds CredentialRef, platforms []v1.Platform) (ImageMetadata, error) {
+func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds CredentialRef, platforms []v1.Platform) (ImageMetadata, error) {
 	const op = "get metadata"
 	t, err := c.target(ref, creds)
 	if err != nil {
@@ -124,7 +127,7 @@ func (c *Client) Metadata(ctx context.Context, ref Reference, creds CredentialRe
 		return ImageMetadata{}, t.wrap(op, err)
 	}
 	if !e.matched {
-		return e.md, t.wrap(op, fmt.Errorf("%w (wanted %s; it has %s)", ErrNoMatchingPlatform, platformList(platforms), platformList(e.md.Platforms)))
+		return e.md, t.wrap(op, fmt.Errorf("%w (wanted %s; it has %s)", ErrNoMatchingPlatform, platform.Join(platforms), platform.Join(e.md.Platforms)))
 	}
 	return e.md, nil
 }
@@ -139,7 +142,7 @@ type MetadataResult struct {
 // MetadataFor returns the metadata of many tags of repo's repository, at
 // most WithMetadataConcurrency at a time, in the order of tags. Each tag
 // has its own error.
-func (c *Client) MetadataFor(ctx context.Context, repo Reference, tags []string, creds CredentialRef, platforms []v1.Platform) []MetadataResult {
+func (c *Client) MetadataFor(ctx context.Context, repo imageref.Reference, tags []string, creds CredentialRef, platforms []v1.Platform) []MetadataResult {
 	out := make([]MetadataResult, len(tags))
 	sem := make(chan struct{}, c.metaConcurrency)
 	var wg sync.WaitGroup
@@ -168,7 +171,7 @@ func (c *Client) MetadataFor(ctx context.Context, repo Reference, tags []string,
 	return out
 }
 
-func (c *Client) metadata(ctx context.Context, ref Reference, s *session, platforms []v1.Platform) (metaEntry, error) {
+func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *session, platforms []v1.Platform) (metaEntry, error) {
 	digest := ref.Digest()
 	var manifest []byte
 	var mediaType string
@@ -189,7 +192,7 @@ func (c *Client) metadata(ctx context.Context, ref Reference, s *session, platfo
 		}
 	}
 
-	key := metaKey{host: s.host, repo: s.repo.RepositoryStr(), digest: digest, platforms: platformList(platforms)}
+	key := metaKey{host: s.host, repo: s.repo.RepositoryStr(), digest: digest, platforms: platform.Join(platforms)}
 	if e, ok := c.meta.get(key); ok {
 		c.metrics.cache(CacheMetadata, true)
 		e.md = e.md.clone()
@@ -257,12 +260,10 @@ func fetchMetadata(ctx context.Context, s *session, digest string, manifest []by
 			return metaEntry{}, err
 		}
 		md.Created, md.Labels = img.created, img.labels
-		matched := len(platforms) == 0 || img.platform == nil
+		matched := true
 		if img.platform != nil {
 			md.Platforms = []v1.Platform{*img.platform}
-			for _, want := range platforms {
-				matched = matched || platformMatches(*img.platform, want)
-			}
+			matched = platform.Any(platforms, md.Platforms)
 		}
 		return metaEntry{md: md, matched: matched}, nil
 	}
@@ -337,55 +338,12 @@ func pickChild(children []v1.Descriptor, platforms []v1.Platform) (v1.Descriptor
 	}
 	for _, want := range platforms {
 		for _, d := range children {
-			if d.Platform != nil && platformMatches(*d.Platform, want) {
+			if d.Platform != nil && platform.Matches(want, *d.Platform) {
 				return d, true
 			}
 		}
 	}
 	return v1.Descriptor{}, false
-}
-
-// platformMatches reports whether an image for have runs on want. Empty
-// fields of want match anything; a missing variant is the architecture's
-// baseline (arm64 means v8), as container runtimes treat it.
-func platformMatches(have, want v1.Platform) bool {
-	switch {
-	case want.OS != "" && want.OS != have.OS:
-		return false
-	case want.Architecture != "" && want.Architecture != have.Architecture:
-		return false
-	case want.Variant != "" && baseVariant(want.Architecture, want.Variant) != baseVariant(have.Architecture, have.Variant):
-		return false
-	case want.OSVersion != "" && want.OSVersion != have.OSVersion:
-		return false
-	}
-	return true
-}
-
-func baseVariant(arch, variant string) string {
-	if variant != "" {
-		return variant
-	}
-	switch arch {
-	case "arm64":
-		return "v8"
-	case "arm":
-		return "v7"
-	case "amd64":
-		return "v1"
-	}
-	return ""
-}
-
-func platformList(ps []v1.Platform) string {
-	if len(ps) == 0 {
-		return ""
-	}
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ",")
 }
 
 func annotationTime(m map[string]string) time.Time {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -253,7 +255,7 @@ func TestMetadataFor(t *testing.T) {
 	if !errors.As(res[1].Err, &e) || e.StatusCode() != http.StatusNotFound {
 		t.Errorf("nope: want a 404, got %v", res[1].Err)
 	}
-	if !errors.Is(res[3].Err, ErrInvalidReference) {
+	if !errors.Is(res[3].Err, imageref.ErrInvalid) {
 		t.Errorf("an invalid tag: %v", res[3].Err)
 	}
 }
@@ -299,25 +301,5 @@ func TestMetadataConcurrentFetchShared(t *testing.T) {
 	}
 	if n := rec.count(http.MethodGet, "/manifests/"+digest.String()); n != 1 {
 		t.Errorf("%d manifest GETs for one digest, want 1", n)
-	}
-}
-
-func TestPlatformMatches(t *testing.T) {
-	for _, tc := range []struct {
-		have, want v1.Platform
-		ok         bool
-	}{
-		{linuxAMD64, linuxAMD64, true},
-		{linuxAMD64, v1.Platform{OS: "linux"}, true},
-		{linuxAMD64, linuxARM64, false},
-		{linuxARM64, v1.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}, true},
-		{v1.Platform{OS: "linux", Architecture: "arm64", Variant: "v8"}, linuxARM64, true},
-		{linuxARMv7, v1.Platform{OS: "linux", Architecture: "arm", Variant: "v6"}, false},
-		{v1.Platform{OS: "linux", Architecture: "arm"}, linuxARMv7, true},
-		{v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: "10.0.17763.1"}, v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: "10.0.20348.1"}, false},
-	} {
-		if got := platformMatches(tc.have, tc.want); got != tc.ok {
-			t.Errorf("platformMatches(%s, %s) = %v", tc.have.String(), tc.want.String(), got)
-		}
 	}
 }

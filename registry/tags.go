@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
@@ -30,8 +32,8 @@ const maxTagPages = 10000
 // reference share one listing; calls with different references never do.
 // Results are not kept beyond that: each call after the shared one
 // finished lists again. The returned slice is the caller's own.
-func (c *Client) Tags(ctx context.Context, ref Reference, creds CredentialRef) ([]string, error) {
-	t, err := c.target(repositoryOnly(ref), creds)
+func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds CredentialRef) ([]string, error) {
+	t, err := c.target(ref.WithoutVersion(), creds)
 	if err != nil {
 		return nil, t.wrap("list tags", err)
 	}
@@ -49,13 +51,6 @@ func (c *Client) Tags(ctx context.Context, ref Reference, creds CredentialRef) (
 		return nil, t.wrap("list tags", err)
 	}
 	return slices.Clone(tags), nil
-}
-
-// repositoryOnly drops tag and digest: a listing is about the repository.
-func repositoryOnly(ref Reference) Reference {
-	ref.tag, ref.digest = "", ""
-	ref.original = ref.Name()
-	return ref
 }
 
 func listTags(ctx context.Context, s *session) ([]string, error) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkSemVer(b *testing.B) {
 			b.Run(fmt.Sprintf("tags=%d/%s/%s", in.n, in.order, c.name), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := p.Choose(context.Background(), tags, strategy.Current{Tag: "1.0.0"}, nil); err != nil {
+					if _, err := p.Choose(context.Background(), tags, imageref.Version{Tag: "1.0.0"}, nil); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -92,7 +93,7 @@ func BenchmarkAlphabetical(b *testing.B) {
 	p := mustNew(b, strategy.Settings{Strategy: "alphabetical"})
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.Choose(context.Background(), tags, strategy.Current{}, nil); err != nil {
+		if _, err := p.Choose(context.Background(), tags, imageref.Version{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -106,7 +107,7 @@ func BenchmarkNewestBuild(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.Choose(context.Background(), tags, strategy.Current{}, meta); err != nil {
+		if _, err := p.Choose(context.Background(), tags, imageref.Version{}, meta); err != nil {
 			b.Fatal(err)
 		}
 	}

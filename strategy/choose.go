@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
 )
 
 // TagInfo is the metadata of one tag as the registry reports it for the
@@ -20,31 +24,12 @@ type TagInfo struct {
 	Created time.Time
 	// Platforms are the platforms of an index. It is empty for a
 	// single-platform manifest whose platform is unknown.
-	Platforms []Platform
+	Platforms []v1.Platform
 }
 
 // MetadataFunc fetches the metadata of one tag. The caller owns the I/O,
 // caching and credentials; this package only calls it.
 type MetadataFunc func(ctx context.Context, tag string) (TagInfo, error)
-
-// Current is what runs now, or what the Application already overrides.
-type Current struct {
-	Tag    string
-	Digest string
-}
-
-// String renders the version as Applications write it: "tag",
-// "tag@digest", or the digest alone.
-func (c Current) String() string {
-	switch {
-	case c.Digest == "":
-		return c.Tag
-	case c.Tag == "":
-		return c.Digest
-	default:
-		return c.Tag + "@" + c.Digest
-	}
-}
 
 // Result is the outcome of Choose.
 type Result struct {
@@ -54,7 +39,7 @@ type Result struct {
 	// Digest is set by the digest strategy, and by newest-build when the
 	// registry reported one.
 	Digest string
-	// Update is true when Tag/Digest differ from Current and should be
+	// Update is true when Tag/Digest differ from the current version and should be
 	// written.
 	Update bool
 	// Reason says why Update is false.
@@ -66,12 +51,12 @@ type Result struct {
 	Considered int
 }
 
-// Reference renders the result as "tag" or "tag@digest".
-func (r Result) Reference() string {
-	if r.Digest == "" || r.Tag == "" {
-		return r.Tag
+// Version is the chosen tag with its digest, when known.
+func (r Result) Version() imageref.Version {
+	if r.Tag == "" {
+		return imageref.Version{}
 	}
-	return r.Tag + "@" + r.Digest
+	return imageref.Version{Tag: r.Tag, Digest: r.Digest}
 }
 
 // ErrNoMetadataFunc is returned by Choose when the strategy needs metadata and
@@ -87,7 +72,7 @@ var ErrNoMetadataFunc = errors.New("strategy needs a metadata function")
 // current); Reason explains it. An error means the choice could not be made
 // (a metadata call failed, the context ended) and the image must not be
 // changed this time.
-func (p *Policy) Choose(ctx context.Context, tags []string, current Current, meta MetadataFunc) (Result, error) {
+func (p *Policy) Choose(ctx context.Context, tags []string, current imageref.Version, meta MetadataFunc) (Result, error) {
 	if p.paused {
 		return Result{Seen: len(tags), Reason: `updates paused: ignore-tags contains "*"`}, nil
 	}
@@ -111,7 +96,7 @@ func (p *Policy) Choose(ctx context.Context, tags []string, current Current, met
 // chooseSemver picks the highest version that satisfies the constraint. With
 // no constraint, pre-releases are skipped. Equal versions are ranked by
 // higher; a running tag of the same version as the winner is kept.
-func (p *Policy) chooseSemver(tags []string, current Current) Result {
+func (p *Policy) chooseSemver(tags []string, current imageref.Version) Result {
 	st := filterStats{seen: len(tags)}
 	var notSemver, preSkipped, outside int
 	var best version
@@ -170,7 +155,7 @@ func (p *Policy) chooseSemver(tags []string, current Current) Result {
 }
 
 // chooseAlphabetical picks the last candidate in byte order.
-func (p *Policy) chooseAlphabetical(tags []string, current Current) Result {
+func (p *Policy) chooseAlphabetical(tags []string, current imageref.Version) Result {
 	st := filterStats{seen: len(tags)}
 	best := ""
 	found := false
@@ -198,7 +183,7 @@ func (p *Policy) chooseAlphabetical(tags []string, current Current) Result {
 // Tags without a creation time cannot be ranked and are skipped, as are tags
 // whose platforms exclude every requested one. Any failed metadata call fails
 // the whole choice, since the missing tag might have been the newest.
-func (p *Policy) chooseNewestBuild(ctx context.Context, tags []string, current Current, meta MetadataFunc) (Result, error) {
+func (p *Policy) chooseNewestBuild(ctx context.Context, tags []string, current imageref.Version, meta MetadataFunc) (Result, error) {
 	st := filterStats{seen: len(tags)}
 	cands := make([]string, 0, len(tags))
 	for _, t := range tags {
@@ -220,7 +205,7 @@ func (p *Policy) chooseNewestBuild(ctx context.Context, tags []string, current C
 			return Result{}, err
 		}
 		switch {
-		case !anyPlatformMatches(p.platforms, info.Platforms):
+		case !platform.Any(p.platforms, info.Platforms):
 			wrongPlatform++
 		case info.Created.IsZero():
 			noTime++
@@ -250,7 +235,7 @@ func (p *Policy) chooseNewestBuild(ctx context.Context, tags []string, current C
 }
 
 // chooseDigest follows one tag and updates when its digest changes.
-func (p *Policy) chooseDigest(ctx context.Context, tags []string, current Current, meta MetadataFunc) (Result, error) {
+func (p *Policy) chooseDigest(ctx context.Context, tags []string, current imageref.Version, meta MetadataFunc) (Result, error) {
 	st := filterStats{seen: len(tags)}
 	present, kept := false, false
 	for _, t := range tags {
@@ -273,7 +258,7 @@ func (p *Policy) chooseDigest(ctx context.Context, tags []string, current Curren
 	if err != nil {
 		return Result{}, err
 	}
-	if !anyPlatformMatches(p.platforms, info.Platforms) {
+	if !platform.Any(p.platforms, info.Platforms) {
 		r.Reason = fmt.Sprintf("tag %q is not built for %s (it offers %s)", p.follow, p.platformList(), joinPlatforms(info.Platforms))
 		return r, nil
 	}
@@ -321,15 +306,11 @@ func (p *Policy) platformList() string {
 	return joinPlatforms(p.platforms)
 }
 
-func joinPlatforms(ps []Platform) string {
+func joinPlatforms(ps []v1.Platform) string {
 	if len(ps) == 0 {
 		return "no known platform"
 	}
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ", ")
+	return platform.Join(ps)
 }
 
 func countOf(n int, what string) string {

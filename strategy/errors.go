@@ -12,7 +12,6 @@ const (
 	FieldConstraint = "constraint"
 	FieldAllowTags  = "allow-tags"
 	FieldIgnoreTags = "ignore-tags"
-	FieldPlatforms  = "platforms"
 )
 
 // Sentinel causes wrapped by SettingError, for callers that branch on errors.Is.
@@ -23,7 +22,6 @@ var (
 	ErrAllowTagsSyntax = errors.New(`allow-tags must be "regexp:<expression>", "any" or empty`)
 	ErrNoFollowTag     = errors.New("the digest strategy needs the tag to follow as its constraint")
 	ErrInvalidTag      = errors.New("not a valid tag name")
-	ErrPlatformSyntax  = errors.New("platform must be os/arch or os/arch/variant")
 )
 
 // SettingError reports one bad user setting. Field is one of the Field*

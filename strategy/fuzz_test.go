@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -51,7 +52,7 @@ func FuzzNew(f *testing.F) {
 			}
 			return
 		}
-		r, err := p.Choose(context.Background(), tags, strategy.Current{Tag: "1.0.0"}, meta)
+		r, err := p.Choose(context.Background(), tags, imageref.Version{Tag: "1.0.0"}, meta)
 		if err != nil {
 			t.Fatalf("Choose on a valid policy %v: %v", p, err)
 		}
@@ -60,42 +61,6 @@ func FuzzNew(f *testing.F) {
 		}
 		if r.Update && !slices.Contains(tags, r.Tag) {
 			t.Fatalf("chose %q, which was not offered", r.Tag)
-		}
-	})
-}
-
-// FuzzParsePlatforms must never panic; what it accepts must print and parse
-// back to the same platforms, and what it rejects must name a field.
-func FuzzParsePlatforms(f *testing.F) {
-	for _, s := range []string{
-		"linux/amd64", "linux/amd64,linux/arm64/v8", "linux/arm/v7, linux/arm/v6", "windows/amd64",
-		"linux", "linux/", "/amd64", "linux/arm/v7/x", ",,", " Linux/AMD64 ", "linux/s390x,linux/ppc64le",
-		"linux/amd64;linux/arm64", "linux/\u00e4md64",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		ps, err := strategy.ParsePlatforms(s)
-		if err != nil {
-			var se *strategy.SettingError
-			if !errors.As(err, &se) || se.Field != strategy.FieldPlatforms {
-				t.Fatalf("ParsePlatforms(%q) error %v is not a platforms SettingError", s, err)
-			}
-			return
-		}
-		parts := make([]string, len(ps))
-		for i, p := range ps {
-			if p.OS == "" || p.Architecture == "" {
-				t.Fatalf("ParsePlatforms(%q) gave incomplete %#v", s, p)
-			}
-			parts[i] = p.String()
-		}
-		back, err := strategy.ParsePlatforms(strings.Join(parts, ","))
-		if err != nil || !slices.Equal(back, ps) {
-			t.Fatalf("round trip of %q: %v, %v; want %v", s, back, err, ps)
-		}
-		if _, err := strategy.New(strategy.Settings{Platforms: ps}); err != nil {
-			t.Fatalf("New rejects platforms ParsePlatforms accepted (%v): %v", ps, err)
 		}
 	})
 }
@@ -115,15 +80,15 @@ func FuzzSemVerOrder(f *testing.F) {
 		tags := strings.Split(list, ",")
 		reversed := slices.Clone(tags)
 		slices.Reverse(reversed)
-		a, _ := p.Choose(context.Background(), tags, strategy.Current{}, nil)
-		b, _ := p.Choose(context.Background(), reversed, strategy.Current{}, nil)
+		a, _ := p.Choose(context.Background(), tags, imageref.Version{}, nil)
+		b, _ := p.Choose(context.Background(), reversed, imageref.Version{}, nil)
 		if a.Tag != b.Tag {
 			t.Fatalf("order changes the choice: %q vs %q", a.Tag, b.Tag)
 		}
 		if a.Tag == "" {
 			return
 		}
-		again, _ := p.Choose(context.Background(), tags, strategy.Current{Tag: a.Tag}, nil)
+		again, _ := p.Choose(context.Background(), tags, imageref.Version{Tag: a.Tag}, nil)
 		if again.Update {
 			t.Fatalf("chose %q, then %q", a.Tag, again.Tag)
 		}

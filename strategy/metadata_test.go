@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 var (
-	linuxAmd64 = strategy.Platform{OS: "linux", Architecture: "amd64"}
-	linuxArm64 = strategy.Platform{OS: "linux", Architecture: "arm64"}
-	linuxArmV7 = strategy.Platform{OS: "linux", Architecture: "arm", Variant: "v7"}
+	linuxAmd64 = v1.Platform{OS: "linux", Architecture: "amd64"}
+	linuxArm64 = v1.Platform{OS: "linux", Architecture: "arm64"}
+	linuxArmV7 = v1.Platform{OS: "linux", Architecture: "arm", Variant: "v7"}
 )
 
 func TestNewestBuild(t *testing.T) {
@@ -24,7 +26,7 @@ func TestNewestBuild(t *testing.T) {
 		settings   strategy.Settings
 		tags       []string
 		infos      map[string]strategy.TagInfo
-		current    strategy.Current
+		current    imageref.Version
 		wantTag    string
 		wantDigest string
 		wantUpdate bool
@@ -38,7 +40,7 @@ func TestNewestBuild(t *testing.T) {
 				"b": {Digest: digestOf('b'), Created: at(3)},
 				"c": {Digest: digestOf('c'), Created: at(2)},
 			},
-			current: strategy.Current{Tag: "a"},
+			current: imageref.Version{Tag: "a"},
 			wantTag: "b", wantDigest: digestOf('b'), wantUpdate: true,
 		},
 		{
@@ -49,7 +51,7 @@ func TestNewestBuild(t *testing.T) {
 				"main-2":  {Digest: digestOf('2'), Created: at(5)},
 				"main-10": {Digest: digestOf('3'), Created: at(5)},
 			},
-			current: strategy.Current{Tag: "main-1"},
+			current: imageref.Version{Tag: "main-1"},
 			wantTag: "main-2", wantDigest: digestOf('2'), wantUpdate: true,
 		},
 		{
@@ -59,7 +61,7 @@ func TestNewestBuild(t *testing.T) {
 				"a": {Digest: digestOf('a'), Created: at(1)},
 				"b": {Digest: digestOf('b'), Created: at(2)},
 			},
-			current: strategy.Current{Tag: "b", Digest: digestOf('b')},
+			current: imageref.Version{Tag: "b", Digest: digestOf('b')},
 			wantTag: "b", wantDigest: digestOf('b'),
 			reason: []string{"already the newest build"},
 		},
@@ -67,7 +69,7 @@ func TestNewestBuild(t *testing.T) {
 			name:    "same tag, running digest unknown",
 			tags:    []string{"b"},
 			infos:   map[string]strategy.TagInfo{"b": {Digest: digestOf('b'), Created: at(2)}},
-			current: strategy.Current{Tag: "b"},
+			current: imageref.Version{Tag: "b"},
 			wantTag: "b", wantDigest: digestOf('b'),
 			reason: []string{"already the newest build"},
 		},
@@ -75,7 +77,7 @@ func TestNewestBuild(t *testing.T) {
 			name:    "same tag, new digest",
 			tags:    []string{"b"},
 			infos:   map[string]strategy.TagInfo{"b": {Digest: digestOf('c'), Created: at(2)}},
-			current: strategy.Current{Tag: "b", Digest: digestOf('b')},
+			current: imageref.Version{Tag: "b", Digest: digestOf('b')},
 			wantTag: "b", wantDigest: digestOf('c'), wantUpdate: true,
 		},
 		{
@@ -89,27 +91,38 @@ func TestNewestBuild(t *testing.T) {
 		},
 		{
 			name:     "wrong platform is skipped",
-			settings: strategy.Settings{Platforms: []strategy.Platform{linuxArm64}},
+			settings: strategy.Settings{Platforms: []v1.Platform{linuxArm64}},
 			tags:     []string{"amd-only", "multi", "single"},
 			infos: map[string]strategy.TagInfo{
-				"amd-only": {Digest: digestOf('a'), Created: at(10), Platforms: []strategy.Platform{linuxAmd64}},
-				"multi":    {Digest: digestOf('m'), Created: at(5), Platforms: []strategy.Platform{linuxAmd64, {OS: "linux", Architecture: "arm64", Variant: "v8"}}},
+				"amd-only": {Digest: digestOf('a'), Created: at(10), Platforms: []v1.Platform{linuxAmd64}},
+				"multi":    {Digest: digestOf('m'), Created: at(5), Platforms: []v1.Platform{linuxAmd64, {OS: "linux", Architecture: "arm64", Variant: "v8"}}},
 				"single":   {Digest: digestOf('s'), Created: at(1)},
 			},
 			wantTag: "multi", wantDigest: digestOf('m'), wantUpdate: true,
 		},
 		{
+			// The registry picks such an index child for arm/v7 too: one rule.
+			name:     "arm without a variant is arm/v7",
+			settings: strategy.Settings{Platforms: []v1.Platform{linuxArmV7}},
+			tags:     []string{"v6-only", "arm"},
+			infos: map[string]strategy.TagInfo{
+				"v6-only": {Digest: digestOf('6'), Created: at(10), Platforms: []v1.Platform{{OS: "linux", Architecture: "arm", Variant: "v6"}}},
+				"arm":     {Digest: digestOf('7'), Created: at(5), Platforms: []v1.Platform{{OS: "linux", Architecture: "arm"}}},
+			},
+			wantTag: "arm", wantDigest: digestOf('7'), wantUpdate: true,
+		},
+		{
 			name:    "nothing qualifies",
 			tags:    []string{"x", sigTag},
 			infos:   map[string]strategy.TagInfo{"x": {Digest: digestOf('x')}},
-			current: strategy.Current{Tag: "x"},
+			current: imageref.Version{Tag: "x"},
 			reason:  []string{"none of the 2 tags", "without a known creation time: 1", "signature/attestation/SBOM: 1"},
 		},
 		{
 			name:     "no platform offered",
-			settings: strategy.Settings{Platforms: []strategy.Platform{linuxArmV7}},
+			settings: strategy.Settings{Platforms: []v1.Platform{linuxArmV7}},
 			tags:     []string{"x"},
-			infos:    map[string]strategy.TagInfo{"x": {Created: at(1), Platforms: []strategy.Platform{linuxAmd64}}},
+			infos:    map[string]strategy.TagInfo{"x": {Created: at(1), Platforms: []v1.Platform{linuxAmd64}}},
 			reason:   []string{"not built for linux/arm/v7: 1"},
 		},
 		{
@@ -150,7 +163,7 @@ func TestNewestBuildTieOrderIndependent(t *testing.T) {
 	p := mustNew(t, strategy.Settings{Strategy: "newest-build"})
 	for _, perm := range permutations([]string{"a", "b", "c", "old"}) {
 		reg := &fakeRegistry{infos: infos}
-		r, err := p.Choose(context.Background(), perm, strategy.Current{}, reg.meta)
+		r, err := p.Choose(context.Background(), perm, imageref.Version{}, reg.meta)
 		if err != nil || r.Tag != "c" {
 			t.Errorf("tags %q: got %q, %v; want c", perm, r.Tag, err)
 		}
@@ -167,7 +180,7 @@ func TestNewestBuildMetadataOnlyForCandidates(t *testing.T) {
 	reg := &fakeRegistry{infos: map[string]strategy.TagInfo{
 		"main-1": {Created: at(1)}, "main-2": {Created: at(2)}, "main-3": {Created: at(3)},
 	}}
-	r, err := p.Choose(context.Background(), tags, strategy.Current{Tag: "main-1"}, reg.meta)
+	r, err := p.Choose(context.Background(), tags, imageref.Version{Tag: "main-1"}, reg.meta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +202,7 @@ func TestNewestBuildFailingMetadata(t *testing.T) {
 		fail:  map[string]error{"b": boom},
 	}
 	p := mustNew(t, strategy.Settings{Strategy: "newest-build"})
-	r, err := p.Choose(context.Background(), []string{"a", "b", "c"}, strategy.Current{Tag: "a"}, reg.meta)
+	r, err := p.Choose(context.Background(), []string{"a", "b", "c"}, imageref.Version{Tag: "a"}, reg.meta)
 	if !errors.Is(err, boom) {
 		t.Fatalf("Choose = %+v, %v; want the metadata error", r, err)
 	}
@@ -204,7 +217,7 @@ func TestNewestBuildFailingMetadata(t *testing.T) {
 func TestMetadataNil(t *testing.T) {
 	for _, s := range []strategy.Settings{{Strategy: "newest-build"}, {Strategy: "digest", Constraint: "latest"}} {
 		p := mustNew(t, s)
-		if _, err := p.Choose(context.Background(), []string{"latest"}, strategy.Current{}, nil); !errors.Is(err, strategy.ErrNoMetadataFunc) {
+		if _, err := p.Choose(context.Background(), []string{"latest"}, imageref.Version{}, nil); !errors.Is(err, strategy.ErrNoMetadataFunc) {
 			t.Errorf("%s with nil meta: err = %v", s.Strategy, err)
 		}
 	}
@@ -220,7 +233,7 @@ func TestNewestBuildCancellation(t *testing.T) {
 		}
 	}
 	p := mustNew(t, strategy.Settings{Strategy: "newest-build"})
-	_, err := p.Choose(ctx, []string{"a", "b", "c"}, strategy.Current{}, reg.meta)
+	_, err := p.Choose(ctx, []string{"a", "b", "c"}, imageref.Version{}, reg.meta)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -230,7 +243,7 @@ func TestNewestBuildCancellation(t *testing.T) {
 
 	// Already cancelled: no call at all.
 	reg.calls = nil
-	if _, err := p.Choose(ctx, []string{"a"}, strategy.Current{}, reg.meta); !errors.Is(err, context.Canceled) || len(reg.calls) != 0 {
+	if _, err := p.Choose(ctx, []string{"a"}, imageref.Version{}, reg.meta); !errors.Is(err, context.Canceled) || len(reg.calls) != 0 {
 		t.Errorf("cancelled context: err %v, calls %q", err, reg.calls)
 	}
 
@@ -242,24 +255,24 @@ func TestNewestBuildCancellation(t *testing.T) {
 		_, sawDeadline = ctx.Deadline()
 		return strategy.TagInfo{Created: at(1)}, nil
 	}
-	if _, err := p.Choose(dctx, []string{"a"}, strategy.Current{}, meta); err != nil || !sawDeadline {
+	if _, err := p.Choose(dctx, []string{"a"}, imageref.Version{}, meta); err != nil || !sawDeadline {
 		t.Errorf("meta did not get the caller's context (err %v)", err)
 	}
 }
 
 func TestDigest(t *testing.T) {
-	index := strategy.TagInfo{Digest: digestOf('i'), Created: at(1), Platforms: []strategy.Platform{linuxAmd64, {OS: "linux", Architecture: "arm64", Variant: "v8"}}}
+	index := strategy.TagInfo{Digest: digestOf('i'), Created: at(1), Platforms: []v1.Platform{linuxAmd64, {OS: "linux", Architecture: "arm64", Variant: "v8"}}}
 	single := strategy.TagInfo{Digest: digestOf('s'), Created: at(1)}
-	singleArm := strategy.TagInfo{Digest: digestOf('r'), Platforms: []strategy.Platform{linuxArmV7}}
+	singleArm := strategy.TagInfo{Digest: digestOf('r'), Platforms: []v1.Platform{linuxArmV7}}
 	tests := []struct {
 		name       string
 		follow     string
-		platforms  []strategy.Platform
+		platforms  []v1.Platform
 		ignore     []string
 		allow      string
 		tags       []string
 		info       strategy.TagInfo
-		current    strategy.Current
+		current    imageref.Version
 		wantTag    string
 		wantDigest string
 		wantUpdate bool
@@ -268,28 +281,28 @@ func TestDigest(t *testing.T) {
 	}{
 		{
 			name: "index, new digest", follow: "latest",
-			platforms: []strategy.Platform{linuxArm64},
+			platforms: []v1.Platform{linuxArm64},
 			tags:      []string{"1.0", "latest"}, info: index,
-			current: strategy.Current{Tag: "latest", Digest: digestOf('o')},
+			current: imageref.Version{Tag: "latest", Digest: digestOf('o')},
 			wantTag: "latest", wantDigest: digestOf('i'), wantUpdate: true, wantCalls: 1,
 		},
 		{
 			name: "index lacks platform", follow: "latest",
-			platforms: []strategy.Platform{linuxArmV7, {OS: "windows", Architecture: "amd64"}},
+			platforms: []v1.Platform{linuxArmV7, {OS: "windows", Architecture: "amd64"}},
 			tags:      []string{"latest"}, info: index,
-			current:   strategy.Current{Tag: "latest", Digest: digestOf('o')},
+			current:   imageref.Version{Tag: "latest", Digest: digestOf('o')},
 			wantCalls: 1,
 			reason:    []string{"not built for linux/arm/v7, windows/amd64", "linux/amd64"},
 		},
 		{
 			name: "single manifest of unknown platform", follow: "stable",
-			platforms: []strategy.Platform{linuxAmd64},
+			platforms: []v1.Platform{linuxAmd64},
 			tags:      []string{"stable"}, info: single,
 			wantTag: "stable", wantDigest: digestOf('s'), wantUpdate: true, wantCalls: 1,
 		},
 		{
 			name: "single manifest of another platform", follow: "stable",
-			platforms: []strategy.Platform{linuxAmd64},
+			platforms: []v1.Platform{linuxAmd64},
 			tags:      []string{"stable"}, info: singleArm,
 			wantCalls: 1,
 			reason:    []string{"not built for linux/amd64"},
@@ -302,14 +315,14 @@ func TestDigest(t *testing.T) {
 		{
 			name: "digest unchanged", follow: "latest",
 			tags: []string{"latest", "1.0"}, info: index,
-			current: strategy.Current{Tag: "latest", Digest: digestOf('i')},
+			current: imageref.Version{Tag: "latest", Digest: digestOf('i')},
 			wantTag: "latest", wantDigest: digestOf('i'), wantCalls: 1,
 			reason: []string{"unchanged"},
 		},
 		{
 			name: "running digest unknown", follow: "latest",
 			tags: []string{"latest"}, info: index,
-			current: strategy.Current{Tag: "latest"},
+			current: imageref.Version{Tag: "latest"},
 			wantTag: "latest", wantDigest: digestOf('i'), wantUpdate: true, wantCalls: 1,
 		},
 		{
@@ -358,8 +371,8 @@ func TestDigest(t *testing.T) {
 				t.Error("no update without a reason")
 			}
 			if r.Update {
-				if want := tt.follow + "@" + tt.wantDigest; r.Reference() != want {
-					t.Errorf("Reference() = %q, want %q", r.Reference(), want)
+				if want := tt.follow + "@" + tt.wantDigest; r.Version().String() != want {
+					t.Errorf("Reference() = %q, want %q", r.Version().String(), want)
 				}
 			}
 		})
@@ -371,19 +384,19 @@ func TestDigestErrors(t *testing.T) {
 	boom := errors.New("unauthorized")
 
 	reg := &fakeRegistry{fail: map[string]error{"latest": boom}}
-	if _, err := p.Choose(context.Background(), []string{"latest"}, strategy.Current{}, reg.meta); !errors.Is(err, boom) || !strings.Contains(err.Error(), `"latest"`) {
+	if _, err := p.Choose(context.Background(), []string{"latest"}, imageref.Version{}, reg.meta); !errors.Is(err, boom) || !strings.Contains(err.Error(), `"latest"`) {
 		t.Errorf("failing metadata: err = %v", err)
 	}
 
 	reg = &fakeRegistry{infos: map[string]strategy.TagInfo{"latest": {Created: at(1)}}}
-	if r, err := p.Choose(context.Background(), []string{"latest"}, strategy.Current{}, reg.meta); err == nil {
+	if r, err := p.Choose(context.Background(), []string{"latest"}, imageref.Version{}, reg.meta); err == nil {
 		t.Errorf("missing digest accepted: %+v", r)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	reg = &fakeRegistry{infos: map[string]strategy.TagInfo{"latest": {Digest: digestOf('a')}}}
-	if _, err := p.Choose(ctx, []string{"latest"}, strategy.Current{}, reg.meta); !errors.Is(err, context.Canceled) || len(reg.calls) != 0 {
+	if _, err := p.Choose(ctx, []string{"latest"}, imageref.Version{}, reg.meta); !errors.Is(err, context.Canceled) || len(reg.calls) != 0 {
 		t.Errorf("cancelled: err %v, calls %q", err, reg.calls)
 	}
 }
@@ -398,8 +411,8 @@ func TestReference(t *testing.T) {
 		{strategy.Result{Tag: "latest", Digest: digestOf('a')}, "latest@" + digestOf('a')},
 	}
 	for _, tt := range tests {
-		if got := tt.r.Reference(); got != tt.want {
-			t.Errorf("%+v.Reference() = %q, want %q", tt.r, got, tt.want)
+		if got := tt.r.Version().String(); got != tt.want {
+			t.Errorf("%+v.Version().String() = %q, want %q", tt.r, got, tt.want)
 		}
 	}
 }

@@ -3,9 +3,13 @@ package strategy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
 )
 
 // Settings are the image settings as the user wrote them (annotation values or
@@ -24,7 +28,7 @@ type Settings struct {
 	// Platforms are the platforms an image must offer, for strategies that
 	// read image metadata. Empty means the caller applies its default when
 	// fetching metadata and no platform check happens here.
-	Platforms []Platform
+	Platforms []v1.Platform
 }
 
 // Policy is a validated Settings. It is immutable and safe for concurrent use.
@@ -37,7 +41,7 @@ type Policy struct {
 	allow      *regexp.Regexp      // nil keeps every tag
 	ignore     []glob
 	paused     bool
-	platforms  []Platform
+	platforms  []v1.Platform
 }
 
 // New parses and validates s. Every error is a *SettingError naming the field
@@ -48,8 +52,7 @@ type Policy struct {
 //     ErrInvalidTag);
 //   - an allow-tags value of the wrong form (ErrAllowTagsSyntax) or an
 //     expression that does not compile (wrapping the regexp error);
-//   - an ignore-tags glob that filepath.Match rejects (filepath.ErrBadPattern);
-//   - a malformed platform (ErrPlatformSyntax).
+//   - an ignore-tags glob that filepath.Match rejects (filepath.ErrBadPattern).
 //
 // An allow-tags expression that does not compile would match no tag. Rather
 // than silently choosing nothing, New fails: the caller reports the error and
@@ -78,7 +81,7 @@ func New(s Settings) (*Policy, error) {
 		if constraint == "" {
 			return nil, &SettingError{Field: FieldConstraint, Value: s.Constraint, Err: ErrNoFollowTag}
 		}
-		if !validTag(constraint) {
+		if !imageref.ValidTag(constraint) {
 			return nil, &SettingError{Field: FieldConstraint, Value: s.Constraint, Err: ErrInvalidTag}
 		}
 		p.follow = constraint
@@ -90,15 +93,7 @@ func New(s Settings) (*Policy, error) {
 	if p.ignore, p.paused, err = parseIgnoreTags(s.IgnoreTags); err != nil {
 		return nil, err
 	}
-	for _, pl := range s.Platforms {
-		q, err := normalizePlatform(pl)
-		if err != nil {
-			return nil, err
-		}
-		if !containsPlatform(p.platforms, q) {
-			p.platforms = append(p.platforms, q)
-		}
-	}
+	p.platforms = slices.Clone(s.Platforms)
 	return p, nil
 }
 
@@ -138,22 +133,6 @@ func parseIgnoreTags(raw []string) (globs []glob, paused bool, err error) {
 	return globs, paused, nil
 }
 
-// validTag reports whether s is a valid OCI tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
-func validTag(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' ||
-			i > 0 && (c == '.' || c == '-')
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
 // Name returns the strategy.
 func (p *Policy) Name() Name { return p.name }
 
@@ -164,12 +143,7 @@ func (p *Policy) NeedsMetadata() bool { return p.name == NewestBuild || p.name =
 func (p *Policy) Paused() bool { return p.paused }
 
 // Platforms returns the requested platforms (a copy).
-func (p *Policy) Platforms() []Platform {
-	if len(p.platforms) == 0 {
-		return nil
-	}
-	return append([]Platform(nil), p.platforms...)
-}
+func (p *Policy) Platforms() []v1.Platform { return slices.Clone(p.platforms) }
 
 // String describes the policy for logs.
 func (p *Policy) String() string {
@@ -192,11 +166,7 @@ func (p *Policy) String() string {
 		fmt.Fprintf(&b, " ignore-tags=%q", strings.Join(s, ","))
 	}
 	if len(p.platforms) > 0 {
-		s := make([]string, len(p.platforms))
-		for i, pl := range p.platforms {
-			s[i] = pl.String()
-		}
-		fmt.Fprintf(&b, " platforms=%q", strings.Join(s, ","))
+		fmt.Fprintf(&b, " platforms=%q", strings.ReplaceAll(platform.Join(p.platforms), " ", ""))
 	}
 	return b.String()
 }

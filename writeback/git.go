@@ -11,6 +11,9 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Defaults of the git write-back.
@@ -51,17 +54,14 @@ type GitUpdate struct {
 	Branch string
 	// SourcePath is the source's path in the repository.
 	SourcePath string
-	// SourceType is SourceTypeKustomize or SourceTypeHelm; it chooses the
-	// content of the .argocd-source file.
-	SourceType string
-	// Target is the write-back-target annotation as written: "" for the
-	// .argocd-source file, "kustomization[:<dir>]" or
-	// "helmvalues[:<file>]", paths relative to SourcePath or, starting
-	// with "/", to the repository root.
-	Target string
-	// CredentialsSecret is "<namespace>/<name>" from git:secret:...; ""
-	// uses Argo CD's repository credentials.
-	CredentialsSecret string
+	// SourceType is Kustomize or Helm; it chooses the content of the
+	// .argocd-source file.
+	SourceType appwatch.SourceType
+	// Target is the file to edit (write-back-target).
+	Target appwatch.WriteBackTarget
+	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
+	// the zero value uses Argo CD's repository credentials.
+	CredentialsSecret types.NamespacedName
 	Images            []ImageUpdate
 }
 
@@ -75,21 +75,15 @@ func (u GitUpdate) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if u.Target == "" && u.SourceType != SourceTypeKustomize && u.SourceType != SourceTypeHelm {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written to an .argocd-source file (want %s or %s)", u.SourceType, SourceTypeKustomize, SourceTypeHelm))
+	if u.Target.Kind == appwatch.TargetSourceOverrides && !u.SourceType.Writable() {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written to an .argocd-source file (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
 	}
-	for _, img := range u.Images {
-		if img.Image == "" {
-			errs = append(errs, fmt.Errorf("image %q: empty image name", img.Alias))
-		}
-		if img.NewTag == "" && img.NewDigest == "" {
-			errs = append(errs, fmt.Errorf("image %s: neither a tag nor a digest to write", img.Image))
-		}
-	}
+	errs = append(errs, validateImages(u.Images)...)
 	return errors.Join(errs...)
 }
 
-// GitResult is what a Write did for one Application.
+// GitResult is what a Write did for one Application; Write returns them in
+// the order of its updates.
 type GitResult struct {
 	Namespace, Name string
 	// Changed lists the images whose versions were committed and pushed
@@ -281,14 +275,18 @@ func (w *GitWriter) WorkDir() string { return w.cfg.workDir }
 // update, in order. Repositories are written in parallel; one failing
 // repository, branch or Application does not stop the others.
 func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult {
-	results := make([]GitResult, len(updates))
-	type repoKey struct{ url, secret string }
+	type repoKey struct {
+		url    string
+		secret types.NamespacedName
+	}
+	writes := make([]*appWrite, len(updates))
 	var order []repoKey
-	byRepo := map[repoKey][]int{}
+	byRepo := map[repoKey][]*appWrite{}
 	for i, u := range updates {
-		results[i] = GitResult{Namespace: u.Namespace, Name: u.Name}
+		a := &appWrite{update: u, result: GitResult{Namespace: u.Namespace, Name: u.Name}}
+		writes[i] = a
 		if err := u.validate(); err != nil {
-			results[i].Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
+			a.result.Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
 			continue
 		}
 		if len(u.Images) == 0 {
@@ -298,20 +296,38 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 		if _, ok := byRepo[k]; !ok {
 			order = append(order, k)
 		}
-		byRepo[k] = append(byRepo[k], i)
+		byRepo[k] = append(byRepo[k], a)
 	}
 	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir)
-	sem := make(chan struct{}, maxParallelRepositories)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(maxParallelRepositories)
 	for _, k := range order {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			w.writeRepository(ctx, creds, k.url, k.secret, updates, byRepo[k], results)
+		g.Go(func() error {
+			w.writeRepository(ctx, creds, k.url, k.secret, byRepo[k])
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
+	results := make([]GitResult, len(writes))
+	for i, a := range writes {
+		results[i] = a.result
+	}
 	return results
+}
+
+// appWrite is one Application's update and what became of it. Each is
+// written by the one goroutine that handles its repository.
+type appWrite struct {
+	update GitUpdate
+	result GitResult
+}
+
+func (a *appWrite) fail(err error) { a.result.Err = appError(a.update, err) }
+
+func failAll(apps []*appWrite, err error) {
+	for _, a := range apps {
+		a.fail(err)
+	}
 }
 
 // lockRepository serializes work on one clone, across Writes too.
@@ -327,14 +343,9 @@ func (w *GitWriter) lockRepository(url string) func() {
 	return l.Unlock
 }
 
-// writeRepository writes the updates (indexes into updates and results)
-// of one repository, branch by branch.
-func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolver, url, secret string, updates []GitUpdate, apps []int, results []GitResult) {
-	fail := func(err error) {
-		for _, i := range apps {
-			results[i].Err = appError(updates[i], err)
-		}
-	}
+// writeRepository writes the updates of one repository, branch by branch.
+func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolver, url string, secret types.NamespacedName, apps []*appWrite) {
+	fail := func(err error) { failAll(apps, err) }
 	defer w.lockRepository(url)()
 	c, err := creds.resolve(ctx, url, secret)
 	if err != nil {
@@ -358,17 +369,17 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 	}
 	type branchGroup struct {
 		plan branchPlan
-		apps []int
+		apps []*appWrite
 	}
 	var groups []*branchGroup
 	byTarget := map[string]*branchGroup{}
-	for _, i := range apps {
-		plan, err := planBranches(updates[i], remote.defaultBranch)
+	for _, a := range apps {
+		plan, err := planBranches(a.update, remote.defaultBranch)
 		if err != nil {
-			results[i].Err = appError(updates[i], invalidTarget{err})
+			a.fail(invalidTarget{err})
 			continue
 		}
-		results[i].Branch = plan.target
+		a.result.Branch = plan.target
 		g, ok := byTarget[plan.target]
 		if !ok {
 			// When Applications push to one new branch from different
@@ -377,16 +388,16 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 			byTarget[plan.target] = g
 			groups = append(groups, g)
 		}
-		g.apps = append(g.apps, i)
+		g.apps = append(g.apps, a)
 	}
 	for _, g := range groups {
-		w.writeBranch(ctx, clone, acc, &remote, g.plan, updates, g.apps, results)
+		w.writeBranch(ctx, clone, acc, &remote, g.plan, g.apps)
 	}
 }
 
 // pendingCommit is one Application's commit waiting for the push.
 type pendingCommit struct {
-	app     int
+	app     *appWrite
 	commit  plumbing.Hash
 	path    string
 	changed []ImageUpdate
@@ -395,13 +406,9 @@ type pendingCommit struct {
 // writeBranch commits the Applications of one target branch and pushes
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
-func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, updates []GitUpdate, apps []int, results []GitResult) {
+func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, apps []*appWrite) {
 	log := w.cfg.log.With("repository", redactURL(clone.url), "branch", plan.target)
-	fail := func(err error) {
-		for _, i := range apps {
-			results[i].Err = appError(updates[i], err)
-		}
-	}
+	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
 		from := plan.target
 		listed, exists := remote.heads[plan.target]
@@ -422,7 +429,7 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		if exists {
 			expected = tip
 		}
-		head, pending, created, err := w.commitApplications(clone, tip, updates, apps, results)
+		head, pending, created, err := w.commitApplications(clone, tip, apps)
 		if err != nil {
 			fail(err)
 			return
@@ -432,8 +439,8 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		}
 		if w.cfg.dryRun {
 			for _, p := range pending {
-				results[p.app].Changed = p.changed
-				log.Info("dry run: not committing", "application", updates[p.app].key(), "file", p.path, "images", imageList(p.changed))
+				p.app.result.Changed = p.changed
+				log.Info("dry run: not committing", "application", p.app.update.key(), "file", p.path, "images", imageList(p.changed))
 			}
 			return
 		}
@@ -458,9 +465,9 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		if pushed {
 			remote.heads[plan.target] = head
 			for _, p := range pending {
-				results[p.app].Changed = p.changed
-				results[p.app].Commit = p.commit.String()
-				log.Info("pushed new image versions", "application", updates[p.app].key(), "commit", p.commit.String(), "file", p.path, "images", imageList(p.changed))
+				p.app.result.Changed = p.changed
+				p.app.result.Commit = p.commit.String()
+				log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", imageList(p.changed))
 			}
 			return
 		}
@@ -469,7 +476,7 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 				pushErr = fmt.Errorf("%w (branch still moving after %d retries)", pushErr, w.cfg.pushRetries)
 			}
 			for _, p := range pending {
-				results[p.app].Err = appError(updates[p.app], pushErr)
+				p.app.fail(pushErr)
 			}
 			return
 		}
@@ -482,7 +489,7 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 // commits it, one commit per Application in the given order. An
 // Application whose target cannot be edited gets its error and no commit;
 // the others go on. In dry-run mode edits are computed but not committed.
-func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updates []GitUpdate, apps []int, results []GitResult) (head plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, _ error) {
+func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*appWrite) (head plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, _ error) {
 	commit, err := object.GetCommit(clone.repo.Storer, tip)
 	if err != nil {
 		return plumbing.ZeroHash, nil, nil, fmt.Errorf("read commit %s: %w", tip, err)
@@ -493,12 +500,12 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updat
 	}
 	tree := newRepoTree(clone.repo.Storer, root)
 	head = tip
-	for _, i := range apps {
-		u := updates[i]
-		results[i].Err, results[i].Changed, results[i].Commit = nil, nil, ""
+	for _, a := range apps {
+		u := a.update
+		a.result.Err, a.result.Changed, a.result.Commit = nil, nil, ""
 		edit, err := planTarget(tree, u)
 		if err != nil {
-			results[i].Err = appError(u, invalidTarget{err})
+			a.fail(invalidTarget{err})
 			continue
 		}
 		if len(edit.changed) == 0 {
@@ -508,11 +515,11 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updat
 		if !w.cfg.dryRun {
 			msg, err := w.commitMessage(u, edit.changed)
 			if err != nil {
-				results[i].Err = appError(u, err)
+				a.fail(err)
 				continue
 			}
 			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer, &created); err != nil {
-				results[i].Err = appError(u, fmt.Errorf("commit %s: %w", edit.path, err))
+				a.fail(fmt.Errorf("commit %s: %w", edit.path, err))
 				continue
 			}
 			if h.IsZero() {
@@ -521,7 +528,7 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, updat
 			head = h
 		}
 		tree.changed[edit.path] = edit.content
-		pending = append(pending, pendingCommit{app: i, commit: h, path: edit.path, changed: edit.changed})
+		pending = append(pending, pendingCommit{app: a, commit: h, path: edit.path, changed: edit.changed})
 	}
 	return head, pending, created, nil
 }
@@ -534,7 +541,7 @@ func (w *GitWriter) signature() object.Signature {
 func (w *GitWriter) commitMessage(u GitUpdate, changed []ImageUpdate) (string, error) {
 	data := CommitMessageData{AppName: u.Name}
 	for _, img := range changed {
-		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image, Alias: img.Alias, OldTag: img.OldTag, NewTag: img.version()})
+		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String()})
 	}
 	msg, err := w.message.Render(data)
 	if err != nil {

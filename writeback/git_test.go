@@ -25,8 +25,11 @@ import (
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -126,8 +129,8 @@ func appUpdate(name, repoURL string) GitUpdate {
 	return GitUpdate{
 		Namespace: "argocd", Name: name, ControllerNamespace: "argocd",
 		RepoURL: repoURL, TargetRevision: "main",
-		SourcePath: "main/overlays/production", SourceType: SourceTypeKustomize,
-		Images: []ImageUpdate{{Alias: "app", Image: gitAppImage, OldTag: "v0.0.1", NewTag: "v0.0.2"}},
+		SourcePath: "main/overlays/production", SourceType: appwatch.SourceKustomize,
+		Images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}},
 	}
 }
 
@@ -197,9 +200,9 @@ func (e *gitEnv) testSourceFiles(t *testing.T) {
 	w := e.writer(t, ns)
 
 	kustomize := appUpdate("main", url)
-	kustomize.Images = append(kustomize.Images, ImageUpdate{Alias: "web", Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web", KustomizeImageName: "web", OldTag: "v0.0.1", NewTag: "v0.0.3"})
+	kustomize.Images = append(kustomize.Images, ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "v0.0.3"}, Old: imageref.ParseVersion("v0.0.1")})
 	helm := appUpdate("main-helm", url)
-	helm.SourcePath, helm.SourceType = "charts/main", SourceTypeHelm
+	helm.SourcePath, helm.SourceType = "charts/main", appwatch.SourceHelm
 	otherNS := appUpdate("main", url)
 	otherNS.Namespace = "team-a"
 
@@ -250,17 +253,17 @@ func (e *gitEnv) testKustomizationTargets(t *testing.T) {
 	w := e.writer(t, ns)
 
 	inSource := appUpdate("in-source", url)
-	inSource.Target = "kustomization"
+	inSource.Target = mustTarget("kustomization")
 	relative := appUpdate("relative", url)
-	relative.Target = "kustomization:../../base"
-	relative.Images[0].NewTag = "v0.0.5"
+	relative.Target = mustTarget("kustomization:../../base")
+	relative.Images[0].New.Tag = "v0.0.5"
 	rooted := appUpdate("rooted", url)
-	rooted.SourcePath, rooted.Target = "charts/main", "kustomization:/main/overlays/production"
-	rooted.Images = []ImageUpdate{{Alias: "web", Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web", NewTag: "v0.0.2"}}
+	rooted.SourcePath, rooted.Target = "charts/main", mustTarget("kustomization:/main/overlays/production")
+	rooted.Images = []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web")}, New: imageref.Version{Tag: "v0.0.2"}}}
 	// Seed 003's own annotation: relative to the source path it names
 	// main/main/overlays/production, which does not exist.
 	seed := appUpdate("seed", url)
-	seed.Target = "kustomization:../../main/overlays/production"
+	seed.Target = mustTarget("kustomization:../../main/overlays/production")
 
 	results := w.Write(context.Background(), []GitUpdate{inSource, relative, rooted, seed})
 	for _, r := range results[:3] {
@@ -300,7 +303,7 @@ func (e *gitEnv) testKustomizationFileNames(t *testing.T) {
 	// main, HEAD and "" all name the default branch: one push.
 	for dir, revision := range map[string]string{"a": "main", "b": "HEAD", "c": ""} {
 		u := appUpdate("app-"+dir, url)
-		u.SourcePath, u.Target, u.TargetRevision = "apps/"+dir, "kustomization", revision
+		u.SourcePath, u.Target, u.TargetRevision = "apps/"+dir, mustTarget("kustomization"), revision
 		updates = append(updates, u)
 	}
 	mustWrite(t, w, updates...)
@@ -320,15 +323,15 @@ func (e *gitEnv) testHelmValues(t *testing.T) {
 	url := e.repo(t, "helm-values", nil)
 	w := e.writer(t, ns)
 	app := appUpdate("main-app", url)
-	app.SourcePath, app.SourceType, app.Target = "charts/main", SourceTypeHelm, "helmvalues"
+	app.SourcePath, app.SourceType, app.Target = "charts/main", appwatch.SourceHelm, mustTarget("helmvalues")
 	app.Images[0].HelmImageName, app.Images[0].HelmImageTag = "app.image.name", "app.image.tag"
 	// A second Application writes the same file by its rooted path; its
 	// edit builds on the first one's.
 	web := appUpdate("main-web", url)
-	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", SourceTypeHelm, "helmvalues:/charts/main/values.yaml"
+	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", appwatch.SourceHelm, mustTarget("helmvalues:/charts/main/values.yaml")
 	web.Images = []ImageUpdate{
-		{Alias: "web", Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web", NewTag: "v0.0.2", HelmImageSpec: "sidecars[1].image"},
-		{Alias: "probe", Image: "ghcr.io/example/probe", NewTag: "1.0", HelmImageName: "probe.image.repository", HelmImageTag: "probe.image.tag"},
+		{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), HelmImageSpec: "sidecars[1].image"}, New: imageref.Version{Tag: "v0.0.2"}},
+		{ImageSpec: appwatch.ImageSpec{Alias: "probe", Image: mustRef("ghcr.io/example/probe"), HelmImageName: "probe.image.repository", HelmImageTag: "probe.image.tag"}, New: imageref.Version{Tag: "1.0"}},
 	}
 	results := mustWrite(t, w, app, web)
 	want := `# Values of the main chart (the Helm variant of seed 003's application).
@@ -377,15 +380,15 @@ func (e *gitEnv) testInvalidTargets(t *testing.T) {
 	w := e.writer(t, ns)
 	good := appUpdate("good", url)
 	missing := appUpdate("missing", url)
-	missing.SourceType, missing.Target = SourceTypeHelm, "helmvalues"
+	missing.SourceType, missing.Target = appwatch.SourceHelm, mustTarget("helmvalues")
 	invalid := appUpdate("invalid", url)
-	invalid.SourcePath, invalid.Target = "main/overlays/broken", "kustomization"
+	invalid.SourcePath, invalid.Target = "main/overlays/broken", mustTarget("kustomization")
 	escaping := appUpdate("escaping", url)
-	escaping.Target = "kustomization:../../../../elsewhere"
+	escaping.Target = mustTarget("kustomization:../../../../elsewhere")
 	symlinkUp := appUpdate("symlink-up", url)
-	symlinkUp.Target = "kustomization:up/tmp"
+	symlinkUp.Target = mustTarget("kustomization:up/tmp")
 	symlinkAbs := appUpdate("symlink-absolute", url)
-	symlinkAbs.Target = "kustomization:/main/overlays/absolute"
+	symlinkAbs.Target = mustTarget("kustomization:/main/overlays/absolute")
 	// A symbolic link inside the repository is followed.
 	staging := appUpdate("staging", url)
 	staging.SourcePath = "main/overlays/staging"
@@ -455,7 +458,7 @@ func (e *gitEnv) testFiftyApplications(t *testing.T) {
 	}
 
 	for i := range updates {
-		updates[i].Images[0].OldTag, updates[i].Images[0].NewTag = "v0.0.2", "v0.0.3"
+		updates[i].Images[0].Old, updates[i].Images[0].New = imageref.Version{Tag: "v0.0.2"}, imageref.Version{Tag: "v0.0.3"}
 	}
 	pushes, fetches = e.git.Pushes.Load(), e.git.Fetches.Load()
 	start = time.Now()
@@ -486,7 +489,7 @@ func (e *gitEnv) testCloneReuse(t *testing.T) {
 	// The branch holds our own last push: listing it is the only request
 	// before the push.
 	u := appUpdate("main", url)
-	u.Images[0].NewTag = "v0.0.3"
+	u.Images[0].New.Tag = "v0.0.3"
 	fetches := e.git.Fetches.Load()
 	mustWrite(t, w, u)
 	if d := e.git.Fetches.Load() - fetches; d != 1 {
@@ -497,7 +500,7 @@ func (e *gitEnv) testCloneReuse(t *testing.T) {
 	e.otherWriter(t, "clone-reuse", "main", "edit by hand", func(dir string) {
 		writeTestFile(t, filepath.Join(dir, "README.md"), "hello\n")
 	})
-	u.Images[0].NewTag = "v0.0.4"
+	u.Images[0].New.Tag = "v0.0.4"
 	fetches = e.git.Fetches.Load()
 	mustWrite(t, w, u)
 	if d := e.git.Fetches.Load() - fetches; d != 2 {
@@ -522,10 +525,10 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 	// Both Applications write the overlay's kustomization; the other
 	// writer edits the same file between our fetch and our push.
 	a := appUpdate("main", url)
-	a.Target = "kustomization"
+	a.Target = mustTarget("kustomization")
 	b := appUpdate("main-web", url)
-	b.Target = "kustomization"
-	b.Images = []ImageUpdate{{Alias: "web", Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web", NewTag: "v0.0.2"}}
+	b.Target = mustTarget("kustomization")
+	b.Images = []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web")}, New: imageref.Version{Tag: "v0.0.2"}}}
 	var attempts []int
 	w.beforePush = func(_, branch string, attempt int) {
 		attempts = append(attempts, attempt)
@@ -570,7 +573,7 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 			writeTestFile(t, filepath.Join(dir, "busy.txt"), fmt.Sprint(attempt))
 		})
 	}
-	a.Images[0].NewTag = "v0.0.9"
+	a.Images[0].New.Tag = "v0.0.9"
 	r := w.Write(context.Background(), []GitUpdate{a})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "after 1 retries") || !errors.Is(r.Err, ErrBranchMoved) || r.Commit != "" {
 		t.Errorf("busy branch: commit %q, err %v", r.Commit, r.Err)
@@ -609,11 +612,11 @@ func (e *gitEnv) testGitSecret(t *testing.T) {
 	e.kube.CreateNamespace(t, "team-secrets")
 	e.secret(t, "team-secrets", "push-creds", "", map[string]string{"username": e.git.Username, "password": e.git.Password})
 	u := appUpdate("main", url)
-	u.CredentialsSecret = "team-secrets/push-creds"
+	u.CredentialsSecret = types.NamespacedName{Namespace: "team-secrets", Name: "push-creds"}
 	mustWrite(t, e.writer(t, ns), u)
 
-	u.CredentialsSecret = "team-secrets/missing"
-	u.Images[0].NewTag = "v0.0.3"
+	u.CredentialsSecret = types.NamespacedName{Namespace: "team-secrets", Name: "missing"}
+	u.Images[0].New.Tag = "v0.0.3"
 	if err := e.writer(t, ns).Write(context.Background(), []GitUpdate{u})[0].Err; err == nil || !strings.Contains(err.Error(), "credentials Secret team-secrets/missing not found") {
 		t.Errorf("missing Secret: %v", err)
 	}
@@ -703,7 +706,7 @@ func (e *gitEnv) testBranchTemplate(t *testing.T) {
 		t.Errorf("main has %d commits, want only the initial one", n)
 	}
 	// Next cycle: the branch exists and gets a commit on top.
-	u.Images[0].OldTag, u.Images[0].NewTag = "v0.0.2", "v0.0.3"
+	u.Images[0].Old, u.Images[0].New = imageref.Version{Tag: "v0.0.2"}, imageref.Version{Tag: "v0.0.3"}
 	mustWrite(t, w, u)
 	log := e.git.Log(t, "branch-template", "image-updater-app")
 	if diff := cmp.Diff([]string{"build: automatic update of main", "build: automatic update of main", "initial commit"}, subjects(log)); diff != "" {
@@ -812,7 +815,7 @@ func (e *gitEnv) testDryRun(t *testing.T) {
 	pushes := e.git.Pushes.Load()
 	a := appUpdate("main", url)
 	b := appUpdate("other", url)
-	b.Target = "kustomization"
+	b.Target = mustTarget("kustomization")
 	results := mustWrite(t, w, a, b)
 	for _, r := range results {
 		if len(r.Changed) != 1 || r.Commit != "" {

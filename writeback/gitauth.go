@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -139,10 +140,10 @@ func newCredentialResolver(lister SecretLister, namespace, tempDir string) *cred
 // repository Secret for that URL, then the repo-creds Secret with the
 // longest matching URL prefix (Argo CD's own order). No match means no
 // credentials, which is fine for public repositories over HTTPS.
-func (r *credentialResolver) resolve(ctx context.Context, repoURL, secretRef string) (gitCredentials, error) {
-	if secretRef != "" {
-		ns, name, ok := strings.Cut(secretRef, "/")
-		if !ok || ns == "" || name == "" {
+func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName) (gitCredentials, error) {
+	if secretRef != (types.NamespacedName{}) {
+		ns, name := secretRef.Namespace, secretRef.Name
+		if ns == "" || name == "" {
 			return gitCredentials{}, fmt.Errorf("credentials Secret %q: want <namespace>/<name>", secretRef)
 		}
 		s, err := r.lister.Secret(ctx, ns, name)

@@ -32,8 +32,9 @@ func newBranchTemplateData(images []ImageUpdate) branchTemplateData {
 	var d branchTemplateData
 	h := sha256.New()
 	for _, img := range images {
-		d.Images = append(d.Images, branchTemplateImage{Name: img.Image, Alias: img.Alias, OldTag: img.OldTag, NewTag: img.NewTag})
-		fmt.Fprintf(h, "%s\x00%s\x00%s\n", img.Image, img.OldTag, img.version())
+		name := img.Image.OriginalName()
+		d.Images = append(d.Images, branchTemplateImage{Name: name, Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.Tag})
+		fmt.Fprintf(h, "%s\x00%s\x00%s\n", name, img.Old.String(), img.New.String())
 	}
 	d.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return d

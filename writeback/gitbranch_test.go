@@ -3,12 +3,15 @@ package writeback
 import (
 	"strings"
 	"testing"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 func TestPlanBranches(t *testing.T) {
 	images := []ImageUpdate{
-		{Alias: "app", Image: "example.com/app", OldTag: "1.0", NewTag: "1.1"},
-		{Alias: "web", Image: "example.com/web", OldTag: "2.0", NewTag: "2.1"},
+		{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}, Old: imageref.ParseVersion("1.0")},
+		{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.1"}, Old: imageref.ParseVersion("2.0")},
 	}
 	sha := newBranchTemplateData(images).SHA256
 	tests := []struct {

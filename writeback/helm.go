@@ -9,14 +9,8 @@ func helmParametersFor(img ImageUpdate) []helmParameter {
 	if img.HelmImageSpec != "" {
 		return []helmParameter{{img.HelmImageSpec, img.reference()}}
 	}
-	name, tag := img.HelmImageName, img.HelmImageTag
-	if name == "" {
-		name = DefaultHelmImageName
-	}
-	if tag == "" {
-		tag = DefaultHelmImageTag
-	}
-	return []helmParameter{{name, img.Image}, {tag, img.version()}}
+	name, tag := img.HelmParameters()
+	return []helmParameter{{name, img.Image.OriginalName()}, {tag, img.New.String()}}
 }
 
 // updateHelmParameters returns the parameter list with each update merged

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 func param(name, value string) map[string]any {
@@ -20,31 +22,31 @@ func TestUpdateHelmParameters(t *testing.T) {
 	}{
 		{
 			name:        "default names appended",
-			images:      []ImageUpdate{{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want:        []any{param("image.name", ecrApp), param("image.tag", "v0.0.2")},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "custom names",
-			images:      []ImageUpdate{{Alias: "app", Image: ecrApp, HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag", NewTag: "v0.0.2"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want:        []any{param("app.image.repository", ecrApp), param("app.image.tag", "v0.0.2")},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "image spec with a list index wins over the other names",
-			images:      []ImageUpdate{{Alias: "web", Image: ecrWeb, HelmImageSpec: "images[1].image", HelmImageName: "ignored", HelmImageTag: "ignored", NewTag: "v0.0.3"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageName: "ignored", HelmImageTag: "ignored", HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},
 			want:        []any{param("images[1].image", ecrWeb+":v0.0.3")},
 			wantChanged: []string{"web"},
 		},
 		{
 			name:        "tag with digest",
-			images:      []ImageUpdate{{Alias: "app", Image: "nginx", NewTag: "latest", NewDigest: digestA}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
 			want:        []any{param("image.name", "nginx"), param("image.tag", "latest@"+digestA)},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "image spec with digest",
-			images:      []ImageUpdate{{Alias: "app", Image: "nginx", HelmImageSpec: "image", NewTag: "latest", NewDigest: digestA}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image"}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
 			want:        []any{param("image", "nginx:latest@"+digestA)},
 			wantChanged: []string{"app"},
 		},
@@ -55,7 +57,7 @@ func TestUpdateHelmParameters(t *testing.T) {
 				map[string]any{"name": "image.tag", "value": "v0.0.1", "futureField": map[string]any{"x": int64(1)}},
 				map[string]any{"name": "service.port", "value": "8080", "forceString": false},
 			},
-			images: []ImageUpdate{{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"}},
+			images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want: []any{
 				map[string]any{"name": "replicaCount", "value": "2"},
 				map[string]any{"name": "image.tag", "value": "v0.0.2", "forceString": true, "futureField": map[string]any{"x": int64(1)}},
@@ -67,20 +69,20 @@ func TestUpdateHelmParameters(t *testing.T) {
 		{
 			name:    "already written, forceString left as the user set it",
 			current: []any{map[string]any{"name": "image.name", "value": ecrApp}, param("image.tag", "v0.0.2")},
-			images:  []ImageUpdate{{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"}},
+			images:  []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want:    []any{map[string]any{"name": "image.name", "value": ecrApp}, param("image.tag", "v0.0.2")},
 		},
 		{
 			name:        "every entry of a repeated name is updated",
 			current:     []any{param("image.tag", "1"), param("image.tag", "2")},
-			images:      []ImageUpdate{{Alias: "app", Image: "nginx", HelmImageName: "image.repository", NewTag: "3"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageName: "image.repository"}, New: imageref.Version{Tag: "3"}}},
 			want:        []any{param("image.tag", "3"), param("image.tag", "3"), param("image.repository", "nginx")},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "a non-string value is replaced",
 			current:     []any{map[string]any{"name": "image.tag", "value": int64(2)}},
-			images:      []ImageUpdate{{Alias: "app", Image: "nginx", HelmImageSpec: "image.tag", NewTag: "2"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "2"}}},
 			want:        []any{param("image.tag", "nginx:2")},
 			wantChanged: []string{"app"},
 		},
@@ -91,8 +93,8 @@ func TestUpdateHelmParameters(t *testing.T) {
 				param("web.image", ecrWeb+":v0.0.2"),
 			},
 			images: []ImageUpdate{
-				{Alias: "app", Image: ecrApp, HelmImageSpec: "app.image", NewTag: "v0.0.2"},
-				{Alias: "web", Image: ecrWeb, HelmImageSpec: "web.image", NewTag: "v0.0.2"},
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageSpec: "app.image"}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "v0.0.2"}},
 			},
 			want: []any{
 				param("app.image", ecrApp+":v0.0.2"),

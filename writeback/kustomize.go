@@ -1,69 +1,65 @@
 package writeback
 
-import "strings"
+import (
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
 
 // kustomizeOverride is the images entry an update writes:
 // "<orig>=<name>:<version>" when the override replaces another image name,
-// else "<name>:<version>".
-func kustomizeOverride(img ImageUpdate) string {
-	if img.KustomizeImageName != "" && img.KustomizeImageName != img.Image {
-		return img.KustomizeImageName + "=" + img.reference()
+// else "<name>:<version>". spelling is how an existing entry writes the
+// name it overrides ("" for a new entry): it is kept, so an entry for
+// "docker.io/library/nginx" stays one when the image is "nginx".
+func kustomizeOverride(img ImageUpdate, spelling string) string {
+	k := img.KustomizeName()
+	if spelling == "" {
+		spelling = k.OriginalName()
 	}
-	return img.reference()
-}
-
-// kustomizeTarget is the image name whose override an update replaces.
-func kustomizeTarget(img ImageUpdate) string {
-	if img.KustomizeImageName != "" {
-		return img.KustomizeImageName
+	if !k.SameName(img.Image) {
+		return spelling + "=" + img.reference()
 	}
-	return img.Image
-}
-
-// kustomizeOriginalName returns the image name an images entry
-// "[<orig>=]<name>[:<tag>][@<digest>]" overrides. Names are compared
-// literally, as Kustomize matches them against the manifests' images.
-func kustomizeOriginalName(entry string) string {
-	if orig, _, ok := strings.Cut(entry, "="); ok {
-		return orig
+	if spelling == img.Image.OriginalName() {
+		return img.reference()
 	}
-	return imageNameOf(entry)
-}
-
-// imageNameOf strips tag and digest from a reference. A colon before the
-// last slash belongs to a registry port ("localhost:5000/app"), not a tag.
-func imageNameOf(ref string) string {
-	ref, _, _ = strings.Cut(ref, "@")
-	slash := strings.LastIndex(ref, "/")
-	if colon := strings.LastIndex(ref, ":"); colon > slash {
-		ref = ref[:colon]
+	respelt, err := imageref.Parse(spelling)
+	if err != nil {
+		return img.reference()
 	}
-	return ref
+	out, err := respelt.WithVersion(img.New)
+	if err != nil {
+		return img.reference()
+	}
+	return out.Original()
 }
 
 // updateKustomizeImages returns the images list with each update applied:
-// every entry overriding the update's image is rewritten in place, an
-// update without one is appended, and all other entries (including ones
-// that are not strings) are kept in place. changed lists the updates that
-// altered the list. current is not modified.
+// every entry overriding the update's image (in any spelling of its name,
+// see imageref.Reference.MatchesName) is rewritten in place, an update
+// without one is appended, and all other entries (including ones that are
+// not strings) are kept in place. changed lists the updates that altered
+// the list. current is not modified.
 func updateKustomizeImages(current []any, images []ImageUpdate) (next []any, changed []ImageUpdate) {
 	next = append([]any(nil), current...)
 	for _, img := range images {
-		want, target := kustomizeOverride(img), kustomizeTarget(img)
+		target := img.KustomizeName()
 		found, modified := false, false
 		for i, e := range next {
 			s, ok := e.(string)
-			if !ok || kustomizeOriginalName(s) != target {
+			if !ok {
+				continue
+			}
+			orig, _, _ := appwatch.SplitKustomizeImage(s)
+			if !target.MatchesName(orig) {
 				continue
 			}
 			found = true
-			if s != want {
+			if want := kustomizeOverride(img, orig); s != want {
 				next[i] = want
 				modified = true
 			}
 		}
 		if !found {
-			next = append(next, want)
+			next = append(next, kustomizeOverride(img, ""))
 			modified = true
 		}
 		if modified {

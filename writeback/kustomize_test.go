@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 const (
@@ -12,28 +14,6 @@ const (
 	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
-
-func TestKustomizeOriginalName(t *testing.T) {
-	tests := []struct{ entry, want string }{
-		{"nginx", "nginx"},
-		{"nginx:1.25", "nginx"},
-		{"nginx@" + digestA, "nginx"},
-		{"nginx:1.25@" + digestA, "nginx"},
-		{ecrApp + ":v0.0.1", ecrApp},
-		{"localhost:5000/app", "localhost:5000/app"},
-		{"localhost:5000/app:1.0", "localhost:5000/app"},
-		{"localhost:5000/app@" + digestA, "localhost:5000/app"},
-		{"localhost:5000/app:1.0@" + digestA, "localhost:5000/app"},
-		{"nginx=registry.example.com/mirror/nginx:1.25", "nginx"},
-		{"localhost:5000/a=localhost:5000/b:1", "localhost:5000/a"},
-		{"nginx=nginx", "nginx"},
-	}
-	for _, tt := range tests {
-		if got := kustomizeOriginalName(tt.entry); got != tt.want {
-			t.Errorf("kustomizeOriginalName(%q) = %q, want %q", tt.entry, got, tt.want)
-		}
-	}
-}
 
 func TestUpdateKustomizeImages(t *testing.T) {
 	tests := []struct {
@@ -47,8 +27,8 @@ func TestUpdateKustomizeImages(t *testing.T) {
 			name:    "no list yet",
 			current: nil,
 			images: []ImageUpdate{
-				{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
-				{Alias: "web", Image: ecrWeb, NewTag: "v0.0.3"},
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}},
 			},
 			want:        []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.3"},
 			wantChanged: []string{"app", "web"},
@@ -56,7 +36,7 @@ func TestUpdateKustomizeImages(t *testing.T) {
 		{
 			name:        "replaced in place, others kept in order",
 			current:     []any{"busybox:1.36", "nginx:1.25.0", "quay.io/x/y:3"},
-			images:      []ImageUpdate{{Alias: "n", Image: "nginx", NewTag: "1.26.0"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
 			want:        []any{"busybox:1.36", "nginx:1.26.0", "quay.io/x/y:3"},
 			wantChanged: []string{"n"},
 		},
@@ -64,71 +44,92 @@ func TestUpdateKustomizeImages(t *testing.T) {
 			name:    "already written",
 			current: []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.3"},
 			images: []ImageUpdate{
-				{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
-				{Alias: "web", Image: ecrWeb, NewTag: "v0.0.3"},
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}},
 			},
 			want: []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.3"},
 		},
 		{
 			name:        "override of another name",
 			current:     []any{"nginx=registry.example.com/mirror/nginx:1.25.0"},
-			images:      []ImageUpdate{{Alias: "n", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
 			want:        []any{"nginx=registry.example.com/mirror/nginx:1.26.0"},
 			wantChanged: []string{"n"},
 		},
 		{
 			name:        "override of another name, appended",
 			current:     []any{"busybox:1.36"},
-			images:      []ImageUpdate{{Alias: "n", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
 			want:        []any{"busybox:1.36", "nginx=registry.example.com/mirror/nginx:1.26.0"},
 			wantChanged: []string{"n"},
 		},
 		{
 			name:        "override name equal to the image is written plainly",
 			current:     []any{"nginx=nginx:1.25.0"},
-			images:      []ImageUpdate{{Alias: "n", Image: "nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
 			want:        []any{"nginx:1.26.0"},
 			wantChanged: []string{"n"},
 		},
 		{
 			name:        "plain entry of the image does not match an override of another name",
 			current:     []any{"registry.example.com/mirror/nginx:1.25.0"},
-			images:      []ImageUpdate{{Alias: "n", Image: "registry.example.com/mirror/nginx", KustomizeImageName: "nginx", NewTag: "1.26.0"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
 			want:        []any{"registry.example.com/mirror/nginx:1.25.0", "nginx=registry.example.com/mirror/nginx:1.26.0"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "another spelling of the image is updated in place, keeping its spelling",
+			current:     []any{"docker.io/library/nginx:1.25.0", "busybox:1.36"},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
+			want:        []any{"docker.io/library/nginx:1.26.0", "busybox:1.36"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "the short spelling is updated for a full image name",
+			current:     []any{"nginx:1.25.0"},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("index.docker.io/library/nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
+			want:        []any{"nginx:1.26.0"},
+			wantChanged: []string{"n"},
+		},
+		{
+			name:        "an override of another name in another spelling",
+			current:     []any{"library/nginx=registry.example.com/mirror/nginx:1.25.0"},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
+			want:        []any{"library/nginx=registry.example.com/mirror/nginx:1.26.0"},
 			wantChanged: []string{"n"},
 		},
 		{
 			name:        "digest replaced",
 			current:     []any{"ghcr.io/org/api:v1@" + digestA},
-			images:      []ImageUpdate{{Alias: "api", Image: "ghcr.io/org/api", NewTag: "v1", NewDigest: digestB}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Tag: "v1", Digest: digestB}}},
 			want:        []any{"ghcr.io/org/api:v1@" + digestB},
 			wantChanged: []string{"api"},
 		},
 		{
 			name:        "digest without tag",
 			current:     []any{"ghcr.io/org/api@" + digestA},
-			images:      []ImageUpdate{{Alias: "api", Image: "ghcr.io/org/api", NewDigest: digestB}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Digest: digestB}}},
 			want:        []any{"ghcr.io/org/api@" + digestB},
 			wantChanged: []string{"api"},
 		},
 		{
 			name:        "registry with a port",
 			current:     []any{"localhost:5000/app:1.0", "localhost:5000/app-two:1.0"},
-			images:      []ImageUpdate{{Alias: "app", Image: "localhost:5000/app", NewTag: "1.1"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}}},
 			want:        []any{"localhost:5000/app:1.1", "localhost:5000/app-two:1.0"},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "prefix of another name does not match",
 			current:     []any{"localhost:5000/app-two:1.0"},
-			images:      []ImageUpdate{{Alias: "app", Image: "localhost:5000/app", NewTag: "1.1"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}}},
 			want:        []any{"localhost:5000/app-two:1.0", "localhost:5000/app:1.1"},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "entries that are not strings are kept",
 			current:     []any{int64(3), "nginx:1.0"},
-			images:      []ImageUpdate{{Alias: "n", Image: "nginx", NewTag: "1.1"}},
+			images:      []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1.1"}}},
 			want:        []any{int64(3), "nginx:1.1"},
 			wantChanged: []string{"n"},
 		},
@@ -136,8 +137,8 @@ func TestUpdateKustomizeImages(t *testing.T) {
 			name:    "only the image that changed is reported",
 			current: []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.1"},
 			images: []ImageUpdate{
-				{Alias: "app", Image: ecrApp, NewTag: "v0.0.2"},
-				{Alias: "web", Image: ecrWeb, NewTag: "v0.0.2"},
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
 			},
 			want:        []any{ecrApp + ":v0.0.2", ecrWeb + ":v0.0.2"},
 			wantChanged: []string{"web"},

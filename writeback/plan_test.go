@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -29,7 +31,7 @@ spec:
     helm: {parameters: [{name: image.tag, value: "1"}]}
   - {repoURL: "https://git.example.com/app.git", path: overlays/prod}
 `
-	app := ImageUpdate{Alias: "app", Image: "nginx", NewTag: "2"}
+	app := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "2"}}
 	tests := []struct {
 		name, app string
 		update    ApplicationUpdate
@@ -41,7 +43,7 @@ spec:
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", path: app}}`,
-			update:    ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			update:    ApplicationUpdate{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize","value":{"images":["nginx:2"]}}]`,
 		},
 		{
@@ -49,7 +51,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git", path: app}}`,
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {namePrefix: p-}}}`,
-			update:    ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			update:    ApplicationUpdate{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize/images","value":["nginx:2"]}]`,
 		},
 		{
@@ -57,30 +59,30 @@ spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {images: ["nginx:2"]}}}`,
-			update: ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			update: ApplicationUpdate{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{app}},
 		},
 		{
 			name:      "multi source, helm",
 			app:       multi,
-			update:    ApplicationUpdate{SourceIndex: 1, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			update:    ApplicationUpdate{SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/1/helm/parameters","value":[{"forceString":true,"name":"image.tag","value":"2"},{"forceString":true,"name":"image.name","value":"nginx"}]}]`,
 		},
 		{
 			name:      "multi source, kustomize block created",
 			app:       multi,
-			update:    ApplicationUpdate{SourceIndex: 2, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			update:    ApplicationUpdate{SourceIndex: 2, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/2/kustomize","value":{"images":["nginx:2"]}}]`,
 		},
 		{
 			name:    "index out of range",
 			app:     multi,
-			update:  ApplicationUpdate{SourceIndex: 3, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			update:  ApplicationUpdate{SourceIndex: 3, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{app}},
 			wantErr: "spec.sources has 3 entries, no index 3",
 		},
 		{
 			name:    "no spec.source",
 			app:     multi,
-			update:  ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			update:  ApplicationUpdate{SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{app}},
 			wantErr: "it has no spec.source",
 		},
 		{
@@ -88,7 +90,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git"}}`,
-			update:  ApplicationUpdate{SourceIndex: 0, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			update:  ApplicationUpdate{SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{app}},
 			wantErr: "it has no spec.sources",
 		},
 		{
@@ -96,7 +98,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git"}}`,
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", kustomize: {images: "nginx:1"}}}`,
-			update:  ApplicationUpdate{SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{app}},
+			update:  ApplicationUpdate{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{app}},
 			wantErr: "spec.source.kustomize.images is a string, not a list",
 		},
 		{
@@ -104,7 +106,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git", kustomize: {images: 
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {sources: [{repoURL: "https://git.example.com/app.git", helm: [1]}]}`,
-			update:  ApplicationUpdate{SourceIndex: 0, SourceType: SourceTypeHelm, Images: []ImageUpdate{app}},
+			update:  ApplicationUpdate{SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{app}},
 			wantErr: "spec.sources[0].helm is a []interface {}, not an object",
 		},
 	}
@@ -136,18 +138,18 @@ spec: {sources: [{repoURL: "https://git.example.com/app.git", helm: [1]}]}`,
 }
 
 func TestApplicationUpdateValidate(t *testing.T) {
-	ok := ImageUpdate{Alias: "a", Image: "nginx", NewTag: "1"}
+	ok := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "a", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}
 	tests := []struct {
 		name    string
 		update  ApplicationUpdate
 		wantErr string
 	}{
-		{"valid", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: SourceTypeHelm, Images: []ImageUpdate{ok}}, ""},
-		{"no name", ApplicationUpdate{Namespace: "argocd", SourceIndex: -1, SourceType: SourceTypeHelm}, "namespace and name are required"},
-		{"bad index", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: SourceTypeHelm}, "invalid source index -2"},
+		{"valid", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []ImageUpdate{ok}}, ""},
+		{"no name", ApplicationUpdate{Namespace: "argocd", SourceIndex: -1, SourceType: appwatch.SourceHelm}, "namespace and name are required"},
+		{"bad index", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: appwatch.SourceHelm}, "invalid source index -2"},
 		{"directory source", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: "Directory"}, `source type "Directory" cannot be written`},
-		{"no version", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{{Alias: "a", Image: "nginx"}}}, "image nginx: neither a tag nor a digest"},
-		{"no image", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: SourceTypeKustomize, Images: []ImageUpdate{{Alias: "a", NewTag: "1"}}}, `image "a": empty image name`},
+		{"no version", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "a", Image: mustRef("nginx")}}}}, "image nginx: neither a tag nor a digest"},
+		{"no image", ApplicationUpdate{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "a"}, New: imageref.Version{Tag: "1"}}}}, `image "a": empty image name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

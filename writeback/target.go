@@ -11,12 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-)
-
-// Write-back targets (the write-back-target annotation).
-const (
-	targetKustomization = "kustomization"
-	targetHelmValues    = "helmvalues"
+	"github.com/image-updater/argocd-image-updater/appwatch"
 )
 
 // maxTargetFileSize bounds the files a write-back reads; manifests and
@@ -193,13 +188,13 @@ func planTarget(t *repoTree, u GitUpdate) (targetEdit, error) {
 	if err != nil {
 		return targetEdit{}, fmt.Errorf("source path: %w", err)
 	}
-	kind, arg, hasArg := strings.Cut(u.Target, ":")
-	switch {
-	case u.Target == "":
+	arg := u.Target.Path
+	switch u.Target.Kind {
+	case appwatch.TargetSourceOverrides:
 		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)))
-	case kind == targetKustomization:
+	case appwatch.TargetKustomization:
 		dir := source
-		if hasArg && arg != "" {
+		if arg != "" {
 			if dir, err = repoPath(source, arg); err != nil {
 				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
 			}
@@ -211,9 +206,9 @@ func planTarget(t *repoTree, u GitUpdate) (targetEdit, error) {
 		return planFileEdit(t, file, func(name string, src []byte) ([]byte, []ImageUpdate, error) {
 			return setKustomizationImages(name, src, u.Images)
 		})
-	case kind == targetHelmValues:
+	case appwatch.TargetHelmValues:
 		file := path.Join(source, "values.yaml")
-		if hasArg && arg != "" {
+		if arg != "" {
 			if file, err = repoPath(source, arg); err != nil {
 				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
 			}

@@ -103,7 +103,7 @@ func setHelmValues(name string, src []byte, images []ImageUpdate) (out []byte, c
 		for _, p := range helmParametersFor(img) {
 			path, err := parseValuesPath(p.name)
 			if err != nil {
-				return nil, nil, fmt.Errorf("image %s: %w", img.Image, err)
+				return nil, nil, fmt.Errorf("image %s: %w", img.Key(), err)
 			}
 			next, ok, err := setValuesPath(name, out, path, p.value)
 			if err != nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 func TestParseValuesPath(t *testing.T) {
@@ -50,14 +52,14 @@ func TestHelmValuesGolden(t *testing.T) {
 	}{
 		"values.yaml": {
 			images: []ImageUpdate{
-				{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", HelmImageName: "app.image.name", HelmImageTag: "app.image.tag"},
-				{Alias: "web", Image: gitWebImage, NewTag: "1.5.0", HelmImageSpec: "images[1].image"},
-				{Alias: "worker", Image: "ghcr.io/example/worker", NewTag: "2.0", HelmImageName: "worker.image.repository", HelmImageTag: "worker.image.tag"},
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), HelmImageName: "app.image.name", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "1.5.0"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "worker", Image: mustRef("ghcr.io/example/worker"), HelmImageName: "worker.image.repository", HelmImageTag: "worker.image.tag"}, New: imageref.Version{Tag: "2.0"}},
 			},
 			changed: []string{"app", "web", "worker"},
 		},
 		"null-parent.yaml": {
-			images:  []ImageUpdate{{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", NewDigest: gitDigest, HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}},
+			images:  []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}},
 			changed: []string{"app"},
 		},
 	}
@@ -81,7 +83,7 @@ func TestHelmValuesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := setHelmValues("values.yaml", []byte(tt.src), []ImageUpdate{{Image: "nginx", NewTag: "1", HelmImageSpec: tt.param}})
+			_, _, err := setHelmValues("values.yaml", []byte(tt.src), []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("nginx"), HelmImageSpec: tt.param}, New: imageref.Version{Tag: "1"}}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -100,7 +102,7 @@ func TestHelmValuesInPlace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, changed, err := setHelmValues("values.yaml", []byte(tt.src), []ImageUpdate{{Image: "nginx", NewTag: "v2", HelmImageName: "unused", HelmImageTag: tt.param}})
+			got, changed, err := setHelmValues("values.yaml", []byte(tt.src), []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("nginx"), HelmImageName: "unused", HelmImageTag: tt.param}, New: imageref.Version{Tag: "v2"}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,14 +19,25 @@ func kustomizationFileNames() []string {
 // it. Empty fields are left out of the entry.
 type kustomizeImage struct {
 	name, newName, newTag, digest string
+	// matches tells the entries that are this image's: its name in any
+	// spelling (see imageref.Reference.MatchesName). A matched entry keeps
+	// its own spelling of the name.
+	matches func(name string) bool
+}
+
+// entryOf reports whether a YAML images entry is want's.
+func (e kustomizeImage) entryOf(n *yaml.Node) bool {
+	_, name := mappingGet(n, "name")
+	return name != nil && name.Kind == yaml.ScalarNode && e.matches(name.Value)
 }
 
 type yamlField struct{ key, value string }
 
 func kustomizeImageFor(img ImageUpdate) kustomizeImage {
-	e := kustomizeImage{name: kustomizeTarget(img), newTag: img.NewTag, digest: img.NewDigest}
-	if img.Image != e.name {
-		e.newName = img.Image
+	target := img.KustomizeName()
+	e := kustomizeImage{name: target.OriginalName(), newTag: img.New.Tag, digest: img.New.Digest, matches: target.MatchesName}
+	if !target.SameName(img.Image) {
+		e.newName = img.Image.OriginalName()
 	}
 	return e
 }
@@ -133,7 +144,10 @@ func withKustomizeImage(doc any, want kustomizeImage) (any, error) {
 	found := false
 	for i, e := range list {
 		entry, ok := e.(map[string]any)
-		if !ok || entry["name"] != want.name {
+		if !ok {
+			continue
+		}
+		if name, ok := entry["name"].(string); !ok || !want.matches(name) {
 			continue
 		}
 		found = true
@@ -203,7 +217,7 @@ func nextKustomizeEdit(y *yamlText, want kustomizeImage) ([]byte, error) {
 	}
 	named := false
 	for _, e := range val.Content {
-		if _, n := mappingGet(e, "name"); n == nil || n.Value != want.name {
+		if !want.entryOf(e) {
 			continue
 		}
 		named = true
@@ -315,7 +329,7 @@ func (y *yamlText) rewriteImagesBlock(key, val *yaml.Node, want kustomizeImage) 
 	}
 	found := false
 	for i, e := range entries {
-		if _, n := mappingGet(e, "name"); n != nil && n.Value == want.name {
+		if want.entryOf(e) {
 			entries[i] = withKustomizeFields(e, want)
 			found = true
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 const (
@@ -22,8 +24,8 @@ func goldenUpdate() bool { return os.Getenv("UPDATE_GOLDEN") != "" }
 // testdata/kustomization/original and compares the result byte for byte
 // with testdata/kustomization/expected: only the images entries change.
 func TestKustomizationGolden(t *testing.T) {
-	app := ImageUpdate{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", OldTag: "v0.0.1"}
-	web := ImageUpdate{Alias: "web", Image: gitWebImage, NewTag: "1.5.0", OldTag: "1.4.0"}
+	app := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}
+	web := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}, Old: imageref.ParseVersion("1.4.0")}
 	tests := map[string]struct {
 		images  []ImageUpdate
 		changed []string
@@ -34,7 +36,7 @@ func TestKustomizationGolden(t *testing.T) {
 		"flow.yaml":          {[]ImageUpdate{app}, []string{"app"}},
 		"null-images.yaml":   {[]ImageUpdate{app}, []string{"app"}},
 		"crlf.yaml":          {[]ImageUpdate{app, web}, []string{"app", "web"}},
-		"rename-digest.yaml": {[]ImageUpdate{{Alias: "web", Image: gitWebImage, KustomizeImageName: "web", NewTag: "1.5.0"}, {Alias: "app", Image: gitAppImage, NewTag: "v0.0.2", NewDigest: gitDigest}}, []string{"web", "app"}},
+		"rename-digest.yaml": {[]ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "1.5.0"}}, {ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}}, []string{"web", "app"}},
 	}
 	files, err := filepath.Glob("testdata/kustomization/original/*")
 	if err != nil {
@@ -94,7 +96,7 @@ func TestKustomizationOnlyImagesBlockChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _, err := setKustomizationImages("commented.yaml", src, []ImageUpdate{
-		{Image: gitAppImage, NewTag: "v0.0.2"}, {Image: gitWebImage, NewTag: "1.5.0"},
+		{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}, {ImageSpec: appwatch.ImageSpec{Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +129,7 @@ func TestKustomizationOnlyImagesBlockChanges(t *testing.T) {
 }
 
 func TestKustomizationErrors(t *testing.T) {
-	app := []ImageUpdate{{Image: gitAppImage, NewTag: "v1"}}
+	app := []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v1"}}}
 	tests := []struct {
 		name, src, want string
 	}{
@@ -146,7 +148,7 @@ func TestKustomizationErrors(t *testing.T) {
 }
 
 func TestKustomizationEmptyFile(t *testing.T) {
-	got, changed, err := setKustomizationImages("k.yaml", []byte("# only a comment\n"), []ImageUpdate{{Image: gitAppImage, NewTag: "1.0", KustomizeImageName: "app"}})
+	got, changed, err := setKustomizationImages("k.yaml", []byte("# only a comment\n"), []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "1.0"}}})
 	if err != nil || len(changed) != 1 {
 		t.Fatalf("changed %d, err %v", len(changed), err)
 	}

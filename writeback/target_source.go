@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	"gopkg.in/yaml.v3"
 )
 
@@ -25,14 +26,14 @@ func sourceOverrideFileName(u GitUpdate) string {
 // kept in place, new entries appended in the updates' order). src is nil
 // for a file that does not exist yet. The file is machine-written, so it
 // is re-encoded as a whole when something changed.
-func setSourceOverrides(name string, src []byte, sourceType string, images []ImageUpdate) ([]byte, []ImageUpdate, error) {
+func setSourceOverrides(name string, src []byte, sourceType appwatch.SourceType, images []ImageUpdate) ([]byte, []ImageUpdate, error) {
 	block, field := "kustomize", "images"
 	switch sourceType {
-	case SourceTypeKustomize:
-	case SourceTypeHelm:
+	case appwatch.SourceKustomize:
+	case appwatch.SourceHelm:
 		block, field = "helm", "parameters"
 	default:
-		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s or %s)", name, sourceType, SourceTypeKustomize, SourceTypeHelm)
+		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm)
 	}
 	var doc yaml.Node
 	if len(bytes.TrimSpace(src)) > 0 {
@@ -64,7 +65,7 @@ func setSourceOverrides(name string, src []byte, sourceType string, images []Ima
 	}
 	var next []any
 	var changed []ImageUpdate
-	if sourceType == SourceTypeHelm {
+	if sourceType == appwatch.SourceHelm {
 		next, changed = updateHelmParameters(current, images)
 	} else {
 		next, changed = updateKustomizeImages(current, images)
@@ -81,7 +82,7 @@ func setSourceOverrides(name string, src []byte, sourceType string, images []Ima
 		switch {
 		case orig != nil && i < len(current) && reflect.DeepEqual(current[i], v):
 			content[i] = orig
-		case sourceType == SourceTypeHelm:
+		case sourceType == appwatch.SourceHelm:
 			content[i] = helmParameterNode(orig, v)
 		default:
 			s, _ := v.(string)

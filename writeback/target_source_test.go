@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 func TestSourceOverrideFileName(t *testing.T) {
@@ -24,23 +26,23 @@ func TestSourceOverrideFileName(t *testing.T) {
 }
 
 func TestSetSourceOverrides(t *testing.T) {
-	app := ImageUpdate{Alias: "app", Image: gitAppImage, NewTag: "v0.0.2"}
-	web := ImageUpdate{Alias: "web", Image: gitWebImage, NewTag: "1.5.0", HelmImageSpec: "web.image"}
+	app := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
+	web := ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "1.5.0"}}
 	tests := []struct {
 		name       string
-		sourceType string
+		sourceType appwatch.SourceType
 		src        string
 		images     []ImageUpdate
 		want       string
 		changed    []string
 	}{
 		{
-			name: "new kustomize file", sourceType: SourceTypeKustomize, images: []ImageUpdate{app, web},
+			name: "new kustomize file", sourceType: appwatch.SourceKustomize, images: []ImageUpdate{app, web},
 			want:    "kustomize:\n  images:\n    - " + gitAppImage + ":v0.0.2\n    - " + gitWebImage + ":1.5.0\n",
 			changed: []string{"app", "web"},
 		},
 		{
-			name: "new helm file", sourceType: SourceTypeHelm, images: []ImageUpdate{app, web},
+			name: "new helm file", sourceType: appwatch.SourceHelm, images: []ImageUpdate{app, web},
 			want: "helm:\n  parameters:\n" +
 				"    - name: image.name\n      value: " + gitAppImage + "\n      forceString: true\n" +
 				"    - name: image.tag\n      value: v0.0.2\n      forceString: true\n" +
@@ -48,14 +50,14 @@ func TestSetSourceOverrides(t *testing.T) {
 			changed: []string{"app", "web"},
 		},
 		{
-			name: "kustomize merge keeps other keys and entries", sourceType: SourceTypeKustomize, images: []ImageUpdate{app},
+			name: "kustomize merge keeps other keys and entries", sourceType: appwatch.SourceKustomize, images: []ImageUpdate{app},
 			src: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n  - nginx:1.25\n  - " + gitAppImage + ":v0.0.1\n  - other=busybox:1\n",
 			want: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n" +
 				"    - nginx:1.25\n    - " + gitAppImage + ":v0.0.2\n    - other=busybox:1\n",
 			changed: []string{"app"},
 		},
 		{
-			name: "helm merge keeps other parameters and their keys", sourceType: SourceTypeHelm, images: []ImageUpdate{app},
+			name: "helm merge keeps other parameters and their keys", sourceType: appwatch.SourceHelm, images: []ImageUpdate{app},
 			src: "helm:\n  parameters:\n  - name: replicas\n    value: \"3\"\n  - name: image.tag\n    value: v0.0.1\n    forceString: true\n  - name: image.name\n    value: " + gitAppImage + "\n  valueFiles: [values-prod.yaml]\n",
 			want: "helm:\n  parameters:\n" +
 				"    - name: replicas\n      value: \"3\"\n" +
@@ -65,13 +67,13 @@ func TestSetSourceOverrides(t *testing.T) {
 			changed: []string{"app"},
 		},
 		{
-			name: "nothing to do", sourceType: SourceTypeKustomize, images: []ImageUpdate{app},
+			name: "nothing to do", sourceType: appwatch.SourceKustomize, images: []ImageUpdate{app},
 			src:  "kustomize:\n  images: [\"" + gitAppImage + ":v0.0.2\"]\n",
 			want: "kustomize:\n  images: [\"" + gitAppImage + ":v0.0.2\"]\n",
 		},
 		{
-			name: "kustomize override with an original name", sourceType: SourceTypeKustomize,
-			images: []ImageUpdate{{Alias: "app", Image: gitAppImage, KustomizeImageName: "app", NewTag: "v2", NewDigest: gitDigest}},
+			name: "kustomize override with an original name", sourceType: appwatch.SourceKustomize,
+			images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "v2", Digest: gitDigest}}},
 			src:    "kustomize:\n  images:\n  - app=" + gitAppImage + ":v1\n",
 			want:   "kustomize:\n  images:\n    - app=" + gitAppImage + ":v2@" + gitDigest + "\n", changed: []string{"app"},
 		},
@@ -104,7 +106,7 @@ func TestSetSourceOverridesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := setSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), SourceTypeKustomize, []ImageUpdate{{Image: "nginx", NewTag: "1"}})
+			_, _, err := setSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), appwatch.SourceKustomize, []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}

@@ -8,6 +8,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 func TestRepoPath(t *testing.T) {
@@ -146,11 +148,11 @@ func TestRepoTreeStat(t *testing.T) {
 	if content, f, err := tree.read("a/link/new.yaml"); err != nil || !f.exists || string(content) != "y: 2\n" {
 		t.Errorf("changed file: %q %+v %v", content, f, err)
 	}
-	_, err := planTarget(tree, GitUpdate{Name: "app", SourcePath: "missing/dir", SourceType: SourceTypeKustomize, Images: []ImageUpdate{{Image: "a", NewTag: "1"}}})
+	_, err := planTarget(tree, GitUpdate{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err == nil || !strings.Contains(err.Error(), "cannot create missing/dir/.argocd-source-app.yaml: the source path missing/dir does not exist") {
 		t.Errorf("missing source path: %v", err)
 	}
-	_, err = planTarget(tree, GitUpdate{Name: "app", Target: "values:x", Images: []ImageUpdate{{Image: "a", NewTag: "1"}}})
+	_, err = planTarget(tree, GitUpdate{Name: "app", Target: appwatch.WriteBackTarget{Kind: "values", Path: "x"}, Images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err == nil || !strings.Contains(err.Error(), `unknown write-back-target "values:x"`) {
 		t.Errorf("unknown target: %v", err)
 	}

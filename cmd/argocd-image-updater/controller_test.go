@@ -77,14 +77,14 @@ func (w *controllerWorld) createApp(t *testing.T, name string) {
 		},
 		"status": map[string]any{"summary": map[string]any{"images": []any{img + ":v0.0.1"}}},
 	}}
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (w *controllerWorld) images(t *testing.T, name string) []string {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestRunOnceWithTheInstallRole(t *testing.T) {
 	sa := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
 	cs := kubernetes.NewForConfigOrDie(sa)
 	saDyn := dynamic.NewForConfigOrDie(sa)
-	apps := saDyn.Resource(appwatch.ApplicationsResource)
+	apps := saDyn.Resource(appwatch.ApplicationsResource())
 	for what, err := range map[string]error{
 		"delete an Application":       apps.Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "main", metav1.DeleteOptions{}),
 		"list Applications elsewhere": errOf(apps.Namespace("default").List(t.Context(), metav1.ListOptions{})),

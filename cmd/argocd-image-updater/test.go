@@ -7,10 +7,13 @@ import (
 	"runtime"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -96,7 +99,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 			return badInput(err)
 		}
 	}
-	ref, err := registry.ParseReference(image, cfg.ReferenceOptions()...)
+	ref, err := imageref.Parse(image, cfg.ReferenceOptions()...)
 	if err != nil {
 		return badInput(err)
 	}
@@ -106,9 +109,9 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 			return badInput(err)
 		}
 	}
-	platforms := []strategy.Platform{{OS: runtime.GOOS, Architecture: runtime.GOARCH}}
+	platforms := []v1.Platform{{OS: runtime.GOOS, Architecture: runtime.GOARCH}}
 	if len(o.platforms) > 0 {
-		if platforms, err = strategy.ParsePlatforms(strings.Join(o.platforms, ",")); err != nil {
+		if platforms, err = platform.Parse(strings.Join(o.platforms, ",")); err != nil {
 			return badInput(err)
 		}
 	}
@@ -146,9 +149,8 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	if err != nil {
 		return badInput(err)
 	}
-	meta := cycle.MetadataFunc(client, ref, creds, cycle.ToV1Platforms(platforms))
-	current := strategy.Current{Tag: ref.Tag(), Digest: ref.Digest()}
-	res, err := policy.Choose(ctx, tags, current, meta)
+	meta := cycle.MetadataFunc(client, ref, creds, platforms)
+	res, err := policy.Choose(ctx, tags, ref.Version(), meta)
 	if err != nil {
 		return badInput(err)
 	}
@@ -182,9 +184,5 @@ func printTestResult(w io.Writer, out testOutput) {
 		fmt.Fprintf(w, "result:      no version qualifies (%s)\n", out.Reason)
 		return
 	}
-	ref := out.Tag
-	if out.Digest != "" {
-		ref += "@" + out.Digest
-	}
-	fmt.Fprintf(w, "result:      %s\n", ref)
+	fmt.Fprintf(w, "result:      %s\n", imageref.Version{Tag: out.Tag, Digest: out.Digest})
 }

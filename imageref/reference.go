@@ -1,4 +1,4 @@
-package registry
+package imageref
 
 import (
 	"errors"
@@ -14,43 +14,69 @@ import (
 // registries.conf entry and one credential match every spelling.
 const DockerHub = "docker.io"
 
-// dockerHubNamespace is where single-element Docker Hub names live.
-const dockerHubNamespace = "library"
+// maxRepositoryLength is the distribution grammar's limit on a repository
+// path.
+const maxRepositoryLength = 255
 
-// isDockerHub reports whether host is one of the names Docker Hub goes by.
-func isDockerHub(host string) bool {
-	switch host {
-	case DockerHub, "index.docker.io", "registry-1.docker.io":
-		return true
+// DockerHubNamespace is where single-element Docker Hub names live.
+const DockerHubNamespace = "library"
+
+// CanonicalHost lower-cases a registry host and folds Docker Hub's aliases
+// (index.docker.io, registry-1.docker.io) into DockerHub.
+func CanonicalHost(host string) string {
+	h := strings.ToLower(host)
+	switch h {
+	case "index.docker.io", "registry-1.docker.io":
+		return DockerHub
 	}
-	return false
+	return h
 }
 
-// ErrInvalidReference is matched (errors.Is) by every error ParseReference,
-// WithTag and WithDigest return for bad input.
-var ErrInvalidReference = errors.New("invalid image reference")
+// ParsePrefix checks a registry prefix as registries.conf writes it,
+// "host[/path]", and returns its canonical form: the host made canonical
+// (CanonicalHost) and no trailing '/'.
+func ParsePrefix(prefix string) (string, error) {
+	if strings.Contains(prefix, "://") {
+		return "", fmt.Errorf("prefix %q must not have a URL scheme; write the registry host, as in image names", prefix)
+	}
+	host, path, _ := strings.Cut(strings.TrimRight(prefix, "/"), "/")
+	host = CanonicalHost(host)
+	if err := checkHost(host); err != nil || !looksLikeHost(host) {
+		return "", fmt.Errorf("prefix %q does not start with a registry host (a name with '.' or ':', or localhost)", prefix)
+	}
+	if path == "" {
+		return host, nil
+	}
+	if err := checkRepositoryPath(path); err != nil {
+		return "", fmt.Errorf("prefix %q: %v", prefix, err)
+	}
+	return host + "/" + path, nil
+}
 
-// ReferenceError describes an image reference that could not be parsed.
-type ReferenceError struct {
+// ErrInvalid is matched (errors.Is) by every error Parse, WithTag,
+// WithDigest and WithVersion return for bad input.
+var ErrInvalid = errors.New("invalid image reference")
+
+// Error describes an image reference that could not be parsed.
+type Error struct {
 	Input string // the reference as given
 	Err   error  // why it was rejected
 }
 
-func (e *ReferenceError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("invalid image reference %q: %v", e.Input, e.Err)
 }
 
-func (e *ReferenceError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrInvalidReference) true.
-func (e *ReferenceError) Is(target error) bool { return target == ErrInvalidReference }
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 // The grammar below follows the distribution reference grammar, which is
 // stricter than go-containerregistry (it rejects "a//b", "-tag", "a..b").
 // Registries enforce it, so a name outside it can never be found anyway.
 var (
 	pathComponentRE = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
-	tagRE           = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	hostRE          = regexp.MustCompile(`^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$`)
 )
 
@@ -62,13 +88,19 @@ type Reference struct {
 	tag        string
 	digest     string
 	original   string
+	// originalName is original without its tag and digest: the spelling
+	// written back into manifests, so a user's "nginx" stays "nginx".
+	originalName string
+	// opts are the defaults r was parsed with; MatchesName applies them
+	// to the names it compares r with.
+	opts options
 }
 
-// ReferenceOption adjusts how ParseReference treats names without a
+// Option adjusts how ParseReference treats names without a
 // registry host.
-type ReferenceOption func(*referenceOptions)
+type Option func(*options)
 
-type referenceOptions struct {
+type options struct {
 	defaultRegistry  string
 	defaultNamespace string
 }
@@ -77,29 +109,33 @@ type referenceOptions struct {
 // registry host (Docker Hub otherwise). The value is a host, optionally
 // followed by a path that is put in front of such names, as the prefix of
 // the `default: true` entry of registries.conf may be.
-func WithDefaultRegistry(host string) ReferenceOption {
-	return func(o *referenceOptions) { o.defaultRegistry = host }
+func WithDefaultRegistry(host string) Option {
+	return func(o *options) { o.defaultRegistry = host }
 }
 
 // WithDefaultNamespace sets the namespace put in front of single-element
 // names that carry no registry host ("nginx" becomes "<ns>/nginx"). Docker
 // Hub's "library" is always applied for Docker Hub, with or without it.
-func WithDefaultNamespace(ns string) ReferenceOption {
-	return func(o *referenceOptions) { o.defaultNamespace = ns }
+func WithDefaultNamespace(ns string) Option {
+	return func(o *options) { o.defaultNamespace = ns }
 }
 
-// ParseReference parses an image reference as users write it: "nginx",
+// Parse parses an image reference as users write it: "nginx",
 // "org/app:1.2", "ghcr.io/org/app@sha256:...", "localhost:5000/app:v1@sha256:...".
 // Docker Hub names are normalised ("nginx" is docker.io/library/nginx), the
 // registry host is lower-cased, and a tag given together with a digest is
 // kept. No default tag is filled in.
-func ParseReference(s string, opts ...ReferenceOption) (Reference, error) {
-	o := referenceOptions{defaultRegistry: DockerHub}
+func Parse(s string, opts ...Option) (Reference, error) {
+	o := options{defaultRegistry: DockerHub}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	return parse(s, o)
+}
+
+func parse(s string, o options) (Reference, error) {
 	fail := func(err error) (Reference, error) {
-		return Reference{}, &ReferenceError{Input: s, Err: err}
+		return Reference{}, &Error{Input: s, Err: err}
 	}
 
 	if s == "" {
@@ -127,8 +163,8 @@ func ParseReference(s string, opts ...ReferenceOption) (Reference, error) {
 		if tag == "" {
 			return fail(errors.New("missing tag after ':'"))
 		}
-		if !tagRE.MatchString(tag) {
-			return fail(fmt.Errorf("invalid tag %q: a tag is 1 to 128 letters, digits, '_', '.' or '-', not starting with '.' or '-'", tag))
+		if !ValidTag(tag) {
+			return fail(fmt.Errorf("invalid tag %q: %s", tag, tagRule))
 		}
 	}
 
@@ -149,10 +185,7 @@ func ParseReference(s string, opts ...ReferenceOption) (Reference, error) {
 		}
 		host = defHost
 	}
-	host = strings.ToLower(host)
-	if isDockerHub(host) {
-		host = DockerHub
-	}
+	host = CanonicalHost(host)
 	if err := checkHost(host); err != nil {
 		return fail(err)
 	}
@@ -165,6 +198,11 @@ func ParseReference(s string, opts ...ReferenceOption) (Reference, error) {
 		return fail(err)
 	}
 	repository := repo.RepositoryStr()
+	// The length limit applies to the full path, "library/" included, or
+	// the canonical form would not parse again.
+	if len(repository) > maxRepositoryLength {
+		return fail(fmt.Errorf("repository %q is longer than %d characters", repository, maxRepositoryLength))
+	}
 	if err := checkRepositoryPath(repository); err != nil {
 		return fail(err)
 	}
@@ -176,11 +214,13 @@ func ParseReference(s string, opts ...ReferenceOption) (Reference, error) {
 	}
 
 	return Reference{
-		registry:   host,
-		repository: repository,
-		tag:        tag,
-		digest:     dig,
-		original:   s,
+		registry:     host,
+		repository:   repository,
+		tag:          tag,
+		digest:       dig,
+		original:     s,
+		originalName: base,
+		opts:         o,
 	}, nil
 }
 
@@ -208,6 +248,10 @@ func checkHost(host string) error {
 	}
 	return nil
 }
+
+// CheckPath checks a repository path or namespace ("library/nginx",
+// "team"): lower-case path elements separated by '/'.
+func CheckPath(path string) error { return checkRepositoryPath(path) }
 
 func checkRepositoryPath(repo string) error {
 	for _, c := range strings.Split(repo, "/") {
@@ -242,22 +286,43 @@ func (r Reference) Name() string {
 // String is the canonical form: Name, then ":tag" and "@digest" when set.
 // Parsing it gives back an equal Reference.
 func (r Reference) String() string {
-	s := r.Name()
-	if r.tag != "" {
-		s += ":" + r.tag
-	}
-	if r.digest != "" {
-		s += "@" + r.digest
-	}
-	return s
+	return r.Name() + r.Version().suffix()
 }
 
 // Original is the reference as it was written, before normalisation; for
-// references made by WithTag or WithDigest it is their canonical form.
+// references made by WithTag, WithDigest or WithVersion it is the original
+// name followed by the new version.
 func (r Reference) Original() string { return r.original }
 
+// OriginalName is the name as it was written, without tag or digest
+// ("nginx" for "nginx:1.25"). Write-back keeps this spelling, so the
+// manifests a user wrote keep matching what Kustomize and Helm render.
+func (r Reference) OriginalName() string { return r.originalName }
+
+// MatchesName reports whether s, a name or reference as written in a
+// manifest, an override or a running Pod, names the same repository as r
+// when read with the defaults r was read with. A value that does not parse
+// matches only when spelt exactly as r's name was.
+func (r Reference) MatchesName(s string) bool {
+	if name, _ := Split(s); name == r.originalName {
+		return true
+	}
+	o, err := parse(s, r.opts)
+	return err == nil && r.SameName(o)
+}
+
+// Version is the tag and digest of the reference.
+func (r Reference) Version() Version { return Version{Tag: r.tag, Digest: r.digest} }
+
+// SameName reports whether r and o name the same repository, whatever
+// their versions and however they were spelt ("nginx",
+// "docker.io/library/nginx" and "index.docker.io/library/nginx" do).
+func (r Reference) SameName(o Reference) bool {
+	return r.registry == o.registry && r.repository == o.repository
+}
+
 // IsZero reports whether r is the zero Reference.
-func (r Reference) IsZero() bool { return r == Reference{} }
+func (r Reference) IsZero() bool { return r.registry == "" && r.repository == "" }
 
 // Equal reports whether r and o name the same thing, however they were
 // written.
@@ -269,36 +334,64 @@ func (r Reference) Equal(o Reference) bool {
 // WithTag returns the reference with its tag set to tag. Any digest is
 // dropped, because it belonged to the old tag.
 func (r Reference) WithTag(tag string) (Reference, error) {
-	if r.IsZero() {
-		return Reference{}, &ReferenceError{Input: ":" + tag, Err: errors.New("empty reference")}
+	if r.registry == "" {
+		return Reference{}, &Error{Input: ":" + tag, Err: errors.New("empty reference")}
 	}
-	if !tagRE.MatchString(tag) {
-		return Reference{}, &ReferenceError{
+	if !ValidTag(tag) {
+		return Reference{}, &Error{
 			Input: r.Name() + ":" + tag,
-			Err:   fmt.Errorf("invalid tag %q", tag),
+			Err:   fmt.Errorf("invalid tag %q: %s", tag, tagRule),
 		}
 	}
 	r.tag, r.digest = tag, ""
-	r.original = r.String()
+	r.original = r.originalName + ":" + tag
 	return r, nil
 }
 
 // WithDigest returns the reference pinned to digest; the tag is kept, giving
 // the "tag@digest" form.
 func (r Reference) WithDigest(digest string) (Reference, error) {
-	if r.IsZero() {
-		return Reference{}, &ReferenceError{Input: "@" + digest, Err: errors.New("empty reference")}
+	if r.registry == "" {
+		return Reference{}, &Error{Input: "@" + digest, Err: errors.New("empty reference")}
 	}
 	if _, err := name.NewDigest(r.Name() + "@" + digest); err != nil || digest == "" {
 		if err == nil {
 			err = errors.New("empty digest")
 		}
-		return Reference{}, &ReferenceError{
+		return Reference{}, &Error{
 			Input: r.Name() + "@" + digest,
 			Err:   fmt.Errorf("invalid digest %q: %w", digest, err),
 		}
 	}
 	r.digest = digest
-	r.original = r.String()
+	r.original = r.originalName + Version{Tag: r.tag, Digest: digest}.suffix()
 	return r, nil
+}
+
+// WithoutVersion returns the reference with no tag and no digest: the
+// repository alone.
+func (r Reference) WithoutVersion() Reference {
+	r.tag, r.digest, r.original = "", "", r.originalName
+	return r
+}
+
+// WithVersion returns the reference with its tag and digest replaced by v;
+// v needs a tag, a digest or both.
+func (r Reference) WithVersion(v Version) (Reference, error) {
+	if v.IsZero() {
+		return Reference{}, &Error{Input: r.Name(), Err: errors.New("empty version")}
+	}
+	out := r
+	if v.Tag != "" {
+		var err error
+		if out, err = r.WithTag(v.Tag); err != nil {
+			return Reference{}, err
+		}
+	} else {
+		out.tag, out.digest, out.original = "", "", r.originalName
+	}
+	if v.Digest == "" {
+		return out, nil
+	}
+	return out.WithDigest(v.Digest)
 }
