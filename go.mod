@@ -15,6 +15,7 @@ require (
 	github.com/go-git/go-git/v5 v5.13.2
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
+	github.com/hiddeco/sshsig v0.2.0
 	github.com/prometheus/client_golang v1.20.5
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10

@@ -22,6 +22,9 @@
 //	-scale.profile DIR           CPU profiles of each cycle and a heap profile, summarized in the report
 //	-scale.gobench FILE          Go benchmark output to include in the report
 //
+// When -scale.write replaces a page, the part of it from the line
+// handWrittenMarker to the end (figures measured by hand) is kept.
+//
 // BENCH_BINARY names a prebuilt controller binary (a relative path is taken
 // from the module's root); otherwise the controller is built from this
 // module while the servers start.

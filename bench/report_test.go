@@ -590,6 +590,20 @@ func trimPprof(out string) string {
 	return strings.Join(keep, "\n")
 }
 
+// handWrittenMarker starts the part of the report page that people write:
+// figures measured outside the scale benchmark. Rewriting the page keeps it.
+const handWrittenMarker = "<!-- Written by hand below this line; make bench keeps it. -->"
+
+// withHandWritten appends to a new report the hand-written part of the page
+// it replaces (old), from the marker line to the end.
+func withHandWritten(report, old string) string {
+	i := strings.Index(old, "\n"+handWrittenMarker+"\n")
+	if i < 0 {
+		return report
+	}
+	return strings.TrimRight(report, "\n") + "\n\n" + old[i+1:]
+}
+
 // checkFences holds the report to the rule docs/docs_test.go checks every
 // page of docs/ against: each code block names its language.
 func checkFences(md string) error {

@@ -136,6 +136,13 @@ func TestScale(t *testing.T) {
 		rep.GoBench = string(data)
 	}
 	md := rep.markdown()
+	if *flagWrite != "" {
+		old, err := os.ReadFile(*flagWrite)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		md = withHandWritten(md, string(old))
+	}
 	if err := checkFences(md); err != nil {
 		t.Error(err)
 	}

@@ -112,3 +112,34 @@ func BenchmarkNewestBuild(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGlob weighs the glob fast paths (exact, "prefix*", "*suffix")
+// against filepath.Match over the same 10,000 tags; "*-rc*" and "*" take
+// filepath.Match either way.
+func BenchmarkGlob(b *testing.B) {
+	tags := benchTags(10_000, true)
+	for _, pattern := range []string{"latest", "v1.*", "main-*", "*.sig", "*-rc*", "*"} {
+		compiled, plain, err := strategy.GlobMatchers(pattern)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, m := range []struct {
+			name  string
+			match func(string) bool
+		}{{"compiled", compiled}, {"filepath.Match", plain}} {
+			b.Run(fmt.Sprintf("tags=%d/%s/%s", len(tags), pattern, m.name), func(b *testing.B) {
+				for b.Loop() {
+					n := 0
+					for _, tag := range tags {
+						if m.match(tag) {
+							n++
+						}
+					}
+					if n < 0 {
+						b.Fatal("unreachable")
+					}
+				}
+			})
+		}
+	}
+}

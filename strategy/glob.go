@@ -6,9 +6,11 @@ import (
 )
 
 // glob is an ignore-tags pattern. The common shapes ("latest", "main-*",
-// "*-debug") are matched with plain string operations, which are many times
-// faster than filepath.Match over long tag lists; everything else goes to
-// filepath.Match. FuzzGlob keeps the two in agreement.
+// "*-debug") are matched with plain string operations; everything else goes
+// to filepath.Match. FuzzGlob keeps the two in agreement. The fast paths
+// earn their place in BenchmarkGlob (10,000 tags, median of 8 runs on 2
+// cores): "latest" 85 µs against 284 µs, "v1.*" 84 against 240, "main-*" 87
+// against 288, "*.sig" 98 against 2,187 (see docs/benchmarks.md).
 type glob struct {
 	pattern string
 	kind    globKind

@@ -330,14 +330,74 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// redactURL drops a password written into a URL, for messages.
+// redactURL hides credentials written into a repository URL, for logs
+// and messages:
+//   - a password becomes xxxxx (url.URL.Redacted);
+//   - a user name alone is replaced by xxxxx too, except over SSH: HTTPS
+//     servers take tokens as the user name (https://TOKEN@github.com/...),
+//     while an SSH user name such as git@ authenticates nothing by itself;
+//   - scp-like addresses (git@github.com:org/repo) keep their user name, and
+//     lose anything after a ':' in it;
+//   - input url.Parse refuses loses everything up to its last '@' after the
+//     scheme, since its secret may hold an unescaped '/', '?' or '#' that
+//     hides where the authority ends.
 func redactURL(raw string) string {
+	if isSCPLikeURL(raw) {
+		return redactSCPLikeURL(raw)
+	}
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		scheme, rest := "", raw
+		if i := strings.Index(raw, "://"); i >= 0 {
+			scheme, rest = raw[:i+len("://")], raw[i+len("://"):]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			return scheme + redacted + rest[at:]
+		}
 		return raw
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	if u.User == nil {
+		return raw
 	}
-	return u.String()
+	if _, hasPassword := u.User.Password(); !hasPassword && !isSSHScheme(u.Scheme) {
+		u.User = url.User(redacted)
+	}
+	return u.Redacted()
+}
+
+// redacted is what stands in for a secret; url.URL.Redacted uses it too.
+const redacted = "xxxxx"
+
+func isSSHScheme(scheme string) bool {
+	switch strings.ToLower(scheme) {
+	case "ssh", "git+ssh", "ssh+git":
+		return true
+	}
+	return false
+}
+
+// isSCPLikeURL tells [user@]host:path apart from URLs the way git does: no
+// "://", and a ':' before the first '/'.
+func isSCPLikeURL(raw string) bool {
+	if strings.Contains(raw, "://") {
+		return false
+	}
+	colon := strings.Index(raw, ":")
+	slash := strings.Index(raw, "/")
+	return colon > 0 && (slash < 0 || colon < slash)
+}
+
+func redactSCPLikeURL(raw string) string {
+	authority := raw
+	if slash := strings.Index(raw, "/"); slash >= 0 {
+		authority = raw[:slash]
+	}
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return raw
+	}
+	if colon := strings.Index(raw[:at], ":"); colon >= 0 {
+		return raw[:colon+1] + redacted + raw[at:]
+	}
+	return raw
 }

@@ -80,14 +80,38 @@ func TestAccessSSHUser(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://bot:s3cret@git.example.com/repo.git": "https://bot:xxxxx@git.example.com/repo.git",
-		"https://bot@git.example.com/repo.git":        "https://bot@git.example.com/repo.git",
-		"git@github.com:org/repo.git":                 "git@github.com:org/repo.git",
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("%s: got %s, want %s", in, got, want)
-		}
+	tests := []struct {
+		name, in, want string
+		secret         string // must not appear in the result
+	}{
+		{name: "user and password", in: "https://bot:s3cret@git.example.com/repo.git", want: "https://bot:xxxxx@git.example.com/repo.git", secret: "s3cret"},
+		{name: "empty password", in: "https://bot:@git.example.com/repo.git", want: "https://bot:xxxxx@git.example.com/repo.git"},
+		{name: "token as user name", in: "https://ghp_abc123@github.com/org/repo", want: "https://xxxxx@github.com/org/repo", secret: "ghp_abc123"},
+		{name: "token as user name over http", in: "http://ghp_abc123@127.0.0.1:8080/repo.git", want: "http://xxxxx@127.0.0.1:8080/repo.git", secret: "ghp_abc123"},
+		{name: "no user info", in: "https://github.com/org/repo.git", want: "https://github.com/org/repo.git"},
+		{name: "ssh user", in: "ssh://deploy@git.example.com:2222/repo.git", want: "ssh://deploy@git.example.com:2222/repo.git"},
+		{name: "ssh user and password", in: "ssh://deploy:s3cret@git.example.com/repo.git", want: "ssh://deploy:xxxxx@git.example.com/repo.git", secret: "s3cret"},
+		{name: "scp-like", in: "git@github.com:org/repo.git", want: "git@github.com:org/repo.git"},
+		{name: "scp-like without user", in: "github.com:org/repo.git", want: "github.com:org/repo.git"},
+		{name: "scp-like with password", in: "git:s3cret@github.com:org/repo.git", want: "git:xxxxx@github.com:org/repo.git", secret: "s3cret"},
+		{name: "scp-like with @ in path", in: "git@github.com:org/repo@v1", want: "git@github.com:org/repo@v1"},
+		{name: "unparsable port", in: "https://bot:s3cret@git.example.com:http/repo.git", want: "https://xxxxx@git.example.com:http/repo.git", secret: "s3cret"},
+		{name: "unparsable escape in token", in: "https://ghp_%zz123@github.com/org/repo", want: "https://xxxxx@github.com/org/repo", secret: "ghp_"},
+		{name: "unparsable slash in password", in: "https://bot:pa/ss@git.example.com/repo.git", want: "https://xxxxx@git.example.com/repo.git", secret: "pa/ss"},
+		{name: "unparsable hash in password", in: "https://bot:pa#ss@git.example.com/repo.git", want: "https://xxxxx@git.example.com/repo.git", secret: "pa#ss"},
+		{name: "unparsable control character", in: "https://bot:s3cret@git.example.com/repo.git\n", want: "https://xxxxx@git.example.com/repo.git\n", secret: "s3cret"},
+		{name: "unparsable without user info", in: "https://git.example.com:http/repo.git", want: "https://git.example.com:http/repo.git"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := redactURL(tt.in)
+			if got != tt.want {
+				t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			if tt.secret != "" && strings.Contains(got, tt.secret) {
+				t.Errorf("redactURL(%q) = %q shows %q", tt.in, got, tt.secret)
+			}
+		})
 	}
 }
 

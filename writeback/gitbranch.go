@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/template"
 	"unicode/utf8"
+
+	"github.com/go-git/go-git/v5/plumbing"
 )
 
 // maxBranchNameLength cuts rendered branch names, as the git-branch
@@ -106,30 +108,31 @@ func renderBranchTemplate(text string, images []ImageUpdate) (string, error) {
 	return name, nil
 }
 
-// checkBranchName applies git check-ref-format's rules, so a bad name is
-// reported before anything is pushed.
+// checkBranchName applies git check-ref-format's rules (through go-git),
+// so a bad name is reported before anything is pushed.
 func checkBranchName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("empty branch name")
-	case name == "@" || name == "HEAD":
+	switch name {
+	case "":
+		return errors.New("empty branch name")
+	case "HEAD":
+		// go-git accepts refs/heads/HEAD; git refuses to make that branch.
 		return fmt.Errorf("%q is not a branch name", name)
-	case strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") || strings.HasSuffix(name, "."):
-		return fmt.Errorf("branch name %q cannot start or end with / or end with .", name)
-	case strings.HasPrefix(name, "-"):
-		return fmt.Errorf("branch name %q cannot start with -", name)
-	case strings.Contains(name, "..") || strings.Contains(name, "//") || strings.Contains(name, "@{"):
-		return fmt.Errorf("branch name %q cannot contain .., // or @{", name)
 	}
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
-			return fmt.Errorf("branch name %q cannot contain %q", name, r)
-		}
+	err := plumbing.NewBranchReferenceName(name).Validate()
+	if err == nil {
+		return nil
 	}
-	for _, part := range strings.Split(name, "/") {
-		if strings.HasPrefix(part, ".") || strings.HasSuffix(part, ".lock") {
-			return fmt.Errorf("branch name %q: a part cannot start with . or end with .lock", name)
-		}
+	// go-git does not say what is wrong; a character from a rendered image
+	// name or tag (':' of a registry port, a space) is the usual culprit,
+	// so name it when there is one.
+	if i := strings.IndexFunc(name, isBadRefRune); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(name[i:])
+		return fmt.Errorf("branch name %q cannot contain %q: %w", name, r, err)
 	}
-	return nil
+	return fmt.Errorf("branch name %q is refused by git check-ref-format: it cannot contain .., // or @{, start with - or /, end with / or ., or have a part that starts with . or ends with .lock: %w", name, err)
+}
+
+// isBadRefRune reports characters git allows nowhere in a ref name.
+func isBadRefRune(r rune) bool {
+	return r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r)
 }

@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -63,14 +64,49 @@ func TestPlanBranches(t *testing.T) {
 }
 
 func TestCheckBranchName(t *testing.T) {
-	for _, ok := range []string{"main", "image-updater/app-1.2.3", "release-1.x", "a_b"} {
-		if err := checkBranchName(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
+	const rules = "is refused by git check-ref-format"
+	tests := []struct {
+		name string
+		err  string // "" for a valid name
+	}{
+		{name: "main"},
+		{name: "image-updater/app-1.2.3"},
+		{name: "release-1.x"},
+		{name: "a_b"},
+		{name: "", err: "empty branch name"},
+		{name: "HEAD", err: `"HEAD" is not a branch name`},
+		{name: "@", err: rules},
+		{name: "/a", err: rules},
+		{name: "a/", err: rules},
+		{name: "a.", err: rules},
+		{name: "-a", err: rules},
+		{name: "a..b", err: rules},
+		{name: "a//b", err: rules},
+		{name: "a@{b", err: rules},
+		{name: "a b", err: `cannot contain ' '`},
+		{name: "a~1", err: `cannot contain '~'`},
+		{name: "a^", err: `cannot contain '^'`},
+		{name: "a:b", err: `cannot contain ':'`},
+		{name: "a?", err: `cannot contain '?'`},
+		{name: "a*", err: `cannot contain '*'`},
+		{name: "a[b", err: `cannot contain '['`},
+		{name: `a\b`, err: `cannot contain '\\'`},
+		{name: "a/.b", err: rules},
+		{name: "a.lock", err: rules},
+		{name: "a/b.lock/c", err: rules},
+		{name: "a\tb", err: `cannot contain '\t'`},
 	}
-	for _, bad := range []string{"", "HEAD", "@", "/a", "a/", "a.", "-a", "a..b", "a//b", "a@{b", "a b", "a~1", "a^", "a:b", "a?", "a*", "a[b", `a\b`, "a/.b", "a.lock", "a/b.lock/c", "a\tb"} {
-		if err := checkBranchName(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkBranchName(tt.name)
+			switch {
+			case tt.err == "" && err != nil:
+				t.Errorf("%q: %v", tt.name, err)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Errorf("%q: got %v, want an error containing %q", tt.name, err, tt.err)
+			case tt.err != "" && !strings.HasPrefix(tt.err, "empty") && !strings.Contains(err.Error(), strconv.Quote(tt.name)):
+				t.Errorf("%q: error %q does not name the branch", tt.name, err)
+			}
+		})
 	}
 }

@@ -2,10 +2,6 @@ package writeback
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/sha512"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/hiddeco/sshsig"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -86,65 +83,15 @@ func (s openPGPSigner) Sign(message io.Reader) ([]byte, error) {
 }
 
 // sshSigner makes the signatures `git commit -S` makes with
-// gpg.format=ssh: OpenSSH's SSHSIG format (PROTOCOL.sshsig) in the "git"
-// namespace over a SHA-512 hash of the commit, armored.
+// gpg.format=ssh: SSHSIG in the "git" namespace over a SHA-512 hash of the
+// commit, armored. For RSA keys the library signs with rsa-sha2-512, as
+// ssh-keygen does; git refuses the SHA-1 "ssh-rsa" signatures.
 type sshSigner struct{ key ssh.Signer }
 
-const (
-	sshsigMagic     = "SSHSIG"
-	sshsigVersion   = 1
-	sshsigNamespace = "git"
-	sshsigHash      = "sha512"
-)
-
 func (s sshSigner) Sign(message io.Reader) ([]byte, error) {
-	h := sha512.New()
-	if _, err := io.Copy(h, message); err != nil {
-		return nil, err
-	}
-	signed := []byte(sshsigMagic)
-	signed = appendSSHString(signed, []byte(sshsigNamespace))
-	signed = appendSSHString(signed, nil) // reserved
-	signed = appendSSHString(signed, []byte(sshsigHash))
-	signed = appendSSHString(signed, h.Sum(nil))
-
-	var sig *ssh.Signature
-	var err error
-	// ssh-keygen signs with SHA-512 RSA signatures; plain Sign would pick
-	// the SHA-1 "ssh-rsa" one that git refuses.
-	if as, ok := s.key.(ssh.AlgorithmSigner); ok && s.key.PublicKey().Type() == ssh.KeyAlgoRSA {
-		sig, err = as.SignWithAlgorithm(rand.Reader, signed, ssh.KeyAlgoRSASHA512)
-	} else {
-		sig, err = s.key.Sign(rand.Reader, signed)
-	}
+	sig, err := sshsig.Sign(message, s.key, sshsig.HashSHA512, "git")
 	if err != nil {
 		return nil, fmt.Errorf("SSH sign: %w", err)
 	}
-
-	blob := []byte(sshsigMagic)
-	blob = binary.BigEndian.AppendUint32(blob, sshsigVersion)
-	blob = appendSSHString(blob, s.key.PublicKey().Marshal())
-	blob = appendSSHString(blob, []byte(sshsigNamespace))
-	blob = appendSSHString(blob, nil)
-	blob = appendSSHString(blob, []byte(sshsigHash))
-	blob = appendSSHString(blob, ssh.Marshal(sig))
-	return armorSSHSignature(blob), nil
-}
-
-func appendSSHString(b, s []byte) []byte {
-	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
-	return append(b, s...)
-}
-
-// armorSSHSignature wraps the base64 text at 70 columns like ssh-keygen.
-func armorSSHSignature(blob []byte) []byte {
-	enc := base64.StdEncoding.EncodeToString(blob)
-	var buf bytes.Buffer
-	buf.WriteString("-----BEGIN SSH SIGNATURE-----\n")
-	for len(enc) > 70 {
-		buf.WriteString(enc[:70] + "\n")
-		enc = enc[70:]
-	}
-	buf.WriteString(enc + "\n-----END SSH SIGNATURE-----\n")
-	return buf.Bytes()
+	return sshsig.Armor(sig), nil
 }
