@@ -1,9 +1,11 @@
 package cycle
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
+	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -12,33 +14,36 @@ import (
 // tags, digest following the same tag) ask the registry once per cycle. A
 // tag can move between cycles, so nothing outlives the cycle.
 type metadataMemo struct {
+	calls coalesce.Group[strategy.TagInfo]
 	mu    sync.Mutex
-	calls map[string]*metadataCall
+	done  map[string]memoEntry
 }
 
-type metadataCall struct {
-	done chan struct{}
+type memoEntry struct {
 	info strategy.TagInfo
 	err  error
 }
 
-func newMetadataMemo() *metadataMemo { return &metadataMemo{calls: map[string]*metadataCall{}} }
+func newMetadataMemo() *metadataMemo { return &metadataMemo{done: map[string]memoEntry{}} }
 
 // get returns the remembered answer for key, or fetches it; concurrent
-// callers of one key wait for the first.
-func (m *metadataMemo) get(key string, fetch func() (strategy.TagInfo, error)) (strategy.TagInfo, error) {
+// callers of one key share one fetch. A failure is remembered too, so a
+// failing registry is not asked again by every image of the cycle.
+func (m *metadataMemo) get(ctx context.Context, key string, fetch func(context.Context) (strategy.TagInfo, error)) (strategy.TagInfo, error) {
 	m.mu.Lock()
-	if c, ok := m.calls[key]; ok {
-		m.mu.Unlock()
-		<-c.done
-		return c.info, c.err
-	}
-	c := &metadataCall{done: make(chan struct{})}
-	m.calls[key] = c
+	e, ok := m.done[key]
 	m.mu.Unlock()
-	c.info, c.err = fetch()
-	close(c.done)
-	return c.info, c.err
+	if ok {
+		return e.info, e.err
+	}
+	info, err := m.calls.Do(ctx, key, nil, func(ctx context.Context) (strategy.TagInfo, error) {
+		info, err := fetch(ctx)
+		m.mu.Lock()
+		m.done[key] = memoEntry{info, err}
+		m.mu.Unlock()
+		return info, err
+	})
+	return info, err
 }
 
 // metadataKey identifies a tag's metadata as this job sees it: the same

@@ -37,7 +37,7 @@ func TestMetadataMemo(t *testing.T) {
 	m := newMetadataMemo()
 	calls := 0
 	for range 3 {
-		info, err := m.get("k", func() (strategy.TagInfo, error) { calls++; return strategy.TagInfo{Tag: "v1"}, nil })
+		info, err := m.get(t.Context(), "k", func(context.Context) (strategy.TagInfo, error) { calls++; return strategy.TagInfo{Tag: "v1"}, nil })
 		if err != nil || info.Tag != "v1" {
 			t.Fatalf("got %+v, %v", info, err)
 		}

@@ -251,7 +251,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			}
 			fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms)
 			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
-				return memo.get(j.metadataKey(tag), func() (strategy.TagInfo, error) { return fetch(ctx, tag) })
+				return memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
 			}
 			if j.policy.Name() == strategy.NewestBuild {
 				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != registry.TagSortNone {

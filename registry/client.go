@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -22,12 +23,11 @@ import (
 
 // Defaults of the Client options.
 const (
-	DefaultRetryAttempts       = 4
-	DefaultRetryBaseDelay      = 200 * time.Millisecond
-	DefaultRetryMaxDelay       = 10 * time.Second
-	DefaultMetadataCacheSize   = 4096
-	DefaultMetadataConcurrency = 8
-	DefaultUserAgent           = "argocd-image-updater"
+	DefaultRetryAttempts     = 4
+	DefaultRetryBaseDelay    = 200 * time.Millisecond
+	DefaultRetryMaxDelay     = 10 * time.Second
+	DefaultMetadataCacheSize = 4096
+	DefaultUserAgent         = "argocd-image-updater"
 )
 
 // sessionCacheSize bounds the authenticated sessions kept, one per
@@ -65,19 +65,18 @@ const tagsPageSize = 1000
 // Calls end when their context does; give it a deadline, since a registry
 // that stops sending halfway through an answer is otherwise waited for.
 type Client struct {
-	config          func() *Config
-	resolver        *CredentialResolver
-	metrics         *Metrics
-	log             *slog.Logger
-	base            http.RoundTripper
-	rootCAs         *x509.CertPool
-	retryAttempts   int
-	retryBase       time.Duration
-	retryMax        time.Duration
-	metaCacheSize   int
-	metaConcurrency int
-	userAgent       string
-	defaultLimit    float64
+	config        func() *Config
+	resolver      *CredentialResolver
+	metrics       *Metrics
+	log           *slog.Logger
+	base          http.RoundTripper
+	rootCAs       *x509.CertPool
+	retryAttempts int
+	retryBase     time.Duration
+	retryMax      time.Duration
+	metaCacheSize int
+	userAgent     string
+	defaultLimit  float64
 
 	baseOnce     sync.Once
 	secureBase   http.RoundTripper
@@ -87,10 +86,10 @@ type Client struct {
 	stacks   map[string]*endpointStack // by endpoint prefix
 
 	sessions     *lru[sessionKey, *session]
-	sessionCalls sharedCalls[*session]
-	tagCalls     sharedCalls[[]string]
+	sessionCalls coalesce.Group[*session]
+	tagCalls     coalesce.Group[[]string]
 	meta         *lru[metaKey, metaEntry]
-	metaCalls    sharedCalls[metaEntry]
+	metaCalls    coalesce.Group[metaEntry]
 }
 
 // ClientOption configures a Client.
@@ -172,16 +171,6 @@ func WithMetadataCacheSize(n int) ClientOption {
 	}
 }
 
-// WithMetadataConcurrency sets how many tags MetadataFor looks up at once.
-// A non-positive value keeps DefaultMetadataConcurrency.
-func WithMetadataConcurrency(n int) ClientOption {
-	return func(c *Client) {
-		if n > 0 {
-			c.metaConcurrency = n
-		}
-	}
-}
-
 // WithDefaultLimit sets the rate limit, in requests per second, of
 // registries whose registries.conf entry sets no limit, in place of
 // DefaultLimit. A non-positive value keeps DefaultLimit.
@@ -205,16 +194,15 @@ func WithUserAgent(ua string) ClientOption {
 // NewClient builds a client.
 func NewClient(opts ...ClientOption) *Client {
 	c := &Client{
-		config:          func() *Config { return nil },
-		log:             slog.New(slog.DiscardHandler),
-		retryAttempts:   DefaultRetryAttempts,
-		retryBase:       DefaultRetryBaseDelay,
-		retryMax:        DefaultRetryMaxDelay,
-		metaCacheSize:   DefaultMetadataCacheSize,
-		metaConcurrency: DefaultMetadataConcurrency,
-		userAgent:       DefaultUserAgent,
-		defaultLimit:    DefaultLimit,
-		stacks:          make(map[string]*endpointStack),
+		config:        func() *Config { return nil },
+		log:           slog.New(slog.DiscardHandler),
+		retryAttempts: DefaultRetryAttempts,
+		retryBase:     DefaultRetryBaseDelay,
+		retryMax:      DefaultRetryMaxDelay,
+		metaCacheSize: DefaultMetadataCacheSize,
+		userAgent:     DefaultUserAgent,
+		defaultLimit:  DefaultLimit,
+		stacks:        make(map[string]*endpointStack),
 	}
 	for _, opt := range opts {
 		opt(c)
@@ -483,7 +471,7 @@ func (c *Client) session(ctx context.Context, t target, cred Credential) (*sessi
 		return s, nil
 	}
 	c.metrics.cache(CacheAuth, false)
-	s, err := c.sessionCalls.do(ctx, t.key(), nil, func(ctx context.Context) (*session, error) {
+	s, err := c.sessionCalls.Do(ctx, t.key(), nil, func(ctx context.Context) (*session, error) {
 		return c.newSession(ctx, t.stack, key.repo, cred)
 	})
 	if err == nil && s.cred != cred {

@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-
-	"golang.org/x/sync/singleflight"
+	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 )
 
 // Errors a resolution may wrap; match them with errors.Is.
@@ -126,7 +125,7 @@ type CredentialResolver struct {
 	now           func() time.Time
 	native        map[CredentialKind]NativeProvider
 
-	flight singleflight.Group
+	flight coalesce.Group[Credential]
 	mu     sync.Mutex
 	cache  map[cacheKey]cacheEntry
 	gen    map[cacheKey]uint64 // bumped by Invalidate, so that a lookup already under way does not store what it fetched
@@ -152,6 +151,8 @@ func NewCredentialResolver(opts ...ResolverOption) *CredentialResolver {
 		cache:         map[cacheKey]cacheEntry{},
 		gen:           map[cacheKey]uint64{},
 	}
+	// A resolution every caller left still fills the cache.
+	r.flight.Detached = true
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -212,7 +213,8 @@ const sharedResolveGrace = 5 * time.Second
 // expiry a NativeProvider reported, whichever comes first. Concurrent
 // callers for the same reference and registry share one resolution. Errors
 // are not cached. A caller whose ctx ends stops waiting; the shared
-// resolution goes on (bounded by the script timeout) for the others.
+// resolution goes on (bounded by the script timeout) for the others and
+// for the cache.
 func (r *CredentialResolver) ResolveCached(ctx context.Context, ref CredentialRef, registryHost string, ttl time.Duration) (Credential, error) {
 	key := cacheKey{ref: ref, host: imageref.CanonicalHost(registryHost)}
 	r.mu.Lock()
@@ -222,17 +224,17 @@ func (r *CredentialResolver) ResolveCached(ctx context.Context, ref CredentialRe
 		return e.cred, nil
 	}
 
-	ch := r.flight.DoChan(flightKey(key), func() (any, error) {
+	c, err := r.flight.Do(ctx, flightKey(key), nil, func(ctx context.Context) (Credential, error) {
 		r.mu.Lock()
 		gen := r.gen[key]
 		r.mu.Unlock()
 
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.scriptTimeout+sharedResolveGrace)
+		wctx, cancel := context.WithTimeout(ctx, r.scriptTimeout+sharedResolveGrace)
 		defer cancel()
 		start := r.now()
 		c, expiry, err := r.resolve(wctx, ref, registryHost)
 		if err != nil {
-			return nil, err
+			return Credential{}, err
 		}
 		if at, keep := cacheUntil(start, ttl, expiry); keep && (at.IsZero() || r.now().Before(at)) {
 			r.mu.Lock()
@@ -243,15 +245,10 @@ func (r *CredentialResolver) ResolveCached(ctx context.Context, ref CredentialRe
 		}
 		return c, nil
 	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return Credential{}, res.Err
-		}
-		return res.Val.(Credential), nil
-	case <-ctx.Done():
+	if err != nil && ctx.Err() != nil {
 		return Credential{}, &CredentialError{Ref: ref, Host: registryHost, Err: ctx.Err()}
 	}
+	return c, err
 }
 
 // Invalidate drops the cached credentials for ref and registryHost, for

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -132,45 +131,6 @@ func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds Cre
 	return e.md, nil
 }
 
-// MetadataResult is the answer for one tag of MetadataFor.
-type MetadataResult struct {
-	Tag      string
-	Metadata ImageMetadata
-	Err      error // as Metadata's
-}
-
-// MetadataFor returns the metadata of many tags of repo's repository, at
-// most WithMetadataConcurrency at a time, in the order of tags. Each tag
-// has its own error.
-func (c *Client) MetadataFor(ctx context.Context, repo imageref.Reference, tags []string, creds CredentialRef, platforms []v1.Platform) []MetadataResult {
-	out := make([]MetadataResult, len(tags))
-	sem := make(chan struct{}, c.metaConcurrency)
-	var wg sync.WaitGroup
-	for i, tag := range tags {
-		out[i].Tag = tag
-		ref, err := repo.WithTag(tag)
-		if err != nil {
-			out[i].Err = err
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			// Fails at once, with the same error as the others.
-			out[i].Metadata, out[i].Err = c.Metadata(ctx, ref, creds, platforms)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			out[i].Metadata, out[i].Err = c.Metadata(ctx, ref, creds, platforms)
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
 func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *session, platforms []v1.Platform) (metaEntry, error) {
 	digest := ref.Digest()
 	var manifest []byte
@@ -200,7 +160,7 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 	}
 	c.metrics.cache(CacheMetadata, false)
 	note := func(shared bool) { c.metrics.cache(CacheMetadataInflight, shared) }
-	e, err := c.metaCalls.do(ctx, key.String(), note, func(ctx context.Context) (metaEntry, error) {
+	e, err := c.metaCalls.Do(ctx, key.String(), note, func(ctx context.Context) (metaEntry, error) {
 		e, err := fetchMetadata(ctx, s, digest, manifest, mediaType, platforms)
 		if err == nil {
 			c.meta.add(key, e)

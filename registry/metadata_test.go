@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/imageref"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -221,42 +219,6 @@ func TestMetadataCreatedAnnotation(t *testing.T) {
 		if md.MediaType != string(types.OCIManifestSchema1) {
 			t.Errorf("%s: media type %s", tag, md.MediaType)
 		}
-	}
-}
-
-func TestMetadataFor(t *testing.T) {
-	reg := testenv.StartRegistry(t)
-	t1 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	t2 := time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC)
-	reg.PushImage(t, "app", []string{"1.0"}, testenv.Created(t1))
-	reg.PushImage(t, "app", []string{"2.0"}, testenv.Created(t2))
-	c := NewClient(
-		WithConfig(testConfig(t, reg.Host, "credentials: env:CREDS")),
-		WithCredentialResolver(envResolver(map[string]string{"CREDS": reg.Username + ":" + reg.Password})),
-		WithMetadataConcurrency(2),
-	)
-	tags := []string{"2.0", "nope", "1.0", "not a tag"}
-	res := c.MetadataFor(t.Context(), imageRef(t, reg.Host+"/app"), tags, CredentialRef{}, []v1.Platform{linuxAMD64})
-	if len(res) != len(tags) {
-		t.Fatalf("%d results for %d tags", len(res), len(tags))
-	}
-	for i, r := range res {
-		if r.Tag != tags[i] {
-			t.Errorf("result %d is for %q, want %q", i, r.Tag, tags[i])
-		}
-	}
-	if res[0].Err != nil || !res[0].Metadata.Created.Equal(t2) {
-		t.Errorf("2.0: %+v", res[0])
-	}
-	if res[2].Err != nil || !res[2].Metadata.Created.Equal(t1) {
-		t.Errorf("1.0: %+v", res[2])
-	}
-	var e *Error
-	if !errors.As(res[1].Err, &e) || e.StatusCode() != http.StatusNotFound {
-		t.Errorf("nope: want a 404, got %v", res[1].Err)
-	}
-	if !errors.Is(res[3].Err, imageref.ErrInvalid) {
-		t.Errorf("an invalid tag: %v", res[3].Err)
 	}
 }
 

@@ -38,7 +38,7 @@ func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds Credent
 		return nil, t.wrap("list tags", err)
 	}
 	note := func(shared bool) { c.metrics.cache(CacheTagsInflight, shared) }
-	tags, err := c.tagCalls.do(ctx, t.key(), note, func(ctx context.Context) ([]string, error) {
+	tags, err := c.tagCalls.Do(ctx, t.key(), note, func(ctx context.Context) ([]string, error) {
 		var tags []string
 		err := c.run(ctx, t, func(ctx context.Context, s *session) error {
 			var err error
