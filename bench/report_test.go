@@ -298,6 +298,17 @@ func (r *report) markdown() string {
 		p("```")
 		p("")
 	}
+	// Written every time, so that regenerating the report keeps the pointer
+	// to where the registry client's own HTTP code is measured against the
+	// library's.
+	p("## Registry client against go-containerregistry")
+	p("")
+	p("The registry client's own tag paging and manifest reading are measured against go-containerregistry's")
+	p("`remote.List`, `remote.Head` and `remote.Get` with a shared `remote.Puller` by the `BenchmarkCompare`")
+	p("benchmarks of package registry (among the Go benchmarks above when `make bench` runs them).")
+	p("[registry-client.md](registry-client.md) has their figures, time and requests per operation, and the")
+	p("command that reproduces them.")
+	p("")
 	return b.String()
 }
 

@@ -119,25 +119,75 @@ func TestNativeWithoutCredentialsMeansAnonymous(t *testing.T) {
 }
 
 func TestLRU(t *testing.T) {
-	c := newLRU[string, int](2)
-	c.add("a", 1)
-	c.add("b", 2)
-	if _, ok := c.get("a"); !ok { // a is now the most recent
-		t.Fatal("a missing")
-	}
-	c.add("c", 3)
-	if _, ok := c.get("b"); ok {
-		t.Error("b, the least recently used, should have been dropped")
-	}
-	if v, ok := c.get("a"); !ok || v != 1 {
-		t.Error("a should have stayed")
-	}
-	c.add("a", 10)
-	if v, _ := c.get("a"); v != 10 || c.len() != 2 {
-		t.Errorf("update: a=%d, len %d", v, c.len())
-	}
-	c.remove("a")
-	if _, ok := c.get("a"); ok || c.len() != 1 {
-		t.Error("remove failed")
+	for _, tc := range []struct {
+		name   string
+		size   int
+		steps  func(c *lru[string, int])
+		want   map[string]int
+		absent []string
+	}{
+		{
+			name: "least recently used goes first",
+			size: 2,
+			steps: func(c *lru[string, int]) {
+				c.add("a", 1)
+				c.add("b", 2)
+				c.get("a") // a is now the most recent
+				c.add("c", 3)
+			},
+			want:   map[string]int{"a": 1, "c": 3},
+			absent: []string{"b"},
+		},
+		{
+			name: "adding again updates in place",
+			size: 2,
+			steps: func(c *lru[string, int]) {
+				c.add("a", 1)
+				c.add("b", 2)
+				c.add("a", 10)
+			},
+			want: map[string]int{"a": 10, "b": 2},
+		},
+		{
+			name: "remove",
+			size: 2,
+			steps: func(c *lru[string, int]) {
+				c.add("a", 1)
+				c.add("b", 2)
+				c.remove("a")
+				c.remove("missing")
+			},
+			want:   map[string]int{"b": 2},
+			absent: []string{"a"},
+		},
+		{
+			// The library reads 0 as unbounded; ours stays bounded.
+			name: "size below one keeps one",
+			size: 0,
+			steps: func(c *lru[string, int]) {
+				c.add("a", 1)
+				c.add("b", 2)
+			},
+			want:   map[string]int{"b": 2},
+			absent: []string{"a"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newLRU[string, int](tc.size)
+			tc.steps(c)
+			if c.len() != len(tc.want) {
+				t.Errorf("len = %d, want %d", c.len(), len(tc.want))
+			}
+			for k, want := range tc.want {
+				if v, ok := c.get(k); !ok || v != want {
+					t.Errorf("get(%q) = %d, %v; want %d", k, v, ok, want)
+				}
+			}
+			for _, k := range tc.absent {
+				if v, ok := c.get(k); ok {
+					t.Errorf("get(%q) = %d; want it gone", k, v)
+				}
+			}
+		})
 	}
 }
