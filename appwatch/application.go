@@ -127,13 +127,13 @@ func newSource(index int, s map[string]any, statusType string) Source {
 	return src
 }
 
-// TargetSource picks the source whose overrides the argocd write-back
-// changes for an image:
+// TargetSource picks the source an image's new version is written for:
 //   - a single-source Application: its source;
-//   - a multi-source Application: the first Kustomize or Helm source (in
-//     spec.sources order) whose overrides already name the image; else the
-//     first Kustomize or Helm source. Sources that only provide a ref for
-//     Helm value files are skipped.
+//   - a multi-source Application: among its Kustomize and Helm sources (of
+//     the write-back target's type when the target is a kustomization or a
+//     Helm values file), the first in spec.sources order whose overrides
+//     already name the image, else the first. Sources that only provide a
+//     ref for Helm value files are skipped.
 //
 // It returns false when no source can hold an override.
 func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
@@ -141,10 +141,28 @@ func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
 		s := a.Sources[0]
 		return s, s.Type.Writable()
 	}
+	want := SourceType("")
+	switch a.Annotations.WriteBack.Target.Kind {
+	case TargetKustomization:
+		want = SourceKustomize
+	case TargetHelmValues:
+		want = SourceHelm
+	}
+	if want != "" {
+		if s, ok := a.targetSource(img, want); ok {
+			return s, true
+		}
+	}
+	return a.targetSource(img, "")
+}
+
+// targetSource applies TargetSource's multi-source rule to the sources of
+// type want ("" for both writable types).
+func (a *Application) targetSource(img ImageSpec, want SourceType) (Source, bool) {
 	var first *Source
 	for i := range a.Sources {
 		s := &a.Sources[i]
-		if !s.Type.Writable() || (s.Ref != "" && s.Path == "" && s.Chart == "") {
+		if !s.Type.Writable() || (want != "" && s.Type != want) || (s.Ref != "" && s.Path == "" && s.Chart == "") {
 			continue
 		}
 		if _, ok := s.CurrentVersion(img); ok {
@@ -191,15 +209,26 @@ func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 }
 
 // RunningVersion is the version of the image among the running images,
-// matched by name as CurrentVersion matches overrides.
+// matched by name as CurrentVersion matches overrides. When several
+// containers run the image, the one running the tag the image follows
+// (its constraint, for the digest strategy) is this image's; otherwise the
+// first.
 func (a *Application) RunningVersion(img ImageSpec) (imageref.Version, bool) {
+	var found imageref.Version
+	ok := false
 	for _, running := range a.RunningImages {
-		if img.Image.MatchesName(running) {
-			_, version := imageref.Split(running)
+		if !img.Image.MatchesName(running) {
+			continue
+		}
+		_, version := imageref.Split(running)
+		if img.Constraint != "" && version.Tag == img.Constraint {
 			return version, true
 		}
+		if !ok {
+			found, ok = version, true
+		}
 	}
-	return imageref.Version{}, false
+	return found, ok
 }
 
 // SplitKustomizeImage splits a kustomize images entry

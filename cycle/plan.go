@@ -45,7 +45,7 @@ func (e configError) Unwrap() error { return e.err }
 // Application-level error (a bad write-back setting) stops the whole
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
-func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+func planApplication(app *appwatch.Application, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
 	appBroken := false
 	for _, p := range app.Annotations.Problems {
 		problems = append(problems, p)
@@ -60,7 +60,7 @@ func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPla
 		return nil, skips, problems
 	}
 	for _, spec := range app.Annotations.Images {
-		j, sk, err := planImage(app, spec, cfg, defaultPlatforms)
+		j, sk, err := planImage(app, spec, defaultPlatforms)
 		switch {
 		case err != nil:
 			problems = append(problems, configError{fmt.Errorf("image %s: %w", spec.Key(), err)})
@@ -73,8 +73,7 @@ func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPla
 	return jobs, skips, problems
 }
 
-func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry.Config, defaultPlatforms []v1.Platform) (*job, string, error) {
-	ref := spec.Image
+func planImage(app *appwatch.Application, spec appwatch.ImageSpec, defaultPlatforms []v1.Platform) (*job, string, error) {
 	var creds registry.CredentialRef
 	var err error
 	if spec.PullSecret != "" {
@@ -120,7 +119,11 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry
 	if !found && !spec.ForceUpdate {
 		return nil, "not running in the Application (set force-update to update it anyway)", nil
 	}
-	return &job{app: app, spec: spec, ref: ref, creds: creds, policy: policy, platforms: platforms, source: source, current: current}, "", nil
+	if policy.Name() == strategy.Digest && current.Tag == "" {
+		// A running image known by digest alone still follows its tag.
+		current.Tag = spec.Constraint
+	}
+	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current}, "", nil
 }
 
 func sourceTypes(app *appwatch.Application) string {

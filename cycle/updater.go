@@ -159,7 +159,7 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	sum := Summary{Applications: len(apps)}
 	var jobs []*job
 	for _, app := range apps {
-		appJobs, skips, problems := planApplication(app, cfg, u.defaultPlatforms)
+		appJobs, skips, problems := planApplication(app, u.defaultPlatforms)
 		sum.Images += len(app.Annotations.Images)
 		u.metrics.imagesWatched(app, len(app.Annotations.Images))
 		u.reportProblems(app, problems)

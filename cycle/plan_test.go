@@ -1,0 +1,194 @@
+package cycle
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+)
+
+// planApp builds an Application the way the watcher reads one.
+func planApp(t *testing.T, annotations map[string]string, spec, status map[string]any) *appwatch.Application {
+	t.Helper()
+	ann := map[string]any{}
+	for k, v := range annotations {
+		ann[appwatch.AnnotationPrefix+k] = v
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "app", "namespace": "argocd", "annotations": ann},
+		"spec":     spec, "status": status,
+	}}
+	a, err := appwatch.FromUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func running(images ...string) map[string]any {
+	list := make([]any, len(images))
+	for i, s := range images {
+		list[i] = s
+	}
+	return map[string]any{"summary": map[string]any{"images": list}}
+}
+
+func kustomizeSource(images ...string) map[string]any {
+	list := make([]any, len(images))
+	for i, s := range images {
+		list[i] = s
+	}
+	return map[string]any{"repoURL": "https://git.example.com/r.git", "path": "k", "kustomize": map[string]any{"images": list}}
+}
+
+var helmSource = map[string]any{"repoURL": "https://git.example.com/r.git", "path": "h", "helm": map[string]any{
+	"parameters": []any{map[string]any{"name": "image.tag", "value": "2.0.0"}},
+}}
+
+// Planning is pure: which source, which current version, which images are
+// skipped or refused, decided from the Application alone.
+func TestPlanApplication(t *testing.T) {
+	linuxAMD64 := []v1.Platform{{OS: "linux", Architecture: "amd64"}}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		spec        map[string]any
+		status      map[string]any
+		// per planned image: alias -> "sourceIndex current"
+		jobs     map[string]string
+		skips    []string // aliases
+		problems []string // substrings
+	}{
+		{
+			name:        "the override wins over the running image",
+			annotations: map[string]string{"image-list": "a=nginx"},
+			spec:        map[string]any{"source": kustomizeSource("docker.io/library/nginx:1.26.0")},
+			status:      running("nginx:1.25.0"),
+			jobs:        map[string]string{"a": "-1 1.26.0"},
+		},
+		{
+			name:        "running image when no override names it",
+			annotations: map[string]string{"image-list": "a=nginx"},
+			spec:        map[string]any{"source": kustomizeSource("other:1")},
+			status:      running("busybox:1", "index.docker.io/library/nginx:1.25.0"),
+			jobs:        map[string]string{"a": "-1 1.25.0"},
+		},
+		{
+			name:        "not running is skipped",
+			annotations: map[string]string{"image-list": "a=nginx"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("busybox:1"),
+			skips:       []string{"a"},
+		},
+		{
+			name:        "not running with force-update is planned from nothing",
+			annotations: map[string]string{"image-list": "a=nginx", "a.force-update": "true"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			jobs:        map[string]string{"a": "-1 "},
+		},
+		{
+			name:        "argocd write-back needs a Kustomize or Helm source",
+			annotations: map[string]string{"image-list": "a=nginx"},
+			spec:        map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "directory": map[string]any{}}},
+			status:      running("nginx:1"),
+			problems:    []string{"image a: no Kustomize or Helm source", "Directory"},
+		},
+		{
+			name:        "a bad image setting stops only that image",
+			annotations: map[string]string{"image-list": "a=nginx,b=redis", "b.update-strategy": "newest"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1", "redis:7"),
+			jobs:        map[string]string{"a": "-1 1"},
+			problems:    []string{"image b:", "newest"},
+		},
+		{
+			name:        "a bad write-back setting stops the Application",
+			annotations: map[string]string{"image-list": "a=nginx", "write-back-method": "svn"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			skips:       []string{"a"},
+			problems:    []string{`unknown method "svn"`},
+		},
+		{
+			name:        "multi-source: the source naming the image",
+			annotations: map[string]string{"image-list": "a=nginx"},
+			spec:        map[string]any{"sources": []any{map[string]any{"repoURL": "r", "chart": "c", "helm": map[string]any{}}, kustomizeSource("nginx:1.26.0")}},
+			status:      running("nginx:1.25.0"),
+			jobs:        map[string]string{"a": "1 1.26.0"},
+		},
+		{
+			name:        "multi-source: helmvalues target writes for the Helm source",
+			annotations: map[string]string{"image-list": "a=nginx", "write-back-method": "git", "write-back-target": "helmvalues"},
+			spec:        map[string]any{"sources": []any{kustomizeSource("nginx:1.26.0"), helmSource}},
+			status:      running("nginx:2.0.0"),
+			jobs:        map[string]string{"a": "1 2.0.0"},
+		},
+		{
+			name:        "multi-source: kustomization target writes for the Kustomize source",
+			annotations: map[string]string{"image-list": "a=nginx", "write-back-method": "git", "write-back-target": "kustomization"},
+			spec:        map[string]any{"sources": []any{helmSource, kustomizeSource("nginx:1.26.0")}},
+			status:      running("nginx:2.0.0"),
+			jobs:        map[string]string{"a": "1 1.26.0"},
+		},
+		{
+			name:        "digest: several containers run the image; the followed tag's is this image's",
+			annotations: map[string]string{"image-list": "a=nginx:latest", "a.update-strategy": "digest"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1.25.0", "nginx:latest@sha256:"+strings.Repeat("a", 64)),
+			jobs:        map[string]string{"a": "-1 latest@sha256:" + strings.Repeat("a", 64)},
+		},
+		{
+			name:        "digest: a running image known by digest alone keeps the tag it follows",
+			annotations: map[string]string{"image-list": "a=nginx:stable", "a.update-strategy": "digest"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx@sha256:" + strings.Repeat("b", 64)),
+			jobs:        map[string]string{"a": "-1 stable@sha256:" + strings.Repeat("b", 64)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := planApp(t, tt.annotations, tt.spec, tt.status)
+			jobs, skips, problems := planApplication(app, linuxAMD64)
+			got := map[string]string{}
+			for _, j := range jobs {
+				got[j.spec.Alias] = strconv.Itoa(j.source.Index) + " " + j.current.String()
+			}
+			if len(got) != len(tt.jobs) {
+				t.Errorf("jobs %v, want %v", got, tt.jobs)
+			}
+			for alias, want := range tt.jobs {
+				if got[alias] != want {
+					t.Errorf("image %s: planned %q, want %q", alias, got[alias], want)
+				}
+			}
+			var gotSkips []string
+			for _, s := range skips {
+				gotSkips = append(gotSkips, s.image)
+			}
+			if strings.Join(gotSkips, ",") != strings.Join(tt.skips, ",") {
+				t.Errorf("skips %v, want %v", gotSkips, tt.skips)
+			}
+			var msgs []string
+			for _, p := range problems {
+				if !isWarning(p) {
+					msgs = append(msgs, p.Error())
+				}
+			}
+			all := strings.Join(msgs, "\n")
+			for _, want := range tt.problems {
+				if !strings.Contains(all, want) {
+					t.Errorf("problems %q lack %q", msgs, want)
+				}
+			}
+			if len(tt.problems) == 0 && len(msgs) > 0 {
+				t.Errorf("unexpected problems %q", msgs)
+			}
+		})
+	}
+}
+
