@@ -22,6 +22,9 @@
 //	-scale.profile DIR           CPU profiles of each cycle and a heap profile, summarized in the report
 //	-scale.gobench FILE          Go benchmark output to include in the report
 //
+// -scale.write replaces the file but carries over the sections of the old one
+// marked as hand-written (keptBegin, keptEnd), at the end of the new report.
+//
 // BENCH_BINARY names a prebuilt controller binary (a relative path is taken
 // from the module's root); otherwise the controller is built from this
 // module while the servers start.

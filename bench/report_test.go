@@ -590,6 +590,29 @@ func trimPprof(out string) string {
 	return strings.Join(keep, "\n")
 }
 
+// Sections of the report file written by hand (figures measured by other
+// means) sit between these markers; a rewrite carries them over.
+const (
+	keptBegin = "<!-- hand-written section: kept when make bench rewrites this file -->"
+	keptEnd   = "<!-- end of hand-written section -->"
+)
+
+// keepHandWritten appends to a freshly generated report the marked sections
+// of the previous file, in their order, each after one blank line. A section
+// whose end marker is missing runs to the end of the old file.
+func keepHandWritten(generated, old string) string {
+	out := generated
+	for rest := old; ; {
+		_, after, ok := strings.Cut(rest, keptBegin)
+		if !ok {
+			return out
+		}
+		body, tail, _ := strings.Cut(after, keptEnd)
+		out = strings.TrimRight(out, "\n") + "\n\n" + keptBegin + strings.TrimRight(body, "\n") + "\n" + keptEnd + "\n"
+		rest = tail
+	}
+}
+
 // checkFences holds the report to the rule docs/docs_test.go checks every
 // page of docs/ against: each code block names its language.
 func checkFences(md string) error {
