@@ -6,6 +6,11 @@ package strategy
 // substrings of the tag and does not allocate. Tag lists can hold hundreds of
 // thousands of entries, and the regular-expression parser dominated the cost
 // of a choice. Differential fuzz tests keep the two in agreement.
+//
+// It stays because it measures: a whole semver choice over 10,000 tags runs
+// 12 to 18 times as fast as with the library's NewVersion and Check, above the
+// 3 times that justifies hand-written code (BenchmarkSemverVsLibrary,
+// docs/benchmarks.md).
 
 // maxVersionLen mirrors semver.MaxVersionLen.
 const maxVersionLen = 256
