@@ -61,6 +61,8 @@ type worldOptions struct {
 	// names limits the world to Applications matching this glob, so
 	// subtests sharing an API server do not see each other's.
 	names string
+	// wrap, if set, stands between the updater and the registry client.
+	wrap func(Registry) Registry
 }
 
 func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
@@ -107,7 +109,11 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	t.Cleanup(broadcaster.Shutdown)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.cs.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
-	w.updater = New(w.watcher, client, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
+	var regClient Registry = client
+	if o.wrap != nil {
+		regClient = o.wrap(client)
+	}
+	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
 		WithRegistryConfig(func() *registry.Config { return conf }),
 		WithDryRun(o.dryRun),
 		WithMetrics(w.metrics),

@@ -63,7 +63,14 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 		return
 	}
 	// Write answers in the order of the batch.
-	for i, res := range u.git.Write(ctx, batch) {
+	var results []writeback.GitResult
+	if err := u.guard("writing to git", func() error { results = u.git.Write(ctx, batch); return nil }); err != nil {
+		for _, au := range batched {
+			u.writeFailed(au, err, sum)
+		}
+		return
+	}
+	for i, res := range results {
 		au := batched[i]
 		if res.Err != nil {
 			u.writeFailed(au, res.Err, sum)

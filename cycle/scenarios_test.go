@@ -1,14 +1,18 @@
 package cycle
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -241,6 +245,45 @@ func TestCycle(t *testing.T) {
 			t.Errorf("%d tag-list requests (%d listings planned), want 5", got, sum.TagListings)
 		}
 	})
+
+	t.Run("a panic while handling one image fails that image only", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "panic*", wrap: func(r Registry) Registry { return panickingRegistry{r, "eks-web"} }})
+		w.create(t, application("panic-one", map[string]string{
+			"image-list": "app=" + repo("eks-app") + ",web=" + repo("eks-web"),
+		}, nil, repo("eks-app")+":v0.0.1", repo("eks-web")+":v0.0.1"))
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.Errors != 1 {
+			t.Fatalf("summary %+v, want the good image updated and one error", sum)
+		}
+		got := kustomizeImages(t, w.get(t, "panic-one"))
+		if !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
+			t.Errorf("kustomize images %v", got)
+		}
+		var evs []corev1.Event
+		waitUntil(t, func() bool {
+			evs = w.events(t, "panic-one")
+			for _, e := range evs {
+				if e.Reason == ReasonUpdateFailed && strings.Contains(e.Message, "internal error") {
+					return true
+				}
+			}
+			return false
+		})
+	})
+}
+
+// panickingRegistry panics when asked for the tags of one repository, as a
+// bug on input from a registry would.
+type panickingRegistry struct {
+	Registry
+	repo string
+}
+
+func (p panickingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef) ([]string, error) {
+	if strings.HasSuffix(ref.Repository(), p.repo) {
+		panic("injected: " + p.repo)
+	}
+	return p.Registry.Tags(ctx, ref, creds)
 }
 
 func deepCopy(m map[string]any) map[string]any {

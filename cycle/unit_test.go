@@ -2,8 +2,11 @@ package cycle
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/strategy"
@@ -45,4 +48,54 @@ func TestMetadataMemo(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("fetched %d times, want 1", calls)
 	}
+}
+
+// Liveness: Stalled turns true when Run has not finished a cycle for
+// longer than allowed, and never while Run is not running.
+func TestStalled(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	block := make(chan struct{})
+	apps := &blockingApps{block: block, entered: make(chan struct{})}
+	u := New(apps, nil, nil, WithClock(clock))
+	if u.Stalled(time.Minute) {
+		t.Fatal("stalled before Run")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { u.Run(ctx, time.Minute); close(done) }()
+	<-apps.entered // the first cycle is under way and held
+	advance(30 * time.Second)
+	if u.Stalled(time.Minute) {
+		t.Error("stalled within the limit")
+	}
+	advance(time.Minute)
+	if !u.Stalled(time.Minute) {
+		t.Error("not stalled after the limit")
+	}
+	close(block) // the cycle finishes
+	waitUntil(t, func() bool { return !u.Stalled(time.Minute) })
+	cancel()
+	<-done
+	advance(time.Hour)
+	if u.Stalled(time.Minute) {
+		t.Error("stalled after Run returned")
+	}
+}
+
+// blockingApps holds the cycle that lists it until block is closed, and
+// closes entered when the first cycle asks.
+type blockingApps struct {
+	block   chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingApps) Applications(...imageref.Option) []*appwatch.Application {
+	b.once.Do(func() { close(b.entered) })
+	<-b.block
+	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -55,6 +57,9 @@ type Updater struct {
 	metrics             *Metrics
 	now                 func() time.Time
 	running             sync.Mutex
+	// progress is when Run last started or a cycle last finished (Unix
+	// nanoseconds), 0 while Run is not running: what Stalled reads.
+	progress atomic.Int64
 }
 
 // Option configures an Updater.
@@ -130,6 +135,8 @@ type Summary struct {
 // the previous one: the next starts interval after the previous began, or
 // at once if it took longer.
 func (u *Updater) Run(ctx context.Context, interval time.Duration) {
+	u.progress.Store(u.now().UnixNano())
+	defer u.progress.Store(0)
 	for {
 		start := u.now()
 		u.RunOnce(ctx)
@@ -143,6 +150,15 @@ func (u *Updater) Run(ctx context.Context, interval time.Duration) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// Stalled reports whether Run has gone longer than after without finishing
+// a cycle: something (a registry, a git server) holds the cycle, and a
+// restart is the way out. It is false while Run is not running, as on a
+// replica that does not hold the leader Lease.
+func (u *Updater) Stalled(after time.Duration) bool {
+	p := u.progress.Load()
+	return p != 0 && u.now().Sub(time.Unix(0, p)) > after
 }
 
 // RunOnce runs one cycle.
@@ -193,6 +209,9 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	u.write(ctx, updates, &sum)
 
 	sum.Duration = u.now().Sub(start)
+	if u.progress.Load() != 0 {
+		u.progress.Store(u.now().UnixNano())
+	}
 	u.metrics.cycleDone(sum)
 	u.logger.Info("update cycle finished",
 		"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
@@ -214,7 +233,11 @@ func (u *Updater) listTags(ctx context.Context, byRepo map[string][]*job) map[st
 	for key, js := range byRepo {
 		j := js[0]
 		g.Go(func() error {
-			tags, err := u.registry.Tags(ctx, j.ref, j.creds)
+			var tags []string
+			err := u.guard("listing the tags of "+j.ref.Name(), func() (err error) {
+				tags, err = u.registry.Tags(ctx, j.ref, j.creds)
+				return err
+			})
 			mu.Lock()
 			results[key] = tagResult{tags: tags, err: err}
 			mu.Unlock()
@@ -258,7 +281,11 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 					meta = orderedMetadata(tr.tags, mode)
 				}
 			}
-			res, err := j.policy.Choose(ctx, tr.tags, j.current, meta)
+			var res strategy.Result
+			err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
+				res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
+				return err
+			})
 			outcomes[i] = outcome{job: j, result: res, err: err}
 			return nil
 		})
@@ -314,12 +341,16 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 			continue
 		}
 		g.Go(func() error {
-			res, err := u.argocd.Write(ctx, au.app.Object, writeback.ApplicationUpdate{
-				Namespace:   au.app.Namespace,
-				Name:        au.app.Name,
-				SourceIndex: au.source.Index,
-				SourceType:  au.source.Type,
-				Images:      au.changes,
+			var res writeback.Result
+			err := u.guard("writing Application "+au.app.Key(), func() (err error) {
+				res, err = u.argocd.Write(ctx, au.app.Object, writeback.ApplicationUpdate{
+					Namespace:   au.app.Namespace,
+					Name:        au.app.Name,
+					SourceIndex: au.source.Index,
+					SourceType:  au.source.Type,
+					Images:      au.changes,
+				})
+				return err
 			})
 			mu.Lock()
 			defer mu.Unlock()
@@ -374,6 +405,19 @@ func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
 		u.logger.Log(context.Background(), level, "problem", "application", app.Key(), "error", p)
 	}
 	u.events.problems(app, problems)
+}
+
+// guard runs f and turns a panic in it into an error for what it was
+// doing, with the stack in the log: input from a registry, a repository or
+// an Application must not be able to stop the controller.
+func (u *Updater) guard(what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			u.logger.Error("internal error", "while", what, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error while %s: %v", what, r)
+		}
+	}()
+	return f()
 }
 
 func isWarning(err error) bool {

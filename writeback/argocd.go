@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
@@ -113,11 +115,23 @@ func (w *ArgoCDWriter) Write(ctx context.Context, cached *unstructured.Unstructu
 		obj = nil
 	}
 	var firstSource string
+	var readAnnotations map[string]string
 	for attempt := 0; ; attempt++ {
 		if obj == nil {
 			var err error
 			if obj, err = apps.Get(ctx, u.Name, metav1.GetOptions{}); err != nil {
 				return Result{}, fmt.Errorf("write back to Application %s: read it: %w", u.key(), err)
+			}
+		}
+		if attempt == 0 {
+			readAnnotations = obj.GetAnnotations()
+		} else if !maps.Equal(readAnnotations, obj.GetAnnotations()) {
+			// Whoever changed the Application meanwhile may have paused
+			// or removed an image: its annotations as they are now decide.
+			u.Images = stillWanted(obj, u.Images)
+			if len(u.Images) == 0 {
+				w.log.Info("not writing back: the Application's annotations no longer ask for these updates", "application", u.key())
+				return Result{}, nil
 			}
 		}
 		p, err := planWrite(obj, u)
@@ -157,6 +171,26 @@ func (w *ArgoCDWriter) Write(ctx context.Context, cached *unstructured.Unstructu
 		log.Debug("Application changed while writing back; retrying", "attempt", attempt+1, "error", err)
 		obj = fresh
 	}
+}
+
+// stillWanted keeps the updates that obj's annotations still ask the
+// argocd write-back for: the image is still listed (by alias, else by
+// name), not paused with ignore-tags "*", and the method is still argocd.
+func stillWanted(obj *unstructured.Unstructured, images []ImageUpdate) []ImageUpdate {
+	now := appwatch.ParseAnnotations(obj.GetAnnotations())
+	if now.WriteBack.Method != appwatch.WriteBackArgoCD {
+		return nil
+	}
+	var keep []ImageUpdate
+	for _, img := range images {
+		for _, spec := range now.Images {
+			if spec.Key() == img.Key() && !slices.Contains(spec.IgnoreTags, "*") {
+				keep = append(keep, img)
+				break
+			}
+		}
+	}
+	return keep
 }
 
 // conflicting tells whether a rejected patch lost a race with another

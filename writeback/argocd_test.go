@@ -412,6 +412,27 @@ spec:
 		}
 	})
 
+	t.Run("an image paused during a conflict is not written", func(t *testing.T) {
+		stale := c.create(t, seedApp("paused"))
+		c.mergePatch(t, "paused", `{"metadata":{"annotations":{"argocd-image-updater.argoproj.io/app.ignore-tags":"*"}}}`)
+		res, err := NewArgoCDWriter(c.other).Write(t.Context(), stale, ApplicationUpdate{Namespace: "argocd", Name: "paused", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []ImageUpdate{
+			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Changed) != 1 || res.Changed[0].Alias != "web" {
+			t.Fatalf("changed %+v, want only web", res.Changed)
+		}
+		images := nested(t, c.get(t, "paused"), "spec", "source", "kustomize", "images")
+		for _, e := range images.([]any) {
+			if strings.HasPrefix(e.(string), ecrApp+":v0.0.2") {
+				t.Errorf("the paused image was written: %v", images)
+			}
+		}
+	})
+
 	t.Run("conflicting update by another client", func(t *testing.T) {
 		stale := c.create(t, seedApp("conflict"))
 		// Another writer changes the same Application, and even the same

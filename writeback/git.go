@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -303,7 +304,9 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 	g.SetLimit(maxParallelRepositories)
 	for _, k := range order {
 		g.Go(func() error {
-			w.writeRepository(ctx, creds, k.url, k.secret, byRepo[k])
+			apps := byRepo[k]
+			defer w.recoverInto(apps, "writing to "+redactURL(k.url))
+			w.writeRepository(ctx, creds, k.url, k.secret, apps)
 			return nil
 		})
 	}
@@ -327,6 +330,16 @@ func (a *appWrite) fail(err error) { a.result.Err = appError(a.update, err) }
 func failAll(apps []*appWrite, err error) {
 	for _, a := range apps {
 		a.fail(err)
+	}
+}
+
+// recoverInto, deferred, turns a panic into the error of the Applications
+// being written, with the stack in the log: a file from a repository or a
+// template from an Application must not be able to stop the controller.
+func (w *GitWriter) recoverInto(apps []*appWrite, what string) {
+	if r := recover(); r != nil {
+		w.cfg.log.Error("internal error", "while", what, "panic", r, "stack", string(debug.Stack()))
+		failAll(apps, fmt.Errorf("internal error while %s: %v", what, r))
 	}
 }
 
@@ -503,7 +516,7 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, apps 
 	for _, a := range apps {
 		u := a.update
 		a.result.Err, a.result.Changed, a.result.Commit = nil, nil, ""
-		edit, err := planTarget(tree, u)
+		edit, err := w.planGuarded(tree, a)
 		if err != nil {
 			a.fail(invalidTarget{err})
 			continue
@@ -531,6 +544,18 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, apps 
 		pending = append(pending, pendingCommit{app: a, commit: h, path: edit.path, changed: edit.changed})
 	}
 	return head, pending, created, nil
+}
+
+// planGuarded is planTarget for one Application, whose panic (on a file
+// from the repository) fails that Application alone.
+func (w *GitWriter) planGuarded(tree *repoTree, a *appWrite) (edit targetEdit, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.cfg.log.Error("internal error", "while", "editing the write-back target", "application", a.update.key(), "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error while editing the write-back target: %v", r)
+		}
+	}()
+	return planTarget(tree, a.update)
 }
 
 func (w *GitWriter) signature() object.Signature {

@@ -145,7 +145,13 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	}
 	if o.healthPort > 0 {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if updater.Stalled(o.stallTimeout) {
+				http.Error(w, fmt.Sprintf("no update cycle finished in the last %s", o.stallTimeout), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+		})
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 			if !ready.Load() {
 				http.Error(w, "Applications not listed yet", http.StatusServiceUnavailable)

@@ -25,6 +25,7 @@ type runOptions struct {
 	registriesConfPath string
 	maxConcurrency     int
 	healthPort         int
+	stallTimeout       time.Duration
 	metricsPort        int
 	logLevel           string
 	logFormat          string
@@ -78,6 +79,7 @@ var runEnv = envFlags{
 	"max-concurrency":           "IMAGE_UPDATER_MAX_CONCURRENCY",
 	"application-namespaces":    "IMAGE_UPDATER_APPLICATION_NAMESPACES",
 	"leader-election":           "IMAGE_UPDATER_LEADER_ELECTION",
+	"stall-timeout":             "IMAGE_UPDATER_STALL_TIMEOUT",
 }
 
 func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
@@ -133,8 +135,13 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health and metrics servers listen on (default: all interfaces)")
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
+	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	return cmd
 }
+
+// minStallTimeout is the shortest default --stall-timeout: a large cycle
+// throttled by registries can take minutes without being stuck.
+const minStallTimeout = 10 * time.Minute
 
 func (o *runOptions) validate() error {
 	if err := oneOf("loglevel", o.logLevel, "trace", "debug", "info", "warn", "error"); err != nil {
@@ -160,6 +167,11 @@ func (o *runOptions) validate() error {
 		return usageErrorf("invalid value %d for --metrics-port: must be a port number or 0", o.metricsPort)
 	case o.kubeQPS <= 0 || o.kubeBurst < 1:
 		return usageErrorf("--kube-api-qps and --kube-api-burst must be positive")
+	case o.stallTimeout < 0:
+		return usageErrorf("invalid value %s for --stall-timeout: must not be negative", o.stallTimeout)
+	}
+	if o.stallTimeout == 0 {
+		o.stallTimeout = max(5*o.interval, minStallTimeout)
 	}
 	if o.once {
 		o.interval = 0
