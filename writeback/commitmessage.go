@@ -1,7 +1,6 @@
 package writeback
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"text/template"
@@ -41,7 +40,7 @@ func ParseCommitMessageTemplate(text string) (*CommitMessageTemplate, error) {
 	if strings.TrimSpace(text) == "" {
 		text = DefaultCommitMessageTemplate
 	}
-	t, err := template.New("commit-message").Option("missingkey=error").Parse(text)
+	t, err := parseLimitedTemplate("commit-message", text)
 	if err != nil {
 		return nil, fmt.Errorf("parse commit message template: %w", err)
 	}
@@ -51,11 +50,11 @@ func ParseCommitMessageTemplate(text string) (*CommitMessageTemplate, error) {
 // Render executes the template. A message that renders empty is an error,
 // since git refuses empty commit messages.
 func (t *CommitMessageTemplate) Render(data CommitMessageData) (string, error) {
-	var buf bytes.Buffer
-	if err := t.tmpl.Execute(&buf, data); err != nil {
+	out, err := renderLimited(t.tmpl, data)
+	if err != nil {
 		return "", fmt.Errorf("render commit message template: %w", err)
 	}
-	msg := strings.TrimSpace(buf.String())
+	msg := strings.TrimSpace(out)
 	if msg == "" {
 		return "", fmt.Errorf("render commit message template: the message is empty")
 	}

@@ -1,13 +1,11 @@
 package writeback
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
-	"text/template"
 	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -90,15 +88,15 @@ func planBranches(u GitUpdate, defaultBranch string) (branchPlan, error) {
 }
 
 func renderBranchTemplate(text string, images []ImageUpdate) (string, error) {
-	t, err := template.New("git-branch").Option("missingkey=error").Parse(text)
+	t, err := parseLimitedTemplate("git-branch", text)
 	if err != nil {
 		return "", fmt.Errorf("git-branch template %q: %w", text, err)
 	}
-	var buf bytes.Buffer
-	if err := t.Execute(&buf, newBranchTemplateData(images)); err != nil {
+	out, err := renderLimited(t, newBranchTemplateData(images))
+	if err != nil {
 		return "", fmt.Errorf("git-branch template %q: %w", text, err)
 	}
-	name := strings.TrimSpace(buf.String())
+	name := strings.TrimSpace(out)
 	if len(name) > maxBranchNameLength {
 		name = name[:maxBranchNameLength]
 		for !utf8.ValidString(name) {
