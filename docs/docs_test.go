@@ -21,6 +21,10 @@ package docs
 //	yaml manifest                 Kubernetes objects: every document has
 //	                              apiVersion, kind and metadata.name
 //	yaml kustomization            a kustomization or a patch: valid YAML
+//	yaml values                   values for the Helm chart: every key it
+//	                              sets is a value of charts/argocd-image-
+//	                              updater/values.yaml (below a map that is
+//	                              empty there, such as annotations, any key)
 //	sh                            every command line that runs
 //	                              argocd-image-updater is run with --help
 //	                              appended, must succeed, and each --flag it
@@ -191,6 +195,8 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			err = checkManifest(b)
 		case "yaml kustomization":
 			err = checkYAMLDocuments(b)
+		case "yaml values":
+			err = checkHelmValues(b)
 		case "json":
 			if !json.Valid([]byte(b.body)) {
 				err = errors.New("invalid JSON")
@@ -425,6 +431,51 @@ func checkManifest(b block) error {
 		}
 	}
 	return nil
+}
+
+// chartValues is the chart's values.yaml, relative to docs/.
+const chartValues = "../charts/argocd-image-updater/values.yaml"
+
+func checkHelmValues(b block) error {
+	data, err := os.ReadFile(chartValues)
+	if err != nil {
+		return err
+	}
+	var defaults, given map[string]any
+	if err := yaml.Unmarshal(data, &defaults); err != nil {
+		return fmt.Errorf("%s: %v", chartValues, err)
+	}
+	if err := yaml.Unmarshal([]byte(b.body), &given); err != nil {
+		return err
+	}
+	if len(given) == 0 {
+		return errors.New("no values")
+	}
+	return knownValues("", given, defaults)
+}
+
+// knownValues reports the keys of given that defaults lacks. A map that is
+// empty in defaults (annotations, scripts) is the user's to fill.
+func knownValues(prefix string, given, defaults map[string]any) error {
+	keys := make([]string, 0, len(given))
+	for k := range given {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		d, ok := defaults[k]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s%s is not a value of the chart", prefix, k))
+			continue
+		}
+		gm, isMap := given[k].(map[string]any)
+		dm, _ := d.(map[string]any)
+		if isMap && len(dm) > 0 {
+			errs = append(errs, knownValues(prefix+k+".", gm, dm))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func checkCommitMessage(b, exp block, hasExp bool) error {

@@ -2,14 +2,15 @@
 # Installs what the tests need into a cache outside the checkout, so only the
 # first run on a machine pays for it:
 #   - Debian packages: git, openssh-server (sshd), apache2-utils (htpasswd)
-#   - etcd, kube-apiserver and the Distribution registry, built from the Go
-#     module proxy and kept under $TESTBIN/<component>-<version>/.
+#   - etcd, kube-apiserver, the Distribution registry and helm, built from
+#     the Go module proxy and kept under $TESTBIN/<component>-<version>/.
 # Prints the testbin directory on its last line.
 set -euo pipefail
 
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
 TESTBIN=${TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/argocd-image-updater/testbin}
 
 log() { echo "testbin: $*" >&2; }
@@ -81,10 +82,30 @@ install_registry() {
 	GOBIN="$dest" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@$REGISTRY_VERSION" >&2
 }
 
+install_helm() {
+	local dest=$TESTBIN/helm-$HELM_VERSION
+	[ -x "$dest/helm" ] && return
+	log "building helm $HELM_VERSION"
+	# helm takes its own version, and the Kubernetes version that lint and
+	# template assume, from linker flags; set them as its release builds do,
+	# the Kubernetes minor from the client-go it requires.
+	local gomod; gomod=$(go mod download -json "helm.sh/helm/v3@$HELM_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+	local minor; minor=$(sed -n 's/^[[:space:]]*k8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$gomod")
+	local x=""
+	for pkg in pkg/lint/rules pkg/chartutil; do
+		x="$x -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$minor"
+	done
+	mkdir -p "$dest"
+	GOBIN="$dest" CGO_ENABLED=0 go install -trimpath \
+		-ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION$x" \
+		"helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
+}
+
 install_debian_packages
 mkdir -p "$TESTBIN"
 install_etcd
 install_registry
+install_helm
 install_kube_apiserver
 
 # envtest wants etcd and kube-apiserver in one folder.
@@ -93,4 +114,5 @@ mkdir -p "$assets"
 ln -sf "$TESTBIN/etcd-$ETCD_VERSION/etcd" "$assets/etcd"
 ln -sf "$TESTBIN/kube-apiserver-$KUBE_VERSION/kube-apiserver" "$assets/kube-apiserver"
 ln -sf "$TESTBIN/registry-$REGISTRY_VERSION/registry" "$assets/registry"
+ln -sf "$TESTBIN/helm-$HELM_VERSION/helm" "$assets/helm"
 echo "$assets"

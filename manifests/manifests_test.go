@@ -6,19 +6,11 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
 
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -47,44 +39,19 @@ func TestInstallYAMLIsRendered(t *testing.T) {
 	}
 }
 
-func objects(t *testing.T, data []byte) []*unstructured.Unstructured {
-	t.Helper()
-	var objs []*unstructured.Unstructured
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, obj)
-	}
-	return objs
-}
-
 func TestInstallYAMLServerSideDryRun(t *testing.T) {
 	k := testenv.StartKube(t)
 	data, err := os.ReadFile("install.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc := discovery.NewDiscoveryClientForConfigOrDie(k.Config)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn := dynamic.NewForConfigOrDie(k.Config)
+	objs := testenv.DecodeYAML(t, data)
+	for _, err := range k.DryRunApply(t, testenv.ArgoCDNamespace, objs) {
+		t.Error(err)
+	}
 	kinds := map[string]bool{}
-	for _, obj := range objects(t, data) {
-		gvk := obj.GroupVersionKind()
-		kinds[gvk.Kind+"/"+obj.GetName()] = true
-		mapping, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = dyn.Resource(mapping.Resource).Namespace(testenv.ArgoCDNamespace).
-			Apply(t.Context(), obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			t.Errorf("server-side dry run of %s %s: %v", gvk.Kind, obj.GetName(), err)
-		}
+	for _, obj := range objs {
+		kinds[obj.GetKind()+"/"+obj.GetName()] = true
 	}
 	// The names existing overlays patch.
 	for _, want := range []string{
@@ -132,7 +99,7 @@ func TestOverlays(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
-			objs := objects(t, kustomize(t, tt.dir))
+			objs := testenv.DecodeYAML(t, kustomize(t, tt.dir))
 			for _, o := range objs {
 				if o.GetNamespace() != "argocd" {
 					t.Errorf("%s %s in namespace %q, want argocd", o.GetKind(), o.GetName(), o.GetNamespace())

@@ -5,7 +5,8 @@
 // (OpenSSH). Everything listens on loopback only, and every process a test
 // starts is stopped by that test's cleanup, whether it passed or not.
 //
-// The server binaries come from `make testbin` (hack/testbin.sh), which
-// builds them once per machine into a cache outside the checkout and
-// prints the folder that KUBEBUILDER_ASSETS names.
+// The server binaries, and the helm the chart's tests run, come from
+// `make testbin` (hack/testbin.sh), which builds them once per machine into
+// a cache outside the checkout and prints the folder that KUBEBUILDER_ASSETS
+// names.
 package testenv

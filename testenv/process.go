@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// assetsDir is where etcd, kube-apiserver and registry live.
+// assetsDir is where etcd, kube-apiserver, registry and helm live.
 func assetsDir(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -35,6 +35,13 @@ func binary(t testing.TB, name string) string {
 		t.Fatalf("%s not found in KUBEBUILDER_ASSETS (%v): run `make testbin`", name, err)
 	}
 	return path
+}
+
+// Helm returns the path of the helm binary that `make testbin` builds next
+// to the test servers, for tests of the chart.
+func Helm(t testing.TB) string {
+	t.Helper()
+	return binary(t, "helm")
 }
 
 // freePort returns a loopback TCP port that was free a moment ago. The
