@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,38 +64,65 @@ func objects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	return objs
 }
 
-func TestInstallYAMLServerSideDryRun(t *testing.T) {
-	k := testenv.StartKube(t)
-	data, err := os.ReadFile("install.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+// dryRun applies objects with a server-side dry run. Namespaced objects
+// without a namespace go to the Argo CD namespace, as with
+// `kubectl apply -n argocd`.
+func dryRun(t *testing.T, k *testenv.Kube, objs []*unstructured.Unstructured) {
+	t.Helper()
 	dc := discovery.NewDiscoveryClientForConfigOrDie(k.Config)
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	dyn := dynamic.NewForConfigOrDie(k.Config)
-	kinds := map[string]bool{}
-	for _, obj := range objects(t, data) {
+	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
-		kinds[gvk.Kind+"/"+obj.GetName()] = true
 		mapping, err := mapper.RESTMapping(schema.GroupKind{Group: gvk.Group, Kind: gvk.Kind}, gvk.Version)
 		if err != nil {
-			t.Fatal(err)
+			t.Errorf("%s %s: %v", gvk.Kind, obj.GetName(), err)
+			continue
 		}
-		_, err = dyn.Resource(mapping.Resource).Namespace(testenv.ArgoCDNamespace).
-			Apply(t.Context(), obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}})
+		var res dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := obj.GetNamespace()
+			if ns == "" {
+				ns = testenv.ArgoCDNamespace
+			}
+			res = dyn.Resource(mapping.Resource).Namespace(ns)
+		}
+		_, err = res.Apply(t.Context(), obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			t.Errorf("server-side dry run of %s %s: %v", gvk.Kind, obj.GetName(), err)
 		}
 	}
-	// The names existing overlays patch.
-	for _, want := range []string{
-		"ServiceAccount/argocd-image-updater", "Role/argocd-image-updater", "RoleBinding/argocd-image-updater",
-		"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
-		"Secret/argocd-image-updater-secret", "Deployment/argocd-image-updater",
-	} {
-		if !kinds[want] {
-			t.Errorf("install.yaml has no %s", want)
+}
+
+// TestServerSideDryRun sends the install and its cluster-wide variant to
+// one API server.
+func TestServerSideDryRun(t *testing.T) {
+	k := testenv.StartKube(t)
+
+	t.Run("install.yaml", func(t *testing.T) {
+		data, err := os.ReadFile("install.yaml")
+		if err != nil {
+			t.Fatal(err)
 		}
+		objs := objects(t, data)
+		dryRun(t, k, objs)
+		kinds := map[string]bool{}
+		for _, obj := range objs {
+			kinds[obj.GetKind()+"/"+obj.GetName()] = true
+		}
+		// The names existing overlays patch.
+		for _, want := range []string{
+			"ServiceAccount/argocd-image-updater", "Role/argocd-image-updater", "RoleBinding/argocd-image-updater",
+			"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
+			"Secret/argocd-image-updater-secret", "Deployment/argocd-image-updater",
+		} {
+			if !kinds[want] {
+				t.Errorf("install.yaml has no %s", want)
+			}
+		}
+	})
+	for _, dir := range []string{"cluster-wide"} {
+		t.Run(dir, func(t *testing.T) { dryRun(t, k, objects(t, kustomize(t, dir))) })
 	}
 }
 
