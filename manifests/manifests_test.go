@@ -4,8 +4,10 @@ package manifests
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -94,10 +96,41 @@ func dryRun(t *testing.T, k *testenv.Kube, objs []*unstructured.Unstructured) {
 	}
 }
 
-// TestServerSideDryRun sends the install and its cluster-wide variant to
-// one API server.
+// prometheusOperatorVersion is the Prometheus Operator whose CRDs check the
+// monitoring examples.
+const prometheusOperatorVersion = "v0.85.0"
+
+// prometheusOperatorCRDs returns the ServiceMonitor and PrometheusRule CRDs
+// shipped in the Prometheus Operator's module, downloaded into the module
+// cache.
+func prometheusOperatorCRDs(t *testing.T) []string {
+	t.Helper()
+	module := "github.com/prometheus-operator/prometheus-operator@" + prometheusOperatorVersion
+	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", module, err)
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, kind := range []string{"servicemonitors", "prometheusrules"} {
+		p := filepath.Join(info.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CRD of %s: %v", kind, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// TestServerSideDryRun sends the install, its cluster-wide variant and the
+// monitoring examples to one API server that knows the Application,
+// ServiceMonitor and PrometheusRule CRDs.
 func TestServerSideDryRun(t *testing.T) {
-	k := testenv.StartKube(t)
+	crds := append([]string{testenv.ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", "")}, prometheusOperatorCRDs(t)...)
+	k := testenv.StartKube(t, testenv.WithCRDs(crds...))
 
 	t.Run("install.yaml", func(t *testing.T) {
 		data, err := os.ReadFile("install.yaml")
@@ -121,7 +154,7 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 		}
 	})
-	for _, dir := range []string{"cluster-wide"} {
+	for _, dir := range []string{"cluster-wide", "monitoring"} {
 		t.Run(dir, func(t *testing.T) { dryRun(t, k, objects(t, kustomize(t, dir))) })
 	}
 }
