@@ -4,8 +4,10 @@ package manifests
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -39,29 +41,82 @@ func TestInstallYAMLIsRendered(t *testing.T) {
 	}
 }
 
-func TestInstallYAMLServerSideDryRun(t *testing.T) {
-	k := testenv.StartKube(t)
-	data, err := os.ReadFile("install.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := testenv.DecodeYAML(t, data)
+// objects decodes a multi-document YAML stream.
+func objects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	return testenv.DecodeYAML(t, data)
+}
+
+// dryRun applies objects with a server-side dry run; namespaced objects
+// without a namespace go to the Argo CD namespace, as with
+// `kubectl apply -n argocd`.
+func dryRun(t *testing.T, k *testenv.Kube, objs []*unstructured.Unstructured) {
+	t.Helper()
 	for _, err := range k.DryRunApply(t, testenv.ArgoCDNamespace, objs) {
 		t.Error(err)
 	}
-	kinds := map[string]bool{}
-	for _, obj := range objs {
-		kinds[obj.GetKind()+"/"+obj.GetName()] = true
+}
+
+// prometheusOperatorVersion is the Prometheus Operator whose CRDs check the
+// monitoring examples.
+const prometheusOperatorVersion = "v0.85.0"
+
+// prometheusOperatorCRDs returns the ServiceMonitor and PrometheusRule CRDs
+// shipped in the Prometheus Operator's module, downloaded into the module
+// cache.
+func prometheusOperatorCRDs(t *testing.T) []string {
+	t.Helper()
+	module := "github.com/prometheus-operator/prometheus-operator@" + prometheusOperatorVersion
+	out, err := exec.Command("go", "mod", "download", "-json", module).Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", module, err)
 	}
-	// The names existing overlays patch.
-	for _, want := range []string{
-		"ServiceAccount/argocd-image-updater", "Role/argocd-image-updater", "RoleBinding/argocd-image-updater",
-		"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
-		"Secret/argocd-image-updater-secret", "Deployment/argocd-image-updater",
-	} {
-		if !kinds[want] {
-			t.Errorf("install.yaml has no %s", want)
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, kind := range []string{"servicemonitors", "prometheusrules"} {
+		p := filepath.Join(info.Dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+kind+".yaml")
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CRD of %s: %v", kind, err)
 		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// TestServerSideDryRun sends the install, its cluster-wide variant and the
+// monitoring examples to one API server that knows the Application,
+// ServiceMonitor and PrometheusRule CRDs.
+func TestServerSideDryRun(t *testing.T) {
+	crds := append([]string{testenv.ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", "")}, prometheusOperatorCRDs(t)...)
+	k := testenv.StartKube(t, testenv.WithCRDs(crds...))
+
+	t.Run("install.yaml", func(t *testing.T) {
+		data, err := os.ReadFile("install.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs := objects(t, data)
+		dryRun(t, k, objs)
+		kinds := map[string]bool{}
+		for _, obj := range objs {
+			kinds[obj.GetKind()+"/"+obj.GetName()] = true
+		}
+		// The names existing overlays patch.
+		for _, want := range []string{
+			"ServiceAccount/argocd-image-updater", "Role/argocd-image-updater", "RoleBinding/argocd-image-updater",
+			"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
+			"Secret/argocd-image-updater-secret", "Deployment/argocd-image-updater",
+		} {
+			if !kinds[want] {
+				t.Errorf("install.yaml has no %s", want)
+			}
+		}
+	})
+	for _, dir := range []string{"cluster-wide", "monitoring"} {
+		t.Run(dir, func(t *testing.T) { dryRun(t, k, objects(t, kustomize(t, dir))) })
 	}
 }
 
@@ -99,7 +154,7 @@ func TestOverlays(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
-			objs := testenv.DecodeYAML(t, kustomize(t, tt.dir))
+			objs := objects(t, kustomize(t, tt.dir))
 			for _, o := range objs {
 				if o.GetNamespace() != "argocd" {
 					t.Errorf("%s %s in namespace %q, want argocd", o.GetKind(), o.GetName(), o.GetNamespace())

@@ -43,12 +43,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return usageErrorf("--applications-api %s is not supported: this controller reads and writes Applications through the Kubernetes API (applications-api kubernetes)", o.applicationsAPI)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cycleMetrics, err := cycle.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-	registryMetrics, err := registry.NewMetrics(reg)
+	cycleMetrics, registryMetrics, err := registerMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -202,6 +197,26 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	default:
 		return nil
 	}
+}
+
+// registerMetrics registers every metric /metrics serves. The monitoring
+// examples are checked against what it registers.
+func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metrics, error) {
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, err
+	}
+	cycleMetrics, err := cycle.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	registryMetrics, err := registry.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cycleMetrics, registryMetrics, nil
 }
 
 // newGitWriter builds the git write-back from the git flags. A missing

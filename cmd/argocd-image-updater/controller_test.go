@@ -64,12 +64,21 @@ func newControllerWorld(t *testing.T) *controllerWorld {
 
 func (w *controllerWorld) createApp(t *testing.T, name string) {
 	t.Helper()
+	w.createAppIn(t, testenv.ArgoCDNamespace, name, nil)
+}
+
+// createAppIn creates an Application whose image app runs eks-app:v0.0.1,
+// with more annotations.
+func (w *controllerWorld) createAppIn(t *testing.T, namespace, name string, annotations map[string]string) {
+	t.Helper()
 	img := w.reg.Repo("eks-app")
+	ann := map[string]any{appwatch.AnnotationPrefix + "image-list": "app=" + img}
+	for k, v := range annotations {
+		ann[k] = v
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": map[string]any{
-			appwatch.AnnotationPrefix + "image-list": "app=" + img,
-		}},
+		"metadata": map[string]any{"name": name, "namespace": namespace, "annotations": ann},
 		"spec": map[string]any{
 			"project":     "default",
 			"source":      map[string]any{"repoURL": "https://git.example.com/d.git", "path": "p", "kustomize": map[string]any{}},
@@ -77,14 +86,19 @@ func (w *controllerWorld) createApp(t *testing.T, name string) {
 		},
 		"status": map[string]any{"summary": map[string]any{"images": []any{img + ":v0.0.1"}}},
 	}}
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (w *controllerWorld) images(t *testing.T, name string) []string {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	return w.imagesIn(t, testenv.ArgoCDNamespace, name)
+}
+
+func (w *controllerWorld) imagesIn(t *testing.T, namespace, name string) []string {
+	t.Helper()
+	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
