@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -477,11 +478,11 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		}
 		if pushed {
 			remote.heads[plan.target] = head
-			for _, p := range pending {
-				p.app.result.Changed = p.changed
-				p.app.result.Commit = p.commit.String()
-				log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", imageList(p.changed))
-			}
+			landed(log, pending)
+			return
+		}
+		if !moved && len(pending) > 1 && refusedByServer(pushErr) {
+			w.landAround(ctx, clone, acc, remote, plan, expected, pending, created, pushErr, log)
 			return
 		}
 		if !moved || attempt >= w.cfg.pushRetries {
@@ -495,6 +496,87 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 		}
 		log.Info("branch moved while pushing; applying the changes again on its new tip", "attempt", attempt+1)
 		*remote = fresh
+	}
+}
+
+// landed records pushed commits in their Applications' results.
+func landed(log *slog.Logger, pending []pendingCommit) {
+	for _, p := range pending {
+		p.app.result.Changed = p.changed
+		p.app.result.Commit = p.commit.String()
+		log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", imageList(p.changed))
+	}
+}
+
+// refusedByServer reports whether a push was refused by the server for
+// its content (a pre-receive hook, a protected path or branch) rather than
+// lost on the way: only then can another set of commits fare better.
+// go-git reports such refusals as "command error on <ref>: <reason>" from
+// the server's report-status.
+func refusedByServer(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "command error on")
+}
+
+// landAround pushes what the server accepts of a chain of commits it
+// refused as a whole, one Application's commit being what it refuses: the
+// longest prefix of the chain that the server takes is pushed (found by
+// halving), the commit after it is reported as refused, and the rest is
+// committed again on the new tip and pushed the same way. Each refused
+// Application costs about log2(n) extra pushes.
+func (w *GitWriter) landAround(ctx context.Context, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
+	for len(pending) > 0 {
+		// The first lo commits are pushed; the first hi are refused.
+		lo, hi, refusal := 0, len(pending), pushErr
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			err := clone.push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
+			switch {
+			case err == nil:
+				landed(log, pending[lo:mid])
+				expected = pending[mid-1].commit
+				remote.heads[plan.target] = expected
+				lo = mid
+			case refusedByServer(err):
+				hi, refusal = mid, err
+			default:
+				for _, p := range pending[lo:] {
+					p.app.fail(err)
+				}
+				return
+			}
+		}
+		bad := pending[hi-1]
+		log.Warn("the server refused one Application's commit; pushing the others without it", "application", bad.app.update.key(), "error", refusal)
+		bad.app.fail(refusal)
+		var rest []*appWrite
+		for _, p := range pending[hi:] {
+			rest = append(rest, p.app)
+		}
+		if len(rest) == 0 {
+			return
+		}
+		head, again, more, err := w.commitApplications(clone, expected, rest)
+		if err != nil {
+			failAll(rest, err)
+			return
+		}
+		if len(again) == 0 {
+			return
+		}
+		created = append(created, more...)
+		err = clone.push(ctx, acc, head, created, plan.target, expected)
+		switch {
+		case err == nil:
+			remote.heads[plan.target] = head
+			landed(log, again)
+			return
+		case len(again) == 1 || !refusedByServer(err):
+			for _, p := range again {
+				p.app.fail(err)
+			}
+			return
+		}
+		pending, pushErr = again, err
 	}
 }
 

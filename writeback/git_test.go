@@ -71,6 +71,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("fifty applications one push", e.testFiftyApplications)
 	t.Run("clone kept between cycles", e.testCloneReuse)
 	t.Run("push raced by another writer", e.testPushRace)
+	t.Run("one commit refused by a pre-receive hook", e.testRefusedCommit)
 	t.Run("credentials from repository Secret", e.testRepositorySecret)
 	t.Run("credentials from repo-creds prefix", e.testRepoCredsPrefix)
 	t.Run("credentials from git:secret", e.testGitSecret)
@@ -825,4 +826,43 @@ func (e *gitEnv) testDryRun(t *testing.T) {
 	if d := e.git.Pushes.Load() - pushes; d != 0 || len(e.git.Log(t, "dry-run", "main")) != 1 {
 		t.Errorf("dry run pushed %d times", d)
 	}
+}
+
+// A server hook refuses the commit of one Application; the other twenty
+// land, and only that one reports the refusal.
+func (e *gitEnv) testRefusedCommit(t *testing.T) {
+	ns := e.argoNamespace(t, "refused", true)
+	url := e.repo(t, "refused", nil)
+	hook := filepath.Join(e.bare("refused"), "hooks", "pre-receive")
+	script := `#!/bin/sh
+while read old new ref; do
+  if git diff --name-only "$old" "$new" | grep -q 'argocd-source-app-13'; then
+    echo "app-13's overrides are protected" >&2
+    exit 1
+  fi
+done
+`
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w := e.writer(t, ns)
+	var updates []GitUpdate
+	for i := range 21 {
+		updates = append(updates, appUpdate(fmt.Sprintf("app-%02d", i), url))
+	}
+	pushes := e.git.Pushes.Load()
+	results := w.Write(context.Background(), updates)
+	for _, r := range results {
+		switch {
+		case r.Name == "app-13" && (r.Err == nil || !strings.Contains(r.Err.Error(), "pre-receive hook declined") || r.Commit != ""):
+			t.Errorf("app-13: commit %q, err %v; want the refusal", r.Commit, r.Err)
+		case r.Name != "app-13" && (r.Err != nil || r.Commit == ""):
+			t.Errorf("%s: commit %q, err %v; want it landed", r.Name, r.Commit, r.Err)
+		}
+	}
+	if got := len(e.git.Log(t, "refused", "main")); got != 21 {
+		t.Errorf("%d commits on main, want the initial one and 20", got)
+	}
+	t.Logf("%d pushes to land 20 Applications around a refused one", e.git.Pushes.Load()-pushes)
+	gitCLI(t, e.bare("refused"), "fsck", "--strict", "--no-progress")
 }
