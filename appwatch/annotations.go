@@ -37,11 +37,15 @@ const (
 	KeyHelmImageTag       = "helm.image-tag"
 	KeyHelmImageSpec      = "helm.image-spec"
 	KeyKustomizeImageName = "kustomize.image-name"
+
+	// KeyTagMatch is the deprecated name of allow-tags, per image only;
+	// existing Applications still carry it.
+	KeyTagMatch = "tag-match"
 )
 
 var (
 	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms}
-	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName}
+	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository}
 )
 
@@ -325,7 +329,11 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 	}
 
 	spec.Strategy, _ = value(KeyUpdateStrategy)
-	spec.AllowTags, _ = value(KeyAllowTags)
+	var allowKey string
+	spec.AllowTags, allowKey = value(KeyAllowTags)
+	if spec.Alias != "" {
+		readTagMatch(spec, allowKey, get, problems)
+	}
 	if v, _ := value(KeyIgnoreTags); v != "" {
 		for _, g := range strings.Split(v, ",") {
 			if g = strings.TrimSpace(g); g != "" {
@@ -365,6 +373,25 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		}
 	}
 	return ok
+}
+
+// readTagMatch applies "<alias>.tag-match", the old name of allow-tags with
+// the same values: without it a filter users still rely on would silently
+// stop filtering. allow-tags, per image or Application-wide, wins.
+func readTagMatch(spec *ImageSpec, allowKey string, get func(string) (string, bool), problems *[]Problem) {
+	key := aliasKey(spec.Alias) + "." + KeyTagMatch
+	v, ok := get(key)
+	if !ok {
+		return
+	}
+	p := Problem{Image: spec.Key(), Annotation: AnnotationPrefix + key, Warning: true}
+	if spec.AllowTags != "" {
+		p.Message = fmt.Sprintf("ignored: %s is set and takes precedence; remove %s", allowKey, key)
+	} else {
+		spec.AllowTags = v
+		p.Message = fmt.Sprintf("deprecated: read as allow-tags; rename it to %s.%s", aliasKey(spec.Alias), KeyAllowTags)
+	}
+	*problems = append(*problems, p)
 }
 
 func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBackSpec {
@@ -436,7 +463,11 @@ func unknownKeys(annotations map[string]string, aliases map[string]bool) []Probl
 			}
 			continue
 		}
-		problems = append(problems, Problem{Annotation: full, Warning: true, Message: "unknown annotation"})
+		msg := "unknown annotation"
+		if key == KeyTagMatch {
+			msg += ": tag-match exists only per image (<alias>.tag-match) and is deprecated; use allow-tags"
+		}
+		problems = append(problems, Problem{Annotation: full, Warning: true, Message: msg})
 	}
 	sort.Slice(problems, func(i, j int) bool { return problems[i].Annotation < problems[j].Annotation })
 	return problems

@@ -111,6 +111,42 @@ func TestParseAnnotations(t *testing.T) {
 			},
 		},
 		{
+			name: "deprecated tag-match read as allow-tags",
+			annotations: ann(
+				"image-list", "app=nginx, web=redis, api=quay.io/org/api",
+				"app.tag-match", "regexp:^v1\\.",
+				"web.tag-match", "any",
+				"web.allow-tags", "regexp:^7",
+				"api.tag-match", "^2",
+			),
+			wantImages: []ImageSpec{
+				{Alias: "app", Image: mustRef("nginx"), AllowTags: `regexp:^v1\.`},
+				{Alias: "web", Image: mustRef("redis"), AllowTags: "regexp:^7"},
+				{Alias: "api", Image: mustRef("quay.io/org/api"), AllowTags: "^2"},
+			},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				"app.tag-match (image app): deprecated: read as allow-tags",
+				"web.tag-match (image web): ignored: " + AnnotationPrefix + "web.allow-tags is set",
+				"api.tag-match (image api): deprecated: read as allow-tags",
+			},
+		},
+		{
+			name: "Application-wide allow-tags wins over tag-match",
+			annotations: ann(
+				"image-list", "app=nginx",
+				"allow-tags", "regexp:^1",
+				"app.tag-match", "regexp:^2",
+				"tag-match", "regexp:^3",
+			),
+			wantImages: []ImageSpec{{Alias: "app", Image: mustRef("nginx"), AllowTags: "regexp:^1"}},
+			wantWB:     WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				"app.tag-match (image app): ignored: " + AnnotationPrefix + "allow-tags is set",
+				"/tag-match: unknown annotation: tag-match exists only per image",
+			},
+		},
+		{
 			name:         "bad write-back method",
 			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
