@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,6 +54,10 @@ type runOptions struct {
 	leaderElection        bool
 	applicationNamespaces []string
 	listenAddress         string
+
+	// Flags of the old tool that existing Deployments still pass.
+	applicationNamespace string
+	disableKubernetes    bool
 }
 
 // runEnv maps run flags to the environment variables the install manifest
@@ -133,6 +138,8 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health and metrics servers listen on (default: all interfaces)")
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
+	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
+	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	return cmd
 }
 
@@ -160,6 +167,20 @@ func (o *runOptions) validate() error {
 		return usageErrorf("invalid value %d for --metrics-port: must be a port number or 0", o.metricsPort)
 	case o.kubeQPS <= 0 || o.kubeBurst < 1:
 		return usageErrorf("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	if o.disableKubernetes {
+		// The old tool used it with --applications-api argocd only; without
+		// the Kubernetes API this controller has no Applications to read.
+		return usageErrorf("--disable-kubernetes is not supported: this controller reads and writes Applications only through the Kubernetes API; remove the flag")
+	}
+	if ns := o.applicationNamespace; ns != "" {
+		switch {
+		case len(o.applicationNamespaces) == 0:
+			o.applicationNamespaces = []string{ns}
+		case len(o.applicationNamespaces) != 1 || o.applicationNamespaces[0] != ns:
+			return usageErrorf("--application-namespace %q and --application-namespaces %q disagree: give only --application-namespaces",
+				ns, strings.Join(o.applicationNamespaces, ","))
+		}
 	}
 	if o.once {
 		o.interval = 0
