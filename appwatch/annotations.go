@@ -148,26 +148,37 @@ const (
 	TargetKustomization TargetKind = "kustomization"
 	// TargetHelmValues is a Helm values file.
 	TargetHelmValues TargetKind = "helmvalues"
+	// TargetOverrideFile is an override file in the format of
+	// .argocd-source-<app>.yaml at a path of the user's choosing: any
+	// write-back-target that names neither kind above.
+	TargetOverrideFile TargetKind = "file"
 )
 
 // WriteBackTarget is the write-back-target annotation, parsed.
 type WriteBackTarget struct {
 	Kind TargetKind
-	// Path is what followed "<kind>:", relative to the source path or,
-	// starting with '/', to the repository root; "" means the default
-	// (the source folder, or its values.yaml).
+	// Path is, for a kustomization or Helm values target, what followed
+	// "<kind>:", relative to the source path or, starting with '/', to the
+	// repository root; "" means the default (the source folder, or its
+	// values.yaml). For an override file it is the whole annotation value,
+	// a file path from the repository root.
 	Path string
 }
 
 // String is the annotation value the target was read from.
 func (t WriteBackTarget) String() string {
-	if t.Path == "" {
+	switch {
+	case t.Kind == TargetOverrideFile:
+		return t.Path
+	case t.Path == "":
 		return string(t.Kind)
 	}
 	return string(t.Kind) + ":" + t.Path
 }
 
-// ParseWriteBackTarget reads a write-back-target value.
+// ParseWriteBackTarget reads a write-back-target value: kustomization[:<dir>],
+// helmvalues[:<file>], or else the path of an override file, as Argo CD
+// Image Updater has always read other values.
 func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	if s == "" {
 		return WriteBackTarget{}, nil
@@ -177,7 +188,12 @@ func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	case TargetKustomization, TargetHelmValues:
 		return WriteBackTarget{Kind: t, Path: path}, nil
 	}
-	return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>] or helmvalues[:<file>]", s)
+	// "kustomization.yaml" or "helmvalues-prod.yaml" is a misspelt kind
+	// far more often than a file meant to hold parameter overrides.
+	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) {
+		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], or the path of an override file", s)
+	}
+	return WriteBackTarget{Kind: TargetOverrideFile, Path: s}, nil
 }
 
 // Problem is something wrong with an Application's annotations. Image is

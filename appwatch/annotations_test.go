@@ -155,10 +155,10 @@ func TestParseAnnotations(t *testing.T) {
 		},
 		{
 			name:         "bad git secret and target",
-			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "values.yaml"),
+			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "kustomization.yaml"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
 			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "nonamespace"}},
-			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "values.yaml"`},
+			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "kustomization.yaml"`},
 		},
 	}
 	for _, tt := range tests {
@@ -218,3 +218,44 @@ func mustRef(s string, opts ...imageref.Option) imageref.Reference {
 var cmpRefs = cmp.Comparer(func(a, b imageref.Reference) bool {
 	return a.Equal(b) && a.Original() == b.Original()
 })
+
+func TestParseWriteBackTarget(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    WriteBackTarget
+		wantErr string
+	}{
+		{value: "", want: WriteBackTarget{}},
+		{value: "kustomization", want: WriteBackTarget{Kind: TargetKustomization}},
+		{value: "kustomization:../../base", want: WriteBackTarget{Kind: TargetKustomization, Path: "../../base"}},
+		{value: "helmvalues", want: WriteBackTarget{Kind: TargetHelmValues}},
+		{value: "helmvalues:/charts/app/values.yaml", want: WriteBackTarget{Kind: TargetHelmValues, Path: "/charts/app/values.yaml"}},
+		// Anything else is the override file's path from the repository
+		// root, as the old tool read it.
+		{value: "values.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "values.yaml"}},
+		{value: "apps/guestbook/.argocd-source-guestbook.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "apps/guestbook/.argocd-source-guestbook.yaml"}},
+		{value: "/apps/guestbook/overrides.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "/apps/guestbook/overrides.yaml"}},
+		{value: "file:odd.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "file:odd.yaml"}},
+		// The two kinds followed by something other than ':' are typos,
+		// not paths.
+		{value: "kustomization.yaml", wantErr: `unknown target "kustomization.yaml"`},
+		{value: "helmvalues.yaml", wantErr: `unknown target "helmvalues.yaml"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			got, err := ParseWriteBackTarget(tt.value)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %+v, %v; want an error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+			if got.String() != tt.value {
+				t.Errorf("String() = %q, want %q", got.String(), tt.value)
+			}
+		})
+	}
+}
