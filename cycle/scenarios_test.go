@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -47,6 +48,21 @@ func TestCycle(t *testing.T) {
 		waitUntil(t, func() bool { evs = w.events(t, "seed003"); return len(evs) > 0 })
 		if evs[0].Reason != ReasonImagesUpdated || evs[0].Type != "Normal" || !strings.Contains(evs[0].Message, "v0.1.0") {
 			t.Errorf("event %s %s %q", evs[0].Type, evs[0].Reason, evs[0].Message)
+		}
+		// The annotations alerting on the old tool's events reads, one set
+		// per image in image-list order.
+		wantAnnotations := map[string]string{
+			"argocd-image-updater.image-0/full-image-name": repo("eks-app"),
+			"argocd-image-updater.image-0/image-name":      "eks-app",
+			"argocd-image-updater.image-0/old-tag":         "v0.0.1",
+			"argocd-image-updater.image-0/new-tag":         "v0.1.0",
+			"argocd-image-updater.image-1/full-image-name": repo("eks-web"),
+			"argocd-image-updater.image-1/image-name":      "eks-web",
+			"argocd-image-updater.image-1/old-tag":         "v0.0.1",
+			"argocd-image-updater.image-1/new-tag":         "v0.0.3",
+		}
+		if diff := cmp.Diff(wantAnnotations, evs[0].Annotations); diff != "" {
+			t.Errorf("event annotations (-want +got):\n%s", diff)
 		}
 		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/seed003")); got != 2 {
 			t.Errorf("images updated metric %v", got)
