@@ -102,9 +102,14 @@ func TestCycle(t *testing.T) {
 				"image-list":          "app=" + repo("chart-app"),
 				"app.helm.image-spec": "images[1].image",
 			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
+			// Only the tag's name given: the image name goes to image.name.
+			application("helm-tag-only", map[string]string{
+				"image-list":         "app=" + repo("chart-app") + ":~1",
+				"app.helm.image-tag": "app.version",
+			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
 		)
 		sum := w.updater.RunOnce(t.Context())
-		if sum.Updated != 3 || sum.Errors != 0 || sum.TagListings != 1 {
+		if sum.Updated != 4 || sum.Errors != 0 || sum.TagListings != 1 {
 			t.Fatalf("summary %+v", sum)
 		}
 		params := func(name string) map[string]string {
@@ -117,9 +122,10 @@ func TestCycle(t *testing.T) {
 			return out
 		}
 		for name, want := range map[string]map[string]string{
-			"helm-default": {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "image.tag": "1.1.0/true"},
-			"helm-custom":  {"replicaCount": "2/<nil>", "app.image.repository": repo("chart-app") + "/true", "app.image.tag": "1.1.0/true"},
-			"helm-spec":    {"replicaCount": "2/<nil>", "images[1].image": repo("chart-app") + ":2.0.0/true"},
+			"helm-default":  {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "image.tag": "1.1.0/true"},
+			"helm-custom":   {"replicaCount": "2/<nil>", "app.image.repository": repo("chart-app") + "/true", "app.image.tag": "1.1.0/true"},
+			"helm-spec":     {"replicaCount": "2/<nil>", "images[1].image": repo("chart-app") + ":2.0.0/true"},
+			"helm-tag-only": {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "app.version": "1.1.0/true"},
 		} {
 			if got := params(name); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s parameters %v, want %v", name, got, want)
