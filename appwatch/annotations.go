@@ -37,11 +37,15 @@ const (
 	KeyHelmImageTag       = "helm.image-tag"
 	KeyHelmImageSpec      = "helm.image-spec"
 	KeyKustomizeImageName = "kustomize.image-name"
+
+	// KeyTagMatch is the deprecated name of allow-tags, per image only;
+	// existing Applications still carry it.
+	KeyTagMatch = "tag-match"
 )
 
 var (
 	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms}
-	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName}
+	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository}
 )
 
@@ -144,26 +148,37 @@ const (
 	TargetKustomization TargetKind = "kustomization"
 	// TargetHelmValues is a Helm values file.
 	TargetHelmValues TargetKind = "helmvalues"
+	// TargetOverrideFile is an override file in the format of
+	// .argocd-source-<app>.yaml at a path of the user's choosing: any
+	// write-back-target that names neither kind above.
+	TargetOverrideFile TargetKind = "file"
 )
 
 // WriteBackTarget is the write-back-target annotation, parsed.
 type WriteBackTarget struct {
 	Kind TargetKind
-	// Path is what followed "<kind>:", relative to the source path or,
-	// starting with '/', to the repository root; "" means the default
-	// (the source folder, or its values.yaml).
+	// Path is, for a kustomization or Helm values target, what followed
+	// "<kind>:", relative to the source path or, starting with '/', to the
+	// repository root; "" means the default (the source folder, or its
+	// values.yaml). For an override file it is the whole annotation value,
+	// a file path from the repository root.
 	Path string
 }
 
 // String is the annotation value the target was read from.
 func (t WriteBackTarget) String() string {
-	if t.Path == "" {
+	switch {
+	case t.Kind == TargetOverrideFile:
+		return t.Path
+	case t.Path == "":
 		return string(t.Kind)
 	}
 	return string(t.Kind) + ":" + t.Path
 }
 
-// ParseWriteBackTarget reads a write-back-target value.
+// ParseWriteBackTarget reads a write-back-target value: kustomization[:<dir>],
+// helmvalues[:<file>], or else the path of an override file, as Argo CD
+// Image Updater has always read other values.
 func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	if s == "" {
 		return WriteBackTarget{}, nil
@@ -173,7 +188,12 @@ func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	case TargetKustomization, TargetHelmValues:
 		return WriteBackTarget{Kind: t, Path: path}, nil
 	}
-	return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>] or helmvalues[:<file>]", s)
+	// "kustomization.yaml" or "helmvalues-prod.yaml" is a misspelt kind
+	// far more often than a file meant to hold parameter overrides.
+	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) {
+		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], or the path of an override file", s)
+	}
+	return WriteBackTarget{Kind: TargetOverrideFile, Path: s}, nil
 }
 
 // Problem is something wrong with an Application's annotations. Image is
@@ -325,7 +345,11 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 	}
 
 	spec.Strategy, _ = value(KeyUpdateStrategy)
-	spec.AllowTags, _ = value(KeyAllowTags)
+	var allowKey string
+	spec.AllowTags, allowKey = value(KeyAllowTags)
+	if spec.Alias != "" {
+		readTagMatch(spec, allowKey, get, problems)
+	}
 	if v, _ := value(KeyIgnoreTags); v != "" {
 		for _, g := range strings.Split(v, ",") {
 			if g = strings.TrimSpace(g); g != "" {
@@ -365,6 +389,25 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		}
 	}
 	return ok
+}
+
+// readTagMatch applies "<alias>.tag-match", the old name of allow-tags with
+// the same values: without it a filter users still rely on would silently
+// stop filtering. allow-tags, per image or Application-wide, wins.
+func readTagMatch(spec *ImageSpec, allowKey string, get func(string) (string, bool), problems *[]Problem) {
+	key := aliasKey(spec.Alias) + "." + KeyTagMatch
+	v, ok := get(key)
+	if !ok {
+		return
+	}
+	p := Problem{Image: spec.Key(), Annotation: AnnotationPrefix + key, Warning: true}
+	if spec.AllowTags != "" {
+		p.Message = fmt.Sprintf("ignored: %s is set and takes precedence; remove %s", allowKey, key)
+	} else {
+		spec.AllowTags = v
+		p.Message = fmt.Sprintf("deprecated: read as allow-tags; rename it to %s.%s", aliasKey(spec.Alias), KeyAllowTags)
+	}
+	*problems = append(*problems, p)
 }
 
 func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBackSpec {
@@ -436,7 +479,11 @@ func unknownKeys(annotations map[string]string, aliases map[string]bool) []Probl
 			}
 			continue
 		}
-		problems = append(problems, Problem{Annotation: full, Warning: true, Message: "unknown annotation"})
+		msg := "unknown annotation"
+		if key == KeyTagMatch {
+			msg += ": tag-match exists only per image (<alias>.tag-match) and is deprecated; use allow-tags"
+		}
+		problems = append(problems, Problem{Annotation: full, Warning: true, Message: msg})
 	}
 	sort.Slice(problems, func(i, j int) bool { return problems[i].Annotation < problems[j].Annotation })
 	return problems

@@ -111,6 +111,42 @@ func TestParseAnnotations(t *testing.T) {
 			},
 		},
 		{
+			name: "deprecated tag-match read as allow-tags",
+			annotations: ann(
+				"image-list", "app=nginx, web=redis, api=quay.io/org/api",
+				"app.tag-match", "regexp:^v1\\.",
+				"web.tag-match", "any",
+				"web.allow-tags", "regexp:^7",
+				"api.tag-match", "^2",
+			),
+			wantImages: []ImageSpec{
+				{Alias: "app", Image: mustRef("nginx"), AllowTags: `regexp:^v1\.`},
+				{Alias: "web", Image: mustRef("redis"), AllowTags: "regexp:^7"},
+				{Alias: "api", Image: mustRef("quay.io/org/api"), AllowTags: "^2"},
+			},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				"app.tag-match (image app): deprecated: read as allow-tags",
+				"web.tag-match (image web): ignored: " + AnnotationPrefix + "web.allow-tags is set",
+				"api.tag-match (image api): deprecated: read as allow-tags",
+			},
+		},
+		{
+			name: "Application-wide allow-tags wins over tag-match",
+			annotations: ann(
+				"image-list", "app=nginx",
+				"allow-tags", "regexp:^1",
+				"app.tag-match", "regexp:^2",
+				"tag-match", "regexp:^3",
+			),
+			wantImages: []ImageSpec{{Alias: "app", Image: mustRef("nginx"), AllowTags: "regexp:^1"}},
+			wantWB:     WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				"app.tag-match (image app): ignored: " + AnnotationPrefix + "allow-tags is set",
+				"/tag-match: unknown annotation: tag-match exists only per image",
+			},
+		},
+		{
 			name:         "bad write-back method",
 			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
@@ -119,10 +155,10 @@ func TestParseAnnotations(t *testing.T) {
 		},
 		{
 			name:         "bad git secret and target",
-			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "values.yaml"),
+			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "kustomization.yaml"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
 			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "nonamespace"}},
-			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "values.yaml"`},
+			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "kustomization.yaml"`},
 		},
 	}
 	for _, tt := range tests {
@@ -182,3 +218,44 @@ func mustRef(s string, opts ...imageref.Option) imageref.Reference {
 var cmpRefs = cmp.Comparer(func(a, b imageref.Reference) bool {
 	return a.Equal(b) && a.Original() == b.Original()
 })
+
+func TestParseWriteBackTarget(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    WriteBackTarget
+		wantErr string
+	}{
+		{value: "", want: WriteBackTarget{}},
+		{value: "kustomization", want: WriteBackTarget{Kind: TargetKustomization}},
+		{value: "kustomization:../../base", want: WriteBackTarget{Kind: TargetKustomization, Path: "../../base"}},
+		{value: "helmvalues", want: WriteBackTarget{Kind: TargetHelmValues}},
+		{value: "helmvalues:/charts/app/values.yaml", want: WriteBackTarget{Kind: TargetHelmValues, Path: "/charts/app/values.yaml"}},
+		// Anything else is the override file's path from the repository
+		// root, as the old tool read it.
+		{value: "values.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "values.yaml"}},
+		{value: "apps/guestbook/.argocd-source-guestbook.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "apps/guestbook/.argocd-source-guestbook.yaml"}},
+		{value: "/apps/guestbook/overrides.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "/apps/guestbook/overrides.yaml"}},
+		{value: "file:odd.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "file:odd.yaml"}},
+		// The two kinds followed by something other than ':' are typos,
+		// not paths.
+		{value: "kustomization.yaml", wantErr: `unknown target "kustomization.yaml"`},
+		{value: "helmvalues.yaml", wantErr: `unknown target "helmvalues.yaml"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			got, err := ParseWriteBackTarget(tt.value)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %+v, %v; want an error containing %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tt.want)
+			}
+			if got.String() != tt.value {
+				t.Errorf("String() = %q, want %q", got.String(), tt.value)
+			}
+		})
+	}
+}

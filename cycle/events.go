@@ -88,8 +88,24 @@ func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []write
 		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Image.OriginalName(), c.Old, c.New))
 	}
 	sort.Strings(lines)
-	e.recorder.Event(app.Object, corev1.EventTypeNormal, ReasonImagesUpdated,
-		truncate(fmt.Sprintf("updated %d image(s): %s", len(changed), strings.Join(lines, "; "))))
+	e.recorder.AnnotatedEventf(app.Object, imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
+		"%s", truncate(fmt.Sprintf("updated %d image(s): %s", len(changed), strings.Join(lines, "; "))))
+}
+
+// imagesUpdatedAnnotations are the annotations Argo CD Image Updater set on
+// its ImagesUpdated events, which alerting built on them reads: four per
+// changed image, numbered from 0 in image-list order.
+func imagesUpdatedAnnotations(changed []writeback.ImageUpdate) map[string]string {
+	a := make(map[string]string, 4*len(changed))
+	for i, c := range changed {
+		r := c.Reported()
+		prefix := fmt.Sprintf("argocd-image-updater.image-%d/", i)
+		a[prefix+"full-image-name"] = r.FullName
+		a[prefix+"image-name"] = r.Name
+		a[prefix+"old-tag"] = r.OldTag
+		a[prefix+"new-tag"] = r.NewTag
+	}
+	return a
 }
 
 func truncate(s string) string {

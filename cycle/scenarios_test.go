@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,6 +53,21 @@ func TestCycle(t *testing.T) {
 		if evs[0].Reason != ReasonImagesUpdated || evs[0].Type != "Normal" || !strings.Contains(evs[0].Message, "v0.1.0") {
 			t.Errorf("event %s %s %q", evs[0].Type, evs[0].Reason, evs[0].Message)
 		}
+		// The annotations alerting on the old tool's events reads, one set
+		// per image in image-list order.
+		wantAnnotations := map[string]string{
+			"argocd-image-updater.image-0/full-image-name": repo("eks-app"),
+			"argocd-image-updater.image-0/image-name":      "eks-app",
+			"argocd-image-updater.image-0/old-tag":         "v0.0.1",
+			"argocd-image-updater.image-0/new-tag":         "v0.1.0",
+			"argocd-image-updater.image-1/full-image-name": repo("eks-web"),
+			"argocd-image-updater.image-1/image-name":      "eks-web",
+			"argocd-image-updater.image-1/old-tag":         "v0.0.1",
+			"argocd-image-updater.image-1/new-tag":         "v0.0.3",
+		}
+		if diff := cmp.Diff(wantAnnotations, evs[0].Annotations); diff != "" {
+			t.Errorf("event annotations (-want +got):\n%s", diff)
+		}
 		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/seed003")); got != 2 {
 			t.Errorf("images updated metric %v", got)
 		}
@@ -90,9 +106,14 @@ func TestCycle(t *testing.T) {
 				"image-list":          "app=" + repo("chart-app"),
 				"app.helm.image-spec": "images[1].image",
 			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
+			// Only the tag's name given: the image name goes to image.name.
+			application("helm-tag-only", map[string]string{
+				"image-list":         "app=" + repo("chart-app") + ":~1",
+				"app.helm.image-tag": "app.version",
+			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
 		)
 		sum := w.updater.RunOnce(t.Context())
-		if sum.Updated != 3 || sum.Errors != 0 || sum.TagListings != 1 {
+		if sum.Updated != 4 || sum.Errors != 0 || sum.TagListings != 1 {
 			t.Fatalf("summary %+v", sum)
 		}
 		params := func(name string) map[string]string {
@@ -105,9 +126,10 @@ func TestCycle(t *testing.T) {
 			return out
 		}
 		for name, want := range map[string]map[string]string{
-			"helm-default": {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "image.tag": "1.1.0/true"},
-			"helm-custom":  {"replicaCount": "2/<nil>", "app.image.repository": repo("chart-app") + "/true", "app.image.tag": "1.1.0/true"},
-			"helm-spec":    {"replicaCount": "2/<nil>", "images[1].image": repo("chart-app") + ":2.0.0/true"},
+			"helm-default":  {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "image.tag": "1.1.0/true"},
+			"helm-custom":   {"replicaCount": "2/<nil>", "app.image.repository": repo("chart-app") + "/true", "app.image.tag": "1.1.0/true"},
+			"helm-spec":     {"replicaCount": "2/<nil>", "images[1].image": repo("chart-app") + ":2.0.0/true"},
+			"helm-tag-only": {"replicaCount": "2/<nil>", "image.name": repo("chart-app") + "/true", "app.version": "1.1.0/true"},
 		} {
 			if got := params(name); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s parameters %v, want %v", name, got, want)

@@ -309,6 +309,19 @@ spec:
 				},
 			},
 			{
+				// Each name defaults on its own, as in the old tool: a custom
+				// tag parameter still gets the image in image.name.
+				name:   "only helm.image-tag set",
+				helm:   `{parameters: [{name: app.version, value: v0.0.1}]}`,
+				images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageTag: "app.version"}, New: imageref.Version{Tag: "v0.0.2"}}},
+				want:   []any{param("app.version", "v0.0.2"), param("image.name", ecrApp)},
+			},
+			{
+				name:   "only helm.image-name set",
+				images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.repository"}, New: imageref.Version{Tag: "v0.0.2"}}},
+				want:   []any{param("app.repository", ecrApp), param("image.tag", "v0.0.2")},
+			},
+			{
 				name:   "image spec with a list index",
 				helm:   `{valueFiles: [values-prod.yaml], parameters: [{name: "images[0].image", value: "nginx:1.25"}, {name: "images[1].image", value: "nginx:1.25"}]}`,
 				images: []ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},

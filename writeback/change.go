@@ -3,6 +3,7 @@ package writeback
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -14,6 +15,67 @@ type ImageUpdate struct {
 	appwatch.ImageSpec
 	// New is written; Old is only reported.
 	New, Old imageref.Version
+}
+
+// ReportedChange is how Argo CD Image Updater named one change where users
+// read it back: the annotations of ImagesUpdated events and the fields and
+// hash of git-branch templates. Keeping its names keeps their alerting and
+// their branch names as they were.
+type ReportedChange struct {
+	// FullName is the registry host and repository path
+	// ("quay.io/org/app"); Docker Hub's host only when written.
+	FullName string
+	// Name is the repository path without the registry host ("org/app").
+	Name string
+	// OldTag and NewTag are the digest when the version has one, else the
+	// tag.
+	OldTag, NewTag string
+}
+
+// Reported is the change as ReportedChange names it.
+func (i ImageUpdate) Reported() ReportedChange {
+	host, name := reportedName(i.Image.OriginalName(), i.Constraint)
+	full := name
+	if host != "" && !strings.HasPrefix(name, host+"/") {
+		full = host + "/" + name
+	}
+	return ReportedChange{FullName: full, Name: name, OldTag: reportedVersion(i.Old), NewTag: reportedVersion(i.New)}
+}
+
+func reportedVersion(v imageref.Version) string {
+	if v.Digest != "" {
+		return v.Digest
+	}
+	return v.Tag
+}
+
+// reportedName splits an image as written in image-list (without its
+// constraint) into registry host and repository path the way Argo CD Image
+// Updater did. With no constraint, or one that is a valid tag, the entry is
+// a normal reference: Docker Hub's host is kept only when written as
+// "docker.io", and "library/" only when written without a host.
+// Otherwise (a semver range like "~1.2") it fell back to splitting the text:
+// the first element is the host when it contains a '.', and the path ends
+// at the first ':'.
+func reportedName(written, constraint string) (host, name string) {
+	first, rest, nested := strings.Cut(written, "/")
+	if constraint != "" && !imageref.ValidTag(constraint) {
+		if nested && strings.Contains(first, ".") {
+			host, written = first, rest
+		}
+		name, _, _ = strings.Cut(written, ":")
+		return host, name
+	}
+	if !nested || !(strings.ContainsAny(first, ".:") || first == "localhost") {
+		return "", written
+	}
+	switch first {
+	case "docker.io":
+		return first, strings.TrimPrefix(rest, "library/")
+	case "index.docker.io":
+		return "", strings.TrimPrefix(rest, "library/")
+	}
+	return first, rest
 }
 
 // ApplicationUpdate is what to write to one Application.

@@ -77,8 +77,8 @@ func (u GitUpdate) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if u.Target.Kind == appwatch.TargetSourceOverrides && !u.SourceType.Writable() {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written to an .argocd-source file (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
+	if (u.Target.Kind == appwatch.TargetSourceOverrides || u.Target.Kind == appwatch.TargetOverrideFile) && !u.SourceType.Writable() {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
 	}
 	errs = append(errs, validateImages(u.Images)...)
 	return errors.Join(errs...)

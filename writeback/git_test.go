@@ -67,6 +67,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("kustomization targets", e.testKustomizationTargets)
 	t.Run("kustomization file names", e.testKustomizationFileNames)
 	t.Run("helm values", e.testHelmValues)
+	t.Run("override file targets", e.testOverrideFileTargets)
 	t.Run("invalid targets", e.testInvalidTargets)
 	t.Run("fifty applications one push", e.testFiftyApplications)
 	t.Run("clone kept between cycles", e.testCloneReuse)
@@ -359,6 +360,54 @@ probe:
 	// The name parameter already held the image: only the tag changed.
 	if diff := cmp.Diff([]string{"app"}, changedAliases(results[0].Changed)); diff != "" {
 		t.Errorf("changed (-want +got):\n%s", diff)
+	}
+}
+
+// testOverrideFileTargets: a write-back-target that names neither a
+// kustomization nor a Helm values file is the path, from the repository
+// root, of a file in the .argocd-source format.
+func (e *gitEnv) testOverrideFileTargets(t *testing.T) {
+	ns := e.argoNamespace(t, "override-files", true)
+	url := e.repo(t, "override-files", map[string]string{
+		"config/README.md":           "overrides live here\n",
+		"charts/main/overrides.yaml": "helm:\n  parameters:\n  - name: replicaCount\n    value: \"3\"\n",
+	})
+	w := e.writer(t, ns)
+
+	// Relative to the repository root, not to the source path.
+	created := appUpdate("created", url)
+	created.Target = mustTarget("config/main-images.yaml")
+	merged := appUpdate("merged", url)
+	merged.SourcePath, merged.SourceType, merged.Target = "charts/main", appwatch.SourceHelm, mustTarget("/charts/main/overrides.yaml")
+	escaping := appUpdate("escaping", url)
+	escaping.Target = mustTarget("../outside.yaml")
+	noFolder := appUpdate("no-folder", url)
+	noFolder.Target = mustTarget("nowhere/images.yaml")
+
+	results := w.Write(context.Background(), []GitUpdate{created, merged, escaping, noFolder})
+	wantErr := map[string]string{
+		"escaping":  `write-back-target "../outside.yaml": path "../outside.yaml" (from ".") leaves the repository`,
+		"no-folder": "cannot create nowhere/images.yaml: folder nowhere does not exist in the repository",
+	}
+	for _, r := range results {
+		want, bad := wantErr[r.Name]
+		switch {
+		case bad && (r.Err == nil || !strings.Contains(r.Err.Error(), want) || !errors.Is(r.Err, ErrInvalidTarget)):
+			t.Errorf("%s: got %v, want an invalid target error containing %q", r.Name, r.Err, want)
+		case !bad && (r.Err != nil || r.Commit == ""):
+			t.Errorf("%s: commit %q, err %v", r.Name, r.Commit, r.Err)
+		}
+	}
+	want := "kustomize:\n  images:\n    - " + gitAppImage + ":v0.0.2\n"
+	if diff := cmp.Diff(want, e.git.ReadFile(t, "override-files", "main", "config/main-images.yaml")); diff != "" {
+		t.Errorf("created file (-want +got):\n%s", diff)
+	}
+	wantHelm := "helm:\n  parameters:\n" +
+		"    - name: replicaCount\n      value: \"3\"\n" +
+		"    - name: image.name\n      value: " + gitAppImage + "\n      forceString: true\n" +
+		"    - name: image.tag\n      value: v0.0.2\n      forceString: true\n"
+	if diff := cmp.Diff(wantHelm, e.git.ReadFile(t, "override-files", "main", "charts/main/overrides.yaml")); diff != "" {
+		t.Errorf("merged file (-want +got):\n%s", diff)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 const maxBranchNameLength = 255
 
 // branchTemplateImage is one image a git-branch template sees in .Images.
+// Name, OldTag and NewTag are as ReportedChange gives them: the repository
+// without the registry host, and the digest when a version has one.
 type branchTemplateImage struct {
 	Name, Alias, OldTag, NewTag string
 }
@@ -28,13 +30,17 @@ type branchTemplateData struct {
 	SHA256 string
 }
 
+// newBranchTemplateData computes what the old tool gave its templates,
+// byte for byte, so that a template like "main:image-updater-{{.SHA256}}"
+// keeps naming the branch it named before: SHA256 hashes
+// "<name>-<old>-<new>," for each image, in the order of the updates.
 func newBranchTemplateData(images []ImageUpdate) branchTemplateData {
 	var d branchTemplateData
 	h := sha256.New()
 	for _, img := range images {
-		name := img.Image.OriginalName()
-		d.Images = append(d.Images, branchTemplateImage{Name: name, Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.Tag})
-		fmt.Fprintf(h, "%s\x00%s\x00%s\n", name, img.Old.String(), img.New.String())
+		r := img.Reported()
+		d.Images = append(d.Images, branchTemplateImage{Name: r.Name, Alias: img.Alias, OldTag: r.OldTag, NewTag: r.NewTag})
+		fmt.Fprintf(h, "%s-%s-%s,", r.Name, r.OldTag, r.NewTag)
 	}
 	d.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return d

@@ -27,8 +27,10 @@ func TestPlanBranches(t *testing.T) {
 		{name: "one branch", branch: "deploy", revision: "main", base: "deploy", target: "deploy"},
 		{name: "base and target", branch: "main:image-updater", revision: "dev", base: "main", target: "image-updater"},
 		{name: "target only", branch: ":image-updater", revision: "dev", base: "dev", target: "image-updater"},
+		// .Name is the repository without the registry host, as the old
+		// tool rendered it, so existing templates give the same branches.
 		{name: "template with names and tags", branch: "main:image-updater-{{range .Images}}{{.Name}}-{{.NewTag}}{{end}}", base: "main",
-			target: "image-updater-example.com/app-1.1example.com/web-2.1"},
+			target: "image-updater-app-1.1web-2.1"},
 		{name: "template with aliases and old tags", branch: "main:upd/{{range $i, $img := .Images}}{{if $i}}-{{end}}{{.Alias}}.{{.OldTag}}{{end}}", base: "main", target: "upd/app.1.0-web.2.0"},
 		{name: "template with SHA256", branch: ":image-updater-{{.SHA256}}", base: "main", target: "image-updater-" + sha},
 		{name: "long names are cut", branch: "main:" + strings.Repeat("x", 300), base: "main", target: strings.Repeat("x", 255)},
@@ -60,6 +62,53 @@ func TestPlanBranches(t *testing.T) {
 	}
 	if p, err := planBranches(GitUpdate{Branch: "deploy"}, ""); err != nil || p.target != "deploy" {
 		t.Errorf("explicit branch without a default branch: %+v, %v", p, err)
+	}
+}
+
+// TestBranchTemplateSHA256: .SHA256 is the hex SHA-256 of
+// "<name>-<old>-<new>," for each image in order, with names and versions as
+// ReportedChange gives them, so an existing git-branch template such as
+// "main:image-updater-{{.SHA256}}" keeps naming the same branch. The
+// expected values were computed apart from this code, with
+//
+//	printf '%s' 'app-1.0-1.1,web-2.0-2.1,' | sha256sum
+//	printf '%s' 'org/app-v1.2.0-v1.3.0,nginx-stable-sha256:0123...cdef,' | sha256sum
+//
+// (the digest written out in full).
+func TestBranchTemplateSHA256(t *testing.T) {
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		name   string
+		images []ImageUpdate
+		want   string
+	}{
+		{
+			name: "tags, registry host dropped",
+			images: []ImageUpdate{
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, Old: imageref.Version{Tag: "1.0"}, New: imageref.Version{Tag: "1.1"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, Old: imageref.Version{Tag: "2.0"}, New: imageref.Version{Tag: "2.1"}},
+			},
+			want: "ef33e20ea49e9670b1c2f6862c22e071679ef8430dda9eec2b6086b6c7b0a908",
+		},
+		{
+			name: "semver range and a digest",
+			images: []ImageUpdate{
+				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("quay.io/org/app"), Constraint: "^1"}, Old: imageref.Version{Tag: "v1.2.0"}, New: imageref.Version{Tag: "v1.3.0"}},
+				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("nginx"), Constraint: "stable"}, Old: imageref.Version{Tag: "stable"}, New: imageref.Version{Tag: "stable", Digest: digest}},
+			},
+			want: "a16741fb18c60911415f47887e270212850852c921b6af442d16d2ef91f50cf1",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newBranchTemplateData(tt.images).SHA256; got != tt.want {
+				t.Errorf("SHA256 %s, want %s", got, tt.want)
+			}
+			p, err := planBranches(GitUpdate{Branch: "main:image-updater-{{.SHA256}}", Images: tt.images}, "main")
+			if err != nil || p.target != "image-updater-"+tt.want {
+				t.Errorf("branch %q, %v; want image-updater-%s", p.target, err, tt.want)
+			}
+		})
 	}
 }
 

@@ -191,7 +191,15 @@ func planTarget(t *repoTree, u GitUpdate) (targetEdit, error) {
 	arg := u.Target.Path
 	switch u.Target.Kind {
 	case appwatch.TargetSourceOverrides:
-		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)))
+		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)), "the source path")
+	case appwatch.TargetOverrideFile:
+		// From the repository root whether or not it starts with '/', as
+		// Argo CD Image Updater has always read it.
+		file, err := repoPath(".", arg)
+		if err != nil {
+			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+		}
+		return planSourceOverrides(t, u, file, "folder")
 	case appwatch.TargetKustomization:
 		dir := source
 		if arg != "" {
@@ -217,12 +225,13 @@ func planTarget(t *repoTree, u GitUpdate) (targetEdit, error) {
 			return setHelmValues(name, src, u.Images)
 		})
 	default:
-		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>] or helmvalues[:<file>]", u.Target)
+		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>] or the path of an override file", u.Target)
 	}
 }
 
-// planSourceOverrides edits, or creates, the .argocd-source file.
-func planSourceOverrides(t *repoTree, u GitUpdate, file string) (targetEdit, error) {
+// planSourceOverrides edits, or creates, a file in the .argocd-source
+// format; folder says what its folder is, for the error when it is missing.
+func planSourceOverrides(t *repoTree, u GitUpdate, file, folder string) (targetEdit, error) {
 	content, f, err := t.read(file)
 	switch {
 	case err != nil:
@@ -230,7 +239,7 @@ func planSourceOverrides(t *repoTree, u GitUpdate, file string) (targetEdit, err
 	case f.isDir:
 		return targetEdit{}, fmt.Errorf("%s is a folder, not a file", f.path)
 	case !f.exists && !f.parentExists:
-		return targetEdit{}, fmt.Errorf("cannot create %s: the source path %s does not exist in the repository", f.path, path.Dir(f.path))
+		return targetEdit{}, fmt.Errorf("cannot create %s: %s %s does not exist in the repository", f.path, folder, path.Dir(f.path))
 	}
 	out, changed, err := setSourceOverrides(f.path, content, u.SourceType, u.Images)
 	if err != nil {

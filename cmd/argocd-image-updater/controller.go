@@ -165,10 +165,11 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	ready.Store(true)
 
 	if o.interval == 0 {
-		sum := updater.RunOnce(ctx)
-		if sum.Errors > 0 {
-			return &exitError{code: 1, err: fmt.Errorf("the update cycle had %d error(s); see the log", sum.Errors)}
-		}
+		// A cycle that ran is a success whatever it found: problems of
+		// single images are in the events, the log and the metrics, and
+		// the old tool's scripts and jobs treat a non-zero exit as "could
+		// not run".
+		updater.RunOnce(ctx)
 		return nil
 	}
 

@@ -268,3 +268,48 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 		t.Errorf("exit code %d after stop:\n%s", code, out.String())
 	}
 }
+
+// TestRunOnceExitCode: a one-off cycle that ran exits 0 even when some
+// images had problems (those go to events, logs and metrics), as cron jobs
+// and scripts around the old tool expect.
+func TestRunOnceExitCode(t *testing.T) {
+	w := newControllerWorld(t)
+	w.createApp(t, "main")
+	apps := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	obj, err := apps.Get(t.Context(), "main", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second image with a strategy that does not exist, next to the good one.
+	obj.SetAnnotations(map[string]string{
+		appwatch.AnnotationPrefix + "image-list":             "app=" + w.reg.Repo("eks-app") + ",broken=" + w.reg.Repo("eks-app"),
+		appwatch.AnnotationPrefix + "broken.update-strategy": "newest",
+	})
+	if _, err := apps.Update(t.Context(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	updated := []string{w.reg.Repo("eks-app") + ":v0.1.0"}
+	tests := []struct {
+		name       string
+		args       []string
+		wantImages []string
+	}{
+		{name: "dry run", args: []string{"--once", "--dry-run"}, wantImages: nil},
+		{name: "once", args: []string{"--once"}, wantImages: updated},
+		{name: "interval 0", args: []string{"--interval", "0"}, wantImages: updated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr syncBuffer
+			if code := w.run(t.Context(), &stderr, tt.args...); code != 0 {
+				t.Fatalf("exit code %d, want 0:\n%s", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "image broken: invalid update-strategy") {
+				t.Errorf("the broken image is not reported:\n%s", stderr.String())
+			}
+			if got := w.images(t, "main"); !slices.Equal(got, tt.wantImages) {
+				t.Errorf("images %v, want %v", got, tt.wantImages)
+			}
+		})
+	}
+}

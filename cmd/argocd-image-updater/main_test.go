@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -98,5 +99,48 @@ func TestOnceDisablesLoopAndHealth(t *testing.T) {
 	}
 	if o.interval != 0 || o.healthPort != 0 {
 		t.Errorf("interval %s, health port %d; want 0 and 0", o.interval, o.healthPort)
+	}
+}
+
+// TestOldRunFlags: flags of the old tool's run command that existing
+// Deployments still pass.
+func TestOldRunFlags(t *testing.T) {
+	tests := []struct {
+		name           string
+		args           []string
+		wantNamespaces string // the value of --application-namespaces after validation
+		wantErr        string
+	}{
+		{name: "application-namespace", args: []string{"--application-namespace", "team-a"}, wantNamespaces: "[team-a]"},
+		{name: "application-namespace empty", args: []string{"--application-namespace="}, wantNamespaces: "[]"},
+		{name: "both, agreeing", args: []string{"--application-namespace", "team-a", "--application-namespaces", "team-a"}, wantNamespaces: "[team-a]"},
+		{
+			name: "both, disagreeing", args: []string{"--application-namespace", "team-a", "--application-namespaces", "team-b,team-c"},
+			wantErr: `--application-namespace "team-a" and --application-namespaces "team-b,team-c" disagree`,
+		},
+		{name: "disable-kubernetes false", args: []string{"--disable-kubernetes=false"}, wantNamespaces: "[]"},
+		{name: "disable-kubernetes", args: []string{"--disable-kubernetes"}, wantErr: "--disable-kubernetes is not supported: this controller reads and writes Applications only through the Kubernetes API"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := newRunCommand(func(string) (string, bool) { return "", false })
+			if err := cmd.ParseFlags(tt.args); err != nil {
+				t.Fatalf("flags refused: %v", err)
+			}
+			err := cmd.PreRunE(cmd, nil)
+			if tt.wantErr != "" {
+				var usage *usageError
+				if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cmd.Flags().Lookup("application-namespaces").Value.String(); got != tt.wantNamespaces {
+				t.Errorf("--application-namespaces = %s, want %s", got, tt.wantNamespaces)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -54,6 +55,10 @@ type runOptions struct {
 	leaderElection        bool
 	applicationNamespaces []string
 	listenAddress         string
+
+	// Flags of the old tool that existing Deployments still pass.
+	applicationNamespace string
+	disableKubernetes    bool
 }
 
 // runEnv maps run flags to the environment variables the install manifest
@@ -136,6 +141,8 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health and metrics servers listen on (default: all interfaces)")
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
+	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
+	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	return cmd
 }
 
@@ -172,6 +179,20 @@ func (o *runOptions) validate() error {
 	}
 	if o.stallTimeout == 0 {
 		o.stallTimeout = max(5*o.interval, minStallTimeout)
+	}
+	if o.disableKubernetes {
+		// The old tool used it with --applications-api argocd only; without
+		// the Kubernetes API this controller has no Applications to read.
+		return usageErrorf("--disable-kubernetes is not supported: this controller reads and writes Applications only through the Kubernetes API; remove the flag")
+	}
+	if ns := o.applicationNamespace; ns != "" {
+		switch {
+		case len(o.applicationNamespaces) == 0:
+			o.applicationNamespaces = []string{ns}
+		case len(o.applicationNamespaces) != 1 || o.applicationNamespaces[0] != ns:
+			return usageErrorf("--application-namespace %q and --application-namespaces %q disagree: give only --application-namespaces",
+				ns, strings.Join(o.applicationNamespaces, ","))
+		}
 	}
 	if o.once {
 		o.interval = 0
