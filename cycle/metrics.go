@@ -20,6 +20,11 @@ type Metrics struct {
 	imagesProcessed  prometheus.Counter
 	kubeRequests     prometheus.Counter
 	kubeErrors       prometheus.Counter
+
+	// series are the Applications that have per-Application series, so
+	// those of Applications that are gone can be deleted. Only the cycle,
+	// which never overlaps itself, touches it.
+	series map[string]bool
 }
 
 // NewMetrics registers the metrics with reg.
@@ -72,17 +77,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// beginCycle forgets per-Application series of Applications that are gone.
-func (m *Metrics) beginCycle() {
-	if m != nil {
-		m.imagesWatchedVec.Reset()
+// applicationsWatched records the Applications of this cycle and deletes
+// the per-Application series of those that are gone, so that deleted
+// Applications do not stay on dashboards and in alerts.
+func (m *Metrics) applicationsWatched(apps []*appwatch.Application) {
+	if m == nil {
+		return
 	}
-}
-
-func (m *Metrics) applicationsWatched(n int) {
-	if m != nil {
-		m.appsWatchedGauge.Set(float64(n))
+	m.appsWatchedGauge.Set(float64(len(apps)))
+	now := make(map[string]bool, len(apps))
+	for _, a := range apps {
+		now[a.Key()] = true
 	}
+	for key := range m.series {
+		if !now[key] {
+			m.imagesWatchedVec.DeleteLabelValues(key)
+			m.imagesUpdatedVec.DeleteLabelValues(key)
+			m.imagesErrorsVec.DeleteLabelValues(key)
+		}
+	}
+	m.series = now
 }
 
 func (m *Metrics) imagesWatched(app *appwatch.Application, n int) {

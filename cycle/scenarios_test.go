@@ -10,8 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -265,6 +267,31 @@ func TestCycle(t *testing.T) {
 		}
 		if got := w.requests.tagLists.Load(); got != 5 || sum.TagListings != 5 {
 			t.Errorf("%d tag-list requests (%d listings planned), want 5", got, sum.TagListings)
+		}
+	})
+
+	t.Run("series of a deleted Application are removed", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "gone*"})
+		w.create(t,
+			application("gone-one", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"),
+			application("gone-two", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
+		w.updater.RunOnce(t.Context())
+		count := func() int {
+			return testutil.CollectAndCount(w.metrics.imagesUpdatedVec) + testutil.CollectAndCount(w.metrics.imagesWatchedVec)
+		}
+		if got := count(); got != 4 {
+			t.Fatalf("%d series, want updated and watched for both", got)
+		}
+		if err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "gone-one", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, func() bool { return len(w.watcher.Applications()) == 1 })
+		w.updater.RunOnce(t.Context())
+		if got := count(); got != 2 {
+			t.Errorf("%d series after the deletion, want those of gone-two only", got)
+		}
+		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/gone-two")); got != 1 {
+			t.Errorf("gone-two's updated count %v, want it kept", got)
 		}
 	})
 

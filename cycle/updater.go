@@ -167,7 +167,6 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	defer u.running.Unlock()
 	start := u.now()
 	u.events.beginCycle()
-	u.metrics.beginCycle()
 	cfg := u.config()
 
 	// 1. plan
@@ -192,7 +191,7 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 		}
 		jobs = append(jobs, appJobs...)
 	}
-	u.metrics.applicationsWatched(len(apps))
+	u.metrics.applicationsWatched(apps)
 
 	// 2. list: one listing per repository and credentials
 	byRepo := map[string][]*job{}
