@@ -191,4 +191,3 @@ func TestPlanApplication(t *testing.T) {
 		})
 	}
 }
-
