@@ -116,8 +116,9 @@ type gitConfig struct {
 	now                   func() time.Time
 }
 
-// WithArgoCDNamespace sets where Argo CD's repository Secrets and
-// argocd-ssh-known-hosts-cm are read (default "argocd").
+// WithArgoCDNamespace sets where Argo CD's repository Secrets,
+// argocd-ssh-known-hosts-cm and argocd-tls-certs-cm are read (default
+// "argocd").
 func WithArgoCDNamespace(ns string) GitOption {
 	return func(c *gitConfig) { c.argoCDNamespace = ns }
 }
@@ -204,6 +205,7 @@ type GitWriter struct {
 	cfg     gitConfig
 	message *CommitMessageTemplate
 	signer  commitSigner
+	github  *githubTokens
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -225,7 +227,7 @@ func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	w := &GitWriter{secrets: secrets, cfg: cfg, message: cfg.message, locks: map[string]*sync.Mutex{}}
+	w := &GitWriter{secrets: secrets, cfg: cfg, message: cfg.message, github: newGitHubTokens(), locks: map[string]*sync.Mutex{}}
 	var errs []error
 	if secrets == nil {
 		errs = append(errs, errors.New("a SecretLister is required"))
@@ -298,7 +300,7 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 		}
 		byRepo[k] = append(byRepo[k], a)
 	}
-	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir)
+	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir, w.github)
 	var g errgroup.Group
 	g.SetLimit(maxParallelRepositories)
 	for _, k := range order {
@@ -357,6 +359,7 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 		fail(err)
 		return
 	}
+	defer acc.close()
 	clone, err := openClone(w.cfg.workDir, url)
 	if err != nil {
 		fail(err)

@@ -80,6 +80,8 @@ func TestGitWriter(t *testing.T) {
 	t.Run("openpgp signing", e.testOpenPGPSigning)
 	t.Run("ssh signing", e.testSSHSigning)
 	t.Run("dry run", e.testDryRun)
+	t.Run("github app", e.testGitHubApp)
+	t.Run("tls", e.testTLS)
 }
 
 // argoNamespace creates a namespace standing in for Argo CD's, holding a
