@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -108,6 +109,7 @@ type gitConfig struct {
 	message               *CommitMessageTemplate
 	signingKey            string
 	signingMethod         string
+	gnupgHome             string
 	signOff               bool
 	pushRetries           int
 	dryRun                bool
@@ -140,11 +142,19 @@ func WithCommitMessageTemplate(t *CommitMessageTemplate) GitOption {
 	return func(c *gitConfig) { c.message = t }
 }
 
-// WithSigningKey signs commits with the private key in a file: an
-// armored OpenPGP key for SigningMethodOpenPGP, an OpenSSH key for
-// SigningMethodSSH. The key must not need a passphrase.
-func WithSigningKey(path, method string) GitOption {
-	return func(c *gitConfig) { c.signingKey, c.signingMethod = path, method }
+// WithSigningKey signs commits with a private key: for
+// SigningMethodOpenPGP, an armored OpenPGP key file or, when no file has
+// that name, a key ID, fingerprint or user ID of the GnuPG keyring (see
+// WithGnuPGHome); for SigningMethodSSH, an OpenSSH key file. The key must
+// not need a passphrase.
+func WithSigningKey(key, method string) GitOption {
+	return func(c *gitConfig) { c.signingKey, c.signingMethod = key, method }
+}
+
+// WithGnuPGHome sets the GnuPG home whose keyring holds an OpenPGP
+// signing key given by name (default ~/.gnupg). Reading it needs gpg.
+func WithGnuPGHome(dir string) GitOption {
+	return func(c *gitConfig) { c.gnupgHome = dir }
 }
 
 // WithSignOff adds a Signed-off-by trailer naming the author.
@@ -246,8 +256,14 @@ func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
 	}
 	switch {
 	case cfg.signingKey != "":
+		home := cfg.gnupgHome
+		if home == "" {
+			if dir, err := os.UserHomeDir(); err == nil {
+				home = filepath.Join(dir, ".gnupg")
+			}
+		}
 		// Key validity is judged at the real time, the time the signature carries.
-		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, time.Now())
+		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, home, time.Now())
 		if err != nil {
 			errs = append(errs, err)
 		}

@@ -82,6 +82,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("dry run", e.testDryRun)
 	t.Run("github app", e.testGitHubApp)
 	t.Run("tls", e.testTLS)
+	t.Run("gnupg key id", e.testGnuPGKeyID)
 }
 
 // argoNamespace creates a namespace standing in for Argo CD's, holding a
