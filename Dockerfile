@@ -14,9 +14,10 @@ RUN make build VERSION=${VERSION} COMMIT=${COMMIT}
 
 FROM alpine:3.22
 ARG WITH_AWS_CLI=false
-# ca-certificates for registries and git over TLS; the shell that ext:
-# credential scripts run with comes with the base image.
-RUN apk add --no-cache ca-certificates tini \
+# ca-certificates for registries and git over TLS; gnupg to read a commit
+# signing key named by ID from a mounted GnuPG keyring; the shell that
+# ext: credential scripts run with comes with the base image.
+RUN apk add --no-cache ca-certificates gnupg tini \
     && if [ "${WITH_AWS_CLI}" = "true" ]; then apk add --no-cache aws-cli; fi \
     && addgroup -g 65532 -S updater && adduser -u 65532 -S -G updater -h /app updater \
     && mkdir -p /app/config /app/scripts && chown -R updater:updater /app

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need into a cache outside the checkout, so only the
 # first run on a machine pays for it:
-#   - Debian packages: git, openssh-server (sshd), apache2-utils (htpasswd)
+#   - Debian packages: git, openssh-server (sshd), apache2-utils (htpasswd),
+#     gnupg (gpg, for commit signing with a key from a GnuPG keyring)
 #   - etcd, kube-apiserver, the Distribution registry and helm, built from
 #     the Go module proxy and kept under $TESTBIN/<component>-<version>/.
 # Prints the testbin directory on its last line.
@@ -20,6 +21,7 @@ install_debian_packages() {
 	command -v git >/dev/null || missing+=(git)
 	[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 	command -v htpasswd >/dev/null || missing+=(apache2-utils)
+	command -v gpg >/dev/null || missing+=(gnupg)
 	[ ${#missing[@]} -eq 0 ] && return
 	log "installing Debian packages: ${missing[*]}"
 	local sudo=""

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,31 @@ type GitServer struct {
 	Fetches, Pushes atomic.Int64
 
 	SSH *SSHServer
+
+	mu    sync.Mutex
+	extra map[string]string // user → password, besides Username
+}
+
+// AcceptCredentials makes the server accept user with password too, in
+// place of the password it accepted for that user before: a token that a
+// test hands out, then replaces.
+func (g *GitServer) AcceptCredentials(user, password string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.extra == nil {
+		g.extra = map[string]string{}
+	}
+	g.extra[user] = password
+}
+
+func (g *GitServer) authorized(user, password string) bool {
+	if user == g.Username && password == g.Password {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	want, ok := g.extra[user]
+	return ok && password == want
 }
 
 // SSHServer is an OpenSSH server serving the same repositories.
@@ -53,7 +79,7 @@ func StartGitServer(t testing.TB) *GitServer {
 	g := &GitServer{Root: t.TempDir(), Username: "git-user", Password: randomString(t, 16)}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
-		if !ok || user != g.Username || pass != g.Password {
+		if !ok || !g.authorized(user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test git server"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return

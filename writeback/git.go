@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -110,6 +111,7 @@ type gitConfig struct {
 	message               *CommitMessageTemplate
 	signingKey            string
 	signingMethod         string
+	gnupgHome             string
 	signOff               bool
 	pushRetries           int
 	dryRun                bool
@@ -118,8 +120,9 @@ type gitConfig struct {
 	now                   func() time.Time
 }
 
-// WithArgoCDNamespace sets where Argo CD's repository Secrets and
-// argocd-ssh-known-hosts-cm are read (default "argocd").
+// WithArgoCDNamespace sets where Argo CD's repository Secrets,
+// argocd-ssh-known-hosts-cm and argocd-tls-certs-cm are read (default
+// "argocd").
 func WithArgoCDNamespace(ns string) GitOption {
 	return func(c *gitConfig) { c.argoCDNamespace = ns }
 }
@@ -141,11 +144,19 @@ func WithCommitMessageTemplate(t *CommitMessageTemplate) GitOption {
 	return func(c *gitConfig) { c.message = t }
 }
 
-// WithSigningKey signs commits with the private key in a file: an
-// armored OpenPGP key for SigningMethodOpenPGP, an OpenSSH key for
-// SigningMethodSSH. The key must not need a passphrase.
-func WithSigningKey(path, method string) GitOption {
-	return func(c *gitConfig) { c.signingKey, c.signingMethod = path, method }
+// WithSigningKey signs commits with a private key: for
+// SigningMethodOpenPGP, an armored OpenPGP key file or, when no file has
+// that name, a key ID, fingerprint or user ID of the GnuPG keyring (see
+// WithGnuPGHome); for SigningMethodSSH, an OpenSSH key file. The key must
+// not need a passphrase.
+func WithSigningKey(key, method string) GitOption {
+	return func(c *gitConfig) { c.signingKey, c.signingMethod = key, method }
+}
+
+// WithGnuPGHome sets the GnuPG home whose keyring holds an OpenPGP
+// signing key given by name (default ~/.gnupg). Reading it needs gpg.
+func WithGnuPGHome(dir string) GitOption {
+	return func(c *gitConfig) { c.gnupgHome = dir }
 }
 
 // WithSignOff adds a Signed-off-by trailer naming the author.
@@ -206,6 +217,7 @@ type GitWriter struct {
 	cfg     gitConfig
 	message *CommitMessageTemplate
 	signer  commitSigner
+	github  *githubTokens
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -227,7 +239,7 @@ func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	w := &GitWriter{secrets: secrets, cfg: cfg, message: cfg.message, locks: map[string]*sync.Mutex{}}
+	w := &GitWriter{secrets: secrets, cfg: cfg, message: cfg.message, github: newGitHubTokens(), locks: map[string]*sync.Mutex{}}
 	var errs []error
 	if secrets == nil {
 		errs = append(errs, errors.New("a SecretLister is required"))
@@ -246,8 +258,14 @@ func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
 	}
 	switch {
 	case cfg.signingKey != "":
+		home := cfg.gnupgHome
+		if home == "" {
+			if dir, err := os.UserHomeDir(); err == nil {
+				home = filepath.Join(dir, ".gnupg")
+			}
+		}
 		// Key validity is judged at the real time, the time the signature carries.
-		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, time.Now())
+		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, home, time.Now())
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -300,7 +318,7 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 		}
 		byRepo[k] = append(byRepo[k], a)
 	}
-	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir)
+	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir, w.github)
 	var g errgroup.Group
 	g.SetLimit(maxParallelRepositories)
 	for _, k := range order {
@@ -371,6 +389,7 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 		fail(err)
 		return
 	}
+	defer acc.close()
 	clone, err := openClone(w.cfg.workDir, url)
 	if err != nil {
 		fail(err)

@@ -82,6 +82,9 @@ func TestGitWriter(t *testing.T) {
 	t.Run("openpgp signing", e.testOpenPGPSigning)
 	t.Run("ssh signing", e.testSSHSigning)
 	t.Run("dry run", e.testDryRun)
+	t.Run("github app", e.testGitHubApp)
+	t.Run("tls", e.testTLS)
+	t.Run("gnupg key id", e.testGnuPGKeyID)
 }
 
 // argoNamespace creates a namespace standing in for Argo CD's, holding a

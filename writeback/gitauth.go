@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
@@ -84,9 +86,14 @@ type gitCredentials struct {
 	sshPrivateKey      string
 	// insecure skips TLS verification and SSH host key checks, as the
 	// Secret's insecure field does for Argo CD.
-	insecure  bool
-	proxy     string
-	githubApp bool
+	insecure bool
+	proxy    string
+	// tlsClientCert and tlsClientKey are a PEM client certificate for
+	// servers that ask for one.
+	tlsClientCert, tlsClientKey string
+	// The GitHub App fields, all kept raw: parseGitHubApp checks them.
+	githubAppID, githubAppInstallationID  string
+	githubAppPrivateKey, githubAppBaseURL string
 }
 
 func credentialsFromSecret(s *corev1.Secret) gitCredentials {
@@ -99,12 +106,22 @@ func credentialsFromSecret(s *corev1.Secret) gitCredentials {
 		sshPrivateKey: get("sshPrivateKey"),
 		insecure:      flag("insecure") || flag("insecureIgnoreHostKey"),
 		proxy:         get("proxy"),
-		githubApp:     get("githubAppPrivateKey") != "" || get("githubAppID") != "",
+		tlsClientCert: get("tlsClientCertData"),
+		tlsClientKey:  get("tlsClientCertKey"),
+
+		githubAppID:             get("githubAppID"),
+		githubAppInstallationID: get("githubAppInstallationID"),
+		githubAppPrivateKey:     get("githubAppPrivateKey"),
+		githubAppBaseURL:        get("githubAppEnterpriseBaseUrl"),
 	}
 }
 
+func (c gitCredentials) githubApp() bool {
+	return c.githubAppID != "" || c.githubAppInstallationID != "" || c.githubAppPrivateKey != ""
+}
+
 func (c gitCredentials) empty() bool {
-	return c.username == "" && c.password == "" && c.sshPrivateKey == "" && !c.githubApp
+	return c.username == "" && c.password == "" && c.sshPrivateKey == "" && !c.githubApp() && c.tlsClientCert == ""
 }
 
 func (c gitCredentials) describe() string {
@@ -129,10 +146,21 @@ type credentialResolver struct {
 	hostsOnce sync.Once
 	hostKeys  ssh.HostKeyCallback
 	hostsErr  error
+
+	tlsOnce  sync.Once
+	tlsCerts map[string]string
+	tlsErr   error
+
+	github *githubTokens
 }
 
-func newCredentialResolver(lister SecretLister, namespace, tempDir string) *credentialResolver {
-	return &credentialResolver{lister: lister, namespace: namespace, tempDir: tempDir}
+// newCredentialResolver returns a resolver for one Write; github is the
+// writer's token cache, which outlives it.
+func newCredentialResolver(lister SecretLister, namespace, tempDir string, github *githubTokens) *credentialResolver {
+	if github == nil {
+		github = newGitHubTokens()
+	}
+	return &credentialResolver{lister: lister, namespace: namespace, tempDir: tempDir, github: github}
 }
 
 // resolve finds the credentials for a repository: with secretRef
@@ -155,7 +183,7 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 		}
 		c := credentialsFromSecret(s)
 		if c.empty() {
-			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s has none of username, password, sshPrivateKey", ns, name)
+			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s has none of username, password, sshPrivateKey, githubAppPrivateKey, tlsClientCertData", ns, name)
 		}
 		return c, nil
 	}
@@ -213,39 +241,73 @@ func normalizeRepoURL(u string) string {
 
 // remoteAccess is how to reach one repository.
 type remoteAccess struct {
-	auth            transport.AuthMethod
-	insecureSkipTLS bool
-	proxy           transport.ProxyOptions
-	creds           gitCredentials
+	auth transport.AuthMethod
+	// client speaks the repository's protocol. For HTTP(S) it is built
+	// for this repository, since go-git's shared clients can neither
+	// replace the trusted roots nor send a client certificate.
+	client transport.Transport
+	// sshProxy is the Secret's proxy for SSH; HTTP clients carry theirs.
+	sshProxy transport.ProxyOptions
+	creds    gitCredentials
+	// httpTransport is client's, kept to close its idle connections.
+	httpTransport *http.Transport
+}
+
+// endpoint is the repository's endpoint for acc's client.
+func (acc remoteAccess) endpoint(repoURL string) (*transport.Endpoint, error) {
+	ep, err := transport.NewEndpoint(repoURL)
+	if err != nil {
+		return nil, err
+	}
+	ep.Proxy = acc.sshProxy
+	return ep, nil
+}
+
+// close lets go of the connections the write kept open.
+func (acc remoteAccess) close() {
+	if acc.httpTransport != nil {
+		acc.httpTransport.CloseIdleConnections()
+	}
 }
 
 // access turns credentials into go-git transport settings. Basic auth
-// goes only over HTTPS, except to loopback addresses (tests, port
-// forwards): a password sent over plain HTTP could be read on the way.
-// SSH host keys are checked against Argo CD's known hosts unless the
-// writer or the Secret says otherwise.
+// and tokens go only over HTTPS, except to loopback addresses (tests,
+// port forwards): a password sent over plain HTTP could be read on the
+// way. A username or password wins over a GitHub App, as in Argo CD; the
+// app's installation token is sent as GitHub documents, with the user
+// x-access-token. SSH host keys are checked against Argo CD's known hosts
+// unless the writer or the Secret says otherwise.
 func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCredentials, ignoreHostKey bool) (remoteAccess, error) {
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
 		return remoteAccess{}, fmt.Errorf("invalid repository URL %q: %w", redactURL(repoURL), err)
 	}
-	acc := remoteAccess{insecureSkipTLS: c.insecure, proxy: transport.ProxyOptions{URL: c.proxy}, creds: c}
+	acc := remoteAccess{creds: c}
 	switch ep.Protocol {
 	case "http", "https":
-		if c.githubApp && c.password == "" {
-			return remoteAccess{}, fmt.Errorf("%s holds GitHub App credentials, which git write-back does not support yet; use a token (password) or an SSH key", c.source)
-		}
-		if c.username == "" && c.password == "" {
-			return acc, nil
-		}
-		if ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
+		user, password := c.username, c.password
+		useApp := user == "" && password == "" && c.githubApp()
+		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
 			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", c.describe(), ep.Host)
 		}
-		user := c.username
+		tr, err := r.httpTransport(ctx, ep.Protocol, ep.Host, c)
+		if err != nil {
+			return remoteAccess{}, err
+		}
+		acc.httpTransport = tr
+		acc.client = githttp.NewClient(&http.Client{Transport: tr})
+		if useApp {
+			if password, err = r.githubAppToken(ctx, c); err != nil {
+				return remoteAccess{}, err
+			}
+		}
+		if user == "" && password == "" {
+			return acc, nil
+		}
 		if user == "" {
 			user = githubTokenUser
 		}
-		acc.auth = &githttp.BasicAuth{Username: user, Password: c.password}
+		acc.auth = &githttp.BasicAuth{Username: user, Password: password}
 	case "ssh":
 		if c.sshPrivateKey == "" {
 			return remoteAccess{}, fmt.Errorf("no SSH private key for %s (%s)", redactURL(repoURL), c.describe())
@@ -269,8 +331,34 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 			}
 		}
 		acc.auth = &gitssh.PublicKeys{User: user, Signer: signer, HostKeyCallbackHelper: gitssh.HostKeyCallbackHelper{HostKeyCallback: callback}}
+		acc.client = gitssh.DefaultClient
+		acc.sshProxy = transport.ProxyOptions{URL: c.proxy}
+	default:
+		if acc.client, err = client.NewClient(ep); err != nil {
+			return remoteAccess{}, fmt.Errorf("repository %s: %w", redactURL(repoURL), err)
+		}
 	}
 	return acc, nil
+}
+
+// githubAppToken mints (or takes from the cache) an installation token
+// for the GitHub App of c. The API host gets the same TLS and proxy
+// settings as the repository's, as in Argo CD.
+func (r *credentialResolver) githubAppToken(ctx context.Context, c gitCredentials) (string, error) {
+	app, err := parseGitHubApp(c.source, c.githubAppID, c.githubAppInstallationID, c.githubAppPrivateKey, c.githubAppBaseURL)
+	if err != nil {
+		return "", err
+	}
+	api, err := url.Parse(app.baseURL)
+	if err != nil {
+		return "", err
+	}
+	tr, err := r.httpTransport(ctx, api.Scheme, api.Hostname(), c)
+	if err != nil {
+		return "", err
+	}
+	defer tr.CloseIdleConnections()
+	return r.github.token(ctx, app, c.source, tr)
 }
 
 // hostKeyCallback checks SSH host keys against the known_hosts lines of

@@ -7,10 +7,27 @@ import (
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
+// noObjects is a cluster without Secrets or ConfigMaps.
+type noObjects struct{}
+
+func (noObjects) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
+	return nil, nil
+}
+
+func (noObjects) Secret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+}
+
+func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+}
+
 func TestAccess(t *testing.T) {
-	r := newCredentialResolver(nil, "argocd", t.TempDir())
+	r := newCredentialResolver(noObjects{}, "argocd", t.TempDir(), nil)
 	ctx := context.Background()
 	basic := gitCredentials{source: "Secret argocd/repo", username: "bot", password: "s3cret"}
 
@@ -26,7 +43,13 @@ func TestAccess(t *testing.T) {
 		{name: "plain http to localhost", url: "http://localhost/repo.git", creds: basic, wantUser: "bot"},
 		{name: "plain http elsewhere", url: "http://git.example.com/repo.git", creds: basic, err: "refusing to send credentials from Secret argocd/repo over plain http to git.example.com; use https"},
 		{name: "anonymous", url: "https://git.example.com/org/repo.git"},
-		{name: "github app", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubApp: true}, err: "GitHub App credentials"},
+		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
+		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "../1", githubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
+		{name: "github app over plain http", url: "http://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "refusing to send credentials from Secret argocd/app over plain http to git.example.com"},
+		{name: "github enterprise api over plain http", url: "https://github.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret", githubAppBaseURL: "http://github.example.com/api/v3"}, err: "refusing to send GitHub App credentials over plain http"},
+		{name: "github app with a bad key", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "githubAppPrivateKey is not an RSA private key in PEM form"},
+		{name: "half a client certificate", url: "https://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/mtls", tlsClientCert: "cert"}, err: "Secret argocd/mtls has only one of tlsClientCertData and tlsClientCertKey"},
+		{name: "bad client certificate", url: "https://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/mtls", tlsClientCert: "cert", tlsClientKey: "s3cret"}, err: "the TLS client certificate in Secret argocd/mtls cannot be used"},
 		{name: "ssh without a key", url: "git@github.com:org/repo.git", creds: basic, err: "no SSH private key for git@github.com:org/repo.git"},
 		{name: "ssh with a bad key", url: "ssh://git@github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/ssh", sshPrivateKey: "not a key"}, err: "the SSH private key in Secret argocd/ssh cannot be parsed"},
 	}
@@ -63,7 +86,7 @@ func TestAccess(t *testing.T) {
 
 func TestAccessSSHUser(t *testing.T) {
 	key := string(testSSHKey(t))
-	r := newCredentialResolver(nil, "argocd", t.TempDir())
+	r := newCredentialResolver(noObjects{}, "argocd", t.TempDir(), nil)
 	for url, want := range map[string]string{
 		"git@github.com:org/repo.git":                "git",
 		"ssh://deploy@git.example.com:2222/repo.git": "deploy",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,9 +22,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/plumbing/transport/client"
 )
 
 const remoteName = "origin"
@@ -78,26 +79,57 @@ type remoteBranches struct {
 // list asks the remote for its branches (one round trip, like git
 // ls-remote).
 func (c *gitClone) list(ctx context.Context, acc remoteAccess) (remoteBranches, error) {
-	remote, err := c.repo.Remote(remoteName)
-	if err != nil {
-		return remoteBranches{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: acc.auth, InsecureSkipTLS: acc.insecureSkipTLS, ProxyOptions: acc.proxy})
+	var rb remoteBranches
+	err := c.uploadPack(ctx, acc, func(_ transport.UploadPackSession, _ *packp.AdvRefs, refs storer.ReferenceStorer) error {
+		rb = remoteBranches{heads: map[string]plumbing.Hash{}}
+		iter, err := refs.IterReferences()
+		if err != nil {
+			return err
+		}
+		return iter.ForEach(func(r *plumbing.Reference) error {
+			switch {
+			case r.Name() == plumbing.HEAD && r.Type() == plumbing.SymbolicReference && r.Target().IsBranch():
+				rb.defaultBranch = r.Target().Short()
+			case r.Name().IsBranch() && r.Type() == plumbing.HashReference:
+				rb.heads[r.Name().Short()] = r.Hash()
+			}
+			return nil
+		})
+	})
 	if err != nil {
 		return remoteBranches{}, c.remoteError("list branches of", acc, err)
 	}
-	rb := remoteBranches{heads: map[string]plumbing.Hash{}}
-	for _, r := range refs {
-		switch {
-		case r.Name() == plumbing.HEAD && r.Type() == plumbing.SymbolicReference && r.Target().IsBranch():
-			rb.defaultBranch = r.Target().Short()
-		case r.Name().IsBranch():
-			rb.heads[r.Name().Short()] = r.Hash()
-		}
-	}
 	return rb, nil
+}
+
+// uploadPack opens a fetch session and hands the advertised references to
+// use. Sessions are opened here rather than through go-git's Remote so
+// that they use acc's client, with its TLS settings.
+func (c *gitClone) uploadPack(ctx context.Context, acc remoteAccess, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
+	ep, err := acc.endpoint(c.url)
+	if err != nil {
+		return err
+	}
+	sess, err := acc.client.NewUploadPackSession(ep, acc.auth)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := sess.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return err
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return err
+	}
+	return use(sess, adv, refs)
 }
 
 // tip makes sure the clone holds a branch's commit, fetching the branch
@@ -107,25 +139,74 @@ func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, lis
 	if _, err := object.GetCommit(c.repo.Storer, listed); err == nil {
 		return listed, nil
 	}
-	tracking := plumbing.NewRemoteReferenceName(remoteName, branch)
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
-	err := c.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName:      remoteName,
-		RefSpecs:        []config.RefSpec{config.RefSpec("+" + plumbing.NewBranchReferenceName(branch).String() + ":" + tracking.String())},
-		Auth:            acc.auth,
-		Tags:            git.NoTags,
-		InsecureSkipTLS: acc.insecureSkipTLS,
-		ProxyOptions:    acc.proxy,
+	var head plumbing.Hash
+	err := c.uploadPack(ctx, acc, func(sess transport.UploadPackSession, adv *packp.AdvRefs, refs storer.ReferenceStorer) error {
+		ref, err := refs.Reference(plumbing.NewBranchReferenceName(branch))
+		if err != nil {
+			return fmt.Errorf("no branch %s: %w", branch, err)
+		}
+		head = ref.Hash()
+		if _, err := object.GetCommit(c.repo.Storer, head); err == nil {
+			return nil
+		}
+		return c.fetchPack(ctx, sess, adv, head)
 	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+	if err != nil {
 		return plumbing.ZeroHash, c.remoteError("fetch branch "+branch+" of", acc, err)
 	}
-	ref, err := c.repo.Reference(tracking, true)
-	if err != nil {
+	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
+	if err := c.repo.Storer.SetReference(tracking); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
 	}
-	return ref.Hash(), nil
+	return head, nil
+}
+
+// fetchPack asks for the objects of want that the clone lacks and stores
+// them. The branches the clone tracks are what it has: it only ever holds
+// whole histories, so the server can leave out everything behind them.
+func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, want plumbing.Hash) (err error) {
+	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+	if adv.Capabilities.Supports(capability.NoProgress) {
+		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
+			return err
+		}
+	}
+	req.Wants = []plumbing.Hash{want}
+	refs, err := c.repo.Storer.IterReferences()
+	if err != nil {
+		return err
+	}
+	err = refs.ForEach(func(r *plumbing.Reference) error {
+		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
+			return nil
+		}
+		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(req.Haves, r.Hash()) {
+			req.Haves = append(req.Haves, r.Hash())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	reader, err := sess.UploadPack(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := reader.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	var pack io.Reader = reader
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, reader)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, reader)
+	}
+	return packfile.UpdateObjectStorage(c.repo.Storer, pack)
 }
 
 // ErrBranchMoved is wrapped by a push error when the branch no longer
@@ -144,16 +225,11 @@ func (c *gitClone) push(ctx context.Context, acc remoteAccess, head plumbing.Has
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
 	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
-	ep, err := transport.NewEndpoint(c.url)
+	ep, err := acc.endpoint(c.url)
 	if err != nil {
 		return fail(err)
 	}
-	ep.InsecureSkipTLS, ep.Proxy = acc.insecureSkipTLS, acc.proxy
-	cl, err := client.NewClient(ep)
-	if err != nil {
-		return fail(err)
-	}
-	sess, err := cl.NewReceivePackSession(ep, acc.auth)
+	sess, err := acc.client.NewReceivePackSession(ep, acc.auth)
 	if err != nil {
 		return fail(err)
 	}
@@ -218,6 +294,8 @@ func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
 		hint = " (check the username and password or token)"
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		hint = " (the repository has no commits yet)"
+	case errors.As(err, new(x509.UnknownAuthorityError)):
+		hint = " (add the server's certificate, or its CA, to Argo CD's " + argoCDTLSCertsConfigMap + " under the server's host name)"
 	}
 	return fmt.Errorf("%s %s (%s): %w%s", op, redactURL(c.url), acc.creds.describe(), err, hint)
 }

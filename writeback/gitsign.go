@@ -2,10 +2,14 @@ package writeback
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
@@ -26,38 +30,51 @@ type commitSigner interface {
 	Sign(message io.Reader) ([]byte, error)
 }
 
-// loadSigner reads a signing key file: an armored (or binary) OpenPGP
-// private key for "openpgp", an OpenSSH private key for "ssh". Keys
-// protected by a passphrase are refused, since nobody could type it.
-func loadSigner(path, method string, now time.Time) (commitSigner, error) {
-	data, err := os.ReadFile(path)
+// loadSigner reads a signing key: for "openpgp", an armored (or binary)
+// OpenPGP private key file, or the name of a key (key ID, fingerprint,
+// user ID) in the GnuPG keyring in gnupgHome when no file has that name;
+// for "ssh", an OpenSSH private key file. Keys protected by a passphrase
+// are refused, since nobody could type it.
+func loadSigner(key, method, gnupgHome string, now time.Time) (commitSigner, error) {
+	if method != SigningMethodOpenPGP && method != "" && method != SigningMethodSSH {
+		return nil, fmt.Errorf("unknown signing method %q: use %s or %s", method, SigningMethodOpenPGP, SigningMethodSSH)
+	}
+	data, err := os.ReadFile(key)
 	if err != nil {
+		if method != SigningMethodSSH && errors.Is(err, fs.ErrNotExist) && isKeyringName(key) {
+			if data, err = exportGnuPGKey(key, gnupgHome); err != nil {
+				return nil, err
+			}
+			return loadOpenPGPSigner(fmt.Sprintf("%q of the GnuPG keyring in %s", key, gnupgHome), key, data, now)
+		}
 		return nil, fmt.Errorf("read signing key: %w", err)
 	}
-	switch method {
-	case SigningMethodOpenPGP, "":
-		return loadOpenPGPSigner(path, data, now)
-	case SigningMethodSSH:
-		key, err := ssh.ParsePrivateKey(data)
+	if method == SigningMethodSSH {
+		signer, err := ssh.ParsePrivateKey(data)
 		if err != nil {
 			var missing *ssh.PassphraseMissingError
 			if errors.As(err, &missing) {
-				return nil, fmt.Errorf("SSH signing key %s is protected by a passphrase, which is not supported", path)
+				return nil, fmt.Errorf("SSH signing key %s is protected by a passphrase, which is not supported", key)
 			}
-			return nil, fmt.Errorf("SSH signing key %s: %w", path, err)
+			return nil, fmt.Errorf("SSH signing key %s: %w", key, err)
 		}
-		return sshSigner{key: key}, nil
-	default:
-		return nil, fmt.Errorf("unknown signing method %q: use %s or %s", method, SigningMethodOpenPGP, SigningMethodSSH)
+		return sshSigner{key: signer}, nil
 	}
+	return loadOpenPGPSigner(key, "", data, now)
 }
 
-func loadOpenPGPSigner(path string, data []byte, now time.Time) (commitSigner, error) {
+// loadOpenPGPSigner picks the key to sign with from data: the first one
+// that can sign, or, when name is a key ID or fingerprint, the one it
+// designates (gpg exports every key a user ID matches).
+func loadOpenPGPSigner(what, name string, data []byte, now time.Time) (commitSigner, error) {
 	entities, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(data))
 	if err != nil {
 		if entities, err = openpgp.ReadKeyRing(bytes.NewReader(data)); err != nil {
-			return nil, fmt.Errorf("OpenPGP signing key %s: %w", path, err)
+			return nil, fmt.Errorf("OpenPGP signing key %s: %w", what, err)
 		}
+	}
+	if id := hexKeyID(name); id != "" {
+		entities = slices.DeleteFunc(entities, func(e *openpgp.Entity) bool { return !designates(e, id) })
 	}
 	for _, e := range entities {
 		key, ok := e.SigningKey(now)
@@ -65,11 +82,45 @@ func loadOpenPGPSigner(path string, data []byte, now time.Time) (commitSigner, e
 			continue
 		}
 		if key.PrivateKey.Encrypted {
-			return nil, fmt.Errorf("OpenPGP signing key %s is protected by a passphrase, which is not supported", path)
+			return nil, fmt.Errorf("OpenPGP signing key %s is protected by a passphrase, which is not supported", what)
 		}
 		return openPGPSigner{entity: e}, nil
 	}
-	return nil, fmt.Errorf("OpenPGP signing key %s holds no private key that can sign", path)
+	return nil, fmt.Errorf("OpenPGP signing key %s holds no private key that can sign", what)
+}
+
+// hexKeyID is name as upper-case hex when it is a key ID or fingerprint
+// in one of the spellings gpg accepts (0x prefix, spaces, a trailing !),
+// else "".
+func hexKeyID(name string) string {
+	id := strings.ToUpper(strings.ReplaceAll(strings.TrimSuffix(name, "!"), " ", ""))
+	id = strings.TrimPrefix(id, "0X")
+	switch len(id) {
+	case 8, 16, 40, 64:
+	default:
+		return ""
+	}
+	if strings.Trim(id, "0123456789ABCDEF") != "" {
+		return ""
+	}
+	return id
+}
+
+// designates tells whether the hex key ID or fingerprint id names e's
+// primary key or one of its subkeys.
+func designates(e *openpgp.Entity, id string) bool {
+	matches := func(fingerprint []byte) bool {
+		return strings.HasSuffix(strings.ToUpper(hex.EncodeToString(fingerprint)), id)
+	}
+	if matches(e.PrimaryKey.Fingerprint) {
+		return true
+	}
+	for _, sub := range e.Subkeys {
+		if matches(sub.PublicKey.Fingerprint) {
+			return true
+		}
+	}
+	return false
 }
 
 type openPGPSigner struct{ entity *openpgp.Entity }

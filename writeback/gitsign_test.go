@@ -61,7 +61,7 @@ func TestSSHSignerVerifiesWithSSHKeygen(t *testing.T) {
 			if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			signer, err := loadSigner(keyFile, SigningMethodSSH, time.Now())
+			signer, err := loadSigner(keyFile, SigningMethodSSH, "", time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestLoadSignerErrors(t *testing.T) {
 		{filepath.Join(dir, "missing"), SigningMethodSSH, "read signing key"},
 	}
 	for _, tt := range tests {
-		if _, err := loadSigner(tt.path, tt.method, time.Now()); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := loadSigner(tt.path, tt.method, "", time.Now()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s %s: got %v, want an error containing %q", tt.method, filepath.Base(tt.path), err, tt.want)
 		}
 	}

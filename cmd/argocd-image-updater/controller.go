@@ -112,7 +112,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		events = cycle.NewEventReporter(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"}))
 	}
 
-	gitWriter, err := newGitWriter(o, clientset, namespace, logger)
+	gitWriter, err := newGitWriter(o, clientset, namespace, logger, lookupEnv)
 	if err != nil {
 		return err
 	}
@@ -222,8 +222,9 @@ func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metri
 
 // newGitWriter builds the git write-back from the git flags. A missing
 // commit-message template file means the default template, as the install
-// manifest mounts the file only when the ConfigMap has the key.
-func newGitWriter(o *runOptions, cs kubernetes.Interface, namespace string, logger *slog.Logger) (*writeback.GitWriter, error) {
+// manifest mounts the file only when the ConfigMap has the key. A signing
+// key given by name is read from the keyring in GNUPGHOME, as gpg would.
+func newGitWriter(o *runOptions, cs kubernetes.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool)) (*writeback.GitWriter, error) {
 	text, err := os.ReadFile(o.gitCommitMessagePath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("commit message template: %w", err)
@@ -242,6 +243,9 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, namespace string, logg
 	}
 	if o.gitCommitSigningKey != "" {
 		opts = append(opts, writeback.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))
+	}
+	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
+		opts = append(opts, writeback.WithGnuPGHome(home))
 	}
 	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), opts...)
 }

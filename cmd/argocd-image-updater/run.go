@@ -131,7 +131,7 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.BoolVar(&o.argocdGRPCWeb, "argocd-grpc-web", false, "use gRPC-web to reach the Argo CD API server")
 	f.StringVar(&o.gitCommitUser, "git-commit-user", "argocd-image-updater", "author name of Git commits")
 	f.StringVar(&o.gitCommitEmail, "git-commit-email", "noreply@argoproj.io", "author e-mail of Git commits")
-	f.StringVar(&o.gitCommitSigningKey, "git-commit-signing-key", "", "path to the key that signs Git commits (none: unsigned)")
+	f.StringVar(&o.gitCommitSigningKey, "git-commit-signing-key", "", "key that signs Git commits: a key file, or for openpgp a key ID in the GnuPG keyring of $GNUPGHOME (none: unsigned)")
 	f.StringVar(&o.gitCommitSigningMethod, "git-commit-signing-method", "openpgp", "how Git commits are signed: openpgp or ssh")
 	f.BoolVar(&o.gitCommitSignOff, "git-commit-sign-off", false, "add a Signed-off-by trailer to Git commits")
 	f.StringVar(&o.gitCommitMessagePath, "git-commit-message-path", defaultCommitMessagePath, "path to the Go template of Git commit messages")
