@@ -327,7 +327,7 @@ func noCandidates(st filterStats, extra ...string) string {
 		return "no tags to choose from: the repository listed none"
 	}
 	parts := []string{
-		countOf(st.empty, "empty tag name"),
+		countOf(st.invalid, "not a valid tag name"),
 		countOf(st.signature, "signature/attestation/SBOM"),
 		countOf(st.notAllow, "not matching allow-tags"),
 		countOf(st.ignored, "matching ignore-tags"),

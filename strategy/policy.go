@@ -175,7 +175,7 @@ func (p *Policy) String() string {
 type filterStats struct {
 	seen      int
 	kept      int
-	empty     int
+	invalid   int
 	signature int
 	notAllow  int
 	ignored   int
@@ -184,8 +184,11 @@ type filterStats struct {
 // keep applies the tag filters to one tag, counting drops.
 func (p *Policy) keep(tag string, st *filterStats) bool {
 	switch {
-	case tag == "":
-		st.empty++
+	case !imageref.ValidTag(tag):
+		// A registry's answer is input like any other: a tag outside the
+		// OCI grammar (a newline, a slash) must never reach a commit
+		// message, a file or a patch.
+		st.invalid++
 		return false
 	case isSignatureTag(tag):
 		st.signature++
@@ -211,7 +214,8 @@ func (p *Policy) ignored(tag string) bool {
 }
 
 // Candidates returns the tags that pass the filters, in input order. The
-// filters drop, in this order: empty strings, signature tags, tags not
+// filters drop, in this order: tags outside the OCI tag grammar
+// ([A-Za-z0-9_][A-Za-z0-9._-]{0,127}), signature tags, tags not
 // matching allow-tags, and tags matching ignore-tags. Duplicates are kept;
 // every strategy is insensitive to them. It returns nil when the image is
 // paused.
