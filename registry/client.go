@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"k8s.io/utils/lru"
 )
 
 // Defaults of the Client options.
@@ -85,10 +86,10 @@ type Client struct {
 	stacksMu sync.Mutex
 	stacks   map[string]*endpointStack // by endpoint prefix
 
-	sessions     *lru[sessionKey, *session]
+	sessions     *lru.Cache // sessionKey → *session
 	sessionCalls coalesce.Group[*session]
 	tagCalls     coalesce.Group[[]string]
-	meta         *lru[metaKey, metaEntry]
+	meta         *lru.Cache // metaKey → metaEntry
 	metaCalls    coalesce.Group[metaEntry]
 }
 
@@ -211,8 +212,8 @@ func NewClient(opts ...ClientOption) *Client {
 		c.resolver = NewCredentialResolver()
 	}
 	c.retryBase = min(c.retryBase, c.retryMax)
-	c.sessions = newLRU[sessionKey, *session](sessionCacheSize)
-	c.meta = newLRU[metaKey, metaEntry](c.metaCacheSize)
+	c.sessions = lru.New(sessionCacheSize)
+	c.meta = lru.New(c.metaCacheSize)
 	return c
 }
 
@@ -442,7 +443,7 @@ func (c *Client) run(ctx context.Context, t target, op func(context.Context, *se
 			slog.String("registry", host), slog.String("repository", t.ref.Repository()),
 			slog.String("credentials", t.src.identity()))
 		c.resolver.Invalidate(t.src.ref, host)
-		c.sessions.remove(sessionKey{stack: t.stack, repo: t.ref.Repository(), identity: t.src.identity()})
+		c.sessions.Remove(sessionKey{stack: t.stack, repo: t.ref.Repository(), identity: t.src.identity()})
 	}
 }
 
@@ -466,9 +467,11 @@ type sessionKey struct {
 
 func (c *Client) session(ctx context.Context, t target, cred Credential) (*session, error) {
 	key := sessionKey{stack: t.stack, repo: t.ref.Repository(), identity: t.src.identity()}
-	if s, ok := c.sessions.get(key); ok && s.cred == cred {
-		c.metrics.cache(CacheAuth, true)
-		return s, nil
+	if v, ok := c.sessions.Get(key); ok {
+		if s := v.(*session); s.cred == cred {
+			c.metrics.cache(CacheAuth, true)
+			return s, nil
+		}
 	}
 	c.metrics.cache(CacheAuth, false)
 	s, err := c.sessionCalls.Do(ctx, t.key(), nil, func(ctx context.Context) (*session, error) {
@@ -482,7 +485,7 @@ func (c *Client) session(ctx context.Context, t target, cred Credential) (*sessi
 	if err != nil {
 		return nil, err
 	}
-	c.sessions.add(key, s)
+	c.sessions.Add(key, s)
 	return s, nil
 }
 

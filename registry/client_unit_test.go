@@ -117,27 +117,3 @@ func TestNativeWithoutCredentialsMeansAnonymous(t *testing.T) {
 		t.Errorf("with credentials: %v, %v", cred, err)
 	}
 }
-
-func TestLRU(t *testing.T) {
-	c := newLRU[string, int](2)
-	c.add("a", 1)
-	c.add("b", 2)
-	if _, ok := c.get("a"); !ok { // a is now the most recent
-		t.Fatal("a missing")
-	}
-	c.add("c", 3)
-	if _, ok := c.get("b"); ok {
-		t.Error("b, the least recently used, should have been dropped")
-	}
-	if v, ok := c.get("a"); !ok || v != 1 {
-		t.Error("a should have stayed")
-	}
-	c.add("a", 10)
-	if v, _ := c.get("a"); v != 10 || c.len() != 2 {
-		t.Errorf("update: a=%d, len %d", v, c.len())
-	}
-	c.remove("a")
-	if _, ok := c.get("a"); ok || c.len() != 1 {
-		t.Error("remove failed")
-	}
-}

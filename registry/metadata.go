@@ -153,8 +153,9 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 	}
 
 	key := metaKey{host: s.host, repo: s.repo.RepositoryStr(), digest: digest, platforms: platform.Join(platforms)}
-	if e, ok := c.meta.get(key); ok {
+	if v, ok := c.meta.Get(key); ok {
 		c.metrics.cache(CacheMetadata, true)
+		e := v.(metaEntry)
 		e.md = e.md.clone()
 		return e, nil
 	}
@@ -163,7 +164,7 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 	e, err := c.metaCalls.Do(ctx, key.String(), note, func(ctx context.Context) (metaEntry, error) {
 		e, err := fetchMetadata(ctx, s, digest, manifest, mediaType, platforms)
 		if err == nil {
-			c.meta.add(key, e)
+			c.meta.Add(key, e)
 		}
 		return e, err
 	})
