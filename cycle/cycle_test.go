@@ -21,6 +21,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -86,9 +87,9 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		t.Fatal(err)
 	}
 	env := map[string]string{"REGISTRY_CREDS": reg.Username + ":" + reg.Password}
-	resolver := registry.NewCredentialResolver(
-		registry.WithSecretGetter(registry.NewKubeSecretGetter(w.cs)),
-		registry.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
+	resolver := credentials.NewResolver(
+		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(w.cs)),
+		credentials.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
 	)
 	w.requests = &requestCounter{next: http.DefaultTransport}
 	client := registry.NewClient(

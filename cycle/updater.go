@@ -16,6 +16,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -28,8 +29,8 @@ type Applications interface {
 
 // Registry answers questions about image repositories.
 type Registry interface {
-	Tags(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef) ([]string, error)
-	Metadata(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef, platforms []v1.Platform) (registry.ImageMetadata, error)
+	Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error)
+	Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) (registry.ImageMetadata, error)
 	// Endpoint is the registries.conf entry that serves ref.
 	Endpoint(ref imageref.Reference) registry.Endpoint
 }
@@ -383,7 +384,7 @@ func isWarning(err error) bool {
 
 // MetadataFunc gives a strategy the registry's metadata of the tags of
 // ref's repository, for the given platforms.
-func MetadataFunc(reg Registry, ref imageref.Reference, creds registry.CredentialRef, platforms []v1.Platform) strategy.MetadataFunc {
+func MetadataFunc(reg Registry, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) strategy.MetadataFunc {
 	return func(ctx context.Context, tag string) (strategy.TagInfo, error) {
 		tagged, err := ref.WithTag(tag)
 		if err != nil {

@@ -62,6 +62,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -267,11 +268,11 @@ func (a staticApps) Applications(...imageref.Option) []*appwatch.Application { r
 
 type emptyRegistry struct{}
 
-func (emptyRegistry) Tags(context.Context, imageref.Reference, registry.CredentialRef) ([]string, error) {
+func (emptyRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
 	return nil, nil
 }
 
-func (emptyRegistry) Metadata(context.Context, imageref.Reference, registry.CredentialRef, []v1.Platform) (registry.ImageMetadata, error) {
+func (emptyRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
 }
 

@@ -15,6 +15,9 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -52,11 +55,11 @@ const tagsPageSize = 1000
 // registry's Retry-After or a bounded exponential backoff.
 //
 // Credentials are chosen in this order: the image's own credential
-// reference (resolved on every call, never cached); else the entry's
-// `credentials` (cached for `credsexpire`); else, for ECR and Google hosts
-// when the CredentialResolver has a provider of that kind, the cloud's
-// native credentials (a provider reporting ErrNoNativeCredentials means
-// anonymous); else anonymous access. When the registry answers 401 to cached
+// reference (kept for a minute, or run on every call for ext: scripts);
+// else the entry's `credentials` (cached for `credsexpire`); else, for ECR
+// and Google hosts when the credentials.Resolver has a source of that kind,
+// the cloud's native credentials (a source reporting
+// credentials.ErrNoNative means anonymous); else anonymous access. When the registry answers 401 to cached
 // credentials, they are dropped, fetched again, and the call is made once
 // more.
 //
@@ -67,7 +70,7 @@ const tagsPageSize = 1000
 // that stops sending halfway through an answer is otherwise waited for.
 type Client struct {
 	config        func() *Config
-	resolver      *CredentialResolver
+	resolver      *credentials.Resolver
 	metrics       *Metrics
 	log           *slog.Logger
 	base          http.RoundTripper
@@ -108,8 +111,8 @@ func WithConfig(current func() *Config) ClientOption {
 }
 
 // WithCredentialResolver sets where credentials come from. By default a
-// resolver without Kubernetes access and without native providers is used.
-func WithCredentialResolver(r *CredentialResolver) ClientOption {
+// resolver without Kubernetes access and without native sources is used.
+func WithCredentialResolver(r *credentials.Resolver) ClientOption {
 	return func(c *Client) {
 		if r != nil {
 			c.resolver = r
@@ -209,7 +212,7 @@ func NewClient(opts ...ClientOption) *Client {
 		opt(c)
 	}
 	if c.resolver == nil {
-		c.resolver = NewCredentialResolver()
+		c.resolver = credentials.NewResolver()
 	}
 	c.retryBase = min(c.retryBase, c.retryMax)
 	c.sessions = lru.New(sessionCacheSize)
@@ -226,7 +229,7 @@ func (c *Client) Endpoint(ref imageref.Reference) Endpoint {
 // Error is the error of a registry operation. It names the operation, the
 // image and the credential reference used (never the credentials), and
 // wraps the cause: errors.As finds a *transport.Error of
-// go-containerregistry for registry answers, a *CredentialError when
+// go-containerregistry for registry answers, a *credentials.Error when
 // credentials could not be obtained.
 type Error struct {
 	Op          string // "list tags", "get metadata"
@@ -308,20 +311,20 @@ func isUnauthorized(err error) bool {
 // nativeKindFor says which native credential provider serves a registry
 // host by itself: ECR for private ECR hosts, GCP for gcr.io, *.gcr.io and
 // <location>-docker.pkg.dev.
-func nativeKindFor(host string) (CredentialKind, bool) {
-	if _, _, ok := ParseECRHost(host); ok {
-		return CredentialECR, true
+func nativeKindFor(host string) (credentials.Kind, bool) {
+	if _, _, ok := ecr.ParseHost(host); ok {
+		return credentials.KindECR, true
 	}
-	if IsGoogleRegistryHost(host) {
-		return CredentialGCP, true
+	if gcp.IsRegistryHost(host) {
+		return credentials.KindGCP, true
 	}
 	return 0, false
 }
 
 // credSource is where an operation's credentials come from.
 type credSource struct {
-	ref    CredentialRef // zero: anonymous
-	cached bool          // registry-level: ResolveCached, dropped on 401
+	ref    credentials.Ref // zero: anonymous
+	cached bool            // registry-level: ResolveCached, dropped on 401
 	ttl    time.Duration
 	native bool // chosen by host: no native credentials means anonymous
 }
@@ -337,38 +340,38 @@ func (s credSource) identity() string { return s.ref.String() }
 // at once). ext: scripts of an image run on every use, as they always have.
 const imageCredentialTTL = time.Minute
 
-func (c *Client) sourceFor(ep Endpoint, host string, creds CredentialRef) (credSource, error) {
+func (c *Client) sourceFor(ep Endpoint, host string, creds credentials.Ref) (credSource, error) {
 	if !creds.IsZero() {
-		if creds.Kind == CredentialExt {
+		if creds.Kind == credentials.KindExt {
 			return credSource{ref: creds}, nil
 		}
 		return credSource{ref: creds, cached: true, ttl: imageCredentialTTL}, nil
 	}
 	if ep.Credentials != "" {
-		ref, err := ParseCredentialRef(ep.Credentials)
+		ref, err := credentials.ParseRef(ep.Credentials)
 		if err != nil {
 			return credSource{}, fmt.Errorf("credentials of the registries.conf entry %s: %w", ep.Prefix, err)
 		}
 		return credSource{ref: ref, cached: true, ttl: ep.CredsExpire}, nil
 	}
 	if kind, ok := nativeKindFor(host); ok && c.resolver.HasNative(kind) {
-		return credSource{ref: CredentialRef{Kind: kind}, cached: true, native: true}, nil
+		return credSource{ref: credentials.Ref{Kind: kind}, cached: true, native: true}, nil
 	}
 	return credSource{}, nil
 }
 
-func (c *Client) resolve(ctx context.Context, src credSource, host string) (Credential, error) {
+func (c *Client) resolve(ctx context.Context, src credSource, t credentials.Target) (credentials.Credential, error) {
 	switch {
 	case src.ref.IsZero():
-		return Credential{}, nil
+		return credentials.Credential{}, nil
 	case !src.cached:
-		return c.resolver.Resolve(ctx, src.ref, host)
+		return c.resolver.Resolve(ctx, src.ref, t)
 	}
-	cred, err := c.resolver.ResolveCached(ctx, src.ref, host, src.ttl)
-	if err != nil && src.native && errors.Is(err, ErrNoNativeCredentials) {
+	cred, err := c.resolver.ResolveCached(ctx, src.ref, t, src.ttl)
+	if err != nil && src.native && errors.Is(err, credentials.ErrNoNative) {
 		c.log.LogAttrs(ctx, slog.LevelDebug, "no native credentials; using anonymous access",
-			slog.String("registry", host), slog.String("kind", src.ref.Kind.String()))
-		return Credential{}, nil
+			slog.String("registry", t.Host), slog.String("kind", src.ref.Kind.String()))
+		return credentials.Credential{}, nil
 	}
 	return cred, err
 }
@@ -383,7 +386,7 @@ type target struct {
 
 // target finds ref's endpoint and credential source. On error, the
 // returned target can still wrap it.
-func (c *Client) target(ref imageref.Reference, creds CredentialRef) (target, error) {
+func (c *Client) target(ref imageref.Reference, creds credentials.Ref) (target, error) {
 	t := target{ref: ref, src: credSource{ref: creds}}
 	if ref.IsZero() {
 		return t, errors.New("empty image reference")
@@ -428,7 +431,7 @@ func (t target) wrap(op string, err error) error {
 func (c *Client) run(ctx context.Context, t target, op func(context.Context, *session) error) error {
 	host := t.ref.Registry()
 	for retried := false; ; retried = true {
-		cred, err := c.resolve(ctx, t.src, host)
+		cred, err := c.resolve(ctx, t.src, credentials.Target{Host: host, Repository: t.ref.Repository()})
 		if err != nil {
 			return err
 		}
@@ -452,7 +455,7 @@ func (c *Client) run(ctx context.Context, t target, op func(context.Context, *se
 // endpoint's stack. Reusing it saves those requests on every call; ggcr
 // renews an expired token by itself.
 type session struct {
-	cred   Credential // what it authenticates with; a change means a new session
+	cred   credentials.Credential // what it authenticates with; a change means a new session
 	repo   name.Repository
 	client *http.Client
 	base   string // scheme://host of the API
@@ -465,7 +468,7 @@ type sessionKey struct {
 	identity string
 }
 
-func (c *Client) session(ctx context.Context, t target, cred Credential) (*session, error) {
+func (c *Client) session(ctx context.Context, t target, cred credentials.Credential) (*session, error) {
 	key := sessionKey{stack: t.stack, repo: t.ref.Repository(), identity: t.src.identity()}
 	if v, ok := c.sessions.Get(key); ok {
 		if s := v.(*session); s.cred == cred {
@@ -489,7 +492,7 @@ func (c *Client) session(ctx context.Context, t target, cred Credential) (*sessi
 	return s, nil
 }
 
-func (c *Client) newSession(ctx context.Context, st *endpointStack, repoPath string, cred Credential) (*session, error) {
+func (c *Client) newSession(ctx context.Context, st *endpointStack, repoPath string, cred credentials.Credential) (*session, error) {
 	opts := []name.Option{name.WeakValidation}
 	if st.scheme == "http" {
 		opts = append(opts, name.Insecure)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/imageref"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -22,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -101,12 +101,27 @@ func testConfigPrefix(t testing.TB, prefix, host string, fields ...string) func(
 }
 
 // envResolver resolves env: references from vars only.
-func envResolver(vars map[string]string, opts ...ResolverOption) *CredentialResolver {
+func envResolver(vars map[string]string, opts ...credentials.Option) *credentials.Resolver {
 	lookup := func(k string) (string, bool) {
 		v, ok := vars[k]
 		return v, ok
 	}
-	return NewCredentialResolver(append([]ResolverOption{WithEnv(lookup)}, opts...)...)
+	return credentials.NewResolver(append([]credentials.Option{credentials.WithEnv(lookup)}, opts...)...)
+}
+
+// envRef is the reference env:<name>.
+func envRef(name string) credentials.Ref {
+	return credentials.Ref{Kind: credentials.KindEnv, Var: name}
+}
+
+// waitFor polls cond until it holds or ten seconds have passed.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in time")
+		}
+	}
 }
 
 func imageRef(t testing.TB, s string) imageref.Reference {
@@ -217,7 +232,7 @@ func TestTagsAuth(t *testing.T) {
 			)
 			ref := imageRef(t, reg.Host+"/team/app:1.0.0")
 
-			got, err := c.Tags(t.Context(), ref, CredentialRef{})
+			got, err := c.Tags(t.Context(), ref, credentials.Ref{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +245,7 @@ func TestTagsAuth(t *testing.T) {
 			}
 
 			// The image's own reference overrides the registry's.
-			_, err = c.Tags(t.Context(), ref, mustRef(t, "env:WRONG"))
+			_, err = c.Tags(t.Context(), ref, envRef("WRONG"))
 			checkUnauthorized(t, err, reg.Host, "team/app", wrongPassword)
 			if !strings.Contains(err.Error(), "env:WRONG") {
 				t.Errorf("error does not name the credential reference: %v", err)
@@ -240,7 +255,7 @@ func TestTagsAuth(t *testing.T) {
 			}
 
 			// Without credentials the registry refuses too.
-			_, err = NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, CredentialRef{})
+			_, err = NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, credentials.Ref{})
 			checkUnauthorized(t, err, reg.Host, "team/app", reg.Password)
 			if !strings.Contains(err.Error(), "anonymously") {
 				t.Errorf("error does not say the call was anonymous: %v", err)
@@ -255,7 +270,7 @@ func TestTagsPaging(t *testing.T) {
 	rec := newRecorder()
 	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec))
 
-	got, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/many"), CredentialRef{})
+	got, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/many"), credentials.Ref{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +292,11 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 
 	for _, tc := range []struct {
 		name         string
-		refs         []string
+		vars         []string // each caller's credentials are env:<one of these>
 		wantRequests int
 	}{
-		{"same credentials", []string{"env:A"}, 1},
-		{"two credential references", []string{"env:A", "env:B"}, 2},
+		{"same credentials", []string{"A"}, 1},
+		{"two credential references", []string{"A", "B"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newRecorder()
@@ -306,7 +321,7 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					tags, err := c.Tags(t.Context(), ref, mustRef(t, tc.refs[i%len(tc.refs)]))
+					tags, err := c.Tags(t.Context(), ref, envRef(tc.vars[i%len(tc.vars)]))
 					if err == nil && len(tags) != 2 {
 						err = fmt.Errorf("got tags %v", tags)
 					}
@@ -315,7 +330,7 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 			}
 			// Every caller but the first of each reference has joined a
 			// listing held at the registry's door.
-			joined := float64(callers - len(tc.refs))
+			joined := float64(callers - len(tc.vars))
 			waitFor(t, func() bool {
 				return testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheTagsInflight)) == joined
 			})
@@ -351,13 +366,13 @@ func TestTagsCallerLeavingDoesNotFailOthers(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
-		_, err := c.Tags(ctx, ref, CredentialRef{})
+		_, err := c.Tags(ctx, ref, credentials.Ref{})
 		first <- err
 	}()
 	waitFor(t, func() bool { return rec.count(http.MethodGet, "/tags/list") == 1 })
 	second := make(chan error, 1)
 	go func() {
-		_, err := c.Tags(t.Context(), ref, CredentialRef{})
+		_, err := c.Tags(t.Context(), ref, credentials.Ref{})
 		second <- err
 	}()
 	waitFor(t, func() bool { return testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheTagsInflight)) == 1 })
@@ -382,7 +397,7 @@ func TestTagsRegistryDown(t *testing.T) {
 	c := NewClient(WithConfig(testConfig(t, host)), WithRetry(3, 10*time.Millisecond, 100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, err = c.Tags(ctx, imageRef(t, host+"/app"), CredentialRef{})
+	_, err = c.Tags(ctx, imageRef(t, host+"/app"), credentials.Ref{})
 	if err == nil {
 		t.Fatal("want an error from a registry that is down")
 	}
@@ -407,12 +422,12 @@ func TestTagsEmptyRepositoryAndErrors(t *testing.T) {
 	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
 	c := NewClient(WithConfig(testConfig(t, reg.Host)))
 
-	_, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/nothing-here"), CredentialRef{})
+	_, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/nothing-here"), credentials.Ref{})
 	var e *Error
 	if !errors.As(err, &e) || e.StatusCode() != http.StatusNotFound {
 		t.Fatalf("want a 404 *registry.Error for an unknown repository, got %v", err)
 	}
-	if _, err := c.Tags(t.Context(), imageref.Reference{}, CredentialRef{}); err == nil {
+	if _, err := c.Tags(t.Context(), imageref.Reference{}, credentials.Ref{}); err == nil {
 		t.Error("want an error for the zero reference")
 	}
 }

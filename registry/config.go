@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	"gopkg.in/yaml.v3"
 )
@@ -473,7 +474,7 @@ func (p *configParser) credentials(v *yaml.Node, f string) string {
 	if !ok || strings.TrimSpace(s) == "" {
 		return ""
 	}
-	if _, err := ParseCredentialRef(s); err != nil {
+	if _, err := credentials.ParseRef(s); err != nil {
 		p.errorf(v, f, "%w", err)
 		return ""
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
 const seed003 = `registries:
@@ -232,7 +233,7 @@ func TestParseConfigErrors(t *testing.T) {
 
 func TestConfigErrorWrapsCredentialError(t *testing.T) {
 	_, err := ParseConfig("r.conf", []byte("registries:\n- name: a\n  prefix: a.io\n  credentials: \"env:\"\n"))
-	if !errors.Is(err, ErrInvalidCredentialRef) {
+	if !errors.Is(err, credentials.ErrInvalidRef) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -107,7 +108,7 @@ func (k metaKey) String() string {
 //
 // When the image offers none of the platforms, the error wraps
 // ErrNoMatchingPlatform and the metadata is returned as well.
-func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds CredentialRef, platforms []v1.Platform) (ImageMetadata, error) {
+func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) (ImageMetadata, error) {
 	const op = "get metadata"
 	t, err := c.target(ref, creds)
 	if err != nil {

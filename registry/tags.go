@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
@@ -32,7 +33,7 @@ const maxTagPages = 10000
 // reference share one listing; calls with different references never do.
 // Results are not kept beyond that: each call after the shared one
 // finished lists again. The returned slice is the caller's own.
-func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds CredentialRef) ([]string, error) {
+func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
 	t, err := c.target(ref.WithoutVersion(), creds)
 	if err != nil {
 		return nil, t.wrap("list tags", err)

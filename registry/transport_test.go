@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -106,7 +107,7 @@ func TestRetryOnTooManyRequestsAndServerErrors(t *testing.T) {
 			)
 			proxy.fail(tc.failures, tc.status, tc.retryAfter)
 			start := time.Now()
-			tags, err := c.Tags(t.Context(), imageRef(t, proxy.host+"/app"), CredentialRef{})
+			tags, err := c.Tags(t.Context(), imageRef(t, proxy.host+"/app"), credentials.Ref{})
 			elapsed := time.Since(start)
 
 			if tc.wantStatus != 0 {

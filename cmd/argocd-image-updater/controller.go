@@ -32,6 +32,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -82,11 +85,11 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	if err != nil {
 		return fmt.Errorf("registries configuration: %w", err)
 	}
-	resolver := registry.NewCredentialResolver(
-		registry.WithSecretGetter(registry.NewKubeSecretGetter(clientset)),
-		registry.WithEnv(lookupEnv),
-		registry.WithNativeProvider(registry.CredentialECR, registry.NewECRProvider()),
-		registry.WithNativeProvider(registry.CredentialGCP, registry.NewGCPProvider()),
+	resolver := credentials.NewResolver(
+		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(clientset)),
+		credentials.WithEnv(lookupEnv),
+		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
 	)
 	regClient := registry.NewClient(
 		registry.WithConfig(confSource.Current),

@@ -1,8 +1,9 @@
-package registry
+package gcp
 
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -15,41 +16,41 @@ import (
 	"cloud.google.com/go/compute/metadata"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
+
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
-// GoogleAccessTokenUser is the user name Google's registries expect along
-// with an OAuth2 access token as the password.
-const GoogleAccessTokenUser = "oauth2accesstoken"
+// accessTokenUser is the user name Google's registries expect along with an
+// OAuth2 access token as the password.
+const accessTokenUser = "oauth2accesstoken"
 
-const googleCloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
+const cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
 
-var googleRegistryHostRE = regexp.MustCompile(`^(?:(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*gcr\.io|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?-docker\.pkg\.dev)$`)
+var registryHostRE = regexp.MustCompile(`^(?:(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*gcr\.io|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?-docker\.pkg\.dev)$`)
 
-// IsGoogleRegistryHost reports whether host is a registry run by Google:
-// gcr.io, a subdomain of gcr.io, or an Artifact Registry host
+// IsRegistryHost reports whether host is a registry run by Google: gcr.io,
+// a subdomain of gcr.io, or an Artifact Registry host
 // <location>-docker.pkg.dev. A port, if any, is ignored.
-func IsGoogleRegistryHost(host string) bool {
-	return googleRegistryHostRE.MatchString(strings.ToLower(nativeHostName(host)))
+func IsRegistryHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return registryHostRE.MatchString(strings.ToLower(host))
 }
 
-// GCPOption configures a GCPProvider.
-type GCPOption func(*GCPProvider)
+// option configures a Provider in tests.
+type option func(*Provider)
 
-// WithGCEDetection replaces the check for a metadata server, which by
+// withGCEDetection replaces the check for a metadata server, which by
 // default is the metadata library's own (it trusts GCE_METADATA_HOST when
 // set, else probes 169.254.169.254 and metadata.google.internal once per
-// process). It is asked only when no credentials file is found. A nil
-// function keeps the default.
-func WithGCEDetection(onGCE func(ctx context.Context) bool) GCPOption {
-	return func(p *GCPProvider) {
-		if onGCE != nil {
-			p.onGCE = onGCE
-		}
-	}
+// process). It is asked only when no credentials file is found.
+func withGCEDetection(onGCE func(ctx context.Context) bool) option {
+	return func(p *Provider) { p.onGCE = onGCE }
 }
 
-// GCPProvider is the NativeProvider for CredentialGCP references, that is
-// native Google credentials for Artifact Registry (<location>-docker.pkg.dev)
+// Provider is the credentials.Source for gcp references, that is native
+// Google credentials for Artifact Registry (<location>-docker.pkg.dev)
 // and Container Registry (gcr.io, *.gcr.io). In registries.conf (or wherever
 // a credential reference is accepted):
 //
@@ -67,19 +68,21 @@ func WithGCEDetection(onGCE func(ctx context.Context) bool) GCPOption {
 // The provider finds the default credentials once and then shares one token
 // source among all Google registries, since one access token serves them
 // all. It is safe for concurrent use.
-type GCPProvider struct {
+type Provider struct {
 	onGCE func(ctx context.Context) bool
 
 	mu sync.Mutex
 	ts oauth2.TokenSource
 }
 
-var _ NativeProvider = (*GCPProvider)(nil)
+var _ credentials.Source = (*Provider)(nil)
 
-// NewGCPProvider builds a GCPProvider. Nothing is looked up until the first
+// NewProvider builds a Provider. Nothing is looked up until the first
 // Credential call.
-func NewGCPProvider(opts ...GCPOption) *GCPProvider {
-	p := &GCPProvider{
+func NewProvider() *Provider { return newProvider() }
+
+func newProvider(opts ...option) *Provider {
+	p := &Provider{
 		// The library memoizes its answer for the process; a caller's
 		// deadline must not end the probe early and pin a false "not on GCE".
 		onGCE: func(context.Context) bool { return metadata.OnGCE() },
@@ -91,35 +94,36 @@ func NewGCPProvider(opts ...GCPOption) *GCPProvider {
 }
 
 // Credential returns the user oauth2accesstoken and a Google access token
-// for registryHost, which must be a Google registry (the token is good for
-// every Google API the identity may use, so it is sent nowhere else), with
-// the token's expiry. When the environment holds no Google credentials at
-// all, the error wraps ErrNoNativeCredentials.
-func (p *GCPProvider) Credential(ctx context.Context, ref CredentialRef, registryHost string) (Credential, time.Time, error) {
-	if ref.Kind != CredentialGCP {
-		return Credential{}, time.Time{}, fmt.Errorf("gcp: cannot serve credentials of kind %s", ref.Kind)
+// for the registry t.Host, which must be a Google registry (the token is
+// good for every Google API the identity may use, so it is sent nowhere
+// else), with the token's expiry. When the environment holds no Google
+// credentials at all, the error wraps credentials.ErrNoNative.
+func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+	registryHost := t.Host
+	if ref.Kind != credentials.KindGCP {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: cannot serve credentials of kind %s", ref.Kind)
 	}
-	if !IsGoogleRegistryHost(registryHost) {
-		return Credential{}, time.Time{}, fmt.Errorf("gcp: %s is not a Google registry host (gcr.io, *.gcr.io, <location>-docker.pkg.dev); a Google access token is only sent to those", registryHost)
+	if !IsRegistryHost(registryHost) {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: %s is not a Google registry host (gcr.io, *.gcr.io, <location>-docker.pkg.dev); a Google access token is only sent to those", registryHost)
 	}
 	ts, err := p.tokenSource(ctx)
 	if err != nil {
-		return Credential{}, time.Time{}, fmt.Errorf("gcp: credentials for %s: %w", registryHost, err)
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: credentials for %s: %w", registryHost, err)
 	}
 	tok, err := tokenWithContext(ctx, ts)
 	if err != nil {
-		return Credential{}, time.Time{}, fmt.Errorf("gcp: get access token for %s: %w", registryHost, err)
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: get access token for %s: %w", registryHost, err)
 	}
 	if tok == nil || tok.AccessToken == "" {
-		return Credential{}, time.Time{}, fmt.Errorf("gcp: get access token for %s: the answer holds no access token", registryHost)
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: get access token for %s: the answer holds no access token", registryHost)
 	}
-	return Credential{Username: GoogleAccessTokenUser, Password: tok.AccessToken}, tok.Expiry, nil
+	return credentials.Credential{Username: accessTokenUser, Password: tok.AccessToken}, tok.Expiry, nil
 }
 
 // tokenSource finds the default credentials on first use and keeps their
 // token source. A failed lookup is not kept, so credentials that appear
 // later (a mounted file) are picked up.
-func (p *GCPProvider) tokenSource(ctx context.Context) (oauth2.TokenSource, error) {
+func (p *Provider) tokenSource(ctx context.Context) (oauth2.TokenSource, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ts != nil {
@@ -129,11 +133,11 @@ func (p *GCPProvider) tokenSource(ctx context.Context) (oauth2.TokenSource, erro
 	// report "nothing found" only as text; checking its sources here, in the
 	// same order, gives a sentinel and routes the probe through p.onGCE.
 	if !googleCredentialsFilePresent() && !p.onGCE(ctx) {
-		return nil, fmt.Errorf("%w: no Google credentials file (GOOGLE_APPLICATION_CREDENTIALS or gcloud application default credentials) and no metadata server", ErrNoNativeCredentials)
+		return nil, fmt.Errorf("%w: no Google credentials file (GOOGLE_APPLICATION_CREDENTIALS or gcloud application default credentials) and no metadata server", credentials.ErrNoNative)
 	}
 	// The token source keeps this context for later refreshes, so it must
 	// outlive the current call.
-	creds, err := google.FindDefaultCredentials(context.WithoutCancel(ctx), googleCloudPlatformScope)
+	creds, err := google.FindDefaultCredentials(context.WithoutCancel(ctx), cloudPlatformScope)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package registry
+package credentials
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func writeScript(t *testing.T, body string) string {
 	return p
 }
 
-func extRef(path string) CredentialRef { return CredentialRef{Kind: CredentialExt, Path: path} }
+func extRef(path string) Ref { return Ref{Kind: KindExt, Path: path} }
 
 // processGone reports whether pid has exited; a zombie counts as exited,
 // since nothing may reap orphans inside a container.
@@ -61,7 +61,7 @@ func readPID(t *testing.T, path string) int {
 }
 
 func TestExtScript(t *testing.T) {
-	r := NewCredentialResolver(WithScriptTimeout(5 * time.Second))
+	r := NewResolver(withScriptTimeout(5 * time.Second))
 	tests := []struct {
 		name, body string
 		want       Credential
@@ -71,16 +71,16 @@ func TestExtScript(t *testing.T) {
 	}{
 		{name: "success", body: "echo 'robot:pa:ss'", want: Credential{"robot", "pa:ss"}},
 		{name: "white space and stderr", body: "echo noise >&2; printf '\\n  AWS:token  \\n\\n'", want: Credential{"AWS", "token"}},
-		{name: "garbage", body: "echo 'this is not it'", is: ErrMalformedCredential, msg: "output is not a single line of the form username:password (output withheld)"},
-		{name: "two lines", body: "echo a:b; echo c:d", is: ErrMalformedCredential, msg: "output withheld"},
-		{name: "empty", body: "true", is: ErrMalformedCredential, msg: "output withheld"},
-		{name: "too long", body: "head -c 200000 /dev/zero | tr '\\0' a; echo :x", is: ErrMalformedCredential, msg: "too long"},
+		{name: "garbage", body: "echo 'this is not it'", is: ErrMalformed, msg: "output is not a single line of the form username:password (output withheld)"},
+		{name: "two lines", body: "echo a:b; echo c:d", is: ErrMalformed, msg: "output withheld"},
+		{name: "empty", body: "true", is: ErrMalformed, msg: "output withheld"},
+		{name: "too long", body: "head -c 200000 /dev/zero | tr '\\0' a; echo :x", is: ErrMalformed, msg: "too long"},
 		{name: "exit code", body: "echo 'u:p'; echo oops >&2; exit 3", exitCode: 3, msg: "exited with code 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeScript(t, tt.body)
-			got, err := r.Resolve(t.Context(), extRef(path), "ghcr.io")
+			got, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
 			if tt.is == nil && tt.exitCode == 0 {
 				if err != nil || got != tt.want {
 					t.Fatalf("got %#v, %v; want %#v", got, err, tt.want)
@@ -114,13 +114,13 @@ func TestExtScript(t *testing.T) {
 		if err := os.Chmod(path, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := r.Resolve(t.Context(), extRef(path), "ghcr.io")
+		_, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
 		if err == nil || !strings.Contains(err.Error(), "permission denied") {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("missing", func(t *testing.T) {
-		_, err := r.Resolve(t.Context(), extRef("/nonexistent/creds.sh"), "ghcr.io")
+		_, err := r.Resolve(t.Context(), extRef("/nonexistent/creds.sh"), Target{Host: "ghcr.io"})
 		if err == nil || !strings.Contains(err.Error(), "/nonexistent/creds.sh") {
 			t.Fatalf("got %v", err)
 		}
@@ -130,10 +130,10 @@ func TestExtScript(t *testing.T) {
 func TestExtScriptTimeoutKillsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	path := writeScript(t, "sleep 300 &\necho $! > "+pidFile+"\nwait")
-	r := NewCredentialResolver(WithScriptTimeout(time.Second))
+	r := NewResolver(withScriptTimeout(time.Second))
 
 	start := time.Now()
-	_, err := r.Resolve(t.Context(), extRef(path), "ghcr.io")
+	_, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
 	elapsed := time.Since(start)
 	if !errors.Is(err, ErrScriptTimeout) {
 		t.Fatalf("want ErrScriptTimeout, got %v", err)
@@ -152,8 +152,8 @@ func TestExtScriptLeftoverChild(t *testing.T) {
 	// The script succeeds but leaves a child holding its stdout open.
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	path := writeScript(t, "sleep 300 &\necho $! > "+pidFile+"\necho u:p")
-	r := NewCredentialResolver(WithScriptTimeout(10 * time.Second))
-	got, err := r.Resolve(t.Context(), extRef(path), "ghcr.io")
+	r := NewResolver(withScriptTimeout(10 * time.Second))
+	got, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
 	if err != nil || got != (Credential{"u", "p"}) {
 		t.Fatalf("got %#v, %v", got, err)
 	}
@@ -163,10 +163,10 @@ func TestExtScriptLeftoverChild(t *testing.T) {
 
 func TestExtScriptCancelled(t *testing.T) {
 	path := writeScript(t, "sleep 300")
-	r := NewCredentialResolver(WithScriptTimeout(time.Minute))
+	r := NewResolver(withScriptTimeout(time.Minute))
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	_, err := r.Resolve(ctx, extRef(path), "ghcr.io")
+	_, err := r.Resolve(ctx, extRef(path), Target{Host: "ghcr.io"})
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrScriptTimeout) {
 		t.Fatalf("a caller's deadline is not the script timeout: %v", err)
 	}
@@ -180,7 +180,7 @@ func TestExtScriptCachedConcurrently(t *testing.T) {
 		return strings.Count(string(b), "run")
 	}
 	clock := newFakeClock()
-	r := NewCredentialResolver(WithClock(clock.Now), WithScriptTimeout(10*time.Second))
+	r := NewResolver(withClock(clock.Now), withScriptTimeout(10*time.Second))
 	ref := extRef(path)
 	host := "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
 
@@ -192,7 +192,7 @@ func TestExtScriptCachedConcurrently(t *testing.T) {
 		for range 20 {
 			wg.Go(func() {
 				<-start
-				c, err := r.ResolveCached(t.Context(), ref, host, 10*time.Hour)
+				c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
 				if err == nil && c != (Credential{"AWS", "token"}) {
 					err = errors.New("wrong credential " + c.String())
 				}
@@ -251,13 +251,13 @@ func TestNoSecretsInErrors(t *testing.T) {
 		"ext:" + writeScript(t, "echo 'user:"+marker+"'; echo '"+marker+"' >&2; exit 4"),
 		"ext:" + writeScript(t, "echo '"+marker+"' >&2; echo 'user:"+marker+"'; sleep 10"),
 	}
-	r := NewCredentialResolver(
+	r := NewResolver(
 		WithSecretGetter(secrets),
 		WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
-		WithScriptTimeout(300*time.Millisecond),
+		withScriptTimeout(300*time.Millisecond),
 	)
 	for _, s := range refs {
-		_, err := r.Resolve(t.Context(), mustRef(t, s), "ghcr.io")
+		_, err := r.Resolve(t.Context(), mustRef(t, s), Target{Host: "ghcr.io"})
 		if err == nil {
 			t.Errorf("%s: expected an error", s)
 			continue

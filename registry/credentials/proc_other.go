@@ -1,6 +1,6 @@
 //go:build !unix
 
-package registry
+package credentials
 
 import "os/exec"
 

@@ -1,4 +1,4 @@
-package registry
+package gcp
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
 func TestIsGoogleRegistryHost(t *testing.T) {
@@ -32,16 +34,16 @@ func TestIsGoogleRegistryHost(t *testing.T) {
 		"docker.io":                   false,
 		"":                            false,
 	} {
-		if got := IsGoogleRegistryHost(host); got != want {
-			t.Errorf("IsGoogleRegistryHost(%q) = %v, want %v", host, got, want)
+		if got := IsRegistryHost(host); got != want {
+			t.Errorf("IsRegistryHost(%q) = %v, want %v", host, got, want)
 		}
 	}
 }
 
 // neverOnGCE is a detection that fails the test if it is consulted: it
 // stands for the metadata probe, which must not leave the machine in tests.
-func neverOnGCE(t *testing.T) GCPOption {
-	return WithGCEDetection(func(context.Context) bool {
+func neverOnGCE(t *testing.T) option {
+	return withGCEDetection(func(context.Context) bool {
 		t.Error("the metadata server detection was consulted")
 		return false
 	})
@@ -54,14 +56,14 @@ func TestGCPProviderMetadataServer(t *testing.T) {
 	setGoogleTestEnv(t)
 	md := newGCEMetadataStandIn(t)
 	t.Setenv("GCE_METADATA_HOST", md.Host)
-	p := NewGCPProvider()
+	p := NewProvider()
 
 	before := time.Now()
-	cred, expiry, err := p.Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "europe-docker.pkg.dev")
+	cred, expiry, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "europe-docker.pkg.dev"})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
-	if want := (Credential{Username: "oauth2accesstoken", Password: md.AccessToken}); cred != want {
+	if want := (credentials.Credential{Username: "oauth2accesstoken", Password: md.AccessToken}); cred != want {
 		t.Errorf("credential = %#v, want oauth2accesstoken and the metadata token", cred)
 	}
 	if lo, hi := before.Add(3598*time.Second), time.Now().Add(3600*time.Second); expiry.Before(lo) || expiry.After(hi) {
@@ -74,12 +76,12 @@ func TestGCPProviderMetadataServer(t *testing.T) {
 	if got := calls[0].Header.Get("Metadata-Flavor"); got != "Google" {
 		t.Errorf("Metadata-Flavor = %q", got)
 	}
-	if got := calls[0].URL.Query().Get("scopes"); got != googleCloudPlatformScope {
-		t.Errorf("scopes = %q, want %q", got, googleCloudPlatformScope)
+	if got := calls[0].URL.Query().Get("scopes"); got != cloudPlatformScope {
+		t.Errorf("scopes = %q, want %q", got, cloudPlatformScope)
 	}
 
 	// Another Google registry shares the token.
-	cred2, _, err := p.Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "gcr.io")
+	cred2, _, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
 	if err != nil {
 		t.Fatalf("Credential for gcr.io: %v", err)
 	}
@@ -88,16 +90,16 @@ func TestGCPProviderMetadataServer(t *testing.T) {
 	}
 }
 
-// No file, no metadata server: the error says so with ErrNoNativeCredentials,
+// No file, no metadata server: the error says so with credentials.ErrNoNative,
 // also through the resolver, so a caller can fall back to anonymous.
 func TestGCPProviderNoCredentials(t *testing.T) {
 	setGoogleTestEnv(t)
 	var asked atomic.Int32
-	p := NewGCPProvider(WithGCEDetection(func(context.Context) bool { asked.Add(1); return false }))
+	p := newProvider(withGCEDetection(func(context.Context) bool { asked.Add(1); return false }))
 
-	_, _, err := p.Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "gcr.io")
-	if !errors.Is(err, ErrNoNativeCredentials) {
-		t.Fatalf("error = %v, want ErrNoNativeCredentials", err)
+	_, _, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
+	if !errors.Is(err, credentials.ErrNoNative) {
+		t.Fatalf("error = %v, want credentials.ErrNoNative", err)
 	}
 	if !strings.Contains(err.Error(), "gcp: credentials for gcr.io") {
 		t.Errorf("error %q does not name the registry", err)
@@ -106,11 +108,11 @@ func TestGCPProviderNoCredentials(t *testing.T) {
 		t.Errorf("detection asked %d times, want 1", asked.Load())
 	}
 
-	r := NewCredentialResolver(WithNativeProvider(CredentialGCP, p))
-	_, err = r.ResolveCached(t.Context(), CredentialRef{Kind: CredentialGCP}, "us-docker.pkg.dev", 0)
-	var ce *CredentialError
-	if !errors.Is(err, ErrNoNativeCredentials) || !errors.As(err, &ce) {
-		t.Errorf("resolver error = %v, want a CredentialError wrapping ErrNoNativeCredentials", err)
+	r := credentials.NewResolver(credentials.WithNative(credentials.KindGCP, p))
+	_, err = r.ResolveCached(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "us-docker.pkg.dev"}, 0)
+	var ce *credentials.Error
+	if !errors.Is(err, credentials.ErrNoNative) || !errors.As(err, &ce) {
+		t.Errorf("resolver error = %v, want a credentials.Error wrapping credentials.ErrNoNative", err)
 	}
 }
 
@@ -151,11 +153,11 @@ func TestGCPProviderCredentialsFile(t *testing.T) {
 			oauth := newOAuthTokenStandIn(t)
 			tc.place(t, home, authorizedUserJSON(oauth.URL))
 
-			cred, expiry, err := NewGCPProvider(neverOnGCE(t)).Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "us-docker.pkg.dev")
+			cred, expiry, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "us-docker.pkg.dev"})
 			if err != nil {
 				t.Fatalf("Credential: %v", err)
 			}
-			if want := (Credential{Username: "oauth2accesstoken", Password: oauth.AccessToken}); cred != want {
+			if want := (credentials.Credential{Username: "oauth2accesstoken", Password: oauth.AccessToken}); cred != want {
 				t.Errorf("credential = %#v, want the refreshed access token", cred)
 			}
 			if time.Until(expiry) < 59*time.Minute {
@@ -173,29 +175,29 @@ func TestGCPProviderErrors(t *testing.T) {
 	t.Run("credentials file missing", func(t *testing.T) {
 		setGoogleTestEnv(t)
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent.json"))
-		_, _, err := NewGCPProvider(neverOnGCE(t)).Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "gcr.io")
-		if err == nil || errors.Is(err, ErrNoNativeCredentials) || !strings.Contains(err.Error(), "absent.json") {
-			t.Errorf("error = %v, want one about the missing file that is not ErrNoNativeCredentials", err)
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
+		if err == nil || errors.Is(err, credentials.ErrNoNative) || !strings.Contains(err.Error(), "absent.json") {
+			t.Errorf("error = %v, want one about the missing file that is not credentials.ErrNoNative", err)
 		}
 	})
 	t.Run("token endpoint refuses", func(t *testing.T) {
 		home := setGoogleTestEnv(t)
 		writeCloudTestFile(t, filepath.Join(home, ".config", "gcloud", "application_default_credentials.json"),
 			authorizedUserJSON("http://127.0.0.1:1/token")) // nothing listens on port 1
-		_, _, err := NewGCPProvider(neverOnGCE(t)).Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "gcr.io")
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
 		if err == nil || !strings.Contains(err.Error(), "gcp: get access token for gcr.io") || strings.Contains(err.Error(), "test-refresh-token") {
 			t.Errorf("error = %v, want a token error for gcr.io without the refresh token", err)
 		}
 	})
 	t.Run("not a Google host", func(t *testing.T) {
 		setGoogleTestEnv(t)
-		_, _, err := NewGCPProvider(neverOnGCE(t)).Credential(t.Context(), CredentialRef{Kind: CredentialGCP}, "registry.example.com")
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "registry.example.com"})
 		if err == nil || !strings.Contains(err.Error(), "registry.example.com is not a Google registry host") {
 			t.Errorf("error = %v", err)
 		}
 	})
 	t.Run("wrong kind", func(t *testing.T) {
-		_, _, err := NewGCPProvider(neverOnGCE(t)).Credential(t.Context(), CredentialRef{Kind: CredentialECR}, "gcr.io")
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: "gcr.io"})
 		if err == nil || !strings.Contains(err.Error(), "gcp: cannot serve credentials of kind ecr") {
 			t.Errorf("error = %v", err)
 		}

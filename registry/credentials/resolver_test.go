@@ -1,4 +1,4 @@
-package registry
+package credentials
 
 import (
 	"context"
@@ -58,7 +58,7 @@ type fakeNative struct {
 	block    chan struct{} // if set, each call waits for it
 }
 
-func (f *fakeNative) Credential(ctx context.Context, ref CredentialRef, host string) (Credential, time.Time, error) {
+func (f *fakeNative) Credential(ctx context.Context, _ Ref, _ Target) (Credential, time.Time, error) {
 	n := f.calls.Add(1)
 	if f.block != nil {
 		select {
@@ -77,9 +77,9 @@ func (f *fakeNative) Credential(ctx context.Context, ref CredentialRef, host str
 	return Credential{Username: "AWS", Password: fmt.Sprintf("token-%d", n)}, exp, nil
 }
 
-func mustRef(t *testing.T, s string) CredentialRef {
+func mustRef(t *testing.T, s string) Ref {
 	t.Helper()
-	r, err := ParseCredentialRef(s)
+	r, err := ParseRef(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestResolve(t *testing.T) {
 		"argocd/exacthub": dockerConfig(`"docker.io": {"username": "a", "password": "1"}, "https://index.docker.io/v1/": {"username": "b", "password": "2"}`),
 	}}
 	env := map[string]string{"REG_CREDS": "envuser:envpass", "BAD_CREDS": "nocolon", "MULTI": "a:b\nc:d"}
-	r := NewCredentialResolver(
+	r := NewResolver(
 		WithSecretGetter(secrets),
 		WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
 	)
@@ -129,7 +129,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range ok {
 		t.Run(tt.ref+"@"+tt.host, func(t *testing.T) {
-			got, err := r.Resolve(t.Context(), mustRef(t, tt.ref), tt.host)
+			got, err := r.Resolve(t.Context(), mustRef(t, tt.ref), Target{Host: tt.host})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -144,28 +144,28 @@ func TestResolve(t *testing.T) {
 		is        error
 		msg       string
 	}{
-		{"env:UNSET", "ghcr.io", ErrCredentialNotFound, "credentials env:UNSET for registry ghcr.io: credentials not found: environment variable UNSET is not set"},
-		{"env:BAD_CREDS", "ghcr.io", ErrMalformedCredential, "environment variable BAD_CREDS: malformed credentials"},
-		{"env:MULTI", "ghcr.io", ErrMalformedCredential, "not a single line"},
-		{"secret:argocd/fields#nope", "ghcr.io", ErrCredentialNotFound, `secret argocd/fields has no field "nope"`},
-		{"secret:argocd/fields#bad", "ghcr.io", ErrMalformedCredential, `field "bad" of secret argocd/fields`},
-		{"secret:argocd/fields#empty", "ghcr.io", ErrMalformedCredential, `field "empty" of secret argocd/fields`},
+		{"env:UNSET", "ghcr.io", ErrNotFound, "credentials env:UNSET for registry ghcr.io: credentials not found: environment variable UNSET is not set"},
+		{"env:BAD_CREDS", "ghcr.io", ErrMalformed, "environment variable BAD_CREDS: malformed credentials"},
+		{"env:MULTI", "ghcr.io", ErrMalformed, "not a single line"},
+		{"secret:argocd/fields#nope", "ghcr.io", ErrNotFound, `secret argocd/fields has no field "nope"`},
+		{"secret:argocd/fields#bad", "ghcr.io", ErrMalformed, `field "bad" of secret argocd/fields`},
+		{"secret:argocd/fields#empty", "ghcr.io", ErrMalformed, `field "empty" of secret argocd/fields`},
 		{"secret:argocd/missing#x", "ghcr.io", errSecretNotFound, "reading secret argocd/missing"},
-		{"pullsecret:argocd/regcred", "gcr.io", ErrCredentialNotFound, "secret argocd/regcred has no entry for registry gcr.io"},
-		{"pullsecret:argocd/regcred", "nothing.io", ErrMalformedCredential, `entry "nothing.io" of secret argocd/regcred`},
-		{"pullsecret:argocd/opaque", "ghcr.io", ErrCredentialNotFound, "secret argocd/opaque has no .dockerconfigjson field"},
+		{"pullsecret:argocd/regcred", "gcr.io", ErrNotFound, "secret argocd/regcred has no entry for registry gcr.io"},
+		{"pullsecret:argocd/regcred", "nothing.io", ErrMalformed, `entry "nothing.io" of secret argocd/regcred`},
+		{"pullsecret:argocd/opaque", "ghcr.io", ErrNotFound, "secret argocd/opaque has no .dockerconfigjson field"},
 		{"ecr", "123456789012.dkr.ecr.eu-west-1.amazonaws.com", ErrNativeNotConfigured, "credentials ecr for registry 123456789012.dkr.ecr.eu-west-1.amazonaws.com: no provider configured"},
 		{"gcp", "gcr.io", ErrNativeNotConfigured, "credentials gcp for registry gcr.io"},
 	}
 	for _, tt := range failing {
 		t.Run("error "+tt.ref+"@"+tt.host, func(t *testing.T) {
-			_, err := r.Resolve(t.Context(), mustRef(t, tt.ref), tt.host)
+			_, err := r.Resolve(t.Context(), mustRef(t, tt.ref), Target{Host: tt.host})
 			if !errors.Is(err, tt.is) {
 				t.Fatalf("got %v, want errors.Is %v", err, tt.is)
 			}
-			var ce *CredentialError
+			var ce *Error
 			if !errors.As(err, &ce) || ce.Host != tt.host {
-				t.Errorf("not a *CredentialError for %s: %#v", tt.host, err)
+				t.Errorf("not a *Error for %s: %#v", tt.host, err)
 			}
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("message %q should contain %q", err.Error(), tt.msg)
@@ -174,28 +174,28 @@ func TestResolve(t *testing.T) {
 	}
 
 	t.Run("no secret getter", func(t *testing.T) {
-		_, err := NewCredentialResolver().Resolve(t.Context(), mustRef(t, "pullsecret:a/b"), "ghcr.io")
+		_, err := NewResolver().Resolve(t.Context(), mustRef(t, "pullsecret:a/b"), Target{Host: "ghcr.io"})
 		if !errors.Is(err, ErrNoSecretGetter) {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("zero reference", func(t *testing.T) {
-		_, err := r.Resolve(t.Context(), CredentialRef{}, "ghcr.io")
-		if !errors.Is(err, ErrInvalidCredentialRef) {
+		_, err := r.Resolve(t.Context(), Ref{}, Target{Host: "ghcr.io"})
+		if !errors.Is(err, ErrInvalidRef) {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("native provider", func(t *testing.T) {
 		p := &fakeNative{clock: newFakeClock()}
-		r := NewCredentialResolver(WithNativeProvider(CredentialECR, p), WithNativeProvider(CredentialExt, p))
-		got, err := r.Resolve(t.Context(), mustRef(t, "ecr:arn:aws:iam::123456789012:role/x"), "123456789012.dkr.ecr.eu-west-1.amazonaws.com")
+		r := NewResolver(WithNative(KindECR, p), WithNative(KindExt, p))
+		got, err := r.Resolve(t.Context(), mustRef(t, "ecr:arn:aws:iam::123456789012:role/x"), Target{Host: "123456789012.dkr.ecr.eu-west-1.amazonaws.com"})
 		if err != nil || got.Username != "AWS" {
 			t.Fatalf("got %v, %v", got, err)
 		}
-		if _, err := r.Resolve(t.Context(), mustRef(t, "gcp"), "gcr.io"); !errors.Is(err, ErrNativeNotConfigured) {
+		if _, err := r.Resolve(t.Context(), mustRef(t, "gcp"), Target{Host: "gcr.io"}); !errors.Is(err, ErrNativeNotConfigured) {
 			t.Fatalf("gcp without provider: %v", err)
 		}
-		if _, err := r.Resolve(t.Context(), mustRef(t, "ext:/nonexistent/script"), "x.io"); err == nil || p.calls.Load() != 1 {
+		if _, err := r.Resolve(t.Context(), mustRef(t, "ext:/nonexistent/script"), Target{Host: "x.io"}); err == nil || p.calls.Load() != 1 {
 			t.Fatalf("a provider for a non-native kind must be ignored: %v, %d calls", err, p.calls.Load())
 		}
 	})
@@ -203,15 +203,15 @@ func TestResolve(t *testing.T) {
 
 func TestResolveCached(t *testing.T) {
 	host := "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
-	ref := CredentialRef{Kind: CredentialECR}
+	ref := Ref{Kind: KindECR}
 
 	t.Run("ttl", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
 		get := func() string {
 			t.Helper()
-			c, err := r.ResolveCached(t.Context(), ref, host, 10*time.Hour)
+			c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +233,7 @@ func TestResolveCached(t *testing.T) {
 			t.Fatalf("after Invalidate: %s", got)
 		}
 		// Other hosts and references have their own entries.
-		if c, _ := r.ResolveCached(t.Context(), ref, "other.dkr.ecr.eu-west-1.amazonaws.com", 10*time.Hour); c.Password != "token-4" {
+		if c, _ := r.ResolveCached(t.Context(), ref, Target{Host: "other.dkr.ecr.eu-west-1.amazonaws.com"}, 10*time.Hour); c.Password != "token-4" {
 			t.Fatalf("other host: %s", c.Password)
 		}
 	})
@@ -241,9 +241,9 @@ func TestResolveCached(t *testing.T) {
 	t.Run("no expiry", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
 		for range 3 {
-			if _, err := r.ResolveCached(t.Context(), ref, host, 0); err != nil {
+			if _, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 0); err != nil {
 				t.Fatal(err)
 			}
 			clock.Advance(1000 * time.Hour)
@@ -256,9 +256,9 @@ func TestResolveCached(t *testing.T) {
 	t.Run("provider expiry before ttl", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, lifetime: time.Hour}
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
 		get := func() string {
-			c, err := r.ResolveCached(t.Context(), ref, host, 10*time.Hour)
+			c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,9 +278,9 @@ func TestResolveCached(t *testing.T) {
 	t.Run("expired at once is not cached", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, lifetime: -time.Minute}
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
-		r.ResolveCached(t.Context(), ref, host, 0)
-		r.ResolveCached(t.Context(), ref, host, 0)
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r.ResolveCached(t.Context(), ref, Target{Host: host}, 0)
+		r.ResolveCached(t.Context(), ref, Target{Host: host}, 0)
 		if p.calls.Load() != 2 {
 			t.Fatalf("%d calls", p.calls.Load())
 		}
@@ -290,12 +290,12 @@ func TestResolveCached(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
 		p.failing.Store(true)
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
-		if _, err := r.ResolveCached(t.Context(), ref, host, time.Hour); err == nil || !strings.Contains(err.Error(), "provider unavailable") {
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		if _, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour); err == nil || !strings.Contains(err.Error(), "provider unavailable") {
 			t.Fatalf("got %v", err)
 		}
 		p.failing.Store(false)
-		if c, err := r.ResolveCached(t.Context(), ref, host, time.Hour); err != nil || c.Password != "token-2" {
+		if c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour); err != nil || c.Password != "token-2" {
 			t.Fatalf("got %v, %v", c, err)
 		}
 	})
@@ -303,17 +303,17 @@ func TestResolveCached(t *testing.T) {
 	t.Run("caller leaving does not stop the others", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, block: make(chan struct{})}
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
 		ctx, cancel := context.WithCancel(t.Context())
 		leaver := make(chan error, 1)
 		go func() {
-			_, err := r.ResolveCached(ctx, ref, host, time.Hour)
+			_, err := r.ResolveCached(ctx, ref, Target{Host: host}, time.Hour)
 			leaver <- err
 		}()
 		waitFor(t, func() bool { return p.calls.Load() == 1 })
 		stayer := make(chan error, 1)
 		go func() {
-			_, err := r.ResolveCached(t.Context(), ref, host, time.Hour)
+			_, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour)
 			stayer <- err
 		}()
 		cancel()
@@ -332,17 +332,17 @@ func TestResolveCached(t *testing.T) {
 	t.Run("invalidate during a resolution", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, block: make(chan struct{})}
-		r := NewCredentialResolver(WithClock(clock.Now), WithNativeProvider(CredentialECR, p))
+		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
 		done := make(chan struct{})
 		go func() {
-			r.ResolveCached(t.Context(), ref, host, time.Hour)
+			r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour)
 			close(done)
 		}()
 		waitFor(t, func() bool { return p.calls.Load() == 1 })
 		r.Invalidate(ref, host)
 		close(p.block)
 		<-done
-		if c, _ := r.ResolveCached(t.Context(), ref, host, time.Hour); c.Password != "token-2" {
+		if c, _ := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour); c.Password != "token-2" {
 			t.Fatalf("what was fetched before Invalidate must not be kept: %s", c.Password)
 		}
 	})

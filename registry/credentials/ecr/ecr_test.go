@@ -1,4 +1,4 @@
-package registry
+package ecr
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
 func TestParseECRHost(t *testing.T) {
@@ -35,9 +37,9 @@ func TestParseECRHost(t *testing.T) {
 		{"gcr.io", "", "", false},
 		{"", "", "", false},
 	} {
-		account, region, ok := ParseECRHost(tc.host)
+		account, region, ok := ParseHost(tc.host)
 		if account != tc.account || region != tc.region || ok != tc.ok {
-			t.Errorf("ParseECRHost(%q) = %q, %q, %v; want %q, %q, %v", tc.host, account, region, ok, tc.account, tc.region, tc.ok)
+			t.Errorf("ParseHost(%q) = %q, %q, %v; want %q, %q, %v", tc.host, account, region, ok, tc.account, tc.region, tc.ok)
 		}
 	}
 }
@@ -54,13 +56,13 @@ const (
 func TestECRProviderWebIdentity(t *testing.T) {
 	s := newAWSStandIn(t)
 	token := setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
-	p := NewECRProvider()
+	p := NewProvider()
 
-	cred, expiry, err := p.Credential(t.Context(), CredentialRef{Kind: CredentialECR}, ecrTestHost)
+	cred, expiry, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
-	if want := (Credential{Username: "AWS", Password: s.ECRPassword}); cred != want {
+	if want := (credentials.Credential{Username: "AWS", Password: s.ECRPassword}); cred != want {
 		t.Errorf("credential = %#v, want user AWS and the stand-in's password", cred)
 	}
 	if !expiry.Equal(s.ECRExpiresAt) {
@@ -85,7 +87,7 @@ func TestECRProviderWebIdentity(t *testing.T) {
 	checkECRCall(t, calls[1], s.WebIdentityKeys, "123456789012")
 
 	// A refresh reuses the client and the SDK's cached keys: no new STS call.
-	if _, _, err := p.Credential(t.Context(), CredentialRef{Kind: CredentialECR}, ecrTestHost); err != nil {
+	if _, _, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost}); err != nil {
 		t.Fatalf("second Credential: %v", err)
 	}
 	if n, m := len(s.CallsOf("AssumeRoleWithWebIdentity")), len(s.CallsOf("GetAuthorizationToken")); n != 1 || m != 2 {
@@ -100,8 +102,8 @@ func TestECRProviderNoExpiry(t *testing.T) {
 	setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
 	s.ECRExpiresAt = time.Time{}
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	p := NewECRProvider(WithECRClock(func() time.Time { return now }))
-	_, expiry, err := p.Credential(t.Context(), CredentialRef{Kind: CredentialECR}, ecrTestHost)
+	p := newProvider(withClock(func() time.Time { return now }))
+	_, expiry, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
@@ -152,12 +154,12 @@ func TestECRProviderAssumeRole(t *testing.T) {
 	)
 	s := newAWSStandIn(t)
 	setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
-	ref, err := ParseCredentialRef("ecr:" + targetRole)
+	ref, err := credentials.ParseRef("ecr:" + targetRole)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	cred, _, err := NewECRProvider().Credential(t.Context(), ref, host)
+	cred, _, err := NewProvider().Credential(t.Context(), ref, credentials.Target{Host: host})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
@@ -172,8 +174,8 @@ func TestECRProviderAssumeRole(t *testing.T) {
 	if got := assume.Form.Get("RoleArn"); got != targetRole {
 		t.Errorf("AssumeRole RoleArn = %q, want %q", got, targetRole)
 	}
-	if got := assume.Form.Get("RoleSessionName"); got != ECRRoleSessionName {
-		t.Errorf("RoleSessionName = %q, want %q", got, ECRRoleSessionName)
+	if got := assume.Form.Get("RoleSessionName"); got != roleSessionName {
+		t.Errorf("RoleSessionName = %q, want %q", got, roleSessionName)
 	}
 	verifySigV4(t, assume, s.WebIdentityKeys, "sts", ecrTestRegion)
 	checkECRCall(t, calls[2], s.AssumedKeys, "210987654321")
@@ -184,7 +186,7 @@ func TestECRProviderErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		setup   func(*awsStandIn)
-		ref     CredentialRef
+		ref     credentials.Ref
 		host    string
 		want    []string // substrings of the error
 		is      error
@@ -192,41 +194,41 @@ func TestECRProviderErrors(t *testing.T) {
 	}{{
 		name:    "web identity refused",
 		setup:   func(s *awsStandIn) { s.FailSTS = "AssumeRoleWithWebIdentity" },
-		ref:     CredentialRef{Kind: CredentialECR},
+		ref:     credentials.Ref{Kind: credentials.KindECR},
 		host:    ecrTestHost,
 		want:    []string{"ecr: get authorization token for " + ecrTestHost + ":", "AssumeRoleWithWebIdentity", "AccessDenied", "403"},
 		actions: "AssumeRoleWithWebIdentity",
 	}, {
 		name:    "assume role refused",
 		setup:   func(s *awsStandIn) { s.FailSTS = "AssumeRole" },
-		ref:     CredentialRef{Kind: CredentialECR, RoleARN: targetRole},
+		ref:     credentials.Ref{Kind: credentials.KindECR, RoleARN: targetRole},
 		host:    ecrTestHost,
 		want:    []string{"ecr: get authorization token for " + ecrTestHost + " as role " + targetRole + ":", "AssumeRole", "AccessDenied"},
 		actions: "AssumeRoleWithWebIdentity,AssumeRole",
 	}, {
 		name:    "ECR refuses",
 		setup:   func(s *awsStandIn) { s.FailECR = true },
-		ref:     CredentialRef{Kind: CredentialECR},
+		ref:     credentials.Ref{Kind: credentials.KindECR},
 		host:    ecrTestHost,
 		want:    []string{"ecr: get authorization token for " + ecrTestHost + ":", "GetAuthorizationToken", "InvalidParameterException", "400"},
 		actions: "AssumeRoleWithWebIdentity,GetAuthorizationToken",
 	}, {
 		name:    "token not base64",
 		setup:   func(s *awsStandIn) { s.ECRToken = "not base64: " + s.ECRPassword },
-		ref:     CredentialRef{Kind: CredentialECR},
+		ref:     credentials.Ref{Kind: credentials.KindECR},
 		host:    ecrTestHost,
 		want:    []string{"ecr: authorization token for " + ecrTestHost + ":", "not base64"},
-		is:      ErrMalformedCredential,
+		is:      credentials.ErrMalformed,
 		actions: "AssumeRoleWithWebIdentity,GetAuthorizationToken",
 	}, {
 		name:    "not an ECR host",
-		ref:     CredentialRef{Kind: CredentialECR},
+		ref:     credentials.Ref{Kind: credentials.KindECR},
 		host:    "registry.example.com",
 		want:    []string{"ecr: registry.example.com is not an Amazon ECR registry host"},
 		actions: "",
 	}, {
 		name:    "wrong kind",
-		ref:     CredentialRef{Kind: CredentialGCP},
+		ref:     credentials.Ref{Kind: credentials.KindGCP},
 		host:    ecrTestHost,
 		want:    []string{"ecr: cannot serve credentials of kind gcp"},
 		actions: "",
@@ -237,7 +239,7 @@ func TestECRProviderErrors(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(s)
 			}
-			_, _, err := NewECRProvider().Credential(t.Context(), tc.ref, tc.host)
+			_, _, err := NewProvider().Credential(t.Context(), tc.ref, credentials.Target{Host: tc.host})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -263,51 +265,53 @@ func TestECRProviderErrors(t *testing.T) {
 	}
 }
 
-// Through the resolver: the 12-hour token is reused until 90% of its life
-// has passed, then fetched anew, with the provider's clients kept.
+// Through the resolver: a token is reused until 90% of its life has
+// passed, then fetched anew, with the provider's clients kept. The
+// stand-in's first token lives a few seconds, so the real clock is used.
 func TestECRResolveCachedRefresh(t *testing.T) {
 	s := newAWSStandIn(t)
 	setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
-	start := time.Now().Truncate(time.Second)
-	s.ECRExpiresAt = start.Add(12 * time.Hour)
 
 	var mu sync.Mutex
-	now, loads := start, 0
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	loads := 0
 	load := func(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Config, error) {
 		mu.Lock()
 		loads++
 		mu.Unlock()
 		return config.LoadDefaultConfig(ctx, opts...)
 	}
-	r := NewCredentialResolver(
-		WithClock(clock),
-		WithNativeProvider(CredentialECR, NewECRProvider(WithAWSConfigLoader(load), WithECRClock(clock))),
-	)
-	ref := CredentialRef{Kind: CredentialECR}
-	tokenCalls := func() int { return len(s.CallsOf("GetAuthorizationToken")) }
+	r := credentials.NewResolver(credentials.WithNative(credentials.KindECR, newProvider(withConfigLoader(load))))
+	ref, target := credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost, Repository: "app"}
 
+	start := time.Now()
+	// The answer carries whole seconds.
+	expiry := start.Add(5 * time.Second).Truncate(time.Second)
+	life := expiry.Sub(start)
+	s.ECRExpiresAt = expiry
 	for i, step := range []struct {
-		advance time.Duration
-		calls   int
+		at    time.Duration // since start
+		next  time.Duration // lifetime of the tokens handed out from now on; 0 keeps it
+		calls int
 	}{
-		{0, 1},              // first use fetches
-		{0, 1},              // cached
-		{10 * time.Hour, 1}, // 10h < 10.8h: still cached
-		{time.Hour, 2},      // 11h: refreshed
-		{time.Minute, 2},    // the new token is cached again
+		{0, 0, 1},                       // first use fetches
+		{0, 0, 1},                       // cached
+		{life / 2, 0, 1},                // half-way: still cached
+		{life * 95 / 100, time.Hour, 2}, // past 90%: refreshed
+		{life * 95 / 100, 0, 2},         // the new token is cached again
 	} {
-		advance(step.advance)
-		c, err := r.ResolveCached(t.Context(), ref, ecrTestHost, 0)
+		time.Sleep(time.Until(start.Add(step.at)))
+		if step.next != 0 {
+			s.ECRExpiresAt = time.Now().Add(step.next)
+		}
+		c, err := r.ResolveCached(t.Context(), ref, target, 0)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
 		if c.Password != s.ECRPassword {
 			t.Fatalf("step %d: wrong credential %v", i, c)
 		}
-		if got := tokenCalls(); got != step.calls {
-			t.Errorf("step %d (clock +%v): %d GetAuthorizationToken calls, want %d", i, now.Sub(start), got, step.calls)
+		if got := len(s.CallsOf("GetAuthorizationToken")); got != step.calls {
+			t.Errorf("step %d (%v of a %v token life): %d GetAuthorizationToken calls, want %d", i, time.Since(start).Round(time.Millisecond), life, got, step.calls)
 		}
 	}
 	if loads != 1 {

@@ -1,4 +1,4 @@
-package registry
+package credentials
 
 import (
 	"context"
@@ -24,7 +24,7 @@ type ScriptError struct {
 	Path     string
 	ExitCode int           // the exit status, or -1 when the script did not exit normally
 	Timeout  time.Duration // non-zero when the script was killed for running too long
-	Err      error         // the cause, if any: ErrMalformedCredential or an exec error
+	Err      error         // the cause, if any: ErrMalformed or an exec error
 }
 
 func (e *ScriptError) Error() string {
@@ -33,7 +33,7 @@ func (e *ScriptError) Error() string {
 		return fmt.Sprintf("script %s timed out after %s and was killed", e.Path, e.Timeout)
 	case e.ExitCode > 0:
 		return fmt.Sprintf("script %s exited with code %d", e.Path, e.ExitCode)
-	case errors.Is(e.Err, ErrMalformedCredential):
+	case errors.Is(e.Err, ErrMalformed):
 		return fmt.Sprintf("script %s: %v (output withheld)", e.Path, e.Err)
 	case e.Err != nil:
 		return fmt.Sprintf("script %s failed: %v", e.Path, e.Err)
@@ -46,12 +46,23 @@ func (e *ScriptError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrScriptTimeout) true for a timeout.
 func (e *ScriptError) Is(target error) bool { return target == ErrScriptTimeout && e.Timeout > 0 }
 
-// runScript executes the script directly (no shell, no arguments) with the
+// scripts serves ext:<path> references: the script prints
+// username:password.
+type scripts struct {
+	timeout time.Duration
+}
+
+func (s scripts) Credential(ctx context.Context, ref Ref, _ Target) (Credential, time.Time, error) {
+	c, err := s.run(ctx, ref.Path)
+	return c, time.Time{}, err
+}
+
+// run executes the script directly (no shell, no arguments) with the
 // controller's environment, and reads "username:password" from its stdout.
 // The script runs in its own process group so that a timeout also kills
 // what it started (an aws or gcloud CLI, say).
-func (r *CredentialResolver) runScript(ctx context.Context, path string) (Credential, error) {
-	sctx, cancel := context.WithTimeout(ctx, r.scriptTimeout)
+func (s scripts) run(ctx context.Context, path string) (Credential, error) {
+	sctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 
 	out := &cappedBuffer{max: maxScriptOutput}
@@ -72,7 +83,7 @@ func (r *CredentialResolver) runScript(ctx context.Context, path string) (Creden
 	case ctx.Err() != nil:
 		return Credential{}, &ScriptError{Path: path, ExitCode: -1, Err: ctx.Err()}
 	case sctx.Err() != nil:
-		return Credential{}, &ScriptError{Path: path, ExitCode: -1, Timeout: r.scriptTimeout, Err: sctx.Err()}
+		return Credential{}, &ScriptError{Path: path, ExitCode: -1, Timeout: s.timeout, Err: sctx.Err()}
 	default:
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
@@ -85,11 +96,11 @@ func (r *CredentialResolver) runScript(ctx context.Context, path string) (Creden
 	}
 
 	if out.overflow {
-		return Credential{}, &ScriptError{Path: path, Err: fmt.Errorf("%w: the output is too long to be username:password", ErrMalformedCredential)}
+		return Credential{}, &ScriptError{Path: path, Err: fmt.Errorf("%w: the output is too long to be username:password", ErrMalformed)}
 	}
 	c, err := parseUserPass(string(out.buf))
 	if err != nil {
-		return Credential{}, &ScriptError{Path: path, Err: fmt.Errorf("%w: the output is not a single line of the form username:password", ErrMalformedCredential)}
+		return Credential{}, &ScriptError{Path: path, Err: fmt.Errorf("%w: the output is not a single line of the form username:password", ErrMalformed)}
 	}
 	return c, nil
 }
