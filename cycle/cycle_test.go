@@ -21,6 +21,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -77,7 +78,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	w.dyn = dynamic.NewForConfigOrDie(cfg)
 	w.cs = kubernetes.NewForConfigOrDie(cfg)
 
-	conf, err := registry.ParseConfig("registries.conf", []byte(fmt.Sprintf(`registries:
+	conf, err := config.Parse("registries.conf", []byte(fmt.Sprintf(`registries:
 - name: test
   prefix: %s
   api_url: http://%s
@@ -93,7 +94,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	)
 	w.requests = &requestCounter{next: http.DefaultTransport}
 	client := registry.NewClient(
-		registry.WithConfig(func() *registry.Config { return conf }),
+		registry.WithConfig(func() *config.Config { return conf }),
 		registry.WithCredentialResolver(resolver),
 		registry.WithBaseTransport(w.requests),
 	)
@@ -109,7 +110,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.cs.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
 	w.updater = New(w.watcher, client, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
-		WithRegistryConfig(func() *registry.Config { return conf }),
+		WithRegistryConfig(func() *config.Config { return conf }),
 		WithDryRun(o.dryRun),
 		WithMetrics(w.metrics),
 		WithEvents(NewEventReporter(recorder)),

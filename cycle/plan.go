@@ -8,7 +8,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -46,7 +46,7 @@ func (e configError) Unwrap() error { return e.err }
 // Application-level error (a bad write-back setting) stops the whole
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
-func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+func planApplication(app *appwatch.Application, cfg *config.Config, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
 	appBroken := false
 	for _, p := range app.Annotations.Problems {
 		problems = append(problems, p)
@@ -74,7 +74,7 @@ func planApplication(app *appwatch.Application, cfg *registry.Config, defaultPla
 	return jobs, skips, problems
 }
 
-func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *registry.Config, defaultPlatforms []v1.Platform) (*job, string, error) {
+func planImage(app *appwatch.Application, spec appwatch.ImageSpec, cfg *config.Config, defaultPlatforms []v1.Platform) (*job, string, error) {
 	ref := spec.Image
 	var creds credentials.Ref
 	var err error

@@ -15,6 +15,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
@@ -48,7 +49,8 @@ const tagsPageSize = 1000
 // Each request goes to the api_url of the registries.conf entry that serves
 // the image (or the endpoint inferred from its host); an http:// api_url
 // means plain HTTP, `insecure: true` skips TLS verification, and `limit` is
-// the endpoint's rate limit (DefaultLimit requests per second otherwise, or
+// the endpoint's rate limit (config.DefaultLimit requests per second
+// otherwise, or
 // what WithDefaultLimit says). Each registries.conf entry, and each host
 // without one, has its own limit, which token requests to its auth server
 // share. Requests that fail with 429 or 5xx are retried with the
@@ -63,13 +65,13 @@ const tagsPageSize = 1000
 // credentials, they are dropped, fetched again, and the call is made once
 // more.
 //
-// tagsortmode is not used here: callers read it from Endpoint and may then
+// tagsortmode is not used here: callers read it from the Endpoint and may then
 // skip metadata.
 //
 // Calls end when their context does; give it a deadline, since a registry
 // that stops sending halfway through an answer is otherwise waited for.
 type Client struct {
-	config        func() *Config
+	config        func() *config.Config
 	resolver      *credentials.Resolver
 	metrics       *Metrics
 	log           *slog.Logger
@@ -100,9 +102,9 @@ type Client struct {
 type ClientOption func(*Client)
 
 // WithConfig gives the registries configuration in force; it is called on
-// every request, so it can follow a ConfigSource (pass its Current). By
+// every request, so it can follow a config.Watcher (pass its Current). By
 // default the configuration is empty: every endpoint is inferred.
-func WithConfig(current func() *Config) ClientOption {
+func WithConfig(current func() *config.Config) ClientOption {
 	return func(c *Client) {
 		if current != nil {
 			c.config = current
@@ -177,7 +179,7 @@ func WithMetadataCacheSize(n int) ClientOption {
 
 // WithDefaultLimit sets the rate limit, in requests per second, of
 // registries whose registries.conf entry sets no limit, in place of
-// DefaultLimit. A non-positive value keeps DefaultLimit.
+// config.DefaultLimit. A non-positive value keeps config.DefaultLimit.
 func WithDefaultLimit(rps float64) ClientOption {
 	return func(c *Client) {
 		if rps > 0 {
@@ -198,14 +200,14 @@ func WithUserAgent(ua string) ClientOption {
 // NewClient builds a client.
 func NewClient(opts ...ClientOption) *Client {
 	c := &Client{
-		config:        func() *Config { return nil },
+		config:        func() *config.Config { return nil },
 		log:           slog.New(slog.DiscardHandler),
 		retryAttempts: DefaultRetryAttempts,
 		retryBase:     DefaultRetryBaseDelay,
 		retryMax:      DefaultRetryMaxDelay,
 		metaCacheSize: DefaultMetadataCacheSize,
 		userAgent:     DefaultUserAgent,
-		defaultLimit:  DefaultLimit,
+		defaultLimit:  config.DefaultLimit,
 		stacks:        make(map[string]*endpointStack),
 	}
 	for _, opt := range opts {
@@ -222,7 +224,7 @@ func NewClient(opts ...ClientOption) *Client {
 
 // Endpoint returns the registry endpoint that serves ref under the current
 // configuration, for example to read its TagSortMode.
-func (c *Client) Endpoint(ref imageref.Reference) Endpoint {
+func (c *Client) Endpoint(ref imageref.Reference) config.Endpoint {
 	return c.config().EndpointFor(ref)
 }
 
@@ -340,7 +342,7 @@ func (s credSource) identity() string { return s.ref.String() }
 // at once). ext: scripts of an image run on every use, as they always have.
 const imageCredentialTTL = time.Minute
 
-func (c *Client) sourceFor(ep Endpoint, host string, creds credentials.Ref) (credSource, error) {
+func (c *Client) sourceFor(ep config.Endpoint, host string, creds credentials.Ref) (credSource, error) {
 	if !creds.IsZero() {
 		if creds.Kind == credentials.KindExt {
 			return credSource{ref: creds}, nil

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -81,23 +82,23 @@ func (r *recorder) setHold(f func(*http.Request)) {
 
 // testConfig is a registries.conf with one entry for host over plain HTTP,
 // plus the given fields ("credentials: env:X").
-func testConfig(t testing.TB, host string, fields ...string) func() *Config {
+func testConfig(t testing.TB, host string, fields ...string) func() *config.Config {
 	t.Helper()
 	return testConfigPrefix(t, host, host, fields...)
 }
 
-func testConfigPrefix(t testing.TB, prefix, host string, fields ...string) func() *Config {
+func testConfigPrefix(t testing.TB, prefix, host string, fields ...string) func() *config.Config {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n", prefix, host)
 	for _, f := range fields {
 		fmt.Fprintf(&b, "  %s\n", f)
 	}
-	cfg, err := ParseConfig("registries.conf", []byte(b.String()))
+	cfg, err := config.Parse("registries.conf", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func() *Config { return cfg }
+	return func() *config.Config { return cfg }
 }
 
 // envResolver resolves env: references from vars only.

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/image-updater/argocd-image-updater/registry/config"
 )
 
 // endpointStack is the HTTP stack of one registry endpoint, shared by every
@@ -47,7 +49,7 @@ type stackSettings struct {
 	rps      float64
 }
 
-func (c *Client) settingsOf(ep Endpoint) stackSettings {
+func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
 	rps := ep.Limit
 	if rps <= 0 {
 		rps = c.defaultLimit
@@ -57,7 +59,7 @@ func (c *Client) settingsOf(ep Endpoint) stackSettings {
 
 // stackFor returns the stack of ep, building it on first use or when the
 // endpoint's settings changed.
-func (c *Client) stackFor(ep Endpoint) (*endpointStack, error) {
+func (c *Client) stackFor(ep config.Endpoint) (*endpointStack, error) {
 	s := c.settingsOf(ep)
 	c.stacksMu.Lock()
 	defer c.stacksMu.Unlock()
@@ -72,7 +74,7 @@ func (c *Client) stackFor(ep Endpoint) (*endpointStack, error) {
 	return st, nil
 }
 
-func (c *Client) newStack(ep Endpoint, s stackSettings) (*endpointStack, error) {
+func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, error) {
 	u, err := url.Parse(ep.APIURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("registry %s: api_url %q is not an absolute http(s) URL", ep.Prefix, ep.APIURL)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -279,7 +280,7 @@ func TestRateLimitConfiguration(t *testing.T) {
 	limited := testConfig(t, "registry.test:5000", "limit: 5")
 	unlimited := testConfig(t, "registry.test:5000")
 	current := limited
-	c := NewClient(WithConfig(func() *Config { return current() }))
+	c := NewClient(WithConfig(func() *config.Config { return current() }))
 	ref := imageRef(t, "registry.test:5000/app")
 
 	st, err := c.stackFor(c.Endpoint(ref))
@@ -299,8 +300,8 @@ func TestRateLimitConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st2 == st || st2.limiter.Limit() != DefaultLimit {
-		t.Errorf("after reload: limit %v, want a new stack at %d rps", st2.limiter.Limit(), DefaultLimit)
+	if st2 == st || st2.limiter.Limit() != config.DefaultLimit {
+		t.Errorf("after reload: limit %v, want a new stack at %d rps", st2.limiter.Limit(), config.DefaultLimit)
 	}
 
 	// So do inferred endpoints, unless the client's default is changed.
@@ -311,7 +312,7 @@ func TestRateLimitConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st3.limiter.Limit() != DefaultLimit || st3.label != "ghcr.io" {
+	if st3.limiter.Limit() != config.DefaultLimit || st3.label != "ghcr.io" {
 		t.Errorf("inferred endpoint: %v rps, label %q", st3.limiter.Limit(), st3.label)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
@@ -75,11 +76,11 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	confSource, err := registry.WatchConfig(ctx, o.registriesConfPath,
-		registry.WithErrorHandler(func(err error) {
+	confSource, err := config.Watch(ctx, o.registriesConfPath,
+		config.WithErrorHandler(func(err error) {
 			logger.Error("registries configuration rejected; the last good one stays in force", "error", err)
 		}),
-		registry.WithReloadHandler(func(*registry.Config) {
+		config.WithReloadHandler(func(*config.Config) {
 			logger.Info("registries configuration reloaded", "path", o.registriesConfPath)
 		}))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
@@ -96,9 +97,9 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	}
 	badInput := func(err error) error { return &exitError{code: 2, err: err} }
 
-	cfg := &registry.Config{}
+	cfg := &config.Config{}
 	if o.registriesConfPath != "" {
-		if cfg, err = registry.LoadConfig(o.registriesConfPath); err != nil {
+		if cfg, err = config.Load(o.registriesConfPath); err != nil {
 			return badInput(err)
 		}
 	}
@@ -142,7 +143,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
 		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()))
 	client := registry.NewClient(
-		registry.WithConfig(func() *registry.Config { return cfg }),
+		registry.WithConfig(func() *config.Config { return cfg }),
 		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),
 		registry.WithLogger(logger),
 		registry.WithDefaultLimit(float64(o.rateLimit)),

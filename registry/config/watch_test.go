@@ -1,4 +1,4 @@
-package registry
+package config
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func (w *watchRecorder) lastErr() error {
 }
 
 func firstName(c *Config) string {
-	if eps := c.Endpoints(); len(eps) > 0 {
+	if eps := c.endpoints(); len(eps) > 0 {
 		return eps[0].Name
 	}
 	return ""
@@ -57,6 +57,16 @@ const pollEvery = 5 * time.Millisecond
 
 // waitPolls waits long enough for several polls to have happened.
 func waitPolls() { time.Sleep(20 * pollEvery) }
+
+// waitFor polls cond until it holds or ten seconds have passed.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in time")
+		}
+	}
+}
 
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
@@ -76,7 +86,7 @@ func TestWatchConfig(t *testing.T) {
 	rec := &watchRecorder{}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	src, err := WatchConfig(ctx, path, WithPollInterval(pollEvery), WithErrorHandler(rec.onError), WithReloadHandler(rec.onReload))
+	src, err := Watch(ctx, path, withPollInterval(pollEvery), WithErrorHandler(rec.onError), WithReloadHandler(rec.onReload))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +107,7 @@ func TestWatchConfig(t *testing.T) {
 	if firstName(src.Current()) != "two" {
 		t.Fatalf("broken file replaced the config: %q", firstName(src.Current()))
 	}
-	if err := rec.lastErr(); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), path+":4: registries[0].colour") {
+	if err := rec.lastErr(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), path+":4: registries[0].colour") {
 		t.Fatalf("reported: %v", err)
 	}
 
@@ -116,11 +126,11 @@ func TestWatchConfig(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(src.Current().Endpoints()) == 0 })
+	waitFor(t, func() bool { return len(src.Current().endpoints()) == 0 })
 
 	cancel()
 	select {
-	case <-src.Done():
+	case <-src.done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("watcher did not stop")
 	}
@@ -130,7 +140,7 @@ func TestWatchConfigBrokenAgainAfterFix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registries.conf")
 	writeFile(t, path, confWithName("good"))
 	rec := &watchRecorder{}
-	src, err := WatchConfig(t.Context(), path, WithPollInterval(pollEvery), WithErrorHandler(rec.onError))
+	src, err := Watch(t.Context(), path, withPollInterval(pollEvery), WithErrorHandler(rec.onError))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,17 +160,17 @@ func TestWatchConfigStartup(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "registries.conf")
 	writeFile(t, path, "registries:\n- name: x\n")
-	if _, err := WatchConfig(t.Context(), path); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := Watch(t.Context(), path); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a broken file at start is an error: %v", err)
 	}
-	if _, err := WatchConfig(t.Context(), dir); err == nil {
+	if _, err := Watch(t.Context(), dir); err == nil {
 		t.Fatal("an unreadable file at start is an error")
 	}
 
 	// A file that appears later is picked up.
 	missing := filepath.Join(dir, "later.conf")
-	src, err := WatchConfig(t.Context(), missing, WithPollInterval(pollEvery))
-	if err != nil || len(src.Current().Endpoints()) != 0 {
+	src, err := Watch(t.Context(), missing, withPollInterval(pollEvery))
+	if err != nil || len(src.Current().endpoints()) != 0 {
 		t.Fatalf("missing file: %v", err)
 	}
 	writeFile(t, missing, confWithName("later"))
@@ -209,7 +219,7 @@ func (v *configMapVolume) update(content string) {
 func TestWatchConfigMapSymlinkSwap(t *testing.T) {
 	vol := newConfigMapVolume(t, confWithName("v1"))
 	rec := &watchRecorder{}
-	src, err := WatchConfig(t.Context(), vol.path(), WithPollInterval(pollEvery), WithErrorHandler(rec.onError), WithReloadHandler(rec.onReload))
+	src, err := Watch(t.Context(), vol.path(), withPollInterval(pollEvery), WithErrorHandler(rec.onError), WithReloadHandler(rec.onReload))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package registry
+package config
 
 import (
 	"errors"
@@ -21,7 +21,7 @@ const seed003 = `registries:
 `
 
 func TestParseConfigSeed003(t *testing.T) {
-	cfg, err := ParseConfig("registries.conf", []byte(seed003))
+	cfg, err := Parse("registries.conf", []byte(seed003))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +39,8 @@ func TestParseConfigSeed003(t *testing.T) {
 	if got := cfg.EndpointFor(ref); got != want {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
 	}
-	if got := cfg.Endpoint(ref.Registry()); got != want {
+	if got := cfg.endpoint(ref.Registry()); got != want {
 		t.Fatalf("Endpoint: %+v", got)
-	}
-	if got := want.RequestsPerSecond(); got != DefaultLimit {
-		t.Errorf("RequestsPerSecond without limit: %v", got)
 	}
 }
 
@@ -75,7 +72,7 @@ registries:
   default: false
   ping: false
 `
-	cfg, err := ParseConfig("registries.conf", []byte(file))
+	cfg, err := Parse("registries.conf", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +83,7 @@ registries:
 			TagSortMode: TagSortLatestFirst, Limit: 7},
 		{Name: "Internal", Prefix: "registry.internal:5000/team", APIURL: "http://registry.internal:5000", TagSortMode: TagSortLatestLast},
 	}
-	got := cfg.Endpoints()
+	got := cfg.endpoints()
 	if len(got) != len(want) {
 		t.Fatalf("got %d endpoints", len(got))
 	}
@@ -95,29 +92,26 @@ registries:
 			t.Errorf("entry %d:\ngot  %+v\nwant %+v", i, got[i], want[i])
 		}
 	}
-	if got[0].RequestsPerSecond() != 2.5 {
-		t.Errorf("RequestsPerSecond: %v", got[0].RequestsPerSecond())
-	}
-	def, ok := cfg.DefaultEndpoint()
+	def, ok := cfg.defaultEndpoint()
 	if !ok || def.Name != "Docker Hub" {
-		t.Errorf("DefaultEndpoint: %+v %v", def, ok)
+		t.Errorf("defaultEndpoint: %+v %v", def, ok)
 	}
-	// Endpoints returns a copy.
+	// endpoints returns a copy.
 	got[0].Name = "changed"
-	if cfg.Endpoints()[0].Name != "Docker Hub" {
-		t.Error("Endpoints exposes the config's own slice")
+	if cfg.endpoints()[0].Name != "Docker Hub" {
+		t.Error("endpoints exposes the config's own slice")
 	}
 }
 
 func TestParseConfigEmpty(t *testing.T) {
 	for _, in := range []string{"", "\n", "---\n", "# nothing\n", "registries:\n", "registries: []\n", "registries: null\n", "~\n"} {
-		cfg, err := ParseConfig("registries.conf", []byte(in))
+		cfg, err := Parse("registries.conf", []byte(in))
 		if err != nil {
 			t.Errorf("%q: %v", in, err)
 			continue
 		}
-		if len(cfg.Endpoints()) != 0 {
-			t.Errorf("%q: %d endpoints", in, len(cfg.Endpoints()))
+		if len(cfg.endpoints()) != 0 {
+			t.Errorf("%q: %d endpoints", in, len(cfg.endpoints()))
 		}
 	}
 }
@@ -204,19 +198,19 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseConfig("registries.conf", []byte(tt.in))
+			cfg, err := Parse("registries.conf", []byte(tt.in))
 			if err == nil {
-				t.Fatalf("no error; got %+v", cfg.Endpoints())
+				t.Fatalf("no error; got %+v", cfg.endpoints())
 			}
 			if cfg != nil {
 				t.Error("a config came with the error")
 			}
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("not ErrInvalidConfig: %v", err)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("not ErrInvalid: %v", err)
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) || ce.File != "registries.conf" {
-				t.Errorf("no *ConfigError: %#v", err)
+				t.Errorf("no *Error: %#v", err)
 			}
 			lines := strings.Split(err.Error(), "\n")
 			if len(lines) != len(tt.want) {
@@ -232,7 +226,7 @@ func TestParseConfigErrors(t *testing.T) {
 }
 
 func TestConfigErrorWrapsCredentialError(t *testing.T) {
-	_, err := ParseConfig("r.conf", []byte("registries:\n- name: a\n  prefix: a.io\n  credentials: \"env:\"\n"))
+	_, err := Parse("r.conf", []byte("registries:\n- name: a\n  prefix: a.io\n  credentials: \"env:\"\n"))
 	if !errors.Is(err, credentials.ErrInvalidRef) {
 		t.Fatalf("got %v", err)
 	}
@@ -256,7 +250,7 @@ func TestConfigEndpointMatching(t *testing.T) {
   api_url: http://localhost:5000
   insecure: true
 `
-	cfg, err := ParseConfig("registries.conf", []byte(file))
+	cfg, err := Parse("registries.conf", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +264,7 @@ func TestConfigEndpointMatching(t *testing.T) {
 		{"localhost:5001", "localhost:5001", "https://localhost:5001", ""},
 	}
 	for _, tt := range byHost {
-		ep := cfg.Endpoint(tt.host)
+		ep := cfg.endpoint(tt.host)
 		if ep.Name != tt.name || ep.APIURL != tt.api || ep.DefaultNS != tt.ns {
 			t.Errorf("Endpoint(%q) = %+v, want name %q api %q ns %q", tt.host, ep, tt.name, tt.api, tt.ns)
 		}
@@ -295,7 +289,7 @@ func TestConfigEndpointMatching(t *testing.T) {
 			t.Errorf("EndpointFor(%q) = %q, want %q", tt.ref, ep.Name, tt.name)
 		}
 	}
-	if def, ok := cfg.DefaultEndpoint(); ok || def.Name != "Hub" {
+	if def, ok := cfg.defaultEndpoint(); ok || def.Name != "Hub" {
 		t.Errorf("without a default entry Docker Hub's entry is the default: %+v %v", def, ok)
 	}
 	if len(cfg.ReferenceOptions()) != 0 {
@@ -307,21 +301,21 @@ func TestConfigInference(t *testing.T) {
 	hub := Endpoint{Name: "Docker Hub", Prefix: "docker.io", APIURL: "https://registry-1.docker.io", DefaultNS: "library"}
 	for _, cfg := range []*Config{nil, {}} {
 		for _, host := range []string{"docker.io", "index.docker.io", "registry-1.docker.io", ""} {
-			if got := cfg.Endpoint(host); got != hub {
+			if got := cfg.endpoint(host); got != hub {
 				t.Errorf("Endpoint(%q) = %+v", host, got)
 			}
 		}
-		if got := cfg.Endpoint("ghcr.io"); got != (Endpoint{Name: "ghcr.io", Prefix: "ghcr.io", APIURL: "https://ghcr.io"}) {
+		if got := cfg.endpoint("ghcr.io"); got != (Endpoint{Name: "ghcr.io", Prefix: "ghcr.io", APIURL: "https://ghcr.io"}) {
 			t.Errorf("Endpoint(ghcr.io) = %+v", got)
 		}
-		if got, ok := cfg.DefaultEndpoint(); ok || got != hub {
-			t.Errorf("DefaultEndpoint = %+v, %v", got, ok)
+		if got, ok := cfg.defaultEndpoint(); ok || got != hub {
+			t.Errorf("defaultEndpoint = %+v, %v", got, ok)
 		}
 		if got := cfg.EndpointFor(imageref.Reference{}); got != hub {
 			t.Errorf("EndpointFor(zero) = %+v", got)
 		}
-		if cfg.Endpoints() != nil && len(cfg.Endpoints()) != 0 {
-			t.Error("Endpoints of an empty config")
+		if cfg.endpoints() != nil && len(cfg.endpoints()) != 0 {
+			t.Error("endpoints of an empty config")
 		}
 	}
 }
@@ -335,15 +329,15 @@ func TestConfigDefaultRegistry(t *testing.T) {
   defaultns: team
   default: true
 `
-	cfg, err := ParseConfig("registries.conf", []byte(file))
+	cfg, err := Parse("registries.conf", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	def, ok := cfg.DefaultEndpoint()
+	def, ok := cfg.defaultEndpoint()
 	if !ok || def.Name != "Internal" {
-		t.Fatalf("DefaultEndpoint: %+v %v", def, ok)
+		t.Fatalf("defaultEndpoint: %+v %v", def, ok)
 	}
-	if cfg.Endpoint("") != def {
+	if cfg.endpoint("") != def {
 		t.Error("Endpoint(\"\") should be the default")
 	}
 	ref, err := imageref.Parse("app:1", cfg.ReferenceOptions()...)
@@ -357,39 +351,39 @@ func TestConfigDefaultRegistry(t *testing.T) {
 		t.Errorf("EndpointFor: %+v", cfg.EndpointFor(ref))
 	}
 	// Docker Hub's entry gets its namespace even when the file omits it.
-	if hub := cfg.Endpoint("docker.io"); hub.DefaultNS != "library" || hub.APIURL != "https://registry-1.docker.io" {
+	if hub := cfg.endpoint("docker.io"); hub.DefaultNS != "library" || hub.APIURL != "https://registry-1.docker.io" {
 		t.Errorf("configured Docker Hub: %+v", hub)
 	}
 }
 
 func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
-	cfg, err := LoadConfig(filepath.Join(dir, "missing.conf"))
-	if err != nil || len(cfg.Endpoints()) != 0 {
+	cfg, err := Load(filepath.Join(dir, "missing.conf"))
+	if err != nil || len(cfg.endpoints()) != 0 {
 		t.Fatalf("missing file: %v, %v", cfg, err)
 	}
 	path := filepath.Join(dir, "registries.conf")
 	if err := os.WriteFile(path, []byte(seed003), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err = LoadConfig(path)
-	if err != nil || len(cfg.Endpoints()) != 1 {
+	cfg, err = Load(path)
+	if err != nil || len(cfg.endpoints()) != 1 {
 		t.Fatalf("got %v, %v", cfg, err)
 	}
 	if err := os.WriteFile(path, []byte("registries:\n- name: x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(path); err == nil || !strings.HasPrefix(err.Error(), path+":2: registries[0].prefix") {
+	if _, err := Load(path); err == nil || !strings.HasPrefix(err.Error(), path+":2: registries[0].prefix") {
 		t.Fatalf("errors name the path: %v", err)
 	}
-	if _, err := LoadConfig(dir); err == nil || errors.Is(err, ErrInvalidConfig) {
+	if _, err := Load(dir); err == nil || errors.Is(err, ErrInvalid) {
 		t.Fatalf("a directory is a read error: %v", err)
 	}
 }
 
 func TestTagSortMode(t *testing.T) {
 	for _, m := range []TagSortMode{TagSortNone, TagSortLatestFirst, TagSortLatestLast} {
-		got, err := ParseTagSortMode(m.String())
+		got, err := parseTagSortMode(m.String())
 		if err != nil || got != m {
 			t.Errorf("%v: %v %v", m, got, err)
 		}
@@ -407,9 +401,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("registries: [{name: x, prefix: index.docker.io}, {name: y, prefix: registry-1.docker.io}]")
 	f.Add("a: &a [*a]\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		cfg, err := ParseConfig("f.conf", []byte(in))
+		cfg, err := Parse("f.conf", []byte(in))
 		if err != nil {
-			if cfg != nil || !errors.Is(err, ErrInvalidConfig) {
+			if cfg != nil || !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v with config %v", err, cfg)
 			}
 			return

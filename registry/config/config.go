@@ -1,4 +1,4 @@
-package registry
+package config
 
 import (
 	"errors"
@@ -55,8 +55,8 @@ func (m TagSortMode) String() string {
 	return fmt.Sprintf("TagSortMode(%d)", int(m))
 }
 
-// ParseTagSortMode reads a tagsortmode value; "" means none.
-func ParseTagSortMode(s string) (TagSortMode, error) {
+// parseTagSortMode reads a tagsortmode value; "" means none.
+func parseTagSortMode(s string) (TagSortMode, error) {
 	if s == "" {
 		return TagSortNone, nil
 	}
@@ -83,14 +83,6 @@ type Endpoint struct {
 	TagSortMode TagSortMode
 }
 
-// RequestsPerSecond is Limit, or DefaultLimit when Limit is unset.
-func (e Endpoint) RequestsPerSecond() float64 {
-	if e.Limit > 0 {
-		return e.Limit
-	}
-	return DefaultLimit
-}
-
 // inferEndpoint is the endpoint of a registry host without an entry: the
 // host itself over HTTPS, with Docker Hub's API host and namespace.
 func inferEndpoint(host string) Endpoint {
@@ -111,20 +103,20 @@ type configEntry struct {
 	match string // canonical prefix: lower-case host, Docker Hub folded, no trailing slash
 }
 
-// ErrInvalidConfig is matched (errors.Is) by every error about the content
+// ErrInvalid is matched (errors.Is) by every error about the content
 // of a registries.conf.
-var ErrInvalidConfig = errors.New("invalid registries configuration")
+var ErrInvalid = errors.New("invalid registries configuration")
 
-// ConfigError is one problem of a registries.conf, with its place.
-// ParseConfig joins all it finds (errors.Join); errors.As finds the first.
-type ConfigError struct {
+// Error is one problem of a registries.conf, with its place.
+// Parse joins all it finds (errors.Join); errors.As finds the first.
+type Error struct {
 	File  string
 	Line  int    // 0 when unknown
 	Field string // "registries[1].credsexpire"; "" for the whole file
 	Err   error
 }
 
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -139,14 +131,14 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// Is makes errors.Is(err, ErrInvalidConfig) true.
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
-// LoadConfig reads and parses the file at path. A missing file is an empty
+// Load reads and parses the file at path. A missing file is an empty
 // configuration: every registry is then inferred from image names.
-func LoadConfig(path string) (*Config, error) {
+func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Config{}, nil
@@ -154,14 +146,14 @@ func LoadConfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading registries configuration: %w", err)
 	}
-	return ParseConfig(path, data)
+	return Parse(path, data)
 }
 
-// ParseConfig parses registries.conf content; filename is used in error
+// Parse parses registries.conf content; filename is used in error
 // messages only. An empty document is an empty configuration. All problems
-// found are returned together, each as a *ConfigError naming file, line and
+// found are returned together, each as a *Error naming file, line and
 // field.
-func ParseConfig(filename string, data []byte) (*Config, error) {
+func Parse(filename string, data []byte) (*Config, error) {
 	p := configParser{file: filename}
 	var doc yaml.Node
 	if err := unmarshalYAML(data, &doc); err != nil {
@@ -256,22 +248,22 @@ func unmarshalYAML(data []byte, n *yaml.Node) (err error) {
 // that they read like every other error of the file.
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func yamlSyntaxError(filename string, err error) *ConfigError {
+func yamlSyntaxError(filename string, err error) *Error {
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		if line, convErr := strconv.Atoi(m[1]); convErr == nil {
-			return &ConfigError{File: filename, Line: line, Err: fmt.Errorf("invalid YAML: %s", m[2])}
+			return &Error{File: filename, Line: line, Err: fmt.Errorf("invalid YAML: %s", m[2])}
 		}
 	}
-	return &ConfigError{File: filename, Err: fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))}
+	return &Error{File: filename, Err: fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))}
 }
 
 type configParser struct {
 	file string
-	errs []*ConfigError
+	errs []*Error
 }
 
 func (p *configParser) errorf(n *yaml.Node, field, format string, args ...any) {
-	p.errs = append(p.errs, &ConfigError{File: p.file, Line: n.Line, Field: field, Err: fmt.Errorf(format, args...)})
+	p.errs = append(p.errs, &Error{File: p.file, Line: n.Line, Field: field, Err: fmt.Errorf(format, args...)})
 }
 
 func (p *configParser) result() error {
@@ -341,7 +333,7 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 			e.defaultNode = v
 		case "tagsortmode":
 			s := p.str(v, f)
-			m, err := ParseTagSortMode(s)
+			m, err := parseTagSortMode(s)
 			if err != nil {
 				p.errorf(v, f, "%v", err)
 			}
@@ -526,8 +518,8 @@ func kindName(n *yaml.Node) string {
 	return "nothing"
 }
 
-// Endpoints lists the configured entries in file order.
-func (c *Config) Endpoints() []Endpoint {
+// endpoints lists the configured entries in file order.
+func (c *Config) endpoints() []Endpoint {
 	if c == nil {
 		return nil
 	}
@@ -559,14 +551,14 @@ func (c *Config) match(target string) (Endpoint, bool) {
 	return c.entries[best].ep, true
 }
 
-// Endpoint returns the endpoint for a registry host: the entry whose prefix
+// endpoint returns the endpoint for a registry host: the entry whose prefix
 // is that host, else one inferred from the host (https://<host>; Docker Hub
 // and its aliases get https://registry-1.docker.io and namespace library).
 // Entries whose prefix has a path only apply through EndpointFor. An empty
 // host means the default registry.
-func (c *Config) Endpoint(registryHost string) Endpoint {
+func (c *Config) endpoint(registryHost string) Endpoint {
 	if registryHost == "" {
-		ep, _ := c.DefaultEndpoint()
+		ep, _ := c.defaultEndpoint()
 		return ep
 	}
 	host := imageref.CanonicalHost(registryHost)
@@ -582,7 +574,7 @@ func (c *Config) Endpoint(registryHost string) Endpoint {
 // else the inferred endpoint of its registry.
 func (c *Config) EndpointFor(ref imageref.Reference) Endpoint {
 	if ref.IsZero() {
-		ep, _ := c.DefaultEndpoint()
+		ep, _ := c.defaultEndpoint()
 		return ep
 	}
 	if ep, ok := c.match(imageref.CanonicalHost(ref.Registry()) + "/" + ref.Repository()); ok {
@@ -591,10 +583,10 @@ func (c *Config) EndpointFor(ref imageref.Reference) Endpoint {
 	return inferEndpoint(imageref.CanonicalHost(ref.Registry()))
 }
 
-// DefaultEndpoint returns the entry marked default and true. Without one,
+// defaultEndpoint returns the entry marked default and true. Without one,
 // Docker Hub is the default: its endpoint (configured or inferred) is
 // returned with false.
-func (c *Config) DefaultEndpoint() (Endpoint, bool) {
+func (c *Config) defaultEndpoint() (Endpoint, bool) {
 	if c != nil {
 		for _, e := range c.entries {
 			if e.ep.Default {
@@ -602,14 +594,14 @@ func (c *Config) DefaultEndpoint() (Endpoint, bool) {
 			}
 		}
 	}
-	return c.Endpoint(imageref.DockerHub), false
+	return c.endpoint(imageref.DockerHub), false
 }
 
 // ReferenceOptions returns the options that make imageref.Parse resolve
 // names without a registry host to the configured default registry. It is
 // empty when Docker Hub is the default.
 func (c *Config) ReferenceOptions() []imageref.Option {
-	ep, ok := c.DefaultEndpoint()
+	ep, ok := c.defaultEndpoint()
 	if !ok {
 		return nil
 	}

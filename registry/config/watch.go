@@ -1,4 +1,4 @@
-package registry
+package config
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// DefaultPollInterval is how often WatchConfig looks at the file unless
-// WithPollInterval says otherwise. The kubelet takes up to a minute to
+// defaultPollInterval is how often Watch looks at the file unless
+// withPollInterval says otherwise. The kubelet takes up to a minute to
 // update a ConfigMap volume, so polling faster would gain little.
-const DefaultPollInterval = 5 * time.Second
+const defaultPollInterval = 5 * time.Second
 
-// WatchOption configures WatchConfig.
+// WatchOption configures Watch.
 type WatchOption func(*watchOptions)
 
 type watchOptions struct {
@@ -25,9 +25,9 @@ type watchOptions struct {
 	onReload func(*Config)
 }
 
-// WithPollInterval sets how often the file is read. A non-positive value
-// keeps DefaultPollInterval.
-func WithPollInterval(d time.Duration) WatchOption {
+// withPollInterval sets how often the file is read. A non-positive value
+// keeps defaultPollInterval.
+func withPollInterval(d time.Duration) WatchOption {
 	return func(o *watchOptions) {
 		if d > 0 {
 			o.interval = d
@@ -48,13 +48,13 @@ func WithReloadHandler(f func(*Config)) WatchOption {
 	return func(o *watchOptions) { o.onReload = f }
 }
 
-// ConfigSource holds the current registries configuration and keeps it up
-// to date with its file.
-type ConfigSource struct {
-	path string
-	opts watchOptions
-	cur  atomic.Pointer[Config]
-	done chan struct{}
+// Watcher holds the current registries configuration and keeps it up to
+// date with its file.
+type Watcher struct {
+	path    string
+	opts    watchOptions
+	cur     atomic.Pointer[Config]
+	stopped chan struct{}
 
 	// Used by the polling goroutine only.
 	goodSum [sha256.Size]byte
@@ -62,26 +62,26 @@ type ConfigSource struct {
 	haveBad bool
 }
 
-// WatchConfig loads the registries configuration at path (a missing file is
-// an empty configuration) and then polls it until ctx is done. A file that
+// Watch loads the registries configuration at path (a missing file is an
+// empty configuration) and then polls it until ctx is done. A file that
 // cannot be loaded at start is an error. Changes are found by content, not
 // by file events, because a ConfigMap volume is updated by swapping a
 // symlink to a directory, which file watches on the file itself miss.
 // Callbacks run on the polling goroutine and should return quickly.
-func WatchConfig(ctx context.Context, path string, opts ...WatchOption) (*ConfigSource, error) {
-	o := watchOptions{interval: DefaultPollInterval}
+func Watch(ctx context.Context, path string, opts ...WatchOption) (*Watcher, error) {
+	o := watchOptions{interval: defaultPollInterval}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	data, sum, err := readConfigFile(path)
+	data, sum, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading registries configuration: %w", err)
 	}
-	cfg, err := ParseConfig(path, data)
+	cfg, err := Parse(path, data)
 	if err != nil {
 		return nil, err
 	}
-	s := &ConfigSource{path: path, opts: o, done: make(chan struct{}), goodSum: sum}
+	s := &Watcher{path: path, opts: o, stopped: make(chan struct{}), goodSum: sum}
 	s.cur.Store(cfg)
 	go s.run(ctx)
 	return s, nil
@@ -89,13 +89,13 @@ func WatchConfig(ctx context.Context, path string, opts ...WatchOption) (*Config
 
 // Current returns the configuration in force. It is safe for concurrent
 // use; the returned value never changes.
-func (s *ConfigSource) Current() *Config { return s.cur.Load() }
+func (s *Watcher) Current() *Config { return s.cur.Load() }
 
-// Done is closed when the polling goroutine has stopped.
-func (s *ConfigSource) Done() <-chan struct{} { return s.done }
+// done is closed when the polling goroutine has stopped.
+func (s *Watcher) done() <-chan struct{} { return s.stopped }
 
-func (s *ConfigSource) run(ctx context.Context) {
-	defer close(s.done)
+func (s *Watcher) run(ctx context.Context) {
+	defer close(s.stopped)
 	t := time.NewTicker(s.opts.interval)
 	defer t.Stop()
 	for {
@@ -108,8 +108,8 @@ func (s *ConfigSource) run(ctx context.Context) {
 	}
 }
 
-func (s *ConfigSource) poll() {
-	data, sum, readErr := readConfigFile(s.path)
+func (s *Watcher) poll() {
+	data, sum, readErr := readFile(s.path)
 	if readErr != nil {
 		// Key on the error text, so a lasting read problem is reported once.
 		sum = sha256.Sum256([]byte("error\x00" + readErr.Error()))
@@ -126,7 +126,7 @@ func (s *ConfigSource) poll() {
 	if err != nil {
 		err = fmt.Errorf("reading registries configuration: %w", err)
 	} else {
-		cfg, err = ParseConfig(s.path, data)
+		cfg, err = Parse(s.path, data)
 	}
 	if err != nil {
 		s.badSum, s.haveBad = sum, true
@@ -142,9 +142,9 @@ func (s *ConfigSource) poll() {
 	}
 }
 
-// readConfigFile reads the file and a hash of it that tells a missing file
+// readFile reads the file and a hash of it that tells a missing file
 // from an empty one.
-func readConfigFile(path string) ([]byte, [sha256.Size]byte, error) {
+func readFile(path string) ([]byte, [sha256.Size]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, sha256.Sum256([]byte("missing")), nil
