@@ -3,6 +3,9 @@ package cycle
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -43,19 +46,26 @@ type world struct {
 	requests *requestCounter
 }
 
-// requestCounter counts registry requests by kind.
+// requestCounter is a proxy in front of the test registry that counts the
+// tag-list requests reaching it.
 type requestCounter struct {
-	next     http.RoundTripper
+	host     string // of the proxy, for api_url
 	tagLists atomic.Int64
-	all      atomic.Int64
 }
 
-func (c *requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.all.Add(1)
-	if strings.HasSuffix(r.URL.Path, "/tags/list") {
-		c.tagLists.Add(1)
-	}
-	return c.next.RoundTrip(r)
+func startRequestCounter(t *testing.T, registryHost string) *requestCounter {
+	t.Helper()
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: registryHost})
+	c := &requestCounter{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/tags/list") {
+			c.tagLists.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c.host = strings.TrimPrefix(srv.URL, "http://")
+	return c
 }
 
 type worldOptions struct {
@@ -78,12 +88,13 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	w.dyn = dynamic.NewForConfigOrDie(cfg)
 	w.cs = kubernetes.NewForConfigOrDie(cfg)
 
+	w.requests = startRequestCounter(t, reg.Host)
 	conf, err := config.Parse("registries.conf", []byte(fmt.Sprintf(`registries:
 - name: test
   prefix: %s
   api_url: http://%s
   credentials: env:REGISTRY_CREDS
-`, reg.Host, reg.Host)))
+`, reg.Host, w.requests.host)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +103,9 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(w.cs)),
 		credentials.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
 	)
-	w.requests = &requestCounter{next: http.DefaultTransport}
 	client := registry.NewClient(
 		registry.WithConfig(func() *config.Config { return conf }),
 		registry.WithCredentialResolver(resolver),
-		registry.WithBaseTransport(w.requests),
 	)
 	w.watcher, err = appwatch.NewWatcher(w.dyn, appwatch.Namespaces(testenv.ArgoCDNamespace), appwatch.MatchNames(o.names))
 	if err != nil {

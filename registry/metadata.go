@@ -20,7 +20,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -155,13 +155,13 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 
 	key := metaKey{host: s.host, repo: s.repo.RepositoryStr(), digest: digest, platforms: platform.Join(platforms)}
 	if v, ok := c.meta.Get(key); ok {
-		c.metrics.cache(CacheMetadata, true)
+		c.metrics.cache(cacheMetadata, true)
 		e := v.(metaEntry)
 		e.md = e.md.clone()
 		return e, nil
 	}
-	c.metrics.cache(CacheMetadata, false)
-	note := func(shared bool) { c.metrics.cache(CacheMetadataInflight, shared) }
+	c.metrics.cache(cacheMetadata, false)
+	note := func(shared bool) { c.metrics.cache(cacheMetadataInflight, shared) }
 	e, err := c.metaCalls.Do(ctx, key.String(), note, func(ctx context.Context) (metaEntry, error) {
 		e, err := fetchMetadata(ctx, s, digest, manifest, mediaType, platforms)
 		if err == nil {
@@ -372,7 +372,7 @@ func headManifest(ctx context.Context, s *session, tag string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return "", err
 	}
 	h, err := v1.NewHash(resp.Header.Get("Docker-Content-Digest"))
@@ -395,7 +395,7 @@ func getManifest(ctx context.Context, s *session, identifier, want string) (body
 		return nil, "", "", err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return nil, "", "", err
 	}
 	body, err = readLimited(resp.Body, maxManifestSize)
@@ -430,7 +430,7 @@ func getBlob(ctx context.Context, s *session, d v1.Descriptor) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return nil, err
 	}
 	limit := int64(maxConfigSize)

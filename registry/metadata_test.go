@@ -101,7 +101,7 @@ func TestMetadataIndex(t *testing.T) {
 
 	rec := newRecorder()
 	m := newTestMetrics(t)
-	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec), WithMetrics(m))
+	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec), WithMetrics(m))
 	ref := imageRef(t, reg.Host+"/multi:2.0")
 
 	md, err := c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{linuxARM64})
@@ -135,7 +135,7 @@ func TestMetadataIndex(t *testing.T) {
 	if got := rec.requests(); !slices.Equal(got, []string{"HEAD /v2/multi/manifests/2.0"}) {
 		t.Errorf("a cached digest should cost one HEAD, got %v", got)
 	}
-	if testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheMetadata)) != 1 {
+	if testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheMetadata)) != 1 {
 		t.Error("the metadata cache hit was not counted")
 	}
 	again.Platforms[0].OS = "changed by the caller"
@@ -234,7 +234,7 @@ func TestMetadataConcurrentFetchShared(t *testing.T) {
 		}
 	})
 	m := newTestMetrics(t)
-	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec), WithMetrics(m))
+	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec), WithMetrics(m))
 	ref := imageRef(t, reg.Host+"/app:1.0")
 
 	const callers = 10
@@ -252,7 +252,7 @@ func TestMetadataConcurrentFetchShared(t *testing.T) {
 		}()
 	}
 	waitFor(t, func() bool {
-		return testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheMetadataInflight)) == callers-1
+		return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheMetadataInflight)) == callers-1
 	})
 	close(release)
 	wg.Wait()

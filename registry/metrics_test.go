@@ -46,7 +46,7 @@ func TestMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(m.failed.WithLabelValues(prefix)); got != 0 {
 		t.Errorf("requests_failed_total = %v after successful calls: the challenge must not count", got)
 	}
-	if got := testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheAuth)); got != 1 {
+	if got := testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheAuth)); got != 1 {
 		t.Errorf("the session was reused %v times, want 1", got)
 	}
 
@@ -92,5 +92,5 @@ func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.request("r", 0, true)
 	m.retry("r")
-	m.cache(CacheMetadata, true)
+	m.cache(cacheMetadata, true)
 }

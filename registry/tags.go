@@ -14,8 +14,12 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
+
+// tagsPageSize is the n of a tag-list request: the most ECR accepts, and a
+// size every registry we know pages at or honours.
+const tagsPageSize = 1000
 
 // maxTagsPage bounds one tag-list answer; a thousand tags take well under
 // a hundred kilobytes.
@@ -38,7 +42,7 @@ func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credent
 	if err != nil {
 		return nil, t.wrap("list tags", err)
 	}
-	note := func(shared bool) { c.metrics.cache(CacheTagsInflight, shared) }
+	note := func(shared bool) { c.metrics.cache(cacheTagsInflight, shared) }
 	tags, err := c.tagCalls.Do(ctx, t.key(), note, func(ctx context.Context) ([]string, error) {
 		var tags []string
 		err := c.run(ctx, t, func(ctx context.Context, s *session) error {
@@ -87,7 +91,7 @@ func listPage(ctx context.Context, s *session, pageURL string) (tags []string, n
 		return nil, "", err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return nil, "", err
 	}
 	var body struct {
