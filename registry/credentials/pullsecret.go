@@ -1,12 +1,16 @@
 package credentials
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"net"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,20 +32,28 @@ type dockerAuthEntry struct {
 }
 
 // pullSecrets serves pullsecret:<ns>/<name> references: image pull
-// Secrets, which hold one entry per registry.
+// Secrets, whose entries are keyed by registry and, optionally, by
+// repository path.
 type pullSecrets struct {
 	secrets SecretGetter
 }
 
 func (s pullSecrets) Credential(ctx context.Context, ref Ref, t Target) (Credential, time.Time, error) {
-	c, err := s.credential(ctx, ref, t.Host)
+	a, err := s.forRegistry(ctx, ref, t.Host)
+	if err != nil {
+		return Credential{}, time.Time{}, err
+	}
+	c, err := a.forRepository(t.Repository)
 	return c, time.Time{}, err
 }
 
-func (s pullSecrets) credential(ctx context.Context, ref Ref, host string) (Credential, error) {
+// forRegistry reads the Secret once and keeps every entry for host, so
+// that the resolver's cache serves all repositories of the registry from
+// one read.
+func (s pullSecrets) forRegistry(ctx context.Context, ref Ref, host string) (answer, error) {
 	data, err := getSecret(ctx, s.secrets, ref)
 	if err != nil {
-		return Credential{}, err
+		return nil, err
 	}
 	secret := ref.Namespace + "/" + ref.Name
 	var auths map[string]dockerAuthEntry
@@ -51,26 +63,158 @@ func (s pullSecrets) credential(ctx context.Context, ref Ref, host string) (Cred
 			Auths map[string]dockerAuthEntry `json:"auths"`
 		}
 		if err := json.Unmarshal(data[dockerConfigJSONKey], &cfg); err != nil {
-			return Credential{}, fmt.Errorf("%w: %s of secret %s is not a docker config (%s)", ErrMalformed, dockerConfigJSONKey, secret, jsonErrorPlace(err))
+			return nil, fmt.Errorf("%w: %s of secret %s is not a docker config (%s)", ErrMalformed, dockerConfigJSONKey, secret, jsonErrorPlace(err))
 		}
 		auths = cfg.Auths
 	case data[dockerCfgKey] != nil:
 		if err := json.Unmarshal(data[dockerCfgKey], &auths); err != nil {
-			return Credential{}, fmt.Errorf("%w: %s of secret %s is not a docker config (%s)", ErrMalformed, dockerCfgKey, secret, jsonErrorPlace(err))
+			return nil, fmt.Errorf("%w: %s of secret %s is not a docker config (%s)", ErrMalformed, dockerCfgKey, secret, jsonErrorPlace(err))
 		}
 	default:
-		return Credential{}, fmt.Errorf("%w: secret %s has no %s field (is it of type kubernetes.io/dockerconfigjson?)", ErrNotFound, secret, dockerConfigJSONKey)
+		return nil, fmt.Errorf("%w: secret %s has no %s field (is it of type kubernetes.io/dockerconfigjson?)", ErrNotFound, secret, dockerConfigJSONKey)
 	}
 
-	key, ok := matchAuthKey(auths, host)
-	if !ok {
-		return Credential{}, fmt.Errorf("%w: secret %s has no entry for registry %s", ErrNotFound, secret, host)
+	a := pullSecretEntries{secret: secret, host: host}
+	for raw, e := range auths {
+		k, ok := parseAuthKey(raw)
+		if !ok || !k.matchesHost(host) {
+			continue
+		}
+		c, err := authEntryCredential(e)
+		if err != nil {
+			err = fmt.Errorf("entry %q of secret %s: %w", raw, secret, err)
+		}
+		a.entries = append(a.entries, pullSecretEntry{key: k, cred: c, err: err})
 	}
-	c, err := authEntryCredential(auths[key])
-	if err != nil {
-		return Credential{}, fmt.Errorf("entry %q of secret %s: %w", key, secret, err)
+	if len(a.entries) == 0 {
+		return nil, fmt.Errorf("%w: secret %s has no entry for registry %s", ErrNotFound, secret, host)
 	}
-	return c, nil
+	slices.SortFunc(a.entries, func(x, y pullSecretEntry) int { return x.key.compare(y.key, host) })
+	return a, nil
+}
+
+// pullSecretEntries are a pull secret's entries for one registry, most
+// specific first.
+type pullSecretEntries struct {
+	secret, host string // for messages
+	entries      []pullSecretEntry
+}
+
+type pullSecretEntry struct {
+	key  authKey
+	cred Credential
+	err  error // the entry holds no credential
+}
+
+// forRepository picks the most specific entry whose path covers the
+// repository, as the kubelet does.
+func (a pullSecretEntries) forRepository(repository string) (Credential, error) {
+	for _, e := range a.entries {
+		if e.key.matchesRepository(repository) {
+			return e.cred, e.err
+		}
+	}
+	keys := make([]string, len(a.entries))
+	for i, e := range a.entries {
+		keys[i] = strconv.Quote(e.key.raw)
+	}
+	what := a.host + "/" + repository
+	if repository == "" {
+		what = "the whole registry " + a.host
+	}
+	return Credential{}, fmt.Errorf("%w: secret %s has no entry for %s (its entries for the registry are for other repositories: %s)",
+		ErrNotFound, a.secret, what, strings.Join(keys, ", "))
+}
+
+// authKey is a key of a docker config's auths, read as the kubelet reads
+// it: an optional scheme (ignored), a host with an optional port, and an
+// optional repository path. Each label of the host may be a glob
+// ("*.example.com"); "/v1/" or "/v2/" right after the host are API
+// versions, not a path (Docker Hub's key is https://index.docker.io/v1/).
+type authKey struct {
+	raw  string // as written
+	host string // lower-case, without port; Docker Hub's aliases folded
+	port string
+	path string // without surrounding '/'; "" means every repository
+}
+
+func parseAuthKey(raw string) (authKey, bool) {
+	k := strings.ToLower(strings.TrimSpace(raw))
+	k = strings.TrimPrefix(k, "https://")
+	k = strings.TrimPrefix(k, "http://")
+	hostPort, p, _ := strings.Cut(k, "/")
+	p = "/" + p
+	if strings.HasPrefix(p, "/v1/") || strings.HasPrefix(p, "/v2/") {
+		p = p[len("/v1"):]
+	}
+	host, port := splitHostPort(hostPort)
+	if host == "" {
+		return authKey{}, false
+	}
+	return authKey{raw: raw, host: imageref.CanonicalHost(host), port: port, path: strings.Trim(p, "/")}, true
+}
+
+// splitHostPort splits off a port if there is one.
+func splitHostPort(hostPort string) (host, port string) {
+	if h, p, err := net.SplitHostPort(hostPort); err == nil {
+		return h, p
+	}
+	return hostPort, ""
+}
+
+// matchesHost reports whether the key names the registry host: the same
+// port, and as many labels, each matching the key's label as a glob.
+func (k authKey) matchesHost(registryHost string) bool {
+	host, port := splitHostPort(imageref.CanonicalHost(registryHost))
+	if port != k.port {
+		return false
+	}
+	want, got := strings.Split(k.host, "."), strings.Split(host, ".")
+	if len(want) != len(got) {
+		return false
+	}
+	for i := range want {
+		if ok, err := path.Match(want[i], got[i]); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// matchesRepository reports whether the key's path is the repository or
+// one of its parents: "org" covers "org/app" but not "organic/app".
+func (k authKey) matchesRepository(repository string) bool {
+	return k.path == "" || repository == k.path || strings.HasPrefix(repository, k.path+"/")
+}
+
+// compare orders keys for one registry host, most specific first: the
+// longer path, then a literal host before a glob, then the key spelled
+// exactly as the image names the registry, then the key's text, so that
+// the choice among equivalent keys is stable.
+func (k authKey) compare(o authKey, registryHost string) int {
+	exact := func(a authKey) bool {
+		want := registryHost
+		if a.path != "" {
+			want += "/" + a.path
+		}
+		return a.raw == want
+	}
+	globs := func(a authKey) int {
+		return strings.Count(a.host, "*") + strings.Count(a.host, "?") + strings.Count(a.host, "[")
+	}
+	if c := cmp.Compare(len(o.path), len(k.path)); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(globs(k), globs(o)); c != 0 {
+		return c
+	}
+	if ek, eo := exact(k), exact(o); ek != eo {
+		if ek {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(k.raw, o.raw)
 }
 
 // jsonErrorPlace describes a JSON error by position only: the decoder's own
@@ -88,40 +232,6 @@ func jsonErrorPlace(err error) string {
 		return fmt.Sprintf("wrong type at %q", typ.Field)
 	}
 	return "invalid JSON"
-}
-
-// matchAuthKey finds the auths entry for host. Keys are written many ways
-// ("ghcr.io", "https://ghcr.io", "https://index.docker.io/v1/"); all are
-// reduced to a bare host. Sorting makes the choice among equivalent keys
-// stable, with an exact spelling preferred.
-func matchAuthKey(auths map[string]dockerAuthEntry, host string) (string, bool) {
-	want := imageref.CanonicalHost(host)
-	keys := make([]string, 0, len(auths))
-	for k := range auths {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	found, ok := "", false
-	for _, k := range keys {
-		if authKeyHost(k) != want {
-			continue
-		}
-		if k == host {
-			return k, true
-		}
-		if !ok {
-			found, ok = k, true
-		}
-	}
-	return found, ok
-}
-
-func authKeyHost(key string) string {
-	k := strings.ToLower(strings.TrimSpace(key))
-	k = strings.TrimPrefix(k, "https://")
-	k = strings.TrimPrefix(k, "http://")
-	k, _, _ = strings.Cut(k, "/")
-	return imageref.CanonicalHost(k)
 }
 
 func authEntryCredential(e dockerAuthEntry) (Credential, error) {

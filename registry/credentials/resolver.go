@@ -68,8 +68,28 @@ type Target struct {
 //
 // The resolver serves pullsecret:, secret:, env: and ext: references with
 // sources of its own; native ones (ecr, gcp) are given with WithNative.
+// ResolveCached keeps a Source's answer per registry, so a Source must give
+// every repository of a registry the same credentials; only pull secrets,
+// whose entries may name repositories, tell them apart.
 type Source interface {
 	Credential(ctx context.Context, ref Ref, t Target) (Credential, time.Time, error)
+}
+
+// answer is what a source holds for one registry, asked per repository.
+type answer interface {
+	forRepository(repository string) (Credential, error)
+}
+
+// registryWide is one credential for every repository of a registry.
+type registryWide Credential
+
+func (c registryWide) forRepository(string) (Credential, error) { return Credential(c), nil }
+
+// registrySource is a Source whose one read holds the credentials of every
+// repository of a registry (a pull secret). ResolveCached keeps that whole
+// answer, so that repositories with entries of their own share the read.
+type registrySource interface {
+	forRegistry(ctx context.Context, ref Ref, host string) (answer, error)
 }
 
 // SecretGetter reads one Kubernetes Secret's data.
@@ -135,7 +155,7 @@ type Resolver struct {
 	now           func() time.Time
 	sources       map[Kind]Source
 
-	flight coalesce.Group[Credential]
+	flight coalesce.Group[answer]
 	mu     sync.Mutex
 	cache  map[cacheKey]cacheEntry
 	gen    map[cacheKey]uint64 // bumped by Invalidate, so that a lookup already under way does not store what it fetched
@@ -147,7 +167,7 @@ type cacheKey struct {
 }
 
 type cacheEntry struct {
-	cred      Credential
+	answer    answer
 	refreshAt time.Time // zero: until invalidated
 }
 
@@ -183,28 +203,47 @@ func (r *Resolver) HasNative(kind Kind) bool {
 // Resolve fetches the credentials ref points to for t, without caching.
 // This is what image-level ext: references use.
 func (r *Resolver) Resolve(ctx context.Context, ref Ref, t Target) (Credential, error) {
-	c, _, err := r.resolve(ctx, ref, t)
-	return c, err
+	s, err := r.source(ref)
+	if err == nil {
+		var c Credential
+		if c, _, err = s.Credential(ctx, ref, t); err == nil {
+			return c, nil
+		}
+	}
+	return Credential{}, &Error{Ref: ref, Host: t.Host, Err: err}
 }
 
-func (r *Resolver) resolve(ctx context.Context, ref Ref, t Target) (Credential, time.Time, error) {
-	var (
-		c      Credential
-		expiry time.Time
-		err    error
-	)
+func (r *Resolver) source(ref Ref) (Source, error) {
 	switch s := r.sources[ref.Kind]; {
 	case s != nil:
-		c, expiry, err = s.Credential(ctx, ref, t)
+		return s, nil
 	case ref.Kind.native():
-		err = ErrNativeNotConfigured
-	default:
-		err = fmt.Errorf("%w: the reference has no kind", ErrInvalidRef)
+		return nil, ErrNativeNotConfigured
+	}
+	return nil, fmt.Errorf("%w: the reference has no kind", ErrInvalidRef)
+}
+
+// resolveRegistry is Resolve for the whole registry of t: a pull secret's
+// entries for it, or the one credential other sources give.
+func (r *Resolver) resolveRegistry(ctx context.Context, ref Ref, t Target) (answer, time.Time, error) {
+	var (
+		a      answer
+		expiry time.Time
+	)
+	s, err := r.source(ref)
+	if err == nil {
+		if rs, ok := s.(registrySource); ok {
+			a, err = rs.forRegistry(ctx, ref, t.Host)
+		} else {
+			var c Credential
+			c, expiry, err = s.Credential(ctx, ref, t)
+			a = registryWide(c)
+		}
 	}
 	if err != nil {
-		return Credential{}, time.Time{}, &Error{Ref: ref, Host: t.Host, Err: err}
+		return nil, time.Time{}, &Error{Ref: ref, Host: t.Host, Err: err}
 	}
-	return c, expiry, nil
+	return a, expiry, nil
 }
 
 // sharedResolveGrace lets the script's own timeout, which has the clearer
@@ -214,20 +253,25 @@ const sharedResolveGrace = 5 * time.Second
 // ResolveCached is Resolve for credentials worth keeping: a result is
 // reused for ttl (ttl <= 0: until Invalidate), or until shortly before the
 // expiry a Source reported, whichever comes first. Results are kept per
-// reference and registry. Concurrent callers for the same reference and
-// registry share one resolution. Errors are not cached. A caller whose ctx
-// ends stops waiting; the shared resolution goes on (bounded by the script
-// timeout) for the others and for the cache.
+// reference and registry; for a pull secret, that is all its entries for
+// the registry, so each repository still gets its own entry and one read
+// of the Secret serves them all. Concurrent callers for the same reference
+// and registry share one resolution. Errors are not cached: a repository
+// the kept result has no credentials for is looked up afresh. A caller
+// whose ctx ends stops waiting; the shared resolution goes on (bounded by
+// the script timeout) for the others and for the cache.
 func (r *Resolver) ResolveCached(ctx context.Context, ref Ref, t Target, ttl time.Duration) (Credential, error) {
 	key := cacheKey{ref: ref, host: imageref.CanonicalHost(t.Host)}
 	r.mu.Lock()
 	e, ok := r.cache[key]
 	r.mu.Unlock()
 	if ok && (e.refreshAt.IsZero() || r.now().Before(e.refreshAt)) {
-		return e.cred, nil
+		if c, err := e.answer.forRepository(t.Repository); err == nil {
+			return c, nil
+		}
 	}
 
-	c, err := r.flight.Do(ctx, flightKey(key), nil, func(ctx context.Context) (Credential, error) {
+	a, err := r.flight.Do(ctx, flightKey(key), nil, func(ctx context.Context) (answer, error) {
 		r.mu.Lock()
 		gen := r.gen[key]
 		r.mu.Unlock()
@@ -235,23 +279,30 @@ func (r *Resolver) ResolveCached(ctx context.Context, ref Ref, t Target, ttl tim
 		wctx, cancel := context.WithTimeout(ctx, r.scriptTimeout+sharedResolveGrace)
 		defer cancel()
 		start := r.now()
-		c, expiry, err := r.resolve(wctx, ref, t)
+		a, expiry, err := r.resolveRegistry(wctx, ref, t)
 		if err != nil {
-			return Credential{}, err
+			return nil, err
 		}
 		if at, keep := cacheUntil(start, ttl, expiry); keep && (at.IsZero() || r.now().Before(at)) {
 			r.mu.Lock()
 			if r.gen[key] == gen {
-				r.cache[key] = cacheEntry{cred: c, refreshAt: at}
+				r.cache[key] = cacheEntry{answer: a, refreshAt: at}
 			}
 			r.mu.Unlock()
 		}
-		return c, nil
+		return a, nil
 	})
-	if err != nil && ctx.Err() != nil {
-		return Credential{}, &Error{Ref: ref, Host: t.Host, Err: ctx.Err()}
+	if err != nil {
+		if ctx.Err() != nil {
+			return Credential{}, &Error{Ref: ref, Host: t.Host, Err: ctx.Err()}
+		}
+		return Credential{}, err
 	}
-	return c, err
+	c, err := a.forRepository(t.Repository)
+	if err != nil {
+		return Credential{}, &Error{Ref: ref, Host: t.Host, Err: err}
+	}
+	return c, nil
 }
 
 // Invalidate drops the cached credentials of ref for the registry host, for
