@@ -76,7 +76,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	confSource, err := config.Watch(ctx, o.registriesConfPath,
+	confWatcher, err := config.Watch(ctx, o.registriesConfPath,
 		config.WithErrorHandler(func(err error) {
 			logger.Error("registries configuration rejected; the last good one stays in force", "error", err)
 		}),
@@ -93,7 +93,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
 	)
 	regClient := registry.NewClient(
-		registry.WithConfig(confSource.Current),
+		registry.WithConfig(confWatcher.Current),
 		registry.WithCredentialResolver(resolver),
 		registry.WithMetrics(registryMetrics),
 		registry.WithLogger(logger),
@@ -129,7 +129,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
 		cycle.WithGitWriter(gitWriter),
 		cycle.WithControllerNamespace(namespace),
-		cycle.WithRegistryConfig(confSource.Current),
+		cycle.WithRegistryConfig(confWatcher.Current),
 		cycle.WithMaxConcurrency(o.maxConcurrency),
 		cycle.WithDryRun(o.dryRun),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),

@@ -20,7 +20,7 @@ const seed003 = `registries:
   credsexpire: 10h
 `
 
-func TestParseConfigSeed003(t *testing.T) {
+func TestParseSeed003(t *testing.T) {
 	cfg, err := Parse("registries.conf", []byte(seed003))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestParseConfigSeed003(t *testing.T) {
 	}
 }
 
-func TestParseConfigFields(t *testing.T) {
+func TestParseFields(t *testing.T) {
 	const file = `# every field
 registries:
 - name: Docker Hub
@@ -103,7 +103,7 @@ registries:
 	}
 }
 
-func TestParseConfigEmpty(t *testing.T) {
+func TestParseEmpty(t *testing.T) {
 	for _, in := range []string{"", "\n", "---\n", "# nothing\n", "registries:\n", "registries: []\n", "registries: null\n", "~\n"} {
 		cfg, err := Parse("registries.conf", []byte(in))
 		if err != nil {
@@ -116,7 +116,7 @@ func TestParseConfigEmpty(t *testing.T) {
 	}
 }
 
-func TestParseConfigErrors(t *testing.T) {
+func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		in   string
@@ -225,7 +225,7 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-func TestConfigErrorWrapsCredentialError(t *testing.T) {
+func TestErrorWrapsRefError(t *testing.T) {
 	_, err := Parse("r.conf", []byte("registries:\n- name: a\n  prefix: a.io\n  credentials: \"env:\"\n"))
 	if !errors.Is(err, credentials.ErrInvalidRef) {
 		t.Fatalf("got %v", err)
@@ -356,7 +356,7 @@ func TestConfigDefaultRegistry(t *testing.T) {
 	}
 }
 
-func TestLoadConfig(t *testing.T) {
+func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := Load(filepath.Join(dir, "missing.conf"))
 	if err != nil || len(cfg.endpoints()) != 0 {
@@ -393,7 +393,7 @@ func TestTagSortMode(t *testing.T) {
 	}
 }
 
-func FuzzParseConfig(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add(seed003)
 	f.Add("registries:\n- name: a\n  prefix: a.io\n  default: true\n- name: b\n  prefix: A.io/\n  default: true\n")
 	f.Add("registries:\n- &x {name: a, prefix: docker.io}\n- *x\n")

@@ -80,7 +80,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func TestWatchConfig(t *testing.T) {
+func TestWatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registries.conf")
 	writeFile(t, path, confWithName("one"))
 	rec := &watchRecorder{}
@@ -136,7 +136,7 @@ func TestWatchConfig(t *testing.T) {
 	}
 }
 
-func TestWatchConfigBrokenAgainAfterFix(t *testing.T) {
+func TestWatchBrokenAgainAfterFix(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "registries.conf")
 	writeFile(t, path, confWithName("good"))
 	rec := &watchRecorder{}
@@ -156,7 +156,7 @@ func TestWatchConfigBrokenAgainAfterFix(t *testing.T) {
 	}
 }
 
-func TestWatchConfigStartup(t *testing.T) {
+func TestWatchStartup(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "registries.conf")
 	writeFile(t, path, "registries:\n- name: x\n")

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestParseCredentialRef(t *testing.T) {
+func TestParseRef(t *testing.T) {
 	tests := []struct {
 		in   string
 		want Ref
@@ -41,7 +41,7 @@ func TestParseCredentialRef(t *testing.T) {
 	}
 }
 
-func TestParseCredentialRefErrors(t *testing.T) {
+func TestParseRefErrors(t *testing.T) {
 	tests := []struct{ in, reason string }{
 		{"", "empty reference"},
 		{"   ", "empty reference"},
@@ -85,7 +85,7 @@ func TestParseCredentialRefErrors(t *testing.T) {
 	}
 }
 
-func TestCredentialKindString(t *testing.T) {
+func TestKindString(t *testing.T) {
 	if KindPullSecret.String() != "pullsecret" || KindGCP.String() != "gcp" || Kind(0).String() != "Kind(0)" {
 		t.Error("Kind.String")
 	}
