@@ -24,7 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -287,12 +288,16 @@ func TestSeed003Values(t *testing.T) {
 	}
 
 	cm := get[corev1.ConfigMap](t, objs, "ConfigMap", "argocd-image-updater-config")
-	cfg, err := registry.ParseConfig("registries.conf", []byte(cm.Data["registries.conf"]))
+	cfg, err := config.Parse("registries.conf", []byte(cm.Data["registries.conf"]))
 	if err != nil {
 		t.Fatalf("registries.conf: %v\n%s", err, cm.Data["registries.conf"])
 	}
 	const host = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
-	ep := cfg.Endpoint(host)
+	ecrRef, err := imageref.Parse(host + "/eks-app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := cfg.EndpointFor(ecrRef)
 	if ep.Prefix != host || ep.Credentials != "ext:/scripts/ecr-login.sh" || ep.CredsExpire != 10*time.Hour {
 		t.Errorf("ECR endpoint %+v", ep)
 	}

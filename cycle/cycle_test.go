@@ -3,6 +3,9 @@ package cycle
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +24,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -41,19 +46,26 @@ type world struct {
 	requests *requestCounter
 }
 
-// requestCounter counts registry requests by kind.
+// requestCounter is a proxy in front of the test registry that counts the
+// tag-list requests reaching it.
 type requestCounter struct {
-	next     http.RoundTripper
+	host     string // of the proxy, for api_url
 	tagLists atomic.Int64
-	all      atomic.Int64
 }
 
-func (c *requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.all.Add(1)
-	if strings.HasSuffix(r.URL.Path, "/tags/list") {
-		c.tagLists.Add(1)
-	}
-	return c.next.RoundTrip(r)
+func startRequestCounter(t *testing.T, registryHost string) *requestCounter {
+	t.Helper()
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: registryHost})
+	c := &requestCounter{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/tags/list") {
+			c.tagLists.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c.host = strings.TrimPrefix(srv.URL, "http://")
+	return c
 }
 
 type worldOptions struct {
@@ -78,25 +90,24 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	w.dyn = dynamic.NewForConfigOrDie(cfg)
 	w.cs = kubernetes.NewForConfigOrDie(cfg)
 
-	conf, err := registry.ParseConfig("registries.conf", []byte(fmt.Sprintf(`registries:
+	w.requests = startRequestCounter(t, reg.Host)
+	conf, err := config.Parse("registries.conf", []byte(fmt.Sprintf(`registries:
 - name: test
   prefix: %s
   api_url: http://%s
   credentials: env:REGISTRY_CREDS
-`, reg.Host, reg.Host)))
+`, reg.Host, w.requests.host)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"REGISTRY_CREDS": reg.Username + ":" + reg.Password}
-	resolver := registry.NewCredentialResolver(
-		registry.WithSecretGetter(registry.NewKubeSecretGetter(w.cs)),
-		registry.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
+	resolver := credentials.NewResolver(
+		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(w.cs)),
+		credentials.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
 	)
-	w.requests = &requestCounter{next: http.DefaultTransport}
 	client := registry.NewClient(
-		registry.WithConfig(func() *registry.Config { return conf }),
+		registry.WithConfig(func() *config.Config { return conf }),
 		registry.WithCredentialResolver(resolver),
-		registry.WithBaseTransport(w.requests),
 	)
 	w.watcher, err = appwatch.NewWatcher(w.dyn, appwatch.Namespaces(testenv.ArgoCDNamespace), appwatch.MatchNames(o.names))
 	if err != nil {
@@ -114,7 +125,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		regClient = o.wrap(client)
 	}
 	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
-		WithRegistryConfig(func() *registry.Config { return conf }),
+		WithRegistryConfig(func() *config.Config { return conf }),
 		WithDryRun(o.dryRun),
 		WithMetrics(w.metrics),
 		WithEvents(NewEventReporter(recorder)),

@@ -8,7 +8,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -17,7 +17,7 @@ type job struct {
 	app       *appwatch.Application
 	spec      appwatch.ImageSpec
 	ref       imageref.Reference
-	creds     registry.CredentialRef
+	creds     credentials.Ref
 	policy    *strategy.Policy
 	platforms []v1.Platform
 	source    appwatch.Source
@@ -74,10 +74,10 @@ func planApplication(app *appwatch.Application, defaultPlatforms []v1.Platform) 
 }
 
 func planImage(app *appwatch.Application, spec appwatch.ImageSpec, defaultPlatforms []v1.Platform) (*job, string, error) {
-	var creds registry.CredentialRef
+	var creds credentials.Ref
 	var err error
 	if spec.PullSecret != "" {
-		if creds, err = registry.ParseCredentialRef(spec.PullSecret); err != nil {
+		if creds, err = credentials.ParseRef(spec.PullSecret); err != nil {
 			return nil, "", fmt.Errorf("pull-secret: %w", err)
 		}
 	}

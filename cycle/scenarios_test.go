@@ -15,7 +15,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -328,7 +328,7 @@ type panickingRegistry struct {
 	repo string
 }
 
-func (p panickingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef) ([]string, error) {
+func (p panickingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
 	if strings.HasSuffix(ref.Repository(), p.repo) {
 		panic("injected: " + p.repo)
 	}

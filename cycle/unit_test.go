@@ -8,7 +8,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -19,11 +19,11 @@ func TestOrderedMetadata(t *testing.T) {
 	}
 	tags := []string{"build-30", "skip-me", "build-10", "build-20"}
 	tests := []struct {
-		mode registry.TagSortMode
+		mode config.TagSortMode
 		want string
 	}{
-		{registry.TagSortLatestFirst, "build-30"},
-		{registry.TagSortLatestLast, "build-20"},
+		{config.TagSortLatestFirst, "build-30"},
+		{config.TagSortLatestLast, "build-20"},
 	}
 	for _, tt := range tests {
 		res, err := policy.Choose(context.Background(), tags, imageref.Version{Tag: "build-10"}, orderedMetadata(tags, tt.mode))

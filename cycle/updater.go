@@ -18,6 +18,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -30,10 +32,10 @@ type Applications interface {
 
 // Registry answers questions about image repositories.
 type Registry interface {
-	Tags(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef) ([]string, error)
-	Metadata(ctx context.Context, ref imageref.Reference, creds registry.CredentialRef, platforms []v1.Platform) (registry.ImageMetadata, error)
+	Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error)
+	Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) (registry.ImageMetadata, error)
 	// Endpoint is the registries.conf entry that serves ref.
-	Endpoint(ref imageref.Reference) registry.Endpoint
+	Endpoint(ref imageref.Reference) config.Endpoint
 }
 
 // ApplicationWriter writes new versions into an Application itself.
@@ -48,7 +50,7 @@ type Updater struct {
 	argocd              ApplicationWriter
 	git                 GitWriter
 	controllerNamespace string
-	config              func() *registry.Config
+	config              func() *config.Config
 	maxConcurrency      int
 	dryRun              bool
 	defaultPlatforms    []v1.Platform
@@ -66,7 +68,7 @@ type Updater struct {
 type Option func(*Updater)
 
 // WithRegistryConfig gives the current registries.conf.
-func WithRegistryConfig(cfg func() *registry.Config) Option {
+func WithRegistryConfig(cfg func() *config.Config) Option {
 	return func(u *Updater) { u.config = cfg }
 }
 
@@ -109,7 +111,7 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 		apps:           apps,
 		registry:       reg,
 		argocd:         argocd,
-		config:         func() *registry.Config { return &registry.Config{} },
+		config:         func() *config.Config { return &config.Config{} },
 		maxConcurrency: 10,
 		logger:         slog.New(slog.DiscardHandler),
 		now:            time.Now,
@@ -276,7 +278,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 				return memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
 			}
 			if j.policy.Name() == strategy.NewestBuild {
-				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != registry.TagSortNone {
+				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != config.TagSortNone {
 					meta = orderedMetadata(tr.tags, mode)
 				}
 			}
@@ -426,7 +428,7 @@ func isWarning(err error) bool {
 
 // MetadataFunc gives a strategy the registry's metadata of the tags of
 // ref's repository, for the given platforms.
-func MetadataFunc(reg Registry, ref imageref.Reference, creds registry.CredentialRef, platforms []v1.Platform) strategy.MetadataFunc {
+func MetadataFunc(reg Registry, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) strategy.MetadataFunc {
 	return func(ctx context.Context, tag string) (strategy.TagInfo, error) {
 		tagged, err := ref.WithTag(tag)
 		if err != nil {
@@ -446,10 +448,10 @@ func MetadataFunc(reg Registry, ref imageref.Reference, creds registry.Credentia
 // says the registry lists tags newest first or last (tagsortmode): the
 // position in the listing is the age, so newest-build needs no request
 // per tag. Platforms are not known this way and are not checked.
-func orderedMetadata(tags []string, mode registry.TagSortMode) strategy.MetadataFunc {
+func orderedMetadata(tags []string, mode config.TagSortMode) strategy.MetadataFunc {
 	rank := make(map[string]int, len(tags))
 	for i, t := range tags {
-		if mode == registry.TagSortLatestFirst {
+		if mode == config.TagSortLatestFirst {
 			i = len(tags) - 1 - i
 		}
 		if _, seen := rank[t]; !seen {

@@ -5,8 +5,8 @@ package docs
 // (```yaml registries.conf). The tag says what the block is and how it is
 // checked:
 //
-//	yaml registries.conf          registry.ParseConfig accepts it
-//	yaml registries.conf error    registry.ParseConfig rejects it; the next
+//	yaml registries.conf          config.Parse accepts it
+//	yaml registries.conf error    config.Parse rejects it; the next
 //	                              block must be "text error", each line of
 //	                              which occurs in the error message
 //	yaml application              an Argo CD Application: one update cycle
@@ -66,6 +66,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -237,20 +239,25 @@ func expectedLines(b block) []string {
 const registriesConfName = "registries.conf"
 
 func checkRegistriesConf(b block) error {
-	cfg, err := registry.ParseConfig(registriesConfName, []byte(b.body))
-	if err != nil {
+	if _, err := config.Parse(registriesConfName, []byte(b.body)); err != nil {
 		return err
 	}
-	if len(cfg.Endpoints()) == 0 && strings.TrimSpace(b.body) != "" && !strings.Contains(b.body, "registries: []") {
+	var doc struct {
+		Registries []any `json:"registries"`
+	}
+	if err := yaml.Unmarshal([]byte(b.body), &doc); err != nil {
+		return err
+	}
+	if len(doc.Registries) == 0 && strings.TrimSpace(b.body) != "" && !strings.Contains(b.body, "registries: []") {
 		return errors.New("the example defines no registry")
 	}
 	return nil
 }
 
 func checkRegistriesConfError(b, exp block) error {
-	_, err := registry.ParseConfig(registriesConfName, []byte(b.body))
+	_, err := config.Parse(registriesConfName, []byte(b.body))
 	if err == nil {
-		return errors.New("registry.ParseConfig accepted an example shown as an error")
+		return errors.New("config.Parse accepted an example shown as an error")
 	}
 	lines := expectedLines(exp)
 	if len(lines) == 0 {
@@ -273,15 +280,15 @@ func (a staticApps) Applications(...imageref.Option) []*appwatch.Application { r
 
 type emptyRegistry struct{}
 
-func (emptyRegistry) Tags(context.Context, imageref.Reference, registry.CredentialRef) ([]string, error) {
+func (emptyRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
 	return nil, nil
 }
 
-func (emptyRegistry) Metadata(context.Context, imageref.Reference, registry.CredentialRef, []v1.Platform) (registry.ImageMetadata, error) {
+func (emptyRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
 }
 
-func (emptyRegistry) Endpoint(imageref.Reference) registry.Endpoint { return registry.Endpoint{} }
+func (emptyRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
 type refusingWriter struct{}
 

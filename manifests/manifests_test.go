@@ -14,7 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -170,11 +171,15 @@ func TestOverlays(t *testing.T) {
 
 			cm := find(t, objs, "ConfigMap", "argocd-image-updater-config")
 			conf, _, _ := unstructured.NestedString(cm.Object, "data", "registries.conf")
-			cfg, err := registry.ParseConfig("registries.conf", []byte(conf))
+			cfg, err := config.Parse("registries.conf", []byte(conf))
 			if err != nil {
 				t.Fatalf("registries.conf of %s: %v", tt.dir, err)
 			}
-			ep := cfg.Endpoint(tt.registryHost)
+			ref, err := imageref.Parse(tt.registryHost + "/app")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep := cfg.EndpointFor(ref)
 			if ep.Prefix != tt.registryHost || ep.Credentials != tt.credentials {
 				t.Errorf("endpoint for %s: %+v", tt.registryHost, ep)
 			}

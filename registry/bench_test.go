@@ -5,6 +5,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -17,12 +18,12 @@ func BenchmarkTags2500(b *testing.B) {
 	pushManyTags(b, reg, "many", 2500)
 	c := NewClient(WithConfig(testConfig(b, reg.Host, benchLimit)))
 	ref := imageRef(b, reg.Host+"/many")
-	if _, err := c.Tags(b.Context(), ref, CredentialRef{}); err != nil {
+	if _, err := c.Tags(b.Context(), ref, credentials.Ref{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		tags, err := c.Tags(b.Context(), ref, CredentialRef{})
+		tags, err := c.Tags(b.Context(), ref, credentials.Ref{})
 		if err != nil || len(tags) != 2500 {
 			b.Fatalf("%d tags, %v", len(tags), err)
 		}
@@ -36,12 +37,12 @@ func BenchmarkMetadataCacheHit(b *testing.B) {
 	c := NewClient(WithConfig(testConfig(b, reg.Host, benchLimit)))
 	ref := imageRef(b, reg.Host+"/multi:1.0")
 	platforms := []v1.Platform{linuxARM64}
-	if _, err := c.Metadata(b.Context(), ref, CredentialRef{}, platforms); err != nil {
+	if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.Metadata(b.Context(), ref, CredentialRef{}, platforms); err != nil {
+		if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -57,12 +58,12 @@ func BenchmarkMetadataCacheHitByDigest(b *testing.B) {
 		b.Fatal(err)
 	}
 	platforms := []v1.Platform{linuxARM64}
-	if _, err := c.Metadata(b.Context(), ref, CredentialRef{}, platforms); err != nil {
+	if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.Metadata(b.Context(), ref, CredentialRef{}, platforms); err != nil {
+		if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,8 +10,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
+
+// writeScript writes an executable shell script into a fresh directory.
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "creds.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // runs counts the lines a script appended to its log.
 func runs(t *testing.T, log string) int {
@@ -36,7 +47,7 @@ func TestExtScriptCredentialsFromConfig(t *testing.T) {
 		script := writeScript(t, fmt.Sprintf("echo run >> %s\necho '%s:%s'", log, reg.Username, reg.Password))
 		c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: ext:"+script, "credsexpire: 1h")))
 		for range 3 {
-			if _, err := c.Tags(t.Context(), ref, CredentialRef{}); err != nil {
+			if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -49,16 +60,16 @@ func TestExtScriptCredentialsFromConfig(t *testing.T) {
 		const garbage = "this-is-no-credential-XYZZY"
 		script := writeScript(t, "echo "+garbage)
 		c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: ext:"+script, "credsexpire: 1h")))
-		_, err := c.Tags(t.Context(), ref, CredentialRef{})
+		_, err := c.Tags(t.Context(), ref, credentials.Ref{})
 		if err == nil {
 			t.Fatal("want an error for a script that prints no credentials")
 		}
 		if strings.Contains(err.Error(), garbage) {
 			t.Errorf("error contains the script's output: %v", err)
 		}
-		var se *ScriptError
-		if !errors.As(err, &se) || !errors.Is(err, ErrMalformedCredential) {
-			t.Errorf("want a *ScriptError wrapping ErrMalformedCredential, got %v", err)
+		var se *credentials.ScriptError
+		if !errors.As(err, &se) || !errors.Is(err, credentials.ErrMalformed) {
+			t.Errorf("want a *credentials.ScriptError wrapping credentials.ErrMalformed, got %v", err)
 		}
 		for _, want := range []string{script, reg.Host + "/app"} {
 			if !strings.Contains(err.Error(), want) {
@@ -95,14 +106,14 @@ func TestUnauthorizedRefetchesCachedCredentials(t *testing.T) {
 
 			script, log := staleThenFreshScript(t, reg)
 			c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: ext:"+script, "credsexpire: 10h")))
-			if _, err := c.Tags(t.Context(), ref, CredentialRef{}); err != nil {
+			if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
 				t.Fatalf("the client should have fetched the credentials again after a 401: %v", err)
 			}
 			if n := runs(t, log); n != 2 {
 				t.Errorf("the script ran %d times, want 2 (stale, then fresh)", n)
 			}
 			// The fresh credentials are cached now.
-			if _, err := c.Metadata(t.Context(), ref, CredentialRef{}, nil); err != nil {
+			if _, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if n := runs(t, log); n != 2 {
@@ -111,7 +122,7 @@ func TestUnauthorizedRefetchesCachedCredentials(t *testing.T) {
 
 			// Image-level credentials are not cached, so a 401 is final.
 			script, log = staleThenFreshScript(t, reg)
-			_, err := NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, extRef(script))
+			_, err := NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, credentials.Ref{Kind: credentials.KindExt, Path: script})
 			checkUnauthorized(t, err, reg.Host, "app", "stale-password")
 			if n := runs(t, log); n != 1 {
 				t.Errorf("the script ran %d times for image-level credentials, want once", n)

@@ -13,15 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/imageref"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -81,32 +82,47 @@ func (r *recorder) setHold(f func(*http.Request)) {
 
 // testConfig is a registries.conf with one entry for host over plain HTTP,
 // plus the given fields ("credentials: env:X").
-func testConfig(t testing.TB, host string, fields ...string) func() *Config {
+func testConfig(t testing.TB, host string, fields ...string) func() *config.Config {
 	t.Helper()
 	return testConfigPrefix(t, host, host, fields...)
 }
 
-func testConfigPrefix(t testing.TB, prefix, host string, fields ...string) func() *Config {
+func testConfigPrefix(t testing.TB, prefix, host string, fields ...string) func() *config.Config {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n", prefix, host)
 	for _, f := range fields {
 		fmt.Fprintf(&b, "  %s\n", f)
 	}
-	cfg, err := ParseConfig("registries.conf", []byte(b.String()))
+	cfg, err := config.Parse("registries.conf", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func() *Config { return cfg }
+	return func() *config.Config { return cfg }
 }
 
 // envResolver resolves env: references from vars only.
-func envResolver(vars map[string]string, opts ...ResolverOption) *CredentialResolver {
+func envResolver(vars map[string]string, opts ...credentials.Option) *credentials.Resolver {
 	lookup := func(k string) (string, bool) {
 		v, ok := vars[k]
 		return v, ok
 	}
-	return NewCredentialResolver(append([]ResolverOption{WithEnv(lookup)}, opts...)...)
+	return credentials.NewResolver(append([]credentials.Option{credentials.WithEnv(lookup)}, opts...)...)
+}
+
+// envRef is the reference env:<name>.
+func envRef(name string) credentials.Ref {
+	return credentials.Ref{Kind: credentials.KindEnv, Var: name}
+}
+
+// waitFor polls cond until it holds or ten seconds have passed.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in time")
+		}
+	}
 }
 
 func imageRef(t testing.TB, s string) imageref.Reference {
@@ -182,7 +198,7 @@ func checkUnauthorized(t *testing.T, err error, host, repo, password string) {
 	if e.StatusCode() != http.StatusUnauthorized {
 		t.Errorf("StatusCode() = %d, want 401 (%v)", e.StatusCode(), err)
 	}
-	var te *transport.Error
+	var te *ggcr.Error
 	if !errors.As(err, &te) {
 		t.Errorf("ggcr's *transport.Error is not reachable: %v", err)
 	}
@@ -217,7 +233,7 @@ func TestTagsAuth(t *testing.T) {
 			)
 			ref := imageRef(t, reg.Host+"/team/app:1.0.0")
 
-			got, err := c.Tags(t.Context(), ref, CredentialRef{})
+			got, err := c.Tags(t.Context(), ref, credentials.Ref{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,7 +246,7 @@ func TestTagsAuth(t *testing.T) {
 			}
 
 			// The image's own reference overrides the registry's.
-			_, err = c.Tags(t.Context(), ref, mustRef(t, "env:WRONG"))
+			_, err = c.Tags(t.Context(), ref, envRef("WRONG"))
 			checkUnauthorized(t, err, reg.Host, "team/app", wrongPassword)
 			if !strings.Contains(err.Error(), "env:WRONG") {
 				t.Errorf("error does not name the credential reference: %v", err)
@@ -240,7 +256,7 @@ func TestTagsAuth(t *testing.T) {
 			}
 
 			// Without credentials the registry refuses too.
-			_, err = NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, CredentialRef{})
+			_, err = NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, credentials.Ref{})
 			checkUnauthorized(t, err, reg.Host, "team/app", reg.Password)
 			if !strings.Contains(err.Error(), "anonymously") {
 				t.Errorf("error does not say the call was anonymous: %v", err)
@@ -253,9 +269,9 @@ func TestTagsPaging(t *testing.T) {
 	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
 	want := pushManyTags(t, reg, "many", 2500)
 	rec := newRecorder()
-	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec))
+	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec))
 
-	got, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/many"), CredentialRef{})
+	got, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/many"), credentials.Ref{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +293,11 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 
 	for _, tc := range []struct {
 		name         string
-		refs         []string
+		vars         []string // each caller's credentials are env:<one of these>
 		wantRequests int
 	}{
-		{"same credentials", []string{"env:A"}, 1},
-		{"two credential references", []string{"env:A", "env:B"}, 2},
+		{"same credentials", []string{"A"}, 1},
+		{"two credential references", []string{"A", "B"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newRecorder()
@@ -295,7 +311,7 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 			c := NewClient(
 				WithConfig(testConfig(t, reg.Host)),
 				WithCredentialResolver(envResolver(map[string]string{"A": good, "B": good})),
-				WithBaseTransport(rec),
+				withBaseTransport(rec),
 				WithMetrics(m),
 			)
 			ref := imageRef(t, reg.Host+"/app")
@@ -306,7 +322,7 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					tags, err := c.Tags(t.Context(), ref, mustRef(t, tc.refs[i%len(tc.refs)]))
+					tags, err := c.Tags(t.Context(), ref, envRef(tc.vars[i%len(tc.vars)]))
 					if err == nil && len(tags) != 2 {
 						err = fmt.Errorf("got tags %v", tags)
 					}
@@ -315,9 +331,9 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 			}
 			// Every caller but the first of each reference has joined a
 			// listing held at the registry's door.
-			joined := float64(callers - len(tc.refs))
+			joined := float64(callers - len(tc.vars))
 			waitFor(t, func() bool {
-				return testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheTagsInflight)) == joined
+				return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheTagsInflight)) == joined
 			})
 			close(release)
 			wg.Wait()
@@ -345,22 +361,22 @@ func TestTagsCallerLeavingDoesNotFailOthers(t *testing.T) {
 		}
 	})
 	m := newTestMetrics(t)
-	c := NewClient(WithConfig(testConfig(t, reg.Host)), WithBaseTransport(rec), WithMetrics(m))
+	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec), WithMetrics(m))
 	ref := imageRef(t, reg.Host+"/app")
 
 	ctx, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
-		_, err := c.Tags(ctx, ref, CredentialRef{})
+		_, err := c.Tags(ctx, ref, credentials.Ref{})
 		first <- err
 	}()
 	waitFor(t, func() bool { return rec.count(http.MethodGet, "/tags/list") == 1 })
 	second := make(chan error, 1)
 	go func() {
-		_, err := c.Tags(t.Context(), ref, CredentialRef{})
+		_, err := c.Tags(t.Context(), ref, credentials.Ref{})
 		second <- err
 	}()
-	waitFor(t, func() bool { return testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheTagsInflight)) == 1 })
+	waitFor(t, func() bool { return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheTagsInflight)) == 1 })
 	cancel()
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Errorf("the caller that left: %v, want context.Canceled", err)
@@ -379,10 +395,10 @@ func TestTagsRegistryDown(t *testing.T) {
 	host := l.Addr().String()
 	l.Close()
 
-	c := NewClient(WithConfig(testConfig(t, host)), WithRetry(3, 10*time.Millisecond, 100*time.Millisecond))
+	c := NewClient(WithConfig(testConfig(t, host)), withRetry(3, 10*time.Millisecond, 100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, err = c.Tags(ctx, imageRef(t, host+"/app"), CredentialRef{})
+	_, err = c.Tags(ctx, imageRef(t, host+"/app"), credentials.Ref{})
 	if err == nil {
 		t.Fatal("want an error from a registry that is down")
 	}
@@ -393,8 +409,8 @@ func TestTagsRegistryDown(t *testing.T) {
 		t.Errorf("want connection refused, got %v", err)
 	}
 	var e *Error
-	if !errors.As(err, &e) || !e.Temporary() {
-		t.Errorf("want a temporary *registry.Error, got %#v", err)
+	if !errors.As(err, &e) {
+		t.Errorf("want a *registry.Error, got %#v", err)
 	}
 	for _, want := range []string{"list tags", host + "/app", "connection refused"} {
 		if !strings.Contains(err.Error(), want) {
@@ -407,12 +423,12 @@ func TestTagsEmptyRepositoryAndErrors(t *testing.T) {
 	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
 	c := NewClient(WithConfig(testConfig(t, reg.Host)))
 
-	_, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/nothing-here"), CredentialRef{})
+	_, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/nothing-here"), credentials.Ref{})
 	var e *Error
 	if !errors.As(err, &e) || e.StatusCode() != http.StatusNotFound {
 		t.Fatalf("want a 404 *registry.Error for an unknown repository, got %v", err)
 	}
-	if _, err := c.Tags(t.Context(), imageref.Reference{}, CredentialRef{}); err == nil {
+	if _, err := c.Tags(t.Context(), imageref.Reference{}, credentials.Ref{}); err == nil {
 		t.Error("want an error for the zero reference")
 	}
 }

@@ -8,22 +8,24 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
 func TestNativeKindFor(t *testing.T) {
 	for _, tc := range []struct {
 		host string
-		kind CredentialKind
+		kind credentials.Kind
 		ok   bool
 	}{
-		{"123456789012.dkr.ecr.eu-west-1.amazonaws.com", CredentialECR, true},
-		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", CredentialECR, true},
-		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", CredentialECR, true},
+		{"123456789012.dkr.ecr.eu-west-1.amazonaws.com", credentials.KindECR, true},
+		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", credentials.KindECR, true},
+		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", credentials.KindECR, true},
 		{"12345.dkr.ecr.eu-west-1.amazonaws.com", 0, false},
 		{"public.ecr.aws", 0, false},
-		{"gcr.io", CredentialGCP, true},
-		{"eu.gcr.io", CredentialGCP, true},
-		{"europe-west1-docker.pkg.dev", CredentialGCP, true},
+		{"gcr.io", credentials.KindGCP, true},
+		{"eu.gcr.io", credentials.KindGCP, true},
+		{"europe-west1-docker.pkg.dev", credentials.KindGCP, true},
 		{"docker.pkg.dev", 0, false},
 		{"ghcr.io", 0, false},
 		{"docker.io", 0, false},
@@ -63,131 +65,61 @@ func TestNextPage(t *testing.T) {
 	}
 }
 
+// nativeFunc adapts a function to credentials.Source.
+type nativeFunc func(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error)
+
+func (f nativeFunc) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+	return f(ctx, ref, t)
+}
+
 func TestSourceFor(t *testing.T) {
-	withNative := NewCredentialResolver(WithNativeProvider(CredentialGCP, &fakeNative{clock: newFakeClock()}))
+	unused := nativeFunc(func(context.Context, credentials.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
+		return credentials.Credential{}, time.Time{}, errors.New("not called")
+	})
+	withNative := credentials.NewResolver(credentials.WithNative(credentials.KindGCP, unused))
 	c := NewClient(WithCredentialResolver(withNative))
 	gcr := imageRef(t, "gcr.io/project/app")
 
-	src, err := c.sourceFor(c.Endpoint(gcr), gcr.Registry(), CredentialRef{})
-	if err != nil || src.ref.Kind != CredentialGCP || !src.native || !src.cached {
+	src, err := c.sourceFor(c.Endpoint(gcr), gcr.Registry(), credentials.Ref{})
+	if err != nil || src.ref.Kind != credentials.KindGCP || !src.native || !src.cached {
 		t.Errorf("gcr.io with a GCP provider: %+v, %v", src, err)
 	}
-	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), mustRef(t, "env:X"))
-	if src.ref.Kind != CredentialEnv || !src.cached || src.ttl != imageCredentialTTL {
+	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), envRef("X"))
+	if src.ref.Kind != credentials.KindEnv || !src.cached || src.ttl != imageCredentialTTL {
 		t.Errorf("an image-level reference wins and is kept for a minute: %+v", src)
 	}
-	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), mustRef(t, "ext:/bin/creds"))
-	if src.ref.Kind != CredentialExt || src.cached {
+	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), credentials.Ref{Kind: credentials.KindExt, Path: "/bin/creds"})
+	if src.ref.Kind != credentials.KindExt || src.cached {
 		t.Errorf("an image-level script runs on every use: %+v", src)
 	}
 	ecr := imageRef(t, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app")
-	if src, _ := c.sourceFor(c.Endpoint(ecr), ecr.Registry(), CredentialRef{}); !src.ref.IsZero() {
+	if src, _ := c.sourceFor(c.Endpoint(ecr), ecr.Registry(), credentials.Ref{}); !src.ref.IsZero() {
 		t.Errorf("ECR without an ECR provider should be anonymous: %+v", src)
 	}
 }
 
-// nativeFunc adapts a function to NativeProvider.
-type nativeFunc func(ctx context.Context, ref CredentialRef, host string) (Credential, time.Time, error)
-
-func (f nativeFunc) Credential(ctx context.Context, ref CredentialRef, host string) (Credential, time.Time, error) {
-	return f(ctx, ref, host)
-}
-
 func TestNativeWithoutCredentialsMeansAnonymous(t *testing.T) {
 	var fail error
-	provider := nativeFunc(func(context.Context, CredentialRef, string) (Credential, time.Time, error) {
+	provider := nativeFunc(func(context.Context, credentials.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
 		if fail != nil {
-			return Credential{}, time.Time{}, fail
+			return credentials.Credential{}, time.Time{}, fail
 		}
-		return Credential{Username: "oauth2accesstoken", Password: "tok"}, time.Time{}, nil
+		return credentials.Credential{Username: "oauth2accesstoken", Password: "tok"}, time.Time{}, nil
 	})
-	c := NewClient(WithCredentialResolver(NewCredentialResolver(WithNativeProvider(CredentialGCP, provider))))
-	src := credSource{ref: CredentialRef{Kind: CredentialGCP}, cached: true, native: true}
+	c := NewClient(WithCredentialResolver(credentials.NewResolver(credentials.WithNative(credentials.KindGCP, provider))))
+	src := credSource{ref: credentials.Ref{Kind: credentials.KindGCP}, cached: true, native: true}
+	gcr := credentials.Target{Host: "gcr.io", Repository: "project/app"}
 
-	fail = fmt.Errorf("gcp: %w", ErrNoNativeCredentials)
-	if cred, err := c.resolve(t.Context(), src, "gcr.io"); err != nil || !cred.IsZero() {
+	fail = fmt.Errorf("gcp: %w", credentials.ErrNoNative)
+	if cred, err := c.resolve(t.Context(), src, gcr); err != nil || !cred.IsZero() {
 		t.Errorf("no default credentials: %v, %v; want anonymous", cred, err)
 	}
 	fail = errors.New("metadata server unreachable")
-	if _, err := c.resolve(t.Context(), src, "gcr.io"); err == nil {
+	if _, err := c.resolve(t.Context(), src, gcr); err == nil {
 		t.Error("other provider errors must not turn into anonymous access")
 	}
 	fail = nil
-	if cred, err := c.resolve(t.Context(), src, "gcr.io"); err != nil || cred.Password != "tok" {
+	if cred, err := c.resolve(t.Context(), src, gcr); err != nil || cred.Password != "tok" {
 		t.Errorf("with credentials: %v, %v", cred, err)
-	}
-}
-
-func TestLRU(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		size   int
-		steps  func(c *lru[string, int])
-		want   map[string]int
-		absent []string
-	}{
-		{
-			name: "least recently used goes first",
-			size: 2,
-			steps: func(c *lru[string, int]) {
-				c.add("a", 1)
-				c.add("b", 2)
-				c.get("a") // a is now the most recent
-				c.add("c", 3)
-			},
-			want:   map[string]int{"a": 1, "c": 3},
-			absent: []string{"b"},
-		},
-		{
-			name: "adding again updates in place",
-			size: 2,
-			steps: func(c *lru[string, int]) {
-				c.add("a", 1)
-				c.add("b", 2)
-				c.add("a", 10)
-			},
-			want: map[string]int{"a": 10, "b": 2},
-		},
-		{
-			name: "remove",
-			size: 2,
-			steps: func(c *lru[string, int]) {
-				c.add("a", 1)
-				c.add("b", 2)
-				c.remove("a")
-				c.remove("missing")
-			},
-			want:   map[string]int{"b": 2},
-			absent: []string{"a"},
-		},
-		{
-			// The library reads 0 as unbounded; ours stays bounded.
-			name: "size below one keeps one",
-			size: 0,
-			steps: func(c *lru[string, int]) {
-				c.add("a", 1)
-				c.add("b", 2)
-			},
-			want:   map[string]int{"b": 2},
-			absent: []string{"a"},
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newLRU[string, int](tc.size)
-			tc.steps(c)
-			if c.len() != len(tc.want) {
-				t.Errorf("len = %d, want %d", c.len(), len(tc.want))
-			}
-			for k, want := range tc.want {
-				if v, ok := c.get(k); !ok || v != want {
-					t.Errorf("get(%q) = %d, %v; want %d", k, v, ok, want)
-				}
-			}
-			for _, k := range tc.absent {
-				if v, ok := c.get(k); ok {
-					t.Errorf("get(%q) = %d; want it gone", k, v)
-				}
-			}
-		})
 	}
 }

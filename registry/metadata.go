@@ -17,9 +17,10 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -107,7 +108,7 @@ func (k metaKey) String() string {
 //
 // When the image offers none of the platforms, the error wraps
 // ErrNoMatchingPlatform and the metadata is returned as well.
-func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds CredentialRef, platforms []v1.Platform) (ImageMetadata, error) {
+func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) (ImageMetadata, error) {
 	const op = "get metadata"
 	t, err := c.target(ref, creds)
 	if err != nil {
@@ -153,17 +154,18 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 	}
 
 	key := metaKey{host: s.host, repo: s.repo.RepositoryStr(), digest: digest, platforms: platform.Join(platforms)}
-	if e, ok := c.meta.get(key); ok {
-		c.metrics.cache(CacheMetadata, true)
+	if v, ok := c.meta.Get(key); ok {
+		c.metrics.cache(cacheMetadata, true)
+		e := v.(metaEntry)
 		e.md = e.md.clone()
 		return e, nil
 	}
-	c.metrics.cache(CacheMetadata, false)
-	note := func(shared bool) { c.metrics.cache(CacheMetadataInflight, shared) }
+	c.metrics.cache(cacheMetadata, false)
+	note := func(shared bool) { c.metrics.cache(cacheMetadataInflight, shared) }
 	e, err := c.metaCalls.Do(ctx, key.String(), note, func(ctx context.Context) (metaEntry, error) {
 		e, err := fetchMetadata(ctx, s, digest, manifest, mediaType, platforms)
 		if err == nil {
-			c.meta.add(key, e)
+			c.meta.Add(key, e)
 		}
 		return e, err
 	})
@@ -370,7 +372,7 @@ func headManifest(ctx context.Context, s *session, tag string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return "", err
 	}
 	h, err := v1.NewHash(resp.Header.Get("Docker-Content-Digest"))
@@ -393,7 +395,7 @@ func getManifest(ctx context.Context, s *session, identifier, want string) (body
 		return nil, "", "", err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return nil, "", "", err
 	}
 	body, err = readLimited(resp.Body, maxManifestSize)
@@ -428,7 +430,7 @@ func getBlob(ctx context.Context, s *session, d v1.Descriptor) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return nil, err
 	}
 	limit := int64(maxConfigSize)

@@ -9,10 +9,10 @@ import (
 
 // Cache names used as the "cache" label of the cache metrics.
 const (
-	CacheMetadata         = "metadata"          // metadata by digest (bounded LRU)
-	CacheMetadataInflight = "metadata-inflight" // a metadata fetch shared with a concurrent caller
-	CacheTagsInflight     = "tags-inflight"     // a tag listing shared with a concurrent caller
-	CacheAuth             = "auth"              // an authenticated session (ping and token) reused
+	cacheMetadata         = "metadata"          // metadata by digest (bounded LRU)
+	cacheMetadataInflight = "metadata-inflight" // a metadata fetch shared with a concurrent caller
+	cacheTagsInflight     = "tags-inflight"     // a tag listing shared with a concurrent caller
+	cacheAuth             = "auth"              // an authenticated session (ping and token) reused
 )
 
 // Metrics are the registry client's Prometheus metrics. A nil *Metrics

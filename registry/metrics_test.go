@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -32,10 +33,10 @@ func TestMetrics(t *testing.T) {
 		WithMetrics(m),
 	)
 	ref := imageRef(t, reg.Host+"/team/app:1.0")
-	if _, err := c.Tags(t.Context(), ref, CredentialRef{}); err != nil {
+	if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Metadata(t.Context(), ref, CredentialRef{}, nil); err != nil {
+	if _, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// ping (401 challenge), tag list, HEAD, manifest, config.
@@ -45,11 +46,11 @@ func TestMetrics(t *testing.T) {
 	if got := testutil.ToFloat64(m.failed.WithLabelValues(prefix)); got != 0 {
 		t.Errorf("requests_failed_total = %v after successful calls: the challenge must not count", got)
 	}
-	if got := testutil.ToFloat64(m.cacheHits.WithLabelValues(CacheAuth)); got != 1 {
+	if got := testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheAuth)); got != 1 {
 		t.Errorf("the session was reused %v times, want 1", got)
 	}
 
-	if _, err := c.Tags(t.Context(), ref, mustRef(t, "env:WRONG")); err == nil {
+	if _, err := c.Tags(t.Context(), ref, envRef("WRONG")); err == nil {
 		t.Fatal("want an error for a wrong password")
 	}
 	// The refused credentials are read again and tried once more.
@@ -91,5 +92,5 @@ func TestNilMetrics(t *testing.T) {
 	var m *Metrics
 	m.request("r", 0, true)
 	m.retry("r")
-	m.cache(CacheMetadata, true)
+	m.cache(cacheMetadata, true)
 }

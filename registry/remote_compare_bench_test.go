@@ -15,6 +15,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/transport"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -101,8 +104,8 @@ func (t *countingTransport) loop(b *testing.B, op func(context.Context) error) {
 type compareSetup struct {
 	reg      *testenv.Registry
 	counter  *countingTransport
-	config   func() *Config
-	resolver *CredentialResolver
+	config   func() *config.Config
+	resolver *credentials.Resolver
 }
 
 func newCompareSetup(b *testing.B) *compareSetup {
@@ -111,7 +114,7 @@ func newCompareSetup(b *testing.B) *compareSetup {
 	return &compareSetup{
 		reg: reg,
 		// One connection pool for both sides, so neither pays for dialling.
-		counter:  &countingTransport{next: newHTTPTransport(nil, false)},
+		counter:  &countingTransport{next: transport.NewHTTP(false)},
 		config:   testConfig(b, reg.Host, benchLimit, "credentials: env:REG_CREDS"),
 		resolver: envResolver(map[string]string{"REG_CREDS": reg.Username + ":" + reg.Password}),
 	}
@@ -119,11 +122,11 @@ func newCompareSetup(b *testing.B) *compareSetup {
 
 // ours is the client as the controller builds it: credentials from
 // registries.conf, rate limit lifted (it would be what is measured).
-func (s *compareSetup) ours(opts ...ClientOption) *Client {
-	return NewClient(append([]ClientOption{
+func (s *compareSetup) ours(opts ...Option) *Client {
+	return NewClient(append([]Option{
 		WithConfig(s.config),
 		WithCredentialResolver(s.resolver),
-		WithBaseTransport(s.counter),
+		withBaseTransport(s.counter),
 	}, opts...)...)
 }
 
@@ -193,7 +196,7 @@ func BenchmarkCompareTags2500(b *testing.B) {
 	runCompare(b, s, []compareCase{
 		{"session=shared/impl=ours", func(b *testing.B) func(context.Context) error {
 			c := s.ours()
-			return func(ctx context.Context) error { return check(c.Tags(ctx, ref, CredentialRef{})) }
+			return func(ctx context.Context) error { return check(c.Tags(ctx, ref, credentials.Ref{})) }
 		}},
 		{"session=shared/impl=ggcr", func(b *testing.B) func(context.Context) error {
 			p := s.puller(b)
@@ -202,7 +205,7 @@ func BenchmarkCompareTags2500(b *testing.B) {
 			}
 		}},
 		{"session=new/impl=ours", func(b *testing.B) func(context.Context) error {
-			return func(ctx context.Context) error { return check(s.ours().Tags(ctx, ref, CredentialRef{})) }
+			return func(ctx context.Context) error { return check(s.ours().Tags(ctx, ref, credentials.Ref{})) }
 		}},
 		{"session=new/impl=ggcr", func(b *testing.B) func(context.Context) error {
 			return func(ctx context.Context) error {
@@ -224,7 +227,7 @@ func BenchmarkCompareHeadTag(b *testing.B) {
 		{"session=shared/impl=ours", func(b *testing.B) func(context.Context) error {
 			c := s.ours()
 			return func(ctx context.Context) error {
-				md, err := c.Metadata(ctx, ref, CredentialRef{}, []v1.Platform{linuxARM64})
+				md, err := c.Metadata(ctx, ref, credentials.Ref{}, []v1.Platform{linuxARM64})
 				if err == nil && md.Digest != want.String() {
 					b.Fatalf("digest %s, want %s", md.Digest, want)
 				}
@@ -246,7 +249,7 @@ func BenchmarkCompareHeadTag(b *testing.B) {
 
 // Reading an image's metadata (manifest, for an index also the chosen
 // platform's manifest, and the config blob) that is not cached. Ours keeps
-// one result (WithMetadataCacheSize(1)) and alternates between two
+// one result (withMetadataCacheSize(1)) and alternates between two
 // images, so every call misses; its authenticated session stays, as the
 // library's Puller does. The library has no metadata cache to defeat.
 func BenchmarkCompareMetadataCold(b *testing.B) {
@@ -278,11 +281,11 @@ func BenchmarkCompareMetadataCold(b *testing.B) {
 			platforms := []v1.Platform{tc.platform}
 			runCompare(b, s, []compareCase{
 				{"impl=ours", func(b *testing.B) func(context.Context) error {
-					c := s.ours(WithMetadataCacheSize(1))
+					c := s.ours(withMetadataCacheSize(1))
 					i := 0
 					return func(ctx context.Context) error {
 						i++
-						md, err := c.Metadata(ctx, ours[i%2], CredentialRef{}, platforms)
+						md, err := c.Metadata(ctx, ours[i%2], credentials.Ref{}, platforms)
 						if err == nil && md.Created.IsZero() {
 							b.Fatal("no created time")
 						}

@@ -12,9 +12,14 @@ import (
 	"strings"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
+
+// tagsPageSize is the n of a tag-list request: the most ECR accepts, and a
+// size every registry we know pages at or honours.
+const tagsPageSize = 1000
 
 // maxTagsPage bounds one tag-list answer; a thousand tags take well under
 // a hundred kilobytes.
@@ -32,12 +37,12 @@ const maxTagPages = 10000
 // reference share one listing; calls with different references never do.
 // Results are not kept beyond that: each call after the shared one
 // finished lists again. The returned slice is the caller's own.
-func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds CredentialRef) ([]string, error) {
+func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
 	t, err := c.target(ref.WithoutVersion(), creds)
 	if err != nil {
 		return nil, t.wrap("list tags", err)
 	}
-	note := func(shared bool) { c.metrics.cache(CacheTagsInflight, shared) }
+	note := func(shared bool) { c.metrics.cache(cacheTagsInflight, shared) }
 	tags, err := c.tagCalls.Do(ctx, t.key(), note, func(ctx context.Context) ([]string, error) {
 		var tags []string
 		err := c.run(ctx, t, func(ctx context.Context, s *session) error {
@@ -86,7 +91,7 @@ func listPage(ctx context.Context, s *session, pageURL string) (tags []string, n
 		return nil, "", err
 	}
 	defer resp.Body.Close()
-	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
 		return nil, "", err
 	}
 	var body struct {

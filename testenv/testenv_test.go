@@ -143,6 +143,38 @@ func TestRegistryAuth(t *testing.T) {
 	}
 }
 
+// A user added to the token server may pull the repositories under its
+// prefix and no others.
+func TestTokenServerLimitedUser(t *testing.T) {
+	r := StartRegistry(t, WithTokenAuth("updater", "s3cret-token"))
+	for _, repo := range []string{"org-a/app", "org-ab/app", "org-b/app"} {
+		r.PushTags(t, repo, []string{"1.0"})
+	}
+	r.Tokens.AddUser("robot-a", "robot-a-password", "org-a")
+	for _, tc := range []struct {
+		repo, password string
+		ok             bool
+	}{
+		{"org-a/app", "robot-a-password", true},
+		{"org-b/app", "robot-a-password", false},
+		{"org-ab/app", "robot-a-password", false},
+		{"org-a/app", "wrong", false},
+	} {
+		repo, err := name.NewRepository(r.Repo(tc.repo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = remote.List(repo, remote.WithAuth(&authn.Basic{Username: "robot-a", Password: tc.password}))
+		var terr *transport.Error
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s with %s: %v", tc.repo, tc.password, err)
+		case !tc.ok && (!errors.As(err, &terr) || terr.StatusCode != http.StatusUnauthorized):
+			t.Errorf("%s with %s: got %v, want 401", tc.repo, tc.password, err)
+		}
+	}
+}
+
 func TestRegistryIndexAndCreationTime(t *testing.T) {
 	r := StartRegistry(t, WithoutAuth())
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

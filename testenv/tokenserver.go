@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,8 @@ type TokenServer struct {
 	Issued, Refused atomic.Int64
 
 	username, password string
+	mu                 sync.Mutex
+	users              map[string]limitedUser // see AddUser
 	key                *rsa.PrivateKey
 	certDER            []byte
 	port               int
@@ -82,14 +85,49 @@ func StartTokenServer(t testing.TB, username, password string) *TokenServer {
 	return ts
 }
 
+// limitedUser may only pull the repositories under prefix.
+type limitedUser struct {
+	password, prefix string
+}
+
+// AddUser lets username and password obtain tokens for the repositories
+// under prefix ("org-a" covers org-a/app) and no others, as a registry's
+// per-organisation robot accounts do.
+func (ts *TokenServer) AddUser(username, password, prefix string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.users == nil {
+		ts.users = map[string]limitedUser{}
+	}
+	ts.users[username] = limitedUser{password: password, prefix: prefix}
+}
+
 // Realm is the URL the registry sends clients to.
 func (ts *TokenServer) Realm() string {
 	return "http://localhost:" + strconv.Itoa(ts.port) + "/token"
 }
 
+// authenticate checks a client's credentials and says which repositories
+// it may pull.
+func (ts *TokenServer) authenticate(user, pass string) (allowed func(repo string) bool, ok bool) {
+	ts.mu.Lock()
+	limited, isLimited := ts.users[user]
+	ts.mu.Unlock()
+	switch {
+	case isLimited:
+		return func(repo string) bool {
+			return repo == limited.prefix || strings.HasPrefix(repo, limited.prefix+"/")
+		}, pass == limited.password
+	case user == ts.username && pass == ts.password:
+		return func(string) bool { return true }, true
+	}
+	return nil, false
+}
+
 func (ts *TokenServer) serveToken(w http.ResponseWriter, r *http.Request) {
-	user, pass, ok := r.BasicAuth()
-	if !ok || user != ts.username || pass != ts.password {
+	user, pass, hasAuth := r.BasicAuth()
+	allowed, ok := ts.authenticate(user, pass)
+	if !hasAuth || !ok {
 		ts.Refused.Add(1)
 		w.Header().Set("WWW-Authenticate", `Basic realm="test token server"`)
 		http.Error(w, `{"details":"incorrect username or password"}`, http.StatusUnauthorized)
@@ -100,7 +138,7 @@ func (ts *TokenServer) serveToken(w http.ResponseWriter, r *http.Request) {
 		// repository:<name>:<actions>; names may contain ':' only before the
 		// last field, so split from the right.
 		i, j := strings.Index(scope, ":"), strings.LastIndex(scope, ":")
-		if i < 0 || i == j {
+		if i < 0 || i == j || !allowed(scope[i+1:j]) {
 			continue
 		}
 		access = append(access, map[string]any{

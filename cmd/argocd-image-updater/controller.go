@@ -32,6 +32,10 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -67,24 +71,24 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	confSource, err := registry.WatchConfig(ctx, o.registriesConfPath,
-		registry.WithErrorHandler(func(err error) {
+	confWatcher, err := config.Watch(ctx, o.registriesConfPath,
+		config.WithErrorHandler(func(err error) {
 			logger.Error("registries configuration rejected; the last good one stays in force", "error", err)
 		}),
-		registry.WithReloadHandler(func(*registry.Config) {
+		config.WithReloadHandler(func(*config.Config) {
 			logger.Info("registries configuration reloaded", "path", o.registriesConfPath)
 		}))
 	if err != nil {
 		return fmt.Errorf("registries configuration: %w", err)
 	}
-	resolver := registry.NewCredentialResolver(
-		registry.WithSecretGetter(registry.NewKubeSecretGetter(clientset)),
-		registry.WithEnv(lookupEnv),
-		registry.WithNativeProvider(registry.CredentialECR, registry.NewECRProvider()),
-		registry.WithNativeProvider(registry.CredentialGCP, registry.NewGCPProvider()),
+	resolver := credentials.NewResolver(
+		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(clientset)),
+		credentials.WithEnv(lookupEnv),
+		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
 	)
 	regClient := registry.NewClient(
-		registry.WithConfig(confSource.Current),
+		registry.WithConfig(confWatcher.Current),
 		registry.WithCredentialResolver(resolver),
 		registry.WithMetrics(registryMetrics),
 		registry.WithLogger(logger),
@@ -120,7 +124,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
 		cycle.WithGitWriter(gitWriter),
 		cycle.WithControllerNamespace(namespace),
-		cycle.WithRegistryConfig(confSource.Current),
+		cycle.WithRegistryConfig(confWatcher.Current),
 		cycle.WithMaxConcurrency(o.maxConcurrency),
 		cycle.WithDryRun(o.dryRun),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),

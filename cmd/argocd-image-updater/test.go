@@ -15,6 +15,10 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -93,9 +97,9 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	}
 	badInput := func(err error) error { return &exitError{code: 2, err: err} }
 
-	cfg := &registry.Config{}
+	cfg := &config.Config{}
 	if o.registriesConfPath != "" {
-		if cfg, err = registry.LoadConfig(o.registriesConfPath); err != nil {
+		if cfg, err = config.Load(o.registriesConfPath); err != nil {
 			return badInput(err)
 		}
 	}
@@ -103,9 +107,9 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	if err != nil {
 		return badInput(err)
 	}
-	var creds registry.CredentialRef
+	var creds credentials.Ref
 	if o.credentials != "" {
-		if creds, err = registry.ParseCredentialRef(o.credentials); err != nil {
+		if creds, err = credentials.ParseRef(o.credentials); err != nil {
 			return badInput(err)
 		}
 	}
@@ -123,7 +127,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		return badInput(err)
 	}
 
-	resolverOpts := []registry.ResolverOption{registry.WithEnv(lookupEnv)}
+	resolverOpts := []credentials.Option{credentials.WithEnv(lookupEnv)}
 	if o.kubeconfig != "" {
 		restConfig, _, err := kubeConfig(o.kubeconfig)
 		if err != nil {
@@ -133,14 +137,14 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		if err != nil {
 			return badInput(err)
 		}
-		resolverOpts = append(resolverOpts, registry.WithSecretGetter(registry.NewKubeSecretGetter(cs)))
+		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(credentials.NewKubeSecretGetter(cs)))
 	}
 	resolverOpts = append(resolverOpts,
-		registry.WithNativeProvider(registry.CredentialECR, registry.NewECRProvider()),
-		registry.WithNativeProvider(registry.CredentialGCP, registry.NewGCPProvider()))
+		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()))
 	client := registry.NewClient(
-		registry.WithConfig(func() *registry.Config { return cfg }),
-		registry.WithCredentialResolver(registry.NewCredentialResolver(resolverOpts...)),
+		registry.WithConfig(func() *config.Config { return cfg }),
+		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),
 		registry.WithLogger(logger),
 		registry.WithDefaultLimit(float64(o.rateLimit)),
 	)

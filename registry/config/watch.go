@@ -1,0 +1,161 @@
+package config
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// defaultPollInterval is how often Watch looks at the file unless
+// withPollInterval says otherwise. The kubelet takes up to a minute to
+// update a ConfigMap volume, so polling faster would gain little.
+const defaultPollInterval = 5 * time.Second
+
+// WatchOption configures Watch.
+type WatchOption func(*watchOptions)
+
+type watchOptions struct {
+	interval time.Duration
+	onError  func(error)
+	onReload func(*Config)
+}
+
+// withPollInterval sets how often the file is read. A non-positive value
+// keeps defaultPollInterval.
+func withPollInterval(d time.Duration) WatchOption {
+	return func(o *watchOptions) {
+		if d > 0 {
+			o.interval = d
+		}
+	}
+}
+
+// WithErrorHandler is called when a changed file cannot be read or parsed;
+// the previous configuration stays in force. It is called once per distinct
+// broken content, not on every poll.
+func WithErrorHandler(f func(error)) WatchOption {
+	return func(o *watchOptions) { o.onError = f }
+}
+
+// WithReloadHandler is called with each new configuration after a change
+// was loaded.
+func WithReloadHandler(f func(*Config)) WatchOption {
+	return func(o *watchOptions) { o.onReload = f }
+}
+
+// Watcher holds the current registries configuration and keeps it up to
+// date with its file.
+type Watcher struct {
+	path    string
+	opts    watchOptions
+	cur     atomic.Pointer[Config]
+	stopped chan struct{}
+
+	// Used by the polling goroutine only.
+	goodSum [sha256.Size]byte
+	badSum  [sha256.Size]byte
+	haveBad bool
+}
+
+// Watch loads the registries configuration at path (a missing file is an
+// empty configuration) and then polls it until ctx is done. A file that
+// cannot be loaded at start is an error. Changes are found by content, not
+// by file events, because a ConfigMap volume is updated by swapping a
+// symlink to a directory, which file watches on the file itself miss.
+// Callbacks run on the polling goroutine and should return quickly.
+func Watch(ctx context.Context, path string, opts ...WatchOption) (*Watcher, error) {
+	o := watchOptions{interval: defaultPollInterval}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	data, sum, err := readFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading registries configuration: %w", err)
+	}
+	cfg, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	s := &Watcher{path: path, opts: o, stopped: make(chan struct{}), goodSum: sum}
+	s.cur.Store(cfg)
+	go s.run(ctx)
+	return s, nil
+}
+
+// Current returns the configuration in force. It is safe for concurrent
+// use; the returned value never changes.
+func (s *Watcher) Current() *Config { return s.cur.Load() }
+
+// done is closed when the polling goroutine has stopped.
+func (s *Watcher) done() <-chan struct{} { return s.stopped }
+
+func (s *Watcher) run(ctx context.Context) {
+	defer close(s.stopped)
+	t := time.NewTicker(s.opts.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.poll()
+		}
+	}
+}
+
+func (s *Watcher) poll() {
+	data, sum, readErr := readFile(s.path)
+	if readErr != nil {
+		// Key on the error text, so a lasting read problem is reported once.
+		sum = sha256.Sum256([]byte("error\x00" + readErr.Error()))
+	}
+	if sum == s.goodSum {
+		s.haveBad = false
+		return
+	}
+	if s.haveBad && sum == s.badSum {
+		return
+	}
+	var cfg *Config
+	err := readErr
+	if err != nil {
+		err = fmt.Errorf("reading registries configuration: %w", err)
+	} else {
+		cfg, err = Parse(s.path, data)
+	}
+	if err != nil {
+		s.badSum, s.haveBad = sum, true
+		if s.opts.onError != nil {
+			s.opts.onError(err)
+		}
+		return
+	}
+	s.cur.Store(cfg)
+	s.goodSum, s.haveBad = sum, false
+	if s.opts.onReload != nil {
+		s.opts.onReload(cfg)
+	}
+}
+
+// readFile reads the file and a hash of it that tells a missing file
+// from an empty one.
+func readFile(path string) ([]byte, [sha256.Size]byte, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, sha256.Sum256([]byte("missing")), nil
+	}
+	if err != nil {
+		return nil, [sha256.Size]byte{}, err
+	}
+	h := sha256.New()
+	h.Write([]byte("file\x00"))
+	h.Write(data)
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return data, sum, nil
+}

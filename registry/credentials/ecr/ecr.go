@@ -1,0 +1,201 @@
+package ecr
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	awsecr "github.com/aws/aws-sdk-go-v2/service/ecr"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+)
+
+// roleSessionName is the session name used when assuming the role of an
+// ecr:<role ARN> reference; it shows up in the target account's CloudTrail.
+const roleSessionName = "argocd-image-updater"
+
+// tokenLifetime is what ECR documents for an authorization token; it is
+// only used when an answer lacks expiresAt.
+const tokenLifetime = 12 * time.Hour
+
+// hostRE matches private ECR registry hosts: the classic and FIPS names in
+// the aws and aws-cn partitions, and the dual-stack names under on.aws.
+var hostRE = regexp.MustCompile(`^([0-9]{12})\.(?:dkr\.ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.amazonaws\.com(?:\.cn)?|dkr-ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.on\.aws)$`)
+
+// ParseHost reads the registry (AWS account) ID and region from a private
+// ECR registry host such as 123456789012.dkr.ecr.eu-west-1.amazonaws.com.
+// A port, if any, is ignored. ok is false for any other host.
+func ParseHost(host string) (accountID, region string, ok bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	m := hostRE.FindStringSubmatch(strings.ToLower(host))
+	if m == nil {
+		return "", "", false
+	}
+	region = m[2]
+	if region == "" {
+		region = m[3]
+	}
+	return m[1], region, true
+}
+
+// configLoader loads the AWS configuration; config.LoadDefaultConfig by
+// default. The provider passes the region of the registry as an option.
+type configLoader func(ctx context.Context, optFns ...func(*config.LoadOptions) error) (aws.Config, error)
+
+// option configures a Provider in tests: the AWS configuration loader and
+// the clock that dates a token whose answer carries no expiry.
+type option func(*Provider)
+
+func withConfigLoader(load configLoader) option { return func(p *Provider) { p.load = load } }
+
+func withClock(now func() time.Time) option { return func(p *Provider) { p.now = now } }
+
+// Provider is the credentials.Source for ecr references, that is native
+// Amazon ECR credentials. In registries.conf (or wherever a
+// credential reference is accepted):
+//
+//	credentials: ecr
+//	    The pod's own AWS identity, from the SDK's default credential chain:
+//	    IRSA web identity (AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE), EKS Pod
+//	    Identity, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, shared config files.
+//	credentials: ecr:arn:aws:iam::111122223333:role/image-updater-reader
+//	    That identity first assumes the given role (session name
+//	    argocd-image-updater), for a registry in another account.
+//
+// The registry's account and region are read from its host name
+// (<account>.dkr.ecr.<region>.amazonaws.com), so one entry per registry is
+// all that is needed. A token lives 12 hours; the credentials.Resolver's
+// ResolveCached fetches a new one when 90% of that has passed.
+//
+// The provider keeps one ECR client per region and role, so a token refresh
+// reuses the loaded configuration and the SDK's cached AWS credentials. It
+// is safe for concurrent use.
+type Provider struct {
+	load configLoader
+	now  func() time.Time
+
+	mu      sync.Mutex
+	clients map[clientKey]*awsecr.Client
+}
+
+type clientKey struct {
+	region  string
+	roleARN string
+}
+
+var _ credentials.Source = (*Provider)(nil)
+
+// NewProvider builds a Provider. Nothing is loaded until the first
+// Credential call.
+func NewProvider() *Provider { return newProvider() }
+
+func newProvider(opts ...option) *Provider {
+	p := &Provider{
+		load:    config.LoadDefaultConfig,
+		now:     time.Now,
+		clients: map[clientKey]*awsecr.Client{},
+	}
+	for _, opt := range opts {
+		opt(p)
+	}
+	return p
+}
+
+// Credential returns the user "AWS" and an ECR authorization token for the
+// registry t.Host, with the token's expiry. The token serves every
+// repository of the registry. Errors name the host and the role, never a
+// token or key.
+func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+	registryHost := t.Host
+	if ref.Kind != credentials.KindECR {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: cannot serve credentials of kind %s", ref.Kind)
+	}
+	account, region, ok := ParseHost(registryHost)
+	if !ok {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: %s is not an Amazon ECR registry host (want <12-digit account>.dkr.ecr.<region>.amazonaws.com)", registryHost)
+	}
+	what := registryHost
+	if ref.RoleARN != "" {
+		what += " as role " + ref.RoleARN
+	}
+
+	client, err := p.client(ctx, region, ref.RoleARN)
+	if err != nil {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: load AWS configuration for %s: %w", what, err)
+	}
+	out, err := client.GetAuthorizationToken(ctx, &awsecr.GetAuthorizationTokenInput{
+		// The token is valid for every registry the identity may read, but
+		// naming the account makes the answer (and CloudTrail) about this one.
+		RegistryIds: []string{account}, //nolint:staticcheck // deprecated only in that it does not narrow the token
+	})
+	if err != nil {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: get authorization token for %s: %w", what, err)
+	}
+	if out == nil || len(out.AuthorizationData) == 0 || out.AuthorizationData[0].AuthorizationToken == nil {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: get authorization token for %s: the answer holds no token", what)
+	}
+	data := out.AuthorizationData[0]
+	c, err := decodeToken(*data.AuthorizationToken)
+	if err != nil {
+		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: authorization token for %s: %w", what, err)
+	}
+	expiry := p.now().Add(tokenLifetime)
+	if data.ExpiresAt != nil && !data.ExpiresAt.IsZero() {
+		expiry = *data.ExpiresAt
+	}
+	return c, expiry, nil
+}
+
+// decodeToken turns base64("AWS:<password>") into a Credential. Its errors
+// say nothing about the token's content.
+func decodeToken(token string) (credentials.Credential, error) {
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(token))
+	if err != nil {
+		return credentials.Credential{}, fmt.Errorf("%w: the token is not base64", credentials.ErrMalformed)
+	}
+	user, pass, ok := strings.Cut(string(raw), ":")
+	if !ok || user == "" || pass == "" {
+		return credentials.Credential{}, fmt.Errorf("%w: the decoded token is not user:password", credentials.ErrMalformed)
+	}
+	return credentials.Credential{Username: user, Password: pass}, nil
+}
+
+// client returns the cached ECR client for region and role, building it on
+// first use. Loading only reads environment and files (credentials are
+// fetched lazily by the SDK), so holding the lock meanwhile is cheap.
+func (p *Provider) client(ctx context.Context, region, roleARN string) (*awsecr.Client, error) {
+	key := clientKey{region: region, roleARN: roleARN}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[key]; ok {
+		return c, nil
+	}
+	cfg, err := p.load(ctx, config.WithRegion(region))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Credentials == nil {
+		return nil, errors.New("the AWS configuration has no credential provider")
+	}
+	if roleARN != "" {
+		assume := stscreds.NewAssumeRoleProvider(sts.NewFromConfig(cfg), roleARN, func(o *stscreds.AssumeRoleOptions) {
+			o.RoleSessionName = roleSessionName
+		})
+		cfg.Credentials = aws.NewCredentialsCache(assume)
+	}
+	c := awsecr.NewFromConfig(cfg)
+	p.clients[key] = c
+	return c, nil
+}

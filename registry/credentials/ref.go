@@ -1,0 +1,199 @@
+package credentials
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Kind says where a credential reference takes its credentials from.
+type Kind int
+
+// The zero Kind is no kind, so the zero Ref means "no credentials".
+const (
+	KindPullSecret Kind = iota + 1 // pullsecret:<ns>/<name>
+	KindSecret                     // secret:<ns>/<name>#<field>
+	KindEnv                        // env:<VAR>
+	KindExt                        // ext:<absolute path>
+	KindECR                        // ecr or ecr:<role ARN>
+	KindGCP                        // gcp
+)
+
+var kindNames = [...]string{
+	KindPullSecret: "pullsecret",
+	KindSecret:     "secret",
+	KindEnv:        "env",
+	KindExt:        "ext",
+	KindECR:        "ecr",
+	KindGCP:        "gcp",
+}
+
+// String is the kind's prefix in a reference ("pullsecret", "ecr").
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// native reports whether credentials of this kind come from a cloud
+// provider's SDK rather than from Kubernetes, the environment or a script.
+func (k Kind) native() bool { return k == KindECR || k == KindGCP }
+
+// Ref is a parsed credential reference. Only the fields of its Kind are
+// set. A reference names where a secret lives and never holds one, so it
+// is safe to print.
+type Ref struct {
+	Kind      Kind
+	Namespace string // pullsecret, secret
+	Name      string // pullsecret, secret
+	Field     string // secret
+	Var       string // env
+	Path      string // ext
+	RoleARN   string // ecr; "" = the default credential chain's own identity
+}
+
+// IsZero reports whether r is the zero reference (no credentials).
+func (r Ref) IsZero() bool { return r == Ref{} }
+
+// String gives the reference back in the form ParseRef reads.
+func (r Ref) String() string {
+	switch r.Kind {
+	case KindPullSecret:
+		return "pullsecret:" + r.Namespace + "/" + r.Name
+	case KindSecret:
+		return "secret:" + r.Namespace + "/" + r.Name + "#" + r.Field
+	case KindEnv:
+		return "env:" + r.Var
+	case KindExt:
+		return "ext:" + r.Path
+	case KindECR:
+		if r.RoleARN != "" {
+			return "ecr:" + r.RoleARN
+		}
+		return "ecr"
+	case KindGCP:
+		return "gcp"
+	}
+	if r.IsZero() {
+		return ""
+	}
+	return r.Kind.String()
+}
+
+// ErrInvalidRef is matched (errors.Is) by every error of ParseRef.
+var ErrInvalidRef = errors.New("invalid credential reference")
+
+// RefError describes a credential reference that could not be parsed.
+type RefError struct {
+	Ref string // the reference as given
+	Err error  // why it was rejected
+}
+
+func (e *RefError) Error() string {
+	return fmt.Sprintf("invalid credential reference %q: %v", e.Ref, e.Err)
+}
+
+func (e *RefError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInvalidRef) true.
+func (e *RefError) Is(target error) bool { return target == ErrInvalidRef }
+
+// Kubernetes name rules, checked here so that a typo fails at parse time
+// instead of as a confusing API error on every update cycle.
+var (
+	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$`)
+	dnsSubdomainRE = regexp.MustCompile(`^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$`)
+	secretKeyRE    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	envVarRE       = regexp.MustCompile(`^[^=\x00\s]+$`)
+	roleARNRE      = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/(?:[A-Za-z0-9+=,.@_/-]*/)?[A-Za-z0-9+=,.@_-]{1,64}$`)
+)
+
+const credentialForms = "pullsecret:<namespace>/<name>, secret:<namespace>/<name>#<field>, env:<VAR>, ext:<absolute path>, ecr, ecr:<role ARN> or gcp"
+
+// ParseRef parses a credential reference as written in registries.conf or
+// in a pull-secret annotation. Surrounding white space is ignored.
+func ParseRef(s string) (Ref, error) {
+	fail := func(format string, args ...any) (Ref, error) {
+		return Ref{}, &RefError{Ref: s, Err: fmt.Errorf(format, args...)}
+	}
+	in := strings.TrimSpace(s)
+	if in == "" {
+		return fail("empty reference; want one of %s", credentialForms)
+	}
+	kind, arg, hasArg := strings.Cut(in, ":")
+	switch kind {
+	case "pullsecret":
+		if !hasArg {
+			return fail("want pullsecret:<namespace>/<name>")
+		}
+		ns, n, err := parseNamespacedName(arg)
+		if err != nil {
+			return fail("%v", err)
+		}
+		return Ref{Kind: KindPullSecret, Namespace: ns, Name: n}, nil
+	case "secret":
+		if !hasArg {
+			return fail("want secret:<namespace>/<name>#<field>")
+		}
+		nsName, field, ok := strings.Cut(arg, "#")
+		if !ok || field == "" {
+			return fail("missing field: want secret:<namespace>/<name>#<field>")
+		}
+		ns, n, err := parseNamespacedName(nsName)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if len(field) > 253 || !secretKeyRE.MatchString(field) {
+			return fail("field %q is not a valid Secret key (letters, digits, '-', '_', '.')", field)
+		}
+		return Ref{Kind: KindSecret, Namespace: ns, Name: n, Field: field}, nil
+	case "env":
+		if !hasArg || arg == "" {
+			return fail("missing variable name: want env:<VAR>")
+		}
+		if !envVarRE.MatchString(arg) {
+			return fail("%q is not a valid environment variable name", arg)
+		}
+		return Ref{Kind: KindEnv, Var: arg}, nil
+	case "ext":
+		if !hasArg || arg == "" {
+			return fail("missing script path: want ext:<absolute path>")
+		}
+		if !filepath.IsAbs(arg) || strings.ContainsRune(arg, 0) {
+			return fail("script path %q is not absolute", arg)
+		}
+		return Ref{Kind: KindExt, Path: arg}, nil
+	case "ecr":
+		if !hasArg {
+			return Ref{Kind: KindECR}, nil
+		}
+		if !roleARNRE.MatchString(arg) {
+			return fail("%q is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)", arg)
+		}
+		return Ref{Kind: KindECR, RoleARN: arg}, nil
+	case "gcp":
+		if hasArg {
+			return fail("gcp takes no argument")
+		}
+		return Ref{Kind: KindGCP}, nil
+	}
+	return fail("unknown kind %q; want one of %s", kind, credentialForms)
+}
+
+func parseNamespacedName(s string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(s, "/")
+	if !ok || namespace == "" || name == "" {
+		return "", "", fmt.Errorf("%q is not <namespace>/<name>", s)
+	}
+	if len(namespace) > 63 || !dnsLabelRE.MatchString(namespace) {
+		return "", "", fmt.Errorf("%q is not a valid namespace name", namespace)
+	}
+	if len(name) > 253 || !dnsSubdomainRE.MatchString(name) {
+		return "", "", fmt.Errorf("%q is not a valid Secret name", name)
+	}
+	return namespace, name, nil
+}

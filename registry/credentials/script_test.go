@@ -1,0 +1,272 @@
+//go:build unix
+
+package credentials
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// writeScript writes an executable shell script into a fresh directory.
+func writeScript(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "creds.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func extRef(path string) Ref { return Ref{Kind: KindExt, Path: path} }
+
+// processGone reports whether pid has exited; a zombie counts as exited,
+// since nothing may reap orphans inside a container.
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	// The state follows the parenthesised command name.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
+		return s[i+2] == 'Z' || s[i+2] == 'X'
+	}
+	return false
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid
+}
+
+func TestExtScript(t *testing.T) {
+	r := NewResolver(withScriptTimeout(5 * time.Second))
+	tests := []struct {
+		name, body string
+		want       Credential
+		exitCode   int
+		is         error
+		msg        string
+	}{
+		{name: "success", body: "echo 'robot:pa:ss'", want: Credential{"robot", "pa:ss"}},
+		{name: "white space and stderr", body: "echo noise >&2; printf '\\n  AWS:token  \\n\\n'", want: Credential{"AWS", "token"}},
+		{name: "garbage", body: "echo 'this is not it'", is: ErrMalformed, msg: "output is not a single line of the form username:password (output withheld)"},
+		{name: "two lines", body: "echo a:b; echo c:d", is: ErrMalformed, msg: "output withheld"},
+		{name: "empty", body: "true", is: ErrMalformed, msg: "output withheld"},
+		{name: "too long", body: "head -c 200000 /dev/zero | tr '\\0' a; echo :x", is: ErrMalformed, msg: "too long"},
+		{name: "exit code", body: "echo 'u:p'; echo oops >&2; exit 3", exitCode: 3, msg: "exited with code 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeScript(t, tt.body)
+			got, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
+			if tt.is == nil && tt.exitCode == 0 {
+				if err != nil || got != tt.want {
+					t.Fatalf("got %#v, %v; want %#v", got, err, tt.want)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error; got %#v", got)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("want errors.Is %v: %v", tt.is, err)
+			}
+			var se *ScriptError
+			if !errors.As(err, &se) || se.Path != path {
+				t.Fatalf("not a *ScriptError: %#v", err)
+			}
+			if tt.exitCode != 0 && se.ExitCode != tt.exitCode {
+				t.Errorf("exit code %d, want %d", se.ExitCode, tt.exitCode)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("message %q should name %s and contain %q", err.Error(), path, tt.msg)
+			}
+			if strings.Contains(err.Error(), "oops") {
+				t.Errorf("message shows stderr: %q", err.Error())
+			}
+		})
+	}
+
+	t.Run("not executable", func(t *testing.T) {
+		path := writeScript(t, "echo u:p")
+		if err := os.Chmod(path, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("missing", func(t *testing.T) {
+		_, err := r.Resolve(t.Context(), extRef("/nonexistent/creds.sh"), Target{Host: "ghcr.io"})
+		if err == nil || !strings.Contains(err.Error(), "/nonexistent/creds.sh") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestExtScriptTimeoutKillsGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	path := writeScript(t, "sleep 300 &\necho $! > "+pidFile+"\nwait")
+	r := NewResolver(withScriptTimeout(time.Second))
+
+	start := time.Now()
+	_, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
+	elapsed := time.Since(start)
+	if !errors.Is(err, ErrScriptTimeout) {
+		t.Fatalf("want ErrScriptTimeout, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "timed out after 1s") || !strings.Contains(err.Error(), path) {
+		t.Errorf("message: %q", err.Error())
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("took %v to give up", elapsed)
+	}
+	child := readPID(t, pidFile)
+	waitFor(t, func() bool { return processGone(child) })
+}
+
+func TestExtScriptLeftoverChild(t *testing.T) {
+	// The script succeeds but leaves a child holding its stdout open.
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	path := writeScript(t, "sleep 300 &\necho $! > "+pidFile+"\necho u:p")
+	r := NewResolver(withScriptTimeout(10 * time.Second))
+	got, err := r.Resolve(t.Context(), extRef(path), Target{Host: "ghcr.io"})
+	if err != nil || got != (Credential{"u", "p"}) {
+		t.Fatalf("got %#v, %v", got, err)
+	}
+	child := readPID(t, pidFile)
+	waitFor(t, func() bool { return processGone(child) })
+}
+
+func TestExtScriptCancelled(t *testing.T) {
+	path := writeScript(t, "sleep 300")
+	r := NewResolver(withScriptTimeout(time.Minute))
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err := r.Resolve(ctx, extRef(path), Target{Host: "ghcr.io"})
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrScriptTimeout) {
+		t.Fatalf("a caller's deadline is not the script timeout: %v", err)
+	}
+}
+
+func TestExtScriptCachedConcurrently(t *testing.T) {
+	counter := filepath.Join(t.TempDir(), "runs")
+	path := writeScript(t, "echo run >> "+counter+"\nsleep 0.3\necho AWS:token")
+	runs := func() int {
+		b, _ := os.ReadFile(counter)
+		return strings.Count(string(b), "run")
+	}
+	clock := newFakeClock()
+	r := NewResolver(withClock(clock.Now), withScriptTimeout(10*time.Second))
+	ref := extRef(path)
+	host := "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
+
+	resolveAll := func() {
+		t.Helper()
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, 20)
+		for range 20 {
+			wg.Go(func() {
+				<-start
+				c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
+				if err == nil && c != (Credential{"AWS", "token"}) {
+					err = errors.New("wrong credential " + c.String())
+				}
+				errs <- err
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	resolveAll()
+	if n := runs(); n != 1 {
+		t.Fatalf("20 concurrent callers ran the script %d times, want 1", n)
+	}
+	resolveAll()
+	if n := runs(); n != 1 {
+		t.Fatalf("cached: %d runs", n)
+	}
+	clock.Advance(10 * time.Hour)
+	resolveAll()
+	if n := runs(); n != 2 {
+		t.Fatalf("after credsexpire: %d runs, want 2", n)
+	}
+	r.Invalidate(ref, host)
+	resolveAll()
+	if n := runs(); n != 3 {
+		t.Fatalf("after Invalidate: %d runs, want 3", n)
+	}
+}
+
+// TestNoSecretsInErrors collects the errors of every way a source can hold
+// something wrong, and checks that none repeats what the source held.
+func TestNoSecretsInErrors(t *testing.T) {
+	const marker = "SECRETVALUE"
+	secrets := &fakeSecrets{data: map[string]map[string][]byte{
+		"ns/field":   {"nocolon": []byte(marker), "multiline": []byte("u:" + marker + "\nmore:" + marker)},
+		"ns/syntax":  {".dockerconfigjson": []byte(`{"auths": ` + marker + `}`)},
+		"ns/types":   {".dockerconfigjson": []byte(`{"auths": {"ghcr.io": {"username": 5, "password": "` + marker + `"}}}`)},
+		"ns/b64":     dockerConfig(`"ghcr.io": {"auth": "` + marker + `!!"}`),
+		"ns/nocolon": dockerConfig(`"ghcr.io": {"auth": "` + b64(marker) + `"}`),
+		"ns/cfgarr":  {".dockerconfigjson": []byte(`["` + marker + `"]`)},
+	}}
+	env := map[string]string{"NOCOLON": marker, "MULTI": "a:" + marker + "\nb:" + marker}
+	refs := []string{
+		"secret:ns/field#nocolon", "secret:ns/field#multiline",
+		"pullsecret:ns/syntax", "pullsecret:ns/types", "pullsecret:ns/b64", "pullsecret:ns/nocolon", "pullsecret:ns/cfgarr",
+		"env:NOCOLON", "env:MULTI",
+		"ext:" + writeScript(t, "echo "+marker),
+		"ext:" + writeScript(t, "printf 'a:"+marker+"\\nb:"+marker+"\\n'"),
+		"ext:" + writeScript(t, "echo 'user:"+marker+"'; echo '"+marker+"' >&2; exit 4"),
+		"ext:" + writeScript(t, "echo '"+marker+"' >&2; echo 'user:"+marker+"'; sleep 10"),
+	}
+	r := NewResolver(
+		WithSecretGetter(secrets),
+		WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
+		withScriptTimeout(300*time.Millisecond),
+	)
+	for _, s := range refs {
+		_, err := r.Resolve(t.Context(), mustRef(t, s), Target{Host: "ghcr.io"})
+		if err == nil {
+			t.Errorf("%s: expected an error", s)
+			continue
+		}
+		t.Log(err)
+		for _, text := range []string{err.Error(), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", err)} {
+			if strings.Contains(text, marker) {
+				t.Errorf("%s: error shows the secret: %s", s, text)
+			}
+		}
+	}
+}

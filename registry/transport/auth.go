@@ -1,0 +1,25 @@
+package transport
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// NewAuth authenticates requests to repo with auth, through
+// go-containerregistry: it pings the registry, answers its challenge (basic
+// credentials, or a bearer token fetched from the token server for pull
+// access to repo) and renews an expired token by itself. The ping and the
+// token exchange go through next, so they are rate limited, retried and
+// counted like every other request.
+//
+// next is not a go-containerregistry transport, so one is built on top of
+// it; that result is returned and, handed to go-containerregistry again, is
+// used as it is, with no retry layer of its own added: retries happen in
+// NewRetry only and do not multiply.
+func NewAuth(ctx context.Context, next http.RoundTripper, repo name.Repository, auth authn.Authenticator) (http.RoundTripper, error) {
+	return ggcr.NewWithContext(ctx, repo.Registry, auth, next, []string{repo.Scope(ggcr.PullScope)})
+}
