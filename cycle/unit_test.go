@@ -60,7 +60,7 @@ func TestStalled(t *testing.T) {
 
 	block := make(chan struct{})
 	apps := &blockingApps{block: block, entered: make(chan struct{})}
-	u := New(apps, nil, nil, WithClock(clock))
+	u := New(apps, nil, nil, withClock(clock))
 	if u.Stalled(time.Minute) {
 		t.Fatal("stalled before Run")
 	}

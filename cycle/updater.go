@@ -102,8 +102,8 @@ func WithEvents(e *EventReporter) Option { return func(u *Updater) { u.events = 
 // WithMetrics records metrics; nil records nothing.
 func WithMetrics(m *Metrics) Option { return func(u *Updater) { u.metrics = m } }
 
-// WithClock replaces time.Now, for tests.
-func WithClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
+// withClock replaces time.Now, for tests.
+func withClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
 
 // New returns an Updater. argocd writes the argocd write-back method.
 func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Option) *Updater {

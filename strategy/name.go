@@ -26,11 +26,6 @@ const (
 // validNames is spelled out in unknown-strategy errors so users see the fix.
 const validNames = "semver, newest-build (alias latest), digest, alphabetical (alias name)"
 
-// Names returns the canonical strategy names, default first.
-func Names() []Name {
-	return []Name{SemVer, NewestBuild, Digest, Alphabetical}
-}
-
 // ParseName maps an annotation value to a strategy. Surrounding space and
 // letter case are ignored; "" means SemVer; the old aliases "latest" and
 // "name" map to NewestBuild and Alphabetical. Anything else is an error (a
