@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// noObjects is a cluster without Secrets or ConfigMaps.
+// noObjects is a cluster without Secrets, ConfigMaps or AppProjects.
 type noObjects struct{}
 
 func (noObjects) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
@@ -24,6 +24,10 @@ func (noObjects) Secret(_ context.Context, _, name string) (*corev1.Secret, erro
 
 func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
 	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+}
+
+func (noObjects) AppProject(_ context.Context, _, name string) (*AppProject, error) {
+	return nil, apierrors.NewNotFound(AppProjectsResource().GroupResource(), name)
 }
 
 func TestAccess(t *testing.T) {
