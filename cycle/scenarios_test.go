@@ -330,18 +330,21 @@ func TestCycle(t *testing.T) {
 		t.Cleanup(badGateway.Close)
 		withCreds := strings.Replace(badGateway.URL, "://", "://user:"+secret+"@", 1) + "/repo.git"
 		k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
-		k.CreateAppProject(t, testenv.ArgoCDNamespace, "gitwb-restricted", []string{"https://git.example.com/allowed/*"}, nil)
+		// Port 1 of the loopback address: nothing may be sent there, and
+		// nothing answers.
+		const nowhere = "http://127.0.0.1:1"
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "gitwb-restricted", []string{nowhere + "/allowed/*"}, nil)
 		tests := []struct {
 			name, project, repository, method string
 			wantReason, wantMessage           string
 		}{
 			{name: "gitwb-502", project: "default", repository: withCreds, method: "git",
 				wantReason: ReasonUpdateFailed, wantMessage: "status code: 502"},
-			{name: "gitwb-not-in-project", project: "gitwb-restricted", repository: "https://git.example.com/other/repo.git", method: "git",
-				wantReason: ReasonInvalidConfig, wantMessage: "repository https://git.example.com/other/repo.git is not permitted by AppProject gitwb-restricted (spec.sourceRepos)"},
-			{name: "gitwb-missing-project", project: "gitwb-missing", repository: "https://git.example.com/allowed/repo.git", method: "git",
+			{name: "gitwb-not-in-project", project: "gitwb-restricted", repository: nowhere + "/other/repo.git", method: "git",
+				wantReason: ReasonInvalidConfig, wantMessage: "repository " + nowhere + "/other/repo.git is not permitted by AppProject gitwb-restricted (spec.sourceRepos)"},
+			{name: "gitwb-missing-project", project: "gitwb-missing", repository: nowhere + "/allowed/repo.git", method: "git",
 				wantReason: ReasonInvalidConfig, wantMessage: "AppProject argocd/gitwb-missing does not exist"},
-			{name: "gitwb-foreign-secret", project: "default", repository: "https://git.example.com/allowed/repo.git", method: "git:secret:kube-system/creds",
+			{name: "gitwb-foreign-secret", project: "default", repository: nowhere + "/allowed/repo.git", method: "git:secret:kube-system/creds",
 				wantReason: ReasonInvalidConfig, wantMessage: "git:secret:kube-system/creds: an Application may only use a Secret of its own namespace, argocd"},
 		}
 		w := newWorld(t, k, reg, worldOptions{names: "gitwb-*", git: true})

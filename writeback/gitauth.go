@@ -297,9 +297,12 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 		if user == "" && password == "" && !useApp {
 			// Credentials written into the URL, sent as go-git would.
 			user, password = ep.User, ep.Password
+			if user != "" || password != "" {
+				acc.creds.source = "the repository URL"
+			}
 		}
 		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
-			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", c.describe(), ep.Host)
+			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.describe(), ep.Host)
 		}
 		tr, err := r.httpTransport(ctx, ep.Host, c)
 		if err != nil {

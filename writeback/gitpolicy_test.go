@@ -274,8 +274,8 @@ func (e *gitEnv) testCredentialsInErrors(t *testing.T) {
 			if strings.Contains(logs.String(), secret) {
 				t.Errorf("the log shows the secret:\n%s", logs.String())
 			}
-			if !strings.Contains(r.Err.Error(), server[len("http://"):]) {
-				t.Errorf("the error does not name the server: %v", r.Err)
+			if !strings.Contains(r.Err.Error(), server[len("http://"):]) || !strings.Contains(r.Err.Error(), "credentials from the repository URL") {
+				t.Errorf("the error does not name the server and where the credentials came from: %v", r.Err)
 			}
 		})
 	}
