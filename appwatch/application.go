@@ -70,9 +70,9 @@ func FromUnstructured(obj *unstructured.Unstructured, opts ...imageref.Option) (
 		Annotations: ParseAnnotations(obj.GetAnnotations(), opts...),
 		Object:      obj,
 	}
+	app.Project, _, _ = unstructured.NestedString(obj.Object, "spec", "project")
 	// Status is Argo CD's to write; a part we cannot read only costs us
 	// what runs now.
-	app.Project, _, _ = unstructured.NestedString(obj.Object, "spec", "project")
 	app.RunningImages, _, _ = unstructured.NestedStringSlice(obj.Object, "status", "summary", "images")
 	statusType, _, _ := unstructured.NestedString(obj.Object, "status", "sourceType")
 	statusTypes, _, _ := unstructured.NestedStringSlice(obj.Object, "status", "sourceTypes")

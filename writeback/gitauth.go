@@ -206,7 +206,7 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 		}
 		// A repository Secret without credentials of its own takes them
 		// from a matching repo-creds Secret, as in Argo CD.
-		if normalizeRepoURL(string(s.Data["url"])) == want {
+		if want != "" && normalizeRepoURL(string(s.Data["url"])) == want {
 			if c := credentialsFromSecret(s); !c.empty() {
 				return c, nil
 			}

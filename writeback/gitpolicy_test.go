@@ -89,6 +89,8 @@ func (e *gitEnv) testRepoCredsBoundaries(t *testing.T) {
 	} {
 		e.secret(t, ns, name, argoCDSecretTypeRepoCreds, map[string]string{"url": prefix, "username": "user-" + name, "password": "p"})
 	}
+	// A URL that does not parse matches nothing, not even itself.
+	e.secret(t, ns, "unparsable", argoCDSecretTypeRepository, map[string]string{"url": "https://git.example.com:port/x", "username": "user", "password": "p"})
 	tests := []struct {
 		url  string
 		want string // the Secret chosen; "" for none
@@ -113,6 +115,7 @@ func (e *gitEnv) testRepoCredsBoundaries(t *testing.T) {
 		{url: "git@git.example.com:teams/repo.git"},
 		{url: "ssh://git@git.example.com:2222/team/repo.git", want: "ssh"},
 		{url: "ssh://git@git.example.com:22220/team/repo.git"},
+		{url: "https://git.example.com:port/x"},
 	}
 	r := newCredentialResolver(NewKubeSecretLister(e.cs), ns, t.TempDir(), nil)
 	for _, tt := range tests {
@@ -652,6 +655,27 @@ func TestRemoteRepoURL(t *testing.T) {
 	for _, tt := range tests {
 		if got := remoteRepoURL(tt.url); got != tt.want {
 			t.Errorf("remoteRepoURL(%q) = %v, want %v", tt.url, got, tt.want)
+		}
+	}
+}
+
+func TestHasDotSegment(t *testing.T) {
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{"https://github.com/org/repo.git", false},
+		{"https://github.com/org/../other/repo.git", true},
+		{"https://github.com/org/./repo.git", true},
+		{"https://github.com/org/%2e%2e/other/repo.git", true},
+		{"https://github.com/org/%2E%2E/other/repo.git", true},
+		{"git@github.com:org/../other/repo.git", true},
+		{"https://github.com/org/..repo.git", false},
+		{"https://github.com/org/repo..", false},
+	}
+	for _, tt := range tests {
+		if got := hasDotSegment(tt.url); got != tt.want {
+			t.Errorf("hasDotSegment(%q) = %v, want %v", tt.url, got, tt.want)
 		}
 	}
 }
