@@ -42,8 +42,11 @@ type Source struct {
 // Application is what the update cycle needs of an Argo CD Application.
 type Application struct {
 	Namespace, Name string
-	Annotations     Annotations
-	Sources         []Source
+	// Project is spec.project, the AppProject ("" when unset, which Argo
+	// CD reads as "default").
+	Project     string
+	Annotations Annotations
+	Sources     []Source
 	// RunningImages are status.summary.images: what runs now.
 	RunningImages []string
 	// Object is the Application as the informer holds it. It is shared:
@@ -67,6 +70,7 @@ func FromUnstructured(obj *unstructured.Unstructured, opts ...imageref.Option) (
 		Annotations: ParseAnnotations(obj.GetAnnotations(), opts...),
 		Object:      obj,
 	}
+	app.Project, _, _ = unstructured.NestedString(obj.Object, "spec", "project")
 	// Status is Argo CD's to write; a part we cannot read only costs us
 	// what runs now.
 	app.RunningImages, _, _ = unstructured.NestedStringSlice(obj.Object, "status", "summary", "images")

@@ -127,3 +127,18 @@ func TestSourcesAndVersions(t *testing.T) {
 		}
 	})
 }
+
+func TestProject(t *testing.T) {
+	tests := []struct {
+		spec map[string]any
+		want string
+	}{
+		{spec: map[string]any{"project": "team-a", "source": map[string]any{"repoURL": "https://git.example.com/r.git"}}, want: "team-a"},
+		{spec: map[string]any{"source": map[string]any{"repoURL": "https://git.example.com/r.git"}}, want: ""},
+	}
+	for _, tt := range tests {
+		if got := app(t, tt.spec, nil).Project; got != tt.want {
+			t.Errorf("project %q, want %q", got, tt.want)
+		}
+	}
+}

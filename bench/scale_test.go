@@ -273,6 +273,8 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 
 	start = time.Now()
 	installRBAC(t, k)
+	// Argo CD's default project, which allows every repository.
+	k.CreateAppProject(t, argocdNS, "default", []string{"*"}, nil)
 	createSecrets(t, k, reg, gitServer)
 	dyn := dynamic.NewForConfigOrDie(k.Config)
 	if err := createApplications(t.Context(), dyn, w); err != nil {

@@ -1,12 +1,15 @@
 package cycle
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +47,26 @@ type world struct {
 	metrics  *Metrics
 	promReg  *prometheus.Registry
 	requests *requestCounter
+	// logs holds what the updater and its git writer logged, as text.
+	logs *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer that log handlers may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // requestCounter is a proxy in front of the test registry that counts the
@@ -75,11 +98,15 @@ type worldOptions struct {
 	names string
 	// wrap, if set, stands between the updater and the registry client.
 	wrap func(Registry) Registry
+	// git wires the git write-back, with Argo CD's repository Secrets and
+	// AppProjects read from the argocd namespace.
+	git bool
 }
 
 func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
 	t.Helper()
-	w := &world{k: k, reg: reg, promReg: prometheus.NewRegistry()}
+	w := &world{k: k, reg: reg, promReg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := rest.CopyConfig(k.Config)
 	var err error
 	w.metrics, err = NewMetrics(w.promReg)
@@ -124,12 +151,24 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	if o.wrap != nil {
 		regClient = o.wrap(client)
 	}
-	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
+	opts := []Option{
 		WithRegistryConfig(func() *config.Config { return conf }),
 		WithDryRun(o.dryRun),
 		WithMetrics(w.metrics),
 		WithEvents(NewEventReporter(recorder)),
-	)
+		WithLogger(logger),
+		WithControllerNamespace(testenv.ArgoCDNamespace),
+	}
+	if o.git {
+		gw, err := writeback.NewGitWriter(writeback.NewKubeSecretLister(w.cs), writeback.NewKubeAppProjectGetter(w.dyn),
+			writeback.WithArgoCDNamespace(testenv.ArgoCDNamespace), writeback.WithWorkDir(t.TempDir()),
+			writeback.WithGitDryRun(o.dryRun), writeback.WithGitLogger(logger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, WithGitWriter(gw))
+	}
+	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)), opts...)
 	return w
 }
 

@@ -35,6 +35,7 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (writeback.GitUpdate, 
 		SourceType:          au.source.Type,
 		Target:              wb.Target,
 		CredentialsSecret:   wb.GitSecret,
+		Project:             app.Project,
 		Images:              au.changes,
 	}, nil
 }

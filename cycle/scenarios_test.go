@@ -3,6 +3,8 @@ package cycle
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -318,6 +320,75 @@ func TestCycle(t *testing.T) {
 			}
 			return false
 		})
+	})
+
+	t.Run("git write-back refused or failing: events and logs without credentials", func(t *testing.T) {
+		const secret = "url-secret-4711"
+		badGateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "bad gateway", http.StatusBadGateway)
+		}))
+		t.Cleanup(badGateway.Close)
+		withCreds := strings.Replace(badGateway.URL, "://", "://user:"+secret+"@", 1) + "/repo.git"
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
+		// Port 1 of the loopback address: nothing may be sent there, and
+		// nothing answers.
+		const nowhere = "http://127.0.0.1:1"
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "gitwb-restricted", []string{nowhere + "/allowed/*"}, nil)
+		tests := []struct {
+			name, project, repository, method string
+			wantReason, wantMessage           string
+		}{
+			{name: "gitwb-502", project: "default", repository: withCreds, method: "git",
+				wantReason: ReasonUpdateFailed, wantMessage: "status code: 502"},
+			{name: "gitwb-not-in-project", project: "gitwb-restricted", repository: nowhere + "/other/repo.git", method: "git",
+				wantReason: ReasonInvalidConfig, wantMessage: "repository " + nowhere + "/other/repo.git is not permitted by AppProject gitwb-restricted (spec.sourceRepos)"},
+			{name: "gitwb-missing-project", project: "gitwb-missing", repository: nowhere + "/allowed/repo.git", method: "git",
+				wantReason: ReasonInvalidConfig, wantMessage: "AppProject argocd/gitwb-missing does not exist"},
+			{name: "gitwb-foreign-secret", project: "default", repository: nowhere + "/allowed/repo.git", method: "git:secret:kube-system/creds",
+				wantReason: ReasonInvalidConfig, wantMessage: "git:secret:kube-system/creds: an Application may only use a Secret of its own namespace, argocd"},
+		}
+		w := newWorld(t, k, reg, worldOptions{names: "gitwb-*", git: true})
+		for _, tt := range tests {
+			app := application(tt.name, map[string]string{
+				"image-list":        "app=" + repo("eks-app"),
+				"write-back-method": tt.method,
+				"git-repository":    tt.repository,
+				"git-branch":        "main",
+			}, nil, repo("eks-app")+":v0.0.1")
+			app.Object["spec"].(map[string]any)["project"] = tt.project
+			w.create(t, app)
+		}
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Errors != len(tests) {
+			t.Errorf("summary %+v, want %d errors", sum, len(tests))
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var ev corev1.Event
+				waitUntil(t, func() bool {
+					for _, e := range w.events(t, tt.name) {
+						if e.Type == corev1.EventTypeWarning {
+							ev = e
+							return true
+						}
+					}
+					return false
+				})
+				if ev.Reason != tt.wantReason || !strings.Contains(ev.Message, tt.wantMessage) {
+					t.Errorf("event %s %q, want %s containing %q", ev.Reason, ev.Message, tt.wantReason, tt.wantMessage)
+				}
+				if strings.Contains(ev.Message, secret) {
+					t.Errorf("the event shows the secret: %q", ev.Message)
+				}
+			})
+		}
+		logs := w.logs.String()
+		if !strings.Contains(logs, "status code: 502") {
+			t.Errorf("the 502 is not in the log:\n%s", logs)
+		}
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log shows the secret:\n%s", logs)
+		}
 	})
 }
 

@@ -50,6 +50,8 @@ func TestDemo(t *testing.T) {
 	gitServer.CreateRepo(t, "deploy", "fixture", map[string]string{"main/base/front.yaml": fixture.Replace(string(front))})
 
 	installRBAC(t, k)
+	// Argo CD's default project, which allows every repository.
+	k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
 	kubeconfig := testenv.WriteKubeconfig(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
 	dyn := dynamic.NewForConfigOrDie(k.Config)
 	k.Create(t, &corev1.Secret{

@@ -16,6 +16,7 @@ import (
 var namespacedOnly = map[string]string{
 	"coordination.k8s.io/leases": "the leader-election Lease",
 	"/configmaps":                "Argo CD's argocd-ssh-known-hosts-cm",
+	"argoproj.io/appprojects":    "Argo CD's AppProjects, which live in its namespace",
 }
 
 // grants flattens RBAC rules into group/resource -> sorted verbs.

@@ -31,7 +31,8 @@ import (
 // ArgoCDNamespace is where the tests put Argo CD's objects, as an install does.
 const ArgoCDNamespace = "argocd"
 
-// Kube is a running kube-apiserver and etcd with Argo CD's Application CRD.
+// Kube is a running kube-apiserver and etcd with Argo CD's Application and
+// AppProject CRDs.
 type Kube struct {
 	// Config authenticates as a cluster admin.
 	Config *rest.Config
@@ -50,13 +51,14 @@ type kubeOptions struct {
 type KubeOption func(*kubeOptions)
 
 // WithCRDs installs CRDs from these files or folders instead of Argo CD 2's
-// Application CRD (for example Argo CD 3's, from ArgoCDCRD).
+// Application and AppProject CRDs (for example Argo CD 3's, from
+// ArgoCDCRD).
 func WithCRDs(paths ...string) KubeOption {
 	return func(o *kubeOptions) { o.crdPaths = paths }
 }
 
 // StartKube starts etcd and kube-apiserver through envtest, installs the
-// Application CRD and creates the argocd namespace. The API server enforces
+// Application and AppProject CRDs and creates the argocd namespace. The API server enforces
 // RBAC: Config is an admin, ServiceAccountConfig gives a client with only a
 // ServiceAccount's permissions.
 func StartKube(t testing.TB, opts ...KubeOption) *Kube {
@@ -66,7 +68,10 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 		opt(&o)
 	}
 	if o.crdPaths == nil {
-		o.crdPaths = []string{ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", "")}
+		o.crdPaths = []string{
+			ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", ""),
+			ArgoCDProjectCRD(t, "github.com/argoproj/argo-cd/v2", ""),
+		}
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assetsDir(t),
@@ -167,6 +172,18 @@ var (
 // which adds fields our Go types do not know).
 func ArgoCDCRD(t testing.TB, module, version string) string {
 	t.Helper()
+	return argoCDCRD(t, module, version, "application-crd.yaml")
+}
+
+// ArgoCDProjectCRD returns the path of the AppProject CRD shipped in an
+// Argo CD module, found as ArgoCDCRD finds the Application CRD.
+func ArgoCDProjectCRD(t testing.TB, module, version string) string {
+	t.Helper()
+	return argoCDCRD(t, module, version, "appproject-crd.yaml")
+}
+
+func argoCDCRD(t testing.TB, module, version, file string) string {
+	t.Helper()
 	key := module + "@" + version
 	moduleDirMu.Lock()
 	defer moduleDirMu.Unlock()
@@ -190,9 +207,9 @@ func ArgoCDCRD(t testing.TB, module, version string) string {
 		dir = strings.TrimSpace(string(out))
 		moduleDirs[key] = dir
 	}
-	path := filepath.Join(dir, "manifests", "crds", "application-crd.yaml")
+	path := filepath.Join(dir, "manifests", "crds", file)
 	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("Application CRD of %s: %v", key, err)
+		t.Fatalf("%s of %s: %v", file, key, err)
 	}
 	return path
 }
@@ -237,4 +254,21 @@ func (k *Kube) CreateFromFile(t testing.TB, path, namespace string) {
 		obj.SetNamespace(namespace)
 		k.Create(t, obj)
 	}
+}
+
+// CreateAppProject creates an Argo CD AppProject allowing Applications the
+// repositories sourceRepos matches, and (for Applications outside the
+// Argo CD namespace) the namespaces sourceNamespaces matches. Argo CD's
+// own default project is CreateAppProject(t, ArgoCDNamespace, "default",
+// []string{"*"}, nil).
+func (k *Kube) CreateAppProject(t testing.TB, namespace, name string, sourceRepos, sourceNamespaces []string) {
+	t.Helper()
+	k.Create(t, &argov1alpha1.AppProject{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: argov1alpha1.AppProjectSpec{
+			SourceRepos:      sourceRepos,
+			SourceNamespaces: sourceNamespaces,
+			Destinations:     []argov1alpha1.ApplicationDestination{{Server: "*", Namespace: "*"}},
+		},
+	})
 }

@@ -63,9 +63,13 @@ type GitUpdate struct {
 	// Target is the file to edit (write-back-target).
 	Target appwatch.WriteBackTarget
 	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
-	// the zero value uses Argo CD's repository credentials.
+	// the zero value uses Argo CD's repository credentials. It must be in
+	// the Application's namespace.
 	CredentialsSecret types.NamespacedName
-	Images            []ImageUpdate
+	// Project is the Application's AppProject ("" means "default"), whose
+	// spec.sourceRepos must permit RepoURL.
+	Project string
+	Images  []ImageUpdate
 }
 
 func (u GitUpdate) key() string { return u.Namespace + "/" + u.Name }
@@ -213,11 +217,12 @@ func WithClock(now func() time.Time) GitOption {
 // new tip (so the other commits are kept) and pushed again, a bounded
 // number of times; nothing is ever force-pushed.
 type GitWriter struct {
-	secrets SecretLister
-	cfg     gitConfig
-	message *CommitMessageTemplate
-	signer  commitSigner
-	github  *githubTokens
+	secrets  SecretLister
+	projects AppProjectGetter
+	cfg      gitConfig
+	message  *CommitMessageTemplate
+	signer   commitSigner
+	github   *githubTokens
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
@@ -226,8 +231,9 @@ type GitWriter struct {
 	beforePush func(repoURL, branch string, attempt int)
 }
 
-// NewGitWriter returns a writer reading credentials through secrets.
-func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
+// NewGitWriter returns a writer reading credentials through secrets and
+// the Applications' AppProjects through projects.
+func NewGitWriter(secrets SecretLister, projects AppProjectGetter, opts ...GitOption) (*GitWriter, error) {
 	cfg := gitConfig{
 		argoCDNamespace: DefaultArgoCDNamespace,
 		authorName:      DefaultGitAuthorName,
@@ -239,10 +245,13 @@ func NewGitWriter(secrets SecretLister, opts ...GitOption) (*GitWriter, error) {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	w := &GitWriter{secrets: secrets, cfg: cfg, message: cfg.message, github: newGitHubTokens(), locks: map[string]*sync.Mutex{}}
+	w := &GitWriter{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message, github: newGitHubTokens(), locks: map[string]*sync.Mutex{}}
 	var errs []error
 	if secrets == nil {
 		errs = append(errs, errors.New("a SecretLister is required"))
+	}
+	if projects == nil {
+		errs = append(errs, errors.New("an AppProjectGetter is required"))
 	}
 	if cfg.authorName == "" || cfg.authorEmail == "" {
 		errs = append(errs, errors.New("commit author name and email must not be empty"))
@@ -302,6 +311,7 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 	writes := make([]*appWrite, len(updates))
 	var order []repoKey
 	byRepo := map[repoKey][]*appWrite{}
+	policy := newWritePolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
 		a := &appWrite{update: u, result: GitResult{Namespace: u.Namespace, Name: u.Name}}
 		writes[i] = a
@@ -310,6 +320,11 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 			continue
 		}
 		if len(u.Images) == 0 {
+			continue
+		}
+		// Before anything is read or sent for the Application.
+		if err := policy.check(ctx, u); err != nil {
+			a.fail(err)
 			continue
 		}
 		k := repoKey{u.RepoURL, u.CredentialsSecret}
@@ -693,5 +708,5 @@ func (e invalidTarget) Error() string   { return e.err.Error() }
 func (e invalidTarget) Unwrap() []error { return []error{ErrInvalidTarget, e.err} }
 
 func appError(u GitUpdate, err error) error {
-	return fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), redactURL(u.RepoURL), err)
+	return redactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), redactURL(u.RepoURL), err))
 }

@@ -25,7 +25,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
@@ -48,6 +48,7 @@ func changedAliases(images []ImageUpdate) []string {
 type gitEnv struct {
 	kube *testenv.Kube
 	cs   kubernetes.Interface
+	dyn  dynamic.Interface
 	git  *testenv.GitServer
 	sshd *testenv.SSHServer
 }
@@ -61,7 +62,7 @@ func TestGitWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := testenv.StartGitServer(t)
-	e := &gitEnv{kube: kube, cs: cs, git: srv, sshd: srv.StartSSH(t)}
+	e := &gitEnv{kube: kube, cs: cs, dyn: dynamic.NewForConfigOrDie(kube.Config), git: srv, sshd: srv.StartSSH(t)}
 
 	t.Run("argocd-source files", e.testSourceFiles)
 	t.Run("kustomization targets", e.testKustomizationTargets)
@@ -76,6 +77,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("credentials from repository Secret", e.testRepositorySecret)
 	t.Run("credentials from repo-creds prefix", e.testRepoCredsPrefix)
 	t.Run("credentials from git:secret", e.testGitSecret)
+	t.Run("AppProject sourceRepos and sourceNamespaces", e.testAppProjects)
 	t.Run("wrong password", e.testWrongPassword)
 	t.Run("ssh", e.testSSH)
 	t.Run("branch template", e.testBranchTemplate)
@@ -85,14 +87,20 @@ func TestGitWriter(t *testing.T) {
 	t.Run("github app", e.testGitHubApp)
 	t.Run("tls", e.testTLS)
 	t.Run("gnupg key id", e.testGnuPGKeyID)
+	t.Run("repo-creds on URL boundaries", e.testRepoCredsBoundaries)
+	t.Run("redirects", e.testRedirects)
+	t.Run("credentials in the URL stay out of errors", e.testCredentialsInErrors)
 }
 
 // argoNamespace creates a namespace standing in for Argo CD's, holding a
 // repo-creds Secret for every repository of the HTTP server unless
-// withCreds is false.
+// withCreds is false, and Argo CD's default AppProject, which allows every
+// repository. The tests' Applications live in the argocd namespace and in
+// team-* namespaces, which the project lists as source namespaces.
 func (e *gitEnv) argoNamespace(t *testing.T, name string, withCreds bool) string {
 	t.Helper()
 	e.kube.CreateNamespace(t, name)
+	e.kube.CreateAppProject(t, name, DefaultAppProject, []string{"*"}, []string{testenv.ArgoCDNamespace, "team-*"})
 	if withCreds {
 		e.secret(t, name, "server-creds", argoCDSecretTypeRepoCreds, map[string]string{
 			"url": e.git.HTTPURL + "/", "username": e.git.Username, "password": e.git.Password,
@@ -113,7 +121,7 @@ func (e *gitEnv) secret(t *testing.T, ns, name, secretType string, data map[stri
 func (e *gitEnv) writer(t *testing.T, ns string, opts ...GitOption) *GitWriter {
 	t.Helper()
 	base := []GitOption{WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock })}
-	w, err := NewGitWriter(NewKubeSecretLister(e.cs), append(base, opts...)...)
+	w, err := NewGitWriter(NewKubeSecretLister(e.cs), NewKubeAppProjectGetter(e.dyn), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -650,29 +658,10 @@ func (e *gitEnv) testRepoCredsPrefix(t *testing.T) {
 	ns := e.argoNamespace(t, "creds-prefix", false)
 	url := e.repo(t, "creds-prefix", nil)
 	e.secret(t, ns, "short", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL, "username": e.git.Username, "password": "wrong"})
-	e.secret(t, ns, "long", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL + "/creds-", "username": e.git.Username, "password": e.git.Password})
+	e.secret(t, ns, "long", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL + "/creds-prefix", "username": e.git.Username, "password": e.git.Password})
 	// A repository Secret without credentials of its own defers to them.
 	e.secret(t, ns, "repo-no-creds", argoCDSecretTypeRepository, map[string]string{"url": url})
 	mustWrite(t, e.writer(t, ns), appUpdate("main", url))
-}
-
-func (e *gitEnv) testGitSecret(t *testing.T) {
-	ns := e.argoNamespace(t, "creds-git-secret", false)
-	url := e.repo(t, "creds-git-secret", nil)
-	// Argo CD's read-only credentials would fail to push; the Secret the
-	// annotation names is used instead.
-	e.secret(t, ns, "read-only", argoCDSecretTypeRepository, map[string]string{"url": url, "username": e.git.Username, "password": "read-only"})
-	e.kube.CreateNamespace(t, "team-secrets")
-	e.secret(t, "team-secrets", "push-creds", "", map[string]string{"username": e.git.Username, "password": e.git.Password})
-	u := appUpdate("main", url)
-	u.CredentialsSecret = types.NamespacedName{Namespace: "team-secrets", Name: "push-creds"}
-	mustWrite(t, e.writer(t, ns), u)
-
-	u.CredentialsSecret = types.NamespacedName{Namespace: "team-secrets", Name: "missing"}
-	u.Images[0].New.Tag = "v0.0.3"
-	if err := e.writer(t, ns).Write(context.Background(), []GitUpdate{u})[0].Err; err == nil || !strings.Contains(err.Error(), "credentials Secret team-secrets/missing not found") {
-		t.Errorf("missing Secret: %v", err)
-	}
 }
 
 func (e *gitEnv) testWrongPassword(t *testing.T) {

@@ -164,9 +164,10 @@ func newCredentialResolver(lister SecretLister, namespace, tempDir string, githu
 }
 
 // resolve finds the credentials for a repository: with secretRef
-// (git:secret:<namespace>/<name>) that Secret alone; else Argo CD's
-// repository Secret for that URL, then the repo-creds Secret with the
-// longest matching URL prefix (Argo CD's own order). No match means no
+// (git:secret:<namespace>/<name>) that Secret alone, refused when its url
+// does not cover the repository; else Argo CD's repository Secret for
+// that URL, then the repo-creds Secret with the longest URL prefix that
+// covers it (Argo CD's own order; urlCovers). No match means no
 // credentials, which is fine for public repositories over HTTPS.
 func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName) (gitCredentials, error) {
 	if secretRef != (types.NamespacedName{}) {
@@ -180,6 +181,9 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s not found", ns, name)
 		case err != nil:
 			return gitCredentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
+		}
+		if u := string(s.Data["url"]); u != "" && !urlCovers(u, repoURL) {
+			return gitCredentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, redactURL(u), redactURL(repoURL))
 		}
 		c := credentialsFromSecret(s)
 		if c.empty() {
@@ -202,22 +206,22 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 		}
 		// A repository Secret without credentials of its own takes them
 		// from a matching repo-creds Secret, as in Argo CD.
-		if normalizeRepoURL(string(s.Data["url"])) == want {
+		if want != "" && normalizeRepoURL(string(s.Data["url"])) == want {
 			if c := credentialsFromSecret(s); !c.empty() {
 				return c, nil
 			}
 		}
 	}
 	var best *corev1.Secret
-	lower := strings.ToLower(repoURL)
+	bestLen := 0
 	for i := range r.secrets {
 		s := &r.secrets[i]
-		prefix := strings.ToLower(string(s.Data["url"]))
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !isGitSecret(s) || prefix == "" || !strings.HasPrefix(lower, prefix) {
+		prefix := string(s.Data["url"])
+		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !isGitSecret(s) || !urlCovers(prefix, repoURL) {
 			continue
 		}
-		if best == nil || len(prefix) > len(best.Data["url"]) {
-			best = s
+		if n := len(normalizeRepoURL(prefix)); best == nil || n > bestLen {
+			best, bestLen = s, n
 		}
 	}
 	if best != nil {
@@ -230,13 +234,6 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 func isGitSecret(s *corev1.Secret) bool {
 	t := string(s.Data["type"])
 	return t == "" || t == "git"
-}
-
-// normalizeRepoURL makes spellings of one repository URL compare equal.
-func normalizeRepoURL(u string) string {
-	u = strings.ToLower(strings.TrimSpace(u))
-	u = strings.TrimSuffix(u, "/")
-	return strings.TrimSuffix(u, ".git")
 }
 
 // remoteAccess is how to reach one repository.
@@ -260,6 +257,11 @@ func (acc remoteAccess) endpoint(repoURL string) (*transport.Endpoint, error) {
 		return nil, err
 	}
 	ep.Proxy = acc.sshProxy
+	if ep.Protocol == "http" || ep.Protocol == "https" {
+		// access moved the user info into acc.auth; go-git's errors print
+		// the request URLs.
+		ep.User, ep.Password = "", ""
+	}
 	return ep, nil
 }
 
@@ -280,6 +282,11 @@ func (acc remoteAccess) close() {
 func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCredentials, ignoreHostKey bool) (remoteAccess, error) {
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
+		// The parser's error repeats the URL, credentials and all.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return remoteAccess{}, fmt.Errorf("invalid repository URL %q: %w", redactURL(repoURL), err)
 	}
 	acc := remoteAccess{creds: c}
@@ -287,15 +294,22 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 	case "http", "https":
 		user, password := c.username, c.password
 		useApp := user == "" && password == "" && c.githubApp()
-		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
-			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", c.describe(), ep.Host)
+		if user == "" && password == "" && !useApp {
+			// Credentials written into the URL, sent as go-git would.
+			user, password = ep.User, ep.Password
+			if user != "" || password != "" {
+				acc.creds.source = "the repository URL"
+			}
 		}
-		tr, err := r.httpTransport(ctx, ep.Protocol, ep.Host, c)
+		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
+			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.describe(), ep.Host)
+		}
+		tr, err := r.httpTransport(ctx, ep.Host, c)
 		if err != nil {
 			return remoteAccess{}, err
 		}
 		acc.httpTransport = tr
-		acc.client = githttp.NewClient(&http.Client{Transport: tr})
+		acc.client = githttp.NewClient(&http.Client{Transport: tr, CheckRedirect: checkRedirect})
 		if useApp {
 			if password, err = r.githubAppToken(ctx, c); err != nil {
 				return remoteAccess{}, err
@@ -353,7 +367,7 @@ func (r *credentialResolver) githubAppToken(ctx context.Context, c gitCredential
 	if err != nil {
 		return "", err
 	}
-	tr, err := r.httpTransport(ctx, api.Scheme, api.Hostname(), c)
+	tr, err := r.httpTransport(ctx, api.Hostname(), c)
 	if err != nil {
 		return "", err
 	}

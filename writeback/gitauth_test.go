@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// noObjects is a cluster without Secrets or ConfigMaps.
+// noObjects is a cluster without Secrets, ConfigMaps or AppProjects.
 type noObjects struct{}
 
 func (noObjects) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
@@ -24,6 +24,10 @@ func (noObjects) Secret(_ context.Context, _, name string) (*corev1.Secret, erro
 
 func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
 	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+}
+
+func (noObjects) AppProject(_ context.Context, _, name string) (*AppProject, error) {
+	return nil, apierrors.NewNotFound(AppProjectsResource().GroupResource(), name)
 }
 
 func TestAccess(t *testing.T) {
@@ -43,6 +47,12 @@ func TestAccess(t *testing.T) {
 		{name: "plain http to localhost", url: "http://localhost/repo.git", creds: basic, wantUser: "bot"},
 		{name: "plain http elsewhere", url: "http://git.example.com/repo.git", creds: basic, err: "refusing to send credentials from Secret argocd/repo over plain http to git.example.com; use https"},
 		{name: "anonymous", url: "https://git.example.com/org/repo.git"},
+		{name: "credentials in the URL", url: "https://bot:s3cret@git.example.com/org/repo.git", wantUser: "bot"},
+		{name: "a token in the URL", url: "https://s3cret@git.example.com/org/repo.git", wantUser: "s3cret"},
+		{name: "the Secret wins over the URL", url: "https://other:s3cret@git.example.com/org/repo.git", creds: basic, wantUser: "bot"},
+		{name: "credentials in the URL over plain http to loopback", url: "http://bot:s3cret@127.0.0.1:8080/repo.git", wantUser: "bot"},
+		{name: "unparsable URL with credentials", url: "https://bot:s3cret@git.example.com:http/repo.git", err: `invalid repository URL "https://xxxxx@git.example.com:http/repo.git"`},
+		{name: "credentials in the URL over plain http elsewhere", url: "http://bot:s3cret@git.example.com/repo.git", err: "refusing to send credentials from the repository URL over plain http to git.example.com; use https"},
 		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
 		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "../1", githubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
 		{name: "github app over plain http", url: "http://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "refusing to send credentials from Secret argocd/app over plain http to git.example.com"},
@@ -67,6 +77,10 @@ func TestAccess(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The user info travels in the Authorization header only.
+			if ep, err := acc.endpoint(tt.url); err != nil || ep.User != "" || ep.Password != "" || strings.Contains(ep.String(), "s3cret") {
+				t.Errorf("endpoint %v, %v: want one without user info", ep, err)
 			}
 			switch a := acc.auth.(type) {
 			case nil:

@@ -55,13 +55,14 @@ func (r *credentialResolver) loadTLSCerts(ctx context.Context) (map[string]strin
 //   - the client certificate of the Secret (tlsClientCertData and
 //     tlsClientCertKey) is sent whenever the server asks for one;
 //   - insecure skips verification, proxy replaces the environment's proxy.
-func (r *credentialResolver) httpTransport(ctx context.Context, scheme, host string, c gitCredentials) (*http.Transport, error) {
+func (r *credentialResolver) httpTransport(ctx context.Context, host string, c gitCredentials) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	tr.TLSClientConfig = cfg
 	if c.insecure {
 		cfg.InsecureSkipVerify = true
-	} else if scheme == "https" {
+	} else {
+		// Also for http: a redirect may move to https on the same host.
 		roots, err := r.tlsRoots(ctx, host)
 		if err != nil {
 			return nil, err

@@ -130,7 +130,7 @@ func TestGnuPGKeyring(t *testing.T) {
 			if method == "" {
 				method = SigningMethodOpenPGP
 			}
-			_, err := NewGitWriter(noObjects{}, WithSigningKey(tt.key, method), WithGnuPGHome(tt.home), WithWorkDir(t.TempDir()))
+			_, err := NewGitWriter(noObjects{}, noObjects{}, WithSigningKey(tt.key, method), WithGnuPGHome(tt.home), WithWorkDir(t.TempDir()))
 			if len(tt.want) == 0 && err != nil {
 				t.Fatal(err)
 			}

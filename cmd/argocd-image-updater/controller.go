@@ -116,7 +116,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		events = cycle.NewEventReporter(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"}))
 	}
 
-	gitWriter, err := newGitWriter(o, clientset, namespace, logger, lookupEnv)
+	gitWriter, err := newGitWriter(o, clientset, dyn, namespace, logger, lookupEnv)
 	if err != nil {
 		return err
 	}
@@ -228,7 +228,8 @@ func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metri
 // commit-message template file means the default template, as the install
 // manifest mounts the file only when the ConfigMap has the key. A signing
 // key given by name is read from the keyring in GNUPGHOME, as gpg would.
-func newGitWriter(o *runOptions, cs kubernetes.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool)) (*writeback.GitWriter, error) {
+// AppProjects are read from Argo CD's namespace.
+func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool)) (*writeback.GitWriter, error) {
 	text, err := os.ReadFile(o.gitCommitMessagePath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("commit message template: %w", err)
@@ -251,7 +252,7 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, namespace string, logg
 	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
 		opts = append(opts, writeback.WithGnuPGHome(home))
 	}
-	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), opts...)
+	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), writeback.NewKubeAppProjectGetter(dyn), opts...)
 }
 
 // runElected runs work only while this replica holds the Lease, so that
