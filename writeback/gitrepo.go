@@ -3,9 +3,7 @@ package writeback
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"sort"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
@@ -35,38 +32,33 @@ const remoteName = "origin"
 // of a cycle does not grow with the size of the repository's tree, and no
 // half-written working tree can survive a crash.
 type gitClone struct {
-	url  string
-	repo *git.Repository
+	url string
+	// name is the clone's folder name in the cache, dir the folder.
+	name, dir string
+	// building is the temporary folder of a clone whose first fetch has
+	// not landed yet; finish moves it to dir.
+	building string
+	repo     *git.Repository
 }
 
-// cloneDirName names a repository's clone folder after a hash of its URL,
-// which keeps names short and free of characters from the URL.
-func cloneDirName(url string) string {
-	sum := sha256.Sum256([]byte(url))
-	return hex.EncodeToString(sum[:12])
-}
-
-// openClone opens the clone of a repository in workDir, or creates an
-// empty one (the first fetch fills it). A clone that cannot be opened, or
-// that belongs to another URL, is made anew.
-func openClone(workDir, url string) (*gitClone, error) {
-	dir := filepath.Join(workDir, cloneDirName(url))
-	repo, err := git.PlainOpen(dir)
-	if err == nil {
-		if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{url}) {
-			return &gitClone{url: url, repo: repo}, nil
-		}
+// finish moves a new clone, whose first fetch just landed, to its folder.
+func (c *gitClone) finish() error {
+	if c.building == "" {
+		return nil
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("remove unusable clone %s: %w", dir, err)
+	if err := os.WriteFile(filepath.Join(c.building, lastUseFile), nil, 0o600); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
 	}
-	if repo, err = git.PlainInit(dir, true); err != nil {
-		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
+	if err := os.Rename(c.building, c.dir); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
 	}
-	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
-		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
+	c.building = ""
+	repo, err := git.PlainOpen(c.dir)
+	if err != nil {
+		return fmt.Errorf("open clone %s: %w", c.dir, err)
 	}
-	return &gitClone{url: url, repo: repo}, nil
+	c.repo = repo
+	return nil
 }
 
 // remoteBranches is what the remote advertises: its branches and the one
@@ -158,6 +150,9 @@ func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, lis
 	}
 	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
 	if err := c.repo.Storer.SetReference(tracking); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
+	}
+	if err := c.finish(); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
 	}
 	return head, nil
