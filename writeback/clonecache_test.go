@@ -2,15 +2,20 @@ package writeback
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -254,5 +259,201 @@ func (e *gitEnv) testCloneEviction(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// addHistory adds n commits to main of a repository, each rewriting one
+// of ten files with 2 KB of new text, as a busy repository's history
+// grows. The content and dates are fixed, so two repositories made so
+// are the same.
+func (e *gitEnv) addHistory(t *testing.T, repo string, n int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var stream bytes.Buffer
+	for i := range n {
+		msg := fmt.Sprintf("change %d", i)
+		fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter fixture <fixture@example.com> %d +0000\ndata %d\n%s\n", 1700000000+i*60, len(msg), msg)
+		if i == 0 {
+			stream.WriteString("from refs/heads/main^0\n")
+		}
+		var content strings.Builder
+		for range 32 {
+			line := make([]byte, 32)
+			for k := range line {
+				line[k] = byte(rng.Uint32())
+			}
+			content.WriteString(hex.EncodeToString(line) + "\n")
+		}
+		fmt.Fprintf(&stream, "M 100644 inline history/data-%d.txt\ndata %d\n%s\n", i%10, content.Len(), content.String())
+	}
+	stream.WriteString("done\n")
+	cmd := exec.Command("git", "fast-import", "--quiet", "--done")
+	cmd.Dir = e.bare(repo)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	cmd.Stdin = &stream
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v: %s", err, out)
+	}
+}
+
+// cloneObjects counts the commits and all objects in the clones of a
+// folder, and tells whether any is shallow.
+func cloneObjects(t *testing.T, dir string) (commits, objects int, shallow bool) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range entries {
+		repo, err := git.PlainOpen(filepath.Join(dir, entry.Name()))
+		if err != nil {
+			continue
+		}
+		iter, err := repo.Storer.IterEncodedObjects(plumbing.AnyObject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = iter.ForEach(func(o plumbing.EncodedObject) error {
+			objects++
+			if o.Type() == plumbing.CommitObject {
+				commits++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := repo.Storer.Shallow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		shallow = shallow || len(s) > 0
+	}
+	return commits, objects, shallow
+}
+
+// testShallowClones: a clone holds the tips it writes on, not the
+// repository's history, over HTTP and SSH, and the server takes pushes
+// from it, also after a merge of a branch older than the clone.
+func (e *gitEnv) testShallowClones(t *testing.T) {
+	tests := []struct {
+		name string
+		ssh  bool
+	}{
+		{name: "http"},
+		{name: "ssh", ssh: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ns := e.argoNamespace(t, "shallow-"+tt.name, !tt.ssh)
+			repo := ns
+			e.git.CreateRepo(t, repo, "testdata/seed003", nil)
+			e.addHistory(t, repo, 200)
+			url := e.git.HTTPRepoURL(repo)
+			if tt.ssh {
+				url = e.git.SSHRepoURL(repo)
+				e.secret(t, ns, "ssh-repo", argoCDSecretTypeRepository, map[string]string{"url": url, "sshPrivateKey": string(e.sshd.ClientKey)})
+				e.configMap(t, ns, argoCDKnownHostsConfigMap, map[string]string{argoCDKnownHostsKey: e.sshd.KnownHosts() + "\n"})
+			}
+			steps := []struct {
+				tag    string
+				before func()
+				// maxCommits bounds the commits in the clone after the
+				// step; 0: no bound.
+				maxCommits int
+			}{
+				{tag: "v0.0.2", maxCommits: 2},
+				{tag: "v0.0.3", maxCommits: 3},
+				{tag: "v0.0.4", maxCommits: 5, before: func() {
+					e.otherWriter(t, repo, "main", "edit by hand", func(dir string) {
+						writeTestFile(t, filepath.Join(dir, "README.md"), "hello\n")
+					})
+				}},
+				// The history behind the fork comes along: the server
+				// cannot tell it from what the clone lacks.
+				{tag: "v0.0.5", before: func() {
+					dir := t.TempDir()
+					gitCLI(t, "", "clone", "--quiet", e.bare(repo), dir)
+					gitCLI(t, dir, "checkout", "--quiet", "-b", "fix", "HEAD~150")
+					writeTestFile(t, filepath.Join(dir, "history", "fix.txt"), "fixed\n")
+					gitCLI(t, dir, "add", "--all")
+					gitCLI(t, dir, "commit", "--quiet", "--message", "fix from an old branch")
+					gitCLI(t, dir, "checkout", "--quiet", "main")
+					gitCLI(t, dir, "merge", "--quiet", "--no-ff", "--message", "merge the old branch", "fix")
+					gitCLI(t, dir, "push", "--quiet", "origin", "main")
+				}},
+				{tag: "v0.0.6", before: func() {
+					e.otherWriter(t, repo, "main", "edit by hand again", func(dir string) {
+						writeTestFile(t, filepath.Join(dir, "README.md"), "hello again\n")
+					})
+				}},
+			}
+			dir := t.TempDir()
+			w := e.writer(t, ns, WithWorkDir(dir))
+			for i, step := range steps {
+				if step.before != nil {
+					step.before()
+				}
+				u := appUpdate("main", url)
+				u.Images[0].New.Tag = step.tag
+				before := e.git.FetchedBytes.Load()
+				r := mustWrite(t, w, u)[0]
+				commits, objects, shallow := cloneObjects(t, dir)
+				t.Logf("step %d: %d bytes fetched over HTTP; the clone holds %d commits, %d objects", i, e.git.FetchedBytes.Load()-before, commits, objects)
+				if got := e.git.ReadFile(t, repo, "main", "main/overlays/production/.argocd-source-main.yaml"); !strings.Contains(got, gitAppImage+":"+step.tag) {
+					t.Errorf("step %d: file %q", i, got)
+				}
+				if log := e.git.Log(t, repo, "main"); log[0].Hash != r.Commit {
+					t.Errorf("step %d: main is at %s, want the pushed %s", i, log[0].Hash, r.Commit)
+				}
+				gitCLI(t, e.bare(repo), "fsck", "--strict", "--no-progress")
+				if !shallow || (step.maxCommits > 0 && commits > step.maxCommits) {
+					t.Errorf("step %d: the clone holds %d commits (shallow: %v), want at most %d", i, commits, shallow, step.maxCommits)
+				}
+			}
+		})
+	}
+}
+
+// testShallowFigures measures what a clone and a later fetch transfer
+// from a repository with 200 commits, shallow and with whole histories.
+// docs/benchmarks.md quotes the figures.
+func (e *gitEnv) testShallowFigures(t *testing.T) {
+	type figures struct{ cloneBytes, cloneObjects, cloneDisk, fetchBytes, fetchObjects int64 }
+	measured := map[bool]figures{}
+	for _, full := range []bool{false, true} {
+		ns := e.argoNamespace(t, fmt.Sprintf("shallow-figures-%v", full), true)
+		repo := ns
+		e.git.CreateRepo(t, repo, "testdata/seed003", nil)
+		e.addHistory(t, repo, 200)
+		dir := t.TempDir()
+		// A dry run fetches and stores nothing else: the clone's objects
+		// are those fetched.
+		w := e.writer(t, ns, WithWorkDir(dir), WithGitDryRun(true))
+		w.cfg.fullHistory = full
+		var f figures
+		before := e.git.FetchedBytes.Load()
+		mustWrite(t, w, appUpdate("main", e.git.HTTPRepoURL(repo)))
+		f.cloneBytes = e.git.FetchedBytes.Load() - before
+		_, objects, _ := cloneObjects(t, dir)
+		f.cloneObjects = int64(objects)
+		f.cloneDisk = diskUsage(dir)
+		e.otherWriter(t, repo, "main", "edit by hand", func(dir string) {
+			writeTestFile(t, filepath.Join(dir, "history", "data-3.txt"), "replaced\n")
+		})
+		before = e.git.FetchedBytes.Load()
+		mustWrite(t, w, appUpdate("main", e.git.HTTPRepoURL(repo)))
+		f.fetchBytes = e.git.FetchedBytes.Load() - before
+		_, objects, _ = cloneObjects(t, dir)
+		f.fetchObjects = int64(objects) - f.cloneObjects
+		measured[full] = f
+		t.Logf("full history %v: clone %d bytes, %d objects, %d bytes on disk; next fetch %d bytes, %d objects", full, f.cloneBytes, f.cloneObjects, f.cloneDisk, f.fetchBytes, f.fetchObjects)
+	}
+	shallow, full := measured[false], measured[true]
+	if shallow.cloneBytes*4 > full.cloneBytes || shallow.cloneObjects*4 > full.cloneObjects {
+		t.Errorf("shallow clone %+v, full %+v: want a quarter or less", shallow, full)
+	}
+	if shallow.fetchObjects > full.fetchObjects || shallow.fetchBytes > full.fetchBytes*3/2 {
+		t.Errorf("shallow fetch %+v, full %+v: want no more objects", shallow, full)
 	}
 }

@@ -118,6 +118,9 @@ type gitConfig struct {
 	insecureIgnoreHostKey bool
 	now                   func() time.Time
 	cloneCacheSize        int64
+	// fullHistory fetches whole histories instead of branch tips; tests
+	// measure what shallow fetches save with it.
+	fullHistory bool
 }
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
@@ -218,7 +221,9 @@ func WithClock(now func() time.Time) GitOption {
 // A Write groups its updates by repository and branch. Each group is one
 // push carrying one commit per Application, each with its own message.
 // The local clone of a repository is kept in the work folder, across
-// restarts too, and only fetched between cycles. Files are edited in the git object store on top of the remote branch's tip,
+// restarts too, and only fetched between cycles; its first fetch brings
+// the branch tip without its history, which a write does not need. Files
+// are edited in the git object store on top of the remote branch's tip,
 // never in a checkout. When a push is refused
 // because someone else pushed first, the edits are computed again on the
 // new tip (so the other commits are kept) and pushed again, a bounded
@@ -400,6 +405,7 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 		fail(err)
 		return
 	}
+	clone.fullHistory = w.cfg.fullHistory
 	defer w.cache.done(clone)
 	remote, err := clone.list(ctx, acc)
 	if err != nil {

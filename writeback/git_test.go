@@ -74,6 +74,8 @@ func TestGitWriter(t *testing.T) {
 	t.Run("clone kept across restarts", e.testCloneAcrossRestarts)
 	t.Run("leftovers of interrupted clones", e.testLeftoverClones)
 	t.Run("clone eviction", e.testCloneEviction)
+	t.Run("shallow clones", e.testShallowClones)
+	t.Run("shallow fetch figures", e.testShallowFigures)
 	t.Run("push raced by another writer", e.testPushRace)
 	t.Run("one commit refused by a pre-receive hook", e.testRefusedCommit)
 	t.Run("credentials from repository Secret", e.testRepositorySecret)

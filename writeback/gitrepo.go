@@ -30,15 +30,17 @@ const remoteName = "origin"
 // that a cycle only fetches what changed. It is bare: write-backs read
 // and write git objects directly and never check files out, so the cost
 // of a cycle does not grow with the size of the repository's tree, and no
-// half-written working tree can survive a crash.
+// half-written working tree can survive a crash. It is shallow where the
+// server allows: its history starts at the first tip it fetched.
 type gitClone struct {
 	url string
 	// name is the clone's folder name in the cache, dir the folder.
 	name, dir string
 	// building is the temporary folder of a clone whose first fetch has
 	// not landed yet; finish moves it to dir.
-	building string
-	repo     *git.Repository
+	building    string
+	repo        *git.Repository
+	fullHistory bool
 }
 
 // finish moves a new clone, whose first fetch just landed, to its folder.
@@ -159,8 +161,18 @@ func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, lis
 }
 
 // fetchPack asks for the objects of want that the clone lacks and stores
-// them. The branches the clone tracks are what it has: it only ever holds
-// whole histories, so the server can leave out everything behind them.
+// them. The branches the clone tracks are what it has; the server leaves
+// out every object reachable from them, down to the clone's shallow
+// commits, which are sent along so that the server does not count history
+// the clone never fetched.
+//
+// A clone's first fetch, with nothing to build on, asks for want alone
+// (depth 1) unless fullHistory is set: editing a file needs the tip's
+// tree, a commit names its parent by hash, and a push sends only the new
+// objects. Later fetches ask for everything since the tracked tips, not
+// for depth 1 again: the server cannot leave out the files a shallow
+// commit shares with the clone's tips, and would send the whole tree each
+// time.
 func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, want plumbing.Hash) (err error) {
 	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 	if adv.Capabilities.Supports(capability.NoProgress) {
@@ -169,39 +181,79 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 		}
 	}
 	req.Wants = []plumbing.Hash{want}
-	refs, err := c.repo.Storer.IterReferences()
+	tips, err := c.trackedTips()
 	if err != nil {
 		return err
 	}
-	err = refs.ForEach(func(r *plumbing.Reference) error {
-		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
-			return nil
-		}
-		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(req.Haves, r.Hash()) {
-			req.Haves = append(req.Haves, r.Hash())
-		}
-		return nil
-	})
+	shallow, err := c.repo.Storer.Shallow()
 	if err != nil {
 		return err
 	}
-	reader, err := sess.UploadPack(ctx, req)
+	switch {
+	case adv.Capabilities.Supports(capability.Shallow):
+		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return err
+		}
+		req.Shallows = shallow
+		req.Haves = tips
+		if len(tips) == 0 && !c.fullHistory {
+			req.Depth = packp.DepthCommits(1)
+		}
+	case len(shallow) == 0:
+		req.Haves = tips
+	default:
+		// A shallow clone whose server cannot be told where its history
+		// stops claims nothing, and gets the whole history of want.
+	}
+	resp, err := sess.UploadPack(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := reader.Close(); cerr != nil && err == nil {
+		if cerr := resp.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	var pack io.Reader = reader
+	var pack io.Reader = resp
 	switch {
 	case req.Capabilities.Supports(capability.Sideband64k):
-		pack = sideband.NewDemuxer(sideband.Sideband64k, reader)
+		pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
 	case req.Capabilities.Supports(capability.Sideband):
-		pack = sideband.NewDemuxer(sideband.Sideband, reader)
+		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
-	return packfile.UpdateObjectStorage(c.repo.Storer, pack)
+	if err := packfile.UpdateObjectStorage(c.repo.Storer, pack); err != nil {
+		return err
+	}
+	if req.Depth.IsZero() {
+		return nil
+	}
+	// The commits whose parents the server left out are recorded before
+	// anything tracks them, so that every later fetch declares them.
+	shallow = slices.Concat(shallow, resp.Shallows)
+	shallow = slices.DeleteFunc(shallow, func(h plumbing.Hash) bool { return slices.Contains(resp.Unshallows, h) })
+	slices.SortFunc(shallow, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	return c.repo.Storer.SetShallow(slices.Compact(shallow))
+}
+
+// trackedTips are the commits the clone's remote-tracking branches hold:
+// what the clone has, with everything they reach down to its shallow
+// commits.
+func (c *gitClone) trackedTips() ([]plumbing.Hash, error) {
+	refs, err := c.repo.Storer.IterReferences()
+	if err != nil {
+		return nil, err
+	}
+	var tips []plumbing.Hash
+	err = refs.ForEach(func(r *plumbing.Reference) error {
+		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
+			return nil
+		}
+		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(tips, r.Hash()) {
+			tips = append(tips, r.Hash())
+		}
+		return nil
+	})
+	return tips, err
 }
 
 // ErrBranchMoved is wrapped by a push error when the branch no longer
