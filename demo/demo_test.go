@@ -89,7 +89,8 @@ func TestDemo(t *testing.T) {
 	say("\nRunning: argocd-image-updater run --once (as the ServiceAccount of manifests/install.yaml)")
 	cmd := exec.CommandContext(t.Context(), bin, "run", "--once", "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
 		"--health-port", "0", "--metrics-port", "0", "--loglevel", "info")
-	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+reg.Username+":"+reg.Password)
+	// The clones go to the test's own folder, not the machine's TMPDIR.
+	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+reg.Username+":"+reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+t.TempDir())
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	runStart := time.Now()

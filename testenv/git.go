@@ -33,6 +33,10 @@ type GitServer struct {
 	// Fetches and Pushes count git operations over HTTP (one per clone,
 	// fetch or push, however many round trips it makes).
 	Fetches, Pushes atomic.Int64
+	// FetchedBytes counts the bytes the server sent in answer to fetch
+	// requests over HTTP (POST git-upload-pack): the negotiation and the
+	// pack, not the branch listings.
+	FetchedBytes atomic.Int64
 
 	SSH *SSHServer
 
@@ -92,6 +96,9 @@ func StartGitServer(t testing.TB) *GitServer {
 				g.Pushes.Add(1)
 			}
 		}
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+			w = countingWriter{w, &g.FetchedBytes}
+		}
 		h := &cgi.Handler{
 			Path: backend,
 			Root: "/",
@@ -113,6 +120,18 @@ func StartGitServer(t testing.TB) *GitServer {
 	t.Cleanup(func() { _ = srv.Close() })
 	g.HTTPURL = "http://" + l.Addr().String()
 	return g
+}
+
+// countingWriter adds the bytes of a response body to n.
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func gitHTTPBackend(t testing.TB) string {

@@ -270,6 +270,10 @@ func TestGitCloneAndPush(t *testing.T) {
 	if g.Fetches.Load() != 1 || g.Pushes.Load() != 1 {
 		t.Errorf("HTTP fetches %d pushes %d, want 1 and 1", g.Fetches.Load(), g.Pushes.Load())
 	}
+	// The clone's pack, at least its 12-byte header, came over HTTP.
+	if n := g.FetchedBytes.Load(); n < 12 {
+		t.Errorf("%d bytes fetched over HTTP", n)
+	}
 
 	_, err = git.PlainClone(t.TempDir(), false, &git.CloneOptions{URL: g.HTTPRepoURL("deploy"), Auth: &githttp.BasicAuth{Username: g.Username, Password: "wrong"}})
 	if err == nil {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -122,6 +121,10 @@ type gitConfig struct {
 	log                   *slog.Logger
 	insecureIgnoreHostKey bool
 	now                   func() time.Time
+	cloneCacheSize        int64
+	// fullHistory fetches whole histories instead of branch tips; tests
+	// measure what shallow fetches save with it.
+	fullHistory bool
 }
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
@@ -132,9 +135,20 @@ func WithArgoCDNamespace(ns string) GitOption {
 }
 
 // WithWorkDir sets the folder holding the local clones, one per repository
-// URL, kept between cycles (default: a folder made under os.TempDir).
+// URL. They are kept between cycles and, as the folder is named, across
+// restarts: a new writer on the folder fetches into the clones it finds
+// (default: a temporary folder of this writer's own, removed by Close).
+// One process at a time uses a folder; a writer that finds it in use by
+// another process falls back to a temporary folder.
 func WithWorkDir(dir string) GitOption {
 	return func(c *gitConfig) { c.workDir = dir }
+}
+
+// WithCloneCacheSize bounds the disk space of the clones in the work
+// folder (default DefaultCloneCacheSize). When they outgrow it, the least
+// recently used clones not in use are removed; 0 or less: no bound.
+func WithCloneCacheSize(bytes int64) GitOption {
+	return func(c *gitConfig) { c.cloneCacheSize = bytes }
 }
 
 // WithAuthor sets the commits' author and committer.
@@ -210,9 +224,11 @@ func WithClock(now func() time.Time) GitOption {
 //
 // A Write groups its updates by repository and branch. Each group is one
 // push carrying one commit per Application, each with its own message.
-// The local clone of a repository is kept in the work folder and only
-// fetched between cycles. Files are edited in the git object store on top
-// of the remote branch's tip, never in a checkout. When a push is refused
+// The local clone of a repository is kept in the work folder, across
+// restarts too, and only fetched between cycles; its first fetch brings
+// the branch tip without its history, which a write does not need. Files
+// are edited in the git object store on top of the remote branch's tip,
+// never in a checkout. When a push is refused
 // because someone else pushed first, the edits are computed again on the
 // new tip (so the other commits are kept) and pushed again, a bounded
 // number of times; nothing is ever force-pushed.
@@ -223,9 +239,7 @@ type GitWriter struct {
 	message  *CommitMessageTemplate
 	signer   commitSigner
 	github   *githubTokens
-
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	cache    *cloneCache
 
 	// beforePush runs just before each push; tests use it to race one.
 	beforePush func(repoURL, branch string, attempt int)
@@ -241,11 +255,12 @@ func NewGitWriter(secrets SecretLister, projects AppProjectGetter, opts ...GitOp
 		pushRetries:     DefaultPushRetries,
 		log:             slog.New(slog.DiscardHandler),
 		now:             time.Now,
+		cloneCacheSize:  DefaultCloneCacheSize,
 	}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	w := &GitWriter{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message, github: newGitHubTokens(), locks: map[string]*sync.Mutex{}}
+	w := &GitWriter{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message, github: newGitHubTokens()}
 	var errs []error
 	if secrets == nil {
 		errs = append(errs, errors.New("a SecretLister is required"))
@@ -285,20 +300,21 @@ func NewGitWriter(secrets SecretLister, projects AppProjectGetter, opts ...GitOp
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("git write-back: %w", errors.Join(errs...))
 	}
-	if w.cfg.workDir == "" {
-		dir, err := os.MkdirTemp("", "argocd-image-updater-git-")
-		if err != nil {
-			return nil, fmt.Errorf("git write-back: create work folder: %w", err)
-		}
-		w.cfg.workDir = dir
-	} else if err := os.MkdirAll(w.cfg.workDir, 0o700); err != nil {
-		return nil, fmt.Errorf("git write-back: create work folder: %w", err)
+	cache, err := openCloneCache(cfg.workDir, cfg.cloneCacheSize, cfg.log)
+	if err != nil {
+		return nil, fmt.Errorf("git write-back: %w", err)
 	}
+	w.cache = cache
 	return w, nil
 }
 
 // WorkDir is the folder holding the local clones.
-func (w *GitWriter) WorkDir() string { return w.cfg.workDir }
+func (w *GitWriter) WorkDir() string { return w.cache.root }
+
+// Close lets go of the work folder, for another writer to use, and
+// removes it when it was a temporary one. The writer must not be used
+// after.
+func (w *GitWriter) Close() error { return w.cache.close() }
 
 // Write writes all updates of one cycle and returns one result per
 // update, in order. Repositories are written in parallel; one failing
@@ -333,7 +349,7 @@ func (w *GitWriter) Write(ctx context.Context, updates []GitUpdate) []GitResult 
 		}
 		byRepo[k] = append(byRepo[k], a)
 	}
-	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cfg.workDir, w.github)
+	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cache.root, w.github)
 	var g errgroup.Group
 	g.SetLimit(maxParallelRepositories)
 	for _, k := range order {
@@ -377,17 +393,11 @@ func (w *GitWriter) recoverInto(apps []*appWrite, what string) {
 	}
 }
 
-// lockRepository serializes work on one clone, across Writes too.
+// lockRepository serializes work on one clone, across Writes too, and
+// keeps it from eviction meanwhile. Spellings of one URL share the lock
+// as they share the clone.
 func (w *GitWriter) lockRepository(url string) func() {
-	w.mu.Lock()
-	l, ok := w.locks[url]
-	if !ok {
-		l = &sync.Mutex{}
-		w.locks[url] = l
-	}
-	w.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return w.cache.lock(cloneDirName(cloneKey(url)))
 }
 
 // writeRepository writes the updates of one repository, branch by branch.
@@ -405,11 +415,13 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 		return
 	}
 	defer acc.close()
-	clone, err := openClone(w.cfg.workDir, url)
+	clone, err := w.cache.open(url)
 	if err != nil {
 		fail(err)
 		return
 	}
+	clone.fullHistory = w.cfg.fullHistory
+	defer w.cache.done(clone)
 	remote, err := clone.list(ctx, acc)
 	if err != nil {
 		fail(err)

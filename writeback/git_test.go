@@ -72,6 +72,11 @@ func TestGitWriter(t *testing.T) {
 	t.Run("invalid targets", e.testInvalidTargets)
 	t.Run("fifty applications one push", e.testFiftyApplications)
 	t.Run("clone kept between cycles", e.testCloneReuse)
+	t.Run("clone kept across restarts", e.testCloneAcrossRestarts)
+	t.Run("leftovers of interrupted clones", e.testLeftoverClones)
+	t.Run("clone eviction", e.testCloneEviction)
+	t.Run("shallow clones", e.testShallowClones)
+	t.Run("shallow fetch figures", e.testShallowFigures)
 	t.Run("push raced by another writer", e.testPushRace)
 	t.Run("one commit refused by a pre-receive hook", e.testRefusedCommit)
 	t.Run("credentials from repository Secret", e.testRepositorySecret)
@@ -125,6 +130,7 @@ func (e *gitEnv) writer(t *testing.T, ns string, opts ...GitOption) *GitWriter {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = w.Close() })
 	return w
 }
 

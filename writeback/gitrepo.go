@@ -3,9 +3,7 @@ package writeback
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +13,6 @@ import (
 	"sort"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
@@ -33,40 +30,37 @@ const remoteName = "origin"
 // that a cycle only fetches what changed. It is bare: write-backs read
 // and write git objects directly and never check files out, so the cost
 // of a cycle does not grow with the size of the repository's tree, and no
-// half-written working tree can survive a crash.
+// half-written working tree can survive a crash. It is shallow where the
+// server allows: its history starts at the first tip it fetched.
 type gitClone struct {
-	url  string
-	repo *git.Repository
+	url string
+	// name is the clone's folder name in the cache, dir the folder.
+	name, dir string
+	// building is the temporary folder of a clone whose first fetch has
+	// not landed yet; finish moves it to dir.
+	building    string
+	repo        *git.Repository
+	fullHistory bool
 }
 
-// cloneDirName names a repository's clone folder after a hash of its URL,
-// which keeps names short and free of characters from the URL.
-func cloneDirName(url string) string {
-	sum := sha256.Sum256([]byte(url))
-	return hex.EncodeToString(sum[:12])
-}
-
-// openClone opens the clone of a repository in workDir, or creates an
-// empty one (the first fetch fills it). A clone that cannot be opened, or
-// that belongs to another URL, is made anew.
-func openClone(workDir, url string) (*gitClone, error) {
-	dir := filepath.Join(workDir, cloneDirName(url))
-	repo, err := git.PlainOpen(dir)
-	if err == nil {
-		if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{url}) {
-			return &gitClone{url: url, repo: repo}, nil
-		}
+// finish moves a new clone, whose first fetch just landed, to its folder.
+func (c *gitClone) finish() error {
+	if c.building == "" {
+		return nil
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("remove unusable clone %s: %w", dir, err)
+	if err := os.WriteFile(filepath.Join(c.building, lastUseFile), nil, 0o600); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
 	}
-	if repo, err = git.PlainInit(dir, true); err != nil {
-		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
+	if err := os.Rename(c.building, c.dir); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
 	}
-	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{url}}); err != nil {
-		return nil, fmt.Errorf("create clone in %s: %w", dir, err)
+	c.building = ""
+	repo, err := git.PlainOpen(c.dir)
+	if err != nil {
+		return fmt.Errorf("open clone %s: %w", c.dir, err)
 	}
-	return &gitClone{url: url, repo: repo}, nil
+	c.repo = repo
+	return nil
 }
 
 // remoteBranches is what the remote advertises: its branches and the one
@@ -160,12 +154,25 @@ func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, lis
 	if err := c.repo.Storer.SetReference(tracking); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
 	}
+	if err := c.finish(); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
+	}
 	return head, nil
 }
 
 // fetchPack asks for the objects of want that the clone lacks and stores
-// them. The branches the clone tracks are what it has: it only ever holds
-// whole histories, so the server can leave out everything behind them.
+// them. The branches the clone tracks are what it has; the server leaves
+// out every object reachable from them, down to the clone's shallow
+// commits, which are sent along so that the server does not count history
+// the clone never fetched.
+//
+// A clone's first fetch, with nothing to build on, asks for want alone
+// (depth 1) unless fullHistory is set: editing a file needs the tip's
+// tree, a commit names its parent by hash, and a push sends only the new
+// objects. Later fetches ask for everything since the tracked tips, not
+// for depth 1 again: the server cannot leave out the files a shallow
+// commit shares with the clone's tips, and would send the whole tree each
+// time.
 func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, want plumbing.Hash) (err error) {
 	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 	if adv.Capabilities.Supports(capability.NoProgress) {
@@ -174,39 +181,79 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 		}
 	}
 	req.Wants = []plumbing.Hash{want}
-	refs, err := c.repo.Storer.IterReferences()
+	tips, err := c.trackedTips()
 	if err != nil {
 		return err
 	}
-	err = refs.ForEach(func(r *plumbing.Reference) error {
-		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
-			return nil
-		}
-		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(req.Haves, r.Hash()) {
-			req.Haves = append(req.Haves, r.Hash())
-		}
-		return nil
-	})
+	shallow, err := c.repo.Storer.Shallow()
 	if err != nil {
 		return err
 	}
-	reader, err := sess.UploadPack(ctx, req)
+	switch {
+	case adv.Capabilities.Supports(capability.Shallow):
+		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return err
+		}
+		req.Shallows = shallow
+		req.Haves = tips
+		if len(tips) == 0 && !c.fullHistory {
+			req.Depth = packp.DepthCommits(1)
+		}
+	case len(shallow) == 0:
+		req.Haves = tips
+	default:
+		// A shallow clone whose server cannot be told where its history
+		// stops claims nothing, and gets the whole history of want.
+	}
+	resp, err := sess.UploadPack(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := reader.Close(); cerr != nil && err == nil {
+		if cerr := resp.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	var pack io.Reader = reader
+	var pack io.Reader = resp
 	switch {
 	case req.Capabilities.Supports(capability.Sideband64k):
-		pack = sideband.NewDemuxer(sideband.Sideband64k, reader)
+		pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
 	case req.Capabilities.Supports(capability.Sideband):
-		pack = sideband.NewDemuxer(sideband.Sideband, reader)
+		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
-	return packfile.UpdateObjectStorage(c.repo.Storer, pack)
+	if err := packfile.UpdateObjectStorage(c.repo.Storer, pack); err != nil {
+		return err
+	}
+	if req.Depth.IsZero() {
+		return nil
+	}
+	// The commits whose parents the server left out are recorded before
+	// anything tracks them, so that every later fetch declares them.
+	shallow = slices.Concat(shallow, resp.Shallows)
+	shallow = slices.DeleteFunc(shallow, func(h plumbing.Hash) bool { return slices.Contains(resp.Unshallows, h) })
+	slices.SortFunc(shallow, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	return c.repo.Storer.SetShallow(slices.Compact(shallow))
+}
+
+// trackedTips are the commits the clone's remote-tracking branches hold:
+// what the clone has, with everything they reach down to its shallow
+// commits.
+func (c *gitClone) trackedTips() ([]plumbing.Hash, error) {
+	refs, err := c.repo.Storer.IterReferences()
+	if err != nil {
+		return nil, err
+	}
+	var tips []plumbing.Hash
+	err = refs.ForEach(func(r *plumbing.Reference) error {
+		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
+			return nil
+		}
+		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(tips, r.Hash()) {
+			tips = append(tips, r.Hash())
+		}
+		return nil
+	})
+	return tips, err
 }
 
 // ErrBranchMoved is wrapped by a push error when the branch no longer

@@ -120,6 +120,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	if err != nil {
 		return err
 	}
+	defer gitWriter.Close()
 	updater := cycle.New(watcher, regClient,
 		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
 		cycle.WithGitWriter(gitWriter),
@@ -245,6 +246,8 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 		writeback.WithSignOff(o.gitCommitSignOff),
 		writeback.WithGitDryRun(o.dryRun),
 		writeback.WithGitLogger(logger),
+		writeback.WithWorkDir(o.gitCloneDir),
+		writeback.WithCloneCacheSize(o.gitCloneMaxBytes),
 	}
 	if o.gitCommitSigningKey != "" {
 		opts = append(opts, writeback.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))

@@ -56,7 +56,7 @@ func newControllerWorld(t *testing.T) *controllerWorld {
 		w.reg.Host, w.reg.Host)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.env = map[string]string{"REGISTRY_CREDS": w.reg.Username + ":" + w.reg.Password}
+	w.env = map[string]string{"REGISTRY_CREDS": w.reg.Username + ":" + w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR": t.TempDir()}
 	w.reg.PushImage(t, "eks-app", []string{"v0.0.1"})
 	w.reg.PushImage(t, "eks-app", []string{"v0.1.0"})
 	return w

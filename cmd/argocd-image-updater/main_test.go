@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -93,7 +94,8 @@ func TestRunEnvironment(t *testing.T) {
 
 func TestOnceDisablesLoopAndHealth(t *testing.T) {
 	o := &runOptions{once: true, interval: 2 * 60e9, healthPort: 8080, maxConcurrency: 1, kubeQPS: 1, kubeBurst: 1,
-		logLevel: "info", logFormat: "text", applicationsAPI: "kubernetes", gitCommitSigningMethod: "openpgp"}
+		logLevel: "info", logFormat: "text", applicationsAPI: "kubernetes", gitCommitSigningMethod: "openpgp",
+		gitCloneDir: t.TempDir(), gitCloneMaxSize: "2Gi"}
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +142,73 @@ func TestOldRunFlags(t *testing.T) {
 			}
 			if got := cmd.Flags().Lookup("application-namespaces").Value.String(); got != tt.wantNamespaces {
 				t.Errorf("--application-namespaces = %s, want %s", got, tt.wantNamespaces)
+			}
+		})
+	}
+}
+
+// TestGitCloneFolder: the git write-back keeps its clones in one folder
+// named by the flag or its variable, by default under TMPDIR, so that the
+// writer of the next start finds them.
+func TestGitCloneFolder(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	flagDir, envDir := filepath.Join(t.TempDir(), "flag"), filepath.Join(t.TempDir(), "env")
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		wantDir   string
+		wantBytes int64
+		wantErr   string
+	}{
+		{name: "default", wantDir: filepath.Join(tmp, "argocd-image-updater-git"), wantBytes: 2 << 30},
+		{name: "flag", args: []string{"--git-clone-dir", flagDir, "--git-clone-max-size", "500Mi"}, wantDir: flagDir, wantBytes: 500 << 20},
+		{
+			name: "environment", env: map[string]string{"IMAGE_UPDATER_GIT_CLONE_DIR": envDir, "IMAGE_UPDATER_GIT_CLONE_MAX_SIZE": "1G"},
+			wantDir: envDir, wantBytes: 1e9,
+		},
+		{name: "flag wins", args: []string{"--git-clone-dir", flagDir}, env: map[string]string{"IMAGE_UPDATER_GIT_CLONE_DIR": envDir}, wantDir: flagDir, wantBytes: 2 << 30},
+		{name: "no bound", args: []string{"--git-clone-max-size", "0"}, wantDir: filepath.Join(tmp, "argocd-image-updater-git")},
+		{name: "bad size", args: []string{"--git-clone-max-size", "lots"}, wantErr: `invalid value "lots" for --git-clone-max-size`},
+		{name: "negative size", env: map[string]string{"IMAGE_UPDATER_GIT_CLONE_MAX_SIZE": "-1Gi"}, wantErr: "--git-clone-max-size"},
+		{name: "empty folder", args: []string{"--git-clone-dir="}, wantErr: "--git-clone-dir must not be empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var dirs []string
+			// Two starts, one after the other.
+			for range 2 {
+				opts := &runOptions{}
+				cmd := newRunCommandFor(opts, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+				if err := cmd.ParseFlags(tt.args); err != nil {
+					t.Fatalf("flags refused: %v", err)
+				}
+				err := cmd.PreRunE(cmd, nil)
+				if tt.wantErr != "" {
+					var usage *usageError
+					if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wantErr) {
+						t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if opts.gitCloneMaxBytes != tt.wantBytes {
+					t.Errorf("bound %d bytes, want %d", opts.gitCloneMaxBytes, tt.wantBytes)
+				}
+				w, err := newGitWriter(opts, nil, nil, "argocd", slog.New(slog.DiscardHandler), func(string) (string, bool) { return "", false })
+				if err != nil {
+					t.Fatal(err)
+				}
+				dirs = append(dirs, w.WorkDir())
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if dirs[0] != tt.wantDir || dirs[1] != tt.wantDir {
+				t.Errorf("clone folders %v, want %s both times", dirs, tt.wantDir)
 			}
 		})
 	}

@@ -3,10 +3,15 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 // Defaults shared with the install manifest.
@@ -48,6 +53,10 @@ type runOptions struct {
 	gitCommitSigningMethod string
 	gitCommitSignOff       bool
 	gitCommitMessagePath   string
+	gitCloneDir            string
+	gitCloneMaxSize        string
+	// gitCloneMaxBytes is gitCloneMaxSize in bytes, set by validate.
+	gitCloneMaxBytes int64
 
 	disableKubeEvents bool
 	warmupCache       bool
@@ -85,10 +94,21 @@ var runEnv = envFlags{
 	"application-namespaces":    "IMAGE_UPDATER_APPLICATION_NAMESPACES",
 	"leader-election":           "IMAGE_UPDATER_LEADER_ELECTION",
 	"stall-timeout":             "IMAGE_UPDATER_STALL_TIMEOUT",
+	"git-clone-dir":             "IMAGE_UPDATER_GIT_CLONE_DIR",
+	"git-clone-max-size":        "IMAGE_UPDATER_GIT_CLONE_MAX_SIZE",
 }
 
+// defaultGitCloneDir is under TMPDIR, which in the install manifest's pod
+// is /tmp, its writable emptyDir volume: the clones outlive restarts of
+// the container, not of the pod.
+func defaultGitCloneDir() string { return filepath.Join(os.TempDir(), "argocd-image-updater-git") }
+
 func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
-	o := &runOptions{}
+	return newRunCommandFor(&runOptions{}, lookupEnv)
+}
+
+// newRunCommandFor fills o from the flags and the environment.
+func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the update loop against the Applications of the cluster",
@@ -135,6 +155,8 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.StringVar(&o.gitCommitSigningMethod, "git-commit-signing-method", "openpgp", "how Git commits are signed: openpgp or ssh")
 	f.BoolVar(&o.gitCommitSignOff, "git-commit-sign-off", false, "add a Signed-off-by trailer to Git commits")
 	f.StringVar(&o.gitCommitMessagePath, "git-commit-message-path", defaultCommitMessagePath, "path to the Go template of Git commit messages")
+	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
+	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(writeback.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
 	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
@@ -176,6 +198,14 @@ func (o *runOptions) validate() error {
 		return usageErrorf("--kube-api-qps and --kube-api-burst must be positive")
 	case o.stallTimeout < 0:
 		return usageErrorf("invalid value %s for --stall-timeout: must not be negative", o.stallTimeout)
+	}
+	size, err := resource.ParseQuantity(o.gitCloneMaxSize)
+	if err != nil || size.Sign() < 0 {
+		return usageErrorf("invalid value %q for --git-clone-max-size: want a size such as 2Gi, 500Mi or 0 (no bound)", o.gitCloneMaxSize)
+	}
+	o.gitCloneMaxBytes = size.Value()
+	if o.gitCloneDir == "" {
+		return usageErrorf("--git-clone-dir must not be empty")
 	}
 	if o.stallTimeout == 0 {
 		o.stallTimeout = max(5*o.interval, minStallTimeout)
