@@ -126,6 +126,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	}
 	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)),
 		WithRegistryConfig(func() *config.Config { return conf }),
+		WithControllerNamespace(testenv.ArgoCDNamespace),
 		WithDryRun(o.dryRun),
 		WithMetrics(w.metrics),
 		WithEvents(NewEventReporter(recorder)),
