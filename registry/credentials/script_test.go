@@ -270,3 +270,70 @@ func TestNoSecretsInErrors(t *testing.T) {
 		}
 	}
 }
+
+// A script gets the controller's environment less the controller's own
+// secrets; the variables cloud CLIs need under IRSA or Workload Identity
+// stay. The script writes its environment to a file: its stdout must be
+// the credentials.
+func TestExtScriptEnvironment(t *testing.T) {
+	vars := []struct {
+		name string
+		kept bool
+	}{
+		{"PATH", true},
+		{"HOME", true},
+		{"HTTPS_PROXY", true},
+		{"AWS_ROLE_ARN", true},
+		{"AWS_WEB_IDENTITY_TOKEN_FILE", true},
+		{"AWS_REGION", true},
+		{"AWS_DEFAULT_REGION", true},
+		{"AWS_STS_REGIONAL_ENDPOINTS", true},
+		{"AWS_CONTAINER_CREDENTIALS_FULL_URI", true},
+		{"GOOGLE_APPLICATION_CREDENTIALS", true},
+		{"IMAGE_UPDATER_INTERVAL", true},
+		{"ARGOCD_TOKEN", false},
+		{"ARGOCD_AUTH_TOKEN", false},
+		{"ARGOCD_SERVER", false},
+		{"GIT_PASSWORD", false},
+		{"GIT_TOKEN", false},
+		{"GIT_ASKPASS", false},
+		{"GIT_CONFIG_VALUE_0", false},
+		{"GIT_COMMIT_SIGNING_KEY", false},
+		{"GNUPGHOME", false},
+		{"SSH_AUTH_SOCK", false},
+		{"KUBECONFIG", false},
+	}
+	want := map[string]string{}
+	for _, v := range vars {
+		value := "value-of-" + strings.ToLower(v.name)
+		if v.name == "PATH" || v.name == "HOME" {
+			value = os.Getenv(v.name)
+		}
+		t.Setenv(v.name, value)
+		want[v.name] = value
+	}
+	dump := filepath.Join(t.TempDir(), "env")
+	ref := extRef(writeScript(t, "env > "+dump+"\necho AWS:token"))
+	if _, err := NewResolver().Resolve(t.Context(), ref, Target{Host: "ghcr.io"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	for _, v := range vars {
+		value, ok := got[v.name]
+		switch {
+		case v.kept && value != want[v.name]:
+			t.Errorf("%s = %q in the script, want %q", v.name, value, want[v.name])
+		case !v.kept && ok:
+			t.Errorf("%s reached the script", v.name)
+		}
+	}
+}
