@@ -169,6 +169,9 @@ func (u *Updater) Stalled(after time.Duration) bool {
 func (u *Updater) RunOnce(ctx context.Context) Summary {
 	u.running.Lock()
 	defer u.running.Unlock()
+	// Image-level credentials that are not cached (ext: scripts) are
+	// resolved once for the whole cycle, not on every registry request.
+	ctx = credentials.WithCycle(ctx)
 	start := u.now()
 	u.events.beginCycle()
 	cfg := u.config()
