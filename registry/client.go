@@ -229,6 +229,9 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())
+	if h := e.hint(); h != "" {
+		b.WriteString(" (" + h + ")")
+	}
 	return b.String()
 }
 
