@@ -75,6 +75,10 @@ type ImageSpec struct {
 	IgnoreTags  []string
 	ForceUpdate bool
 	PullSecret  string
+	// PullSecretAnnotation is the full key PullSecret was read from
+	// ("<prefix><alias>.pull-secret" or the Application-wide one), for
+	// messages; "" when PullSecret is.
+	PullSecretAnnotation string
 	// Platforms are those the image must be built for; empty means the
 	// controller's default.
 	Platforms []v1.Platform
@@ -366,7 +370,9 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 			fail(key, "value %q is not true or false", v)
 		}
 	}
-	spec.PullSecret, _ = value(KeyPullSecret)
+	if v, key := value(KeyPullSecret); v != "" {
+		spec.PullSecret, spec.PullSecretAnnotation = v, key
+	}
 	if v, key := value(KeyPlatforms); v != "" {
 		ps, err := platform.Parse(v)
 		if err != nil {

@@ -64,7 +64,8 @@ func TestParseAnnotations(t *testing.T) {
 			wantImages: []ImageSpec{
 				{Image: mustRef("nginx"), Constraint: "~1.26", Strategy: "newest-build", AllowTags: "regexp:^v"},
 				{Alias: "reg", Image: mustRef("localhost:5000/team/app"), Constraint: "^2", Strategy: "semver", AllowTags: "regexp:^v",
-					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred"},
+					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred",
+					PullSecretAnnotation: AnnotationPrefix + "reg.pull-secret"},
 				{Alias: "pinned", Image: mustRef("ghcr.io/x/y"), Constraint: "stable", Strategy: "digest", AllowTags: "regexp:^v", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}},
 				{Alias: "plain", Image: mustRef("quay.io/org/app"), Strategy: "newest-build", AllowTags: "regexp:^v"},
 			},

@@ -153,6 +153,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	}
 	opts := []Option{
 		WithRegistryConfig(func() *config.Config { return conf }),
+		WithControllerNamespace(testenv.ArgoCDNamespace),
 		WithDryRun(o.dryRun),
 		WithMetrics(w.metrics),
 		WithEvents(NewEventReporter(recorder)),

@@ -1,6 +1,7 @@
 package cycle
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -45,9 +46,13 @@ func (e configError) Unwrap() error { return e.err }
 // Application-level error (a bad write-back setting) stops the whole
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
-func planApplication(app *appwatch.Application, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+func planApplication(app *appwatch.Application, controllerNamespace string, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+	appProblems := app.Annotations.Problems
+	if p, bad := writeBackProblem(app); bad {
+		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
+	}
 	appBroken := false
-	for _, p := range app.Annotations.Problems {
+	for _, p := range appProblems {
 		problems = append(problems, p)
 		if p.Image == "" && !p.Warning {
 			appBroken = true
@@ -60,8 +65,11 @@ func planApplication(app *appwatch.Application, defaultPlatforms []v1.Platform) 
 		return nil, skips, problems
 	}
 	for _, spec := range app.Annotations.Images {
-		j, sk, err := planImage(app, spec, defaultPlatforms)
+		j, sk, err := planImage(app, spec, controllerNamespace, defaultPlatforms)
+		var annotationProblem appwatch.Problem
 		switch {
+		case errors.As(err, &annotationProblem):
+			problems = append(problems, annotationProblem)
 		case err != nil:
 			problems = append(problems, configError{fmt.Errorf("image %s: %w", spec.Key(), err)})
 		case sk != "":
@@ -73,12 +81,16 @@ func planApplication(app *appwatch.Application, defaultPlatforms []v1.Platform) 
 	return jobs, skips, problems
 }
 
-func planImage(app *appwatch.Application, spec appwatch.ImageSpec, defaultPlatforms []v1.Platform) (*job, string, error) {
+func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
 	var creds credentials.Ref
 	var err error
 	if spec.PullSecret != "" {
-		if creds, err = credentials.ParseRef(spec.PullSecret); err != nil {
-			return nil, "", fmt.Errorf("pull-secret: %w", err)
+		creds, err = credentials.ParseRef(spec.PullSecret)
+		if err == nil {
+			err = checkImageCredentials(app, creds, controllerNamespace)
+		}
+		if err != nil {
+			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: spec.PullSecretAnnotation, Message: err.Error()}
 		}
 	}
 	platforms := spec.Platforms

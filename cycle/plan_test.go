@@ -12,15 +12,18 @@ import (
 )
 
 // planApp builds an Application the way the watcher reads one.
-func planApp(t *testing.T, annotations map[string]string, spec, status map[string]any) *appwatch.Application {
+func planApp(t *testing.T, namespace string, annotations map[string]string, spec, status map[string]any) *appwatch.Application {
 	t.Helper()
+	if namespace == "" {
+		namespace = "argocd"
+	}
 	ann := map[string]any{}
 	for k, v := range annotations {
 		ann[appwatch.AnnotationPrefix+k] = v
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "app", "namespace": "argocd", "annotations": ann},
+		"metadata": map[string]any{"name": "app", "namespace": namespace, "annotations": ann},
 		"spec":     spec, "status": status,
 	}}
 	a, err := appwatch.FromUnstructured(obj)
@@ -59,10 +62,15 @@ func TestPlanApplication(t *testing.T) {
 		annotations map[string]string
 		spec        map[string]any
 		status      map[string]any
+		// namespace is the Application's ("argocd" if empty) and
+		// controllerNS the controller's ("argocd" unless noControllerNS).
+		namespace      string
+		noControllerNS bool
 		// per planned image: alias -> "sourceIndex current"
-		jobs     map[string]string
-		skips    []string // aliases
-		problems []string // substrings
+		jobs        map[string]string
+		skips       []string // aliases
+		problems    []string // substrings
+		notProblems []string // substrings no problem may contain
 	}{
 		{
 			name:        "the override wins over the running image",
@@ -149,11 +157,123 @@ func TestPlanApplication(t *testing.T) {
 			status:      running("nginx@sha256:" + strings.Repeat("b", 64)),
 			jobs:        map[string]string{"a": "-1 stable@sha256:" + strings.Repeat("b", 64)},
 		},
+		{
+			name:        "a pull secret beside the Application",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "pullsecret:team-a/regcred"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			jobs:        map[string]string{"a": "-1 1"},
+		},
+		{
+			name:        "a pull secret in another namespace is refused for that image only",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx,b=evil.example.com/x", "b.pull-secret": "pullsecret:argocd/regcred"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1", "evil.example.com/x:1"),
+			jobs:        map[string]string{"a": "-1 1"},
+			problems: []string{"annotation argocd-image-updater.argoproj.io/b.pull-secret (image b): ",
+				"pullsecret:argocd/regcred names a Secret in namespace argocd",
+				"only Secrets in the Application's own namespace, team-a"},
+		},
+		{
+			name:        "a Secret field in another namespace is refused",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=evil.example.com/x", "pull-secret": "secret:argocd/cluster-prod#config"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("evil.example.com/x:1"),
+			problems:    []string{"annotation argocd-image-updater.argoproj.io/pull-secret (image a): ", "namespace argocd", "team-a"},
+		},
+		{
+			name:        "the controller's namespace: its own Secrets",
+			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "pullsecret:argocd/regcred"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			jobs:        map[string]string{"a": "-1 1"},
+		},
+		{
+			name:        "the controller's namespace: not another namespace's",
+			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "secret:team-a/creds#creds"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			problems:    []string{"a.pull-secret", "names a Secret in namespace team-a", "own namespace, argocd"},
+		},
+		{
+			name:        "env: outside the controller's namespace",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "env:REGISTRY_CREDS"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			problems: []string{"annotation argocd-image-updater.argoproj.io/a.pull-secret (image a): ",
+				"env: credentials may only be named by Applications in the controller's namespace (argocd); this Application is in team-a"},
+		},
+		{
+			name:        "ext: outside the controller's namespace",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "ext:/app/scripts/login.sh"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			problems:    []string{"a.pull-secret", "ext: credentials may only be named by Applications in the controller's namespace"},
+		},
+		{
+			name:        "env: and ext: in the controller's namespace",
+			annotations: map[string]string{"image-list": "a=nginx,b=redis", "a.pull-secret": "env:REGISTRY_CREDS", "b.pull-secret": "ext:/app/scripts/login.sh"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1", "redis:7"),
+			jobs:        map[string]string{"a": "-1 1", "b": "-1 7"},
+		},
+		{
+			name:           "env: when the controller's namespace is not known",
+			noControllerNS: true,
+			annotations:    map[string]string{"image-list": "a=nginx", "a.pull-secret": "env:REGISTRY_CREDS"},
+			spec:           map[string]any{"source": kustomizeSource()},
+			status:         running("nginx:1"),
+			problems:       []string{"env: credentials may only be named by Applications in the controller's namespace"},
+		},
+		{
+			name:        "native cloud credentials from any namespace",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx,b=redis", "a.pull-secret": "ecr", "b.pull-secret": "gcp"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1", "redis:7"),
+			jobs:        map[string]string{"a": "-1 1", "b": "-1 7"},
+		},
+		{
+			name:        "a rejected reference is not repeated",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "admin:hunter2"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			problems:    []string{"a.pull-secret", `invalid credential reference "<redacted>"`},
+			notProblems: []string{"hunter2", "admin"},
+		},
+		{
+			name:        "git:secret in another namespace stops the Application",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx", "write-back-method": "git:secret:argocd/deploy-key", "git-repository": "https://evil.example.com/r.git"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			skips:       []string{"a"},
+			problems: []string{"annotation argocd-image-updater.argoproj.io/write-back-method: ",
+				"git:secret:argocd/deploy-key names a Secret in namespace argocd", "own namespace, team-a"},
+		},
+		{
+			name:        "git:secret beside the Application",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=nginx", "write-back-method": "git:secret:team-a/deploy-key"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("nginx:1"),
+			jobs:        map[string]string{"a": "-1 1"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			app := planApp(t, tt.annotations, tt.spec, tt.status)
-			jobs, skips, problems := planApplication(app, linuxAMD64)
+			app := planApp(t, tt.namespace, tt.annotations, tt.spec, tt.status)
+			controllerNS := "argocd"
+			if tt.noControllerNS {
+				controllerNS = ""
+			}
+			jobs, skips, problems := planApplication(app, controllerNS, linuxAMD64)
 			got := map[string]string{}
 			for _, j := range jobs {
 				got[j.spec.Alias] = strconv.Itoa(j.source.Index) + " " + j.current.String()
@@ -183,6 +303,11 @@ func TestPlanApplication(t *testing.T) {
 			for _, want := range tt.problems {
 				if !strings.Contains(all, want) {
 					t.Errorf("problems %q lack %q", msgs, want)
+				}
+			}
+			for _, not := range tt.notProblems {
+				if strings.Contains(all, not) {
+					t.Errorf("problems %q contain %q", msgs, not)
 				}
 			}
 			if len(tt.problems) == 0 && len(msgs) > 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -248,6 +250,36 @@ func TestCycle(t *testing.T) {
 		}
 		if after := w.get(t, "dry").GetResourceVersion(); after != before {
 			t.Error("dry-run wrote the Application")
+		}
+	})
+
+	t.Run("an image's ext: script runs once per cycle", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "extonce*", dryRun: true})
+		dir := t.TempDir()
+		log := filepath.Join(dir, "runs")
+		script := filepath.Join(dir, "login.sh")
+		body := fmt.Sprintf("#!/bin/sh\necho run >> %s\necho '%s:%s'\n", log, reg.Username, reg.Password)
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// newest-build reads the metadata of every tag: one tag listing
+		// and five metadata requests, each with the image's credentials.
+		w.create(t, application("extonce", map[string]string{
+			"image-list":          "app=" + repo("eks-app"),
+			"app.update-strategy": "newest-build",
+			"app.pull-secret":     "ext:" + script,
+		}, nil, repo("eks-app")+":v0.0.1"))
+		runs := func() int {
+			b, _ := os.ReadFile(log)
+			return strings.Count(string(b), "run")
+		}
+		for cycle := 1; cycle <= 2; cycle++ {
+			if sum := w.updater.RunOnce(t.Context()); sum.Errors != 0 || sum.Images != 1 {
+				t.Fatalf("cycle %d: summary %+v", cycle, sum)
+			}
+			if n := runs(); n != cycle {
+				t.Errorf("after cycle %d the script ran %d times, want once per cycle", cycle, n)
+			}
 		}
 	})
 

@@ -89,6 +89,8 @@ func WithDefaultPlatforms(ps ...v1.Platform) Option {
 func WithGitWriter(w GitWriter) Option { return func(u *Updater) { u.git = w } }
 
 // WithControllerNamespace is the Argo CD namespace the controller runs in.
+// Only Applications in it may name env: and ext: credentials in their
+// annotations; without it, none may.
 func WithControllerNamespace(ns string) Option {
 	return func(u *Updater) { u.controllerNamespace = ns }
 }
@@ -167,6 +169,9 @@ func (u *Updater) Stalled(after time.Duration) bool {
 func (u *Updater) RunOnce(ctx context.Context) Summary {
 	u.running.Lock()
 	defer u.running.Unlock()
+	// Image-level credentials that are not cached (ext: scripts) are
+	// resolved once for the whole cycle, not on every registry request.
+	ctx = credentials.WithCycle(ctx)
 	start := u.now()
 	u.events.beginCycle()
 	cfg := u.config()
@@ -176,7 +181,7 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	sum := Summary{Applications: len(apps)}
 	var jobs []*job
 	for _, app := range apps {
-		appJobs, skips, problems := planApplication(app, u.defaultPlatforms)
+		appJobs, skips, problems := planApplication(app, u.controllerNamespace, u.defaultPlatforms)
 		sum.Images += len(app.Annotations.Images)
 		u.metrics.imagesWatched(app, len(app.Annotations.Images))
 		u.reportProblems(app, problems)

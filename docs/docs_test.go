@@ -340,6 +340,7 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 	recorder := record.NewFakeRecorder(1000)
 	u := cycle.New(apps, emptyRegistry{}, refusingWriter{},
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
+		cycle.WithControllerNamespace("argocd"),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}))
 	sum := u.RunOnce(context.Background())
 	close(recorder.Events)

@@ -42,7 +42,8 @@ const (
 // the registry's Retry-After or a bounded exponential backoff.
 //
 // Credentials are chosen in this order: the image's own credential
-// reference (kept for a minute, or run on every call for ext: scripts);
+// reference (kept for a minute, or, for ext: scripts, once per
+// credentials.WithCycle context);
 // else the entry's `credentials` (cached for `credsexpire`); else, for ECR
 // and Google hosts when the credentials.Resolver has a source of that
 // kind, the cloud's native credentials (a source reporting
@@ -228,6 +229,9 @@ func (e *Error) Error() string {
 	}
 	b.WriteString(": ")
 	b.WriteString(e.Err.Error())
+	if h := e.hint(); h != "" {
+		b.WriteString(" (" + h + ")")
+	}
 	return b.String()
 }
 

@@ -42,7 +42,8 @@ func (s credSource) identity() string { return s.ref.String() }
 // Secret or the environment are reused. Without it, every tag listing and
 // metadata request of such an image reads the Secret again; a short time
 // keeps a rotated Secret effective within a minute (and a 401 rereads it
-// at once). ext: scripts of an image run on every use, as they always have.
+// at once). ext: scripts of an image are not kept here: Resolve runs them
+// once per update cycle (credentials.WithCycle).
 const imageCredentialTTL = time.Minute
 
 func (c *Client) sourceFor(ep config.Endpoint, host string, creds credentials.Ref) (credSource, error) {

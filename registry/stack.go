@@ -36,6 +36,7 @@ type stackSettings struct {
 	apiURL   string
 	insecure bool
 	rps      float64
+	tls      string // config.TLS.ID; "" for the defaults
 }
 
 func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
@@ -43,7 +44,11 @@ func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
 	if rps <= 0 {
 		rps = c.defaultLimit
 	}
-	return stackSettings{apiURL: ep.APIURL, insecure: ep.Insecure, rps: rps}
+	s := stackSettings{apiURL: ep.APIURL, insecure: ep.Insecure, rps: rps}
+	if ep.TLS != nil {
+		s.tls = ep.TLS.ID
+	}
+	return s
 }
 
 // stackFor returns the stack of ep, building it on first use or when the
@@ -81,7 +86,7 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 		// first page) go out at once while the average stays at the limit.
 		limiter: rate.NewLimiter(rate.Limit(s.rps), max(1, int(math.Ceil(s.rps)))),
 	}
-	rt := transport.NewUserAgent(c.baseTransport(ep.Insecure), c.userAgent)
+	rt := transport.NewUserAgent(c.endpointTransport(ep), c.userAgent)
 	rt = transport.NewSchemePin(rt, u.Scheme, u.Host)
 	rt = transport.NewRetry(rt,
 		transport.WithAttempts(c.retryAttempts),

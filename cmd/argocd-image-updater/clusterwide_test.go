@@ -51,41 +51,16 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 // updated, with its pull Secret and its events in that namespace, and the
 // ServiceAccount may do nothing more there.
 func TestRunWithTheClusterWideInstall(t *testing.T) {
-	w := newControllerWorld(t) // the base's Role and RoleBinding
-	w.env = map[string]string{}
-	for _, o := range kustomize(t, "cluster-wide") {
-		switch o.GetKind() {
-		case "ClusterRole", "ClusterRoleBinding":
-			w.k.Create(t, o)
-		case "Deployment":
-			var d appsv1.Deployment
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
-				if e.ValueFrom == nil {
-					w.env[e.Name] = e.Value
-				}
-			}
-		}
-	}
-	if w.env["IMAGE_UPDATER_APPLICATION_NAMESPACES"] == "" {
-		t.Fatalf("the Deployment sets no application namespaces: %v", w.env)
-	}
+	w := newClusterWideWorld(t)
 
 	// Credentials only from pull Secrets beside the Applications, so that
 	// reading them is part of what is tested.
 	if err := os.WriteFile(w.conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n", w.reg.Host, w.reg.Host)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth := base64.StdEncoding.EncodeToString([]byte(w.reg.Username + ":" + w.reg.Password))
 	for _, ns := range []string{testenv.ArgoCDNamespace, "team-a"} {
 		w.k.CreateNamespace(t, ns)
-		w.k.Create(t, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regcred"},
-			Type:       corev1.SecretTypeDockerConfigJson,
-			Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, w.reg.Host, auth))},
-		})
+		w.createPullSecret(t, ns, "regcred")
 		w.createAppIn(t, ns, "shop", map[string]string{appwatch.AnnotationPrefix + "app.pull-secret": "pullsecret:" + ns + "/regcred"})
 	}
 
@@ -127,4 +102,43 @@ func TestRunWithTheClusterWideInstall(t *testing.T) {
 			t.Errorf("the ServiceAccount can %s in team-a (error %v)", what, err)
 		}
 	}
+}
+
+// newClusterWideWorld is a controllerWorld with the RBAC of
+// manifests/cluster-wide and the environment its Deployment sets.
+func newClusterWideWorld(t *testing.T) *controllerWorld {
+	t.Helper()
+	w := newControllerWorld(t) // the base's Role and RoleBinding
+	w.env = map[string]string{}
+	for _, o := range kustomize(t, "cluster-wide") {
+		switch o.GetKind() {
+		case "ClusterRole", "ClusterRoleBinding":
+			w.k.Create(t, o)
+		case "Deployment":
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.ValueFrom == nil {
+					w.env[e.Name] = e.Value
+				}
+			}
+		}
+	}
+	if w.env["IMAGE_UPDATER_APPLICATION_NAMESPACES"] == "" {
+		t.Fatalf("the Deployment sets no application namespaces: %v", w.env)
+	}
+	return w
+}
+
+// createPullSecret creates an image pull Secret for the test registry.
+func (w *controllerWorld) createPullSecret(t *testing.T, namespace, name string) {
+	t.Helper()
+	auth := base64.StdEncoding.EncodeToString([]byte(w.reg.Username + ":" + w.reg.Password))
+	w.k.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, w.reg.Host, auth))},
+	})
 }

@@ -90,7 +90,8 @@ type testOutput struct {
 }
 
 func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(string) (string, bool)) error {
-	ctx := cmd.Context()
+	// One run is one cycle: an ext: script runs once, as in the controller.
+	ctx := credentials.WithCycle(cmd.Context())
 	logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, "text")
 	if err != nil {
 		return err

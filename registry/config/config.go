@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,6 +82,7 @@ type Endpoint struct {
 	DefaultNS   string        // namespace for single-element names
 	Default     bool          // serves names without a registry host
 	TagSortMode TagSortMode
+	TLS         *TLS // ca_file, ca_data and the client certificate; nil: the defaults
 }
 
 // inferEndpoint is the endpoint of a registry host without an entry: the
@@ -96,6 +98,7 @@ func inferEndpoint(host string) Endpoint {
 // is safe for concurrent use. A nil *Config behaves as an empty one.
 type Config struct {
 	entries []configEntry
+	files   []string // read for the entries (ca_file, ...), which Watch watches too
 }
 
 type configEntry struct {
@@ -226,6 +229,11 @@ func Parse(filename string, data []byte) (*Config, error) {
 		}
 		cfg.entries = append(cfg.entries, configEntry{ep: e.ep, match: e.match})
 	}
+	for _, f := range p.files {
+		if !slices.Contains(cfg.files, f) {
+			cfg.files = append(cfg.files, f)
+		}
+	}
 	if len(p.errs) > 0 {
 		return nil, p.result()
 	}
@@ -258,8 +266,9 @@ func yamlSyntaxError(filename string, err error) *Error {
 }
 
 type configParser struct {
-	file string
-	errs []*Error
+	file  string
+	errs  []*Error
+	files []string // read for the entries, broken ones too
 }
 
 func (p *configParser) errorf(n *yaml.Node, field, format string, args ...any) {
@@ -282,7 +291,8 @@ type parsedEntry struct {
 	defaultNode *yaml.Node
 }
 
-var entryFields = []string{"name", "prefix", "api_url", "credentials", "credsexpire", "insecure", "limit", "defaultns", "default", "tagsortmode", "ping"}
+var entryFields = []string{"name", "prefix", "api_url", "credentials", "credsexpire", "insecure", "limit", "defaultns", "default", "tagsortmode",
+	"ca_file", "ca_data", "client_cert_file", "client_key_file", "ping"}
 
 // entry parses registries[i]. ok is false when it had errors (already
 // recorded), so that it takes no part in the duplicate checks.
@@ -295,6 +305,7 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 	before := len(p.errs)
 	var e parsedEntry
 	var nameNode *yaml.Node
+	var tlsNodes tlsFields
 	seen := map[string]*yaml.Node{}
 	for j := 0; j+1 < len(n.Content); j += 2 {
 		k, v := deref(n.Content[j]), deref(n.Content[j+1])
@@ -338,10 +349,21 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 				p.errorf(v, f, "%v", err)
 			}
 			e.ep.TagSortMode = m
+		case "ca_file":
+			tlsNodes.caFile = v
+		case "ca_data":
+			tlsNodes.caData = v
+		case "client_cert_file":
+			tlsNodes.certFile = v
+		case "client_key_file":
+			tlsNodes.keyFile = v
 		case "ping":
 			// Read by older versions; nothing to do with it.
 		}
 	}
+	var files []string
+	e.ep.TLS, files = p.tls(path, tlsNodes)
+	p.files = append(p.files, files...)
 	for _, req := range []struct {
 		key, value string
 		node       *yaml.Node

@@ -73,7 +73,7 @@ func Watch(ctx context.Context, path string, opts ...WatchOption) (*Watcher, err
 	for _, opt := range opts {
 		opt(&o)
 	}
-	data, sum, err := readFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading registries configuration: %w", err)
 	}
@@ -81,7 +81,7 @@ func Watch(ctx context.Context, path string, opts ...WatchOption) (*Watcher, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Watcher{path: path, opts: o, stopped: make(chan struct{}), goodSum: sum}
+	s := &Watcher{path: path, opts: o, stopped: make(chan struct{}), goodSum: fingerprint(data, cfg.files)}
 	s.cur.Store(cfg)
 	go s.run(ctx)
 	return s, nil
@@ -109,7 +109,10 @@ func (s *Watcher) run(ctx context.Context) {
 }
 
 func (s *Watcher) poll() {
-	data, sum, readErr := readFile(s.path)
+	data, readErr := readFile(s.path)
+	// The files the configuration in force read (a CA, a client
+	// certificate) count as part of it: a rotated one is a change.
+	sum := fingerprint(data, s.cur.Load().files)
 	if readErr != nil {
 		// Key on the error text, so a lasting read problem is reported once.
 		sum = sha256.Sum256([]byte("error\x00" + readErr.Error()))
@@ -136,26 +139,42 @@ func (s *Watcher) poll() {
 		return
 	}
 	s.cur.Store(cfg)
-	s.goodSum, s.haveBad = sum, false
+	s.goodSum, s.haveBad = fingerprint(data, cfg.files), false
 	if s.opts.onReload != nil {
 		s.opts.onReload(cfg)
 	}
 }
 
-// readFile reads the file and a hash of it that tells a missing file
-// from an empty one.
-func readFile(path string) ([]byte, [sha256.Size]byte, error) {
+// readFile reads the file; a missing file is nil data, which Parse reads
+// as an empty configuration.
+func readFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, sha256.Sum256([]byte("missing")), nil
+		return nil, nil
 	}
-	if err != nil {
-		return nil, [sha256.Size]byte{}, err
-	}
+	return data, err
+}
+
+// fingerprint hashes the content of registries.conf (nil: missing) and of
+// the files it names, telling a missing file from an empty one.
+func fingerprint(data []byte, files []string) [sha256.Size]byte {
 	h := sha256.New()
-	h.Write([]byte("file\x00"))
-	h.Write(data)
+	if data == nil {
+		h.Write([]byte("missing\x00"))
+	} else {
+		fmt.Fprintf(h, "file %d\x00", len(data))
+		h.Write(data)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(h, "\x00%s error %v", f, err)
+			continue
+		}
+		fmt.Fprintf(h, "\x00%s %d\x00", f, len(b))
+		h.Write(b)
+	}
 	var sum [sha256.Size]byte
 	copy(sum[:], h.Sum(nil))
-	return data, sum, nil
+	return sum
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -87,14 +88,25 @@ func (r Ref) String() string {
 // ErrInvalidRef is matched (errors.Is) by every error of ParseRef.
 var ErrInvalidRef = errors.New("invalid credential reference")
 
-// RefError describes a credential reference that could not be parsed.
+// RefError describes a credential reference that could not be parsed. It
+// names the reference by its kind alone: a rejected reference is often a
+// secret written where a reference belongs (a pull-secret annotation of
+// "user:password"), so neither the whole nor any part of its argument is
+// kept or shown.
 type RefError struct {
-	Ref string // the reference as given
-	Err error  // why it was rejected
+	Kind string // the kind as written, if it is a known one; "" otherwise
+	Err  error  // why it was rejected; never quotes the reference
 }
 
 func (e *RefError) Error() string {
-	return fmt.Sprintf("invalid credential reference %q: %v", e.Ref, e.Err)
+	shown := redacted
+	switch {
+	case e.Kind != "":
+		shown = e.Kind + ":" + redacted
+	case errors.Is(e.Err, errEmptyRef):
+		shown = ""
+	}
+	return fmt.Sprintf("invalid credential reference %q: %v", shown, e.Err)
 }
 
 func (e *RefError) Unwrap() error { return e.Err }
@@ -102,29 +114,43 @@ func (e *RefError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrInvalidRef) true.
 func (e *RefError) Is(target error) bool { return target == ErrInvalidRef }
 
+var errEmptyRef = errors.New("empty reference")
+
 // Kubernetes name rules, checked here so that a typo fails at parse time
 // instead of as a confusing API error on every update cycle.
 var (
 	dnsLabelRE     = regexp.MustCompile(`^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$`)
 	dnsSubdomainRE = regexp.MustCompile(`^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$`)
 	secretKeyRE    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-	envVarRE       = regexp.MustCompile(`^[^=\x00\s]+$`)
-	roleARNRE      = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/(?:[A-Za-z0-9+=,.@_/-]*/)?[A-Za-z0-9+=,.@_-]{1,64}$`)
+	// The names Kubernetes has long accepted for container variables: a
+	// colon is not among them, so "env:user:password" is refused (and
+	// hidden) rather than read as a variable named after a password.
+	envVarRE  = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+	roleARNRE = regexp.MustCompile(`^arn:aws(?:-[a-z]+)*:iam::[0-9]{12}:role/(?:[A-Za-z0-9+=,.@_/-]*/)?[A-Za-z0-9+=,.@_-]{1,64}$`)
 )
 
-const credentialForms = "pullsecret:<namespace>/<name>, secret:<namespace>/<name>#<field>, env:<VAR>, ext:<absolute path>, ecr, ecr:<role ARN> or gcp"
+const (
+	credentialForms = "pullsecret:<namespace>/<name>, secret:<namespace>/<name>#<field>, env:<VAR>, ext:<absolute path>, ecr, ecr:<role ARN> or gcp"
+	roleARNForm     = "arn:aws:iam::<12-digit account>:role/<name>"
+)
 
 // ParseRef parses a credential reference as written in registries.conf or
-// in a pull-secret annotation. Surrounding white space is ignored.
+// in a pull-secret annotation. Surrounding white space is ignored. Its
+// errors (a *RefError) never repeat the reference beyond its kind.
 func ParseRef(s string) (Ref, error) {
-	fail := func(format string, args ...any) (Ref, error) {
-		return Ref{}, &RefError{Ref: s, Err: fmt.Errorf(format, args...)}
-	}
 	in := strings.TrimSpace(s)
-	if in == "" {
-		return fail("empty reference; want one of %s", credentialForms)
-	}
 	kind, arg, hasArg := strings.Cut(in, ":")
+	known := slices.Contains(kindNames[1:], kind)
+	fail := func(format string, args ...any) (Ref, error) {
+		e := &RefError{Err: fmt.Errorf(format, args...)}
+		if known {
+			e.Kind = kind
+		}
+		return Ref{}, e
+	}
+	if in == "" {
+		return Ref{}, &RefError{Err: fmt.Errorf("%w; want one of %s", errEmptyRef, credentialForms)}
+	}
 	switch kind {
 	case "pullsecret":
 		if !hasArg {
@@ -148,7 +174,7 @@ func ParseRef(s string) (Ref, error) {
 			return fail("%v", err)
 		}
 		if len(field) > 253 || !secretKeyRE.MatchString(field) {
-			return fail("field %q is not a valid Secret key (letters, digits, '-', '_', '.')", field)
+			return fail("the field is not a valid Secret key (letters, digits, '-', '_', '.')")
 		}
 		return Ref{Kind: KindSecret, Namespace: ns, Name: n, Field: field}, nil
 	case "env":
@@ -156,7 +182,7 @@ func ParseRef(s string) (Ref, error) {
 			return fail("missing variable name: want env:<VAR>")
 		}
 		if !envVarRE.MatchString(arg) {
-			return fail("%q is not a valid environment variable name", arg)
+			return fail("not a valid environment variable name (letters, digits, '-', '_', '.'; not starting with a digit)")
 		}
 		return Ref{Kind: KindEnv, Var: arg}, nil
 	case "ext":
@@ -164,7 +190,7 @@ func ParseRef(s string) (Ref, error) {
 			return fail("missing script path: want ext:<absolute path>")
 		}
 		if !filepath.IsAbs(arg) || strings.ContainsRune(arg, 0) {
-			return fail("script path %q is not absolute", arg)
+			return fail("the script path is not absolute")
 		}
 		return Ref{Kind: KindExt, Path: arg}, nil
 	case "ecr":
@@ -172,7 +198,7 @@ func ParseRef(s string) (Ref, error) {
 			return Ref{Kind: KindECR}, nil
 		}
 		if !roleARNRE.MatchString(arg) {
-			return fail("%q is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)", arg)
+			return fail("not an IAM role ARN (%s)", roleARNForm)
 		}
 		return Ref{Kind: KindECR, RoleARN: arg}, nil
 	case "gcp":
@@ -181,19 +207,21 @@ func ParseRef(s string) (Ref, error) {
 		}
 		return Ref{Kind: KindGCP}, nil
 	}
-	return fail("unknown kind %q; want one of %s", kind, credentialForms)
+	return fail("unknown kind; want one of %s", credentialForms)
 }
 
+// parseNamespacedName reads <namespace>/<name>. Its errors say which part
+// is wrong without quoting it.
 func parseNamespacedName(s string) (namespace, name string, err error) {
 	namespace, name, ok := strings.Cut(s, "/")
 	if !ok || namespace == "" || name == "" {
-		return "", "", fmt.Errorf("%q is not <namespace>/<name>", s)
+		return "", "", errors.New("not <namespace>/<name>")
 	}
 	if len(namespace) > 63 || !dnsLabelRE.MatchString(namespace) {
-		return "", "", fmt.Errorf("%q is not a valid namespace name", namespace)
+		return "", "", errors.New("the namespace is not a valid namespace name")
 	}
 	if len(name) > 253 || !dnsSubdomainRE.MatchString(name) {
-		return "", "", fmt.Errorf("%q is not a valid Secret name", name)
+		return "", "", errors.New("the name is not a valid Secret name")
 	}
 	return namespace, name, nil
 }

@@ -42,31 +42,38 @@ func TestParseRef(t *testing.T) {
 }
 
 func TestParseRefErrors(t *testing.T) {
-	tests := []struct{ in, reason string }{
-		{"", "empty reference"},
-		{"   ", "empty reference"},
-		{"pullsecret", "want pullsecret:<namespace>/<name>"},
-		{"pullsecret:regcred", "is not <namespace>/<name>"},
-		{"pullsecret:/regcred", "is not <namespace>/<name>"},
-		{"pullsecret:ns/", "is not <namespace>/<name>"},
-		{"pullsecret:Argo/regcred", "not a valid namespace"},
-		{"pullsecret:ns/a/b", "not a valid Secret name"},
-		{"secret:ns/name", "missing field"},
-		{"secret:ns/name#", "missing field"},
-		{"secret:ns/name#a b", "not a valid Secret key"},
-		{"secret", "want secret:"},
-		{"env", "missing variable name"},
-		{"env:", "missing variable name"},
-		{"env:A=B", "not a valid environment variable name"},
-		{"ext", "missing script path"},
-		{"ext:scripts/login.sh", "not absolute"},
-		{"ecr:", "not an IAM role ARN"},
-		{"ecr:arn:aws:iam::12345:role/x", "not an IAM role ARN"},
-		{"ecr:arn:aws:iam::123456789012:user/x", "not an IAM role ARN"},
-		{"ecr:arn:aws:s3:::bucket", "not an IAM role ARN"},
-		{"gcp:project", "takes no argument"},
-		{"vault:secret/x", `unknown kind "vault"`},
-		{"PULLSECRET:ns/x", "unknown kind"},
+	// shown is how the message names the reference: the kind only, for a
+	// reference's argument, or the whole of an unknown kind, may be a
+	// secret written in the wrong place.
+	tests := []struct{ in, shown, reason string }{
+		{"", `""`, "empty reference"},
+		{"   ", `""`, "empty reference"},
+		{"pullsecret", `"pullsecret:<redacted>"`, "want pullsecret:<namespace>/<name>"},
+		{"pullsecret:regcred", `"pullsecret:<redacted>"`, "not <namespace>/<name>"},
+		{"pullsecret:/regcred", `"pullsecret:<redacted>"`, "not <namespace>/<name>"},
+		{"pullsecret:ns/", `"pullsecret:<redacted>"`, "not <namespace>/<name>"},
+		{"pullsecret:Argo/regcred", `"pullsecret:<redacted>"`, "the namespace is not a valid namespace name"},
+		{"pullsecret:ns/a/b", `"pullsecret:<redacted>"`, "the name is not a valid Secret name"},
+		{"pullsecret:admin:hunter2", `"pullsecret:<redacted>"`, "not <namespace>/<name>"},
+		{"secret:ns/name", `"secret:<redacted>"`, "missing field"},
+		{"secret:ns/name#", `"secret:<redacted>"`, "missing field"},
+		{"secret:ns/name#a b", `"secret:<redacted>"`, "the field is not a valid Secret key"},
+		{"secret", `"secret:<redacted>"`, "want secret:"},
+		{"env", `"env:<redacted>"`, "missing variable name"},
+		{"env:", `"env:<redacted>"`, "missing variable name"},
+		{"env:A=B", `"env:<redacted>"`, "not a valid environment variable name"},
+		{"env:robot:s3cret", `"env:<redacted>"`, "not a valid environment variable name"},
+		{"ext", `"ext:<redacted>"`, "missing script path"},
+		{"ext:scripts/login.sh", `"ext:<redacted>"`, "not absolute"},
+		{"ecr:", `"ecr:<redacted>"`, "not an IAM role ARN"},
+		{"ecr:arn:aws:iam::12345:role/x", `"ecr:<redacted>"`, "not an IAM role ARN"},
+		{"ecr:arn:aws:iam::123456789012:user/x", `"ecr:<redacted>"`, "not an IAM role ARN"},
+		{"ecr:arn:aws:s3:::bucket", `"ecr:<redacted>"`, "not an IAM role ARN"},
+		{"gcp:project", `"gcp:<redacted>"`, "takes no argument"},
+		{"vault:secret/x", `"<redacted>"`, "unknown kind"},
+		{"PULLSECRET:ns/x", `"<redacted>"`, "unknown kind"},
+		{"admin:hunter2", `"<redacted>"`, "unknown kind"},
+		{"ghp_0123456789abcdefXYZ", `"<redacted>"`, "unknown kind"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -77,9 +84,20 @@ func TestParseRefErrors(t *testing.T) {
 			if !errors.Is(err, ErrInvalidRef) {
 				t.Errorf("not ErrInvalidRef: %v", err)
 			}
-			msg := err.Error()
-			if !strings.Contains(msg, fmt.Sprintf("%q", tt.in)) || !strings.Contains(msg, tt.reason) {
-				t.Errorf("message %q should quote the reference and contain %q", msg, tt.reason)
+			msg := err.Error() + fmt.Sprintf(" %+v %#v", err, err)
+			if want := "invalid credential reference " + tt.shown; !strings.Contains(msg, want) || !strings.Contains(msg, tt.reason) {
+				t.Errorf("message %q should contain %q and %q", msg, want, tt.reason)
+			}
+			// Nothing after the kind is repeated: not the whole, not a part.
+			_, arg, found := strings.Cut(strings.TrimSpace(tt.in), ":")
+			if !found {
+				arg = strings.TrimSpace(tt.in)
+			}
+			hints := credentialForms + roleARNForm
+			for _, part := range strings.FieldsFunc(arg, func(r rune) bool { return strings.ContainsRune(":/#= ", r) }) {
+				if len(part) > 2 && strings.Contains(msg, part) && !strings.Contains(hints, part) {
+					t.Errorf("message %q repeats %q of the reference", msg, part)
+				}
 			}
 		})
 	}

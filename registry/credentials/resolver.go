@@ -200,9 +200,19 @@ func (r *Resolver) HasNative(kind Kind) bool {
 	return kind.native() && ok
 }
 
-// Resolve fetches the credentials ref points to for t, without caching.
-// This is what image-level ext: references use.
+// Resolve fetches the credentials ref points to for t, without caching
+// beyond the update cycle of ctx (see WithCycle). This is what image-level
+// ext: references use.
 func (r *Resolver) Resolve(ctx context.Context, ref Ref, t Target) (Credential, error) {
+	if s := cycleOf(ctx); s != nil {
+		return s.resolve(ctx, cycleResultKey(ref, t), func(ctx context.Context) (Credential, error) {
+			return r.resolveOnce(ctx, ref, t)
+		})
+	}
+	return r.resolveOnce(ctx, ref, t)
+}
+
+func (r *Resolver) resolveOnce(ctx context.Context, ref Ref, t Target) (Credential, error) {
 	s, err := r.source(ref)
 	if err == nil {
 		var c Credential

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -57,8 +60,34 @@ func (s scripts) Credential(ctx context.Context, ref Ref, _ Target) (Credential,
 	return c, time.Time{}, err
 }
 
+// withheldPrefixes and withheldNames are the controller's own secrets, and what leads to
+// them, that a credential script has no use for: the Argo CD API token and
+// settings (ARGOCD_*), git's credentials and settings, which may carry
+// credentials too (GIT_*: GIT_ASKPASS, GIT_CONFIG_*, the commit signing
+// key), the GnuPG keyring, an SSH agent and a kubeconfig. Everything else,
+// PATH, HOME, proxies, AWS_* and the Google and Azure variables that
+// cloud CLIs read under IRSA or Workload Identity, is passed on.
+var (
+	withheldPrefixes = []string{"ARGOCD_", "GIT_"}
+	withheldNames    = []string{"GNUPGHOME", "SSH_AUTH_SOCK", "KUBECONFIG"}
+)
+
+// scriptEnviron is environ without the variables withheld from scripts.
+func scriptEnviron(environ []string) []string {
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(withheldNames, name) || slices.ContainsFunc(withheldPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 // run executes the script directly (no shell, no arguments) with the
-// controller's environment, and reads "username:password" from its stdout.
+// controller's environment less its own secrets (see withheldPrefixes),
+// and reads "username:password" from its stdout.
 // The script runs in its own process group so that a timeout also kills
 // what it started (an aws or gcloud CLI, say).
 func (s scripts) run(ctx context.Context, path string) (Credential, error) {
@@ -68,6 +97,7 @@ func (s scripts) run(ctx context.Context, path string) (Credential, error) {
 	out := &cappedBuffer{max: maxScriptOutput}
 	cmd := exec.CommandContext(sctx, path)
 	cmd.Stdout = out
+	cmd.Env = scriptEnviron(os.Environ())
 	// stderr is discarded rather than reported: it may echo secrets.
 	cmd.Stderr = nil
 	cmd.WaitDelay = scriptWaitDelay

@@ -270,3 +270,182 @@ func TestNoSecretsInErrors(t *testing.T) {
 		}
 	}
 }
+
+// An image-level ext: script runs once per cycle and registry, however
+// many requests of the cycle need its credentials, and again in the next
+// cycle.
+func TestExtScriptReusedWithinCycle(t *testing.T) {
+	const ecrHost = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
+	type call struct {
+		cycle int    // which cycle's context; -1: none
+		host  string // registry asked for
+	}
+	tests := []struct {
+		name     string
+		body     string
+		calls    []call
+		wantRuns int
+		wantErr  bool
+	}{
+		{
+			name:     "one run for every request of a cycle",
+			body:     "echo AWS:token",
+			calls:    []call{{0, ecrHost}, {0, ecrHost}, {0, ecrHost}, {0, ecrHost}},
+			wantRuns: 1,
+		},
+		{
+			name:     "each cycle runs it afresh",
+			body:     "echo AWS:token",
+			calls:    []call{{0, ecrHost}, {0, ecrHost}, {1, ecrHost}, {1, ecrHost}, {2, ecrHost}},
+			wantRuns: 3,
+		},
+		{
+			name:     "per registry",
+			body:     "echo AWS:token",
+			calls:    []call{{0, ecrHost}, {0, "ghcr.io"}, {0, ecrHost}, {0, "GHCR.io"}},
+			wantRuns: 2,
+		},
+		{
+			name:     "outside a cycle, on every use",
+			body:     "echo AWS:token",
+			calls:    []call{{-1, ecrHost}, {-1, ecrHost}, {-1, ecrHost}},
+			wantRuns: 3,
+		},
+		{
+			name:     "a failure is not retried within the cycle",
+			body:     "exit 3",
+			calls:    []call{{0, ecrHost}, {0, ecrHost}, {0, ecrHost}, {1, ecrHost}},
+			wantRuns: 2,
+			wantErr:  true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			counter := filepath.Join(t.TempDir(), "runs")
+			ref := extRef(writeScript(t, "echo run >> "+counter+"\n"+tt.body))
+			r := NewResolver(withScriptTimeout(5 * time.Second))
+			cycles := map[int]context.Context{}
+			for _, c := range tt.calls {
+				ctx := t.Context()
+				if c.cycle >= 0 {
+					if cycles[c.cycle] == nil {
+						cycles[c.cycle] = WithCycle(t.Context())
+					}
+					ctx = cycles[c.cycle]
+				}
+				cred, err := r.Resolve(ctx, ref, Target{Host: c.host, Repository: "app"})
+				if (err != nil) != tt.wantErr {
+					t.Fatalf("error %v, want an error: %v", err, tt.wantErr)
+				}
+				if err == nil && cred != (Credential{"AWS", "token"}) {
+					t.Fatalf("got %v", cred)
+				}
+			}
+			b, _ := os.ReadFile(counter)
+			if n := strings.Count(string(b), "run"); n != tt.wantRuns {
+				t.Errorf("the script ran %d times, want %d", n, tt.wantRuns)
+			}
+		})
+	}
+
+	t.Run("concurrent requests of a cycle share one run", func(t *testing.T) {
+		counter := filepath.Join(t.TempDir(), "runs")
+		ref := extRef(writeScript(t, "echo run >> "+counter+"\nsleep 0.3\necho AWS:token"))
+		r := NewResolver(withScriptTimeout(5 * time.Second))
+		ctx := WithCycle(t.Context())
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				if _, err := r.Resolve(ctx, ref, Target{Host: ecrHost}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		b, _ := os.ReadFile(counter)
+		if n := strings.Count(string(b), "run"); n != 1 {
+			t.Errorf("the script ran %d times, want 1", n)
+		}
+	})
+
+	t.Run("a caller that gives up leaves no failure behind", func(t *testing.T) {
+		ref := extRef(writeScript(t, "sleep 0.5\necho AWS:token"))
+		r := NewResolver(withScriptTimeout(5 * time.Second))
+		ctx := WithCycle(t.Context())
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		if _, err := r.Resolve(short, ref, Target{Host: ecrHost}); err == nil {
+			t.Fatal("want the caller's deadline")
+		}
+		if _, err := r.Resolve(ctx, ref, Target{Host: ecrHost}); err != nil {
+			t.Errorf("the next request of the cycle failed: %v", err)
+		}
+	})
+}
+
+// A script gets the controller's environment less the controller's own
+// secrets; the variables cloud CLIs need under IRSA or Workload Identity
+// stay. The script writes its environment to a file: its stdout must be
+// the credentials.
+func TestExtScriptEnvironment(t *testing.T) {
+	vars := []struct {
+		name string
+		kept bool
+	}{
+		{"PATH", true},
+		{"HOME", true},
+		{"HTTPS_PROXY", true},
+		{"AWS_ROLE_ARN", true},
+		{"AWS_WEB_IDENTITY_TOKEN_FILE", true},
+		{"AWS_REGION", true},
+		{"AWS_DEFAULT_REGION", true},
+		{"AWS_STS_REGIONAL_ENDPOINTS", true},
+		{"AWS_CONTAINER_CREDENTIALS_FULL_URI", true},
+		{"GOOGLE_APPLICATION_CREDENTIALS", true},
+		{"IMAGE_UPDATER_INTERVAL", true},
+		{"ARGOCD_TOKEN", false},
+		{"ARGOCD_AUTH_TOKEN", false},
+		{"ARGOCD_SERVER", false},
+		{"GIT_PASSWORD", false},
+		{"GIT_TOKEN", false},
+		{"GIT_ASKPASS", false},
+		{"GIT_CONFIG_VALUE_0", false},
+		{"GIT_COMMIT_SIGNING_KEY", false},
+		{"GNUPGHOME", false},
+		{"SSH_AUTH_SOCK", false},
+		{"KUBECONFIG", false},
+	}
+	want := map[string]string{}
+	for _, v := range vars {
+		value := "value-of-" + strings.ToLower(v.name)
+		if v.name == "PATH" || v.name == "HOME" {
+			value = os.Getenv(v.name)
+		}
+		t.Setenv(v.name, value)
+		want[v.name] = value
+	}
+	dump := filepath.Join(t.TempDir(), "env")
+	ref := extRef(writeScript(t, "env > "+dump+"\necho AWS:token"))
+	if _, err := NewResolver().Resolve(t.Context(), ref, Target{Host: "ghcr.io"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	for _, v := range vars {
+		value, ok := got[v.name]
+		switch {
+		case v.kept && value != want[v.name]:
+			t.Errorf("%s = %q in the script, want %q", v.name, value, want[v.name])
+		case !v.kept && ok:
+			t.Errorf("%s reached the script", v.name)
+		}
+	}
+}

@@ -1,0 +1,27 @@
+package registry
+
+import (
+	"crypto/tls"
+	"net/http"
+
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/transport"
+)
+
+// endpointTransport is the transport under ep's stack: one of the shared
+// ones, or, for an entry with CAs or a client certificate of its own, a
+// transport of its own, so that neither reaches another registry.
+// insecure: true still skips verification, whatever CAs the entry names.
+func (c *Client) endpointTransport(ep config.Endpoint) http.RoundTripper {
+	if ep.TLS == nil || c.base != nil {
+		return c.baseTransport(ep.Insecure)
+	}
+	t := transport.NewHTTP(ep.Insecure)
+	if ep.TLS.RootCAs != nil {
+		t.TLSClientConfig.RootCAs = ep.TLS.RootCAs
+	}
+	if ep.TLS.Certificate != nil {
+		t.TLSClientConfig.Certificates = []tls.Certificate{*ep.TLS.Certificate}
+	}
+	return t
+}
