@@ -59,6 +59,11 @@ type runOptions struct {
 	// Flags of the old tool that existing Deployments still pass.
 	applicationNamespace string
 	disableKubernetes    bool
+
+	webhook webhookOptions
+	// webhookOnly: the webhook command, which runs checks on notifications
+	// and no periodic cycles.
+	webhookOnly bool
 }
 
 // runEnv maps run flags to the environment variables the install manifest
@@ -97,6 +102,10 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err := runEnv.apply(cmd.Flags(), lookupEnv); err != nil {
 				return err
 			}
+			if err := webhookEnv.apply(cmd.Flags(), lookupEnv); err != nil {
+				return err
+			}
+			o.webhookOnly = cmd.Name() == "webhook"
 			return o.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -143,6 +152,7 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
+	o.webhook.addFlags(f)
 	return cmd
 }
 
@@ -152,6 +162,14 @@ const minStallTimeout = 10 * time.Minute
 
 func (o *runOptions) validate() error {
 	if err := oneOf("loglevel", o.logLevel, "trace", "debug", "info", "warn", "error"); err != nil {
+		return err
+	}
+	if o.webhookOnly {
+		if err := o.validateWebhookOnly(); err != nil {
+			return err
+		}
+	}
+	if err := o.webhook.validate(); err != nil {
 		return err
 	}
 	if err := oneOf("logformat", o.logFormat, "text", "json"); err != nil {
