@@ -88,7 +88,7 @@ func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http
 		secret = "not-" + secret
 	}
 	target := Path + "?type=" + s.source
-	// Harbor cannot add to the URL it is given; the header names the type.
+	// Harbor's requests name their type by header, to cover that way too.
 	if s.source == Harbor {
 		target = Path
 	}
