@@ -50,8 +50,10 @@ func webhookRequest(source string, body []byte) (*http.Request, error) {
 		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 	case webhook.Harbor:
 		req.Header.Set("Authorization", docsWebhookSecret)
-	case webhook.Distribution:
+	case webhook.Distribution, webhook.CloudEvents:
 		req.Header.Set("Authorization", "Bearer "+docsWebhookSecret)
+	case webhook.ACR:
+		req.Header.Set("Authorization", docsWebhookSecret)
 	default:
 		return nil, fmt.Errorf("unknown webhook type %q (known: %s)", source, strings.Join(webhook.Sources(), ", "))
 	}

@@ -19,10 +19,14 @@ const (
 	Quay         = "quay.io"
 	Harbor       = "harbor"
 	Distribution = "distribution"
+	ACR          = "acr"         // Azure Container Registry
+	CloudEvents  = "cloudevents" // Amazon ECR events from EventBridge, as CloudEvents
 )
 
 // Sources are the source names the handler knows, in a stable order.
-func Sources() []string { return []string{DockerHub, GHCR, Quay, Harbor, Distribution} }
+func Sources() []string {
+	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents}
+}
 
 // authMethod is how a registry proves it knows the shared secret.
 type authMethod int
@@ -36,7 +40,8 @@ const (
 	authSignature
 	// authHeader: the Authorization header is the secret, or "Bearer "
 	// and the secret (Harbor's auth header, the Distribution registry's
-	// configured endpoint headers).
+	// configured endpoint headers, ACR's custom headers, an EventBridge
+	// API destination's API key).
 	authHeader
 )
 
@@ -65,6 +70,8 @@ var formats = map[string]format{
 	Quay:         {auth: authQuery, parse: parseQuay},
 	Harbor:       {auth: authHeader, parse: parseHarbor},
 	Distribution: {auth: authHeader, parse: parseDistribution},
+	ACR:          {auth: authHeader, parse: parseACR},
+	CloudEvents:  {auth: authHeader, parse: parseCloudEvents},
 }
 
 // payloadError is a payload that cannot be read: answered with 400.
@@ -281,17 +288,7 @@ func parseHarbor(_ http.Header, body []byte) ([]imageref.Reference, error) {
 // nothing to check.
 func parseDistribution(_ http.Header, body []byte) ([]imageref.Reference, error) {
 	var p struct {
-		Events *[]struct {
-			Action string `json:"action"`
-			Target struct {
-				Repository string `json:"repository"`
-				Tag        string `json:"tag"`
-				URL        string `json:"url"`
-			} `json:"target"`
-			Request struct {
-				Host string `json:"host"`
-			} `json:"request"`
-		} `json:"events"`
+		Events *[]distributionEvent `json:"events"`
 	}
 	if err := decode(body, &p); err != nil {
 		return nil, err
@@ -301,23 +298,120 @@ func parseDistribution(_ http.Header, body []byte) ([]imageref.Reference, error)
 	}
 	var out repositories
 	for i, e := range *p.Events {
-		if e.Action != "push" || e.Target.Tag == "" {
-			continue
-		}
-		host := e.Request.Host
-		if host == "" {
-			if u, err := url.Parse(e.Target.URL); err == nil {
-				host = u.Host
-			}
-		}
-		if host == "" {
-			return nil, malformed("events[%d] names no registry host (request.host or target.url)", i)
-		}
-		ref, err := repository(host, e.Target.Repository, fmt.Sprintf("events[%d].target.repository", i))
+		ref, ok, err := e.pushed(fmt.Sprintf("events[%d]", i))
 		if err != nil {
 			return nil, err
 		}
-		out.add(ref)
+		if ok {
+			out.add(ref)
+		}
 	}
 	return out, nil
+}
+
+// distributionEvent is one event of the Distribution registry's
+// notifications; Azure Container Registry sends events of the same shape,
+// one per request.
+type distributionEvent struct {
+	Action string `json:"action"`
+	Target struct {
+		Repository string `json:"repository"`
+		Tag        string `json:"tag"`
+		URL        string `json:"url"`
+	} `json:"target"`
+	Request struct {
+		Host string `json:"host"`
+	} `json:"request"`
+}
+
+// pushed is the repository of a push by tag; ok is false for other
+// events.
+func (e distributionEvent) pushed(field string) (ref imageref.Reference, ok bool, err error) {
+	if e.Action != "push" || e.Target.Tag == "" {
+		return imageref.Reference{}, false, nil
+	}
+	host := e.Request.Host
+	if host == "" {
+		if u, err := url.Parse(e.Target.URL); err == nil {
+			host = u.Host
+		}
+	}
+	if host == "" {
+		return imageref.Reference{}, false, malformed("%s names no registry host (request.host or target.url)", field)
+	}
+	ref, err = repository(host, e.Target.Repository, field+".target.repository")
+	return ref, err == nil, err
+}
+
+// Azure Container Registry: one event per request, {"action": "push",
+// "target": {"repository", "tag", ...}, "request": {"host":
+// "<name>.azurecr.io", ...}}; the ping of a new webhook has action ping.
+func parseACR(_ http.Header, body []byte) ([]imageref.Reference, error) {
+	var e distributionEvent
+	if err := decode(body, &e); err != nil {
+		return nil, err
+	}
+	ref, ok, err := e.pushed("the event")
+	if err != nil || !ok {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
+}
+
+// ecrEvent is EventBridge's event of an ECR push ("detail-type": "ECR
+// Image Action"). The registry host is made of the account and region.
+type ecrEvent struct {
+	DetailType string `json:"detail-type"`
+	Source     string `json:"source"`
+	Account    string `json:"account"`
+	Region     string `json:"region"`
+	Detail     struct {
+		ActionType     string `json:"action-type"`
+		Result         string `json:"result"`
+		RepositoryName string `json:"repository-name"`
+		ImageTag       string `json:"image-tag"`
+	} `json:"detail"`
+}
+
+// CloudEvents carrying EventBridge's ECR events: structured mode (a JSON
+// envelope with specversion and data) or binary mode (ce-* headers, the
+// body is the data). Events other than successful pushes by tag name
+// nothing to check.
+func parseCloudEvents(h http.Header, body []byte) ([]imageref.Reference, error) {
+	data := json.RawMessage(body)
+	if h.Get("Ce-Specversion") == "" {
+		var envelope struct {
+			SpecVersion string          `json:"specversion"`
+			Data        json.RawMessage `json:"data"`
+		}
+		if err := decode(body, &envelope); err != nil {
+			return nil, err
+		}
+		if envelope.SpecVersion == "" {
+			return nil, malformed("neither a ce-specversion header nor a specversion field: not a CloudEvent")
+		}
+		data = envelope.Data
+	}
+	var e ecrEvent
+	if err := decode(data, &e); err != nil {
+		return nil, err
+	}
+	if e.Source != "aws.ecr" || e.DetailType != "ECR Image Action" {
+		return nil, nil
+	}
+	if e.Detail.ActionType != "PUSH" || e.Detail.Result != "SUCCESS" || e.Detail.ImageTag == "" {
+		return nil, nil
+	}
+	if e.Account == "" || e.Region == "" {
+		return nil, malformed("account and region are required to name the ECR registry")
+	}
+	host := e.Account + ".dkr.ecr." + e.Region + ".amazonaws.com"
+	if strings.HasPrefix(e.Region, "cn-") {
+		host += ".cn"
+	}
+	ref, err := repository(host, e.Detail.RepositoryName, "detail.repository-name")
+	if err != nil {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
 }

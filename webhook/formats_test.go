@@ -14,7 +14,7 @@ func TestParse(t *testing.T) {
 	tests := []struct {
 		name    string
 		source  string
-		event   string // X-GitHub-Event
+		event   string // X-GitHub-Event, or "binary" for a CloudEvent in binary mode
 		body    string
 		want    []string
 		wantErr string
@@ -75,11 +75,44 @@ func TestParse(t *testing.T) {
 		{name: "distribution no host", source: Distribution, body: `{"events":[{"action":"push","target":{"repository":"team/api","tag":"v2"}}]}`, wantErr: "events[0] names no registry host"},
 		{name: "distribution not an envelope", source: Distribution, body: `{"action":"push"}`, wantErr: "no events array"},
 		{name: "distribution empty envelope", source: Distribution, body: `{"events":[]}`},
+		{name: "acr ping", source: ACR, body: `{"id":"1","action":"ping","target":{},"request":{"host":"acme.azurecr.io"}}`},
+		{name: "acr delete", source: ACR, body: `{"action":"delete","target":{"repository":"team/api","tag":"v2"},"request":{"host":"acme.azurecr.io"}}`},
+		{name: "acr bad repository", source: ACR, body: `{"action":"push","target":{"repository":"Team/API","tag":"v2"},"request":{"host":"acme.azurecr.io"}}`, wantErr: "target.repository"},
+		{
+			name: "cloudevents binary mode", source: CloudEvents, event: "binary",
+			body: `{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"cn-north-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}`,
+			want: []string{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/api"},
+		},
+		{
+			name: "cloudevents failed push", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"us-east-1","detail":{"action-type":"PUSH","result":"FAILURE","repository-name":"api","image-tag":"v2"}}}`,
+		},
+		{
+			name: "cloudevents deletion", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"us-east-1","detail":{"action-type":"DELETE","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}}`,
+		},
+		{
+			name: "cloudevents untagged push", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"us-east-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api"}}}`,
+		},
+		{
+			name: "cloudevents of another service", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"123456789012","region":"us-east-1","detail":{}}}`,
+		},
+		{name: "cloudevents not a CloudEvent", source: CloudEvents, body: `{"detail-type":"ECR Image Action"}`, wantErr: "not a CloudEvent"},
+		{
+			name: "cloudevents without account", source: CloudEvents,
+			body:    `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","region":"us-east-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}}`,
+			wantErr: "account and region are required",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			if tt.event != "" {
+			switch {
+			case tt.event == "binary":
+				h.Set("Ce-Specversion", "1.0")
+			case tt.event != "":
 				h.Set("X-GitHub-Event", tt.event)
 			}
 			refs, err := formats[tt.source].parse(h, []byte(tt.body))

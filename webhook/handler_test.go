@@ -60,6 +60,9 @@ var senders = []sender{
 	{source: GHCR, file: "ghcr.json", headers: map[string]string{"X-GitHub-Event": "package"}, want: "ghcr.io/acme/shop"},
 	{source: Harbor, file: "harbor.json", want: "harbor.example.com/acme/shop"},
 	{source: Distribution, file: "distribution.json", want: "registry.example.com/acme/shop"},
+	{source: ACR, file: "acr.json", want: "acme.azurecr.io/acme/shop"},
+	{source: CloudEvents, file: "cloudevents.json", headers: map[string]string{"Content-Type": "application/cloudevents+json"},
+		want: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/acme/shop"},
 }
 
 func readPayload(t *testing.T, file string) []byte {
@@ -111,7 +114,7 @@ func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http
 			mac.Write(body)
 			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
 		case authHeader:
-			if s.source == Distribution {
+			if s.source == Distribution || s.source == CloudEvents {
 				req.Header.Set("Authorization", "Bearer "+secret)
 			} else {
 				req.Header.Set("Authorization", secret)
@@ -366,7 +369,7 @@ func TestNewHandler(t *testing.T) {
 		{name: "two secrets", cfg: Config{Secrets: map[string]string{Quay: "a", Harbor: "b", GHCR: ""}}, wantEnabled: []string{Quay, Harbor}},
 		{
 			name: "open", cfg: Config{Secrets: map[string]string{Quay: "a"}, AllowUnauthenticated: true},
-			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution},
+			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents},
 		},
 		{name: "unknown source", cfg: Config{Secrets: map[string]string{"gitlab": "x"}}, wantErr: `unknown source "gitlab"`},
 		{name: "negative rate", cfg: Config{RateLimit: -1}, wantErr: "must not be negative"},

@@ -30,10 +30,13 @@ var webhookSecretFlags = map[string]string{
 	webhook.Quay:         "quay-webhook-secret",
 	webhook.Harbor:       "harbor-webhook-secret",
 	webhook.Distribution: "distribution-webhook-secret",
+	webhook.ACR:          "acr-webhook-secret",
+	webhook.CloudEvents:  "cloudevents-webhook-secret",
 }
 
 // webhookEnv maps the webhook flags to the environment variables of the
-// old tool (and DISTRIBUTION_WEBHOOK_SECRET, WEBHOOK_REQUIRE_SECRET).
+// old tool, and to those later Argo CD Image Updater releases added (ACR,
+// CloudEvents, WEBHOOK_REQUIRE_SECRET).
 var webhookEnv = envFlags{
 	"enable-webhook":              "ENABLE_WEBHOOK",
 	"webhook-port":                "WEBHOOK_PORT",
@@ -44,6 +47,8 @@ var webhookEnv = envFlags{
 	"quay-webhook-secret":         "QUAY_WEBHOOK_SECRET",
 	"harbor-webhook-secret":       "HARBOR_WEBHOOK_SECRET",
 	"distribution-webhook-secret": "DISTRIBUTION_WEBHOOK_SECRET",
+	"acr-webhook-secret":          "ACR_WEBHOOK_SECRET",
+	"cloudevents-webhook-secret":  "CLOUDEVENTS_WEBHOOK_SECRET",
 }
 
 func (w *webhookOptions) addFlags(f *pflag.FlagSet) {

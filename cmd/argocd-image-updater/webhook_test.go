@@ -50,11 +50,13 @@ func TestWebhookFlags(t *testing.T) {
 				"ENABLE_WEBHOOK": "true", "WEBHOOK_PORT": "9000", "WEBHOOK_RATELIMIT_ALLOWED": "120",
 				"DOCKER_WEBHOOK_SECRET": "d", "GHCR_WEBHOOK_SECRET": "g", "QUAY_WEBHOOK_SECRET": "q",
 				"HARBOR_WEBHOOK_SECRET": "h", "DISTRIBUTION_WEBHOOK_SECRET": "r", "WEBHOOK_REQUIRE_SECRET": "false",
+				"ACR_WEBHOOK_SECRET": "a", "CLOUDEVENTS_WEBHOOK_SECRET": "c",
 			},
 			want: map[string]string{
 				"enable-webhook": "true", "webhook-port": "9000", "webhook-ratelimit-allowed": "120",
 				"docker-webhook-secret": "d", "ghcr-webhook-secret": "g", "quay-webhook-secret": "q",
 				"harbor-webhook-secret": "h", "distribution-webhook-secret": "r", "webhook-require-secret": "false",
+				"acr-webhook-secret": "a", "cloudevents-webhook-secret": "c",
 			},
 		},
 		{
@@ -117,7 +119,8 @@ func TestWebhookCommandHelp(t *testing.T) {
 		t.Fatalf("exit code %d: %s", code, stderr.String())
 	}
 	for _, want := range []string{"--webhook-port", "--docker-webhook-secret", "--ghcr-webhook-secret", "--quay-webhook-secret",
-		"--harbor-webhook-secret", "--distribution-webhook-secret", "--webhook-ratelimit-allowed", "--registries-conf-path"} {
+		"--harbor-webhook-secret", "--distribution-webhook-secret", "--acr-webhook-secret", "--cloudevents-webhook-secret",
+		"--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("webhook --help lacks %s", want)
 		}
