@@ -2,17 +2,23 @@ package cycle
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 // A targeted check runs the cycle's pipeline over the named repositories
@@ -154,4 +160,87 @@ func (c *countingApps) Applications(...imageref.Option) []*appwatch.Application 
 	c.entered <- struct{}{}
 	<-c.block
 	return nil
+}
+
+// A check hands the git write-backs of all the Applications it updates to
+// the git writer at once, as a cycle does, so that each repository and
+// branch gets one push.
+func TestCheckRepositoriesBatchesGitWrites(t *testing.T) {
+	var apps fixedApps
+	for _, name := range []string{"git-a", "git-b", "git-other"} {
+		image := "registry.example.com/team/api"
+		if name == "git-other" {
+			image = "registry.example.com/team/web"
+		}
+		obj := application(name, map[string]string{"write-back-method": "git", "image-list": "app=" + image}, nil, image+":1.0.0")
+		app, err := appwatch.FromUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps = append(apps, app)
+	}
+	reg := &listingRegistry{tags: []string{"1.0.0", "1.1.0"}}
+	git := &batchRecorder{}
+	u := New(apps, reg, nil, WithGitWriter(git))
+
+	sum := u.CheckRepositories(t.Context(), []imageref.Reference{mustParse(t, "registry.example.com/team/api:9.9.9")}, "a push notification from test")
+	if sum.Updated != 2 || sum.Errors != 0 || sum.TagListings != 1 || reg.calls.Load() != 1 {
+		t.Fatalf("summary %+v, %d listings", sum, reg.calls.Load())
+	}
+	if len(git.batches) != 1 {
+		t.Fatalf("%d git batches, want 1", len(git.batches))
+	}
+	var names []string
+	for _, gu := range git.batches[0] {
+		names = append(names, gu.Name)
+		if len(gu.Images) != 1 || gu.Images[0].New.Tag != "1.1.0" {
+			t.Errorf("%s: images %+v", gu.Name, gu.Images)
+		}
+	}
+	if !slices.Equal(names, []string{"git-a", "git-b"}) {
+		t.Errorf("batch of %v, want git-a and git-b", names)
+	}
+}
+
+func mustParse(t *testing.T, s string) imageref.Reference {
+	t.Helper()
+	r, err := imageref.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+type fixedApps []*appwatch.Application
+
+func (a fixedApps) Applications(...imageref.Option) []*appwatch.Application { return a }
+
+// listingRegistry answers every tag listing with tags and counts them.
+type listingRegistry struct {
+	tags  []string
+	calls atomic.Int32
+}
+
+func (r *listingRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
+	r.calls.Add(1)
+	return slices.Clone(r.tags), nil
+}
+
+func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform) (registry.ImageMetadata, error) {
+	return registry.ImageMetadata{}, errors.New("no metadata in this test")
+}
+
+func (r *listingRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
+
+// batchRecorder is a GitWriter that keeps each batch and reports every
+// change as pushed.
+type batchRecorder struct{ batches [][]writeback.GitUpdate }
+
+func (b *batchRecorder) Write(_ context.Context, updates []writeback.GitUpdate) []writeback.GitResult {
+	b.batches = append(b.batches, updates)
+	results := make([]writeback.GitResult, len(updates))
+	for i, gu := range updates {
+		results[i] = writeback.GitResult{Namespace: gu.Namespace, Name: gu.Name, Changed: gu.Images, Commit: "0123abcd", Branch: "main"}
+	}
+	return results
 }
