@@ -79,7 +79,9 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 	}
 }
 
-func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []writeback.ImageUpdate) {
+// imagesUpdated reports a write-back; trigger, when not empty, says what
+// asked for the targeted check that found the new versions.
+func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []writeback.ImageUpdate, trigger string) {
 	if e == nil || len(changed) == 0 {
 		return
 	}
@@ -88,8 +90,12 @@ func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []write
 		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Image.OriginalName(), c.Old, c.New))
 	}
 	sort.Strings(lines)
+	after := ""
+	if trigger != "" {
+		after = " after " + trigger
+	}
 	e.recorder.AnnotatedEventf(app.Object, imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
-		"%s", truncate(fmt.Sprintf("updated %d image(s): %s", len(changed), strings.Join(lines, "; "))))
+		"%s", truncate(fmt.Sprintf("updated %d image(s)%s: %s", len(changed), after, strings.Join(lines, "; "))))
 }
 
 // imagesUpdatedAnnotations are the annotations Argo CD Image Updater set on

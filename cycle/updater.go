@@ -133,6 +133,9 @@ type Summary struct {
 	Errors       int
 	TagListings  int
 	Duration     time.Duration
+	// Trigger is what asked for a targeted check (CheckRepositories);
+	// empty for a cycle.
+	Trigger string
 }
 
 // Run runs a cycle every interval until ctx ends. A cycle never overlaps
@@ -166,24 +169,35 @@ func (u *Updater) Stalled(after time.Duration) bool {
 }
 
 // RunOnce runs one cycle.
-func (u *Updater) RunOnce(ctx context.Context) Summary {
+func (u *Updater) RunOnce(ctx context.Context) Summary { return u.run(ctx, nil) }
+
+// run runs a cycle, or with a scope a targeted check of the scope's
+// repositories only (see CheckRepositories).
+func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	u.running.Lock()
 	defer u.running.Unlock()
 	// Image-level credentials that are not cached (ext: scripts) are
 	// resolved once for the whole cycle, not on every registry request.
 	ctx = credentials.WithCycle(ctx)
 	start := u.now()
-	u.events.beginCycle()
+	if sc == nil {
+		u.events.beginCycle()
+	}
 	cfg := u.config()
 
 	// 1. plan
 	apps := u.apps.Applications(cfg.ReferenceOptions()...)
-	sum := Summary{Applications: len(apps)}
+	if sc != nil {
+		apps = sc.applications(apps)
+	}
+	sum := Summary{Applications: len(apps), Trigger: sc.trigger()}
 	var jobs []*job
 	for _, app := range apps {
 		appJobs, skips, problems := planApplication(app, u.controllerNamespace, u.defaultPlatforms)
 		sum.Images += len(app.Annotations.Images)
-		u.metrics.imagesWatched(app, len(app.Annotations.Images))
+		if sc == nil {
+			u.metrics.imagesWatched(app, len(app.Annotations.Images))
+		}
 		u.reportProblems(app, problems)
 		for _, p := range problems {
 			if isWarning(p) {
@@ -198,7 +212,9 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 		}
 		jobs = append(jobs, appJobs...)
 	}
-	u.metrics.applicationsWatched(apps)
+	if sc == nil {
+		u.metrics.applicationsWatched(apps)
+	}
 
 	// 2. list: one listing per repository and credentials
 	byRepo := map[string][]*job{}
@@ -215,6 +231,13 @@ func (u *Updater) RunOnce(ctx context.Context) Summary {
 	u.write(ctx, updates, &sum)
 
 	sum.Duration = u.now().Sub(start)
+	if sc != nil {
+		u.logger.Info("targeted check finished", "trigger", sum.Trigger,
+			"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
+			"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,
+			"duration", sum.Duration.Round(time.Millisecond))
+		return sum
+	}
 	if u.progress.Load() != 0 {
 		u.progress.Store(u.now().UnixNano())
 	}
@@ -398,7 +421,7 @@ func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUp
 	sum.Updated += len(changed)
 	if persisted {
 		u.metrics.imagesUpdated(app, len(changed))
-		u.events.imagesUpdated(app, changed)
+		u.events.imagesUpdated(app, changed, sum.Trigger)
 	}
 }
 

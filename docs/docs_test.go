@@ -35,6 +35,16 @@ package docs
 //	                              Render with SampleCommitMessageData succeed;
 //	                              an optional next "text rendered" block must
 //	                              equal the output
+//	json webhook TYPE             a registry's notification: sent to the
+//	                              webhook handler as that registry type
+//	                              sends it, with the secret it is set up
+//	                              with, it is accepted; an optional next
+//	                              "text repositories" block lists the
+//	                              repositories it names, one per line
+//	yaml distribution-config      the notifications section of a
+//	                              Distribution registry's configuration:
+//	                              each endpoint has a name and a url that
+//	                              reaches /webhook with type=distribution
 //	text                          output shown as is: not checked
 //
 // A block with another language or tag fails the test, and so does an
@@ -213,9 +223,19 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			err = checkCommitMessage(b, exp, ok)
 		case "text":
 			// Output shown as is.
-		case "text error", "text events", "text rendered":
+		case "yaml distribution-config":
+			err = checkDistributionConfig(b)
+		case "text error", "text events", "text rendered", "text repositories":
 			err = errors.New("expectation block follows no block it belongs to")
 		default:
+			if source, ok := strings.CutPrefix(strings.TrimSpace(kind), "json webhook "); ok {
+				exp, hasExp := next(i, "repositories")
+				if hasExp {
+					i++
+				}
+				err = checkWebhookPayload(source, b, exp, hasExp)
+				break
+			}
 			err = errors.New("unknown language or tag; see docs_test.go for the tags")
 		}
 		if err != nil {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,6 +37,12 @@ type Registry struct {
 type registryOptions struct {
 	auth               string // "htpasswd", "token" or "none"
 	username, password string
+	notify             []notifyEndpoint
+}
+
+type notifyEndpoint struct {
+	url     string
+	headers map[string]string
 }
 
 // RegistryOption changes how StartRegistry sets up the registry.
@@ -55,6 +63,39 @@ func WithTokenAuth(username, password string) RegistryOption {
 // WithoutAuth lets anyone pull and push.
 func WithoutAuth() RegistryOption {
 	return func(o *registryOptions) { o.auth = "none" }
+}
+
+// WithNotifications makes the registry send its event notifications (an
+// envelope of push, pull and delete events) to url, with these headers on
+// every request, as its notifications.endpoints configuration does.
+func WithNotifications(url string, headers map[string]string) RegistryOption {
+	return func(o *registryOptions) { o.notify = append(o.notify, notifyEndpoint{url: url, headers: headers}) }
+}
+
+// notificationsConfig is the notifications section of the registry's
+// configuration. Retries are quick so that tests do not wait long for an
+// endpoint that starts after the registry.
+func notificationsConfig(endpoints []notifyEndpoint) string {
+	if len(endpoints) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("notifications:\n  endpoints:\n")
+	for i, e := range endpoints {
+		fmt.Fprintf(&b, "  - name: endpoint-%d\n    url: %q\n    timeout: 5s\n    threshold: 3\n    backoff: 200ms\n", i, e.url)
+		if len(e.headers) > 0 {
+			b.WriteString("    headers:\n")
+			names := make([]string, 0, len(e.headers))
+			for name := range e.headers {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				fmt.Fprintf(&b, "      %s: [%q]\n", name, e.headers[name])
+			}
+		}
+	}
+	return b.String()
 }
 
 // StartRegistry starts the registry and waits until it answers.
@@ -100,7 +141,7 @@ storage:
     enabled: true
 http:
   addr: %s
-%s`, r.dataDir, loopback(port), authConfig))
+%s%s`, r.dataDir, loopback(port), authConfig, notificationsConfig(o.notify)))
 		cmd := exec.Command(binary(t, "registry"), "serve", config)
 		cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none")
 		p := startProcess(t, "registry", cmd)

@@ -137,7 +137,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	var ready atomic.Bool
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	if o.metricsPort > 0 {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -161,6 +161,10 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		})
 		go serve(ctx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
 	}
+	dispatcher, err := startWebhook(ctx, o, updater, reg, logger, serveErr)
+	if err != nil {
+		return err
+	}
 
 	logger.Info("starting", "version", version, "namespace", namespace, "interval", o.interval, "dryRun", o.dryRun,
 		"registriesConf", o.registriesConfPath)
@@ -169,7 +173,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	}
 	ready.Store(true)
 
-	if o.interval == 0 {
+	if o.interval == 0 && !o.webhookOnly {
 		// A cycle that ran is a success whatever it found: problems of
 		// single images are in the events, the log and the metrics, and
 		// the old tool's scripts and jobs treat a non-zero exit as "could
@@ -190,12 +194,13 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		case <-ctx.Done():
 		}
 	}()
+	work := controllerWork(o, updater, dispatcher)
 	if o.leaderElection {
-		if err := runElected(ctx, clientset, namespace, logger, func(ctx context.Context) { updater.Run(ctx, o.interval) }); err != nil {
+		if err := runElected(ctx, clientset, namespace, logger, work); err != nil {
 			return err
 		}
 	} else {
-		updater.Run(ctx, o.interval)
+		work(ctx)
 	}
 	select {
 	case err := <-failed:

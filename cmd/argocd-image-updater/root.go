@@ -27,6 +27,7 @@ func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	})
 	root.AddCommand(
 		newRunCommand(lookupEnv),
+		newWebhookCommand(lookupEnv),
 		newTestCommand(lookupEnv),
 		newTemplateCommand(),
 		newVersionCommand(),

@@ -68,6 +68,11 @@ type runOptions struct {
 	// Flags of the old tool that existing Deployments still pass.
 	applicationNamespace string
 	disableKubernetes    bool
+
+	webhook webhookOptions
+	// webhookOnly: the webhook command, which runs checks on notifications
+	// and no periodic cycles.
+	webhookOnly bool
 }
 
 // runEnv maps run flags to the environment variables the install manifest
@@ -117,6 +122,10 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 			if err := runEnv.apply(cmd.Flags(), lookupEnv); err != nil {
 				return err
 			}
+			if err := webhookEnv.apply(cmd.Flags(), lookupEnv); err != nil {
+				return err
+			}
+			o.webhookOnly = cmd.Name() == "webhook"
 			return o.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -160,11 +169,12 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
 	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
-	f.StringVar(&o.listenAddress, "listen-address", "", "address the health and metrics servers listen on (default: all interfaces)")
+	f.StringVar(&o.listenAddress, "listen-address", "", "address the health, metrics and webhook servers listen on (default: all interfaces)")
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
+	o.webhook.addFlags(f)
 	return cmd
 }
 
@@ -174,6 +184,14 @@ const minStallTimeout = 10 * time.Minute
 
 func (o *runOptions) validate() error {
 	if err := oneOf("loglevel", o.logLevel, "trace", "debug", "info", "warn", "error"); err != nil {
+		return err
+	}
+	if o.webhookOnly {
+		if err := o.validateWebhookOnly(); err != nil {
+			return err
+		}
+	}
+	if err := o.webhook.validate(); err != nil {
 		return err
 	}
 	if err := oneOf("logformat", o.logFormat, "text", "json"); err != nil {

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/webhook"
+)
+
+// webhookOptions are the settings of the webhook endpoint, shared by the
+// run and webhook commands under the old tool's names.
+type webhookOptions struct {
+	enable        bool
+	port          int
+	rateLimit     int
+	requireSecret bool
+	secrets       map[string]*string // by source
+}
+
+// webhookSecretFlags name the secret flag of each source.
+var webhookSecretFlags = map[string]string{
+	webhook.DockerHub:    "docker-webhook-secret",
+	webhook.GHCR:         "ghcr-webhook-secret",
+	webhook.Quay:         "quay-webhook-secret",
+	webhook.Harbor:       "harbor-webhook-secret",
+	webhook.Distribution: "distribution-webhook-secret",
+	webhook.ACR:          "acr-webhook-secret",
+	webhook.CloudEvents:  "cloudevents-webhook-secret",
+}
+
+// webhookEnv maps the webhook flags to the environment variables of the
+// old tool, and to those later Argo CD Image Updater releases added (ACR,
+// CloudEvents, WEBHOOK_REQUIRE_SECRET).
+var webhookEnv = envFlags{
+	"enable-webhook":              "ENABLE_WEBHOOK",
+	"webhook-port":                "WEBHOOK_PORT",
+	"webhook-ratelimit-allowed":   "WEBHOOK_RATELIMIT_ALLOWED",
+	"webhook-require-secret":      "WEBHOOK_REQUIRE_SECRET",
+	"docker-webhook-secret":       "DOCKER_WEBHOOK_SECRET",
+	"ghcr-webhook-secret":         "GHCR_WEBHOOK_SECRET",
+	"quay-webhook-secret":         "QUAY_WEBHOOK_SECRET",
+	"harbor-webhook-secret":       "HARBOR_WEBHOOK_SECRET",
+	"distribution-webhook-secret": "DISTRIBUTION_WEBHOOK_SECRET",
+	"acr-webhook-secret":          "ACR_WEBHOOK_SECRET",
+	"cloudevents-webhook-secret":  "CLOUDEVENTS_WEBHOOK_SECRET",
+}
+
+func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
+	f.BoolVar(&w.enable, "enable-webhook", false, "serve the webhook endpoint: registries' push notifications trigger an immediate check of the repository")
+	f.IntVar(&w.port, "webhook-port", 8082, "port of the webhook endpoint (POST /webhook)")
+	f.IntVar(&w.rateLimit, "webhook-ratelimit-allowed", 0, "webhook requests accepted per hour from each registry type; 0: no limit")
+	f.BoolVar(&w.requireSecret, "webhook-require-secret", true, "refuse webhooks of registry types that have no secret; false accepts them unauthenticated")
+	w.secrets = map[string]*string{}
+	for _, source := range webhook.Sources() {
+		w.secrets[source] = f.String(webhookSecretFlags[source], "", "shared secret of "+source+" webhooks (prefer the environment variable)")
+	}
+}
+
+func (w *webhookOptions) validate() error {
+	if !w.enable {
+		return nil
+	}
+	switch {
+	case w.port < 1 || w.port > 65535:
+		return usageErrorf("invalid value %d for --webhook-port: must be a port number", w.port)
+	case w.rateLimit < 0:
+		return usageErrorf("invalid value %d for --webhook-ratelimit-allowed: must not be negative", w.rateLimit)
+	}
+	return nil
+}
+
+// newWebhookCommand is the old tool's webhook command: the webhook endpoint
+// and the checks it triggers, without periodic cycles. It takes the run
+// command's flags.
+func newWebhookCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
+	cmd := newRunCommand(lookupEnv)
+	cmd.Use = "webhook"
+	cmd.Short = "Serve the webhook endpoint and check the repositories registries notify, without periodic cycles"
+	for _, name := range []string{"interval", "once", "enable-webhook", "stall-timeout"} {
+		_ = cmd.Flags().MarkHidden(name)
+	}
+	return cmd
+}
+
+// validateWebhookOnly checks the webhook command's settings: it always
+// serves the endpoint and never runs cycles of its own.
+func (o *runOptions) validateWebhookOnly() error {
+	if o.once {
+		return usageErrorf("--once runs one cycle and exits: use the run command for that")
+	}
+	o.webhook.enable = true
+	return nil
+}
+
+// startWebhook serves the webhook endpoint when it is enabled and returns
+// the dispatcher that turns notifications into checks; nil when disabled.
+// Its metrics are registered only then.
+func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, reg prometheus.Registerer, logger *slog.Logger, serveErr chan<- error) (*webhook.Dispatcher, error) {
+	if !o.webhook.enable {
+		return nil, nil
+	}
+	if o.interval == 0 && !o.webhookOnly {
+		logger.Warn("--enable-webhook is ignored: the controller runs one cycle and exits")
+		return nil, nil
+	}
+	metrics, err := webhook.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	secrets := map[string]string{}
+	for source, s := range o.webhook.secrets {
+		secrets[source] = *s
+	}
+	dispatcher := webhook.NewDispatcher(updater, webhook.WithDispatcherMetrics(metrics), webhook.WithDispatcherLogger(logger))
+	handler, err := webhook.NewHandler(dispatcher, webhook.Config{
+		Secrets:              secrets,
+		AllowUnauthenticated: !o.webhook.requireSecret,
+		RateLimit:            o.webhook.rateLimit,
+	}, webhook.WithMetrics(metrics), webhook.WithLogger(logger))
+	if err != nil {
+		return nil, err
+	}
+	if open := handler.Unauthenticated(); len(open) > 0 {
+		logger.Warn("webhooks of these registry types are accepted without authentication: anyone who reaches the endpoint can trigger checks",
+			"types", strings.Join(open, ","))
+	}
+	if enabled := handler.Enabled(); len(enabled) == 0 {
+		logger.Error("the webhook endpoint accepts no registry type: set a secret (for example --quay-webhook-secret or QUAY_WEBHOOK_SECRET), or --webhook-require-secret=false")
+	} else {
+		logger.Info("webhook endpoint enabled", "port", o.webhook.port, "path", webhook.Path, "types", strings.Join(enabled, ","),
+			"rateLimitPerHour", o.webhook.rateLimit)
+	}
+	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, logger, serveErr)
+	return dispatcher, nil
+}
+
+// controllerWork is what the replica that holds the Lease runs: the cycles,
+// the checks that notifications ask for, or both.
+func controllerWork(o *runOptions, updater *cycle.Updater, d *webhook.Dispatcher) func(context.Context) {
+	return func(ctx context.Context) {
+		if d != nil {
+			if o.webhookOnly {
+				d.Run(ctx)
+				return
+			}
+			go d.Run(ctx)
+		}
+		updater.Run(ctx, o.interval)
+	}
+}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// The old tool's webhook flags and environment variables keep their
+// meaning, on the run command and on the webhook command.
+func TestWebhookFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		command string
+		args    []string
+		env     map[string]string
+		want    map[string]string // flag -> value after the environment is applied
+		wantErr string
+	}{
+		{
+			name: "defaults", command: "run",
+			want: map[string]string{"enable-webhook": "false", "webhook-port": "8082", "webhook-ratelimit-allowed": "0", "webhook-require-secret": "true"},
+		},
+		{
+			name: "environment", command: "run",
+			env: map[string]string{
+				"ENABLE_WEBHOOK": "true", "WEBHOOK_PORT": "9000", "WEBHOOK_RATELIMIT_ALLOWED": "120",
+				"DOCKER_WEBHOOK_SECRET": "d", "GHCR_WEBHOOK_SECRET": "g", "QUAY_WEBHOOK_SECRET": "q",
+				"HARBOR_WEBHOOK_SECRET": "h", "DISTRIBUTION_WEBHOOK_SECRET": "r", "WEBHOOK_REQUIRE_SECRET": "false",
+				"ACR_WEBHOOK_SECRET": "a", "CLOUDEVENTS_WEBHOOK_SECRET": "c",
+			},
+			want: map[string]string{
+				"enable-webhook": "true", "webhook-port": "9000", "webhook-ratelimit-allowed": "120",
+				"docker-webhook-secret": "d", "ghcr-webhook-secret": "g", "quay-webhook-secret": "q",
+				"harbor-webhook-secret": "h", "distribution-webhook-secret": "r", "webhook-require-secret": "false",
+				"acr-webhook-secret": "a", "cloudevents-webhook-secret": "c",
+			},
+		},
+		{
+			name: "flags win over the environment", command: "run",
+			args: []string{"--enable-webhook", "--webhook-port", "9100", "--quay-webhook-secret", "from-flag"},
+			env:  map[string]string{"WEBHOOK_PORT": "9000", "QUAY_WEBHOOK_SECRET": "from-env", "HARBOR_WEBHOOK_SECRET": "h"},
+			want: map[string]string{"enable-webhook": "true", "webhook-port": "9100", "quay-webhook-secret": "from-flag", "harbor-webhook-secret": "h"},
+		},
+		{
+			name: "webhook command", command: "webhook",
+			args: []string{"--webhook-port", "9200", "--docker-webhook-secret", "d", "--webhook-ratelimit-allowed", "10"},
+			want: map[string]string{"webhook-port": "9200", "docker-webhook-secret": "d", "webhook-ratelimit-allowed": "10"},
+		},
+		{
+			name: "webhook command takes the run flags", command: "webhook",
+			args: []string{"--argocd-namespace", "argocd", "--registries-conf-path", "/tmp/r.conf", "--max-concurrency", "3"},
+			env:  map[string]string{"HARBOR_WEBHOOK_SECRET": "h"},
+			want: map[string]string{"max-concurrency": "3", "harbor-webhook-secret": "h"},
+		},
+		{name: "webhook command refuses --once", command: "webhook", args: []string{"--once"}, wantErr: "--once runs one cycle and exits"},
+		{name: "bad port", command: "run", args: []string{"--enable-webhook", "--webhook-port", "0"}, wantErr: "--webhook-port"},
+		{name: "bad port, webhook command", command: "webhook", args: []string{"--webhook-port", "70000"}, wantErr: "--webhook-port"},
+		{name: "port unchecked while disabled", command: "run", args: []string{"--webhook-port", "0"}, want: map[string]string{"webhook-port": "0"}},
+		{name: "negative rate limit", command: "run", env: map[string]string{"ENABLE_WEBHOOK": "1", "WEBHOOK_RATELIMIT_ALLOWED": "-5"}, wantErr: "--webhook-ratelimit-allowed"},
+		{name: "bad environment value", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, wantErr: "environment variable WEBHOOK_PORT"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookupEnv := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			cmd := newRunCommand(lookupEnv)
+			if tt.command == "webhook" {
+				cmd = newWebhookCommand(lookupEnv)
+			}
+			if err := cmd.ParseFlags(tt.args); err != nil {
+				t.Fatalf("flags refused: %v", err)
+			}
+			err := cmd.PreRunE(cmd, nil)
+			if tt.wantErr != "" {
+				var usage *usageError
+				if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for flag, want := range tt.want {
+				if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+					t.Errorf("--%s = %q, want %q", flag, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestWebhookCommandHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := execute(context.Background(), []string{"webhook", "--help"}, &stdout, &stderr, func(string) (string, bool) { return "", false }); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"--webhook-port", "--docker-webhook-secret", "--ghcr-webhook-secret", "--quay-webhook-secret",
+		"--harbor-webhook-secret", "--distribution-webhook-secret", "--acr-webhook-secret", "--cloudevents-webhook-secret",
+		"--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("webhook --help lacks %s", want)
+		}
+	}
+	if strings.Contains(stdout.String(), "--interval") {
+		t.Error("webhook --help offers --interval, which it does not use")
+	}
+}
+
+// tagListCounter counts the tag listings of each repository on the way to
+// the registry.
+type tagListCounter struct {
+	host   string
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func startTagListCounter(t *testing.T, registryHost string) *tagListCounter {
+	t.Helper()
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: registryHost})
+	c := &tagListCounter{counts: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if repo, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v2/"), "/tags/list"); ok {
+			c.mu.Lock()
+			c.counts[repo]++
+			c.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c.host = strings.TrimPrefix(srv.URL, "http://")
+	return c
+}
+
+func (c *tagListCounter) count(repo string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[repo]
+}
+
+func loopbackPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// End to end: the Distribution registry notifies the controller of a push
+// and the Application that runs the image is updated at once, though the
+// interval is an hour; the other Application's repository is not listed
+// again. Both commands that serve the endpoint, under leader election.
+func TestWebhookEndToEnd(t *testing.T) {
+	k := testenv.StartKube(t)
+	installRBAC(t, k)
+	kubeconfig := testenv.WriteKubeconfig(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
+	dyn := dynamic.NewForConfigOrDie(k.Config)
+	cs := kubernetes.NewForConfigOrDie(k.Config)
+	const secret = "distribution-notification-secret"
+
+	tests := []struct {
+		command string
+		args    []string
+	}{
+		{command: "run", args: []string{"--enable-webhook", "--interval", "1h"}},
+		{command: "webhook"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.command, func(t *testing.T) {
+			webhookPort, metricsPort := loopbackPort(t), loopbackPort(t)
+			reg := testenv.StartRegistry(t, testenv.WithNotifications(
+				"http://127.0.0.1:"+webhookPort+"/webhook?type=distribution", map[string]string{"Authorization": "Bearer " + secret}))
+			counter := startTagListCounter(t, reg.Host)
+			conf := filepath.Join(t.TempDir(), "registries.conf")
+			if err := os.WriteFile(conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n",
+				reg.Host, counter.host)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"REGISTRY_CREDS": reg.Username + ":" + reg.Password, "DISTRIBUTION_WEBHOOK_SECRET": secret}
+			reg.PushImage(t, "hooked", []string{"1.0.0"})
+			reg.PushImage(t, "quiet", []string{"1.0.0"})
+			hooked, quiet := tt.command+"-hooked", tt.command+"-quiet"
+			createApplication(t, dyn, hooked, reg.Repo("hooked"), "1.0.0")
+			createApplication(t, dyn, quiet, reg.Repo("quiet"), "1.0.0")
+
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			var out syncBuffer
+			done := make(chan int, 1)
+			args := append([]string{tt.command, "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
+				"--listen-address", "127.0.0.1", "--health-port", "0", "--metrics-port", metricsPort,
+				"--webhook-port", webhookPort, "--match-application-name", tt.command + "-*"}, tt.args...)
+			go func() {
+				done <- execute(ctx, args, &bytes.Buffer{}, &out, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			}()
+			metric := func(name string) float64 {
+				resp, err := http.Get("http://127.0.0.1:" + metricsPort + "/metrics")
+				if err != nil {
+					return -1
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				for _, line := range strings.Split(string(body), "\n") {
+					if v, ok := strings.CutPrefix(line, name+" "); ok {
+						f, _ := strconv.ParseFloat(v, 64)
+						return f
+					}
+				}
+				return 0
+			}
+			waitFor(t, 60*time.Second, func() bool { return strings.Contains(out.String(), "elected leader") })
+			// The registry retries what it could not deliver before the
+			// endpoint was up: wait until those checks are over.
+			settled := func() bool {
+				before := metric(`argocd_image_updater_webhook_requests_total{source="distribution"}`)
+				checks := metric("argocd_image_updater_webhook_checks_total")
+				time.Sleep(2500 * time.Millisecond)
+				return before == metric(`argocd_image_updater_webhook_requests_total{source="distribution"}`) &&
+					checks == metric("argocd_image_updater_webhook_checks_total")
+			}
+			waitFor(t, 60*time.Second, settled)
+			quietLists, hookedLists := counter.count("quiet"), counter.count("hooked")
+
+			start := time.Now()
+			reg.PushImage(t, "hooked", []string{"1.1.0"})
+			want := []string{reg.Repo("hooked") + ":1.1.0"}
+			waitFor(t, 30*time.Second, func() bool { return slices.Equal(applicationImages(t, dyn, hooked), want) })
+			t.Logf("%s: updated %s after the push", tt.command, time.Since(start).Round(time.Millisecond))
+			waitFor(t, 30*time.Second, settled)
+
+			if got := applicationImages(t, dyn, quiet); len(got) != 0 {
+				t.Errorf("the other Application was written: %v", got)
+			}
+			if got := counter.count("quiet"); got != quietLists {
+				t.Errorf("the other repository was listed %d more times", got-quietLists)
+			}
+			if got := counter.count("hooked"); got <= hookedLists {
+				t.Errorf("the pushed repository was not listed again")
+			}
+			if tt.command == "webhook" && strings.Contains(out.String(), "update cycle finished") {
+				t.Error("the webhook command ran a cycle")
+			}
+			events, err := cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + hooked})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var messages []string
+			for _, e := range events.Items {
+				messages = append(messages, e.Reason+": "+e.Message)
+			}
+			if !slices.ContainsFunc(messages, func(m string) bool {
+				return strings.HasPrefix(m, "ImagesUpdated: updated 1 image(s) after a push notification from distribution: ")
+			}) {
+				t.Errorf("no ImagesUpdated event naming the notification: %q", messages)
+			}
+			if n := metric("argocd_image_updater_webhook_update_latency_seconds_count"); n < 1 {
+				t.Errorf("latency observed %v times", n)
+			}
+			stop()
+			if code := <-done; code != 0 {
+				t.Errorf("exit code %d:\n%s", code, out.String())
+			}
+			if t.Failed() {
+				t.Logf("controller log:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func createApplication(t *testing.T, dyn dynamic.Interface, name, image, running string) {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": map[string]any{
+			appwatch.AnnotationPrefix + "image-list": "app=" + image,
+		}},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "https://git.example.com/d.git", "path": "p", "kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+		"status": map[string]any{"summary": map[string]any{"images": []any{image + ":" + running}}},
+	}}
+	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func applicationImages(t *testing.T, dyn dynamic.Interface, name string) []string {
+	t.Helper()
+	obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
+	return images
+}

@@ -1,0 +1,77 @@
+package cycle
+
+import (
+	"context"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// CheckRepositories checks now the images, of every managed Application,
+// whose repository is one of repos (compared by registry and repository,
+// whatever the tag), through the same steps as a cycle: one tag listing per
+// repository and credentials, the images' own strategies and filters, and
+// write-back with one push per repository and branch. Other images are not
+// looked at. trigger says what asked for the check ("a push notification
+// from quay.io"); the ImagesUpdated events name it.
+//
+// A check waits for a cycle under way to finish and a cycle for a check:
+// the two never overlap. A check does not count as a cycle for the cycle
+// metrics, nor for Stalled.
+func (u *Updater) CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) Summary {
+	if len(repos) == 0 {
+		return Summary{Trigger: trigger}
+	}
+	return u.run(ctx, &scope{repos: repos, why: trigger})
+}
+
+// scope restricts a run to some repositories; a nil scope is a full cycle.
+type scope struct {
+	repos []imageref.Reference
+	why   string
+}
+
+func (s *scope) trigger() string {
+	if s == nil {
+		return ""
+	}
+	return s.why
+}
+
+func (s *scope) includes(ref imageref.Reference) bool {
+	for _, r := range s.repos {
+		if r.SameName(ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// applications keeps the Applications that have an image in scope, each
+// reduced to those images, so that planning, listing and writing see
+// nothing else. Problems of the other images are left to the cycles; those
+// of the Application itself stay, since they stop its write-back.
+func (s *scope) applications(apps []*appwatch.Application) []*appwatch.Application {
+	var out []*appwatch.Application
+	for _, app := range apps {
+		var images []appwatch.ImageSpec
+		for _, spec := range app.Annotations.Images {
+			if s.includes(spec.Image) {
+				images = append(images, spec)
+			}
+		}
+		if len(images) == 0 {
+			continue
+		}
+		reduced := *app
+		reduced.Annotations.Images = images
+		reduced.Annotations.Problems = nil
+		for _, p := range app.Annotations.Problems {
+			if p.Image == "" {
+				reduced.Annotations.Problems = append(reduced.Annotations.Problems, p)
+			}
+		}
+		out = append(out, &reduced)
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package cycle
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// A targeted check runs the cycle's pipeline over the named repositories
+// only: other images and Applications are neither listed nor written.
+func TestCheckRepositories(t *testing.T) {
+	k := testenv.StartKube(t)
+	reg := testenv.StartRegistry(t)
+	for _, repo := range []string{"tc-app", "tc-web", "tc-idle"} {
+		reg.PushImage(t, repo, []string{"1.0.0"})
+		reg.PushImage(t, repo, []string{"1.1.0"})
+	}
+	ref := func(repo string) imageref.Reference {
+		r, err := imageref.Parse(reg.Repo(repo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	tests := []struct {
+		name        string
+		repos       []string
+		wantUpdated map[string][]string // Application suffix -> kustomize images after the check
+		wantApps    int
+		wantLists   int64
+	}{
+		{
+			name:  "one repository, two Applications",
+			repos: []string{"tc-app"},
+			wantUpdated: map[string][]string{
+				"a":    {reg.Repo("tc-app") + ":1.1.0"},
+				"both": {reg.Repo("tc-app") + ":1.1.0"},
+			},
+			wantApps: 2, wantLists: 1,
+		},
+		{
+			name:  "two repositories",
+			repos: []string{"tc-app", "tc-web"},
+			wantUpdated: map[string][]string{
+				"a":    {reg.Repo("tc-app") + ":1.1.0"},
+				"w":    {reg.Repo("tc-web") + ":1.1.0"},
+				"both": {reg.Repo("tc-app") + ":1.1.0", reg.Repo("tc-web") + ":1.1.0"},
+			},
+			wantApps: 3, wantLists: 2,
+		},
+		{name: "a repository no Application uses", repos: []string{"tc-unused"}},
+		{name: "no repository"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := "tc" + string(rune('a'+i)) + "-"
+			w := newWorld(t, k, reg, worldOptions{names: prefix + "*"})
+			w.create(t,
+				application(prefix+"a", map[string]string{"image-list": "app=" + reg.Repo("tc-app")}, nil, reg.Repo("tc-app")+":1.0.0"),
+				application(prefix+"w", map[string]string{"image-list": "web=" + reg.Repo("tc-web")}, nil, reg.Repo("tc-web")+":1.0.0"),
+				application(prefix+"both", map[string]string{"image-list": "app=" + reg.Repo("tc-app") + ",web=" + reg.Repo("tc-web")}, nil,
+					reg.Repo("tc-app")+":1.0.0", reg.Repo("tc-web")+":1.0.0"),
+				application(prefix+"idle", map[string]string{"image-list": "idle=" + reg.Repo("tc-idle")}, nil, reg.Repo("tc-idle")+":1.0.0"),
+			)
+			var repos []imageref.Reference
+			for _, r := range tt.repos {
+				repos = append(repos, ref(r))
+			}
+
+			sum := w.updater.CheckRepositories(t.Context(), repos, "a push notification from test")
+			if sum.Applications != tt.wantApps || sum.Errors != 0 || sum.TagListings != int(tt.wantLists) {
+				t.Errorf("summary %+v, want %d Applications and %d listings", sum, tt.wantApps, tt.wantLists)
+			}
+			if got := w.requests.tagLists.Load(); got != tt.wantLists {
+				t.Errorf("%d tag listings reached the registry, want %d", got, tt.wantLists)
+			}
+			for _, suffix := range []string{"a", "w", "both", "idle"} {
+				got := kustomizeImages(t, w.get(t, prefix+suffix))
+				slices.Sort(got)
+				if want := tt.wantUpdated[suffix]; !slices.Equal(got, want) {
+					t.Errorf("%s: kustomize images %v, want %v", suffix, got, want)
+				}
+			}
+			for suffix := range tt.wantUpdated {
+				var evs []string
+				waitUntil(t, func() bool {
+					evs = nil
+					for _, e := range w.events(t, prefix+suffix) {
+						evs = append(evs, e.Reason+": "+e.Message)
+					}
+					return len(evs) > 0
+				})
+				if len(evs) != 1 || !strings.HasPrefix(evs[0], ReasonImagesUpdated+": ") || !strings.Contains(evs[0], "after a push notification from test: ") {
+					t.Errorf("%s: events %q", suffix, evs)
+				}
+			}
+			// A check is not a cycle: the gauges of what is watched are the
+			// cycles' to set.
+			if got := testutil.CollectAndCount(w.metrics.imagesWatchedVec); got != 0 {
+				t.Errorf("a check set %d images-watched series", got)
+			}
+		})
+	}
+}
+
+// A check waits for a cycle under way: the two never overlap.
+func TestCheckWaitsForCycle(t *testing.T) {
+	apps := &countingApps{block: make(chan struct{}), entered: make(chan struct{}, 2)}
+	u := New(apps, nil, nil)
+	ref, err := imageref.Parse("registry.example.com/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cycleDone := make(chan struct{})
+	go func() { u.RunOnce(context.Background()); close(cycleDone) }()
+	<-apps.entered // the cycle holds the Updater
+
+	checkDone := make(chan Summary)
+	go func() { checkDone <- u.CheckRepositories(context.Background(), []imageref.Reference{ref}, "test") }()
+	select {
+	case <-apps.entered:
+		t.Fatal("the check started while the cycle ran")
+	case <-checkDone:
+		t.Fatal("the check finished while the cycle ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(apps.block)
+	<-cycleDone
+	sum := <-checkDone
+	if apps.calls.Load() != 2 || sum.Trigger != "test" {
+		t.Errorf("%d plans, summary %+v", apps.calls.Load(), sum)
+	}
+}
+
+// countingApps holds every run that lists it until block is closed.
+type countingApps struct {
+	block   chan struct{}
+	entered chan struct{}
+	calls   atomic.Int32
+}
+
+func (c *countingApps) Applications(...imageref.Option) []*appwatch.Application {
+	c.calls.Add(1)
+	c.entered <- struct{}{}
+	<-c.block
+	return nil
+}
+
+// A check hands the git write-backs of all the Applications it updates to
+// the git writer at once, as a cycle does, so that each repository and
+// branch gets one push.
+func TestCheckRepositoriesBatchesGitWrites(t *testing.T) {
+	var apps fixedApps
+	for _, name := range []string{"git-a", "git-b", "git-other"} {
+		image := "registry.example.com/team/api"
+		if name == "git-other" {
+			image = "registry.example.com/team/web"
+		}
+		obj := application(name, map[string]string{"write-back-method": "git", "image-list": "app=" + image}, nil, image+":1.0.0")
+		app, err := appwatch.FromUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apps = append(apps, app)
+	}
+	reg := &listingRegistry{tags: []string{"1.0.0", "1.1.0"}}
+	git := &batchRecorder{}
+	u := New(apps, reg, nil, WithGitWriter(git))
+
+	sum := u.CheckRepositories(t.Context(), []imageref.Reference{mustParse(t, "registry.example.com/team/api:9.9.9")}, "a push notification from test")
+	if sum.Updated != 2 || sum.Errors != 0 || sum.TagListings != 1 || reg.calls.Load() != 1 {
+		t.Fatalf("summary %+v, %d listings", sum, reg.calls.Load())
+	}
+	if len(git.batches) != 1 {
+		t.Fatalf("%d git batches, want 1", len(git.batches))
+	}
+	var names []string
+	for _, gu := range git.batches[0] {
+		names = append(names, gu.Name)
+		if len(gu.Images) != 1 || gu.Images[0].New.Tag != "1.1.0" {
+			t.Errorf("%s: images %+v", gu.Name, gu.Images)
+		}
+	}
+	if !slices.Equal(names, []string{"git-a", "git-b"}) {
+		t.Errorf("batch of %v, want git-a and git-b", names)
+	}
+}
+
+func mustParse(t *testing.T, s string) imageref.Reference {
+	t.Helper()
+	r, err := imageref.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+type fixedApps []*appwatch.Application
+
+func (a fixedApps) Applications(...imageref.Option) []*appwatch.Application { return a }
+
+// listingRegistry answers every tag listing with tags and counts them.
+type listingRegistry struct {
+	tags  []string
+	calls atomic.Int32
+}
+
+func (r *listingRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
+	r.calls.Add(1)
+	return slices.Clone(r.tags), nil
+}
+
+func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform) (registry.ImageMetadata, error) {
+	return registry.ImageMetadata{}, errors.New("no metadata in this test")
+}
+
+func (r *listingRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
+
+// batchRecorder is a GitWriter that keeps each batch and reports every
+// change as pushed.
+type batchRecorder struct{ batches [][]writeback.GitUpdate }
+
+func (b *batchRecorder) Write(_ context.Context, updates []writeback.GitUpdate) []writeback.GitResult {
+	b.batches = append(b.batches, updates)
+	results := make([]writeback.GitResult, len(updates))
+	for i, gu := range updates {
+		results[i] = writeback.GitResult{Namespace: gu.Namespace, Name: gu.Name, Changed: gu.Images, Commit: "0123abcd", Branch: "main"}
+	}
+	return results
+}

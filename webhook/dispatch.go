@@ -1,0 +1,198 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// DefaultWindow is how long the Dispatcher waits after a notification for
+// more before it checks: a push of several tags, or of one image to
+// several repositories, arrives as a burst and is checked once.
+const DefaultWindow = time.Second
+
+// maxPending bounds the repositories waiting for a check; a sender that
+// names more while a long cycle holds the checks is told to retry.
+const maxPending = 10000
+
+// Errors Notify returns; the handler answers them with 503.
+var (
+	ErrNotRunning = errors.New("this replica runs no checks now (it does not hold the leader Lease); the registry should retry")
+	ErrBusy       = errors.New("too many repositories are waiting for a check; retry later")
+)
+
+// Checker runs targeted checks; cycle.Updater is one.
+type Checker interface {
+	CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) cycle.Summary
+}
+
+// Dispatcher coalesces notifications into checks. It accepts them only
+// while Run runs, which is where the update cycles run: on the replica
+// that holds the leader Lease.
+type Dispatcher struct {
+	checker Checker
+	window  time.Duration
+	metrics *Metrics
+	logger  *slog.Logger
+	now     func() time.Time
+
+	mu      sync.Mutex
+	running bool
+	pending map[string]*pendingRepo // by repository name
+	wake    chan struct{}
+}
+
+type pendingRepo struct {
+	ref      imageref.Reference
+	sources  map[string]bool
+	received []time.Time
+}
+
+// DispatcherOption configures a Dispatcher.
+type DispatcherOption func(*Dispatcher)
+
+// WithWindow sets how long to wait for more notifications before a check.
+func WithWindow(d time.Duration) DispatcherOption { return func(x *Dispatcher) { x.window = d } }
+
+// WithDispatcherMetrics records checks and their latency; nil records nothing.
+func WithDispatcherMetrics(m *Metrics) DispatcherOption {
+	return func(x *Dispatcher) { x.metrics = m }
+}
+
+// WithDispatcherLogger sets the logger.
+func WithDispatcherLogger(l *slog.Logger) DispatcherOption {
+	return func(x *Dispatcher) { x.logger = l }
+}
+
+// WithDispatcherClock replaces time.Now, for tests.
+func WithDispatcherClock(now func() time.Time) DispatcherOption {
+	return func(x *Dispatcher) { x.now = now }
+}
+
+// NewDispatcher returns a Dispatcher that checks through c.
+func NewDispatcher(c Checker, opts ...DispatcherOption) *Dispatcher {
+	d := &Dispatcher{
+		checker: c,
+		window:  DefaultWindow,
+		logger:  slog.New(slog.DiscardHandler),
+		now:     time.Now,
+		pending: map[string]*pendingRepo{},
+		wake:    make(chan struct{}, 1),
+	}
+	for _, opt := range opts {
+		opt(d)
+	}
+	return d
+}
+
+// Notify queues the repositories of n for the next check.
+func (d *Dispatcher) Notify(n Notification) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		return ErrNotRunning
+	}
+	for _, ref := range n.Repositories {
+		p, ok := d.pending[ref.Name()]
+		if !ok {
+			if len(d.pending) >= maxPending {
+				return ErrBusy
+			}
+			p = &pendingRepo{ref: ref, sources: map[string]bool{}}
+			d.pending[ref.Name()] = p
+		}
+		p.sources[n.Source] = true
+		p.received = append(p.received, n.Received)
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run checks what was notified until ctx ends: a window after the first
+// notification of a batch, and again after each check for what arrived
+// meanwhile. What is still pending when ctx ends is dropped; the cycles
+// will see it.
+func (d *Dispatcher) Run(ctx context.Context) {
+	d.mu.Lock()
+	d.running = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.running = false
+		d.pending = map[string]*pendingRepo{}
+		d.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		}
+		timer := time.NewTimer(d.window)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		d.check(ctx, d.take())
+	}
+}
+
+func (d *Dispatcher) take() []*pendingRepo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	batch := make([]*pendingRepo, 0, len(d.pending))
+	for _, p := range d.pending {
+		batch = append(batch, p)
+	}
+	d.pending = map[string]*pendingRepo{}
+	sort.Slice(batch, func(i, j int) bool { return batch[i].ref.Name() < batch[j].ref.Name() })
+	return batch
+}
+
+func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
+	if len(batch) == 0 {
+		return
+	}
+	refs := make([]imageref.Reference, len(batch))
+	sources := map[string]bool{}
+	var received []time.Time
+	for i, p := range batch {
+		refs[i] = p.ref
+		for s := range p.sources {
+			sources[s] = true
+		}
+		received = append(received, p.received...)
+	}
+	trigger := describe(sources)
+	d.logger.Info("checking after push notifications", "repositories", sortedNames(refs), "trigger", trigger)
+	sum := d.checker.CheckRepositories(ctx, refs, trigger)
+	d.metrics.checked(sum.Updated > 0, received, d.now())
+}
+
+// describe names what triggered a check, for events and logs: "a push
+// notification from quay.io", "push notifications from docker.io and
+// harbor".
+func describe(sources map[string]bool) string {
+	names := make([]string, 0, len(sources))
+	for s := range sources {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	if len(names) == 1 {
+		return "a push notification from " + names[0]
+	}
+	last := len(names) - 1
+	return "push notifications from " + strings.Join(names[:last], ", ") + " and " + names[last]
+}

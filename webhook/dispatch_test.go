@@ -1,0 +1,205 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+type check struct {
+	at      time.Duration // since the test started
+	repos   []string
+	trigger string
+}
+
+// fakeChecker records checks; each takes hold, when set.
+type fakeChecker struct {
+	start   time.Time
+	hold    time.Duration
+	updated int
+	mu      sync.Mutex
+	checks  []check
+}
+
+func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Reference, trigger string) cycle.Summary {
+	c.mu.Lock()
+	c.checks = append(c.checks, check{at: time.Since(c.start), repos: sortedNames(repos), trigger: trigger})
+	c.mu.Unlock()
+	time.Sleep(c.hold)
+	return cycle.Summary{Updated: c.updated, Trigger: trigger}
+}
+
+func mustRef(t *testing.T, s string) imageref.Reference {
+	t.Helper()
+	r, err := imageref.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestDispatcher(t *testing.T) {
+	type note struct {
+		at     time.Duration
+		source string
+		repos  []string
+	}
+	tests := []struct {
+		name  string
+		hold  time.Duration // how long each check takes
+		notes []note
+		want  []check
+	}{
+		{
+			name: "a burst is one check",
+			notes: []note{
+				{at: 0, source: Quay, repos: []string{"quay.io/a/x"}},
+				{at: 300 * time.Millisecond, source: Quay, repos: []string{"quay.io/a/y", "quay.io/a/x"}},
+				{at: 900 * time.Millisecond, source: Harbor, repos: []string{"harbor.example.com/p/z"}},
+			},
+			want: []check{{at: time.Second, repos: []string{"harbor.example.com/p/z", "quay.io/a/x", "quay.io/a/y"},
+				trigger: "push notifications from harbor and quay.io"}},
+		},
+		{
+			name: "notifications further apart are checked apart",
+			notes: []note{
+				{at: 0, source: DockerHub, repos: []string{"docker.io/a/x"}},
+				{at: 2 * time.Second, source: DockerHub, repos: []string{"docker.io/a/x"}},
+			},
+			want: []check{
+				{at: time.Second, repos: []string{"docker.io/a/x"}, trigger: "a push notification from docker.io"},
+				{at: 3 * time.Second, repos: []string{"docker.io/a/x"}, trigger: "a push notification from docker.io"},
+			},
+		},
+		{
+			name: "what arrives during a check waits for the next",
+			hold: 5 * time.Second,
+			notes: []note{
+				{at: 0, source: Distribution, repos: []string{"r.example.com/a"}},
+				{at: 2 * time.Second, source: Distribution, repos: []string{"r.example.com/b"}},
+				{at: 3 * time.Second, source: GHCR, repos: []string{"ghcr.io/o/c"}},
+			},
+			want: []check{
+				{at: time.Second, repos: []string{"r.example.com/a"}, trigger: "a push notification from distribution"},
+				// The first check ends at 6s; the window runs from then.
+				{at: 7 * time.Second, repos: []string{"ghcr.io/o/c", "r.example.com/b"}, trigger: "push notifications from distribution and ghcr.io"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &fakeChecker{start: time.Now(), hold: tt.hold}
+				d := NewDispatcher(c)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { d.Run(ctx); close(done) }()
+				synctest.Wait()
+				start := c.start
+				for _, n := range tt.notes {
+					time.Sleep(time.Until(start.Add(n.at)))
+					var refs []imageref.Reference
+					for _, r := range n.repos {
+						refs = append(refs, mustRef(t, r))
+					}
+					if err := d.Notify(Notification{Source: n.source, Repositories: refs, Received: time.Now()}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(time.Minute)
+				cancel()
+				<-done
+				if !slices.EqualFunc(c.checks, tt.want, func(a, b check) bool {
+					return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
+				}) {
+					t.Errorf("checks\n%+v\nwant\n%+v", c.checks, tt.want)
+				}
+			})
+		})
+	}
+}
+
+// Notifications are taken only while Run runs: on the leader.
+func TestDispatcherNotRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := NewDispatcher(&fakeChecker{})
+		n := Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, "quay.io/a/x")}, Received: time.Now()}
+		if err := d.Notify(n); !errors.Is(err, ErrNotRunning) {
+			t.Fatalf("before Run: %v", err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		synctest.Wait()
+		if err := d.Notify(n); err != nil {
+			t.Fatalf("during Run: %v", err)
+		}
+		cancel()
+		<-done
+		if err := d.Notify(n); !errors.Is(err, ErrNotRunning) || !strings.Contains(err.Error(), "leader") {
+			t.Fatalf("after Run: %v", err)
+		}
+	})
+}
+
+// Checks are counted; the latency from receipt to the end of the write-back
+// is observed for checks that wrote.
+func TestDispatcherMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: 1}
+		d := NewDispatcher(c, WithDispatcherMetrics(m))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		synctest.Wait()
+		for _, r := range []string{"quay.io/a/x", "quay.io/a/y"} {
+			if err := d.Notify(Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, r)}, Received: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Minute)
+		cancel()
+		<-done
+		if got := testutil.ToFloat64(m.checks); got != 1 {
+			t.Errorf("checks %v, want 1", got)
+		}
+		// Two notifications, each 1s of window and 2s of check.
+		want := `
+# HELP argocd_image_updater_webhook_update_latency_seconds Time from receiving a push notification to the end of the write-back of the check it caused, for checks that updated images.
+# TYPE argocd_image_updater_webhook_update_latency_seconds histogram
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="0.25"} 0
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="0.5"} 0
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="1"} 0
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="2"} 0
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="4"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="8"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="16"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="32"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="64"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="128"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="256"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="512"} 2
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="+Inf"} 2
+argocd_image_updater_webhook_update_latency_seconds_sum 6
+argocd_image_updater_webhook_update_latency_seconds_count 2
+`
+		if err := testutil.CollectAndCompare(m.latency, strings.NewReader(want)); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -1,0 +1,18 @@
+// Package webhook receives the push notifications of registries and turns
+// them into targeted checks of the repositories they name.
+//
+// The Handler serves POST /webhook. It picks the payload format from the
+// ?type= query parameter or the X-Registry-Type header (docker.io, ghcr.io,
+// quay.io, harbor, distribution, acr, cloudevents), refuses a source that has no secret
+// unless unauthenticated sources were allowed, authenticates the request
+// the way that registry signs it, bounds the body and the request rate per
+// source, and reads from the payload only which repositories got a push.
+// The tag or digest a payload mentions is never used: the check lists the
+// repository's tags itself, with the controller's own credentials, and lets
+// each image's strategy and filters choose as a cycle would. A forged or
+// replayed notification can therefore cause at most one extra check.
+//
+// The Dispatcher collects the repositories named within a short window
+// (DefaultWindow) and checks them together through a Checker, the update
+// cycle's CheckRepositories, which never overlaps a cycle.
+package webhook

@@ -1,0 +1,417 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// Source names: the values of ?type= and X-Registry-Type. The first four
+// are those Argo CD Image Updater accepted.
+const (
+	DockerHub    = "docker.io"
+	GHCR         = "ghcr.io"
+	Quay         = "quay.io"
+	Harbor       = "harbor"
+	Distribution = "distribution"
+	ACR          = "acr"         // Azure Container Registry
+	CloudEvents  = "cloudevents" // Amazon ECR events from EventBridge, as CloudEvents
+)
+
+// Sources are the source names the handler knows, in a stable order.
+func Sources() []string {
+	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents}
+}
+
+// authMethod is how a registry proves it knows the shared secret.
+type authMethod int
+
+const (
+	// authQuery: the secret is the ?secret= query parameter of the URL the
+	// registry was given (Docker Hub and Quay sign nothing).
+	authQuery authMethod = iota
+	// authSignature: X-Hub-Signature-256 is "sha256=" and the hex
+	// HMAC-SHA256 of the body keyed with the secret (GitHub).
+	authSignature
+	// authHeader: the Authorization header is the secret, or "Bearer "
+	// and the secret (Harbor's auth header, the Distribution registry's
+	// configured endpoint headers, ACR's custom headers, an EventBridge
+	// API destination's API key).
+	authHeader
+)
+
+func (m authMethod) String() string {
+	switch m {
+	case authQuery:
+		return "the secret query parameter"
+	case authSignature:
+		return "the X-Hub-Signature-256 header"
+	default:
+		return "the Authorization header"
+	}
+}
+
+// format is how one source authenticates and what its payload says. parse
+// returns the repositories that got a push, without tag or digest; none
+// when the payload announces something else (a ping, a deletion, a blob).
+type format struct {
+	auth  authMethod
+	parse func(h http.Header, body []byte) ([]imageref.Reference, error)
+}
+
+var formats = map[string]format{
+	DockerHub:    {auth: authQuery, parse: parseDockerHub},
+	GHCR:         {auth: authSignature, parse: parseGitHub},
+	Quay:         {auth: authQuery, parse: parseQuay},
+	Harbor:       {auth: authHeader, parse: parseHarbor},
+	Distribution: {auth: authHeader, parse: parseDistribution},
+	ACR:          {auth: authHeader, parse: parseACR},
+	CloudEvents:  {auth: authHeader, parse: parseCloudEvents},
+}
+
+// payloadError is a payload that cannot be read: answered with 400.
+type payloadError struct{ err error }
+
+func (e *payloadError) Error() string { return e.err.Error() }
+func (e *payloadError) Unwrap() error { return e.err }
+
+func malformed(format string, args ...any) error {
+	return &payloadError{fmt.Errorf(format, args...)}
+}
+
+// decode reads a JSON payload, naming the offset of a syntax error so
+// that whoever configures the sender can find it.
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return malformed("invalid JSON at byte %d: %v", syntax.Offset, err)
+		}
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			return malformed("invalid JSON: field %s holds a JSON %s where %s was expected", typ.Field, typ.Value, typ.Type)
+		}
+		return malformed("invalid JSON: %v", err)
+	}
+	return nil
+}
+
+// repository reads host/path as a repository name; a tag or digest in it
+// is dropped, since only the repository counts.
+func repository(host, path, field string) (imageref.Reference, error) {
+	if path == "" {
+		return imageref.Reference{}, malformed("%s is missing", field)
+	}
+	name := path
+	if host != "" {
+		name = host + "/" + path
+	}
+	ref, err := imageref.Parse(name)
+	if err != nil {
+		return imageref.Reference{}, malformed("%s: %v", field, err)
+	}
+	return ref.WithoutVersion(), nil
+}
+
+// repositories collects references without repeats.
+type repositories []imageref.Reference
+
+func (rs *repositories) add(r imageref.Reference) {
+	for _, have := range *rs {
+		if have.SameName(r) {
+			return
+		}
+	}
+	*rs = append(*rs, r)
+}
+
+// Docker Hub: {"push_data": {"tag": ...}, "repository": {"repo_name":
+// "namespace/name", ...}}; official images have no namespace.
+func parseDockerHub(_ http.Header, body []byte) ([]imageref.Reference, error) {
+	var p struct {
+		PushData struct {
+			Tag string `json:"tag"`
+		} `json:"push_data"`
+		Repository struct {
+			RepoName string `json:"repo_name"`
+		} `json:"repository"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	ref, err := repository(imageref.DockerHub, p.Repository.RepoName, "repository.repo_name")
+	if err != nil {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
+}
+
+// Quay: {"docker_url": "quay.io/namespace/name", "updated_tags": [...],
+// ...}; docker_url carries the host of a self-hosted Quay too.
+func parseQuay(_ http.Header, body []byte) ([]imageref.Reference, error) {
+	var p struct {
+		DockerURL   string   `json:"docker_url"`
+		UpdatedTags []string `json:"updated_tags"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	ref, err := repository("", p.DockerURL, "docker_url")
+	if err != nil {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
+}
+
+// githubPackage is the package object of GitHub's package and
+// registry_package events.
+type githubPackage struct {
+	Name        string `json:"name"`
+	Namespace   string `json:"namespace"`
+	PackageType string `json:"package_type"`
+	Owner       struct {
+		Login string `json:"login"`
+	} `json:"owner"`
+	PackageVersion struct {
+		PackageURL        string `json:"package_url"`
+		ContainerMetadata struct {
+			Tag struct {
+				Name string `json:"name"`
+			} `json:"tag"`
+		} `json:"container_metadata"`
+	} `json:"package_version"`
+}
+
+// GitHub: the package event (X-GitHub-Event: package; registry_package is
+// its newer name) when a container image is published. Other packages, a
+// version without a tag (a platform manifest of a multi-platform image)
+// and other events, such as the ping sent when the webhook is created,
+// name nothing to check.
+func parseGitHub(h http.Header, body []byte) ([]imageref.Reference, error) {
+	event := h.Get("X-GitHub-Event")
+	if event != "package" && event != "registry_package" {
+		if !json.Valid(body) {
+			return nil, malformed("invalid JSON")
+		}
+		return nil, nil
+	}
+	var p struct {
+		Package         *githubPackage `json:"package"`
+		RegistryPackage *githubPackage `json:"registry_package"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	pkg := p.Package
+	if pkg == nil {
+		pkg = p.RegistryPackage
+	}
+	if pkg == nil {
+		return nil, malformed("a %s event without a package object", event)
+	}
+	if !strings.EqualFold(pkg.PackageType, "container") || pkg.PackageVersion.ContainerMetadata.Tag.Name == "" {
+		return nil, nil
+	}
+	// package_url names the registry, which differs on GitHub Enterprise
+	// Server; GHCR names are lower case whatever the owner's spelling.
+	if u := pkg.PackageVersion.PackageURL; u != "" {
+		ref, err := repository("", strings.ToLower(u), "package.package_version.package_url")
+		if err != nil {
+			return nil, err
+		}
+		return []imageref.Reference{ref}, nil
+	}
+	owner := pkg.Namespace
+	if owner == "" {
+		owner = pkg.Owner.Login
+	}
+	if owner == "" || pkg.Name == "" {
+		return nil, malformed("package.name and package.namespace (or package.owner.login) are required")
+	}
+	ref, err := repository(GHCR, strings.ToLower(owner+"/"+pkg.Name), "package.name")
+	if err != nil {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
+}
+
+// Harbor: {"type": "PUSH_ARTIFACT", "event_data": {"repository":
+// {"repo_full_name": "project/name"}, "resources": [{"tag": ...,
+// "resource_url": "harbor.example.com/project/name:tag"}]}}. The host is
+// only in resource_url. Harbor 1.x called the type pushImage.
+func parseHarbor(_ http.Header, body []byte) ([]imageref.Reference, error) {
+	var p struct {
+		Type      string `json:"type"`
+		EventData struct {
+			Repository struct {
+				RepoFullName string `json:"repo_full_name"`
+			} `json:"repository"`
+			Resources []struct {
+				Tag         string `json:"tag"`
+				ResourceURL string `json:"resource_url"`
+			} `json:"resources"`
+		} `json:"event_data"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if p.Type != "PUSH_ARTIFACT" && p.Type != "pushImage" {
+		return nil, nil
+	}
+	var out repositories
+	for i, r := range p.EventData.Resources {
+		if r.Tag == "" {
+			continue
+		}
+		host, _, ok := strings.Cut(r.ResourceURL, "/")
+		if !ok || host == "" {
+			return nil, malformed("event_data.resources[%d].resource_url %q does not start with the registry host", i, r.ResourceURL)
+		}
+		ref, err := repository(host, p.EventData.Repository.RepoFullName, "event_data.repository.repo_full_name")
+		if err != nil {
+			return nil, err
+		}
+		out.add(ref)
+	}
+	return out, nil
+}
+
+// The Distribution registry's notifications: an envelope {"events": [...]}
+// of events with action, target.repository, target.tag (set when a
+// manifest was pushed by tag) and request.host (the registry as the
+// pushing client addressed it). Pulls, deletions and blob uploads name
+// nothing to check.
+func parseDistribution(_ http.Header, body []byte) ([]imageref.Reference, error) {
+	var p struct {
+		Events *[]distributionEvent `json:"events"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if p.Events == nil {
+		return nil, malformed("no events array: not a notification envelope")
+	}
+	var out repositories
+	for i, e := range *p.Events {
+		ref, ok, err := e.pushed(fmt.Sprintf("events[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out.add(ref)
+		}
+	}
+	return out, nil
+}
+
+// distributionEvent is one event of the Distribution registry's
+// notifications; Azure Container Registry sends events of the same shape,
+// one per request.
+type distributionEvent struct {
+	Action string `json:"action"`
+	Target struct {
+		Repository string `json:"repository"`
+		Tag        string `json:"tag"`
+		URL        string `json:"url"`
+	} `json:"target"`
+	Request struct {
+		Host string `json:"host"`
+	} `json:"request"`
+}
+
+// pushed is the repository of a push by tag; ok is false for other
+// events.
+func (e distributionEvent) pushed(field string) (ref imageref.Reference, ok bool, err error) {
+	if e.Action != "push" || e.Target.Tag == "" {
+		return imageref.Reference{}, false, nil
+	}
+	host := e.Request.Host
+	if host == "" {
+		if u, err := url.Parse(e.Target.URL); err == nil {
+			host = u.Host
+		}
+	}
+	if host == "" {
+		return imageref.Reference{}, false, malformed("%s names no registry host (request.host or target.url)", field)
+	}
+	ref, err = repository(host, e.Target.Repository, field+".target.repository")
+	return ref, err == nil, err
+}
+
+// Azure Container Registry: one event per request, {"action": "push",
+// "target": {"repository", "tag", ...}, "request": {"host":
+// "<name>.azurecr.io", ...}}; the ping of a new webhook has action ping.
+func parseACR(_ http.Header, body []byte) ([]imageref.Reference, error) {
+	var e distributionEvent
+	if err := decode(body, &e); err != nil {
+		return nil, err
+	}
+	ref, ok, err := e.pushed("the event")
+	if err != nil || !ok {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
+}
+
+// ecrEvent is EventBridge's event of an ECR push ("detail-type": "ECR
+// Image Action"). The registry host is made of the account and region.
+type ecrEvent struct {
+	DetailType string `json:"detail-type"`
+	Source     string `json:"source"`
+	Account    string `json:"account"`
+	Region     string `json:"region"`
+	Detail     struct {
+		ActionType     string `json:"action-type"`
+		Result         string `json:"result"`
+		RepositoryName string `json:"repository-name"`
+		ImageTag       string `json:"image-tag"`
+	} `json:"detail"`
+}
+
+// CloudEvents carrying EventBridge's ECR events: structured mode (a JSON
+// envelope with specversion and data) or binary mode (ce-* headers, the
+// body is the data). Events other than successful pushes by tag name
+// nothing to check.
+func parseCloudEvents(h http.Header, body []byte) ([]imageref.Reference, error) {
+	data := json.RawMessage(body)
+	if h.Get("Ce-Specversion") == "" {
+		var envelope struct {
+			SpecVersion string          `json:"specversion"`
+			Data        json.RawMessage `json:"data"`
+		}
+		if err := decode(body, &envelope); err != nil {
+			return nil, err
+		}
+		if envelope.SpecVersion == "" {
+			return nil, malformed("neither a ce-specversion header nor a specversion field: not a CloudEvent")
+		}
+		data = envelope.Data
+	}
+	var e ecrEvent
+	if err := decode(data, &e); err != nil {
+		return nil, err
+	}
+	if e.Source != "aws.ecr" || e.DetailType != "ECR Image Action" {
+		return nil, nil
+	}
+	if e.Detail.ActionType != "PUSH" || e.Detail.Result != "SUCCESS" || e.Detail.ImageTag == "" {
+		return nil, nil
+	}
+	if e.Account == "" || e.Region == "" {
+		return nil, malformed("account and region are required to name the ECR registry")
+	}
+	host := e.Account + ".dkr.ecr." + e.Region + ".amazonaws.com"
+	if strings.HasPrefix(e.Region, "cn-") {
+		host += ".cn"
+	}
+	ref, err := repository(host, e.Detail.RepositoryName, "detail.repository-name")
+	if err != nil {
+		return nil, err
+	}
+	return []imageref.Reference{ref}, nil
+}

@@ -1,0 +1,139 @@
+package webhook
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// What each format reads from payloads beyond the recorded ones: only the
+// repositories that got a push by tag.
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name    string
+		source  string
+		event   string // X-GitHub-Event, or "binary" for a CloudEvent in binary mode
+		body    string
+		want    []string
+		wantErr string
+	}{
+		{name: "docker hub official image", source: DockerHub, body: `{"push_data":{"tag":"1.27"},"repository":{"repo_name":"nginx"}}`, want: []string{"docker.io/library/nginx"}},
+		{name: "docker hub without repo_name", source: DockerHub, body: `{"push_data":{"tag":"1.27"},"repository":{}}`, wantErr: "repository.repo_name is missing"},
+		{name: "docker hub bad name", source: DockerHub, body: `{"repository":{"repo_name":"Acme/Shop"}}`, wantErr: "repository.repo_name"},
+		{name: "docker hub wrong type", source: DockerHub, body: `{"repository":{"repo_name":7}}`, wantErr: "field repository.repo_name holds a JSON number"},
+		{name: "quay self-hosted", source: Quay, body: `{"docker_url":"quay.internal.example.com/team/api","updated_tags":["v2"]}`, want: []string{"quay.internal.example.com/team/api"}},
+		{name: "quay without docker_url", source: Quay, body: `{"repository":"team/api"}`, wantErr: "docker_url is missing"},
+		{name: "github ping", source: GHCR, event: "ping", body: `{"zen":"Keep it logically awesome.","hook_id":1}`},
+		{name: "github ping not JSON", source: GHCR, event: "ping", body: `zen`, wantErr: "invalid JSON"},
+		{
+			name: "github registry_package event", source: GHCR, event: "registry_package",
+			body: `{"action":"published","registry_package":{"name":"api","namespace":"team","package_type":"container","package_version":{"container_metadata":{"tag":{"name":"v2"}},"package_url":"ghcr.io/team/api:v2"}}}`,
+			want: []string{"ghcr.io/team/api"},
+		},
+		{
+			name: "github package without package_url", source: GHCR, event: "package",
+			body: `{"action":"published","package":{"name":"Api","owner":{"login":"Team"},"package_type":"CONTAINER","package_version":{"container_metadata":{"tag":{"name":"v2"}}}}}`,
+			want: []string{"ghcr.io/team/api"},
+		},
+		{
+			name: "github untagged version", source: GHCR, event: "package",
+			body: `{"action":"published","package":{"name":"api","namespace":"team","package_type":"CONTAINER","package_version":{"container_metadata":{"tag":{"name":""}},"package_url":"ghcr.io/team/api"}}}`,
+		},
+		{
+			name: "github npm package", source: GHCR, event: "package",
+			body: `{"action":"published","package":{"name":"api","namespace":"team","package_type":"npm","package_version":{}}}`,
+		},
+		{name: "github package event without package", source: GHCR, event: "package", body: `{"action":"published"}`, wantErr: "without a package object"},
+		{
+			name: "harbor 1.x", source: Harbor,
+			body: `{"type":"pushImage","event_data":{"resources":[{"tag":"v2","resource_url":"harbor.example.com/team/api:v2"}],"repository":{"repo_full_name":"team/api"}}}`,
+			want: []string{"harbor.example.com/team/api"},
+		},
+		{
+			name: "harbor several tags", source: Harbor,
+			body: `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"tag":"v2","resource_url":"harbor.example.com:8443/team/api:v2"},{"tag":"latest","resource_url":"harbor.example.com:8443/team/api:latest"}],"repository":{"repo_full_name":"team/api"}}}`,
+			want: []string{"harbor.example.com:8443/team/api"},
+		},
+		{name: "harbor deletion", source: Harbor, body: `{"type":"DELETE_ARTIFACT","event_data":{"resources":[{"tag":"v2","resource_url":"harbor.example.com/team/api:v2"}],"repository":{"repo_full_name":"team/api"}}}`},
+		{name: "harbor scan", source: Harbor, body: `{"type":"SCANNING_COMPLETED","event_data":{}}`},
+		{
+			name: "harbor without resource_url", source: Harbor,
+			body:    `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"tag":"v2"}],"repository":{"repo_full_name":"team/api"}}}`,
+			wantErr: "does not start with the registry host",
+		},
+		{
+			name: "distribution pull and delete", source: Distribution,
+			body: `{"events":[{"action":"pull","target":{"repository":"team/api","tag":"v2"},"request":{"host":"r.example.com"}},{"action":"delete","target":{"repository":"team/api","tag":"v2"},"request":{"host":"r.example.com"}}]}`,
+		},
+		{
+			name: "distribution two repositories", source: Distribution,
+			body: `{"events":[{"action":"push","target":{"repository":"team/api","tag":"v2"},"request":{"host":"r.example.com"}},{"action":"push","target":{"repository":"team/web","tag":"v2","url":"https://r.example.com/v2/team/web/manifests/sha256:00"}},{"action":"push","target":{"repository":"team/api","tag":"latest"},"request":{"host":"r.example.com"}}]}`,
+			want: []string{"r.example.com/team/api", "r.example.com/team/web"},
+		},
+		{name: "distribution no host", source: Distribution, body: `{"events":[{"action":"push","target":{"repository":"team/api","tag":"v2"}}]}`, wantErr: "events[0] names no registry host"},
+		{name: "distribution not an envelope", source: Distribution, body: `{"action":"push"}`, wantErr: "no events array"},
+		{name: "distribution empty envelope", source: Distribution, body: `{"events":[]}`},
+		{name: "acr ping", source: ACR, body: `{"id":"1","action":"ping","target":{},"request":{"host":"acme.azurecr.io"}}`},
+		{name: "acr delete", source: ACR, body: `{"action":"delete","target":{"repository":"team/api","tag":"v2"},"request":{"host":"acme.azurecr.io"}}`},
+		{name: "acr bad repository", source: ACR, body: `{"action":"push","target":{"repository":"Team/API","tag":"v2"},"request":{"host":"acme.azurecr.io"}}`, wantErr: "target.repository"},
+		{
+			name: "cloudevents binary mode", source: CloudEvents, event: "binary",
+			body: `{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"cn-north-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}`,
+			want: []string{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/api"},
+		},
+		{
+			name: "cloudevents failed push", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"us-east-1","detail":{"action-type":"PUSH","result":"FAILURE","repository-name":"api","image-tag":"v2"}}}`,
+		},
+		{
+			name: "cloudevents deletion", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"us-east-1","detail":{"action-type":"DELETE","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}}`,
+		},
+		{
+			name: "cloudevents untagged push", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","account":"123456789012","region":"us-east-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api"}}}`,
+		},
+		{
+			name: "cloudevents of another service", source: CloudEvents,
+			body: `{"specversion":"1.0","data":{"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"123456789012","region":"us-east-1","detail":{}}}`,
+		},
+		{name: "cloudevents not a CloudEvent", source: CloudEvents, body: `{"detail-type":"ECR Image Action"}`, wantErr: "not a CloudEvent"},
+		{
+			name: "cloudevents without account", source: CloudEvents,
+			body:    `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","region":"us-east-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}}`,
+			wantErr: "account and region are required",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			switch {
+			case tt.event == "binary":
+				h.Set("Ce-Specversion", "1.0")
+			case tt.event != "":
+				h.Set("X-GitHub-Event", tt.event)
+			}
+			refs, err := formats[tt.source].parse(h, []byte(tt.body))
+			if tt.wantErr != "" {
+				var pe *payloadError
+				if !errors.As(err, &pe) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want a payload error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sortedNames(refs); !slices.Equal(got, tt.want) && len(got)+len(tt.want) > 0 {
+				t.Errorf("repositories %v, want %v", got, tt.want)
+			}
+			for _, r := range refs {
+				if r.Tag() != "" || r.Digest() != "" {
+					t.Errorf("%s keeps a version", r)
+				}
+			}
+		})
+	}
+}

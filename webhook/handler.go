@@ -1,0 +1,311 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// Path is where the handler answers.
+const Path = "/webhook"
+
+// DefaultMaxBodySize bounds a payload: the largest registry notifications
+// (GitHub's package events) are tens of kilobytes.
+const DefaultMaxBodySize = 1 << 20
+
+// readTimeout bounds the time to send a request body, so that slow senders
+// cannot hold connections.
+const readTimeout = 30 * time.Second
+
+// Notification is what an accepted request says: these repositories got a
+// push.
+type Notification struct {
+	Source       string
+	Repositories []imageref.Reference
+	Received     time.Time
+}
+
+// Notifier takes accepted notifications; an error means they cannot be
+// taken now, and the sender is told to retry (503).
+type Notifier interface {
+	Notify(Notification) error
+}
+
+// Config is what the endpoint accepts.
+type Config struct {
+	// Secrets are the shared secrets by source name (see Sources). A
+	// source without one is refused unless AllowUnauthenticated.
+	Secrets map[string]string
+	// AllowUnauthenticated accepts requests of sources that have no
+	// secret without authentication.
+	AllowUnauthenticated bool
+	// RateLimit is the number of requests per hour accepted from each
+	// source; 0 means no limit.
+	RateLimit int
+	// MaxBodySize bounds a payload; 0 means DefaultMaxBodySize.
+	MaxBodySize int64
+}
+
+// Handler serves the webhook endpoint.
+type Handler struct {
+	notifier    Notifier
+	secrets     map[string]string
+	open        bool
+	maxBody     int64
+	limiters    map[string]*rate.Limiter
+	metrics     *Metrics
+	logger      *slog.Logger
+	now         func() time.Time
+	readTimeout time.Duration
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithMetrics records metrics; nil records nothing.
+func WithMetrics(m *Metrics) Option { return func(h *Handler) { h.metrics = m } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.logger = l } }
+
+// WithClock replaces time.Now, for tests.
+func WithClock(now func() time.Time) Option { return func(h *Handler) { h.now = now } }
+
+// NewHandler returns the endpoint's handler; n receives what it accepts.
+func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
+	if cfg.RateLimit < 0 {
+		return nil, fmt.Errorf("rate limit %d: must not be negative", cfg.RateLimit)
+	}
+	if cfg.MaxBodySize < 0 {
+		return nil, fmt.Errorf("body size limit %d: must not be negative", cfg.MaxBodySize)
+	}
+	h := &Handler{
+		notifier:    n,
+		secrets:     map[string]string{},
+		open:        cfg.AllowUnauthenticated,
+		maxBody:     cfg.MaxBodySize,
+		limiters:    map[string]*rate.Limiter{},
+		logger:      slog.New(slog.DiscardHandler),
+		now:         time.Now,
+		readTimeout: readTimeout,
+	}
+	if h.maxBody == 0 {
+		h.maxBody = DefaultMaxBodySize
+	}
+	for source, secret := range cfg.Secrets {
+		if _, ok := formats[source]; !ok {
+			return nil, fmt.Errorf("secret for unknown source %q (known: %s)", source, strings.Join(Sources(), ", "))
+		}
+		if secret != "" {
+			h.secrets[source] = secret
+		}
+	}
+	for _, source := range Sources() {
+		limit := rate.Inf
+		if cfg.RateLimit > 0 {
+			limit = rate.Limit(float64(cfg.RateLimit) / 3600)
+		}
+		h.limiters[source] = rate.NewLimiter(limit, max(cfg.RateLimit, 1))
+	}
+	for _, opt := range opts {
+		opt(h)
+	}
+	return h, nil
+}
+
+// Enabled are the sources whose requests can be accepted: those with a
+// secret, and all of them when unauthenticated sources are allowed.
+func (h *Handler) Enabled() []string {
+	var out []string
+	for _, s := range Sources() {
+		if h.secrets[s] != "" || h.open {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Unauthenticated are the sources accepted without authentication.
+func (h *Handler) Unauthenticated() []string {
+	var out []string
+	if !h.open {
+		return nil
+	}
+	for _, s := range Sources() {
+		if h.secrets[s] == "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// response is the JSON body of a 2xx answer: what will be checked.
+type response struct {
+	Source       string   `json:"source"`
+	Repositories []string `json:"repositories"`
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	received := h.now()
+	if r.URL.Path != Path {
+		http.NotFound(w, r)
+		return
+	}
+	source := r.URL.Query().Get("type")
+	if source == "" {
+		source = r.Header.Get("X-Registry-Type")
+	}
+	f, known := formats[source]
+	label := source
+	if !known {
+		label = unknownSource
+	}
+	h.metrics.request(label)
+	// The query may hold a secret: log the path alone.
+	log := h.logger.With("source", label, "remote", r.RemoteAddr)
+	reject := func(status int, reason, msg string) {
+		h.metrics.reject(label, reason)
+		level := slog.LevelWarn
+		if reason == RejectRateLimited || reason == RejectMethod {
+			level = slog.LevelDebug
+		}
+		log.Log(r.Context(), level, "webhook request rejected", "status", status, "reason", reason, "message", msg)
+		http.Error(w, msg, status)
+	}
+
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		reject(http.StatusMethodNotAllowed, RejectMethod, "only POST is accepted")
+		return
+	}
+	if !known {
+		reject(http.StatusBadRequest, RejectUnknownSource,
+			fmt.Sprintf("unknown registry type %q: give ?type= or the X-Registry-Type header, one of %s", source, strings.Join(Sources(), ", ")))
+		return
+	}
+	if lim := h.limiters[source]; !lim.AllowN(received, 1) {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(lim, received)))
+		reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many requests from %s: the limit is %g per hour", source, float64(lim.Burst())))
+		return
+	}
+	secret := h.secrets[source]
+	if secret == "" && !h.open {
+		reject(http.StatusForbidden, RejectNoSecret,
+			fmt.Sprintf("webhooks of type %s are not enabled: the controller has no secret for them", source))
+		return
+	}
+	authenticate := secret != ""
+	if authenticate && f.auth != authSignature && !h.authentic(f.auth, r, nil, secret) {
+		reject(http.StatusUnauthorized, RejectUnauthorized, fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
+		return
+	}
+
+	if rc := http.NewResponseController(w); h.readTimeout > 0 {
+		_ = rc.SetReadDeadline(received.Add(h.readTimeout))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			reject(http.StatusRequestEntityTooLarge, RejectTooLarge, fmt.Sprintf("the payload exceeds %d bytes", h.maxBody))
+			return
+		}
+		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("reading the payload: %v", err))
+		return
+	}
+	if authenticate && f.auth == authSignature && !h.authentic(f.auth, r, body, secret) {
+		reject(http.StatusUnauthorized, RejectUnauthorized, fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", f.auth, source))
+		return
+	}
+
+	repos, err := f.parse(r.Header, body)
+	if err != nil {
+		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("malformed %s payload: %v", source, err))
+		return
+	}
+	names := make([]string, len(repos))
+	for i, ref := range repos {
+		names[i] = ref.Name()
+	}
+	status := http.StatusOK
+	if len(repos) > 0 {
+		if err := h.notifier.Notify(Notification{Source: source, Repositories: repos, Received: received}); err != nil {
+			reject(http.StatusServiceUnavailable, RejectUnavailable, err.Error())
+			return
+		}
+		status = http.StatusAccepted
+		log.Info("push notification accepted", "repositories", names)
+	} else {
+		log.Debug("notification names no push to check")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(response{Source: source, Repositories: names})
+}
+
+// authentic checks the request's proof of the secret in constant time.
+func (h *Handler) authentic(m authMethod, r *http.Request, body []byte, secret string) bool {
+	switch m {
+	case authQuery:
+		return equal(r.URL.Query().Get("secret"), secret)
+	case authSignature:
+		sig, ok := strings.CutPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256=")
+		if !ok {
+			return false
+		}
+		got, err := hex.DecodeString(sig)
+		if err != nil {
+			return false
+		}
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write(body)
+		return hmac.Equal(got, mac.Sum(nil))
+	default:
+		v := r.Header.Get("Authorization")
+		plain, bearer := equal(v, secret), equal(v, "Bearer "+secret)
+		return plain || bearer
+	}
+}
+
+// equal compares in time independent of the contents and of the lengths,
+// by comparing digests.
+func equal(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// retryAfter is the whole seconds until lim grants a request again.
+func retryAfter(lim *rate.Limiter, now time.Time) int {
+	tokens := lim.TokensAt(now)
+	if lim.Limit() <= 0 {
+		return 3600
+	}
+	wait := (1 - tokens) / float64(lim.Limit())
+	return max(1, int(math.Ceil(wait)))
+}
+
+// sortedNames are the names of repos, sorted.
+func sortedNames(repos []imageref.Reference) []string {
+	out := make([]string, len(repos))
+	for i, r := range repos {
+		out[i] = r.Name()
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,397 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// recorder is a Notifier that keeps what it is given.
+type recorder struct {
+	mu  sync.Mutex
+	got []Notification
+	err error
+}
+
+func (r *recorder) Notify(n Notification) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	r.got = append(r.got, n)
+	return nil
+}
+
+func (r *recorder) repositories() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, n := range r.got {
+		out = append(out, sortedNames(n.Repositories)...)
+	}
+	return out
+}
+
+// sender describes how each registry sends its recorded payload.
+type sender struct {
+	source  string
+	file    string
+	headers map[string]string
+	want    string // the repository the payload names
+}
+
+var senders = []sender{
+	{source: DockerHub, file: "dockerhub.json", want: "docker.io/acme/shop"},
+	{source: Quay, file: "quay.json", want: "quay.io/acme/shop"},
+	{source: GHCR, file: "ghcr.json", headers: map[string]string{"X-GitHub-Event": "package"}, want: "ghcr.io/acme/shop"},
+	{source: Harbor, file: "harbor.json", want: "harbor.example.com/acme/shop"},
+	{source: Distribution, file: "distribution.json", want: "registry.example.com/acme/shop"},
+	{source: ACR, file: "acr.json", want: "acme.azurecr.io/acme/shop"},
+	{source: CloudEvents, file: "cloudevents.json", headers: map[string]string{"Content-Type": "application/cloudevents+json"},
+		want: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/acme/shop"},
+}
+
+func readPayload(t *testing.T, file string) []byte {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// proof is how each kind of source proves it knows secret: what the
+// registry's own webhook configuration makes it send.
+type proof int
+
+const (
+	proofRight proof = iota
+	proofWrong
+	proofMissing
+)
+
+// request builds the request s's registry sends, carrying proof of secret.
+func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http.Request {
+	t.Helper()
+	if p == proofWrong {
+		secret = "not-" + secret
+	}
+	target := Path + "?type=" + s.source
+	// Harbor's requests name their type by header, to cover that way too.
+	if s.source == Harbor {
+		target = Path
+	}
+	f := formats[s.source]
+	if p != proofMissing && f.auth == authQuery {
+		target += "&secret=" + secret
+	}
+	req := httptest.NewRequest(http.MethodPost, target, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if s.source == Harbor {
+		req.Header.Set("X-Registry-Type", Harbor)
+	}
+	for k, v := range s.headers {
+		req.Header.Set(k, v)
+	}
+	if p != proofMissing {
+		switch f.auth {
+		case authSignature:
+			mac := hmac.New(sha256.New, []byte(secret))
+			mac.Write(body)
+			req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		case authHeader:
+			if s.source == Distribution || s.source == CloudEvents {
+				req.Header.Set("Authorization", "Bearer "+secret)
+			} else {
+				req.Header.Set("Authorization", secret)
+			}
+		}
+	}
+	return req
+}
+
+const testSecret = "s3cr3t-for-tests"
+
+func allSecrets() map[string]string {
+	m := map[string]string{}
+	for _, s := range Sources() {
+		m[s] = testSecret
+	}
+	return m
+}
+
+func newTestHandler(t *testing.T, n Notifier, cfg Config) (*Handler, *Metrics) {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(n, cfg, WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, m
+}
+
+func serve(h http.Handler, req *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// Every source: its recorded payload is accepted with the right secret and
+// names the repository; without it, nothing is notified.
+func TestAuthentication(t *testing.T) {
+	tests := []struct {
+		name       string
+		cfg        Config
+		proof      proof
+		wantStatus int
+		wantReason string
+	}{
+		{name: "right secret", cfg: Config{Secrets: allSecrets()}, proof: proofRight, wantStatus: http.StatusAccepted},
+		{name: "wrong secret", cfg: Config{Secrets: allSecrets()}, proof: proofWrong, wantStatus: http.StatusUnauthorized, wantReason: RejectUnauthorized},
+		{name: "missing secret", cfg: Config{Secrets: allSecrets()}, proof: proofMissing, wantStatus: http.StatusUnauthorized, wantReason: RejectUnauthorized},
+		{name: "no secret configured", cfg: Config{}, proof: proofMissing, wantStatus: http.StatusForbidden, wantReason: RejectNoSecret},
+		{name: "no secret configured, sender has one", cfg: Config{}, proof: proofRight, wantStatus: http.StatusForbidden, wantReason: RejectNoSecret},
+		{name: "unauthenticated sources allowed", cfg: Config{AllowUnauthenticated: true}, proof: proofMissing, wantStatus: http.StatusAccepted},
+		{
+			name: "unauthenticated sources allowed, but this one has a secret", cfg: Config{Secrets: allSecrets(), AllowUnauthenticated: true},
+			proof: proofWrong, wantStatus: http.StatusUnauthorized, wantReason: RejectUnauthorized,
+		},
+	}
+	for _, s := range senders {
+		for _, tt := range tests {
+			t.Run(s.source+"/"+tt.name, func(t *testing.T) {
+				var n recorder
+				h, m := newTestHandler(t, &n, tt.cfg)
+				rec := serve(h, s.request(t, readPayload(t, s.file), testSecret, tt.proof))
+				if rec.Code != tt.wantStatus {
+					t.Fatalf("status %d, want %d: %s", rec.Code, tt.wantStatus, rec.Body)
+				}
+				got := n.repositories()
+				if tt.wantStatus != http.StatusAccepted {
+					if len(got) != 0 {
+						t.Errorf("rejected, yet notified %v", got)
+					}
+					if c := testutil.ToFloat64(m.rejected.WithLabelValues(s.source, tt.wantReason)); c != 1 {
+						t.Errorf("rejected{%s,%s} = %v", s.source, tt.wantReason, c)
+					}
+					return
+				}
+				if !slices.Equal(got, []string{s.want}) {
+					t.Errorf("notified %v, want %s", got, s.want)
+				}
+				var resp response
+				if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || !slices.Equal(resp.Repositories, []string{s.want}) {
+					t.Errorf("answer %s (%v)", rec.Body, err)
+				}
+				if c := testutil.ToFloat64(m.received.WithLabelValues(s.source)); c != 1 {
+					t.Errorf("received{%s} = %v", s.source, c)
+				}
+			})
+		}
+	}
+}
+
+// Every source: bodies over the limit, unreadable payloads and requests
+// over the rate limit are refused, and nothing is notified.
+func TestLimits(t *testing.T) {
+	tests := []struct {
+		name       string
+		cfg        Config
+		body       func(valid []byte) []byte
+		before     int // requests accepted before the one checked
+		wantStatus int
+		wantReason string
+		wantBody   string
+	}{
+		{
+			name: "body over 1 MiB", cfg: Config{Secrets: allSecrets()},
+			body:       func(valid []byte) []byte { return append(valid, bytes.Repeat([]byte(" "), DefaultMaxBodySize)...) },
+			wantStatus: http.StatusRequestEntityTooLarge, wantReason: RejectTooLarge, wantBody: "exceeds 1048576 bytes",
+		},
+		{
+			name: "body over a smaller limit", cfg: Config{Secrets: allSecrets(), MaxBodySize: 100},
+			wantStatus: http.StatusRequestEntityTooLarge, wantReason: RejectTooLarge, wantBody: "exceeds 100 bytes",
+		},
+		{
+			name: "malformed JSON", cfg: Config{Secrets: allSecrets()},
+			body:       func(valid []byte) []byte { return valid[:len(valid)/2] },
+			wantStatus: http.StatusBadRequest, wantReason: RejectMalformed, wantBody: "malformed",
+		},
+		{
+			name: "not JSON at all", cfg: Config{Secrets: allSecrets()},
+			body:       func([]byte) []byte { return []byte("<xml/>") },
+			wantStatus: http.StatusBadRequest, wantReason: RejectMalformed, wantBody: "invalid",
+		},
+		{
+			name: "rate limit", cfg: Config{Secrets: allSecrets(), RateLimit: 2}, before: 2,
+			wantStatus: http.StatusTooManyRequests, wantReason: RejectRateLimited, wantBody: "the limit is 2 per hour",
+		},
+		{name: "under the rate limit", cfg: Config{Secrets: allSecrets(), RateLimit: 3}, before: 2, wantStatus: http.StatusAccepted},
+	}
+	for _, s := range senders {
+		for _, tt := range tests {
+			t.Run(s.source+"/"+tt.name, func(t *testing.T) {
+				var n recorder
+				h, m := newTestHandler(t, &n, tt.cfg)
+				valid := readPayload(t, s.file)
+				for range tt.before {
+					if rec := serve(h, s.request(t, valid, testSecret, proofRight)); rec.Code != http.StatusAccepted {
+						t.Fatalf("status %d before the limit: %s", rec.Code, rec.Body)
+					}
+				}
+				body := valid
+				if tt.body != nil {
+					body = tt.body(valid)
+				}
+				rec := serve(h, s.request(t, body, testSecret, proofRight))
+				if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+					t.Fatalf("status %d %q, want %d and %q", rec.Code, rec.Body, tt.wantStatus, tt.wantBody)
+				}
+				if tt.wantStatus == http.StatusAccepted {
+					return
+				}
+				if got := len(n.repositories()); got != tt.before {
+					t.Errorf("%d notifications, want the %d before", got, tt.before)
+				}
+				if c := testutil.ToFloat64(m.rejected.WithLabelValues(s.source, tt.wantReason)); c != 1 {
+					t.Errorf("rejected{%s,%s} = %v", s.source, tt.wantReason, c)
+				}
+				if tt.wantStatus == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+					t.Error("429 without Retry-After")
+				}
+			})
+		}
+	}
+}
+
+// The rate limit counts each source on its own.
+func TestRateLimitPerSource(t *testing.T) {
+	var n recorder
+	h, _ := newTestHandler(t, &n, Config{Secrets: allSecrets(), RateLimit: 1})
+	for _, s := range senders {
+		if rec := serve(h, s.request(t, readPayload(t, s.file), testSecret, proofRight)); rec.Code != http.StatusAccepted {
+			t.Errorf("%s: status %d: %s", s.source, rec.Code, rec.Body)
+		}
+	}
+	if rec := serve(h, senders[0].request(t, readPayload(t, senders[0].file), testSecret, proofRight)); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("second request of %s: status %d", senders[0].source, rec.Code)
+	}
+}
+
+// Requests that are not notifications at all.
+func TestRequests(t *testing.T) {
+	valid := readPayload(t, "quay.json")
+	tests := []struct {
+		name       string
+		req        *http.Request
+		notifyErr  error
+		wantStatus int
+		wantReason string
+		wantBody   string
+	}{
+		{
+			name:       "GET",
+			req:        httptest.NewRequest(http.MethodGet, Path+"?type=quay.io&secret="+testSecret, nil),
+			wantStatus: http.StatusMethodNotAllowed, wantReason: RejectMethod,
+		},
+		{
+			name:       "other path",
+			req:        httptest.NewRequest(http.MethodPost, "/hooks?type=quay.io&secret="+testSecret, bytes.NewReader(valid)),
+			wantStatus: http.StatusNotFound,
+		},
+		{
+			name:       "no type",
+			req:        httptest.NewRequest(http.MethodPost, Path+"?secret="+testSecret, bytes.NewReader(valid)),
+			wantStatus: http.StatusBadRequest, wantReason: RejectUnknownSource, wantBody: "give ?type= or the X-Registry-Type header",
+		},
+		{
+			name:       "unknown type",
+			req:        httptest.NewRequest(http.MethodPost, Path+"?type=gitlab&secret="+testSecret, bytes.NewReader(valid)),
+			wantStatus: http.StatusBadRequest, wantReason: RejectUnknownSource, wantBody: `unknown registry type "gitlab"`,
+		},
+		{
+			name:       "no checks run here",
+			req:        httptest.NewRequest(http.MethodPost, Path+"?type=quay.io&secret="+testSecret, bytes.NewReader(valid)),
+			notifyErr:  ErrNotRunning,
+			wantStatus: http.StatusServiceUnavailable, wantReason: RejectUnavailable, wantBody: "leader",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := recorder{err: tt.notifyErr}
+			h, m := newTestHandler(t, &n, Config{Secrets: allSecrets()})
+			rec := serve(h, tt.req)
+			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+				t.Fatalf("status %d %q, want %d and %q", rec.Code, rec.Body, tt.wantStatus, tt.wantBody)
+			}
+			if tt.wantReason != "" {
+				source := tt.req.URL.Query().Get("type")
+				if _, ok := formats[source]; !ok {
+					source = unknownSource
+				}
+				if c := testutil.ToFloat64(m.rejected.WithLabelValues(source, tt.wantReason)); c != 1 {
+					t.Errorf("rejected{%s,%s} = %v", source, tt.wantReason, c)
+				}
+			}
+			if len(n.repositories()) != 0 {
+				t.Error("notified")
+			}
+		})
+	}
+}
+
+func TestNewHandler(t *testing.T) {
+	tests := []struct {
+		name        string
+		cfg         Config
+		wantErr     string
+		wantEnabled []string
+		wantOpen    []string
+	}{
+		{name: "nothing configured"},
+		{name: "two secrets", cfg: Config{Secrets: map[string]string{Quay: "a", Harbor: "b", GHCR: ""}}, wantEnabled: []string{Quay, Harbor}},
+		{
+			name: "open", cfg: Config{Secrets: map[string]string{Quay: "a"}, AllowUnauthenticated: true},
+			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents},
+		},
+		{name: "unknown source", cfg: Config{Secrets: map[string]string{"gitlab": "x"}}, wantErr: `unknown source "gitlab"`},
+		{name: "negative rate", cfg: Config{RateLimit: -1}, wantErr: "must not be negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := NewHandler(&recorder{}, tt.cfg)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Enabled(); !slices.Equal(got, tt.wantEnabled) {
+				t.Errorf("enabled %v, want %v", got, tt.wantEnabled)
+			}
+			if got := h.Unauthenticated(); !slices.Equal(got, tt.wantOpen) {
+				t.Errorf("unauthenticated %v, want %v", got, tt.wantOpen)
+			}
+		})
+	}
+}

@@ -1,0 +1,53 @@
+package webhook
+
+import (
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// The Distribution registry, configured to notify the endpoint, names the
+// repository of a push; with a header that lacks the secret, nothing is
+// taken.
+func TestDistributionRegistryNotifies(t *testing.T) {
+	tests := []struct {
+		name   string
+		header string
+		want   bool
+	}{
+		{name: "with the secret", header: "Bearer " + testSecret, want: true},
+		{name: "with another secret", header: "Bearer not-" + testSecret},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n recorder
+			h, m := newTestHandler(t, &n, Config{Secrets: map[string]string{Distribution: testSecret}})
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			reg := testenv.StartRegistry(t, testenv.WithNotifications(srv.URL+Path+"?type=distribution",
+				map[string]string{"Authorization": tt.header}))
+			reg.PushImage(t, "team/api", []string{"v1"})
+
+			deadline := time.Now().Add(15 * time.Second)
+			for time.Now().Before(deadline) {
+				if tt.want && slices.Contains(n.repositories(), reg.Repo("team/api")) {
+					return
+				}
+				if !tt.want && testutil.ToFloat64(m.rejected.WithLabelValues(Distribution, RejectUnauthorized)) > 0 {
+					if got := n.repositories(); len(got) != 0 {
+						t.Fatalf("notified %v without the secret", got)
+					}
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Fatalf("no outcome within 15s: notified %v, %v requests", n.repositories(),
+				testutil.ToFloat64(m.received.WithLabelValues(Distribution)))
+		})
+	}
+}
