@@ -377,7 +377,7 @@ func TestCycle(t *testing.T) {
 			{name: "gitwb-missing-project", project: "gitwb-missing", repository: nowhere + "/allowed/repo.git", method: "git",
 				wantReason: ReasonInvalidConfig, wantMessage: "AppProject argocd/gitwb-missing does not exist"},
 			{name: "gitwb-foreign-secret", project: "default", repository: nowhere + "/allowed/repo.git", method: "git:secret:kube-system/creds",
-				wantReason: ReasonInvalidConfig, wantMessage: "git:secret:kube-system/creds: an Application may only use a Secret of its own namespace, argocd"},
+				wantReason: ReasonInvalidConfig, wantMessage: "git:secret:kube-system/creds names a Secret in namespace kube-system; an Application's annotations may name only Secrets in the Application's own namespace, argocd"},
 		}
 		w := newWorld(t, k, reg, worldOptions{names: "gitwb-*", git: true})
 		for _, tt := range tests {
