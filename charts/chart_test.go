@@ -225,6 +225,7 @@ func TestDefaultValues(t *testing.T) {
 		{"volumes", base.Spec.Template.Spec.Volumes, got.Spec.Template.Spec.Volumes},
 		{"strategy", base.Spec.Strategy, got.Spec.Strategy},
 		{"replicas", base.Spec.Replicas, got.Spec.Replicas},
+		{"termination grace period", base.Spec.Template.Spec.TerminationGracePeriodSeconds, got.Spec.Template.Spec.TerminationGracePeriodSeconds},
 	} {
 		if diff := cmp.Diff(part.base, part.chrt); diff != "" {
 			t.Errorf("%s (-install.yaml +chart):\n%s", part.name, diff)

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -63,9 +64,15 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 	if len(batch) == 0 {
 		return
 	}
+	if err := u.mayWrite(ctx); err != nil {
+		for _, au := range batched {
+			u.notWritten(au, err)
+		}
+		return
+	}
 	// Write answers in the order of the batch.
 	var results []writeback.GitResult
-	if err := u.guard("writing to git", func() error { results = u.git.Write(ctx, batch); return nil }); err != nil {
+	if err := u.guard("writing to git", func() error { results = u.git.Write(u.writeContext(ctx), batch); return nil }); err != nil {
 		for _, au := range batched {
 			u.writeFailed(au, err, sum)
 		}
@@ -73,6 +80,10 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 	}
 	for i, res := range results {
 		au := batched[i]
+		if errors.Is(res.Err, writeback.ErrWriteNotStarted) {
+			u.notWritten(au, res.Err)
+			continue
+		}
 		if res.Err != nil {
 			u.writeFailed(au, res.Err, sum)
 			continue

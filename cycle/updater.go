@@ -58,6 +58,8 @@ type Updater struct {
 	events              *EventReporter
 	metrics             *Metrics
 	now                 func() time.Time
+	writeGate           func() error
+	writeCtx            context.Context
 	running             sync.Mutex
 	// progress is when Run last started or a cycle last finished (Unix
 	// nanoseconds), 0 while Run is not running: what Stalled reads.
@@ -104,6 +106,19 @@ func WithEvents(e *EventReporter) Option { return func(u *Updater) { u.events = 
 // WithMetrics records metrics; nil records nothing.
 func WithMetrics(m *Metrics) Option { return func(u *Updater) { u.metrics = m } }
 
+// WithWriteGate is asked before each write: each Application's patch and
+// the git write-back of the cycle. An error keeps that write from
+// starting, without reporting a failure: the controller refuses writes
+// once it is stopping or no longer holds the leader Lease, and a later
+// cycle, or the replica that leads then, writes the change.
+func WithWriteGate(gate func() error) Option { return func(u *Updater) { u.writeGate = gate } }
+
+// WithWriteContext runs writes under wctx instead of the cycle's context,
+// so that a write in flight when the cycle is stopped can finish (the
+// controller cancels wctx when its shutdown grace period ends). A stopped
+// cycle starts no further write either way.
+func WithWriteContext(wctx context.Context) Option { return func(u *Updater) { u.writeCtx = wctx } }
+
 // withClock replaces time.Now, for tests.
 func withClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
 
@@ -140,11 +155,13 @@ type Summary struct {
 
 // Run runs a cycle every interval until ctx ends. A cycle never overlaps
 // the previous one: the next starts interval after the previous began, or
-// at once if it took longer.
+// at once if it took longer. When ctx ends, the cycle running stops
+// reading and starts no write; Run returns when its writes in flight are
+// done.
 func (u *Updater) Run(ctx context.Context, interval time.Duration) {
 	u.progress.Store(u.now().UnixNano())
 	defer u.progress.Store(0)
-	for {
+	for ctx.Err() == nil {
 		start := u.now()
 		u.RunOnce(ctx)
 		wait := interval - u.now().Sub(start)
@@ -168,7 +185,8 @@ func (u *Updater) Stalled(after time.Duration) bool {
 	return p != 0 && u.now().Sub(time.Unix(0, p)) > after
 }
 
-// RunOnce runs one cycle.
+// RunOnce runs one cycle. ctx bounds its reads, and once it ends no write
+// starts; see WithWriteContext for the writes in flight.
 func (u *Updater) RunOnce(ctx context.Context) Summary { return u.run(ctx, nil) }
 
 // run runs a cycle, or with a scope a targeted check of the scope's
@@ -325,6 +343,11 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 	var order []string
 	for _, o := range outcomes {
 		app := o.job.app
+		if o.err != nil && ctx.Err() != nil {
+			// Cut off by the end of the cycle: not the image's problem.
+			u.logger.Debug("image not checked: the update cycle was stopped", "application", app.Key(), "image", o.job.spec.Key(), "error", o.err)
+			continue
+		}
 		if o.err != nil {
 			sum.Errors++
 			u.metrics.imageError(app)
@@ -370,9 +393,13 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 			continue
 		}
 		g.Go(func() error {
+			if err := u.mayWrite(ctx); err != nil {
+				u.notWritten(au, err)
+				return nil
+			}
 			var res writeback.Result
 			err := u.guard("writing Application "+au.app.Key(), func() (err error) {
-				res, err = u.argocd.Write(ctx, au.app.Object, writeback.ApplicationUpdate{
+				res, err = u.argocd.Write(u.writeContext(ctx), au.app.Object, writeback.ApplicationUpdate{
 					Namespace:   au.app.Namespace,
 					Name:        au.app.Name,
 					SourceIndex: au.source.Index,
@@ -393,6 +420,35 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 	}
 	_ = g.Wait()
 	u.writeGit(ctx, viaGit, sum)
+}
+
+// mayWrite tells whether a write may start now: not once ctx, the cycle's,
+// has ended, nor when the write gate refuses.
+func (u *Updater) mayWrite(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: the update cycle was stopped", writeback.ErrWriteNotStarted)
+	}
+	if u.writeGate == nil {
+		return nil
+	}
+	if err := u.writeGate(); err != nil {
+		return fmt.Errorf("%w: %w", writeback.ErrWriteNotStarted, err)
+	}
+	return nil
+}
+
+// writeContext is the context writes run under.
+func (u *Updater) writeContext(ctx context.Context) context.Context {
+	if u.writeCtx != nil {
+		return u.writeCtx
+	}
+	return ctx
+}
+
+// notWritten records changes whose write was not started. That is no
+// failure of the Application: no error is counted and no event recorded.
+func (u *Updater) notWritten(au *appUpdate, err error) {
+	u.logger.Info("changes not written", "application", au.app.Key(), "images", len(au.changes), "reason", err)
 }
 
 func (u *Updater) logChanges(au *appUpdate) {

@@ -41,10 +41,13 @@ type Kube struct {
 	Client client.Client
 	Scheme *runtime.Scheme
 	env    *envtest.Environment
+	// auditLog is the API server's audit log, when WithAuditLog asked for one.
+	auditLog string
 }
 
 type kubeOptions struct {
 	crdPaths []string
+	audit    bool
 }
 
 // KubeOption changes how StartKube sets up the API server.
@@ -55,6 +58,12 @@ type KubeOption func(*kubeOptions)
 // ArgoCDCRD).
 func WithCRDs(paths ...string) KubeOption {
 	return func(o *kubeOptions) { o.crdPaths = paths }
+}
+
+// WithAuditLog makes the API server record every request in an audit log
+// that AuditLog reads: who did what to which resource, and the answer.
+func WithAuditLog() KubeOption {
+	return func(o *kubeOptions) { o.audit = true }
 }
 
 // StartKube starts etcd and kube-apiserver through envtest, installs the
@@ -83,6 +92,10 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	// etcd's fsync dominates start-up and write latency; tests need no durability.
 	env.ControlPlane.Etcd = &envtest.Etcd{}
 	env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "true")
+	var auditLog string
+	if o.audit {
+		auditLog = configureAudit(t, env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver and etcd: %v", err)
@@ -99,7 +112,7 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	if err != nil {
 		t.Fatalf("create client: %v", err)
 	}
-	k := &Kube{Config: cfg, Client: c, Scheme: scheme, env: env}
+	k := &Kube{Config: cfg, Client: c, Scheme: scheme, env: env, auditLog: auditLog}
 	k.CreateNamespace(t, ArgoCDNamespace)
 	return k
 }

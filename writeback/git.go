@@ -122,6 +122,7 @@ type gitConfig struct {
 	insecureIgnoreHostKey bool
 	now                   func() time.Time
 	cloneCacheSize        int64
+	pushGate              func() error
 	// fullHistory fetches whole histories instead of branch tips; tests
 	// measure what shallow fetches save with it.
 	fullHistory bool
@@ -208,6 +209,14 @@ func WithGitLogger(l *slog.Logger) GitOption {
 // argocd-ssh-known-hosts-cm).
 func WithInsecureIgnoreHostKey(on bool) GitOption {
 	return func(c *gitConfig) { c.insecureIgnoreHostKey = on }
+}
+
+// WithPushGate is asked before each push, retries included: an error
+// keeps the push from starting, and the Applications it carried get that
+// error wrapped in ErrWriteNotStarted. The controller refuses pushes once
+// it is stopping or no longer holds the leader Lease.
+func WithPushGate(gate func() error) GitOption {
+	return func(c *gitConfig) { c.pushGate = gate }
 }
 
 // WithClock sets the clock dating commits (default time.Now).
@@ -504,6 +513,12 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 			}
 			return
 		}
+		if err := w.mayPush(); err != nil {
+			for _, p := range pending {
+				p.app.fail(err)
+			}
+			return
+		}
 		if w.beforePush != nil {
 			w.beforePush(clone.url, plan.target, attempt)
 		}
@@ -545,6 +560,17 @@ func (w *GitWriter) writeBranch(ctx context.Context, clone *gitClone, acc remote
 	}
 }
 
+// mayPush asks the push gate whether a push may start.
+func (w *GitWriter) mayPush() error {
+	if w.cfg.pushGate == nil {
+		return nil
+	}
+	if err := w.cfg.pushGate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrWriteNotStarted, err)
+	}
+	return nil
+}
+
 // landed records pushed commits in their Applications' results.
 func landed(log *slog.Logger, pending []pendingCommit) {
 	for _, p := range pending {
@@ -575,7 +601,10 @@ func (w *GitWriter) landAround(ctx context.Context, clone *gitClone, acc remoteA
 		lo, hi, refusal := 0, len(pending), pushErr
 		for hi-lo > 1 {
 			mid := (lo + hi) / 2
-			err := clone.push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
+			err := w.mayPush()
+			if err == nil {
+				err = clone.push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
+			}
 			switch {
 			case err == nil:
 				landed(log, pending[lo:mid])
@@ -610,7 +639,10 @@ func (w *GitWriter) landAround(ctx context.Context, clone *gitClone, acc remoteA
 			return
 		}
 		created = append(created, more...)
-		err = clone.push(ctx, acc, head, created, plan.target, expected)
+		err = w.mayPush()
+		if err == nil {
+			err = clone.push(ctx, acc, head, created, plan.target, expected)
+		}
 		switch {
 		case err == nil:
 			remote.heads[plan.target] = head
@@ -711,6 +743,11 @@ func (w *GitWriter) commitMessage(u GitUpdate, changed []ImageUpdate) (string, e
 // edited (missing, invalid YAML, outside the repository). Trying again
 // does not help until the Application or the repository changes.
 var ErrInvalidTarget = errors.New("invalid write-back target")
+
+// ErrWriteNotStarted is wrapped by the error of a write that was not
+// started because the controller is stopping or no longer leads. Nothing
+// was written; a later cycle, or the replica that leads now, writes it.
+var ErrWriteNotStarted = errors.New("write not started")
 
 // invalidTarget marks an error as ErrInvalidTarget without changing its
 // message.

@@ -18,15 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
@@ -38,9 +35,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
-
-// leaseName is the Lease that elects the one replica that writes.
-const leaseName = "argocd-image-updater-leader"
 
 func runController(ctx context.Context, o *runOptions, logger *slog.Logger, lookupEnv func(string) (string, bool)) error {
 	if o.applicationsAPI != "kubernetes" {
@@ -116,7 +110,56 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		events = cycle.NewEventReporter(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"}))
 	}
 
-	gitWriter, err := newGitWriter(o, clientset, dyn, namespace, logger, lookupEnv)
+	var ready atomic.Bool
+	// SIGTERM (ctx), a failed server or a lost Lease stop the controller:
+	// runCtx ends, the cycle stops reading and starts no write, and the
+	// writes in flight get the grace period, after which writeCtx ends
+	// them.
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	writeCtx, abandonWrites := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-runCtx.Done():
+		case <-writeCtx.Done():
+			return
+		}
+		if writeCtx.Err() != nil {
+			return // runController returned
+		}
+		logger.Info("stopping: no new writes; writes in flight may finish", "reason", context.Cause(runCtx), "gracePeriod", o.shutdownGrace)
+		grace := time.NewTimer(o.shutdownGrace)
+		defer grace.Stop()
+		select {
+		case <-grace.C:
+			logger.Warn("shutdown grace period over; abandoning the writes in flight", "gracePeriod", o.shutdownGrace)
+			abandonWrites()
+		case <-writeCtx.Done():
+		}
+	}()
+	// Runs before stop(nil), so that the goroutine above sees a return,
+	// not a stop.
+	defer abandonWrites()
+
+	var lead *leadership
+	// A one-off cycle writes without the Lease.
+	if o.leaderElection && (o.interval > 0 || o.webhookOnly) {
+		if lead, err = newLeadership(clientset, namespace, logger); err != nil {
+			return err
+		}
+	}
+	// Asked before each write (each patch, each push).
+	writeGate := func() error {
+		if runCtx.Err() != nil {
+			return fmt.Errorf("the controller is stopping (%v)", context.Cause(runCtx))
+		}
+		if lead != nil {
+			return lead.check()
+		}
+		return nil
+	}
+
+	gitWriter, err := newGitWriter(o, clientset, dyn, namespace, logger, lookupEnv, writeback.WithPushGate(writeGate))
 	if err != nil {
 		return err
 	}
@@ -132,16 +175,15 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		cycle.WithLogger(logger),
 		cycle.WithEvents(events),
 		cycle.WithMetrics(cycleMetrics),
+		cycle.WithWriteGate(writeGate),
+		cycle.WithWriteContext(writeCtx),
 	)
 
-	var ready atomic.Bool
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	serveErr := make(chan error, 3)
 	if o.metricsPort > 0 {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		go serve(ctx, "metrics", o.listenAddress, o.metricsPort, mux, logger, serveErr)
+		go serve(runCtx, "metrics", o.listenAddress, o.metricsPort, mux, logger, serveErr)
 	}
 	if o.healthPort > 0 {
 		mux := http.NewServeMux()
@@ -159,16 +201,16 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
-		go serve(ctx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
+		go serve(runCtx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
 	}
-	dispatcher, err := startWebhook(ctx, o, updater, reg, logger, serveErr)
+	dispatcher, err := startWebhook(runCtx, o, updater, reg, logger, serveErr)
 	if err != nil {
 		return err
 	}
 
 	logger.Info("starting", "version", version, "namespace", namespace, "interval", o.interval, "dryRun", o.dryRun,
 		"registriesConf", o.registriesConfPath)
-	if err := watcher.Start(ctx); err != nil {
+	if err := watcher.Start(runCtx); err != nil {
 		return err
 	}
 	ready.Store(true)
@@ -178,37 +220,36 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		// single images are in the events, the log and the metrics, and
 		// the old tool's scripts and jobs treat a non-zero exit as "could
 		// not run".
-		updater.RunOnce(ctx)
+		updater.RunOnce(runCtx)
 		return nil
 	}
 
 	// A health or metrics server that cannot serve stops the controller
 	// with an error, so that the pod restarts instead of running blind.
-	failed := make(chan error, 1)
 	go func() {
 		select {
 		case err := <-serveErr:
 			logger.Error("server failed; stopping", "error", err)
-			failed <- err
-			cancel()
-		case <-ctx.Done():
+			stop(fmt.Errorf("%w: %w", errServerFailed, err))
+		case <-runCtx.Done():
 		}
 	}()
 	work := controllerWork(o, updater, dispatcher)
-	if o.leaderElection {
-		if err := runElected(ctx, clientset, namespace, logger, work); err != nil {
+	if lead != nil {
+		if err := lead.run(runCtx, func() { stop(errNotLeader) }, work); err != nil {
 			return err
 		}
 	} else {
-		work(ctx)
+		work(runCtx)
 	}
-	select {
-	case err := <-failed:
-		return err
-	default:
-		return nil
+	if cause := context.Cause(runCtx); errors.Is(cause, errServerFailed) {
+		return cause
 	}
+	return nil
 }
+
+// errServerFailed stops the controller with an error: see runController.
+var errServerFailed = errors.New("server failed")
 
 // registerMetrics registers every metric /metrics serves. The monitoring
 // examples are checked against what it registers.
@@ -235,7 +276,7 @@ func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metri
 // manifest mounts the file only when the ConfigMap has the key. A signing
 // key given by name is read from the keyring in GNUPGHOME, as gpg would.
 // AppProjects are read from Argo CD's namespace.
-func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool)) (*writeback.GitWriter, error) {
+func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool), more ...writeback.GitOption) (*writeback.GitWriter, error) {
 	text, err := os.ReadFile(o.gitCommitMessagePath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("commit message template: %w", err)
@@ -260,42 +301,7 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
 		opts = append(opts, writeback.WithGnuPGHome(home))
 	}
-	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), writeback.NewKubeAppProjectGetter(dyn), opts...)
-}
-
-// runElected runs work only while this replica holds the Lease, so that
-// two replicas never both write.
-func runElected(ctx context.Context, cs kubernetes.Interface, namespace string, logger *slog.Logger, work func(context.Context)) error {
-	id, err := os.Hostname()
-	if err != nil {
-		return err
-	}
-	id += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: leaseName},
-		Client:     cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		ReleaseOnCancel: true,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("elected leader; starting update cycles", "lease", namespace+"/"+leaseName, "identity", id)
-				work(ctx)
-			},
-			OnStoppedLeading: func() { logger.Info("no longer the leader", "identity", id) },
-			OnNewLeader: func(leader string) {
-				if leader != id {
-					logger.Info("another replica leads; waiting", "leader", leader)
-				}
-			},
-		},
-	})
-	return nil
+	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), writeback.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
 func serve(ctx context.Context, name, host string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {

@@ -18,6 +18,10 @@ import (
 const (
 	defaultRegistriesConfPath = "/app/config/registries.conf"
 	defaultCommitMessagePath  = "/app/config/commit.template"
+	// defaultShutdownGrace leaves room, within the Deployment's
+	// terminationGracePeriodSeconds (60), for releasing the Lease after
+	// the writes (at most renewDeadline).
+	defaultShutdownGrace = 30 * time.Second
 )
 
 // runOptions holds every setting of the run command. It is filled from
@@ -32,6 +36,7 @@ type runOptions struct {
 	maxConcurrency     int
 	healthPort         int
 	stallTimeout       time.Duration
+	shutdownGrace      time.Duration
 	metricsPort        int
 	logLevel           string
 	logFormat          string
@@ -101,6 +106,7 @@ var runEnv = envFlags{
 	"stall-timeout":             "IMAGE_UPDATER_STALL_TIMEOUT",
 	"git-clone-dir":             "IMAGE_UPDATER_GIT_CLONE_DIR",
 	"git-clone-max-size":        "IMAGE_UPDATER_GIT_CLONE_MAX_SIZE",
+	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
 }
 
 // defaultGitCloneDir is under TMPDIR, which in the install manifest's pod
@@ -172,6 +178,7 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health, metrics and webhook servers listen on (default: all interfaces)")
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
 	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	o.webhook.addFlags(f)
@@ -216,6 +223,8 @@ func (o *runOptions) validate() error {
 		return usageErrorf("--kube-api-qps and --kube-api-burst must be positive")
 	case o.stallTimeout < 0:
 		return usageErrorf("invalid value %s for --stall-timeout: must not be negative", o.stallTimeout)
+	case o.shutdownGrace < 0:
+		return usageErrorf("invalid value %s for --shutdown-grace-period: must not be negative", o.shutdownGrace)
 	}
 	size, err := resource.ParseQuantity(o.gitCloneMaxSize)
 	if err != nil || size.Sign() < 0 {

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// buildController builds the controller binary of this package, for tests
+// that send it signals.
+func buildController(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build the controller: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// isGitPush matches the request of a git push that carries the commits.
+func isGitPush(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack")
+}
+
+// isTagListing matches a registry's tag listing, the first request of a
+// cycle to a registry: holding it holds the cycle before any write.
+func isTagListing(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, "/tags/list") }
+
+// writeWorld is a controllerWorld with a git server, and proxies that can
+// hold requests to the registry and to the git server.
+type writeWorld struct {
+	*controllerWorld
+	git      *testenv.GitServer
+	regProxy *testenv.HoldProxy
+	gitProxy *testenv.HoldProxy
+}
+
+func newWriteWorld(t *testing.T) *writeWorld {
+	t.Helper()
+	w := &writeWorld{controllerWorld: newControllerWorld(t), git: testenv.StartGitServer(t)}
+	w.regProxy = testenv.StartHoldProxy(t, "http://"+w.reg.Host)
+	w.gitProxy = testenv.StartHoldProxy(t, w.git.HTTPURL)
+	if err := os.WriteFile(w.conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: %s\n  credentials: env:REGISTRY_CREDS\n",
+		w.reg.Host, w.regProxy.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.git.CreateRepo(t, "deploy", "", map[string]string{"app/kustomization.yaml": "resources: []\n"})
+	w.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
+	w.k.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "repo-deploy", Namespace: testenv.ArgoCDNamespace,
+			Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+		StringData: map[string]string{"url": w.repoURL(), "username": w.git.Username, "password": w.git.Password},
+	})
+	return w
+}
+
+// repoURL is the repository "deploy" behind the git proxy.
+func (w *writeWorld) repoURL() string { return w.gitProxy.URL + "/deploy.git" }
+
+// createWriteApp creates an Application running eks-app:v0.0.1 from the
+// folder app of the repository, written back with method (argocd or git).
+func (w *writeWorld) createWriteApp(t *testing.T, namespace, name, method string, more map[string]string) {
+	t.Helper()
+	ann := map[string]any{
+		appwatch.AnnotationPrefix + "image-list":        "app=" + w.reg.Repo("eks-app"),
+		appwatch.AnnotationPrefix + "write-back-method": method,
+	}
+	for k, v := range more {
+		ann[appwatch.AnnotationPrefix+k] = v
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": namespace, "annotations": ann},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": w.repoURL(), "path": "app", "targetRevision": "main", "kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{w.reg.Repo("eks-app") + ":v0.0.1"}}},
+	}}
+	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commits counts the commits of the repository's branch main.
+func (w *writeWorld) commits(t *testing.T) int { return len(w.git.Log(t, "deploy", "main")) }
+
+// lease reads the leader Lease.
+func (w *writeWorld) lease(t *testing.T) *coordinationv1.Lease {
+	t.Helper()
+	l, err := kubernetes.NewForConfigOrDie(w.k.Config).CoordinationV1().Leases(testenv.ArgoCDNamespace).Get(t.Context(), leaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read the Lease: %v", err)
+	}
+	return l
+}
+
+// startBinary runs the controller binary with its log in out; the grace
+// period goes through the environment.
+func (w *writeWorld) startBinary(t *testing.T, bin string, grace time.Duration, out *syncBuffer) (*exec.Cmd, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(bin, "run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
+		"--health-port", "0", "--metrics-port", "0", "--interval", "1h")
+	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.env["REGISTRY_CREDS"], "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD="+grace.String())
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("controller log:\n%s", out.String())
+		}
+	})
+	return cmd, exited
+}
+
+// TestShutdown sends SIGTERM to the controller while a cycle is held at a
+// write (a git push held by a proxy) or before its writes (a registry
+// listing held): a write in flight finishes within the grace period and
+// is abandoned after it, no write starts after the signal, the process
+// exits 0 in time, and the Lease is released only after the write.
+func TestShutdown(t *testing.T) {
+	bin := buildController(t)
+	tests := []struct {
+		name  string
+		hold  func(*http.Request) bool
+		grace time.Duration
+		// release is when the held requests go on after SIGTERM; 0: never.
+		release time.Duration
+		// wantCommit: the held push reaches the server.
+		wantCommit bool
+		// wantPatch: the Application written with the argocd method is
+		// patched (it is written before the git push).
+		wantPatch bool
+	}{
+		{name: "push in flight finishes", hold: isGitPush, grace: 20 * time.Second, release: 2 * time.Second, wantCommit: true, wantPatch: true},
+		{name: "push held past the grace period is abandoned", hold: isGitPush, grace: 3 * time.Second, wantPatch: true},
+		{name: "no write starts after the signal", hold: isTagListing, grace: 20 * time.Second, release: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWriteWorld(t)
+			w.createWriteApp(t, testenv.ArgoCDNamespace, "patched", "argocd", nil)
+			w.createWriteApp(t, testenv.ArgoCDNamespace, "committed", "git", nil)
+			proxy := w.gitProxy
+			if !tt.wantCommit && !tt.wantPatch {
+				proxy = w.regProxy
+			}
+			hold := proxy.Hold(tt.hold)
+			var out syncBuffer
+			cmd, exited := w.startBinary(t, bin, tt.grace, &out)
+			select {
+			case <-hold.Arrived():
+			case err := <-exited:
+				t.Fatalf("the controller exited before the held request: %v", err)
+			case <-time.After(90 * time.Second):
+				t.Fatal("no request was held")
+			}
+			signalled := time.Now()
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if tt.release > 0 {
+				time.Sleep(tt.release)
+				hold.Release()
+			}
+			var err error
+			select {
+			case err = <-exited:
+			case <-time.After(tt.grace + 15*time.Second):
+				t.Fatalf("still running %s after SIGTERM", time.Since(signalled).Round(time.Second))
+			}
+			took := time.Since(signalled)
+			if err != nil {
+				t.Errorf("exit: %v", err)
+			}
+			// Released within the grace period, a write ends the wait at
+			// once; held past it, it is given the whole period and then
+			// abandoned. A few seconds go to releasing the Lease and exiting.
+			limit := tt.release + 5*time.Second
+			if tt.release == 0 {
+				limit = tt.grace + 5*time.Second
+				if took < tt.grace {
+					t.Errorf("exited %s after SIGTERM, before the grace period of %s was over", took.Round(10*time.Millisecond), tt.grace)
+				}
+			}
+			if took > limit {
+				t.Errorf("exited %s after SIGTERM, want within %s", took.Round(10*time.Millisecond), limit)
+			}
+
+			wantCommits := 1
+			if tt.wantCommit {
+				wantCommits = 2
+			}
+			if got := w.commits(t); got != wantCommits {
+				t.Errorf("%d commits on the server, want %d", got, wantCommits)
+			}
+			var wantImages []string
+			if tt.wantPatch {
+				wantImages = []string{w.reg.Repo("eks-app") + ":v0.1.0"}
+			}
+			if got := w.images(t, "patched"); !slices.Equal(got, wantImages) {
+				t.Errorf("Application images %v, want %v", got, wantImages)
+			}
+			lease := w.lease(t)
+			if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
+				t.Errorf("the Lease is still held by %s", h)
+			}
+			if tt.wantCommit {
+				released, pushed := lease.Spec.RenewTime.Time, hold.AnsweredAt()
+				if !released.After(pushed) {
+					t.Errorf("the Lease was released at %s, before the push was answered at %s",
+						released.Format(time.StampMicro), pushed.Format(time.StampMicro))
+				}
+			}
+		})
+	}
+}
+
+// TestLostLeaseStopsWrites takes the Lease away from the leader while its
+// cycle is held before writing: once it has noticed (a renewal every 2
+// seconds), it writes nothing, although client-go's elector ends its
+// context only 10 seconds after the failed renewals began.
+func TestLostLeaseStopsWrites(t *testing.T) {
+	tests := []struct {
+		method string
+	}{
+		{method: "argocd"},
+		{method: "git"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method, func(t *testing.T) {
+			w := newWriteWorld(t)
+			w.createWriteApp(t, testenv.ArgoCDNamespace, "main", tt.method, nil)
+			hold := w.regProxy.Hold(isTagListing)
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			var out syncBuffer
+			done := make(chan int, 1)
+			go func() { done <- w.run(ctx, &out, "--interval", "1h") }()
+			select {
+			case <-hold.Arrived():
+			case <-time.After(60 * time.Second):
+				t.Fatalf("no listing was held:\n%s", out.String())
+			}
+
+			// Another replica takes the Lease, as if this one had not
+			// renewed it in time.
+			leases := kubernetes.NewForConfigOrDie(w.k.Config).CoordinationV1().Leases(testenv.ArgoCDNamespace)
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				lease := w.lease(t)
+				now := metav1.NewMicroTime(time.Now())
+				lease.Spec.HolderIdentity = ptr.To("another-replica")
+				lease.Spec.AcquireTime, lease.Spec.RenewTime = &now, &now
+				lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+				_, err := leases.Update(t.Context(), lease, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// More than one renewal period, less than client-go's
+			// renewDeadline.
+			time.Sleep(5 * time.Second)
+			hold.Release()
+
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Errorf("exit code %d", code)
+				}
+			case <-time.After(45 * time.Second):
+				t.Fatalf("still running after losing the Lease:\n%s", out.String())
+			}
+			if got := w.images(t, "main"); got != nil {
+				t.Errorf("the Application was patched after the Lease was lost: %v", got)
+			}
+			if got := w.commits(t); got != 1 {
+				t.Errorf("%d commits: a push happened after the Lease was lost", got)
+			}
+			if h := ptr.Deref(w.lease(t).Spec.HolderIdentity, ""); h != "another-replica" {
+				t.Errorf("the Lease is held by %q, want another-replica", h)
+			}
+			if t.Failed() {
+				t.Logf("controller log:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// TestDeploymentLeavesRoomForShutdown: the pod is killed
+// terminationGracePeriodSeconds after SIGTERM; by then the default grace
+// period of writes and the Lease's release (bounded by renewDeadline) must
+// be over.
+func TestDeploymentLeavesRoomForShutdown(t *testing.T) {
+	for _, dir := range []string{"base", "cluster-wide"} {
+		t.Run(dir, func(t *testing.T) {
+			for _, o := range kustomize(t, dir) {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				var d appsv1.Deployment
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+					t.Fatal(err)
+				}
+				if d.Spec.Template.Spec.TerminationGracePeriodSeconds == nil {
+					t.Fatal("the Deployment sets no terminationGracePeriodSeconds")
+				}
+				seconds := *d.Spec.Template.Spec.TerminationGracePeriodSeconds
+				if need := defaultShutdownGrace + renewDeadline; time.Duration(seconds)*time.Second <= need {
+					t.Errorf("terminationGracePeriodSeconds %d leaves no room for --shutdown-grace-period %s and releasing the Lease (up to %s)",
+						seconds, defaultShutdownGrace, renewDeadline)
+				}
+			}
+		})
+	}
+}
