@@ -12,11 +12,17 @@ import (
 )
 
 // namespacedOnly are the Role's grants the ClusterRole leaves out, because
-// the controller uses them in its own namespace only.
-var namespacedOnly = map[string]string{
-	"coordination.k8s.io/leases": "the leader-election Lease",
-	"/configmaps":                "Argo CD's argocd-ssh-known-hosts-cm",
-	"argoproj.io/appprojects":    "Argo CD's AppProjects, which live in its namespace",
+// the controller uses them in its own namespace only: a resource and its
+// verbs, all of the Role's when none are named.
+var namespacedOnly = []struct {
+	resource string
+	verbs    []string
+	why      string
+}{
+	{resource: "coordination.k8s.io/leases", why: "the leader-election Lease"},
+	{resource: "/configmaps", why: "Argo CD's argocd-ssh-known-hosts-cm and argocd-tls-certs-cm"},
+	{resource: "/secrets", verbs: []string{"list"}, why: "Argo CD's repository Secrets, found by label"},
+	{resource: "argoproj.io/appprojects", why: "Argo CD's AppProjects, which live in its namespace"},
 }
 
 // grants flattens RBAC rules into group/resource -> sorted verbs.
@@ -70,11 +76,22 @@ func TestClusterWide(t *testing.T) {
 	// The ClusterRole grants what the Role does, apart from what is used
 	// in the controller's namespace only: no more, no less.
 	want := maps.Clone(roleGrants)
-	for key := range namespacedOnly {
-		if _, ok := want[key]; !ok {
-			t.Errorf("the Role no longer grants %s: update namespacedOnly", key)
+	for _, only := range namespacedOnly {
+		verbs, ok := want[only.resource]
+		if !ok {
+			t.Errorf("the Role no longer grants %s: update namespacedOnly", only.resource)
+			continue
 		}
-		delete(want, key)
+		if only.verbs == nil {
+			delete(want, only.resource)
+			continue
+		}
+		for _, v := range only.verbs {
+			if !slices.Contains(verbs, v) {
+				t.Errorf("the Role no longer grants %s on %s: update namespacedOnly", v, only.resource)
+			}
+		}
+		want[only.resource] = slices.DeleteFunc(slices.Clone(verbs), func(v string) bool { return slices.Contains(only.verbs, v) })
 	}
 	cr := convert[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "argocd-image-updater"))
 	got := grants(t, cr.Rules)

@@ -1,12 +1,16 @@
 package testenv
 
 import (
+	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +29,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -292,4 +297,101 @@ func TestAllComponentsStart(t *testing.T) {
 	go func() { defer wg.Done(); g := StartGitServer(t); g.StartSSH(t) }()
 	wg.Wait()
 	t.Logf("API server, registry and git server ready in %s", time.Since(start).Round(time.Millisecond))
+}
+
+func TestAuditLog(t *testing.T) {
+	k := StartKube(t, WithAuditLog())
+	sa := k.ServiceAccountConfig(t, ArgoCDNamespace, "auditee")
+	cs := kubernetes.NewForConfigOrDie(sa)
+	_, listErr := cs.CoreV1().ConfigMaps(ArgoCDNamespace).List(t.Context(), metav1.ListOptions{})
+	_, getErr := cs.CoreV1().Secrets("default").Get(t.Context(), "x", metav1.GetOptions{})
+	if !apierrors.IsForbidden(listErr) || !apierrors.IsForbidden(getErr) {
+		t.Fatalf("want both forbidden: %v, %v", listErr, getErr)
+	}
+	var got []AuditRecord
+	for _, r := range k.AuditLog(t) {
+		if r.User == "system:serviceaccount:"+ArgoCDNamespace+":auditee" {
+			r.Received, r.Done, r.URI = time.Time{}, time.Time{}, ""
+			got = append(got, r)
+		}
+	}
+	want := []AuditRecord{
+		{User: "system:serviceaccount:argocd:auditee", Verb: "list", Resource: "configmaps", Namespace: ArgoCDNamespace, Code: 403, Stage: "ResponseComplete"},
+		{User: "system:serviceaccount:argocd:auditee", Verb: "get", Resource: "secrets", Namespace: "default", Name: "x", Code: 403, Stage: "ResponseComplete"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("records\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestHoldProxy(t *testing.T) {
+	var served atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		_, _ = w.Write([]byte("served " + r.URL.Path))
+	}))
+	t.Cleanup(backend.Close)
+	tests := []struct {
+		name       string
+		path       string
+		release    bool // let the held request go
+		wantHeld   bool
+		wantServed bool
+	}{
+		{name: "not matched passes", path: "/free", wantServed: true},
+		{name: "matched waits for the release", path: "/held", release: true, wantHeld: true, wantServed: true},
+		{name: "matched and given up never reaches the server", path: "/held", wantHeld: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := StartHoldProxy(t, backend.URL)
+			h := p.Hold(func(r *http.Request) bool { return r.URL.Path == "/held" })
+			before := served.Load()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			type answer struct {
+				body string
+				err  error
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+tt.path, nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answered <- answer{err: err}
+					return
+				}
+				defer resp.Body.Close()
+				body, err := io.ReadAll(resp.Body)
+				answered <- answer{string(body), err}
+			}()
+			if tt.wantHeld {
+				select {
+				case <-h.Arrived():
+				case <-time.After(10 * time.Second):
+					t.Fatal("the request was not held")
+				}
+				select {
+				case a := <-answered:
+					t.Fatalf("answered while held: %+v", a)
+				case <-time.After(200 * time.Millisecond):
+				}
+				if tt.release {
+					h.Release()
+				} else {
+					cancel()
+				}
+			}
+			a := <-answered
+			if tt.wantServed && (a.err != nil || a.body != "served "+tt.path) {
+				t.Errorf("answer %+v", a)
+			}
+			if got := served.Load() - before; got != map[bool]int64{true: 1}[tt.wantServed] {
+				t.Errorf("the server served %d requests", got)
+			}
+			if tt.wantHeld && tt.wantServed && h.AnsweredAt().IsZero() {
+				t.Error("AnsweredAt is not set")
+			}
+		})
+	}
 }
