@@ -422,6 +422,60 @@ func TestCycle(t *testing.T) {
 			t.Errorf("the log shows the secret:\n%s", logs)
 		}
 	})
+	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {
+		tests := []struct {
+			name string
+			// whileListing stops the cycle during the tag listing, else
+			// right after it, before the write.
+			whileListing bool
+		}{
+			{name: "stopped while listing tags", whileListing: true},
+			{name: "stopped before writing"},
+		}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				name := fmt.Sprintf("stopped%d", i)
+				ctx, stop := context.WithCancel(t.Context())
+				defer stop()
+				w := newWorld(t, k, reg, worldOptions{names: name, wrap: func(r Registry) Registry {
+					return stoppingRegistry{Registry: r, stop: stop, whileListing: tt.whileListing}
+				}})
+				w.create(t, application(name, map[string]string{
+					"write-back-method": "argocd",
+					"image-list":        "app=" + repo("eks-app"),
+				}, nil, repo("eks-app")+":v0.0.1"))
+				sum := w.updater.RunOnce(ctx)
+				if sum.Updated != 0 || sum.Errors != 0 {
+					t.Errorf("summary %+v, want nothing updated and no error", sum)
+				}
+				if got := kustomizeImages(t, w.get(t, name)); got != nil {
+					t.Errorf("written after the stop: %v", got)
+				}
+				if got := testutil.ToFloat64(w.metrics.imagesErrorsVec.WithLabelValues("argocd/" + name)); got != 0 {
+					t.Errorf("image errors metric %v", got)
+				}
+			})
+		}
+	})
+}
+
+// stoppingRegistry stops the cycle (cancels its context) while or right
+// after listing tags, as SIGTERM or a lost Lease would.
+type stoppingRegistry struct {
+	Registry
+	stop         context.CancelFunc
+	whileListing bool
+}
+
+func (s stoppingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
+	if s.whileListing {
+		s.stop()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	tags, err := s.Registry.Tags(ctx, ref, creds)
+	s.stop()
+	return tags, err
 }
 
 // panickingRegistry panics when asked for the tags of one repository, as a

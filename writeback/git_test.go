@@ -78,6 +78,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("shallow clones", e.testShallowClones)
 	t.Run("shallow fetch figures", e.testShallowFigures)
 	t.Run("push raced by another writer", e.testPushRace)
+	t.Run("push gate", e.testPushGate)
 	t.Run("one commit refused by a pre-receive hook", e.testRefusedCommit)
 	t.Run("credentials from repository Secret", e.testRepositorySecret)
 	t.Run("credentials from repo-creds prefix", e.testRepoCredsPrefix)
@@ -647,6 +648,58 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 	}
 	if got := subjects(e.git.Log(t, "push-race", "main"))[:2]; !slices.Equal(got, []string{"busy 1", "busy 0"}) {
 		t.Errorf("history starts with %v", got)
+	}
+}
+
+// testPushGate: a push, retries included, starts only while the gate is
+// open; a refused one writes nothing and says so with ErrWriteNotStarted.
+func (e *gitEnv) testPushGate(t *testing.T) {
+	ns := e.argoNamespace(t, "push-gate", true)
+	stopped := errors.New("stopping")
+	tests := []struct {
+		name string
+		// closeAt is the push attempt before which the gate closes; -1:
+		// never.
+		closeAt int
+		// race moves the branch before the first push, so that a retry
+		// follows.
+		race        bool
+		wantPushed  bool
+		wantHistory []string
+	}{
+		{name: "open", closeAt: -1, wantPushed: true, wantHistory: []string{"build: automatic update of main", "initial commit"}},
+		{name: "closed", closeAt: 0, wantHistory: []string{"initial commit"}},
+		{name: "closed before the retry", closeAt: 1, race: true, wantHistory: []string{"moved", "initial commit"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := fmt.Sprintf("push-gate-%d", i)
+			url := e.repo(t, repo, nil)
+			attempt := 0
+			w := e.writer(t, ns, WithPushGate(func() error {
+				if tt.closeAt >= 0 && attempt >= tt.closeAt {
+					return stopped
+				}
+				return nil
+			}))
+			w.beforePush = func(_, branch string, n int) {
+				if tt.race && n == 0 {
+					e.otherWriter(t, repo, branch, "moved", func(dir string) { writeTestFile(t, filepath.Join(dir, "moved.txt"), "x") })
+				}
+				attempt = n + 1
+			}
+			r := w.Write(context.Background(), []GitUpdate{appUpdate("main", url)})[0]
+			if tt.wantPushed {
+				if r.Err != nil || r.Commit == "" {
+					t.Errorf("commit %q, err %v", r.Commit, r.Err)
+				}
+			} else if !errors.Is(r.Err, ErrWriteNotStarted) || !errors.Is(r.Err, stopped) || r.Commit != "" || len(r.Changed) > 0 {
+				t.Errorf("commit %q, changed %v, err %v; want ErrWriteNotStarted", r.Commit, r.Changed, r.Err)
+			}
+			if diff := cmp.Diff(tt.wantHistory, subjects(e.git.Log(t, repo, "main"))); diff != "" {
+				t.Errorf("history (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
