@@ -179,11 +179,16 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		cycle.WithWriteContext(writeCtx),
 	)
 
+	// The health and metrics servers answer until the controller returns,
+	// through the shutdown's grace period too; the webhook endpoint takes
+	// no notification once the controller is stopping.
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
 	serveErr := make(chan error, 3)
 	if o.metricsPort > 0 {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		go serve(runCtx, "metrics", o.listenAddress, o.metricsPort, mux, logger, serveErr)
+		go serve(serveCtx, "metrics", o.listenAddress, o.metricsPort, mux, logger, serveErr)
 	}
 	if o.healthPort > 0 {
 		mux := http.NewServeMux()
@@ -201,7 +206,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
-		go serve(runCtx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
+		go serve(serveCtx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
 	}
 	dispatcher, err := startWebhook(runCtx, o, updater, reg, logger, serveErr)
 	if err != nil {
