@@ -43,9 +43,9 @@ type controllerWorld struct {
 	env        map[string]string
 }
 
-func newControllerWorld(t *testing.T) *controllerWorld {
+func newControllerWorld(t *testing.T, regOpts ...testenv.RegistryOption) *controllerWorld {
 	t.Helper()
-	w := &controllerWorld{k: testenv.StartKube(t), reg: testenv.StartRegistry(t)}
+	w := &controllerWorld{k: testenv.StartKube(t), reg: testenv.StartRegistry(t, regOpts...)}
 	installRBAC(t, w.k)
 	// The controller runs with only the Role's permissions, as in a pod.
 	saConfig := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")

@@ -57,9 +57,9 @@ type writeWorld struct {
 	gitProxy *testenv.HoldProxy
 }
 
-func newWriteWorld(t *testing.T) *writeWorld {
+func newWriteWorld(t *testing.T, regOpts ...testenv.RegistryOption) *writeWorld {
 	t.Helper()
-	w := &writeWorld{controllerWorld: newControllerWorld(t), git: testenv.StartGitServer(t)}
+	w := &writeWorld{controllerWorld: newControllerWorld(t, regOpts...), git: testenv.StartGitServer(t)}
 	w.regProxy = testenv.StartHoldProxy(t, "http://"+w.reg.Host)
 	w.gitProxy = testenv.StartHoldProxy(t, w.git.HTTPURL)
 	if err := os.WriteFile(w.conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: %s\n  credentials: env:REGISTRY_CREDS\n",
@@ -120,11 +120,14 @@ func (w *writeWorld) lease(t *testing.T) *coordinationv1.Lease {
 
 // startBinary runs the controller binary with its log in out; the grace
 // period goes through the environment.
-func (w *writeWorld) startBinary(t *testing.T, bin string, grace time.Duration, out *syncBuffer) (*exec.Cmd, <-chan error) {
+func (w *writeWorld) startBinary(t *testing.T, bin string, grace time.Duration, out *syncBuffer, args ...string) (*exec.Cmd, <-chan error) {
 	t.Helper()
-	cmd := exec.Command(bin, "run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
-		"--health-port", "0", "--metrics-port", "0", "--interval", "1h")
+	cmd := exec.Command(bin, append([]string{"run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
+		"--health-port", "0", "--metrics-port", "0", "--interval", "1h"}, args...)...)
 	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.env["REGISTRY_CREDS"], "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD="+grace.String())
+	for k, v := range w.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -243,6 +246,57 @@ func TestShutdown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestShutdownWaitsForAWebhookCheck: a check that a push notification
+// asked for writes like a cycle, and SIGTERM lets its push in flight
+// finish too, though no cycle is running then.
+func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
+	bin := buildController(t)
+	const secret = "distribution-notification-secret"
+	webhookPort := loopbackPort(t)
+	w := newWriteWorld(t, testenv.WithNotifications("http://127.0.0.1:"+webhookPort+"/webhook?type=distribution",
+		map[string]string{"Authorization": "Bearer " + secret}))
+	w.env["DISTRIBUTION_WEBHOOK_SECRET"] = secret
+	w.createWriteApp(t, testenv.ArgoCDNamespace, "committed", "git", nil)
+	var out syncBuffer
+	cmd, exited := w.startBinary(t, bin, 20*time.Second, &out,
+		"--enable-webhook", "--listen-address", "127.0.0.1", "--webhook-port", webhookPort)
+	// The first cycle writes v0.1.0; then the controller waits an hour.
+	waitFor(t, 90*time.Second, func() bool { return w.commits(t) == 2 && strings.Contains(out.String(), "update cycle finished") })
+
+	hold := w.gitProxy.Hold(isGitPush)
+	w.reg.PushImage(t, "eks-app", []string{"v0.2.0"})
+	select {
+	case <-hold.Arrived():
+	case err := <-exited:
+		t.Fatalf("the controller exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no check pushed after the notification")
+	}
+	signalled := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	hold.Release()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("still running 30s after SIGTERM")
+	}
+	if took := time.Since(signalled); took > 7*time.Second {
+		t.Errorf("exited %s after SIGTERM", took.Round(10*time.Millisecond))
+	}
+	if got := w.commits(t); got != 3 {
+		t.Errorf("%d commits on the server, want 3: the check's push did not land", got)
+	}
+	if h := ptr.Deref(w.lease(t).Spec.HolderIdentity, ""); h != "" {
+		t.Errorf("the Lease is still held by %s", h)
 	}
 }
 

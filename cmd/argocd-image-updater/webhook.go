@@ -149,7 +149,14 @@ func controllerWork(o *runOptions, updater *cycle.Updater, d *webhook.Dispatcher
 				d.Run(ctx)
 				return
 			}
-			go d.Run(ctx)
+			// Returning means no write of this replica is in flight, so
+			// a check's writes are waited for as a cycle's are.
+			checking := make(chan struct{})
+			go func() {
+				defer close(checking)
+				d.Run(ctx)
+			}()
+			defer func() { <-checking }()
 		}
 		updater.Run(ctx, o.interval)
 	}
