@@ -109,6 +109,8 @@ func (e *gitEnv) testCloneAcrossRestarts(t *testing.T) {
 			u := appUpdate("main", tt.second(url))
 			u.Images[0].New.Tag = "v0.0.3"
 			if tt.gitSecret {
+				// The Secret sits beside the Application, in Argo CD's namespace.
+				u.Namespace, u.ControllerNamespace = ns, ns
 				u.CredentialsSecret = types.NamespacedName{Namespace: ns, Name: "push-creds"}
 			}
 			before = e.git.FetchedBytes.Load()
