@@ -299,15 +299,15 @@ func (r *report) markdown() string {
 		p("")
 	}
 	// Written every time, so that regenerating the report keeps the pointer
-	// to where the registry client's own HTTP code is measured against the
-	// library's.
+	// to where the registry client is measured against the library it is
+	// built on.
 	p("## Registry client against go-containerregistry")
 	p("")
-	p("The registry client's own tag paging and manifest reading are measured against go-containerregistry's")
-	p("`remote.List`, `remote.Head` and `remote.Get` with a shared `remote.Puller` by the `BenchmarkCompare`")
-	p("benchmarks of package registry (among the Go benchmarks above when `make bench` runs them).")
-	p("[registry-client.md](registry-client.md) has their figures, time and requests per operation, and the")
-	p("command that reproduces them.")
+	p("The registry client lists tags and reads manifests with go-containerregistry's `remote` package; the")
+	p("`BenchmarkCompare` benchmarks of package registry (among the Go benchmarks above when `make bench`")
+	p("runs them) measure it against that package used directly, which is what the client's own layers cost.")
+	p("[registry-client.md](registry-client.md) has their figures, time and requests per operation, the")
+	p("measurement that led to using the library, and the command that reproduces them.")
 	p("")
 	return b.String()
 }

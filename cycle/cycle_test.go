@@ -3,6 +3,7 @@ package cycle
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +102,10 @@ type worldOptions struct {
 	// git wires the git write-back, with Argo CD's repository Secrets and
 	// AppProjects read from the argocd namespace.
 	git bool
+	// registries are more registries.conf entries, YAML list items.
+	registries string
+	// updater are more options of the updater.
+	updater []Option
 }
 
 func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
@@ -123,7 +128,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
   prefix: %s
   api_url: http://%s
   credentials: env:REGISTRY_CREDS
-`, reg.Host, w.requests.host)))
+%s`, reg.Host, w.requests.host, o.registries)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +174,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		}
 		opts = append(opts, WithGitWriter(gw))
 	}
+	opts = append(opts, o.updater...)
 	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)), opts...)
 	return w
 }
@@ -276,4 +282,46 @@ func waitUntil(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startStallingRegistry is a registry API server that stops halfway
+// through one answer and sends nothing more until the client gives up:
+// the tag list of app when stallOn is "tags", else the manifest its tag
+// latest points to. It returns the server's host.
+func startStallingRegistry(t *testing.T, stallOn string) string {
+	t.Helper()
+	const digest = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+	gone := make(chan struct{})
+	stall := func(w http.ResponseWriter, r *http.Request, part string) {
+		_, _ = io.WriteString(w, part)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-gone:
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v2/":
+		case "/v2/app/tags/list":
+			w.Header().Set("Content-Type", "application/json")
+			if stallOn == "tags" {
+				stall(w, r, `{"name":"app","tags":["latest",`)
+				return
+			}
+			_, _ = io.WriteString(w, `{"name":"app","tags":["latest"]}`)
+		case "/v2/app/manifests/latest", "/v2/app/manifests/" + digest:
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Header().Set("Docker-Content-Digest", digest)
+			w.Header().Set("Content-Length", "400")
+			if r.Method == http.MethodGet {
+				stall(w, r, `{"schemaVersion":2,`)
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(gone) })
+	return strings.TrimPrefix(srv.URL, "http://")
 }

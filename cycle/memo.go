@@ -28,7 +28,9 @@ func newMetadataMemo() *metadataMemo { return &metadataMemo{done: map[string]mem
 
 // get returns the remembered answer for key, or fetches it; concurrent
 // callers of one key share one fetch. A failure is remembered too, so a
-// failing registry is not asked again by every image of the cycle.
+// failing registry is not asked again by every image of the cycle; but not
+// a fetch cancelled because every image waiting for it gave up (their
+// time ran out), which says nothing about the tag.
 func (m *metadataMemo) get(ctx context.Context, key string, fetch func(context.Context) (strategy.TagInfo, error)) (strategy.TagInfo, error) {
 	m.mu.Lock()
 	e, ok := m.done[key]
@@ -36,13 +38,14 @@ func (m *metadataMemo) get(ctx context.Context, key string, fetch func(context.C
 	if ok {
 		return e.info, e.err
 	}
-	info, err := m.calls.Do(ctx, key, nil, func(ctx context.Context) (strategy.TagInfo, error) {
-		info, err := fetch(ctx)
+	info, err := m.calls.Do(ctx, key, nil, fetch)
+	// Only a caller still waiting receives the fetch's own answer; one
+	// whose time ran out receives its context's error.
+	if ctx.Err() == nil {
 		m.mu.Lock()
 		m.done[key] = memoEntry{info, err}
 		m.mu.Unlock()
-		return info, err
-	})
+	}
 	return info, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -328,6 +329,58 @@ func TestCycle(t *testing.T) {
 			t.Errorf("gone-two's updated count %v, want it kept", got)
 		}
 	})
+
+	// A registry that stops sending holds its images only for the image
+	// timeout: the cycle ends and the other images are updated.
+	for _, stallOn := range []string{"tags", "manifest"} {
+		t.Run("a registry stalling in its "+stallOn+" fails its image only", func(t *testing.T) {
+			stalled := startStallingRegistry(t, stallOn)
+			const timeout = 2 * time.Second
+			w := newWorld(t, k, reg, worldOptions{
+				names:      "stall-" + stallOn + "-*",
+				registries: fmt.Sprintf("- name: stalled\n  prefix: %[1]s\n  api_url: http://%[1]s\n", stalled),
+				updater:    []Option{WithImageTimeout(timeout)},
+			})
+			w.create(t,
+				application("stall-"+stallOn+"-good", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"),
+				application("stall-"+stallOn+"-stalled", map[string]string{
+					"image-list":          "app=" + stalled + "/app:latest",
+					"app.update-strategy": "digest",
+				}, nil, stalled+"/app:latest"))
+
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan Summary, 1)
+			go func() { done <- w.updater.RunOnce(ctx) }()
+			var sum Summary
+			select {
+			case sum = <-done:
+			case <-time.After(time.Minute): // a safety net only: the cycle must end by itself
+				cancel()
+				<-done
+				t.Fatal("the cycle did not end while a registry stalled")
+			}
+			if sum.Updated != 1 || sum.Errors != 1 {
+				t.Fatalf("summary %+v, want the good image updated and one error", sum)
+			}
+			if got := kustomizeImages(t, w.get(t, "stall-"+stallOn+"-good")); !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
+				t.Errorf("the good image was not written: %v", got)
+			}
+			var msg string
+			waitUntil(t, func() bool {
+				for _, e := range w.events(t, "stall-"+stallOn+"-stalled") {
+					if e.Reason == ReasonUpdateFailed {
+						msg = e.Message
+						return true
+					}
+				}
+				return false
+			})
+			if !strings.Contains(msg, "gave up on "+stalled+"/app after 2s, the time allowed for one image") {
+				t.Errorf("the stalled image's event does not say it timed out: %q", msg)
+			}
+		})
+	}
 
 	t.Run("a panic while handling one image fails that image only", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "panic*", wrap: func(r Registry) Registry { return panickingRegistry{r, "eks-web"} }})

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -37,16 +38,73 @@ func TestOrderedMetadata(t *testing.T) {
 }
 
 func TestMetadataMemo(t *testing.T) {
-	m := newMetadataMemo()
-	calls := 0
-	for range 3 {
-		info, err := m.get(t.Context(), "k", func(context.Context) (strategy.TagInfo, error) { calls++; return strategy.TagInfo{Tag: "v1"}, nil })
-		if err != nil || info.Tag != "v1" {
-			t.Fatalf("got %+v, %v", info, err)
-		}
-	}
-	if calls != 1 {
-		t.Errorf("fetched %d times, want 1", calls)
+	for _, tc := range []struct {
+		name string
+		// fetch answers the first call; later ones answer v1.
+		fetch func(ctx context.Context, leave context.CancelFunc) (strategy.TagInfo, error)
+		calls int // fetches over three gets
+	}{
+		{
+			name: "answer remembered",
+			fetch: func(context.Context, context.CancelFunc) (strategy.TagInfo, error) {
+				return strategy.TagInfo{Tag: "v1"}, nil
+			},
+			calls: 1,
+		},
+		{
+			name: "failure remembered",
+			fetch: func(context.Context, context.CancelFunc) (strategy.TagInfo, error) {
+				return strategy.TagInfo{}, errors.New("HTTP 500")
+			},
+			calls: 1,
+		},
+		{
+			// The only caller's time ran out: the fetch is cancelled, and
+			// the next image asks again.
+			name: "cancelled fetch not remembered",
+			fetch: func(ctx context.Context, leave context.CancelFunc) (strategy.TagInfo, error) {
+				leave()
+				<-ctx.Done()
+				return strategy.TagInfo{}, ctx.Err()
+			},
+			calls: 2,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMetadataMemo()
+			calls := 0
+			for range 3 {
+				ctx, leave := context.WithCancel(t.Context())
+				returned := make(chan struct{})
+				fetched := false
+				_, _ = m.get(ctx, "k", func(fctx context.Context) (strategy.TagInfo, error) {
+					defer close(returned)
+					fetched = true
+					calls++
+					if calls == 1 {
+						return tc.fetch(fctx, leave)
+					}
+					return strategy.TagInfo{Tag: "v1"}, nil
+				})
+				leave()
+				// A fetch the caller left may finish after get returned:
+				// give the memo time to remember it, as it must not.
+				if fetched {
+					<-returned
+				}
+				for deadline := time.Now().Add(100 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+					m.mu.Lock()
+					_, done := m.done["k"]
+					m.mu.Unlock()
+					if done {
+						break
+					}
+				}
+			}
+			if calls != tc.calls {
+				t.Errorf("fetched %d times, want %d", calls, tc.calls)
+			}
+		})
 	}
 }
 

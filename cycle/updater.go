@@ -52,6 +52,7 @@ type Updater struct {
 	controllerNamespace string
 	config              func() *config.Config
 	maxConcurrency      int
+	imageTimeout        time.Duration
 	dryRun              bool
 	defaultPlatforms    []v1.Platform
 	logger              *slog.Logger
@@ -76,6 +77,21 @@ func WithRegistryConfig(cfg func() *config.Config) Option {
 
 // WithMaxConcurrency bounds the registry listings and write-backs in flight.
 func WithMaxConcurrency(n int) Option { return func(u *Updater) { u.maxConcurrency = max(1, n) } }
+
+// DefaultImageTimeout is how long one tag listing, and the choice of one
+// image's new version with the metadata it needs, may take.
+const DefaultImageTimeout = 5 * time.Minute
+
+// WithImageTimeout bounds each tag listing and each image's choice of a
+// version in place of DefaultImageTimeout, so that a cycle ends whatever
+// one registry does. A non-positive value keeps the default.
+func WithImageTimeout(d time.Duration) Option {
+	return func(u *Updater) {
+		if d > 0 {
+			u.imageTimeout = d
+		}
+	}
+}
 
 // WithDryRun computes and logs every change and writes nothing.
 func WithDryRun(dryRun bool) Option { return func(u *Updater) { u.dryRun = dryRun } }
@@ -130,6 +146,7 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 		argocd:         argocd,
 		config:         func() *config.Config { return &config.Config{} },
 		maxConcurrency: 10,
+		imageTimeout:   DefaultImageTimeout,
 		logger:         slog.New(slog.DiscardHandler),
 		now:            time.Now,
 	}
@@ -280,11 +297,14 @@ func (u *Updater) listTags(ctx context.Context, byRepo map[string][]*job) map[st
 	for key, js := range byRepo {
 		j := js[0]
 		g.Go(func() error {
+			ctx, cancel := u.withImageTimeout(ctx)
+			defer cancel()
 			var tags []string
 			err := u.guard("listing the tags of "+j.ref.Name(), func() (err error) {
 				tags, err = u.registry.Tags(ctx, j.ref, j.creds)
 				return err
 			})
+			err = u.timedOut(ctx, j.ref.Name(), err)
 			mu.Lock()
 			results[key] = tagResult{tags: tags, err: err}
 			mu.Unlock()
@@ -328,12 +348,14 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 					meta = orderedMetadata(tr.tags, mode)
 				}
 			}
+			ctx, cancel := u.withImageTimeout(ctx)
+			defer cancel()
 			var res strategy.Result
 			err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
 				res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
 				return err
 			})
-			outcomes[i] = outcome{job: j, result: res, err: err}
+			outcomes[i] = outcome{job: j, result: res, err: u.timedOut(ctx, j.ref.Name(), err)}
 			return nil
 		})
 	}
@@ -490,6 +512,24 @@ func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
 		u.logger.Log(context.Background(), level, "problem", "application", app.Key(), "error", p)
 	}
 	u.events.problems(app, problems)
+}
+
+// errImageTimeout is the cause of a context that withImageTimeout ended.
+var errImageTimeout = errors.New("image timeout")
+
+// withImageTimeout bounds one listing or one image's choice.
+func (u *Updater) withImageTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, u.imageTimeout, errImageTimeout)
+}
+
+// timedOut says so when err came from running out of the image timeout,
+// which the registry's own error may not make plain (the context's
+// deadline error looks like any other).
+func (u *Updater) timedOut(ctx context.Context, repo string, err error) error {
+	if err == nil || !errors.Is(context.Cause(ctx), errImageTimeout) {
+		return err
+	}
+	return fmt.Errorf("gave up on %s after %s, the time allowed for one image: %w", repo, u.imageTimeout, err)
 }
 
 // guard runs f and turns a panic in it into an error for what it was

@@ -54,8 +54,13 @@ const (
 // tagsortmode is not used here: callers read it from the Endpoint and may
 // then skip metadata.
 //
-// Calls end when their context does; give it a deadline, since a registry
-// that stops sending halfway through an answer is otherwise waited for.
+// Tags are listed, and manifests and image configs read, with
+// go-containerregistry's remote package over the client's own transport
+// stack. What a registry sends is bounded: each request, body included,
+// ends after DefaultRequestTimeout (or WithRequestTimeout); a tag list
+// after 100,000 tags, 32 MiB or 10,000 pages; a manifest after 4 MiB and
+// an image config after 16 MiB. Past a limit the call fails with an error
+// that wraps ErrTooLarge. Calls also end when their context does.
 type Client struct {
 	config        func() *config.Config
 	resolver      *credentials.Resolver
@@ -67,6 +72,11 @@ type Client struct {
 	retryMax      time.Duration // 0: the retry layer's default
 	userAgent     string
 	defaultLimit  float64
+
+	requestTimeout time.Duration
+	maxTags        int
+	maxTagBytes    int64
+	maxTagPages    int
 
 	baseOnce     sync.Once
 	secureBase   http.RoundTripper
@@ -152,6 +162,17 @@ func WithDefaultLimit(rps float64) Option {
 	}
 }
 
+// WithRequestTimeout bounds each HTTP request to a registry, from sending
+// it to the end of its response body and retries included, in place of
+// DefaultRequestTimeout. A non-positive value keeps the default.
+func WithRequestTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.requestTimeout = d
+		}
+	}
+}
+
 // WithUserAgent sets the User-Agent of every request.
 func WithUserAgent(ua string) Option {
 	return func(c *Client) {
@@ -171,6 +192,11 @@ func NewClient(opts ...Option) *Client {
 		stacks:       make(map[string]*endpointStack),
 		sessions:     lru.New(sessionCacheSize),
 		meta:         lru.New(metadataCacheSize),
+
+		requestTimeout: DefaultRequestTimeout,
+		maxTags:        defaultMaxTags,
+		maxTagBytes:    defaultMaxTagListBytes,
+		maxTagPages:    defaultMaxTagPages,
 	}
 	for _, opt := range opts {
 		opt(c)

@@ -23,6 +23,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/transport"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -268,21 +269,42 @@ func TestTagsAuth(t *testing.T) {
 func TestTagsPaging(t *testing.T) {
 	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
 	want := pushManyTags(t, reg, "many", 2500)
-	rec := newRecorder()
-	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec))
-
-	got, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/many"), credentials.Ref{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
 	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("got %d tags, want the %d pushed", len(got), len(want))
-	}
-	// Pages of 1000: the listing must have followed the Link headers.
-	if n := rec.count(http.MethodGet, "/many/tags/list"); n != 3 {
-		t.Errorf("%d tag-list requests, want 3 pages: %v", n, rec.requests())
+	ca := testenv.NewCA(t, "registry-ca")
+	tlsHost := strings.TrimPrefix(testenv.StartTLSProxy(t, "http://"+reg.Host, ca.ServerCert(t), nil), "https://")
+
+	for _, tc := range []struct {
+		name string
+		host string
+		conf string // registries.conf for host
+	}{
+		{"http", reg.Host, fmt.Sprintf("registries:\n- name: test\n  prefix: %[1]s\n  api_url: http://%[1]s\n", reg.Host)},
+		// go-containerregistry takes a loopback host to speak http, and
+		// checks next-page links against that.
+		{"https on a loopback address", tlsHost, fmt.Sprintf("registries:\n- name: test\n  prefix: %[1]s\n  api_url: https://%[1]s\n  insecure: true\n", tlsHost)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse("registries.conf", []byte(tc.conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := newRecorder()
+			rec.next = transport.NewHTTP(true)
+			c := NewClient(WithConfig(func() *config.Config { return cfg }), withBaseTransport(rec))
+
+			got, err := c.Tags(t.Context(), imageRef(t, tc.host+"/many"), credentials.Ref{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %d tags, want the %d pushed", len(got), len(want))
+			}
+			// Pages of 1000: the listing must have followed the Link headers.
+			if n := rec.count(http.MethodGet, "/many/tags/list"); n != 3 {
+				t.Errorf("%d tag-list requests, want 3 pages: %v", n, rec.requests())
+			}
+		})
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -33,34 +31,6 @@ func TestNativeKindFor(t *testing.T) {
 		kind, ok := nativeKindFor(tc.host)
 		if kind != tc.kind || ok != tc.ok {
 			t.Errorf("nativeKindFor(%q) = %v, %v; want %v, %v", tc.host, kind, ok, tc.kind, tc.ok)
-		}
-	}
-}
-
-func TestNextPage(t *testing.T) {
-	s := &session{host: "registry.test:5000"}
-	base, _ := url.Parse("https://registry.test:5000/v2/app/tags/list?n=1000")
-	for _, tc := range []struct {
-		link    string
-		want    string
-		wantErr bool
-	}{
-		{``, "", false},
-		{`</v2/app/tags/list?last=b&n=1000>; rel="next"`, "https://registry.test:5000/v2/app/tags/list?last=b&n=1000", false},
-		{`<https://registry.test:5000/v2/app/tags/list?last=b>; rel=next`, "https://registry.test:5000/v2/app/tags/list?last=b", false},
-		{`</v2/app/tags/list?last=a>; rel="prev", </v2/app/tags/list?last=c>; rel="next"`, "https://registry.test:5000/v2/app/tags/list?last=c", false},
-		{`</v2/app/tags/list?last=b>`, "https://registry.test:5000/v2/app/tags/list?last=b", false},
-		{`</v2/app/tags/list?last=a>; rel="prev"`, "", false},
-		{`<https://elsewhere.test/v2/app/tags/list?last=b>; rel="next"`, "", true},
-		{`<http://registry.test:5000/v2/app/tags/list?last=b>; rel="next"`, "", true},
-	} {
-		resp := &http.Response{Header: http.Header{}, Request: &http.Request{URL: base}}
-		if tc.link != "" {
-			resp.Header.Set("Link", tc.link)
-		}
-		got, err := nextPage(resp, s)
-		if got != tc.want || (err != nil) != tc.wantErr {
-			t.Errorf("Link %q: %q, %v; want %q (error: %v)", tc.link, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

@@ -1,16 +1,13 @@
 package registry
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"mime"
-	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -20,16 +17,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-)
-
-// Limits on what is read from a registry: the OCI distribution spec lets
-// registries refuse manifests over 4 MiB, and image configs are far
-// smaller than the cap here.
-const (
-	maxManifestSize = 4 << 20
-	maxConfigSize   = 16 << 20
 )
 
 // createdAnnotation is the OCI annotation (and, by convention, label) for
@@ -43,15 +33,6 @@ const createdAnnotation = "org.opencontainers.image.created"
 var ErrNoMatchingPlatform = errors.New("the image is not available for the requested platforms")
 
 var errNoTagOrDigest = errors.New("the reference has neither tag nor digest")
-
-// acceptedManifests are the manifest types we can read: OCI and Docker
-// v2, single images and indexes.
-var acceptedManifests = strings.Join([]string{
-	string(types.OCIImageIndex),
-	string(types.DockerManifestList),
-	string(types.OCIManifestSchema1),
-	string(types.DockerManifestSchema2),
-}, ",")
 
 // ImageMetadata describes what a tag or digest points to.
 type ImageMetadata struct {
@@ -134,22 +115,23 @@ func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds cre
 
 func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *session, platforms []v1.Platform) (metaEntry, error) {
 	digest := ref.Digest()
-	var manifest []byte
-	var mediaType string
+	var desc *remote.Descriptor // the manifest, when it had to be fetched to learn the digest
 	if digest == "" {
-		d, err := headManifest(ctx, s, ref.Tag())
+		tag := s.repo.Tag(ref.Tag())
+		d, err := s.puller.Head(ctx, tag)
 		switch {
-		case errors.Is(err, errNoDigestHeader):
-			// Some registries leave the digest out of HEAD answers; GET
-			// tells it too, and its manifest is then used below.
-			manifest, mediaType, digest, err = getManifest(ctx, s, ref.Tag(), "")
-			if err != nil {
+		case err == nil:
+			digest = d.Digest.String()
+		case incompleteHead(ctx, err):
+			// Some registries leave the digest (or the type or length)
+			// out of HEAD answers; GET tells it too, and its manifest is
+			// then used below.
+			if desc, err = s.puller.Get(ctx, tag); err != nil {
 				return metaEntry{}, err
 			}
-		case err != nil:
-			return metaEntry{}, err
+			digest = desc.Digest.String()
 		default:
-			digest = d
+			return metaEntry{}, err
 		}
 	}
 
@@ -163,7 +145,7 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 	c.metrics.cache(cacheMetadata, false)
 	note := func(shared bool) { c.metrics.cache(cacheMetadataInflight, shared) }
 	e, err := c.metaCalls.Do(ctx, key.String(), note, func(ctx context.Context) (metaEntry, error) {
-		e, err := fetchMetadata(ctx, s, digest, manifest, mediaType, platforms)
+		e, err := fetchMetadata(ctx, s, digest, desc, platforms)
 		if err == nil {
 			c.meta.Add(key, e)
 		}
@@ -176,55 +158,76 @@ func (c *Client) metadata(ctx context.Context, ref imageref.Reference, s *sessio
 	return e, nil
 }
 
+// incompleteHead tells a HEAD answered 200 without the headers
+// remote.Head needs (its error is then neither a registry error status
+// nor a failed request) from other failures, after which a GET would be
+// refused or fail just the same.
+func incompleteHead(ctx context.Context, err error) bool {
+	var te *ggcr.Error
+	var ue *url.Error
+	return ctx.Err() == nil && !errors.As(err, &te) && !errors.As(err, &ue)
+}
+
 // fetchMetadata reads what the manifest with digest says, fetching it
-// unless it is given.
-func fetchMetadata(ctx context.Context, s *session, digest string, manifest []byte, mediaType string, platforms []v1.Platform) (metaEntry, error) {
-	if manifest == nil {
+// unless desc holds it already.
+func fetchMetadata(ctx context.Context, s *session, digest string, desc *remote.Descriptor, platforms []v1.Platform) (metaEntry, error) {
+	if desc == nil {
 		var err error
-		if manifest, mediaType, _, err = getManifest(ctx, s, digest, digest); err != nil {
+		if desc, err = s.puller.Get(ctx, s.repo.Digest(digest)); err != nil {
 			return metaEntry{}, err
 		}
 	}
-	mt := manifestType(mediaType, manifest)
+	// The library tells images from indexes by this type, which old
+	// registries get wrong.
+	mt := manifestType(string(desc.MediaType), desc.Manifest)
+	desc.MediaType = mt
 	md := ImageMetadata{Digest: digest, MediaType: string(mt)}
 	switch mt {
 	case types.OCIImageIndex, types.DockerManifestList:
-		idx, err := v1.ParseIndexManifest(bytes.NewReader(manifest))
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return metaEntry{}, err
+		}
+		im, err := idx.IndexManifest()
 		if err != nil {
 			return metaEntry{}, fmt.Errorf("parsing index %s: %w", digest, err)
 		}
-		children := imageChildren(idx.Manifests)
+		children := imageChildren(im.Manifests)
 		for _, d := range children {
 			if d.Platform != nil {
 				md.Platforms = append(md.Platforms, *d.Platform)
 			}
 		}
-		md.Created = annotationTime(idx.Annotations)
+		md.Created = annotationTime(im.Annotations)
 		child, ok := pickChild(children, platforms)
 		if !ok {
 			return metaEntry{md: md, matched: len(platforms) == 0}, nil
 		}
-		body, childType, _, err := getManifest(ctx, s, child.Digest.String(), child.Digest.String())
+		img, err := idx.Image(child.Digest)
 		if err != nil {
 			return metaEntry{}, err
 		}
-		img, err := imageDetails(ctx, s, child.Digest.String(), body, manifestType(childType, body))
+		info, err := imageDetails(img, child.Digest.String())
 		if err != nil {
 			return metaEntry{}, err
 		}
-		md.Created = later(md.Created, img.created)
-		md.Labels = img.labels
+		md.Created = later(md.Created, info.created)
+		md.Labels = info.labels
 		return metaEntry{md: md, matched: true}, nil
 
 	case types.OCIManifestSchema1, types.DockerManifestSchema2:
-		img, err := imageDetails(ctx, s, digest, manifest, mt)
+		img, err := desc.Image()
 		if err != nil {
 			return metaEntry{}, err
 		}
-		md.Created, md.Labels = img.created, img.labels
+		info, err := imageDetails(img, digest)
+		if err != nil {
+			return metaEntry{}, err
+		}
+		md.Created, md.Labels = info.created, info.labels
 		matched := true
-		if img.platform != nil {
-			md.Platforms = []v1.Platform{*img.platform}
+		if info.platform != nil {
+			md.Platforms = []v1.Platform{*info.platform}
 			matched = platform.Any(platforms, md.Platforms)
 		}
 		return metaEntry{md: md, matched: matched}, nil
@@ -238,14 +241,11 @@ type imageInfo struct {
 	platform *v1.Platform
 }
 
-// imageDetails reads an image manifest and its config. The config is only
+// imageDetails reads an image's manifest and config. The config is only
 // fetched when it is an image config: an artifact's (a Helm chart, a
 // signature) has no created time or platform to offer.
-func imageDetails(ctx context.Context, s *session, digest string, manifest []byte, mt types.MediaType) (imageInfo, error) {
-	if mt != types.OCIManifestSchema1 && mt != types.DockerManifestSchema2 {
-		return imageInfo{}, fmt.Errorf("manifest %s has the unsupported media type %q", digest, mt)
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(manifest))
+func imageDetails(img v1.Image, digest string) (imageInfo, error) {
+	m, err := img.Manifest()
 	if err != nil {
 		return imageInfo{}, fmt.Errorf("parsing manifest %s: %w", digest, err)
 	}
@@ -255,13 +255,9 @@ func imageDetails(ctx context.Context, s *session, digest string, manifest []byt
 	default:
 		return info, nil
 	}
-	raw, err := getBlob(ctx, s, m.Config)
+	cfg, err := img.ConfigFile()
 	if err != nil {
-		return imageInfo{}, err
-	}
-	cfg, err := v1.ParseConfigFile(bytes.NewReader(raw))
-	if err != nil {
-		return imageInfo{}, fmt.Errorf("parsing image config %s: %w", m.Config.Digest, err)
+		return imageInfo{}, fmt.Errorf("reading image config %s: %w", m.Config.Digest, err)
 	}
 	info.created = later(info.created, cfg.Created.Time, annotationTime(cfg.Config.Labels))
 	info.labels = cfg.Config.Labels
@@ -357,116 +353,4 @@ func manifestType(contentType string, body []byte) types.MediaType {
 		return types.OCIManifestSchema1
 	}
 	return types.MediaType(contentType)
-}
-
-var errNoDigestHeader = errors.New("the registry sent no Docker-Content-Digest")
-
-func headManifest(ctx context.Context, s *session, tag string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, s.base+"/v2/"+s.repo.RepositoryStr()+"/manifests/"+tag, nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Accept", acceptedManifests)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
-		return "", err
-	}
-	h, err := v1.NewHash(resp.Header.Get("Docker-Content-Digest"))
-	if err != nil {
-		return "", errNoDigestHeader
-	}
-	return h.String(), nil
-}
-
-// getManifest fetches a manifest by tag or digest. With want set, the
-// content must hash to it.
-func getManifest(ctx context.Context, s *session, identifier, want string) (body []byte, mediaType, digest string, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/v2/"+s.repo.RepositoryStr()+"/manifests/"+identifier, nil)
-	if err != nil {
-		return nil, "", "", err
-	}
-	req.Header.Set("Accept", acceptedManifests)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, "", "", err
-	}
-	defer resp.Body.Close()
-	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
-		return nil, "", "", err
-	}
-	body, err = readLimited(resp.Body, maxManifestSize)
-	if err != nil {
-		return nil, "", "", fmt.Errorf("reading manifest %s: %w", identifier, err)
-	}
-	algo := "sha256"
-	if want != "" {
-		h, err := v1.NewHash(want)
-		if err != nil {
-			return nil, "", "", err
-		}
-		algo = h.Algorithm
-	}
-	digest, err = hashOf(algo, body)
-	if err != nil {
-		return nil, "", "", err
-	}
-	if want != "" && digest != want {
-		return nil, "", "", fmt.Errorf("manifest %s: the registry sent content with digest %s", want, digest)
-	}
-	return body, resp.Header.Get("Content-Type"), digest, nil
-}
-
-func getBlob(ctx context.Context, s *session, d v1.Descriptor) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/v2/"+s.repo.RepositoryStr()+"/blobs/"+d.Digest.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if err := ggcr.CheckError(resp, http.StatusOK); err != nil {
-		return nil, err
-	}
-	limit := int64(maxConfigSize)
-	if d.Size > 0 {
-		limit = min(limit, d.Size)
-	}
-	body, err := readLimited(resp.Body, limit)
-	if err != nil {
-		return nil, fmt.Errorf("reading blob %s: %w", d.Digest, err)
-	}
-	got, err := hashOf(d.Digest.Algorithm, body)
-	if err != nil {
-		return nil, err
-	}
-	if got != d.Digest.String() {
-		return nil, fmt.Errorf("blob %s: the registry sent content with digest %s", d.Digest, got)
-	}
-	return body, nil
-}
-
-func readLimited(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("larger than %d bytes", limit)
-	}
-	return b, nil
-}
-
-func hashOf(algo string, b []byte) (string, error) {
-	h, err := v1.Hasher(algo)
-	if err != nil {
-		return "", err
-	}
-	h.Write(b)
-	return algo + ":" + hex.EncodeToString(h.Sum(nil)), nil
 }

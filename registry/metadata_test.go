@@ -3,6 +3,9 @@ package registry
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -264,5 +267,52 @@ func TestMetadataConcurrentFetchShared(t *testing.T) {
 	}
 	if n := rec.count(http.MethodGet, "/manifests/"+digest.String()); n != 1 {
 		t.Errorf("%d manifest GETs for one digest, want 1", n)
+	}
+}
+
+// Some registries leave headers out of HEAD answers: the digest is then
+// learnt from a GET by tag, whose manifest serves for the metadata too.
+func TestMetadataHeadWithoutHeaders(t *testing.T) {
+	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
+	created := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	digest := reg.PushImage(t, "app", []string{"1.0"}, testenv.Created(created))
+	for _, header := range []string{"Docker-Content-Digest", "Content-Type"} {
+		t.Run("without "+header, func(t *testing.T) {
+			target, err := url.Parse("http://" + reg.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			proxy.ModifyResponse = func(resp *http.Response) error {
+				if resp.Request.Method == http.MethodHead {
+					resp.Header.Del(header)
+				}
+				return nil
+			}
+			srv := httptest.NewServer(proxy)
+			t.Cleanup(srv.Close)
+			host := strings.TrimPrefix(srv.URL, "http://")
+			rec := newRecorder()
+			c := NewClient(WithConfig(testConfig(t, host)), withBaseTransport(rec))
+
+			md, err := c.Metadata(t.Context(), imageRef(t, host+"/app:1.0"), credentials.Ref{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if md.Digest != digest.String() || !md.Created.Equal(created) {
+				t.Errorf("metadata %+v, want digest %s created %s", md, digest, created)
+			}
+			want := []string{"GET /v2/", "HEAD /v2/app/manifests/1.0", "GET /v2/app/manifests/1.0", "GET /v2/app/blobs/"}
+			got := rec.requests()
+			if len(got) != len(want) {
+				t.Fatalf("requests %v, want %v", got, want)
+			}
+			for i := range want {
+				if !strings.HasPrefix(got[i], want[i]) {
+					t.Errorf("requests %v, want %v", got, want)
+					break
+				}
+			}
+		})
 	}
 }

@@ -21,12 +21,15 @@ import (
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
-// These benchmarks put the client's own tag paging and manifest reading
-// next to go-containerregistry's remote package doing the same work
-// against the same registry, so that docs/registry-client.md can say what
-// the hand-written code buys. Both sides authenticate with bearer tokens
-// (the Docker Hub, GHCR and ECR scheme) and go through the same counting
-// transport: requests count as much as time, since registries rate-limit.
+// These benchmarks put the client, which lists tags and reads manifests
+// with go-containerregistry's remote package, next to that package used
+// directly for the same work against the same registry: the difference is
+// what the client's own layers cost (sessions and the metadata cache, the
+// endpoint stack of rate limit, deadline, body limits, retry and metrics),
+// which docs/registry-client.md reports. Both sides authenticate with
+// bearer tokens (the Docker Hub, GHCR and ECR scheme) and go through the
+// same counting transport: requests count as much as time, since
+// registries rate-limit.
 //
 //	KUBEBUILDER_ASSETS="$(hack/testbin.sh)" go test -run '^$' -bench '^BenchmarkCompare' -count 10 ./registry/ > compare.txt
 //	benchstat -col /impl compare.txt
@@ -121,7 +124,8 @@ func newCompareSetup(b *testing.B) *compareSetup {
 }
 
 // ours is the client as the controller builds it: credentials from
-// registries.conf, rate limit lifted (it would be what is measured).
+// registries.conf, rate limit lifted (it would be what is measured), the
+// default request timeout and body limits.
 func (s *compareSetup) ours(opts ...Option) *Client {
 	return NewClient(append([]Option{
 		WithConfig(s.config),
@@ -130,8 +134,8 @@ func (s *compareSetup) ours(opts ...Option) *Client {
 	}, opts...)...)
 }
 
-// remoteOptions are go-containerregistry's equivalents: the same
-// credentials, transport and page size.
+// remoteOptions are the library used directly: the same credentials,
+// transport and page size, and its own retry layer.
 func (s *compareSetup) remoteOptions(extra ...remote.Option) []remote.Option {
 	return append([]remote.Option{
 		remote.WithAuth(s.reg.Auth()),

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -90,13 +90,13 @@ func (c *Client) run(ctx context.Context, t target, op func(context.Context, *se
 
 // session is an authenticated view of one repository: ggcr's transport
 // (after the ping and, for bearer auth, the token exchange) on top of the
-// endpoint's stack. Reusing it saves those requests on every call; ggcr
-// renews an expired token by itself.
+// endpoint's stack, and a remote.Puller that sends through it. Reusing it
+// saves those requests on every call; ggcr renews an expired token by
+// itself.
 type session struct {
 	cred   credentials.Credential // what it authenticates with; a change means a new session
 	repo   name.Repository
-	client *http.Client
-	base   string // scheme://host of the API
+	puller *remote.Puller
 	host   string
 }
 
@@ -147,11 +147,12 @@ func (c *Client) newSession(ctx context.Context, st *endpointStack, repoPath str
 	if err != nil {
 		return nil, err
 	}
-	return &session{
-		cred:   cred,
-		repo:   repo,
-		client: &http.Client{Transport: rt, CheckRedirect: transport.CheckRedirect},
-		base:   st.scheme + "://" + st.host,
-		host:   st.host,
-	}, nil
+	// rt is a go-containerregistry transport.Wrapper: the Puller sends
+	// through it as it is, without a ping, token exchange, retry or
+	// User-Agent layer of its own.
+	p, err := remote.NewPuller(remote.WithTransport(rt), remote.WithPageSize(tagsPageSize))
+	if err != nil {
+		return nil, err
+	}
+	return &session{cred: cred, repo: repo, puller: p, host: st.host}, nil
 }

@@ -6,8 +6,10 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/time/rate"
 
 	"github.com/image-updater/argocd-image-updater/registry/config"
@@ -17,10 +19,14 @@ import (
 // endpointStack is the HTTP stack of one registry endpoint, shared by every
 // repository and credential served by it. From the outside in:
 //
-//	metrics → rate limit → retry → scheme pin → User-Agent → base transport
+//	redirect guard → metrics → rate limit → deadline → body limit → retry →
+//	[tag-list scheme] → scheme pin → User-Agent → base transport
 //
-// The session adds authentication on top, per repository and credential
-// (transport.NewAuth).
+// The deadline comes after the rate limit, so that waiting for a slow
+// limit is not a timeout, and before the retries, which stop when it
+// nears. The session adds authentication on top, per repository and
+// credential (transport.NewAuth), and go-containerregistry's requests go
+// through it as they are.
 type endpointStack struct {
 	settings stackSettings
 	label    string // the "registry" metrics label
@@ -88,6 +94,9 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 	}
 	rt := transport.NewUserAgent(c.endpointTransport(ep), c.userAgent)
 	rt = transport.NewSchemePin(rt, u.Scheme, u.Host)
+	if seen := libraryScheme(u); seen != u.Scheme {
+		rt = &tagListScheme{next: rt, host: u.Host, scheme: seen}
+	}
 	rt = transport.NewRetry(rt,
 		transport.WithAttempts(c.retryAttempts),
 		transport.WithBackoff(c.retryBase, c.retryMax),
@@ -98,8 +107,11 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 				slog.String("path", req.URL.Path), slog.Int("attempt", attempt),
 				slog.Int("status", status), slog.Any("error", err), slog.Duration("delay", delay))
 		}))
+	rt = transport.NewBodyLimit(rt, c.bodyLimit)
+	rt = transport.NewDeadline(rt, c.requestTimeout)
 	rt = transport.NewRateLimit(rt, st.limiter)
-	st.rt = transport.NewMetrics(rt, func(d time.Duration, failed bool) { c.metrics.request(label, d, failed) })
+	rt = transport.NewMetrics(rt, func(d time.Duration, failed bool) { c.metrics.request(label, d, failed) })
+	st.rt = transport.NewRedirectGuard(rt)
 	return st, nil
 }
 
@@ -118,4 +130,43 @@ func (c *Client) baseTransport(insecure bool) http.RoundTripper {
 		return c.insecureBase
 	}
 	return c.secureBase
+}
+
+// libraryScheme is the scheme go-containerregistry takes the API at u to
+// have: http for an http:// api_url, and also for hosts it guesses are
+// local (loopback, private addresses, localhost) whatever api_url says.
+func libraryScheme(u *url.URL) string {
+	var opts []name.Option
+	if u.Scheme == "http" {
+		opts = append(opts, name.Insecure)
+	}
+	reg, err := name.NewRegistry(u.Host, append(opts, name.WeakValidation)...)
+	if err != nil {
+		return u.Scheme
+	}
+	return reg.Scheme()
+}
+
+// tagListScheme makes the answer to a tag-list request name the request
+// with the library's scheme for the host rather than the one it went out
+// with. go-containerregistry resolves the next-page link against that
+// request and refuses the link unless its scheme is the library's: for an
+// https:// api_url on a host the library guesses is local, every page
+// after the first would be refused.
+type tagListScheme struct {
+	next         http.RoundTripper
+	host, scheme string
+}
+
+func (t *tagListScheme) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || req.URL.Host != t.host || !strings.HasSuffix(req.URL.Path, "/tags/list") {
+		return resp, err
+	}
+	shown := req.WithContext(req.Context())
+	u := *req.URL
+	u.Scheme = t.scheme
+	shown.URL = &u
+	resp.Request = shown
+	return resp, nil
 }

@@ -87,6 +87,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		registry.WithMetrics(registryMetrics),
 		registry.WithLogger(logger),
 		registry.WithUserAgent("argocd-image-updater/"+version),
+		registry.WithRequestTimeout(o.requestTimeout),
 	)
 
 	watchNamespaces := []string{namespace}
@@ -170,6 +171,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		cycle.WithControllerNamespace(namespace),
 		cycle.WithRegistryConfig(confWatcher.Current),
 		cycle.WithMaxConcurrency(o.maxConcurrency),
+		cycle.WithImageTimeout(o.imageTimeout),
 		cycle.WithDryRun(o.dryRun),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
 		cycle.WithLogger(logger),

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExecute(t *testing.T) {
@@ -36,6 +37,11 @@ func TestExecute(t *testing.T) {
 		{name: "bad duration", args: []string{"run", "--interval", "soon"}, wantCode: 2, wantStderr: "Usage:"},
 		{name: "bad enum", args: []string{"run", "--logformat", "xml"}, wantCode: 2, wantStderr: `invalid value "xml" for --logformat`},
 		{name: "bad concurrency", args: []string{"run", "--max-concurrency", "0"}, wantCode: 2, wantStderr: "--max-concurrency"},
+		{name: "no request timeout", args: []string{"run", "--registry-request-timeout", "0s"}, wantCode: 2, wantStderr: "invalid value 0s for --registry-request-timeout: must be positive"},
+		{
+			name: "no image timeout", args: []string{"run"}, env: map[string]string{"IMAGE_UPDATER_IMAGE_TIMEOUT": "-1m"},
+			wantCode: 2, wantStderr: "invalid value -1m0s for --image-timeout: must be positive",
+		},
 		{
 			name: "bad environment", args: []string{"run"}, env: map[string]string{"IMAGE_UPDATER_INTERVAL": "often"},
 			wantCode: 2, wantStderr: "environment variable IMAGE_UPDATER_INTERVAL",
@@ -95,7 +101,7 @@ func TestRunEnvironment(t *testing.T) {
 func TestOnceDisablesLoopAndHealth(t *testing.T) {
 	o := &runOptions{once: true, interval: 2 * 60e9, healthPort: 8080, maxConcurrency: 1, kubeQPS: 1, kubeBurst: 1,
 		logLevel: "info", logFormat: "text", applicationsAPI: "kubernetes", gitCommitSigningMethod: "openpgp",
-		gitCloneDir: t.TempDir(), gitCloneMaxSize: "2Gi"}
+		gitCloneDir: t.TempDir(), gitCloneMaxSize: "2Gi", requestTimeout: time.Minute, imageTimeout: time.Minute}
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}

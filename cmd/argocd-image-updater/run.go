@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -37,6 +39,8 @@ type runOptions struct {
 	healthPort         int
 	stallTimeout       time.Duration
 	shutdownGrace      time.Duration
+	requestTimeout     time.Duration
+	imageTimeout       time.Duration
 	metricsPort        int
 	logLevel           string
 	logFormat          string
@@ -107,6 +111,8 @@ var runEnv = envFlags{
 	"git-clone-dir":             "IMAGE_UPDATER_GIT_CLONE_DIR",
 	"git-clone-max-size":        "IMAGE_UPDATER_GIT_CLONE_MAX_SIZE",
 	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
+	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
+	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
 }
 
 // defaultGitCloneDir is under TMPDIR, which in the install manifest's pod
@@ -179,6 +185,8 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
+	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
+	f.DurationVar(&o.imageTimeout, "image-timeout", cycle.DefaultImageTimeout, "longest time one tag listing, or the choice of one image's new version, may take in a cycle")
 	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	o.webhook.addFlags(f)
@@ -225,6 +233,10 @@ func (o *runOptions) validate() error {
 		return usageErrorf("invalid value %s for --stall-timeout: must not be negative", o.stallTimeout)
 	case o.shutdownGrace < 0:
 		return usageErrorf("invalid value %s for --shutdown-grace-period: must not be negative", o.shutdownGrace)
+	case o.requestTimeout <= 0:
+		return usageErrorf("invalid value %s for --registry-request-timeout: must be positive", o.requestTimeout)
+	case o.imageTimeout <= 0:
+		return usageErrorf("invalid value %s for --image-timeout: must be positive", o.imageTimeout)
 	}
 	size, err := resource.ParseQuantity(o.gitCloneMaxSize)
 	if err != nil || size.Sign() < 0 {

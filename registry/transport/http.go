@@ -34,10 +34,35 @@ func NewHTTP(insecure bool) *http.Transport {
 	}
 }
 
-// CheckRedirect is an http.Client's redirect policy: what http.Client
-// allows, except a redirect from the registry to another host that is a
-// loopback, private or link-local address, so that a hostile registry
-// cannot make the controller fetch from its own network.
+// NewRedirectGuard applies CheckRedirect to each request that follows a
+// redirect. The policy sits in the transport rather than in an
+// http.Client because the client that follows redirects is
+// go-containerregistry's, whose own policy sets no bound on their number
+// and lets names such as localhost through.
+func NewRedirectGuard(next http.RoundTripper) http.RoundTripper {
+	return &redirectGuard{next: next}
+}
+
+type redirectGuard struct{ next http.RoundTripper }
+
+func (t *redirectGuard) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Response != nil {
+		var via []*http.Request
+		for r := req; r.Response != nil && r.Response.Request != nil; {
+			r = r.Response.Request
+			via = append([]*http.Request{r}, via...)
+		}
+		if err := CheckRedirect(req, via); err != nil {
+			return nil, err
+		}
+	}
+	return t.next.RoundTrip(req)
+}
+
+// CheckRedirect is a redirect policy: what http.Client allows by default
+// (10 redirects), except a redirect from the registry to another host
+// that is a loopback, private or link-local address, so that a hostile
+// registry cannot make the controller fetch from its own network.
 func CheckRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
