@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 func TestExecute(t *testing.T) {
@@ -132,19 +134,8 @@ func TestOldRunFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := newRunCommand(func(string) (string, bool) { return "", false })
-			if err := cmd.ParseFlags(tt.args); err != nil {
-				t.Fatalf("flags refused: %v", err)
-			}
-			err := cmd.PreRunE(cmd, nil)
-			if tt.wantErr != "" {
-				var usage *usageError
-				if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
-				}
+			if !preRun(t, cmd, tt.args, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := cmd.Flags().Lookup("application-namespaces").Value.String(); got != tt.wantNamespaces {
 				t.Errorf("--application-namespaces = %s, want %s", got, tt.wantNamespaces)
@@ -187,19 +178,8 @@ func TestGitCloneFolder(t *testing.T) {
 			for range 2 {
 				opts := &runOptions{}
 				cmd := newRunCommandFor(opts, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
-				if err := cmd.ParseFlags(tt.args); err != nil {
-					t.Fatalf("flags refused: %v", err)
-				}
-				err := cmd.PreRunE(cmd, nil)
-				if tt.wantErr != "" {
-					var usage *usageError
-					if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wantErr) {
-						t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
-					}
+				if !preRun(t, cmd, tt.args, tt.wantErr) {
 					return
-				}
-				if err != nil {
-					t.Fatal(err)
 				}
 				if opts.gitCloneMaxBytes != tt.wantBytes {
 					t.Errorf("bound %d bytes, want %d", opts.gitCloneMaxBytes, tt.wantBytes)
@@ -218,4 +198,25 @@ func TestGitCloneFolder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// preRun parses args and runs cmd's checks. With wantErr it asserts a
+// usage error containing it and reports false: the test case ends there.
+func preRun(t *testing.T, cmd *cobra.Command, args []string, wantErr string) bool {
+	t.Helper()
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Fatalf("flags refused: %v", err)
+	}
+	err := cmd.PreRunE(cmd, nil)
+	if wantErr != "" {
+		var usage *usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want a usage error containing %q", err, wantErr)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
 }

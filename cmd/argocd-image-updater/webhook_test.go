@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -90,19 +89,8 @@ func TestWebhookFlags(t *testing.T) {
 			if tt.command == "webhook" {
 				cmd = newWebhookCommand(lookupEnv)
 			}
-			if err := cmd.ParseFlags(tt.args); err != nil {
-				t.Fatalf("flags refused: %v", err)
-			}
-			err := cmd.PreRunE(cmd, nil)
-			if tt.wantErr != "" {
-				var usage *usageError
-				if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want a usage error containing %q", err, tt.wantErr)
-				}
+			if !preRun(t, cmd, tt.args, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			for flag, want := range tt.want {
 				if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
