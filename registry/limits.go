@@ -2,9 +2,11 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/registry/transport"
@@ -53,9 +55,83 @@ type limitError string
 func (e limitError) Error() string        { return string(e) }
 func (e limitError) Is(target error) bool { return target == ErrTooLarge }
 
-// tagBudgetKey carries the byte budget of one tag listing in the context
-// of its page requests.
-type tagBudgetKey struct{}
+// tagListingKey carries the tagListing of one listing in the context of
+// its page requests.
+type tagListingKey struct{}
+
+// tagListing is what the page requests of one listing share: the byte
+// budget, and the count of tags read so far. go-containerregistry decodes
+// a whole page before the client can count its tags, and the bytes alone
+// do not bound them: 32 MiB of one-character tags decode to eight million
+// strings, some 400 MiB. So each page is followed as it streams in, just
+// far enough to count the strings of its "tags" array (tagScanner), and
+// stopped past the limit.
+type tagListing struct {
+	budget  *transport.Budget
+	maxTags int64
+	tags    atomic.Int64
+}
+
+// tagScanner follows one tag-list page, a JSON object, byte by byte: it
+// tracks strings (with their escapes) and nesting, remembers the member
+// whose value comes next, and counts the strings directly inside the
+// array of the top-level "tags" member. Anything else in the page, such
+// as the per-digest data some registries add, is passed over.
+type tagScanner struct {
+	l                 *tagListing
+	depth             int
+	inString, escaped bool
+	str               []byte // the string being read at depth 1, its first bytes
+	last, member      string // the last string at depth 1; the member being read
+	inTags            bool
+}
+
+func (sc *tagScanner) scan(chunk []byte) error {
+	for _, c := range chunk {
+		if sc.inString {
+			switch {
+			case sc.escaped:
+				sc.escaped = false
+			case c == '\\':
+				sc.escaped = true
+			case c == '"':
+				sc.inString = false
+				if sc.depth == 1 {
+					sc.last = string(sc.str)
+				}
+			case sc.depth == 1 && len(sc.str) < len("tags")+1:
+				sc.str = append(sc.str, c)
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			sc.inString, sc.str = true, sc.str[:0]
+			if sc.inTags && sc.depth == 2 && sc.l.tags.Add(1) > sc.l.maxTags {
+				return tooManyTags(sc.l.maxTags)
+			}
+		case ':':
+			if sc.depth == 1 {
+				sc.member = sc.last
+			}
+		case '{', '[':
+			sc.depth++
+			if c == '[' && sc.depth == 2 && sc.member == "tags" {
+				sc.inTags = true
+			}
+		case '}', ']':
+			if sc.depth == 2 {
+				sc.inTags = false
+			}
+			sc.depth--
+		}
+	}
+	return nil
+}
+
+func tooManyTags(n int64) error {
+	return limitError(fmt.Sprintf("the repository has more than %d tags, the most the client reads", n))
+}
 
 // bodyLimit says how much of an answer to req is read, by the kind of
 // request: the registry API's paths end in /tags/list,
@@ -64,8 +140,8 @@ func (c *Client) bodyLimit(req *http.Request) transport.Limit {
 	p := req.URL.Path
 	if strings.HasSuffix(p, "/tags/list") {
 		lim := transport.Limit{What: "tag list", Bytes: c.maxTagBytes}
-		if b, ok := req.Context().Value(tagBudgetKey{}).(*transport.Budget); ok {
-			lim.Budget = b
+		if l, ok := req.Context().Value(tagListingKey{}).(*tagListing); ok {
+			lim.Budget, lim.Scan = l.budget, (&tagScanner{l: l}).scan
 		}
 		return lim
 	}
@@ -78,8 +154,11 @@ func (c *Client) bodyLimit(req *http.Request) transport.Limit {
 	return transport.Limit{Bytes: maxOtherSize}
 }
 
-// withTagBudget gives the page requests made with the returned context a
-// shared budget of the client's most bytes of a tag list.
-func (c *Client) withTagBudget(ctx context.Context) context.Context {
-	return context.WithValue(ctx, tagBudgetKey{}, transport.NewBudget(c.maxTagBytes))
+// withTagListing gives the page requests made with the returned context
+// one listing's limits.
+func (c *Client) withTagListing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, tagListingKey{}, &tagListing{
+		budget:  transport.NewBudget(c.maxTagBytes),
+		maxTags: int64(c.maxTags),
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -130,10 +131,22 @@ func TestTagListLimits(t *testing.T) {
 			tooLarge: true,
 		},
 		{
+			// 31 MiB of one-character tags: within the byte budget, and
+			// eight million strings once decoded.
+			name: "one page of millions of short tags",
+			route: func(b *badRegistry, w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				b.flood(w, `{"name":"app","tags":["0"`, `,"a"`, 31<<20)
+				b.write(w, "]}")
+			},
+			want:     "the repository has more than 100000 tags, the most the client reads",
+			tooLarge: true,
+		},
+		{
 			name: "one page without end",
 			route: func(b *badRegistry, w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
-				b.flood(w, `{"name":"app","tags":["0"`, `,"1.0.0-a"`, 1<<30)
+				b.flood(w, `{"name":"app","tags":["0"`, " ", 1<<30)
 			},
 			want:     "the tag list is larger than 32 MiB in all, the most the client reads",
 			tooLarge: true,
@@ -154,7 +167,11 @@ func TestTagListLimits(t *testing.T) {
 			c := NewClient(WithConfig(testConfig(t, bad.host, benchLimit)))
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
-			_, err := c.Tags(ctx, imageRef(t, bad.host+"/app"), credentials.Ref{})
+			var err error
+			grown := heapGrowth(func() { _, err = c.Tags(ctx, imageRef(t, bad.host+"/app"), credentials.Ref{}) })
+			if grown > maxHeapGrowth {
+				t.Errorf("the heap grew by %d MiB while listing, want at most %d", grown>>20, maxHeapGrowth>>20)
+			}
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -173,6 +190,43 @@ func TestTagListLimits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// maxHeapGrowth is what a listing held to the tag list limits may take
+// at most: the JSON decoder's buffer for a 32 MiB page, which doubles as
+// it grows (about 110 MiB at the peak, measured), or 100,000 decoded
+// tags. Without the count of tags as a page streams in, a page of short
+// tags took over 400 MiB.
+const maxHeapGrowth = 160 << 20
+
+// heapGrowth runs f and returns how much the heap grew at most meanwhile,
+// sampled every few milliseconds.
+func heapGrowth(f func()) uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	base := m.HeapAlloc
+	var peak atomic.Uint64
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			if m.HeapAlloc > peak.Load() {
+				peak.Store(m.HeapAlloc)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(stop)
+	<-stopped
+	return max(peak.Load(), base) - base
 }
 
 // testImage is an image's manifest, config and their digests, for the
@@ -385,4 +439,42 @@ func v1Digest(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return h.String()
+}
+
+// The scanner counts the strings of a page's "tags" array, whatever else
+// the page holds, and however the page is cut into chunks.
+func TestTagScanner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		page string
+		want int64
+	}{
+		{"plain", `{"name":"app","tags":["1.0","1.1","latest"]}`, 3},
+		{"no tags", `{"name":"app","tags":null}`, 0},
+		{"empty", `{"name":"app","tags":[]}`, 0},
+		{"spaces", "{ \"name\" : \"app\" ,\n \"tags\" : [ \"a\" , \"b\" ] }", 2},
+		{"tags first, then more members", `{"tags":["a","b"],"name":"app","child":["x","y","z"]}`, 2},
+		{
+			"per-digest data as Google's registries add it",
+			`{"child":[],"manifest":{"sha256:aa":{"imageSizeBytes":"1","mediaType":"m","tag":["a","b"],"timeCreatedMs":"0"}},"name":"p/app","tags":["a","b"]}`,
+			2,
+		},
+		{"escapes", `{"name":"ap\"p","tags":["a\\\"b","c"],"x\"tags":["d"]}`, 2},
+		{"a member named tags further down", `{"name":"app","meta":{"tags":["x"]},"tags":["a"]}`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, size := range []int{1, 3, len(tc.page)} {
+				l := &tagListing{maxTags: 1 << 30}
+				sc := &tagScanner{l: l}
+				for i := 0; i < len(tc.page); i += size {
+					if err := sc.scan([]byte(tc.page[i:min(i+size, len(tc.page))])); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := l.tags.Load(); got != tc.want {
+					t.Errorf("chunks of %d: %d tags, want %d", size, got, tc.want)
+				}
+			}
+		})
+	}
 }

@@ -45,11 +45,12 @@ func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credent
 
 // listTags reads the repository's tag list page by page, with
 // go-containerregistry's Lister, within the client's limits: the pages
-// share one byte budget (the transport's body limit counts it), and the
-// tags and pages are counted here. The library refuses a next-page link
-// to another host or scheme.
+// share one byte budget and one count of tags, which the transport's body
+// limit checks as the pages stream in, before the library decodes them;
+// pages are counted here. The library refuses a next-page link to another
+// host or scheme.
 func (c *Client) listTags(ctx context.Context, s *session) ([]string, error) {
-	ctx = c.withTagBudget(ctx)
+	ctx = c.withTagListing(ctx)
 	lister, err := s.puller.Lister(ctx, s.repo)
 	if err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func (c *Client) listTags(ctx context.Context, s *session) ([]string, error) {
 		all = append(all, page.Tags...)
 		switch {
 		case len(all) > c.maxTags:
-			return nil, limitError(fmt.Sprintf("the repository has more than %d tags, the most the client reads", c.maxTags))
+			return nil, tooManyTags(int64(c.maxTags))
 		case page.Next == "":
 		case pages >= c.maxTagPages:
 			return nil, limitError(fmt.Sprintf("the tag list has more than %d pages, the most the client reads", c.maxTagPages))

@@ -68,6 +68,10 @@ type Limit struct {
 	What   string  // what the body is, for errors
 	Bytes  int64   // the most bytes of this body; 0 or less: no limit of its own
 	Budget *Budget // also counts against this budget, if not nil
+	// Scan, if set, sees each chunk of the body as it is read, within the
+	// limits; an error it returns ends the body with that error. It lets
+	// a caller bound what the body holds, not only its size.
+	Scan func(chunk []byte) error
 }
 
 // NewBodyLimit reads at most what limitOf says of each response body; a
@@ -87,7 +91,7 @@ type bodyLimit struct {
 func (t *bodyLimit) RoundTrip(req *http.Request) (*http.Response, error) {
 	lim := t.limitOf(Origin(req))
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || req.Method == http.MethodHead || (lim.Bytes <= 0 && lim.Budget == nil) {
+	if err != nil || req.Method == http.MethodHead || (lim.Bytes <= 0 && lim.Budget == nil && lim.Scan == nil) {
 		return resp, err
 	}
 	b := &limitedBody{ReadCloser: resp.Body, lim: lim, method: req.Method, url: req.URL.Redacted()}
@@ -159,6 +163,13 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		return int(left), b.err
 	}
 	b.consume(int64(n))
+	if b.lim.Scan != nil && n > 0 {
+		if serr := b.lim.Scan(p[:n]); serr != nil {
+			b.err = serr
+			b.ReadCloser.Close()
+			return n, serr
+		}
+	}
 	return n, err
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 )
 
+var errStopped = errors.New("stopped by the scan")
+
 func TestBodyLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -25,6 +27,12 @@ func TestBodyLimit(t *testing.T) {
 		{name: "budget shared by bodies", limit: Limit{What: "tag list", Bytes: 4, Budget: NewBudget(6)}, bodies: []string{"1234", "1234"},
 			wantErr: "GET http://registry.test/v2/app/manifests/1.0: the tag list is larger than 6 bytes in all, the most the client reads"},
 		{name: "no limit", bodies: []string{strings.Repeat("x", 1<<20)}},
+		{name: "scanned", limit: Limit{Scan: func(b []byte) error {
+			if strings.Contains(string(b), "!") {
+				return errStopped
+			}
+			return nil
+		}}, bodies: []string{"ok", "not !ok"}, wantErr: errStopped.Error()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			i := 0
@@ -49,7 +57,7 @@ func TestBodyLimit(t *testing.T) {
 				b, err = io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if err != nil {
-					if int64(len(b)) > max(tc.limit.Bytes, 0) {
+					if tc.limit.Bytes > 0 && int64(len(b)) > tc.limit.Bytes {
 						t.Errorf("read %d bytes past the limit", len(b))
 					}
 					break
@@ -58,6 +66,12 @@ func TestBodyLimit(t *testing.T) {
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				return
+			}
+			if tc.limit.Scan != nil {
+				if err != errStopped {
+					t.Errorf("got %v, want the scan's error", err)
 				}
 				return
 			}
