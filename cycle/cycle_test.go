@@ -1,7 +1,6 @@
 package cycle
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,25 +47,7 @@ type world struct {
 	promReg  *prometheus.Registry
 	requests *requestCounter
 	// logs holds what the updater and its git writer logged, as text.
-	logs *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer that log handlers may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs *testenv.SyncBuffer
 }
 
 // requestCounter is a proxy in front of the test registry that counts the
@@ -110,7 +90,7 @@ type worldOptions struct {
 
 func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
 	t.Helper()
-	w := &world{k: k, reg: reg, promReg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	w := &world{k: k, reg: reg, promReg: prometheus.NewRegistry(), logs: &testenv.SyncBuffer{}}
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := rest.CopyConfig(k.Config)
 	var err error

@@ -66,7 +66,7 @@ func TestRunWithTheClusterWideInstall(t *testing.T) {
 
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	go func() { done <- w.run(ctx, &stderr, "--interval", "1h") }()
 	cs := kubernetes.NewForConfigOrDie(w.k.Config)
 	want := []string{w.reg.Repo("eks-app") + ":v0.1.0"}

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -106,34 +105,16 @@ func (w *controllerWorld) imagesIn(t *testing.T, namespace, name string) []strin
 	return images
 }
 
-func (w *controllerWorld) run(ctx context.Context, stderr *syncBuffer, extra ...string) int {
+func (w *controllerWorld) run(ctx context.Context, stderr *testenv.SyncBuffer, extra ...string) int {
 	args := append([]string{"run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
 		"--health-port", "0", "--metrics-port", "0"}, extra...)
 	return execute(ctx, args, &bytes.Buffer{}, stderr, func(k string) (string, bool) { v, ok := w.env[k]; return v, ok })
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestRunOnceWithTheInstallRole(t *testing.T) {
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	if code := w.run(t.Context(), &stderr, "--once"); code != 0 {
 		t.Fatalf("exit code %d:\n%s", code, stderr.String())
 	}
@@ -172,7 +153,7 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 	ctx1, stop1 := context.WithCancel(t.Context())
 	ctx2, stop2 := context.WithCancel(t.Context())
 	defer stop2()
-	var out1, out2 syncBuffer
+	var out1, out2 testenv.SyncBuffer
 	done1, done2 := make(chan int, 1), make(chan int, 1)
 	go func() { done1 <- w.run(ctx1, &out1, "--interval", "1s") }()
 	go func() { done2 <- w.run(ctx2, &out2, "--interval", "1s") }()
@@ -232,7 +213,7 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan int, 1)
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	go func() {
 		done <- execute(ctx, []string{"run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
 			"--listen-address", "127.0.0.1", "--health-port", ports[0], "--metrics-port", ports[1], "--interval", "1h"},
@@ -300,7 +281,7 @@ func TestRunOnceExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stderr syncBuffer
+			var stderr testenv.SyncBuffer
 			if code := w.run(t.Context(), &stderr, tt.args...); code != 0 {
 				t.Fatalf("exit code %d, want 0:\n%s", code, stderr.String())
 			}

@@ -112,7 +112,7 @@ func TestAnnotationsReachOnlyWhatTheyMay(t *testing.T) {
 
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan int, 1)
-	var stderr syncBuffer
+	var stderr testenv.SyncBuffer
 	go func() { done <- w.run(ctx, &stderr, "--interval", "1h") }()
 	cs := kubernetes.NewForConfigOrDie(w.k.Config)
 	events := func(namespace, name string) []corev1.Event {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -83,26 +84,7 @@ func (w *writeWorld) repoURL() string { return w.gitProxy.URL + "/deploy.git" }
 // folder app of the repository, written back with method (argocd or git).
 func (w *writeWorld) createWriteApp(t *testing.T, namespace, name, method string, more map[string]string) {
 	t.Helper()
-	ann := map[string]any{
-		appwatch.AnnotationPrefix + "image-list":        "app=" + w.reg.Repo("eks-app"),
-		appwatch.AnnotationPrefix + "write-back-method": method,
-	}
-	for k, v := range more {
-		ann[appwatch.AnnotationPrefix+k] = v
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": name, "namespace": namespace, "annotations": ann},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": w.repoURL(), "path": "app", "targetRevision": "main", "kustomize": map[string]any{}},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
-		},
-		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{w.reg.Repo("eks-app") + ":v0.0.1"}}},
-	}}
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createKustomizeApp(t, w.dyn, namespace, name, w.reg.Repo("eks-app"), w.repoURL(), method, more)
 }
 
 // commits counts the commits of the repository's branch main.
@@ -120,7 +102,7 @@ func (w *writeWorld) lease(t *testing.T) *coordinationv1.Lease {
 
 // startBinary runs the controller binary with its log in out; the grace
 // period goes through the environment.
-func (w *writeWorld) startBinary(t *testing.T, bin string, grace time.Duration, out *syncBuffer, args ...string) (*exec.Cmd, <-chan error) {
+func (w *writeWorld) startBinary(t *testing.T, bin string, grace time.Duration, out *testenv.SyncBuffer, args ...string) (*exec.Cmd, <-chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
 		"--health-port", "0", "--metrics-port", "0", "--interval", "1h"}, args...)...)
@@ -179,7 +161,7 @@ func TestShutdown(t *testing.T) {
 				proxy = w.regProxy
 			}
 			hold := proxy.Hold(tt.hold)
-			var out syncBuffer
+			var out testenv.SyncBuffer
 			cmd, exited := w.startBinary(t, bin, tt.grace, &out)
 			select {
 			case <-hold.Arrived():
@@ -260,7 +242,7 @@ func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
 		map[string]string{"Authorization": "Bearer " + secret}))
 	w.env["DISTRIBUTION_WEBHOOK_SECRET"] = secret
 	w.createWriteApp(t, testenv.ArgoCDNamespace, "committed", "git", nil)
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	cmd, exited := w.startBinary(t, bin, 20*time.Second, &out,
 		"--enable-webhook", "--listen-address", "127.0.0.1", "--webhook-port", webhookPort)
 	// The first cycle writes v0.1.0; then the controller waits an hour.
@@ -318,7 +300,7 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 			hold := w.regProxy.Hold(isTagListing)
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
-			var out syncBuffer
+			var out testenv.SyncBuffer
 			done := make(chan int, 1)
 			go func() { done <- w.run(ctx, &out, "--interval", "1h") }()
 			select {
@@ -396,5 +378,32 @@ func TestDeploymentLeavesRoomForShutdown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// createKustomizeApp creates an Application running image:v0.0.1 from the
+// folder app of repoURL at main, written back with method; more adds
+// annotations (keys without the prefix) or replaces image-list.
+func createKustomizeApp(t *testing.T, dyn dynamic.Interface, namespace, name, image, repoURL, method string, more map[string]string) {
+	t.Helper()
+	ann := map[string]any{
+		appwatch.AnnotationPrefix + "image-list":        "app=" + image,
+		appwatch.AnnotationPrefix + "write-back-method": method,
+	}
+	for k, v := range more {
+		ann[appwatch.AnnotationPrefix+k] = v
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": namespace, "annotations": ann},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": repoURL, "path": "app", "targetRevision": "main", "kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{image + ":v0.0.1"}}},
+	}}
+	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -168,7 +168,7 @@ func TestRBACIsWhatTheControllerUses(t *testing.T) {
 
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
-			var out syncBuffer
+			var out testenv.SyncBuffer
 			done := make(chan int, 1)
 			hold := s.regProxy.Hold(isTagListing)
 			go func() {
@@ -346,26 +346,7 @@ func (s *rbacScenario) createApp(t *testing.T, namespace, name, repoURL, method 
 	if repoURL == "" {
 		repoURL = s.git.HTTPRepoURL("unused")
 	}
-	ann := map[string]any{
-		appwatch.AnnotationPrefix + "image-list":        "app=" + s.reg.Repo("eks-app"),
-		appwatch.AnnotationPrefix + "write-back-method": method,
-	}
-	for k, v := range annotations {
-		ann[appwatch.AnnotationPrefix+k] = v
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": name, "namespace": namespace, "annotations": ann},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": repoURL, "path": "app", "targetRevision": "main", "kustomize": map[string]any{}},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
-		},
-		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{s.reg.Repo("eks-app") + ":v0.0.1"}}},
-	}}
-	if _, err := s.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createKustomizeApp(t, s.dyn, namespace, name, s.reg.Repo("eks-app"), repoURL, method, annotations)
 }
 
 // touch changes an Application, as another client would.
@@ -406,7 +387,7 @@ func (s *rbacScenario) done(t *testing.T, log string) bool {
 }
 
 // checkOutcome makes sure the cycle did take the paths: each write landed.
-func (s *rbacScenario) checkOutcome(t *testing.T, out *syncBuffer) {
+func (s *rbacScenario) checkOutcome(t *testing.T, out *testenv.SyncBuffer) {
 	t.Helper()
 	want := s.reg.Repo("eks-app") + ":v0.1.0"
 	for _, ns := range s.namespaces {

@@ -198,7 +198,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
-			var out syncBuffer
+			var out testenv.SyncBuffer
 			done := make(chan int, 1)
 			args := append([]string{tt.command, "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
 				"--listen-address", "127.0.0.1", "--health-port", "0", "--metrics-port", metricsPort,
