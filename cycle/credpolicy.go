@@ -18,14 +18,18 @@ import (
 // Secret elsewhere (an Argo CD cluster Secret, another team's pull secret)
 // would leak there. env: and ext: reach the controller's own environment
 // and programs, which only Applications in the controller's namespace,
-// the operator's, may use. ecr and gcp are the pod's cloud identity,
-// which their sources only send to that cloud's registries; an image at
-// such a host gets them without asking.
+// the operator's, may use; so do roles for ecr:<role ARN>, which the pod's
+// identity may assume but a tenant must not choose. Plain ecr and gcp are
+// the pod's cloud identity, which their sources only send to that cloud's
+// registries; an image at such a host gets them without asking.
 func checkImageCredentials(app *appwatch.Application, ref credentials.Ref, controllerNamespace string) error {
 	switch ref.Kind {
 	case credentials.KindPullSecret, credentials.KindSecret:
 		return checkSecretNamespace(app, ref.String(), ref.Namespace)
-	case credentials.KindEnv, credentials.KindExt:
+	case credentials.KindEnv, credentials.KindExt, credentials.KindECR:
+		if ref.Kind == credentials.KindECR && ref.RoleARN == "" {
+			return nil
+		}
 		if controllerNamespace == "" {
 			return fmt.Errorf("%s: credentials may only be named by Applications in the controller's namespace, and the controller was given none", ref.Kind)
 		}

@@ -208,6 +208,22 @@ func TestPlanApplication(t *testing.T) {
 				"env: credentials may only be named by Applications in the controller's namespace (argocd); this Application is in team-a"},
 		},
 		{
+			name:        "ecr with a role outside the controller's namespace",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=123456789012.dkr.ecr.eu-west-1.amazonaws.com/app", "a.pull-secret": "ecr:arn:aws:iam::123456789012:role/other-team"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("123456789012.dkr.ecr.eu-west-1.amazonaws.com/app:1"),
+			problems:    []string{"a.pull-secret", "ecr: credentials may only be named by Applications in the controller's namespace (argocd)"},
+		},
+		{
+			name:        "plain ecr from any namespace",
+			namespace:   "team-a",
+			annotations: map[string]string{"image-list": "a=123456789012.dkr.ecr.eu-west-1.amazonaws.com/app", "a.pull-secret": "ecr"},
+			spec:        map[string]any{"source": kustomizeSource()},
+			status:      running("123456789012.dkr.ecr.eu-west-1.amazonaws.com/app:1"),
+			jobs:        map[string]string{"a": "-1 1"},
+		},
+		{
 			name:        "ext: outside the controller's namespace",
 			namespace:   "team-a",
 			annotations: map[string]string{"image-list": "a=nginx", "a.pull-secret": "ext:/app/scripts/login.sh"},
