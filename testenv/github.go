@@ -22,13 +22,18 @@ import (
 	"time"
 )
 
-// GitHubAPI stands in for the one call of GitHub's REST API that a GitHub
-// App makes to push over HTTPS: creating an installation access token
+// GitHubAPI stands in for the calls of GitHub's REST API that the
+// updater makes: creating an installation access token for a GitHub App
 // (POST /app/installations/{installation_id}/access_tokens, authenticated
-// with a JWT signed RS256 by the app's private key). It speaks the
-// request and answer formats GitHub documents and checks every request
-// the way GitHub would; there is no GitHub to run here.
+// with a JWT signed RS256 by the app's private key), and finding, opening
+// and updating pull requests (GET, POST /repos/{owner}/{repo}/pulls,
+// PATCH /repos/{owner}/{repo}/pulls/{number}, authenticated with a token
+// it minted or was told to accept). It speaks the request and answer
+// formats GitHub documents and checks every request the way GitHub would;
+// there is no GitHub to run here.
 type GitHubAPI struct {
+	reviewsAPI
+
 	// URL is the API's base URL in GitHub Enterprise Server's form,
 	// https://HOST/api/v3, served with a certificate of the CA given to
 	// StartGitHubAPI.
@@ -71,6 +76,7 @@ func StartGitHubAPI(t testing.TB, ca *CA, minted func(token string)) *GitHubAPI 
 		key:            key,
 		lifetime:       time.Hour,
 		minted:         minted,
+		reviewsAPI:     reviewsAPI{newReviews()},
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(g.serve))
 	srv.TLS = ca.serverTLS(t)
@@ -117,6 +123,10 @@ func githubError(w http.ResponseWriter, status int, message string) {
 }
 
 func (g *GitHubAPI) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, githubAPIPrefix+"/repos/") {
+		g.servePulls(w, r)
+		return
+	}
 	g.Requests.Add(1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -173,6 +183,7 @@ func (g *GitHubAPI) serve(w http.ResponseWriter, r *http.Request) {
 	if g.minted != nil {
 		g.minted(token)
 	}
+	g.s.acceptToken(token)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]any{

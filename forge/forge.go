@@ -1,0 +1,94 @@
+// Package forge opens and updates the review requests of a Git hosting
+// service: pull requests on GitHub (and GitHub Enterprise Server), merge
+// requests on GitLab. It speaks the few REST calls this needs, as each
+// service documents them: find the requests of a branch, open one, change
+// its title and description.
+//
+// Which API serves a repository is the operator's choice (Hosts): the
+// tokens sent there are the repository's credentials, so an Application
+// must not be able to send them anywhere else.
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Kind names a hosting service's API.
+type Kind string
+
+const (
+	// GitHub is GitHub's REST API, at api.github.com or a GitHub
+	// Enterprise Server's /api/v3.
+	GitHub Kind = "github"
+	// GitLab is GitLab's REST API v4.
+	GitLab Kind = "gitlab"
+)
+
+// ParseKind reads "github" or "gitlab".
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(s); k {
+	case GitHub, GitLab:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown pull request service %q: use %s or %s", s, GitHub, GitLab)
+}
+
+// State is where a request stands.
+type State string
+
+const (
+	StateOpen   State = "open"
+	StateClosed State = "closed"
+	StateMerged State = "merged"
+)
+
+// Request is a pull request or merge request.
+type Request struct {
+	// Number is GitHub's pull request number or GitLab's merge request
+	// IID: what the web page and the API address it by.
+	Number int
+	// URL is its web page.
+	URL   string
+	State State
+	Title string
+	Body  string
+}
+
+// Client reaches the requests of one repository.
+type Client interface {
+	// Find lists the requests from branch head into branch base, newest
+	// first, whatever their state.
+	Find(ctx context.Context, head, base string) ([]Request, error)
+	// Open opens a request from head into base. When the service refuses
+	// it because one is open already, the error wraps ErrAlreadyExists.
+	Open(ctx context.Context, head, base, title, body string) (Request, error)
+	// Update sets the title and body of the request with that number.
+	Update(ctx context.Context, number int, title, body string) (Request, error)
+}
+
+// ErrAlreadyExists is wrapped by Open's error when the branch already has
+// an open request (GitHub's 422 "A pull request already exists", GitLab's
+// 409 Conflict).
+var ErrAlreadyExists = errors.New("an open request for this branch already exists")
+
+// Error is a refusal by the service: its method, URL, status and message.
+// It never holds the token, which travels in a header only.
+type Error struct {
+	Service    Kind
+	Method     string
+	URL        string
+	StatusCode int
+	Status     string
+	// Message is what the service said, cut short.
+	Message string
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s %s: %s", e.Method, e.URL, e.Status)
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}

@@ -1,0 +1,263 @@
+package forge_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// standIn is one service's stand-in as these tests drive it.
+type standIn interface {
+	Reviews(repo string) []testenv.Review
+	SetState(repo string, number int, state string)
+	Calls() []string
+	FailReviewsWith(status int)
+	ReviewProblems() []string
+	AcceptToken(token string)
+}
+
+type service struct {
+	kind    forge.Kind
+	api     standIn
+	hosts   *forge.Hosts
+	repoURL string
+	project string
+	// calls are the paths of the repository's requests and of request 1.
+	list, one string
+}
+
+func services(t *testing.T) (*testenv.CA, []service) {
+	ca := testenv.NewCA(t, "forge CA")
+	gh := testenv.StartGitHubAPI(t, ca, nil)
+	gl := testenv.StartGitLabAPI(t, ca)
+	hosts, err := forge.NewHosts([]string{gh.URL}, []string{gl.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, []service{
+		{
+			kind: forge.GitHub, api: gh, hosts: hosts,
+			repoURL: "https://x-access-token:secret@127.0.0.1:1/example/deploy.git", project: "example/deploy",
+			list: "/api/v3/repos/example/deploy/pulls", one: "/api/v3/repos/example/deploy/pulls/1",
+		},
+		{
+			kind: forge.GitLab, api: gl, hosts: hosts,
+			repoURL: "git@127.0.0.1:group/sub/deploy.git", project: "group/sub/deploy",
+			list: "/api/v4/projects/group%2Fsub%2Fdeploy/merge_requests", one: "/api/v4/projects/group%2Fsub%2Fdeploy/merge_requests/1",
+		},
+	}
+}
+
+func client(t *testing.T, ca *testenv.CA, s service, token string) forge.Client {
+	t.Helper()
+	repo, err := s.hosts.Lookup(s.kind, s.repoURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if repo.Project != s.project {
+		t.Fatalf("project %q, want %q", repo.Project, s.project)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: ca.Pool()}
+	c, err := repo.Client(token, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRequests(t *testing.T) {
+	ca, svcs := services(t)
+	ctx := context.Background()
+	for _, s := range svcs {
+		t.Run(string(s.kind), func(t *testing.T) {
+			const token = "glpat-or-ghp-0123456789abcdef"
+			s.api.AcceptToken(token)
+			c := client(t, ca, s, token)
+			method := map[forge.Kind]string{forge.GitHub: "PATCH", forge.GitLab: "PUT"}[s.kind]
+
+			// Nothing yet; open one.
+			if found, err := c.Find(ctx, "image-updates", "main"); err != nil || len(found) != 0 {
+				t.Fatalf("Find: %v %v", found, err)
+			}
+			opened, err := c.Open(ctx, "image-updates", "main", "build: update", "- app: 1 to 2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if opened.Number != 1 || opened.State != forge.StateOpen || opened.URL == "" || opened.Body != "- app: 1 to 2" {
+				t.Errorf("opened %+v", opened)
+			}
+			// A second one for the same branch is refused.
+			if _, err := c.Open(ctx, "image-updates", "main", "again", ""); !errors.Is(err, forge.ErrAlreadyExists) {
+				t.Errorf("second Open: %v, want ErrAlreadyExists", err)
+			}
+			updated, err := c.Update(ctx, 1, "build: update 2", "- app: 1 to 3")
+			if err != nil || updated.Title != "build: update 2" || updated.Body != "- app: 1 to 3" {
+				t.Errorf("Update: %+v %v", updated, err)
+			}
+			// Closed and merged ones are told apart; newest first.
+			s.api.SetState(s.project, 1, "closed")
+			if _, err := c.Open(ctx, "image-updates", "main", "build: update 3", ""); err != nil {
+				t.Fatal(err)
+			}
+			s.api.SetState(s.project, 2, "merged")
+			found, err := c.Find(ctx, "image-updates", "main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range found {
+				got = append(got, r.Title+" "+string(r.State))
+			}
+			if diff := cmp.Diff([]string{"build: update 3 merged", "build: update 2 closed"}, got); diff != "" {
+				t.Errorf("Find (-want +got):\n%s", diff)
+			}
+			if found, _ := c.Find(ctx, "image-updates", "release"); len(found) != 0 {
+				t.Errorf("Find into another base: %v", found)
+			}
+			want := []string{"GET " + s.list, "POST " + s.list, "POST " + s.list, method + " " + s.one, "POST " + s.list, "GET " + s.list, "GET " + s.list}
+			if diff := cmp.Diff(want, s.api.Calls()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if p := s.api.ReviewProblems(); len(p) > 0 {
+				t.Errorf("the service would refuse: %v", p)
+			}
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	ca, svcs := services(t)
+	const token = "s3cr3t-token-value"
+	tests := []struct {
+		name   string
+		token  string // "" : the accepted one
+		status int
+		want   map[forge.Kind]string
+	}{
+		{name: "unknown token", token: "wrong-" + token, want: map[forge.Kind]string{
+			forge.GitHub: `401 Unauthorized: "Bad credentials"`, forge.GitLab: `401 Unauthorized: "401 Unauthorized"`}},
+		{name: "forbidden", status: 403, want: map[forge.Kind]string{
+			forge.GitHub: `403 Forbidden: "Resource not accessible by integration"`, forge.GitLab: `403 Forbidden: "403 Forbidden"`}},
+		{name: "validation", status: 422, want: map[forge.Kind]string{
+			forge.GitHub: `422 Unprocessable Entity: "Validation Failed"`, forge.GitLab: "422 Unprocessable Entity"}},
+		{name: "server error", status: 502, want: map[forge.Kind]string{
+			forge.GitHub: `502 Bad Gateway: "Bad Gateway"`, forge.GitLab: "502 Bad Gateway"}},
+	}
+	for _, s := range svcs {
+		s.api.AcceptToken(token)
+		for _, tt := range tests {
+			t.Run(string(s.kind)+" "+tt.name, func(t *testing.T) {
+				tok := tt.token
+				if tok == "" {
+					tok = token
+				}
+				s.api.FailReviewsWith(tt.status)
+				t.Cleanup(func() { s.api.FailReviewsWith(0) })
+				c := client(t, ca, s, tok)
+				_, err := c.Open(context.Background(), "b", "main", "t", "")
+				if err == nil || !strings.Contains(err.Error(), tt.want[s.kind]) || !strings.Contains(err.Error(), "POST https://127.0.0.1") {
+					t.Errorf("got %v, want an error with %q", err, tt.want[s.kind])
+				}
+				var fe *forge.Error
+				if !errors.As(err, &fe) || fe.Service != s.kind {
+					t.Errorf("%v is not a *forge.Error of %s", err, s.kind)
+				}
+				if err != nil && strings.Contains(err.Error(), token) {
+					t.Errorf("the error shows the token: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func TestHostsLookup(t *testing.T) {
+	hosts, err := forge.NewHosts([]string{"https://GitHub.Example.com/api/v3/"}, []string{"https://example.org/gitlab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		kind    forge.Kind
+		url     string
+		want    forge.Repository
+		wantErr string
+	}{
+		{kind: forge.GitHub, url: "https://github.com/example/deploy.git", want: forge.Repository{Kind: forge.GitHub, API: "https://api.github.com", Project: "example/deploy"}},
+		{kind: forge.GitHub, url: "git@github.com:example/deploy.git", want: forge.Repository{Kind: forge.GitHub, API: "https://api.github.com", Project: "example/deploy"}},
+		{kind: forge.GitHub, url: "ssh://git@github.example.com:2222/example/deploy", want: forge.Repository{Kind: forge.GitHub, API: "https://GitHub.Example.com/api/v3", Project: "example/deploy"}},
+		{kind: forge.GitLab, url: "https://user:tok@gitlab.com/a/b/c.git", want: forge.Repository{Kind: forge.GitLab, API: "https://gitlab.com/api/v4", Project: "a/b/c"}},
+		{kind: forge.GitLab, url: "https://example.org/gitlab/team/app.git", want: forge.Repository{Kind: forge.GitLab, API: "https://example.org/gitlab/api/v4", Project: "team/app"}},
+		{kind: forge.GitLab, url: "git@example.org:team/app.git", want: forge.Repository{Kind: forge.GitLab, API: "https://example.org/gitlab/api/v4", Project: "team/app"}},
+		{kind: forge.GitHub, url: "https://gitlab.com/a/b.git", wantErr: "no github API is configured for host gitlab.com (known hosts: github.com, github.example.com)"},
+		{kind: forge.GitLab, url: "https://evil.example/a/b.git", wantErr: "no gitlab API is configured for host evil.example"},
+		{kind: forge.GitHub, url: "https://github.com/a/b/c.git", wantErr: `"a/b/c" on github.com is not <owner>/<repository>`},
+		{kind: forge.GitLab, url: "https://gitlab.com/solo.git", wantErr: "is not <group>/<project>"},
+		{kind: forge.GitHub, url: "https://tok@github.com:bad port/a/b", wantErr: `"https://xxxxx@github.com:bad port/a/b" cannot be parsed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			got, err := hosts.Lookup(tt.kind, tt.url)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, %v; want an error with %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNewHostsRefuses(t *testing.T) {
+	for _, tt := range []struct{ github, gitlab, want string }{
+		{github: "http://github.example.com/api/v3", want: "tokens go only over https"},
+		{gitlab: "https://user:pw@gitlab.example.com", want: "is not a URL"},
+		{gitlab: "ftp://gitlab.example.com", want: "is not an http(s) URL"},
+		{github: "github.example.com", want: "is not a URL"},
+	} {
+		var gh, gl []string
+		if tt.github != "" {
+			gh = []string{tt.github}
+		}
+		if tt.gitlab != "" {
+			gl = []string{tt.gitlab}
+		}
+		if _, err := forge.NewHosts(gh, gl); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s%s: got %v, want %q", tt.github, tt.gitlab, err, tt.want)
+		}
+	}
+}
+
+func FuzzLookup(f *testing.F) {
+	hosts, err := forge.NewHosts(nil, []string{"https://example.org/gitlab"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"https://github.com/a/b.git", "git@gitlab.com:a/b", "ssh://u:p@x:1/a", "https://example.org/gitlab/x/y", "@:", "://@"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		for _, k := range []forge.Kind{forge.GitHub, forge.GitLab} {
+			r, err := hosts.Lookup(k, raw)
+			if err != nil {
+				continue
+			}
+			if r.Project == "" || strings.HasPrefix(r.Project, "/") || strings.HasSuffix(r.Project, ".git") {
+				t.Errorf("%q: project %q", raw, r.Project)
+			}
+		}
+	})
+}

@@ -1,0 +1,189 @@
+package testenv
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Review is a pull request (GitHub) or merge request (GitLab) as a
+// stand-in holds it.
+type Review struct {
+	// Number is GitHub's number or GitLab's IID.
+	Number     int
+	Head, Base string
+	Title      string
+	Body       string
+	// State is "open", "closed" or "merged", whatever the service calls
+	// them on the wire.
+	State string
+}
+
+// reviews is the pull or merge requests of a stand-in, with the calls
+// made and the tokens it accepts. Every method locks.
+type reviews struct {
+	mu       sync.Mutex
+	byRepo   map[string][]*Review
+	calls    []string
+	tokens   map[string]bool
+	status   int
+	problems []string
+	// branchExists, when set, is asked before a request is opened, as the
+	// services refuse a request from a branch that was not pushed.
+	branchExists func(project, branch string) bool
+}
+
+func newReviews() *reviews {
+	return &reviews{byRepo: map[string][]*Review{}, tokens: map[string]bool{}}
+}
+
+func (s *reviews) acceptToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokens[token] = true
+}
+
+func (s *reviews) accepted(token string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return token != "" && s.tokens[token]
+}
+
+func (s *reviews) record(r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, r.Method+" "+r.URL.EscapedPath())
+}
+
+func (s *reviews) problem(r *http.Request, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.problems = append(s.problems, r.Method+" "+r.URL.Path+": "+why)
+}
+
+func (s *reviews) failing() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+// list returns copies of a repository's requests, newest first, that
+// match the filters ("" matches all).
+func (s *reviews) list(repo, head, base, state string) []Review {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Review
+	for _, r := range slices.Backward(s.byRepo[repo]) {
+		if (head == "" || r.Head == head) && (base == "" || r.Base == base) && (state == "" || r.State == state) {
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// open adds a request unless head already has an open one into base, in
+// which case it returns that one and false.
+func (s *reviews) open(repo string, r Review) (Review, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.byRepo[repo] {
+		if o.Head == r.Head && o.Base == r.Base && o.State == "open" {
+			return *o, false
+		}
+	}
+	r.Number = len(s.byRepo[repo]) + 1
+	r.State = "open"
+	s.byRepo[repo] = append(s.byRepo[repo], &r)
+	return r, true
+}
+
+// update applies change to request number of repo.
+func (s *reviews) update(repo string, number int, change func(*Review)) (Review, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.byRepo[repo] {
+		if o.Number == number {
+			change(o)
+			return *o, true
+		}
+	}
+	return Review{}, false
+}
+
+func (s *reviews) exists(project, branch string) bool {
+	s.mu.Lock()
+	f := s.branchExists
+	s.mu.Unlock()
+	return f == nil || f(project, branch)
+}
+
+// reviewsAPI is what tests do with either stand-in.
+type reviewsAPI struct{ s *reviews }
+
+// AcceptToken makes the API take token (personal access tokens, say).
+func (a reviewsAPI) AcceptToken(token string) { a.s.acceptToken(token) }
+
+// Reviews lists the requests of a repository (owner/name on GitHub, the
+// project path on GitLab), oldest first.
+func (a reviewsAPI) Reviews(repo string) []Review {
+	out := a.s.list(repo, "", "", "")
+	slices.Reverse(out)
+	return out
+}
+
+// SetState closes ("closed") or merges ("merged") a request, as a
+// reviewer would.
+func (a reviewsAPI) SetState(repo string, number int, state string) {
+	a.s.update(repo, number, func(r *Review) { r.State = state })
+}
+
+// Calls lists the calls made, as "METHOD path", and forgets them.
+func (a reviewsAPI) Calls() []string {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	out := a.s.calls
+	a.s.calls = nil
+	return out
+}
+
+// FailReviewsWith answers every request call with status and the
+// service's error body for it (0: answer them again).
+func (a reviewsAPI) FailReviewsWith(status int) {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	a.s.status = status
+}
+
+// ReviewProblems lists the calls the service would have refused as
+// malformed, and why.
+func (a reviewsAPI) ReviewProblems() []string {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	return append([]string(nil), a.s.problems...)
+}
+
+// RequireBranches makes opening a request from a branch that exists
+// nowhere fail, as on the services; exists tells.
+func (a reviewsAPI) RequireBranches(exists func(project, branch string) bool) {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	a.s.branchExists = exists
+}
+
+// decodeJSON reads a JSON body of at most 1 MiB into v.
+func decodeJSON(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return fmt.Errorf("Content-Type %q, want application/json", ct)
+	}
+	return json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
