@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 )
@@ -23,6 +24,7 @@ const (
 	KeyWriteBackTarget = "write-back-target"
 	KeyGitBranch       = "git-branch"
 	KeyGitRepository   = "git-repository"
+	KeyGitPullRequest  = "git-pull-request"
 
 	// Per-image keys: "<alias>.<key>", falling back to "<key>".
 	KeyUpdateStrategy = "update-strategy"
@@ -46,7 +48,7 @@ const (
 var (
 	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyTagMatch}
-	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest}
 )
 
 // Default Helm parameter names, as Helm charts commonly name them.
@@ -139,6 +141,11 @@ type WriteBackSpec struct {
 	Target        WriteBackTarget
 	GitBranch     string
 	GitRepository string
+	// PullRequest, when set, has the git write-back push to a branch of
+	// its own and open (or update) a pull request on GitHub or a merge
+	// request on GitLab from it into the base branch; GitBranch must then
+	// name both ("base:branch" or ":branch").
+	PullRequest forge.Kind
 }
 
 // TargetKind is the kind of file the git write-back edits.
@@ -444,8 +451,22 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 	target, _ := get(KeyWriteBackTarget)
 	wb.GitBranch, _ = get(KeyGitBranch)
 	wb.GitRepository, _ = get(KeyGitRepository)
+	if v, _ := get(KeyGitPullRequest); v != "" && wb.Method == WriteBackGit {
+		kind, err := forge.ParseKind(v)
+		switch {
+		case err != nil:
+			*problems = append(*problems, Problem{Annotation: AnnotationPrefix + KeyGitPullRequest, Message: err.Error()})
+		case !strings.Contains(wb.GitBranch, ":"):
+			*problems = append(*problems, Problem{
+				Annotation: AnnotationPrefix + KeyGitPullRequest,
+				Message:    fmt.Sprintf("a pull request needs a branch of its own: set %s%s to <base>:<branch> or :<branch>", AnnotationPrefix, KeyGitBranch),
+			})
+		default:
+			wb.PullRequest = kind
+		}
+	}
 	if wb.Method == WriteBackArgoCD {
-		for _, k := range []string{KeyWriteBackTarget, KeyGitBranch, KeyGitRepository} {
+		for _, k := range []string{KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest} {
 			if v, ok := get(k); ok && v != "" {
 				*problems = append(*problems, Problem{
 					Annotation: AnnotationPrefix + k,

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/forge"
+
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -153,6 +155,33 @@ func TestParseAnnotations(t *testing.T) {
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
 			wantWB:       WriteBackSpec{Method: WriteBackArgoCD},
 			wantProblems: []string{`unknown method "svn"`},
+		},
+		{
+			name:        "pull request",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", "main:image-updater-{{.SHA256}}", "git-pull-request", "gitlab"),
+			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:      WriteBackSpec{Method: WriteBackGit, GitBranch: "main:image-updater-{{.SHA256}}", PullRequest: forge.GitLab},
+		},
+		{
+			name:         "pull request without a branch of its own",
+			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", "main", "git-pull-request", "github"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBackSpec{Method: WriteBackGit, GitBranch: "main"},
+			wantProblems: []string{AnnotationPrefix + "git-pull-request: a pull request needs a branch of its own: set " + AnnotationPrefix + "git-branch to <base>:<branch>"},
+		},
+		{
+			name:         "unknown pull request service",
+			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBackSpec{Method: WriteBackGit, GitBranch: ":updates"},
+			wantProblems: []string{`git-pull-request: unknown pull request service "bitbucket": use github or gitlab`},
+		},
+		{
+			name:         "pull request with the argocd method",
+			annotations:  ann("image-list", "nginx", "git-pull-request", "github"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{"git-pull-request: has no effect with write-back-method argocd"},
 		},
 		{
 			name:         "bad git secret and target",

@@ -37,6 +37,7 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (writeback.GitUpdate, 
 		Target:              wb.Target,
 		CredentialsSecret:   wb.GitSecret,
 		Project:             app.Project,
+		PullRequest:         wb.PullRequest,
 		Images:              au.changes,
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/forge"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -68,7 +69,11 @@ type GitUpdate struct {
 	// Project is the Application's AppProject ("" means "default"), whose
 	// spec.sourceRepos must permit RepoURL.
 	Project string
-	Images  []ImageUpdate
+	// PullRequest, when set, pushes to the target branch of Branch, which
+	// must differ from its base, and opens or updates a pull request (or
+	// merge request) from it into the base (see WithForgeHosts).
+	PullRequest forge.Kind
+	Images      []ImageUpdate
 }
 
 func (u GitUpdate) key() string { return u.Namespace + "/" + u.Name }
@@ -83,6 +88,11 @@ func (u GitUpdate) validate() error {
 	}
 	if (u.Target.Kind == appwatch.TargetSourceOverrides || u.Target.Kind == appwatch.TargetOverrideFile) && !u.SourceType.Writable() {
 		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
+	}
+	if u.PullRequest != "" {
+		if _, err := forge.ParseKind(string(u.PullRequest)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	errs = append(errs, validateImages(u.Images)...)
 	return errors.Join(errs...)
@@ -100,7 +110,10 @@ type GitResult struct {
 	Commit string
 	// Branch is the branch written to.
 	Branch string
-	Err    error
+	// PullRequest is the web page of the pull request opened or updated
+	// for Branch, when the update asked for one.
+	PullRequest string
+	Err         error
 }
 
 // GitOption configures a GitWriter.
@@ -126,6 +139,8 @@ type gitConfig struct {
 	// fullHistory fetches whole histories instead of branch tips; tests
 	// measure what shallow fetches save with it.
 	fullHistory bool
+	forges      *forge.Hosts
+	pullRequest *PullRequestTemplate
 }
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
@@ -289,6 +304,9 @@ func NewGitWriter(secrets SecretLister, projects AppProjectGetter, opts ...GitOp
 			errs = append(errs, err)
 		}
 	}
+	if err := w.cfg.pullRequestDefaults(); err != nil {
+		errs = append(errs, err)
+	}
 	switch {
 	case cfg.signingKey != "":
 		home := cfg.gnupgHome
@@ -440,8 +458,12 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 		plan branchPlan
 		apps []*appWrite
 	}
+	type groupKey struct {
+		target string
+		review forge.Kind
+	}
 	var groups []*branchGroup
-	byTarget := map[string]*branchGroup{}
+	byTarget := map[groupKey]*branchGroup{}
 	for _, a := range apps {
 		plan, err := planBranches(a.update, remote.defaultBranch)
 		if err != nil {
@@ -449,17 +471,22 @@ func (w *GitWriter) writeRepository(ctx context.Context, creds *credentialResolv
 			continue
 		}
 		a.result.Branch = plan.target
-		g, ok := byTarget[plan.target]
+		key := groupKey{plan.target, a.update.PullRequest}
+		g, ok := byTarget[key]
 		if !ok {
 			// When Applications push to one new branch from different
 			// bases, the first one's base is used.
 			g = &branchGroup{plan: plan}
-			byTarget[plan.target] = g
+			byTarget[key] = g
 			groups = append(groups, g)
 		}
 		g.apps = append(g.apps, a)
 	}
 	for _, g := range groups {
+		if kind := g.apps[0].update.PullRequest; kind != "" {
+			w.writeForReview(ctx, creds, clone, acc, &remote, g.plan, kind, g.apps)
+			continue
+		}
 		w.writeBranch(ctx, clone, acc, &remote, g.plan, g.apps)
 	}
 }
@@ -724,11 +751,7 @@ func (w *GitWriter) signature() object.Signature {
 
 // commitMessage renders the template for one Application's changes.
 func (w *GitWriter) commitMessage(u GitUpdate, changed []ImageUpdate) (string, error) {
-	data := CommitMessageData{AppName: u.Name}
-	for _, img := range changed {
-		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String()})
-	}
-	msg, err := w.message.Render(data)
+	msg, err := w.message.Render(commitMessageData(u, changed))
 	if err != nil {
 		return "", err
 	}
@@ -736,6 +759,15 @@ func (w *GitWriter) commitMessage(u GitUpdate, changed []ImageUpdate) (string, e
 		msg += fmt.Sprintf("\nSigned-off-by: %s <%s>\n", w.cfg.authorName, w.cfg.authorEmail)
 	}
 	return msg, nil
+}
+
+// commitMessageData is what templates see of one Application's changes.
+func commitMessageData(u GitUpdate, changed []ImageUpdate) CommitMessageData {
+	data := CommitMessageData{AppName: u.Name}
+	for _, img := range changed {
+		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String()})
+	}
+	return data
 }
 
 // ErrInvalidTarget is wrapped by errors of what an Application asks to

@@ -87,6 +87,8 @@ func TestGitWriter(t *testing.T) {
 	t.Run("wrong password", e.testWrongPassword)
 	t.Run("ssh", e.testSSH)
 	t.Run("branch template", e.testBranchTemplate)
+	t.Run("pull requests", e.testPullRequests)
+	t.Run("pull request errors", e.testPullRequestErrors)
 	t.Run("openpgp signing", e.testOpenPGPSigning)
 	t.Run("ssh signing", e.testSSHSigning)
 	t.Run("dry run", e.testDryRun)
