@@ -279,7 +279,7 @@ func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metri
 }
 
 // newGitWriter builds the git write-back from the git flags. A missing
-// commit-message template file means the default template, as the install
+// commit-message or pull request template file means the default template, as the install
 // manifest mounts the file only when the ConfigMap has the key. A signing
 // key given by name is read from the keyring in GNUPGHOME, as gpg would.
 // AppProjects are read from Argo CD's namespace.
@@ -292,8 +292,18 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.gitCommitMessagePath, err)
 	}
+	prText, err := os.ReadFile(o.gitPullRequestPath)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("pull request template: %w", err)
+	}
+	prTmpl, err := writeback.ParsePullRequestTemplate(string(prText))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.gitPullRequestPath, err)
+	}
 	opts := []writeback.GitOption{
 		writeback.WithArgoCDNamespace(namespace),
+		writeback.WithPullRequestTemplate(prTmpl),
+		writeback.WithForgeHosts(o.forgeHosts),
 		writeback.WithAuthor(o.gitCommitUser, o.gitCommitEmail),
 		writeback.WithCommitMessageTemplate(tmpl),
 		writeback.WithSignOff(o.gitCommitSignOff),

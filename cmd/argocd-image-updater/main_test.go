@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/forge"
+
 	"github.com/spf13/cobra"
 )
 
@@ -219,4 +221,64 @@ func preRun(t *testing.T, cmd *cobra.Command, args []string, wantErr string) boo
 		t.Fatal(err)
 	}
 	return true
+}
+
+func TestPullRequestFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		known   map[forge.Kind]string // kind → a repository that must have an API
+		unknown map[forge.Kind]string // kind → a repository that must not
+		wantErr string
+	}{
+		{
+			name:    "default",
+			known:   map[forge.Kind]string{forge.GitHub: "https://github.com/o/r", forge.GitLab: "git@gitlab.com:g/p.git"},
+			unknown: map[forge.Kind]string{forge.GitHub: "https://github.example.com/o/r", forge.GitLab: "https://github.com/o/r"},
+		},
+		{
+			name:  "flags",
+			args:  []string{"--github-enterprise-api-url", "https://github.example.com/api/v3", "--gitlab-url", "https://gitlab.example.com"},
+			known: map[forge.Kind]string{forge.GitHub: "https://github.example.com/o/r", forge.GitLab: "https://gitlab.example.com/g/p"},
+		},
+		{
+			name:    "environment",
+			env:     map[string]string{"IMAGE_UPDATER_GITHUB_ENTERPRISE_API_URLS": "https://a.example/api/v3,https://b.example/api/v3", "IMAGE_UPDATER_GITLAB_URLS": "https://c.example"},
+			known:   map[forge.Kind]string{forge.GitHub: "https://b.example/o/r", forge.GitLab: "https://c.example/g/p"},
+			unknown: map[forge.Kind]string{forge.GitLab: "https://a.example/g/p"},
+		},
+		{name: "plain http", args: []string{"--gitlab-url", "http://gitlab.example.com"}, wantErr: "tokens go only over https"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := &runOptions{}
+			cmd := newRunCommandFor(opts, func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if !preRun(t, cmd, tt.args, tt.wantErr) {
+				return
+			}
+			for kind, url := range tt.known {
+				if _, err := opts.forgeHosts.Lookup(kind, url); err != nil {
+					t.Errorf("%s %s: %v", kind, url, err)
+				}
+			}
+			for kind, url := range tt.unknown {
+				if _, err := opts.forgeHosts.Lookup(kind, url); err == nil {
+					t.Errorf("%s %s has an API", kind, url)
+				}
+			}
+		})
+	}
+
+	// A template that does not parse stops the start, naming the file.
+	path := filepath.Join(t.TempDir(), "pull-request.template")
+	if err := os.WriteFile(path, []byte("{{ .Applications"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := &runOptions{}
+	cmd := newRunCommandFor(opts, func(string) (string, bool) { return "", false })
+	preRun(t, cmd, []string{"--git-pull-request-template-path", path, "--git-clone-dir", t.TempDir()}, "")
+	if _, err := newGitWriter(opts, nil, nil, "argocd", slog.New(slog.DiscardHandler), func(string) (string, bool) { return "", false }); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("got %v, want an error naming %s", err, path)
+	}
 }

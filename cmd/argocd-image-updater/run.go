@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -20,6 +21,7 @@ import (
 const (
 	defaultRegistriesConfPath = "/app/config/registries.conf"
 	defaultCommitMessagePath  = "/app/config/commit.template"
+	defaultPullRequestPath    = "/app/config/pull-request.template"
 	// defaultShutdownGrace leaves room, within the Deployment's
 	// terminationGracePeriodSeconds (60), for releasing the Lease after
 	// the writes (at most renewDeadline).
@@ -63,6 +65,11 @@ type runOptions struct {
 	gitCommitSignOff       bool
 	gitCommitMessagePath   string
 	gitCloneDir            string
+	gitPullRequestPath     string
+	githubEnterpriseAPIs   []string
+	gitlabURLs             []string
+	// forgeHosts is built from the two above by validate.
+	forgeHosts *forge.Hosts
 	gitCloneMaxSize        string
 	// gitCloneMaxBytes is gitCloneMaxSize in bytes, set by validate.
 	gitCloneMaxBytes int64
@@ -110,6 +117,8 @@ var runEnv = envFlags{
 	"stall-timeout":             "IMAGE_UPDATER_STALL_TIMEOUT",
 	"git-clone-dir":             "IMAGE_UPDATER_GIT_CLONE_DIR",
 	"git-clone-max-size":        "IMAGE_UPDATER_GIT_CLONE_MAX_SIZE",
+	"github-enterprise-api-url": "IMAGE_UPDATER_GITHUB_ENTERPRISE_API_URLS",
+	"gitlab-url":                "IMAGE_UPDATER_GITLAB_URLS",
 	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
 	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
 	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
@@ -176,6 +185,9 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.StringVar(&o.gitCommitSigningMethod, "git-commit-signing-method", "openpgp", "how Git commits are signed: openpgp or ssh")
 	f.BoolVar(&o.gitCommitSignOff, "git-commit-sign-off", false, "add a Signed-off-by trailer to Git commits")
 	f.StringVar(&o.gitCommitMessagePath, "git-commit-message-path", defaultCommitMessagePath, "path to the Go template of Git commit messages")
+	f.StringVar(&o.gitPullRequestPath, "git-pull-request-template-path", defaultPullRequestPath, "path to the Go template of pull request titles (first line) and descriptions")
+	f.StringSliceVar(&o.githubEnterpriseAPIs, "github-enterprise-api-url", nil, "API URL of a GitHub Enterprise Server (https://HOST/api/v3) whose repositories may get pull requests (repeatable; github.com is always known)")
+	f.StringSliceVar(&o.gitlabURLs, "gitlab-url", nil, "URL of a GitLab instance (https://HOST) whose repositories may get merge requests (repeatable; gitlab.com is always known)")
 	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
 	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(writeback.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
@@ -245,6 +257,9 @@ func (o *runOptions) validate() error {
 	o.gitCloneMaxBytes = size.Value()
 	if o.gitCloneDir == "" {
 		return usageErrorf("--git-clone-dir must not be empty")
+	}
+	if o.forgeHosts, err = forge.NewHosts(o.githubEnterpriseAPIs, o.gitlabURLs); err != nil {
+		return usageErrorf("--github-enterprise-api-url or --gitlab-url: %v", err)
 	}
 	if o.stallTimeout == 0 {
 		o.stallTimeout = max(5*o.interval, minStallTimeout)
