@@ -82,6 +82,8 @@ type worldOptions struct {
 	// git wires the git write-back, with Argo CD's repository Secrets and
 	// AppProjects read from the argocd namespace.
 	git bool
+	// gitOptions are more options of the git write-back.
+	gitOptions []writeback.GitOption
 	// registries are more registries.conf entries, YAML list items.
 	registries string
 	// updater are more options of the updater.
@@ -147,8 +149,8 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	}
 	if o.git {
 		gw, err := writeback.NewGitWriter(writeback.NewKubeSecretLister(w.cs), writeback.NewKubeAppProjectGetter(w.dyn),
-			writeback.WithArgoCDNamespace(testenv.ArgoCDNamespace), writeback.WithWorkDir(t.TempDir()),
-			writeback.WithGitDryRun(o.dryRun), writeback.WithGitLogger(logger))
+			append([]writeback.GitOption{writeback.WithArgoCDNamespace(testenv.ArgoCDNamespace), writeback.WithWorkDir(t.TempDir()),
+				writeback.WithGitDryRun(o.dryRun), writeback.WithGitLogger(logger)}, o.gitOptions...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,9 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func TestCycle(t *testing.T) {
@@ -473,6 +475,75 @@ func TestCycle(t *testing.T) {
 		}
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log shows the secret:\n%s", logs)
+		}
+	})
+	t.Run("pull requests: opened, and refusals as UpdateFailed without the token", func(t *testing.T) {
+		gitSrv := testenv.StartGitServer(t)
+		ca := testenv.NewCA(t, "GitHub CA")
+		gh := testenv.StartGitHubAPI(t, ca, nil)
+		// The password the URL carries is an access token for the API too.
+		gh.AcceptToken(gitSrv.Password)
+		hosts, err := forge.NewHosts([]string{gh.URL}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.Create(t, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ArgoCDNamespace, Name: "argocd-tls-certs-cm"},
+			Data:       map[string]string{"127.0.0.1": string(ca.PEM)},
+		})
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "prwb", []string{"*"}, nil)
+		for _, tt := range []struct {
+			name   string
+			status int
+		}{{name: "prwb-open"}, {name: "prwb-401", status: http.StatusUnauthorized}, {name: "prwb-422", status: http.StatusUnprocessableEntity}} {
+			t.Run(tt.name, func(t *testing.T) {
+				gitSrv.CreateRepo(t, "example/"+tt.name, "", map[string]string{"main/overlays/production/kustomization.yaml": "resources: []\n"})
+				url := strings.Replace(gitSrv.HTTPRepoURL("example/"+tt.name), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
+				gh.FailReviewsWith(tt.status)
+				t.Cleanup(func() { gh.FailReviewsWith(0) })
+				w := newWorld(t, k, reg, worldOptions{names: tt.name, git: true, gitOptions: []writeback.GitOption{writeback.WithForgeHosts(hosts)}})
+				app := application(tt.name, map[string]string{
+					"image-list":        "app=" + repo("eks-app"),
+					"write-back-method": "git",
+					"git-repository":    url,
+					"git-branch":        "main:image-updates",
+					"git-pull-request":  "github",
+				}, nil, repo("eks-app")+":v0.0.1")
+				app.Object["spec"].(map[string]any)["project"] = "prwb"
+				w.create(t, app)
+				sum := w.updater.RunOnce(t.Context())
+				wantReason := ReasonImagesUpdated
+				if tt.status != 0 {
+					wantReason = ReasonUpdateFailed
+				}
+				var ev corev1.Event
+				waitUntil(t, func() bool {
+					for _, e := range w.events(t, tt.name) {
+						if e.Reason == wantReason {
+							ev = e
+							return true
+						}
+					}
+					return false
+				})
+				reviews := gh.Reviews("example/" + tt.name)
+				if tt.status == 0 {
+					if sum.Errors != 0 || len(reviews) != 1 || !strings.Contains(reviews[0].Body, tt.name+":") || !strings.Contains(reviews[0].Body, "to 'v0.1.0'") {
+						t.Errorf("summary %+v, requests %+v", sum, reviews)
+					}
+					return
+				}
+				want := fmt.Sprintf("%d %s", tt.status, http.StatusText(tt.status))
+				if sum.Errors != 1 || len(reviews) != 0 || !strings.Contains(ev.Message, want) || !strings.Contains(ev.Message, "github pull request from image-updates into main") {
+					t.Errorf("summary %+v, requests %+v, event %q, want it to contain %q", sum, reviews, ev.Message, want)
+				}
+				if strings.Contains(ev.Message, gitSrv.Password) || strings.Contains(w.logs.String(), gitSrv.Password) {
+					t.Errorf("the token shows in the event or the log: %q", ev.Message)
+				}
+				if !strings.Contains(w.logs.String(), want) {
+					t.Errorf("the refusal is not in the log:\n%s", w.logs.String())
+				}
+			})
 		}
 	})
 	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {

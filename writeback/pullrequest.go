@@ -138,7 +138,7 @@ func (w *GitWriter) writeForReview(ctx context.Context, creds *credentialResolve
 	defer closeClient()
 	branch, open, err := reviewBranch(ctx, client, plan, remote)
 	if err != nil {
-		failAll(apps, fmt.Errorf("pull request from %s into %s: %w", plan.target, plan.base, err))
+		failAll(apps, fmt.Errorf("%s pull request from %s into %s: %w", kind, plan.target, plan.base, err))
 		return
 	}
 	plan.target = branch
