@@ -35,6 +35,11 @@ package docs
 //	                              Render with SampleCommitMessageData succeed;
 //	                              an optional next "text rendered" block must
 //	                              equal the output
+//	gotemplate pull-request       writeback.ParsePullRequestTemplate and
+//	                              Render with SamplePullRequestData
+//	                              succeed; an optional next "text
+//	                              rendered" block must equal the title, a
+//	                              blank line and the description
 //	json webhook TYPE             a registry's notification: sent to the
 //	                              webhook handler as that registry type
 //	                              sends it, with the secret it is set up
@@ -221,6 +226,12 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 				i++
 			}
 			err = checkCommitMessage(b, exp, ok)
+		case "gotemplate pull-request":
+			exp, ok := next(i, "rendered")
+			if ok {
+				i++
+			}
+			err = checkPullRequest(b, exp, ok)
 		case "text":
 			// Output shown as is.
 		case "yaml distribution-config":
@@ -517,6 +528,21 @@ func checkCommitMessage(b, exp block, hasExp bool) error {
 	}
 	if hasExp && strings.TrimRight(msg, "\n") != strings.TrimRight(exp.body, "\n") {
 		return fmt.Errorf("the template renders\n%s\nbut the text rendered block shows\n%s", msg, exp.body)
+	}
+	return nil
+}
+
+func checkPullRequest(b, exp block, hasExp bool) error {
+	tmpl, err := writeback.ParsePullRequestTemplate(b.body)
+	if err != nil {
+		return err
+	}
+	title, body, err := tmpl.Render(writeback.SamplePullRequestData())
+	if err != nil {
+		return err
+	}
+	if got := title + "\n\n" + body; hasExp && got != strings.TrimRight(exp.body, "\n") {
+		return fmt.Errorf("the template renders\n%s\nbut the text rendered block shows\n%s", got, exp.body)
 	}
 	return nil
 }

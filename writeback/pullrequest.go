@@ -278,3 +278,14 @@ func (r *credentialResolver) forgeClient(ctx context.Context, repo forge.Reposit
 	}
 	return c, tr.CloseIdleConnections, nil
 }
+
+// SamplePullRequestData is sample data for checking a pull request
+// template without a cluster: two Applications, one with the sample
+// commit message changes.
+func SamplePullRequestData() PullRequestData {
+	web := SampleCommitMessageData().AppChanges[1]
+	return PullRequestData{
+		Branch: "image-updater-2b7c0a1f", Base: "main",
+		Applications: []CommitMessageData{SampleCommitMessageData(), {AppName: "web-staging", AppChanges: []ImageChange{web}}},
+	}
+}
