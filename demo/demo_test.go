@@ -1,8 +1,9 @@
 // Package demo runs the updater end to end, as `make demo` shows it: a
 // real API server, registry and git server on this machine, Applications
 // like those of a typical EKS setup (two images updated by semver, one
-// written back to the Application, one committed to Git), new tags pushed,
-// and the real binary run once against them.
+// written back to the Application, one committed to Git, one proposed in a
+// pull request to a stand-in of GitHub's API), new tags pushed, and the
+// real binary run once against them.
 package demo
 
 import (
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -48,16 +50,30 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	gitServer.CreateRepo(t, "deploy", "fixture", map[string]string{"main/base/front.yaml": fixture.Replace(string(front))})
+	// A repository whose main branch takes reviewed changes only.
+	gitServer.CreateRepo(t, "example/reviewed", "fixture", map[string]string{"main/base/front.yaml": fixture.Replace(string(front))})
+	ca := testenv.NewCA(t, "demo CA")
+	github := testenv.StartGitHubAPI(t, ca, nil)
+	github.AcceptToken(gitServer.Password)
+	github.RequireBranches(func(project, branch string) bool { return slices.Contains(gitServer.Branches(t, project), branch) })
+	say("  GitHub API stand-in %s", github.URL)
 
 	installRBAC(t, k)
 	// Argo CD's default project, which allows every repository.
 	k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
 	kubeconfig := testenv.WriteKubeconfig(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
 	dyn := dynamic.NewForConfigOrDie(k.Config)
-	k.Create(t, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "repo-deploy", Namespace: testenv.ArgoCDNamespace,
-			Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
-		StringData: map[string]string{"url": gitServer.HTTPRepoURL("deploy"), "username": gitServer.Username, "password": gitServer.Password},
+	for name, repo := range map[string]string{"repo-deploy": "deploy", "repo-reviewed": "example/reviewed"} {
+		k.Create(t, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testenv.ArgoCDNamespace,
+				Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+			StringData: map[string]string{"url": gitServer.HTTPRepoURL(repo), "username": gitServer.Username, "password": gitServer.Password},
+		})
+	}
+	// The stand-in's certificate, as Argo CD keeps it.
+	k.Create(t, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "argocd-tls-certs-cm", Namespace: testenv.ArgoCDNamespace},
+		Data:       map[string]string{"127.0.0.1": string(ca.PEM)},
 	})
 	running := []string{app + ":v0.0.1", web + ":v0.0.1"}
 	createApp(t, dyn, "main", gitServer.HTTPRepoURL("deploy"), map[string]string{
@@ -74,6 +90,13 @@ func TestDemo(t *testing.T) {
 		"write-back-target":   "kustomization",
 		"git-branch":          "main",
 	}, running)
+	createApp(t, dyn, "main-reviewed", gitServer.HTTPRepoURL("example/reviewed"), map[string]string{
+		"image-list":        "app=" + app + ",web=" + web,
+		"write-back-method": "git",
+		"write-back-target": "kustomization",
+		"git-branch":        "main:image-updates",
+		"git-pull-request":  "github",
+	}, running)
 
 	say("\nNew images are pushed: eks-app v0.0.2, v0.1.0 (and v1.0.0-rc.1, a pre-release); eks-web v0.0.2, v0.0.3.")
 	reg.PushImage(t, "eks-app", []string{"v0.0.2"})
@@ -88,7 +111,7 @@ func TestDemo(t *testing.T) {
 
 	say("\nRunning: argocd-image-updater run --once (as the ServiceAccount of manifests/install.yaml)")
 	cmd := exec.CommandContext(t.Context(), bin, "run", "--once", "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
-		"--health-port", "0", "--metrics-port", "0", "--loglevel", "info")
+		"--health-port", "0", "--metrics-port", "0", "--loglevel", "info", "--github-enterprise-api-url", github.URL)
 	// The clones go to the test's own folder, not the machine's TMPDIR.
 	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+reg.Username+":"+reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+t.TempDir())
 	var logs bytes.Buffer
@@ -121,6 +144,20 @@ func TestDemo(t *testing.T) {
 	say("\n  main/overlays/production/kustomization.yaml now reads:")
 	for _, line := range strings.Split(strings.TrimRight(gitServer.ReadFile(t, "deploy", "main", "main/overlays/production/kustomization.yaml"), "\n"), "\n") {
 		say("    %s", line)
+	}
+	reviews := github.Reviews("example/reviewed")
+	say("\nThe pull request opened on the GitHub stand-in for main-reviewed (%s):", gitServer.HTTPRepoURL("example/reviewed"))
+	for _, r := range reviews {
+		say("  #%d %s -> %s (%s)\n\n    %s\n", r.Number, r.Head, r.Base, r.State, r.Title)
+		for _, line := range strings.Split(r.Body, "\n") {
+			say("    %s", line)
+		}
+	}
+	if len(reviews) != 1 || reviews[0].Head != "image-updates" || !strings.Contains(reviews[0].Body, "to 'v0.1.0'") {
+		t.Errorf("pull requests %+v, want one from image-updates moving eks-app to v0.1.0", reviews)
+	}
+	if n := len(gitServer.Log(t, "example/reviewed", "main")); n != 1 {
+		t.Errorf("main of the reviewed repository has %d commits, want the initial one only", n)
 	}
 	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
 
