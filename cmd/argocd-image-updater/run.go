@@ -65,14 +65,15 @@ type runOptions struct {
 	gitCommitSignOff       bool
 	gitCommitMessagePath   string
 	gitCloneDir            string
-	gitPullRequestPath     string
-	githubEnterpriseAPIs   []string
-	gitlabURLs             []string
-	// forgeHosts is built from the two above by validate.
-	forgeHosts *forge.Hosts
 	gitCloneMaxSize        string
 	// gitCloneMaxBytes is gitCloneMaxSize in bytes, set by validate.
 	gitCloneMaxBytes int64
+
+	gitPullRequestPath   string
+	githubEnterpriseAPIs []string
+	gitlabURLs           []string
+	// forgeHosts is built from the two above by validate.
+	forgeHosts *forge.Hosts
 
 	disableKubeEvents bool
 	warmupCache       bool
