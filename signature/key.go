@@ -56,33 +56,27 @@ func (k *PublicKey) verify(sig, message []byte) error {
 	return k.verifier.VerifySignature(bytes.NewReader(sig), bytes.NewReader(message))
 }
 
-// KeyRef names a public key held in a field of a Secret.
-type KeyRef struct {
-	Namespace, Name, Field string
-}
-
-func (r KeyRef) String() string { return "secret:" + r.Namespace + "/" + r.Name + "#" + r.Field }
-
 // ErrBadKey is wrapped by LoadKey's error when the Secret exists but its
 // field holds no usable key: a setting to fix, not a passing failure.
 var ErrBadKey = errors.New("no usable public key")
 
-// LoadKey reads the public key ref names.
-func LoadKey(ctx context.Context, secrets credentials.SecretGetter, ref KeyRef) (*PublicKey, error) {
+// LoadKey reads the PEM public key in field of the Secret namespace/name.
+func LoadKey(ctx context.Context, secrets credentials.SecretGetter, namespace, name, field string) (*PublicKey, error) {
+	what := "secret:" + namespace + "/" + name + "#" + field
 	if secrets == nil {
-		return nil, fmt.Errorf("%s: the controller has no access to Secrets", ref)
+		return nil, fmt.Errorf("%s: the controller has no access to Secrets", what)
 	}
-	data, err := secrets.GetSecret(ctx, ref.Namespace, ref.Name)
+	data, err := secrets.GetSecret(ctx, namespace, name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	pemBytes, ok := data[ref.Field]
+	pemBytes, ok := data[field]
 	if !ok {
-		return nil, fmt.Errorf("%s: %w: the Secret has no field %q", ref, ErrBadKey, ref.Field)
+		return nil, fmt.Errorf("%s: %w: the Secret has no field %q", what, ErrBadKey, field)
 	}
 	k, err := ParsePublicKey(pemBytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", ref, ErrBadKey, err)
+		return nil, fmt.Errorf("%s: %w: %w", what, ErrBadKey, err)
 	}
 	return k, nil
 }
