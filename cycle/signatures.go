@@ -154,7 +154,9 @@ func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[appwatch.Signat
 		if u.signatures == nil {
 			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Annotation)}
 		} else {
-			k.key, k.err = signature.LoadKey(ctx, u.keySecrets, j.sigKey.Namespace, j.sigKey.Name, j.sigKey.Field)
+			kctx, cancel := u.withImageTimeout(ctx)
+			k.key, k.err = signature.LoadKey(kctx, u.keySecrets, j.sigKey.Namespace, j.sigKey.Name, j.sigKey.Field)
+			cancel()
 			if errors.Is(k.err, signature.ErrBadKey) || errors.Is(k.err, credentials.ErrSecretNotFound) {
 				k.err = configError{fmt.Errorf("signature key: %w", k.err)}
 			}
