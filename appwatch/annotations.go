@@ -27,12 +27,13 @@ const (
 	KeyGitPullRequest  = "git-pull-request"
 
 	// Per-image keys: "<alias>.<key>", falling back to "<key>".
-	KeyUpdateStrategy = "update-strategy"
-	KeyAllowTags      = "allow-tags"
-	KeyIgnoreTags     = "ignore-tags"
-	KeyForceUpdate    = "force-update"
-	KeyPullSecret     = "pull-secret"
-	KeyPlatforms      = "platforms"
+	KeyUpdateStrategy  = "update-strategy"
+	KeyAllowTags       = "allow-tags"
+	KeyIgnoreTags      = "ignore-tags"
+	KeyForceUpdate     = "force-update"
+	KeyPullSecret      = "pull-secret"
+	KeyPlatforms       = "platforms"
+	KeyVerifySignature = "verify-signature"
 
 	// Per-image only: "<alias>.<key>".
 	KeyHelmImageName      = "helm.image-name"
@@ -46,7 +47,7 @@ const (
 )
 
 var (
-	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms}
+	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest}
 )
@@ -84,6 +85,9 @@ type ImageSpec struct {
 	// Platforms are those the image must be built for; empty means the
 	// controller's default.
 	Platforms []v1.Platform
+	// SignatureKey, when set, restricts the candidates to versions with a
+	// cosign signature made with this key.
+	SignatureKey SignatureKey
 
 	HelmImageName string // Helm parameter receiving the image name (see HelmParameters)
 	HelmImageTag  string // Helm parameter receiving the tag (see HelmParameters)
@@ -122,6 +126,49 @@ func (s ImageSpec) KustomizeName() imageref.Reference {
 		return s.KustomizeImageName
 	}
 	return s.Image
+}
+
+// SignatureKey names the public key versions of an image must be signed
+// with: a field of a Secret holding it in PEM, as cosign.pub.
+type SignatureKey struct {
+	// Namespace is the Secret's; "" means the Application's own.
+	Namespace string
+	Name      string
+	Field     string
+	// Annotation is the annotation the key was named in, for messages; ""
+	// when it came from elsewhere (an ImageUpdater resource).
+	Annotation string
+}
+
+// IsZero reports whether no key is set: versions need no signature.
+func (k SignatureKey) IsZero() bool { return k.Name == "" }
+
+// String is the key as written in the annotation.
+func (k SignatureKey) String() string {
+	if k.Namespace == "" {
+		return "secret:" + k.Name + "#" + k.Field
+	}
+	return "secret:" + k.Namespace + "/" + k.Name + "#" + k.Field
+}
+
+// ParseSignatureKey reads a verify-signature value:
+// secret:[<namespace>/]<name>#<field>. "false" or "none" set no key, so
+// that one image can opt out of an Application-wide setting.
+func ParseSignatureKey(s string) (SignatureKey, error) {
+	switch s {
+	case "false", "none":
+		return SignatureKey{}, nil
+	}
+	rest, ok := strings.CutPrefix(s, "secret:")
+	secret, field, hasField := strings.Cut(rest, "#")
+	ns, name, hasNS := strings.Cut(secret, "/")
+	if !hasNS {
+		ns, name = "", secret
+	}
+	if !ok || !hasField || field == "" || name == "" || (hasNS && ns == "") || strings.Contains(name, "/") {
+		return SignatureKey{}, fmt.Errorf("%q must name the public key as secret:[<namespace>/]<name>#<field>, or be none", s)
+	}
+	return SignatureKey{Namespace: ns, Name: name, Field: field}, nil
 }
 
 // WriteBackMethod says where a chosen version is written.
@@ -386,6 +433,15 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 			fail(key, "%v", err)
 		}
 		spec.Platforms = ps
+	}
+
+	if v, key := value(KeyVerifySignature); v != "" {
+		k, err := ParseSignatureKey(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		k.Annotation = key
+		spec.SignatureKey = k
 	}
 
 	if spec.Alias != "" {

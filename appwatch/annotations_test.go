@@ -74,6 +74,27 @@ func TestParseAnnotations(t *testing.T) {
 			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
 		},
 		{
+			name: "signature keys",
+			annotations: ann(
+				"image-list", "a=example.com/a, b=example.com/b, c=example.com/c, d=example.com/d, e=example.com/e",
+				"verify-signature", "secret:cosign#cosign.pub",
+				"b.verify-signature", "secret:team/keys#release.pub",
+				"c.verify-signature", "none",
+				"d.verify-signature", "cosign.pub",
+				"e.verify-signature", "secret:/x#k",
+			),
+			wantImages: []ImageSpec{
+				{Alias: "a", Image: mustRef("example.com/a"), SignatureKey: SignatureKey{Name: "cosign", Field: "cosign.pub", Annotation: AnnotationPrefix + "verify-signature"}},
+				{Alias: "b", Image: mustRef("example.com/b"), SignatureKey: SignatureKey{Namespace: "team", Name: "keys", Field: "release.pub", Annotation: AnnotationPrefix + "b.verify-signature"}},
+				{Alias: "c", Image: mustRef("example.com/c"), SignatureKey: SignatureKey{Annotation: AnnotationPrefix + "c.verify-signature"}},
+			},
+			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				`d.verify-signature (image d): "cosign.pub" must name the public key as secret:[<namespace>/]<name>#<field>`,
+				`e.verify-signature (image e): "secret:/x#k" must name`,
+			},
+		},
+		{
 			name: "helm and kustomize names, slash in alias",
 			annotations: ann(
 				"image-list", "org/app=example.com/org/app, spec=example.com/spec",

@@ -28,6 +28,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -88,6 +89,8 @@ type worldOptions struct {
 	registries string
 	// updater are more options of the updater.
 	updater []Option
+	// signatures checks cosign signatures, with keys from the API server.
+	signatures bool
 }
 
 func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
@@ -155,6 +158,9 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 			t.Fatal(err)
 		}
 		opts = append(opts, WithGitWriter(gw))
+	}
+	if o.signatures {
+		opts = append(opts, WithSignatures(signature.NewVerifier(client), credentials.NewKubeSecretGetter(w.cs)))
 	}
 	opts = append(opts, o.updater...)
 	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)), opts...)

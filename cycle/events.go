@@ -19,6 +19,9 @@ const (
 	ReasonImagesUpdated = "ImagesUpdated"
 	ReasonInvalidConfig = "InvalidConfiguration"
 	ReasonUpdateFailed  = "UpdateFailed"
+	// ReasonSignatureNotVerified: a new version was passed over for
+	// want of a valid signature.
+	ReasonSignatureNotVerified = "SignatureNotVerified"
 )
 
 // maxEventMessage keeps events under the API server's 1 KiB note limit
@@ -56,17 +59,9 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	key := app.Key()
 	for _, p := range problems {
 		msg := p.Error()
-		if e.current[key] == nil {
-			e.current[key] = map[string]bool{}
-		}
-		if e.current[key][msg] {
-			continue
-		}
-		e.current[key][msg] = true
-		if e.previous[key][msg] {
+		if !e.first(app, msg) {
 			continue
 		}
 		reason := ReasonUpdateFailed
@@ -76,6 +71,37 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 			reason = ReasonInvalidConfig
 		}
 		e.recorder.Event(app.Object, corev1.EventTypeWarning, reason, truncate(msg))
+	}
+}
+
+// first records msg for app in this cycle and reports whether it is new:
+// neither reported already this cycle nor the cycle before. The caller
+// holds e.mu.
+func (e *EventReporter) first(app *appwatch.Application, msg string) bool {
+	key := app.Key()
+	if e.current[key] == nil {
+		e.current[key] = map[string]bool{}
+	}
+	if e.current[key][msg] {
+		return false
+	}
+	e.current[key][msg] = true
+	return !e.previous[key][msg]
+}
+
+// signaturesSkipped reports the new versions of image passed over for
+// their signatures, one Warning event for each version when first seen.
+func (e *EventReporter) signaturesSkipped(app *appwatch.Application, image string, skipped []Skipped) {
+	if e == nil || len(skipped) == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range skipped {
+		msg := fmt.Sprintf("image %s: version %s (%s) skipped: %s", image, s.Tag, s.Digest, s.Reason)
+		if e.first(app, msg) {
+			e.recorder.Event(app.Object, corev1.EventTypeWarning, ReasonSignatureNotVerified, truncate(msg))
+		}
 	}
 }
 

@@ -23,6 +23,9 @@ type job struct {
 	platforms []v1.Platform
 	source    appwatch.Source
 	current   imageref.Version
+	// sigKey names the key new versions must be signed with, its
+	// namespace filled in; zero when none.
+	sigKey appwatch.SignatureKey
 }
 
 // repoKey identifies one tag listing: the same repository read with the
@@ -93,6 +96,19 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: spec.PullSecretAnnotation, Message: err.Error()}
 		}
 	}
+	sigKey := spec.SignatureKey
+	if !sigKey.IsZero() {
+		if sigKey.Namespace == "" {
+			sigKey.Namespace = app.Namespace
+		}
+		if err := checkSecretNamespace(app, sigKey.String(), sigKey.Namespace); err != nil {
+			where := sigKey.Annotation
+			if where == "" {
+				where = "imagesVerification.cosignKey"
+			}
+			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: where, Message: err.Error()}
+		}
+	}
 	platforms := spec.Platforms
 	if len(platforms) == 0 {
 		platforms = defaultPlatforms
@@ -135,7 +151,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 		// A running image known by digest alone still follows its tag.
 		current.Tag = spec.Constraint
 	}
-	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current}, "", nil
+	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, sigKey: sigKey}, "", nil
 }
 
 func sourceTypes(app *appwatch.Application) string {

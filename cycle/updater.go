@@ -61,6 +61,8 @@ type Updater struct {
 	now                 func() time.Time
 	writeGate           func() error
 	writeCtx            context.Context
+	signatures          Signatures
+	keySecrets          credentials.SecretGetter
 	running             sync.Mutex
 	// progress is when Run last started or a cycle last finished (Unix
 	// nanoseconds), 0 while Run is not running: what Stalled reads.
@@ -324,12 +326,14 @@ type appUpdate struct {
 
 func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagResult, sum *Summary) []*appUpdate {
 	type outcome struct {
-		job    *job
-		result strategy.Result
-		err    error
+		job     *job
+		result  strategy.Result
+		skipped []Skipped
+		err     error
 	}
 	outcomes := make([]outcome, len(jobs))
 	memo := newMetadataMemo()
+	keys := u.loadKeys(ctx, jobs)
 	g := errgroup.Group{}
 	g.SetLimit(u.maxConcurrency)
 	for i, j := range jobs {
@@ -351,11 +355,25 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			ctx, cancel := u.withImageTimeout(ctx)
 			defer cancel()
 			var res strategy.Result
+			var skipped []Skipped
 			err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
-				res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
+				if j.sigKey.IsZero() {
+					res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
+					return err
+				}
+				k := keys[j.sigKey]
+				if k.err != nil {
+					return k.err
+				}
+				digest := func(ctx context.Context, tag string) (string, error) {
+					info, err := memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
+					return info.Digest, err
+				}
+				verify := func(ctx context.Context, d string) error { return u.signatures.Verify(ctx, j.ref, j.creds, d, k.key) }
+				res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify})
 				return err
 			})
-			outcomes[i] = outcome{job: j, result: res, err: u.timedOut(ctx, j.ref.Name(), err)}
+			outcomes[i] = outcome{job: j, result: res, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
 			return nil
 		})
 	}
@@ -376,6 +394,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			u.reportProblems(app, []error{fmt.Errorf("image %s: %w", o.job.spec.Key(), o.err)})
 			continue
 		}
+		u.reportSkipped(o.job, o.skipped)
 		if !o.result.Update {
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
 			continue

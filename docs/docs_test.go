@@ -59,7 +59,12 @@ package docs
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -83,6 +88,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -321,6 +327,34 @@ func (emptyRegistry) Metadata(context.Context, imageref.Reference, credentials.R
 
 func (emptyRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
+func (emptyRegistry) Manifest(context.Context, imageref.Reference, credentials.Ref) (registry.Manifest, error) {
+	return registry.Manifest{}, registry.ErrNotFound
+}
+
+func (emptyRegistry) Blob(context.Context, imageref.Reference, credentials.Ref, string, int64) ([]byte, error) {
+	return nil, registry.ErrNotFound
+}
+
+// docSecrets holds, in every Secret the examples name, a public key in
+// every field: the examples' signature keys are then readable.
+type docSecrets struct{}
+
+var docKey = func() []byte {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(priv.Public())
+	if err != nil {
+		panic(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}()
+
+func (docSecrets) GetSecret(context.Context, string, string) (map[string][]byte, error) {
+	return map[string][]byte{"cosign.pub": docKey}, nil
+}
+
 type refusingWriter struct{}
 
 func (refusingWriter) Write(context.Context, *unstructured.Unstructured, writeback.ApplicationUpdate) (writeback.Result, error) {
@@ -372,6 +406,7 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 	u := cycle.New(apps, emptyRegistry{}, refusingWriter{},
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithControllerNamespace("argocd"),
+		cycle.WithSignatures(signature.NewVerifier(emptyRegistry{}), docSecrets{}),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}))
 	sum := u.RunOnce(context.Background())
 	close(recorder.Events)

@@ -33,6 +33,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -168,6 +169,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	updater := cycle.New(watcher, regClient,
 		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
 		cycle.WithGitWriter(gitWriter),
+		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(clientset)),
 		cycle.WithControllerNamespace(namespace),
 		cycle.WithRegistryConfig(confWatcher.Current),
 		cycle.WithMaxConcurrency(o.maxConcurrency),

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
@@ -19,6 +22,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -36,6 +40,7 @@ type testOptions struct {
 	rateLimit          int
 	logLevel           string
 	output             string
+	verifySignature    string
 }
 
 func newTestCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
@@ -74,6 +79,7 @@ func newTestCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.IntVar(&o.rateLimit, "rate-limit", 20, "requests per second to the registry")
 	f.StringVar(&o.logLevel, "loglevel", "warn", "log level: trace, debug, info, warn or error")
 	f.StringVar(&o.output, "output", "text", "output format: text or json")
+	f.StringVar(&o.verifySignature, "verify-signature", "", "only versions with a cosign signature made with this public key: a PEM file, or secret:<namespace>/<name>#<field> (with --kubeconfig)")
 	return cmd
 }
 
@@ -87,6 +93,8 @@ type testOutput struct {
 	TagsSeen       int    `json:"tagsSeen"`
 	TagsConsidered int    `json:"tagsConsidered"`
 	Reason         string `json:"reason,omitempty"`
+	// Skipped are the new versions passed over for their signatures.
+	Skipped []cycle.Skipped `json:"skipped,omitempty"`
 }
 
 func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(string) (string, bool)) error {
@@ -129,6 +137,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	}
 
 	resolverOpts := []credentials.Option{credentials.WithEnv(lookupEnv)}
+	var secrets credentials.SecretGetter
 	if o.kubeconfig != "" {
 		restConfig, _, err := kubeConfig(o.kubeconfig)
 		if err != nil {
@@ -138,7 +147,8 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		if err != nil {
 			return badInput(err)
 		}
-		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(credentials.NewKubeSecretGetter(cs)))
+		secrets = credentials.NewKubeSecretGetter(cs)
+		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(secrets))
 	}
 	resolverOpts = append(resolverOpts,
 		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
@@ -155,13 +165,31 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		return badInput(err)
 	}
 	meta := cycle.MetadataFunc(client, ref, creds, platforms)
-	res, err := policy.Choose(ctx, tags, ref.Version(), meta)
+	var res strategy.Result
+	var skipped []cycle.Skipped
+	if o.verifySignature == "" {
+		res, err = policy.Choose(ctx, tags, ref.Version(), meta)
+	} else {
+		key, kerr := loadTestKey(ctx, o.verifySignature, secrets)
+		if kerr != nil {
+			return badInput(kerr)
+		}
+		v := signature.NewVerifier(client)
+		res, skipped, err = cycle.ChooseVerified(ctx, policy, tags, ref.Version(), meta, cycle.SignatureCheck{
+			Digest: func(ctx context.Context, tag string) (string, error) {
+				info, err := meta(ctx, tag)
+				return info.Digest, err
+			},
+			Verify: func(ctx context.Context, digest string) error { return v.Verify(ctx, ref, creds, digest, key) },
+		})
+	}
 	if err != nil {
 		return badInput(err)
 	}
 	out := testOutput{
 		Image: ref.Name(), Strategy: string(policy.Name()), Constraint: o.constraint,
 		Tag: res.Tag, Digest: res.Digest, TagsSeen: res.Seen, TagsConsidered: res.Considered, Reason: res.Reason,
+		Skipped: skipped,
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -178,6 +206,33 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	return nil
 }
 
+// loadTestKey reads the public key of --verify-signature: a PEM file, or
+// a Secret's field.
+func loadTestKey(ctx context.Context, s string, secrets credentials.SecretGetter) (*signature.PublicKey, error) {
+	if strings.HasPrefix(s, "secret:") {
+		k, err := appwatch.ParseSignatureKey(s)
+		if err != nil {
+			return nil, fmt.Errorf("--verify-signature: %w", err)
+		}
+		if k.Namespace == "" {
+			return nil, fmt.Errorf("--verify-signature %s: name the Secret's namespace, secret:<namespace>/<name>#<field>", s)
+		}
+		if secrets == nil {
+			return nil, fmt.Errorf("--verify-signature %s: reading a Secret needs --kubeconfig", s)
+		}
+		return signature.LoadKey(ctx, secrets, k.Namespace, k.Name, k.Field)
+	}
+	pemBytes, err := os.ReadFile(s)
+	if err != nil {
+		return nil, fmt.Errorf("--verify-signature: %w", err)
+	}
+	k, err := signature.ParsePublicKey(pemBytes)
+	if err != nil {
+		return nil, fmt.Errorf("--verify-signature %s: %w", s, err)
+	}
+	return k, nil
+}
+
 func printTestResult(w io.Writer, out testOutput) {
 	fmt.Fprintf(w, "image:       %s\n", out.Image)
 	fmt.Fprintf(w, "strategy:    %s\n", out.Strategy)
@@ -185,6 +240,9 @@ func printTestResult(w io.Writer, out testOutput) {
 		fmt.Fprintf(w, "constraint:  %s\n", out.Constraint)
 	}
 	fmt.Fprintf(w, "tags:        %d seen, %d considered\n", out.TagsSeen, out.TagsConsidered)
+	for _, s := range out.Skipped {
+		fmt.Fprintf(w, "skipped:     %s\n", s)
+	}
 	if out.Tag == "" {
 		fmt.Fprintf(w, "result:      no version qualifies (%s)\n", out.Reason)
 		return

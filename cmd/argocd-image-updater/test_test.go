@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -74,8 +75,41 @@ func TestTestCommand(t *testing.T) {
 			t.Fatalf("%v: %s", err, stdout.String())
 		}
 		want := testOutput{Image: image, Strategy: "semver", Constraint: "^1", Tag: "v1.26.3", TagsSeen: 6, TagsConsidered: 6}
-		if out != want {
+		if !reflect.DeepEqual(out, want) {
 			t.Errorf("json %+v, want %+v", out, want)
+		}
+	})
+
+	t.Run("verify-signature", func(t *testing.T) {
+		key := testenv.NewSigningKey(t)
+		keyFile := filepath.Join(t.TempDir(), "cosign.pub")
+		if err := os.WriteFile(keyFile, key.PublicPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		signed := reg.PushImage(t, "team/signed", []string{"v1.0.0"})
+		reg.SignImage(t, "team/signed", signed, key)
+		unsigned := reg.PushImage(t, "team/signed", []string{"v1.1.0"})
+		var stdout, stderr bytes.Buffer
+		code := execute(context.Background(), []string{"test", "--registries-conf-path", conf, "--output", "json",
+			reg.Repo("team/signed"), "--verify-signature", keyFile},
+			&stdout, &stderr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if code != 0 {
+			t.Fatalf("exit code %d: %s", code, stderr.String())
+		}
+		var out testOutput
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("%v: %s", err, stdout.String())
+		}
+		if out.Tag != "v1.0.0" || len(out.Skipped) != 1 || out.Skipped[0].Tag != "v1.1.0" || out.Skipped[0].Digest != unsigned.String() ||
+			!strings.Contains(out.Skipped[0].Reason, "no signature") {
+			t.Errorf("output %s", stdout.String())
+		}
+
+		code = execute(context.Background(), []string{"test", "--registries-conf-path", conf,
+			reg.Repo("team/signed"), "--verify-signature", filepath.Join(t.TempDir(), "missing.pub")},
+			&stdout, &stderr, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if code != 2 || !strings.Contains(stderr.String(), "missing.pub") {
+			t.Errorf("a missing key file: exit code %d, stderr %q", code, stderr.String())
 		}
 	})
 }

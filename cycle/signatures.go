@@ -1,0 +1,177 @@
+package cycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/signature"
+	"github.com/image-updater/argocd-image-updater/signature/layout"
+	"github.com/image-updater/argocd-image-updater/strategy"
+)
+
+// Signatures checks cosign signatures made with a key; see
+// signature.Verifier.
+type Signatures interface {
+	Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, key *signature.PublicKey) error
+}
+
+// WithSignatures checks the signatures of images that name a key
+// (verify-signature), reading the keys from Secrets with secrets. Without
+// it such images are reported as errors and never updated.
+func WithSignatures(v Signatures, secrets credentials.SecretGetter) Option {
+	return func(u *Updater) { u.signatures, u.keySecrets = v, secrets }
+}
+
+// MaxSignatureSkips is how many new versions without a valid signature
+// ChooseVerified passes over for one image before it gives up: each costs
+// registry requests.
+const MaxSignatureSkips = 25
+
+// SignatureCheck is what ChooseVerified needs to check a version.
+type SignatureCheck struct {
+	// Digest tells the digest a tag points at.
+	Digest func(ctx context.Context, tag string) (string, error)
+	// Verify checks the signatures of a digest; an error wrapping
+	// signature.ErrNotVerified rejects it, any other is a failure to
+	// check.
+	Verify func(ctx context.Context, digest string) error
+}
+
+// Skipped is a version passed over for its signature.
+type Skipped struct {
+	Tag    string `json:"tag"`
+	Digest string `json:"digest,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func (s Skipped) String() string { return s.Tag + " (" + s.Reason + ")" }
+
+// ChooseVerified chooses as policy does, among the versions with a valid
+// signature: while the strategy's choice is a new version whose digest
+// check rejects, that tag is set aside and the strategy asked again, so
+// the best verified version wins. The version running now is never
+// checked, and is kept when no better one verifies: a rejected new digest
+// of the running tag (digest, newest-build) ends the search. A tag whose
+// signature tag is not in tags is rejected without a request.
+//
+// An error that is not a rejection (the registry failed) fails the
+// choice: an older version must not win because a newer one could not be
+// checked.
+func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, check SignatureCheck) (strategy.Result, []Skipped, error) {
+	listed := map[string]bool{}
+	for _, t := range tags {
+		if strings.HasPrefix(t, "sha256-") && strings.HasSuffix(t, ".sig") {
+			listed[t] = true
+		}
+	}
+	var skipped []Skipped
+	remaining := tags
+	for {
+		res, err := policy.Choose(ctx, remaining, current, meta)
+		if err != nil || !res.Update {
+			if len(skipped) > 0 && err == nil {
+				res.Reason = skippedReason(skipped) + "; then " + res.Reason
+			}
+			return res, skipped, err
+		}
+		digest := res.Digest
+		if digest == "" {
+			if digest, err = check.Digest(ctx, res.Tag); err != nil {
+				return strategy.Result{}, skipped, err
+			}
+		}
+		err = verifyListed(ctx, digest, listed, check.Verify)
+		if err == nil {
+			return res, skipped, nil
+		}
+		var r *signature.Rejection
+		if !errors.As(err, &r) {
+			return strategy.Result{}, skipped, fmt.Errorf("checking the signature of %s (%s): %w", res.Tag, digest, err)
+		}
+		skipped = append(skipped, Skipped{Tag: res.Tag, Digest: digest, Reason: r.Reason})
+		if res.Tag == current.Tag || len(skipped) >= MaxSignatureSkips {
+			out := strategy.Result{Seen: res.Seen, Considered: res.Considered, Tag: current.Tag, Reason: skippedReason(skipped)}
+			if len(skipped) >= MaxSignatureSkips {
+				out.Reason += fmt.Sprintf("; gave up after %d", MaxSignatureSkips)
+			}
+			return out, skipped, nil
+		}
+		remaining = without(remaining, res.Tag)
+	}
+}
+
+func verifyListed(ctx context.Context, digest string, listed map[string]bool, verify func(context.Context, string) error) error {
+	tag, err := layout.Tag(digest)
+	if err != nil {
+		return &signature.Rejection{Reason: err.Error()}
+	}
+	if !listed[tag] {
+		return &signature.Rejection{Reason: "no signature (the repository lists no tag " + tag + ")"}
+	}
+	return verify(ctx, digest)
+}
+
+func skippedReason(s []Skipped) string {
+	parts := make([]string, len(s))
+	for i, x := range s {
+		parts[i] = x.String()
+	}
+	return fmt.Sprintf("%d new version(s) skipped for their signatures: %s", len(s), strings.Join(parts, "; "))
+}
+
+func without(tags []string, tag string) []string {
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		if t != tag {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+type loadedKey struct {
+	key *signature.PublicKey
+	err error
+}
+
+// loadKeys reads, once per cycle, each public key the jobs name. A key
+// that cannot be read fails only the images that name it.
+func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[appwatch.SignatureKey]loadedKey {
+	keys := map[appwatch.SignatureKey]loadedKey{}
+	for _, j := range jobs {
+		if j.sigKey.IsZero() {
+			continue
+		}
+		if _, done := keys[j.sigKey]; done {
+			continue
+		}
+		var k loadedKey
+		if u.signatures == nil {
+			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Annotation)}
+		} else {
+			kctx, cancel := u.withImageTimeout(ctx)
+			k.key, k.err = signature.LoadKey(kctx, u.keySecrets, j.sigKey.Namespace, j.sigKey.Name, j.sigKey.Field)
+			cancel()
+			if errors.Is(k.err, signature.ErrBadKey) || errors.Is(k.err, credentials.ErrSecretNotFound) {
+				k.err = configError{fmt.Errorf("signature key: %w", k.err)}
+			}
+		}
+		keys[j.sigKey] = k
+	}
+	return keys
+}
+
+// reportSkipped tells of the new versions an image passed over for their
+// signatures: in the log each cycle, as an event when first seen.
+func (u *Updater) reportSkipped(j *job, skipped []Skipped) {
+	for _, s := range skipped {
+		u.logger.Warn("version skipped: no valid signature", "application", j.app.Key(), "image", j.spec.Key(),
+			"tag", s.Tag, "digest", s.Digest, "reason", s.Reason)
+	}
+	u.events.signaturesSkipped(j.app, j.spec.Key(), skipped)
+}

@@ -1,0 +1,217 @@
+package cycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/signature"
+	"github.com/image-updater/argocd-image-updater/strategy"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+func TestSignedImagesOnly(t *testing.T) {
+	k := testenv.StartKube(t)
+	reg := testenv.StartRegistry(t)
+	key, other := testenv.NewSigningKey(t), testenv.NewSigningKey(t)
+	repo := reg.Repo("signed")
+
+	reg.PushImage(t, "signed", []string{"1.0.0"})
+	good := reg.PushImage(t, "signed", []string{"1.1.0"})
+	reg.SignImage(t, "signed", good, key)
+	reg.PushImage(t, "signed", []string{"1.2.0"}) // unsigned
+	byOther := reg.PushImage(t, "signed", []string{"1.3.0"})
+	reg.SignImage(t, "signed", byOther, other)
+	replayed := reg.PushImage(t, "signed", []string{"1.4.0"})
+	p := reg.SignaturePayload(t, "signed", good) // a valid signature, for another digest
+	sig, err := key.Signer.SignMessage(strings.NewReader(string(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.PushSignature(t, "signed", replayed, p, sig)
+	reg.PushImage(t, "lonely", []string{"1.0.0"})
+	reg.PushImage(t, "lonely", []string{"2.0.0"}) // unsigned, and no signature in the repository at all
+
+	k.CreateNamespace(t, "team-keys")
+	for _, ns := range []string{testenv.ArgoCDNamespace, "team-keys"} {
+		k.Create(t, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "cosign", Namespace: ns},
+			Data:       map[string][]byte{"cosign.pub": key.PublicPEM},
+		})
+	}
+
+	tests := []struct {
+		name        string
+		image       string
+		verify      string
+		running     string
+		wantImage   string // "" when nothing is written
+		wantErrors  int
+		wantSkipped []string // tags in SignatureNotVerified events
+		wantProblem string   // in an InvalidConfiguration event
+	}{
+		{
+			name: "the newest signed version wins", image: repo, verify: "secret:cosign#cosign.pub", running: "1.0.0",
+			wantImage: repo + ":1.1.0", wantSkipped: []string{"1.2.0", "1.3.0", "1.4.0"},
+		},
+		{
+			name: "no newer version signed: stays", image: reg.Repo("lonely"), verify: "secret:cosign#cosign.pub", running: "1.0.0",
+			wantSkipped: []string{"2.0.0"},
+		},
+		{
+			name: "without verification the newest is taken", image: repo, running: "1.0.0", wantImage: repo + ":1.4.0",
+		},
+		{
+			name: "key Secret in another namespace refused", image: repo, verify: "secret:team-keys/cosign#cosign.pub", running: "1.0.0",
+			wantErrors: 1, wantProblem: "may name only Secrets in the Application's own namespace",
+		},
+		{
+			name: "missing key Secret", image: repo, verify: "secret:nope#cosign.pub", running: "1.0.0",
+			wantErrors: 1, wantProblem: "nope",
+		},
+		{
+			name: "missing field", image: repo, verify: "secret:cosign#other.pub", running: "1.0.0",
+			wantErrors: 1, wantProblem: `no field "other.pub"`,
+		},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := fmt.Sprintf("sig%d", i)
+			w := newWorld(t, k, reg, worldOptions{names: name, signatures: true})
+			ann := map[string]string{"image-list": "app=" + tt.image}
+			if tt.verify != "" {
+				ann["app.verify-signature"] = tt.verify
+			}
+			w.create(t, application(name, ann, nil, tt.image+":"+tt.running))
+			sum := w.updater.RunOnce(t.Context())
+			if sum.Errors != tt.wantErrors {
+				t.Errorf("errors %d, want %d; logs:\n%s", sum.Errors, tt.wantErrors, w.logs.String())
+			}
+			got := kustomizeImages(t, w.get(t, name))
+			if tt.wantImage == "" && len(got) != 0 || tt.wantImage != "" && !slices.Equal(got, []string{tt.wantImage}) {
+				t.Errorf("kustomize images %v, want %q", got, tt.wantImage)
+			}
+			var skipped []string
+			waitUntil(t, func() bool {
+				skipped = nil
+				problem := tt.wantProblem == ""
+				for _, ev := range w.events(t, name) {
+					switch ev.Reason {
+					case ReasonSignatureNotVerified:
+						_, rest, _ := strings.Cut(ev.Message, "version ")
+						tag, _, _ := strings.Cut(rest, " ")
+						skipped = append(skipped, tag)
+					case ReasonInvalidConfig, ReasonUpdateFailed:
+						problem = problem || strings.Contains(ev.Message, tt.wantProblem)
+					}
+				}
+				return len(skipped) >= len(tt.wantSkipped) && problem
+			})
+			slices.Sort(skipped)
+			if !slices.Equal(skipped, tt.wantSkipped) {
+				t.Errorf("skipped %v, want %v", skipped, tt.wantSkipped)
+			}
+			for _, tag := range tt.wantSkipped {
+				if !strings.Contains(w.logs.String(), "tag="+tag) {
+					t.Errorf("the log does not name skipped tag %s", tag)
+				}
+			}
+		})
+	}
+}
+
+// TestChooseVerified covers the order of the search with stand-in
+// checks; the real registry is in TestSignedImagesOnly.
+func TestChooseVerified(t *testing.T) {
+	digestOf := func(tag string) string { return "sha256:" + fmt.Sprintf("%064x", len(tag)*7919+int(tag[len(tag)-1])) }
+	sigTag := func(tag string) string { return "sha256-" + strings.TrimPrefix(digestOf(tag), "sha256:") + ".sig" }
+	errDown := errors.New("registry down")
+	tests := []struct {
+		name       string
+		settings   strategy.Settings
+		tags       []string
+		current    imageref.Version
+		verified   []string // tags whose digest verifies
+		failOn     string   // tag whose check fails with errDown
+		wantTag    string
+		wantUpdate bool
+		wantSkip   []string
+		wantErr    error
+		wantChecks int
+	}{
+		{name: "newest signed wins", tags: []string{"1.0", "1.1", "1.2", "1.3"}, current: imageref.Version{Tag: "1.0"},
+			verified: []string{"1.1"}, wantTag: "1.1", wantUpdate: true, wantSkip: []string{"1.3", "1.2"}, wantChecks: 3},
+		{name: "none newer signed", tags: []string{"1.0", "1.1"}, current: imageref.Version{Tag: "1.0"},
+			wantTag: "1.0", wantSkip: []string{"1.1"}, wantChecks: 1},
+		{name: "registry failure fails the choice", tags: []string{"1.0", "1.1", "1.2"}, current: imageref.Version{Tag: "1.0"},
+			verified: []string{"1.1"}, failOn: "1.2", wantErr: errDown, wantChecks: 1},
+		{name: "digest strategy: the moved tag is unsigned", settings: strategy.Settings{Strategy: "digest", Constraint: "stable"},
+			tags: []string{"stable"}, current: imageref.Version{Tag: "stable", Digest: "sha256:" + strings.Repeat("0", 64)},
+			wantTag: "stable", wantSkip: []string{"stable"}, wantChecks: 1},
+		{name: "unlisted signature: no check", tags: []string{"1.0", "2.0"}, current: imageref.Version{Tag: "1.0"},
+			verified: []string{"2.0"}, wantTag: "1.0", wantSkip: []string{"2.0"}, wantChecks: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			policy, err := strategy.New(tt.settings)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tags := slices.Clone(tt.tags)
+			for _, tag := range tt.tags {
+				if tt.name != "unlisted signature: no check" {
+					tags = append(tags, sigTag(tag))
+				}
+			}
+			checks := 0
+			meta := func(_ context.Context, tag string) (strategy.TagInfo, error) {
+				return strategy.TagInfo{Tag: tag, Digest: digestOf(tag)}, nil
+			}
+			check := SignatureCheck{
+				Digest: func(_ context.Context, tag string) (string, error) { return digestOf(tag), nil },
+				Verify: func(_ context.Context, d string) error {
+					checks++
+					for _, tag := range tt.verified {
+						if digestOf(tag) == d {
+							return nil
+						}
+					}
+					if tt.failOn != "" && digestOf(tt.failOn) == d {
+						return errDown
+					}
+					return &signature.Rejection{Reason: "not signed by the key"}
+				},
+			}
+			res, skipped, err := ChooseVerified(t.Context(), policy, tags, tt.current, meta, check)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			if checks != tt.wantChecks {
+				t.Errorf("%d checks, want %d", checks, tt.wantChecks)
+			}
+			if err != nil {
+				return
+			}
+			if res.Tag != tt.wantTag || res.Update != tt.wantUpdate {
+				t.Errorf("result %q update=%v, want %q update=%v (%s)", res.Tag, res.Update, tt.wantTag, tt.wantUpdate, res.Reason)
+			}
+			var got []string
+			for _, s := range skipped {
+				got = append(got, s.Tag)
+			}
+			if !slices.Equal(got, tt.wantSkip) {
+				t.Errorf("skipped %v, want %v", got, tt.wantSkip)
+			}
+			if len(tt.wantSkip) > 0 && !res.Update && !strings.Contains(res.Reason, "skipped for their signatures") {
+				t.Errorf("reason %q does not tell of the skipped versions", res.Reason)
+			}
+		})
+	}
+}
