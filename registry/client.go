@@ -97,6 +97,7 @@ type Client struct {
 	tagCalls     coalesce.Group[[]string]
 	meta         *lru.Cache // metaKey → metaEntry
 	metaCalls    coalesce.Group[metaEntry]
+	known        *tagKnowledge
 }
 
 // Option configures a Client.
@@ -211,6 +212,7 @@ func NewClient(opts ...Option) *Client {
 		gates:     make(map[string]*transport.Gate),
 		sessions:  lru.New(sessionCacheSize),
 		meta:      lru.New(metadataCacheSize),
+		known:     newTagKnowledge(),
 
 		requestTimeout: DefaultRequestTimeout,
 		maxTags:        defaultMaxTags,

@@ -87,6 +87,10 @@ type Endpoint struct {
 	DefaultNS   string        // namespace for single-element names
 	Default     bool          // serves names without a registry host
 	TagSortMode TagSortMode
+	// MutableTags says tags of this registry are pushed again to new
+	// images: the client then asks a tag's digest every time instead of
+	// trusting what it learnt while the listing stays the same.
+	MutableTags bool
 	TLS         *TLS // ca_file, ca_data and the client certificate; nil: the defaults
 }
 
@@ -310,7 +314,7 @@ type parsedEntry struct {
 }
 
 var entryFields = []string{"name", "prefix", "api_url", "credentials", "credsexpire", "insecure", "limit", "defaultns", "default", "tagsortmode",
-	"ca_file", "ca_data", "client_cert_file", "client_key_file", "ping"}
+	"mutabletags", "ca_file", "ca_data", "client_cert_file", "client_key_file", "ping"}
 
 // entry parses registries[i]. ok is false when it had errors (already
 // recorded), so that it takes no part in the duplicate checks.
@@ -355,6 +359,8 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 			e.ep.Insecure = p.boolean(v, f)
 		case "limit":
 			e.ep.Limit = p.number(v, f)
+		case "mutabletags":
+			e.ep.MutableTags = p.boolean(v, f)
 		case "defaultns":
 			e.ep.DefaultNS = p.namespace(v, f)
 		case "default":
