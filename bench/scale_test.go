@@ -52,7 +52,7 @@ var scenarios = []size{
 	{Name: "b", Title: "5,000 Applications, 500 images (5 with 5,000 tags)", Apps: 5000, Images: 500, Tags: 200,
 		BigRepos: 5, BigTags: 5000, GitApps: 500, Change: true, Webhook: 20, Interval: 75 * time.Second},
 	{Name: "c", Title: "20,000 Applications, 2,000 images", Apps: 20000, Images: 2000, Tags: 100,
-		GitApps: 500, Change: true, ChangeOnce: true, Interval: 150 * time.Second},
+		GitApps: 500, Change: true, ChangeOnce: true, Interval: 75 * time.Second},
 }
 
 // smoke runs in every `go test ./...`, so that the harness cannot rot.
