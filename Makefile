@@ -38,8 +38,8 @@ lint:
 	$(GO) vet ./...
 
 ## bench: Go benchmarks, then the scale benchmark of the whole controller
-## (bench/: real servers, 1,000 and 5,000 Applications; about 11 minutes on
-## 2 cores), which writes docs/benchmarks.md
+## (bench/: real servers, 1,000, 5,000 and 20,000 Applications, and push
+## notifications; about 17 minutes on 2 cores), which writes docs/benchmarks.md
 bench: build
 	@set -o pipefail; out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
 	assets="$$(hack/testbin.sh)" || exit 1; export KUBEBUILDER_ASSETS="$$assets"; \

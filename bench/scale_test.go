@@ -32,7 +32,7 @@ var (
 	flagWrite    = flag.String("scale.write", "", "write the markdown report to this file")
 	flagOnly     = flag.String("scale.only", "", "comma-separated scenarios to run (a, b); default all")
 	flagInterval = flag.Duration("scale.interval", 0, "the controller's --interval (default: per scenario)")
-	flagLimit    = flag.Float64("scale.registry-limit", 10000, "the registries.conf limit, in requests per second, of the benchmark registry")
+	flagLimit    = flag.Float64("scale.registry-limit", 0, "the registries.conf limit, in requests per second, of the benchmark registry; 0: none, the default for a private registry")
 	flagProfile  = flag.String("scale.profile", "", "save CPU profiles of each cycle and a heap profile into this folder and summarize them in the report")
 	flagGoBench  = flag.String("scale.gobench", "", "a file with `go test -bench` output to include in the report")
 	flagArgs     = flag.String("scale.controller-args", "", "more flags for the controller, space-separated (they override the harness's)")
@@ -50,13 +50,15 @@ var scenarios = []size{
 	{Name: "a", Title: "1,000 Applications, 100 images", Apps: 1000, Images: 100, Tags: 200, GitApps: 100,
 		Interval: 75 * time.Second},
 	{Name: "b", Title: "5,000 Applications, 500 images (5 with 5,000 tags)", Apps: 5000, Images: 500, Tags: 200,
-		BigRepos: 5, BigTags: 5000, GitApps: 500, Change: true, Interval: 75 * time.Second},
+		BigRepos: 5, BigTags: 5000, GitApps: 500, Change: true, Webhook: 20, Interval: 75 * time.Second},
+	{Name: "c", Title: "20,000 Applications, 2,000 images", Apps: 20000, Images: 2000, Tags: 100,
+		GitApps: 500, Change: true, ChangeOnce: true, Interval: 75 * time.Second},
 }
 
 // smoke runs in every `go test ./...`, so that the harness cannot rot.
 // One repository has more than a thousand tags, so tag lists are paged.
 var smoke = size{Name: "smoke", Title: "50 Applications, 10 images (1 with 1,200 tags)", Apps: 50, Images: 10, Tags: 20,
-	BigRepos: 1, BigTags: 1200, GitApps: 10, Change: true, Interval: 1500 * time.Millisecond}
+	BigRepos: 1, BigTags: 1200, GitApps: 10, Change: true, Webhook: 2, Interval: 1500 * time.Millisecond}
 
 func TestScale(t *testing.T) {
 	// envtest logs through controller-runtime, which complains once per
@@ -214,6 +216,7 @@ type scenarioResult struct {
 	Heap      string // heap profile path
 	Binary    string
 	Version   string // of the controller binary
+	Webhook   *webhookResult
 }
 
 type setupStep struct {
@@ -286,14 +289,19 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 	saConfig.Host, saConfig.CAData = kp.URL, kp.CA
 	kubeconfig := testenv.WriteKubeconfig(t, saConfig, argocdNS)
 	conf := filepath.Join(t.TempDir(), "registries.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(
-		"registries:\n- name: bench\n  prefix: %s\n  api_url: %s\n  credentials: env:REGISTRY_CREDS\n  limit: %g\n",
-		reg.Host, rp.URL, *flagLimit)), 0o600); err != nil {
+	entry := fmt.Sprintf("registries:\n- name: bench\n  prefix: %s\n  api_url: %s\n  credentials: env:REGISTRY_CREDS\n", reg.Host, rp.URL)
+	if *flagLimit > 0 {
+		entry += fmt.Sprintf("  limit: %g\n", *flagLimit)
+	}
+	if err := os.WriteFile(conf, []byte(entry), 0o600); err != nil {
 		t.Fatal(err)
 	}
 
 	phases := []string{"cold", "steady"}
-	if s.Change {
+	switch {
+	case s.ChangeOnce:
+		phases = append(phases, "change")
+	case s.Change:
 		phases = append(phases, "change", "after", "change2")
 	}
 	snap := func(ctl *controller) snapshot {
@@ -313,11 +321,12 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 	if out, err := exec.Command(res.Binary, "version", "--short").Output(); err == nil {
 		res.Version = strings.TrimSpace(string(out))
 	}
-	ctl := startController(t, controllerOptions{
+	ctlOpts := controllerOptions{
 		binary: res.Binary, kubeconfig: kubeconfig, registriesConf: conf, interval: s.Interval, profiling: profiling, tmp: tmp,
 		env:  append([]string{"REGISTRY_CREDS=" + regUser + ":" + regPass}, strings.Fields(*flagEnv)...),
 		args: strings.Fields(*flagArgs),
-	})
+	}
+	ctl := startController(t, ctlOpts)
 	registryPID := findPID(filepath.Join(filepath.Dir(reg.DataDir()), "config.yml"))
 	if registryPID == 0 {
 		t.Log("the registry's process was not found; its CPU time is not reported")
@@ -437,6 +446,10 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 	}
 	errCount, errLines := ctl.errorLines()
 	ctl.stop()
+	if s.Webhook > 0 {
+		ctlOpts.profiling = false
+		res.Webhook = measureWebhook(t, s.Webhook, w, st, rp, kp, ctlOpts)
+	}
 
 	if err := w.settle(); err != nil {
 		t.Fatal(err)

@@ -37,7 +37,12 @@ type size struct {
 	// Application's image and a few others (twice: the first write after
 	// start makes the clone, the second finds it), and one cycle between
 	// them in which nothing new was pushed.
-	Change   bool
+	Change bool
+	// ChangeOnce keeps of those only the first change cycle.
+	ChangeOnce bool
+	// Webhook is how many push notifications are timed, after the cycles,
+	// with the controller started again under a long interval.
+	Webhook  int
 	Interval time.Duration
 }
 
@@ -335,6 +340,7 @@ type stats struct {
 	Digest       int // image entries using digest
 	MetaHeads    int // manifest HEADs if every image entry looked up its tags on its own
 	SharedHeads  int // manifest HEADs if each (repository, credentials, tag) is looked up once a cycle
+	DigestHeads  int // distinct (repository, credentials, tag) that digest images follow
 	GitApps      int
 	HelmApps     int
 	CredsEntries int // entries with their own pull-secret
@@ -346,6 +352,7 @@ func (w *workload) stats() stats {
 	s := stats{ByStrategy: map[string]int{}}
 	keys := map[string]bool{}
 	looked := map[string]bool{}
+	followed := map[string]bool{}
 	for _, a := range w.apps {
 		if a.Git {
 			s.GitApps++
@@ -371,11 +378,13 @@ func (w *workload) stats() stats {
 				s.Digest++
 				s.MetaHeads++
 				looked[e.credsKey()+"\x00"+e.Constraint] = true
+				followed[e.credsKey()+"\x00"+e.Constraint] = true
 			}
 		}
 	}
 	s.Listings = len(keys)
 	s.SharedHeads = len(looked)
+	s.DigestHeads = len(followed)
 	for _, r := range w.repos {
 		s.TotalTags += len(r.Tags)
 	}

@@ -52,10 +52,11 @@ type world struct {
 }
 
 // requestCounter is a proxy in front of the test registry that counts the
-// tag-list requests reaching it.
+// tag-list and manifest HEAD requests reaching it.
 type requestCounter struct {
 	host     string // of the proxy, for api_url
 	tagLists atomic.Int64
+	heads    atomic.Int64
 }
 
 func startRequestCounter(t *testing.T, registryHost string) *requestCounter {
@@ -65,6 +66,9 @@ func startRequestCounter(t *testing.T, registryHost string) *requestCounter {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/tags/list") {
 			c.tagLists.Add(1)
+		}
+		if r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/manifests/") {
+			c.heads.Add(1)
 		}
 		proxy.ServeHTTP(w, r)
 	}))

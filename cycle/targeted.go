@@ -9,7 +9,9 @@ import (
 
 // CheckRepositories checks now the images, of every managed Application,
 // whose repository is one of repos (compared by registry and repository,
-// whatever the tag), through the same steps as a cycle: one tag listing per
+// whatever the tag), through the same steps as a cycle: what was known of
+// those repositories' tags is forgotten, since a push may move a tag
+// without changing the listing; then one tag listing per
 // repository and credentials, the images' own strategies and filters, and
 // write-back with one push per repository and branch. Other images are not
 // looked at. trigger says what asked for the check ("a push notification

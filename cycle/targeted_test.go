@@ -119,6 +119,68 @@ func TestCheckRepositories(t *testing.T) {
 	}
 }
 
+// A steady cycle asks no tag's digest it learnt while the tag list stayed
+// the same, but a digest image's tag every time; a push notification makes
+// the next check ask again, and so finds a tag pushed again to a newer
+// image, which the tag list does not show.
+func TestSteadyCyclesAndPushNotification(t *testing.T) {
+	k := testenv.StartKube(t)
+	reg := testenv.StartRegistry(t)
+	old, newer := testenv.Created(time.Unix(1e9, 0)), testenv.Created(time.Unix(1.1e9, 0))
+	reg.PushImage(t, "hd-app", []string{"build-1"}, old)
+	reg.PushImage(t, "hd-app", []string{"build-2"}, newer)
+	reg.PushImage(t, "hd-app", []string{"latest"}, newer)
+	w := newWorld(t, k, reg, worldOptions{names: "hd-*"})
+	repo := reg.Repo("hd-app")
+	w.create(t,
+		application("hd-newest", map[string]string{
+			"image-list":          "app=" + repo,
+			"app.update-strategy": "newest-build",
+			"app.allow-tags":      "regexp:^build-",
+		}, nil, repo+":build-2"),
+		application("hd-digest", map[string]string{
+			"image-list":          "app=" + repo + ":latest",
+			"app.update-strategy": "digest",
+		}, nil, repo+":latest"),
+	)
+	cycle := func(what string, wantHeads int64) Summary {
+		t.Helper()
+		w.requests.heads.Store(0)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Errors != 0 {
+			t.Fatalf("%s: summary %+v", what, sum)
+		}
+		if got := w.requests.heads.Load(); got != wantHeads {
+			t.Errorf("%s: %d manifest HEADs, want %d", what, got, wantHeads)
+		}
+		return sum
+	}
+	// The first cycle asks each tag once (build-1, build-2, latest); the
+	// digest image pins latest's digest.
+	cycle("first cycle", 3)
+	// Then only the digest image's tag.
+	cycle("steady cycle", 1)
+
+	// build-1 is pushed again, to the newest image: the tag list is the
+	// same, so a cycle does not see it.
+	reg.PushImage(t, "hd-app", []string{"build-1"}, testenv.Created(time.Unix(1.2e9, 0)))
+	if sum := cycle("cycle after a quiet push", 1); sum.Updated != 0 {
+		t.Errorf("cycle after a quiet push: %d updated", sum.Updated)
+	}
+	// A push notification does.
+	w.requests.heads.Store(0)
+	sum := w.updater.CheckRepositories(t.Context(), []imageref.Reference{mustParse(t, repo)}, "a push notification from test")
+	if sum.Updated != 1 || sum.Errors != 0 {
+		t.Errorf("check: summary %+v, want hd-newest updated", sum)
+	}
+	if got := w.requests.heads.Load(); got != 3 {
+		t.Errorf("check: %d manifest HEADs, want 3", got)
+	}
+	if got := kustomizeImages(t, w.get(t, "hd-newest")); !slices.Equal(got, []string{repo + ":build-1"}) {
+		t.Errorf("hd-newest runs %v, want build-1", got)
+	}
+}
+
 // A check waits for a cycle under way: the two never overlap.
 func TestCheckWaitsForCycle(t *testing.T) {
 	apps := &countingApps{block: make(chan struct{}), entered: make(chan struct{}, 2)}
@@ -226,7 +288,9 @@ func (r *listingRegistry) Tags(context.Context, imageref.Reference, credentials.
 	return slices.Clone(r.tags), nil
 }
 
-func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform) (registry.ImageMetadata, error) {
+func (*listingRegistry) ForgetTags(imageref.Reference) {}
+
+func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("no metadata in this test")
 }
 

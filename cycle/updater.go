@@ -33,7 +33,10 @@ type Applications interface {
 // Registry answers questions about image repositories.
 type Registry interface {
 	Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error)
-	Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) (registry.ImageMetadata, error)
+	Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform, opts ...registry.MetadataOption) (registry.ImageMetadata, error)
+	// ForgetTags forgets what is known of the tags of ref's repository: a
+	// push notification says they may have moved.
+	ForgetTags(ref imageref.Reference)
 	// Endpoint is the registries.conf entry that serves ref.
 	Endpoint(ref imageref.Reference) config.Endpoint
 }
@@ -226,6 +229,14 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	apps := u.apps.Applications(cfg.ReferenceOptions()...)
 	if sc != nil {
 		apps = sc.applications(apps)
+		// A push may move a tag without changing the tag list: what the
+		// registry client knew of these repositories' tags no longer
+		// holds. (Without an Application using them, nobody asks.)
+		for _, r := range sc.repos {
+			if len(apps) > 0 {
+				u.registry.ForgetTags(r)
+			}
+		}
 	}
 	sum := Summary{Applications: len(apps), Trigger: sc.trigger()}
 	var jobs []*job
@@ -343,7 +354,12 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 				outcomes[i] = outcome{job: j, err: tr.err}
 				return nil
 			}
-			fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms)
+			var opts []registry.MetadataOption
+			if j.policy.Name() == strategy.Digest {
+				// It follows the tag: ask where it points each time.
+				opts = append(opts, registry.FollowTag())
+			}
+			fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, opts...)
 			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
 				return memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
 			}
@@ -571,13 +587,13 @@ func isWarning(err error) bool {
 
 // MetadataFunc gives a strategy the registry's metadata of the tags of
 // ref's repository, for the given platforms.
-func MetadataFunc(reg Registry, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) strategy.MetadataFunc {
+func MetadataFunc(reg Registry, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform, opts ...registry.MetadataOption) strategy.MetadataFunc {
 	return func(ctx context.Context, tag string) (strategy.TagInfo, error) {
 		tagged, err := ref.WithTag(tag)
 		if err != nil {
 			return strategy.TagInfo{}, err
 		}
-		md, err := reg.Metadata(ctx, tagged, creds, platforms)
+		md, err := reg.Metadata(ctx, tagged, creds, platforms, opts...)
 		// An image without the wanted platform is not an error: its
 		// platforms make the strategy pass it over.
 		if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {

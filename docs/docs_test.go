@@ -321,7 +321,9 @@ func (emptyRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) 
 	return nil, nil
 }
 
-func (emptyRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform) (registry.ImageMetadata, error) {
+func (emptyRegistry) ForgetTags(imageref.Reference) {}
+
+func (emptyRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/transport"
 )
 
 // Sizes of the client's caches, and its User-Agent unless WithUserAgent
@@ -35,11 +36,15 @@ const (
 // Each request goes to the api_url of the registries.conf entry that serves
 // the image (or the endpoint inferred from its host); an http:// api_url
 // means plain HTTP, `insecure: true` skips TLS verification, and `limit` is
-// the endpoint's rate limit (config.DefaultLimit requests per second
-// otherwise, or what WithDefaultLimit says). Each registries.conf entry,
-// and each host without one, has its own limit, which token requests to its
-// auth server share. Requests that fail with 429 or 5xx are retried with
-// the registry's Retry-After or a bounded exponential backoff.
+// the endpoint's rate limit (otherwise config.Endpoint.RateLimit: a fixed
+// cap for the public registries only, or what WithDefaultLimit says). Each
+// registries.conf entry, and each host without one, has its own limit,
+// which token requests to its auth server share. Each API host also has a
+// transport.Gate, kept for the client's life: a bound on requests waiting
+// for an answer (WithMaxInFlight) that narrows on 429 and 503 answers, and
+// a pause for the host's Retry-After. Requests that fail with 429 or 5xx
+// are retried with the registry's Retry-After or a bounded exponential
+// backoff.
 //
 // Credentials are chosen in this order: the image's own credential
 // reference (kept for a minute, or, for ext: scripts, once per
@@ -71,7 +76,8 @@ type Client struct {
 	retryBase     time.Duration // 0: the retry layer's default
 	retryMax      time.Duration // 0: the retry layer's default
 	userAgent     string
-	defaultLimit  float64
+	defaultLimit  float64 // 0: config.Endpoint.RateLimit
+	maxInFlight   int     // 0: transport.DefaultMaxInFlight
 
 	requestTimeout time.Duration
 	maxTags        int
@@ -83,13 +89,15 @@ type Client struct {
 	insecureBase http.RoundTripper
 
 	stacksMu sync.Mutex
-	stacks   map[string]*endpointStack // by endpoint prefix
+	stacks   map[string]*endpointStack  // by endpoint prefix
+	gates    map[string]*transport.Gate // by API host
 
 	sessions     *lru.Cache // sessionKey → *session
 	sessionCalls coalesce.Group[*session]
 	tagCalls     coalesce.Group[[]string]
 	meta         *lru.Cache // metaKey → metaEntry
 	metaCalls    coalesce.Group[metaEntry]
+	known        *tagKnowledge
 }
 
 // Option configures a Client.
@@ -144,7 +152,8 @@ func withMetadataCacheSize(n int) Option {
 }
 
 // withRetry sets how often a failed GET or HEAD is tried in all, the first
-// backoff delay, and the longest wait; see transport.NewRetry.
+// backoff delay, and the longest wait, which also caps how long a
+// Retry-After pauses the host; see transport.NewRetry and transport.Gate.
 func withRetry(maxAttempts int, baseDelay, maxDelay time.Duration) Option {
 	return func(c *Client) {
 		c.retryAttempts, c.retryBase, c.retryMax = maxAttempts, baseDelay, maxDelay
@@ -153,11 +162,22 @@ func withRetry(maxAttempts int, baseDelay, maxDelay time.Duration) Option {
 
 // WithDefaultLimit sets the rate limit, in requests per second, of
 // registries whose registries.conf entry sets no limit, in place of
-// config.DefaultLimit. A non-positive value keeps config.DefaultLimit.
+// config.Endpoint.RateLimit. A non-positive value keeps that rule.
 func WithDefaultLimit(rps float64) Option {
 	return func(c *Client) {
 		if rps > 0 {
 			c.defaultLimit = rps
+		}
+	}
+}
+
+// WithMaxInFlight bounds the requests to one registry host that wait for an
+// answer at once, in place of transport.DefaultMaxInFlight. A
+// non-positive value keeps the default.
+func WithMaxInFlight(n int) Option {
+	return func(c *Client) {
+		if n > 0 {
+			c.maxInFlight = n
 		}
 	}
 }
@@ -185,13 +205,14 @@ func WithUserAgent(ua string) Option {
 // NewClient builds a client.
 func NewClient(opts ...Option) *Client {
 	c := &Client{
-		config:       func() *config.Config { return nil },
-		log:          slog.New(slog.DiscardHandler),
-		userAgent:    defaultUserAgent,
-		defaultLimit: config.DefaultLimit,
-		stacks:       make(map[string]*endpointStack),
-		sessions:     lru.New(sessionCacheSize),
-		meta:         lru.New(metadataCacheSize),
+		config:    func() *config.Config { return nil },
+		log:       slog.New(slog.DiscardHandler),
+		userAgent: defaultUserAgent,
+		stacks:    make(map[string]*endpointStack),
+		gates:     make(map[string]*transport.Gate),
+		sessions:  lru.New(sessionCacheSize),
+		meta:      lru.New(metadataCacheSize),
+		known:     newTagKnowledge(),
 
 		requestTimeout: DefaultRequestTimeout,
 		maxTags:        defaultMaxTags,

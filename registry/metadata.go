@@ -79,17 +79,34 @@ func (k metaKey) String() string {
 	return k.host + "\x00" + k.repo + "\x00" + k.digest + "\x00" + k.platforms
 }
 
+// MetadataOption changes how Metadata learns a tag's digest.
+type MetadataOption func(*metadataOptions)
+
+type metadataOptions struct {
+	followTag bool
+}
+
+// FollowTag makes Metadata ask the registry for the tag's digest even when
+// it knows it, for callers that follow where a tag points (the digest
+// strategy): a tag pushed again to a new image does not change the
+// repository's listing.
+func FollowTag() MetadataOption {
+	return func(o *metadataOptions) { o.followTag = true }
+}
+
 // Metadata returns the metadata of the tag or digest of ref (the digest
 // when both are set) for the given platforms, in order of preference; none
-// means any. Only one HEAD request is made when the digest's metadata is
-// cached (digests never change), none when ref has a digest. Otherwise the
-// manifest, for an index the manifest of the first image that matches, and
-// that image's config are fetched. Concurrent calls for the same digest
-// share those requests.
+// means any. A tag's digest is asked with a HEAD request, unless the
+// client learnt it since the repository's listing last changed (see
+// tagKnowledge; FollowTag and `mutabletags` always ask); none when ref
+// has a digest. The digest's metadata is cached (digests never change);
+// otherwise the manifest, for an index the manifest of the first image
+// that matches, and that image's config are fetched. Concurrent calls for
+// the same digest share those requests.
 //
 // When the image offers none of the platforms, the error wraps
 // ErrNoMatchingPlatform and the metadata is returned as well.
-func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform) (ImageMetadata, error) {
+func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform, opts ...MetadataOption) (ImageMetadata, error) {
 	const op = "get metadata"
 	t, err := c.target(ref, creds)
 	if err != nil {
@@ -98,14 +115,35 @@ func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds cre
 	if ref.Tag() == "" && ref.Digest() == "" {
 		return ImageMetadata{}, t.wrap(op, errNoTagOrDigest)
 	}
+	var o metadataOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var known *repoDigests
+	if ref.Digest() == "" && !t.mutable {
+		known = c.known.of(repoName(t.ref), t.src.identity())
+	}
+	if known != nil && !o.followTag {
+		if d, ok := known.get(ref.Tag()); ok {
+			c.metrics.cache(cacheTagDigest, true)
+			if ref, err = ref.WithDigest(d); err != nil {
+				return ImageMetadata{}, t.wrap(op, err)
+			}
+		} else {
+			c.metrics.cache(cacheTagDigest, false)
+		}
+	}
 	var e metaEntry
 	err = c.run(ctx, t, func(ctx context.Context, s *session) error {
 		var err error
-		e, err = c.metadata(ctx, t.ref, s, platforms)
+		e, err = c.metadata(ctx, ref, s, platforms)
 		return err
 	})
 	if err != nil {
 		return ImageMetadata{}, t.wrap(op, err)
+	}
+	if known != nil && ref.Digest() == "" {
+		known.set(ref.Tag(), e.md.Digest)
 	}
 	if !e.matched {
 		return e.md, t.wrap(op, fmt.Errorf("%w (wanted %s; it has %s)", ErrNoMatchingPlatform, platform.Join(platforms), platform.Join(e.md.Platforms)))

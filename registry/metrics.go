@@ -13,6 +13,7 @@ const (
 	cacheMetadataInflight = "metadata-inflight" // a metadata fetch shared with a concurrent caller
 	cacheTagsInflight     = "tags-inflight"     // a tag listing shared with a concurrent caller
 	cacheAuth             = "auth"              // an authenticated session (ping and token) reused
+	cacheTagDigest        = "tag-digest"        // a tag's digest known while its repository's listing stays the same
 )
 
 // Metrics are the registry client's Prometheus metrics. A nil *Metrics

@@ -17,9 +17,10 @@ import (
 // target is what one operation works on, with the error to wrap its
 // failures in.
 type target struct {
-	ref   imageref.Reference
-	stack *endpointStack
-	src   credSource
+	ref     imageref.Reference
+	stack   *endpointStack
+	src     credSource
+	mutable bool // the entry says `mutabletags`
 }
 
 // target finds ref's endpoint and credential source. On error, the
@@ -34,7 +35,7 @@ func (c *Client) target(ref imageref.Reference, creds credentials.Ref) (target, 
 	if err != nil {
 		return t, err
 	}
-	t.stack = st
+	t.stack, t.mutable = st, ep.MutableTags
 	if t.src, err = c.sourceFor(ep, ref.Registry(), creds); err != nil {
 		return t, err
 	}

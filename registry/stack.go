@@ -19,20 +19,23 @@ import (
 // endpointStack is the HTTP stack of one registry endpoint, shared by every
 // repository and credential served by it. From the outside in:
 //
-//	redirect guard → metrics → rate limit → deadline → body limit → retry →
-//	[tag-list scheme] → scheme pin → User-Agent → base transport
+//	redirect guard → metrics → [rate limit] → deadline → body limit → retry →
+//	gate → [tag-list scheme] → scheme pin → User-Agent → base transport
 //
 // The deadline comes after the rate limit, so that waiting for a slow
 // limit is not a timeout, and before the retries, which stop when it
-// nears. The session adds authentication on top, per repository and
+// nears. The gate (transport.Gate: requests in flight, Retry-After) is
+// under the retries, so that each attempt waits for it and each 429 or 503
+// teaches it; it belongs to the API host and outlives the stack. The session adds authentication on top, per repository and
 // credential (transport.NewAuth), and go-containerregistry's requests go
 // through it as they are.
 type endpointStack struct {
 	settings stackSettings
-	label    string // the "registry" metrics label
-	scheme   string // of api_url: "http" or "https"
-	host     string // of api_url, with port if any
-	limiter  *rate.Limiter
+	label    string        // the "registry" metrics label
+	scheme   string        // of api_url: "http" or "https"
+	host     string        // of api_url, with port if any
+	limiter  *rate.Limiter // nil: no fixed cap
+	gate     *transport.Gate
 	rt       http.RoundTripper
 }
 
@@ -46,8 +49,8 @@ type stackSettings struct {
 }
 
 func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
-	rps := ep.Limit
-	if rps <= 0 {
+	rps := ep.RateLimit()
+	if ep.Limit <= 0 && c.defaultLimit > 0 {
 		rps = c.defaultLimit
 	}
 	s := stackSettings{apiURL: ep.APIURL, insecure: ep.Insecure, rps: rps}
@@ -88,15 +91,19 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 		label:    label,
 		scheme:   u.Scheme,
 		host:     u.Host,
+		gate:     c.gateFor(u.Host),
+	}
+	if s.rps > 0 {
 		// A burst of one second's worth lets a short volley (ping, token,
 		// first page) go out at once while the average stays at the limit.
-		limiter: rate.NewLimiter(rate.Limit(s.rps), max(1, int(math.Ceil(s.rps)))),
+		st.limiter = rate.NewLimiter(rate.Limit(s.rps), max(1, int(math.Ceil(s.rps))))
 	}
 	rt := transport.NewUserAgent(c.endpointTransport(ep), c.userAgent)
 	rt = transport.NewSchemePin(rt, u.Scheme, u.Host)
 	if seen := libraryScheme(u); seen != u.Scheme {
 		rt = &tagListScheme{next: rt, host: u.Host, scheme: seen}
 	}
+	rt = transport.NewGated(rt, st.gate)
 	rt = transport.NewRetry(rt,
 		transport.WithAttempts(c.retryAttempts),
 		transport.WithBackoff(c.retryBase, c.retryMax),
@@ -109,10 +116,25 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 		}))
 	rt = transport.NewBodyLimit(rt, c.bodyLimit)
 	rt = transport.NewDeadline(rt, c.requestTimeout)
-	rt = transport.NewRateLimit(rt, st.limiter)
+	if st.limiter != nil {
+		rt = transport.NewRateLimit(rt, st.limiter)
+	}
 	rt = transport.NewMetrics(rt, func(d time.Duration, failed bool) { c.metrics.request(label, d, failed) })
 	st.rt = transport.NewRedirectGuard(rt)
 	return st, nil
+}
+
+// gateFor returns the gate of an API host, the same for every endpoint
+// and stack on it; c.stacksMu is held.
+func (c *Client) gateFor(host string) *transport.Gate {
+	g, ok := c.gates[host]
+	if !ok {
+		// The retry layer's longest wait, when a test shortens it, caps
+		// the pause too.
+		g = transport.NewGate(transport.WithMaxInFlight(c.maxInFlight), transport.WithMaxPause(c.retryMax))
+		c.gates[host] = g
+	}
+	return g
 }
 
 // baseTransport is the caller's transport, or one of two shared

@@ -136,42 +136,69 @@ func TestRetryOnTooManyRequestsAndServerErrors(t *testing.T) {
 }
 
 func TestRateLimitConfiguration(t *testing.T) {
-	limited := testConfig(t, "registry.test:5000", "limit: 5")
-	unlimited := testConfig(t, "registry.test:5000")
-	current := limited
-	c := NewClient(WithConfig(func() *config.Config { return current() }))
-	ref := imageRef(t, "registry.test:5000/app")
+	rps := func(st *endpointStack) float64 {
+		if st.limiter == nil {
+			return 0
+		}
+		return float64(st.limiter.Limit())
+	}
+	for _, tc := range []struct {
+		name  string
+		image string
+		cfg   func() *config.Config
+		opts  []Option
+		want  float64 // 0: no fixed cap
+		burst int
+	}{
+		{"limit set", "registry.test:5000/app", testConfig(t, "registry.test:5000", "limit: 5"), nil, 5, 5},
+		{"entry without limit: no cap", "registry.test:5000/app", testConfig(t, "registry.test:5000"), nil, 0, 0},
+		{"inferred private host: no cap", "registry.test:5000/app", nil, nil, 0, 0},
+		{"inferred GHCR", "ghcr.io/org/app", nil, nil, config.PublicLimit, config.PublicLimit},
+		{"inferred Docker Hub", "nginx", nil, nil, config.PublicLimit, config.PublicLimit},
+		{"Quay entry without limit", "quay.io/org/app", testConfigPrefix(t, "quay.io", "quay.io"), nil, config.PublicLimit, config.PublicLimit},
+		{"GCR entry with its own limit", "gcr.io/p/app", testConfigPrefix(t, "gcr.io", "gcr.io", "limit: 100"), nil, 100, 100},
+		{"WithDefaultLimit for entries without one", "registry.test:5000/app", nil, []Option{WithDefaultLimit(2.5)}, 2.5, 3},
+		{"WithDefaultLimit leaves limit alone", "registry.test:5000/app", testConfig(t, "registry.test:5000", "limit: 5"), []Option{WithDefaultLimit(2.5)}, 5, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewClient(append([]Option{WithConfig(tc.cfg)}, tc.opts...)...)
+			st, err := c.stackFor(c.Endpoint(imageRef(t, tc.image)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rps(st); got != tc.want {
+				t.Errorf("%v requests per second, want %v", got, tc.want)
+			}
+			if st.limiter != nil && st.limiter.Burst() != tc.burst {
+				t.Errorf("burst %d, want %d", st.limiter.Burst(), tc.burst)
+			}
+		})
+	}
+}
 
+// A reloaded configuration builds a new stack, but the host's gate, with
+// what it learnt of the registry's load, stays.
+func TestStackReloadKeepsTheGate(t *testing.T) {
+	limited := testConfig(t, "registry.test:5000", "limit: 5")
+	current := limited
+	c := NewClient(WithConfig(func() *config.Config { return current() }), WithMaxInFlight(7))
+	ref := imageRef(t, "registry.test:5000/app")
 	st, err := c.stackFor(c.Endpoint(ref))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.limiter.Limit() != 5 || st.limiter.Burst() != 5 {
-		t.Errorf("limit: 5 gives %v rps, burst %d", st.limiter.Limit(), st.limiter.Burst())
-	}
 	if again, _ := c.stackFor(c.Endpoint(ref)); again != st {
 		t.Error("the stack of an endpoint is not reused")
 	}
-
-	// A reloaded configuration without a limit gets the default.
-	current = unlimited
+	current = testConfig(t, "registry.test:5000")
 	st2, err := c.stackFor(c.Endpoint(ref))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st2 == st || st2.limiter.Limit() != config.DefaultLimit {
-		t.Errorf("after reload: limit %v, want a new stack at %d rps", st2.limiter.Limit(), config.DefaultLimit)
+	if st2 == st || st2.limiter != nil {
+		t.Errorf("after reload without limit: same stack %v, limiter %v", st2 == st, st2.limiter)
 	}
-
-	// So do inferred endpoints, unless the client's default is changed.
-	if st, _ := NewClient(WithDefaultLimit(2.5)).stackFor(c.Endpoint(ref)); st.limiter.Limit() != 2.5 || st.limiter.Burst() != 3 {
-		t.Errorf("WithDefaultLimit(2.5): %v rps, burst %d", st.limiter.Limit(), st.limiter.Burst())
-	}
-	st3, err := c.stackFor(c.Endpoint(imageRef(t, "ghcr.io/org/app")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st3.limiter.Limit() != config.DefaultLimit || st3.label != "ghcr.io" {
-		t.Errorf("inferred endpoint: %v rps, label %q", st3.limiter.Limit(), st3.label)
+	if st2.gate != st.gate || st.gate.Window() != 7 {
+		t.Errorf("gate shared %v, window %d, want the same gate with 7 places", st2.gate == st.gate, st.gate.Window())
 	}
 }

@@ -21,7 +21,9 @@ const tagsPageSize = 1000
 // Concurrent calls for the same repository with the same credential
 // reference share one listing; calls with different references never do.
 // Results are not kept beyond that: each call after the shared one
-// finished lists again. The returned slice is the caller's own.
+// finished lists again; the listing's hash is kept, and tells Metadata
+// whether the digests it learnt of the repository's tags still hold. The
+// returned slice is the caller's own.
 func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
 	t, err := c.target(ref.WithoutVersion(), creds)
 	if err != nil {
@@ -35,6 +37,9 @@ func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credent
 			tags, err = c.listTags(ctx, s)
 			return err
 		})
+		if err == nil {
+			c.known.listed(repoName(t.ref), t.src.identity(), tags)
+		}
 		return tags, err
 	})
 	if err != nil {

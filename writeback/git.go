@@ -698,7 +698,10 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, apps 
 	if err != nil {
 		return plumbing.ZeroHash, nil, nil, fmt.Errorf("read tree of commit %s: %w", tip, err)
 	}
+	// One walk of the tip's trees for the whole batch, and one chain of
+	// trees for its commits: no tree is decoded once per Application.
 	tree := newRepoTree(clone.repo.Storer, root)
+	chain := newChainTrees(clone.repo.Storer)
 	head = tip
 	for _, a := range apps {
 		u := a.update
@@ -718,7 +721,7 @@ func (w *GitWriter) commitApplications(clone *gitClone, tip plumbing.Hash, apps 
 				a.fail(err)
 				continue
 			}
-			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer, &created); err != nil {
+			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer, &created, chain); err != nil {
 				a.fail(fmt.Errorf("commit %s: %w", edit.path, err))
 				continue
 			}

@@ -52,8 +52,8 @@ type SecretLister interface {
 	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 }
 
-// NewKubeSecretLister reads through the Kubernetes API on every call, so
-// rotated credentials apply from the next cycle. It needs list and get on
+// NewKubeSecretLister reads through the Kubernetes API on every call
+// (NewCachedSecretLister keeps its lists for a while). It needs list and get on
 // secrets in the Argo CD namespace (get in namespaces git:secret: names)
 // and get on configmaps there.
 func NewKubeSecretLister(cs kubernetes.Interface) SecretLister { return kubeSecretLister{cs: cs} }

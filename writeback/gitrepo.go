@@ -350,8 +350,14 @@ func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
 // commit stores a commit of parent's tree with files replaced, adding
 // the objects it stores to created. It returns the zero hash when the
 // files already hold that content.
-func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer commitSigner, created *[]plumbing.Hash) (plumbing.Hash, error) {
+//
+// trees holds the trees decoded for earlier commits of the same chain
+// (newChainTrees); nil means none.
+func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer commitSigner, created *[]plumbing.Hash, trees *treeCache) (plumbing.Hash, error) {
 	s := c.repo.Storer
+	if trees == nil {
+		trees = newChainTrees(s)
+	}
 	pc, err := object.GetCommit(s, parent)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", parent, err)
@@ -368,7 +374,7 @@ func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg str
 			return plumbing.ZeroHash, err
 		}
 		*created = append(*created, blob)
-		if tree, err = putTreeFile(s, tree, splitRepoPath(p), blob, created); err != nil {
+		if tree, err = putTreeFile(trees, tree, splitRepoPath(p), blob, created); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("%s: %w", p, err)
 		}
 	}
@@ -423,14 +429,13 @@ func storeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, err
 // putTreeFile returns the hash of a tree with the file at parts set to
 // blob, storing the trees along the path and adding them to created. An
 // executable file stays executable; a new file is a regular one.
-func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []string, blob plumbing.Hash, created *[]plumbing.Hash) (plumbing.Hash, error) {
+func putTreeFile(trees *treeCache, tree plumbing.Hash, parts []string, blob plumbing.Hash, created *[]plumbing.Hash) (plumbing.Hash, error) {
 	var entries []object.TreeEntry
 	if !tree.IsZero() {
-		t, err := object.GetTree(s, tree)
-		if err != nil {
+		var err error
+		if entries, err = trees.entries(tree); err != nil {
 			return plumbing.ZeroHash, err
 		}
-		entries = append(entries, t.Entries...)
 	}
 	idx := slices.IndexFunc(entries, func(e object.TreeEntry) bool { return e.Name == parts[0] })
 	entry := object.TreeEntry{Name: parts[0]}
@@ -453,23 +458,20 @@ func putTreeFile(s storer.EncodedObjectStorer, tree plumbing.Hash, parts []strin
 			}
 			sub = entries[idx].Hash
 		}
-		h, err := putTreeFile(s, sub, parts[1:], blob, created)
+		h, err := putTreeFile(trees, sub, parts[1:], blob, created)
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
 		entry.Mode, entry.Hash = filemode.Dir, h
 	}
 	if idx >= 0 {
+		// Same name, and a folder stays a folder: the order holds.
 		entries[idx] = entry
 	} else {
 		entries = append(entries, entry)
+		sort.Sort(object.TreeEntrySorter(entries))
 	}
-	sort.Sort(object.TreeEntrySorter(entries))
-	obj := s.NewEncodedObject()
-	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	h, err := s.SetEncodedObject(obj)
+	h, err := trees.put(entries, tree)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}

@@ -28,10 +28,11 @@ type repoTree struct {
 	store   storer.EncodedObjectStorer
 	root    *object.Tree
 	changed map[string][]byte
+	trees   *treeCache // the folders read, each decoded once
 }
 
 func newRepoTree(store storer.EncodedObjectStorer, root *object.Tree) *repoTree {
-	return &repoTree{store: store, root: root, changed: map[string][]byte{}}
+	return &repoTree{store: store, root: root, changed: map[string][]byte{}, trees: newTreeCache(store)}
 }
 
 // treeFile is what a path names in a repoTree.
@@ -91,7 +92,7 @@ restart:
 			parts = append(splitRepoPath(resolved), parts[i+1:]...)
 			goto restart
 		case filemode.Dir:
-			sub, err := object.GetTree(t.store, entry.Hash)
+			sub, err := t.trees.get(entry.Hash)
 			if err != nil {
 				return treeFile{}, fmt.Errorf("%s: read folder: %w", here, err)
 			}

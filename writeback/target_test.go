@@ -51,7 +51,7 @@ func memoryTree(t *testing.T, files, symlinks map[string]string, submodules ...s
 		if err != nil {
 			t.Fatal(err)
 		}
-		if root, err = putTreeFile(s, root, splitRepoPath(path), blob, new([]plumbing.Hash)); err != nil {
+		if root, err = putTreeFile(newChainTrees(s), root, splitRepoPath(path), blob, new([]plumbing.Hash)); err != nil {
 			t.Fatal(err)
 		}
 		if mode != filemode.Regular {

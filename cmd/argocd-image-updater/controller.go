@@ -320,7 +320,7 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
 		opts = append(opts, writeback.WithGnuPGHome(home))
 	}
-	return writeback.NewGitWriter(writeback.NewKubeSecretLister(cs), writeback.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
+	return writeback.NewGitWriter(writeback.NewCachedSecretLister(writeback.NewKubeSecretLister(cs), 0), writeback.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
 func serve(ctx context.Context, name, host string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {

@@ -20,12 +20,17 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// DefaultLimit is the number of requests per second the controller sends to
-// one registry when its registries.conf entry sets no limit (or none
-// applies). It is the same for every registry, inferred or configured, and
-// low enough to stay within the anonymous quotas of the big public
-// registries while scanning many images.
-const DefaultLimit = 20
+// PublicLimit is the number of requests per second the controller sends to
+// one of the big public registries (Docker Hub, GCR, GHCR, Quay) when no
+// registries.conf entry sets a limit for it: low enough to stay within
+// their anonymous quotas while scanning many images. Other registries
+// without a limit get no fixed cap; the client's bound on requests in
+// flight and its slow-down on 429 and 503 answers keep it polite.
+const PublicLimit = 20
+
+// publicAPIHosts are the API hosts PublicLimit applies to, as the old
+// updater's built-in registries.
+var publicAPIHosts = []string{"registry-1.docker.io", "gcr.io", "ghcr.io", "quay.io", "docker.pkg.github.com"}
 
 // dockerHubAPI is where Docker Hub's registry API actually lives; docker.io
 // itself only redirects.
@@ -78,11 +83,28 @@ type Endpoint struct {
 	Credentials string        // raw credential reference; "" = anonymous
 	CredsExpire time.Duration // reuse of registry-level credentials; 0 = until they fail
 	Insecure    bool          // skip TLS verification
-	Limit       float64       // requests per second; 0 = DefaultLimit
+	Limit       float64       // requests per second; 0 = see RateLimit
 	DefaultNS   string        // namespace for single-element names
 	Default     bool          // serves names without a registry host
 	TagSortMode TagSortMode
+	// MutableTags says tags of this registry are pushed again to new
+	// images: the client then asks a tag's digest every time instead of
+	// trusting what it learnt while the listing stays the same.
+	MutableTags bool
 	TLS         *TLS // ca_file, ca_data and the client certificate; nil: the defaults
+}
+
+// RateLimit is the endpoint's rate limit in requests per second: Limit
+// when set, else PublicLimit when its API is that of a public registry,
+// else 0, no fixed cap.
+func (e Endpoint) RateLimit() float64 {
+	if e.Limit > 0 {
+		return e.Limit
+	}
+	if u, err := url.Parse(e.APIURL); err == nil && slices.Contains(publicAPIHosts, strings.ToLower(u.Host)) {
+		return PublicLimit
+	}
+	return 0
 }
 
 // inferEndpoint is the endpoint of a registry host without an entry: the
@@ -292,7 +314,7 @@ type parsedEntry struct {
 }
 
 var entryFields = []string{"name", "prefix", "api_url", "credentials", "credsexpire", "insecure", "limit", "defaultns", "default", "tagsortmode",
-	"ca_file", "ca_data", "client_cert_file", "client_key_file", "ping"}
+	"mutabletags", "ca_file", "ca_data", "client_cert_file", "client_key_file", "ping"}
 
 // entry parses registries[i]. ok is false when it had errors (already
 // recorded), so that it takes no part in the duplicate checks.
@@ -337,6 +359,8 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 			e.ep.Insecure = p.boolean(v, f)
 		case "limit":
 			e.ep.Limit = p.number(v, f)
+		case "mutabletags":
+			e.ep.MutableTags = p.boolean(v, f)
 		case "defaultns":
 			e.ep.DefaultNS = p.namespace(v, f)
 		case "default":

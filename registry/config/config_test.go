@@ -67,6 +67,7 @@ registries:
   api_url: http://registry.internal:5000
   insecure: false
   tagsortmode: latest-last
+  mutabletags: true
   credsexpire: 0
   credentials:
   default: false
@@ -81,7 +82,8 @@ registries:
 			CredsExpire: 90 * time.Minute, Limit: 2.5, DefaultNS: "library", Default: true},
 		{Name: "GitHub", Prefix: "ghcr.io/", APIURL: "https://ghcr.io", Credentials: "pullsecret:argocd/ghcr", Insecure: true,
 			TagSortMode: TagSortLatestFirst, Limit: 7},
-		{Name: "Internal", Prefix: "registry.internal:5000/team", APIURL: "http://registry.internal:5000", TagSortMode: TagSortLatestLast},
+		{Name: "Internal", Prefix: "registry.internal:5000/team", APIURL: "http://registry.internal:5000", TagSortMode: TagSortLatestLast,
+			MutableTags: true},
 	}
 	got := cfg.endpoints()
 	if len(got) != len(want) {
