@@ -21,11 +21,15 @@ const (
 	Distribution = "distribution"
 	ACR          = "acr"         // Azure Container Registry
 	CloudEvents  = "cloudevents" // Amazon ECR events from EventBridge, as CloudEvents
+	// Google Artifact Registry (and Container Registry) notifications,
+	// delivered by a Pub/Sub push subscription.
+	ArtifactRegistry = "artifact-registry"
+	AliyunACR        = "aliyun-acr" // Alibaba Cloud Container Registry
 )
 
 // Sources are the source names the handler knows, in a stable order.
 func Sources() []string {
-	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents}
+	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR}
 }
 
 // authMethod is how a registry proves it knows the shared secret.
@@ -33,7 +37,8 @@ type authMethod int
 
 const (
 	// authQuery: the secret is the ?secret= query parameter of the URL the
-	// registry was given (Docker Hub and Quay sign nothing).
+	// registry was given (Docker Hub, Quay, Aliyun ACR and Pub/Sub push
+	// subscriptions sign nothing with a shared secret).
 	authQuery authMethod = iota
 	// authSignature: X-Hub-Signature-256 is "sha256=" and the hex
 	// HMAC-SHA256 of the body keyed with the secret (GitHub).
@@ -59,19 +64,22 @@ func (m authMethod) String() string {
 // format is how one source authenticates and what its payload says. parse
 // returns the repositories that got a push, without tag or digest; none
 // when the payload announces something else (a ping, a deletion, a blob).
+// It reads r's headers and query, never its body, which is given.
 type format struct {
 	auth  authMethod
-	parse func(h http.Header, body []byte) ([]imageref.Reference, error)
+	parse func(r *http.Request, body []byte) ([]imageref.Reference, error)
 }
 
 var formats = map[string]format{
-	DockerHub:    {auth: authQuery, parse: parseDockerHub},
-	GHCR:         {auth: authSignature, parse: parseGitHub},
-	Quay:         {auth: authQuery, parse: parseQuay},
-	Harbor:       {auth: authHeader, parse: parseHarbor},
-	Distribution: {auth: authHeader, parse: parseDistribution},
-	ACR:          {auth: authHeader, parse: parseACR},
-	CloudEvents:  {auth: authHeader, parse: parseCloudEvents},
+	DockerHub:        {auth: authQuery, parse: parseDockerHub},
+	GHCR:             {auth: authSignature, parse: parseGitHub},
+	Quay:             {auth: authQuery, parse: parseQuay},
+	Harbor:           {auth: authHeader, parse: parseHarbor},
+	Distribution:     {auth: authHeader, parse: parseDistribution},
+	ACR:              {auth: authHeader, parse: parseACR},
+	CloudEvents:      {auth: authHeader, parse: parseCloudEvents},
+	ArtifactRegistry: {auth: authQuery, parse: parsePubSub},
+	AliyunACR:        {auth: authQuery, parse: parseAliyun},
 }
 
 // payloadError is a payload that cannot be read: answered with 400.
@@ -132,7 +140,7 @@ func (rs *repositories) add(r imageref.Reference) {
 
 // Docker Hub: {"push_data": {"tag": ...}, "repository": {"repo_name":
 // "namespace/name", ...}}; official images have no namespace.
-func parseDockerHub(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseDockerHub(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		PushData struct {
 			Tag string `json:"tag"`
@@ -153,7 +161,7 @@ func parseDockerHub(_ http.Header, body []byte) ([]imageref.Reference, error) {
 
 // Quay: {"docker_url": "quay.io/namespace/name", "updated_tags": [...],
 // ...}; docker_url carries the host of a self-hosted Quay too.
-func parseQuay(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseQuay(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		DockerURL   string   `json:"docker_url"`
 		UpdatedTags []string `json:"updated_tags"`
@@ -192,8 +200,8 @@ type githubPackage struct {
 // version without a tag (a platform manifest of a multi-platform image)
 // and other events, such as the ping sent when the webhook is created,
 // name nothing to check.
-func parseGitHub(h http.Header, body []byte) ([]imageref.Reference, error) {
-	event := h.Get("X-GitHub-Event")
+func parseGitHub(r *http.Request, body []byte) ([]imageref.Reference, error) {
+	event := r.Header.Get("X-GitHub-Event")
 	if event != "package" && event != "registry_package" {
 		if !json.Valid(body) {
 			return nil, malformed("invalid JSON")
@@ -244,7 +252,7 @@ func parseGitHub(h http.Header, body []byte) ([]imageref.Reference, error) {
 // {"repo_full_name": "project/name"}, "resources": [{"tag": ...,
 // "resource_url": "harbor.example.com/project/name:tag"}]}}. The host is
 // only in resource_url. Harbor 1.x called the type pushImage.
-func parseHarbor(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseHarbor(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		Type      string `json:"type"`
 		EventData struct {
@@ -286,7 +294,7 @@ func parseHarbor(_ http.Header, body []byte) ([]imageref.Reference, error) {
 // manifest was pushed by tag) and request.host (the registry as the
 // pushing client addressed it). Pulls, deletions and blob uploads name
 // nothing to check.
-func parseDistribution(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseDistribution(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		Events *[]distributionEvent `json:"events"`
 	}
@@ -346,7 +354,7 @@ func (e distributionEvent) pushed(field string) (ref imageref.Reference, ok bool
 // Azure Container Registry: one event per request, {"action": "push",
 // "target": {"repository", "tag", ...}, "request": {"host":
 // "<name>.azurecr.io", ...}}; the ping of a new webhook has action ping.
-func parseACR(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseACR(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var e distributionEvent
 	if err := decode(body, &e); err != nil {
 		return nil, err
@@ -377,9 +385,9 @@ type ecrEvent struct {
 // envelope with specversion and data) or binary mode (ce-* headers, the
 // body is the data). Events other than successful pushes by tag name
 // nothing to check.
-func parseCloudEvents(h http.Header, body []byte) ([]imageref.Reference, error) {
+func parseCloudEvents(r *http.Request, body []byte) ([]imageref.Reference, error) {
 	data := json.RawMessage(body)
-	if h.Get("Ce-Specversion") == "" {
+	if r.Header.Get("Ce-Specversion") == "" {
 		var envelope struct {
 			SpecVersion string          `json:"specversion"`
 			Data        json.RawMessage `json:"data"`

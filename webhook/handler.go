@@ -234,7 +234,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	repos, err := f.parse(r.Header, body)
+	repos, err := f.parse(r, body)
 	if err != nil {
 		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("malformed %s payload: %v", source, err))
 		return

@@ -63,6 +63,8 @@ var senders = []sender{
 	{source: ACR, file: "acr.json", want: "acme.azurecr.io/acme/shop"},
 	{source: CloudEvents, file: "cloudevents.json", headers: map[string]string{"Content-Type": "application/cloudevents+json"},
 		want: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/acme/shop"},
+	{source: ArtifactRegistry, file: "artifact-registry.json", want: "asia-northeast1-docker.pkg.dev/acme-prod/apps/shop"},
+	{source: AliyunACR, file: "aliyun-acr.json", want: "registry.cn-hangzhou.aliyuncs.com/acme/shop"},
 }
 
 func readPayload(t *testing.T, file string) []byte {
@@ -369,7 +371,7 @@ func TestNewHandler(t *testing.T) {
 		{name: "two secrets", cfg: Config{Secrets: map[string]string{Quay: "a", Harbor: "b", GHCR: ""}}, wantEnabled: []string{Quay, Harbor}},
 		{
 			name: "open", cfg: Config{Secrets: map[string]string{Quay: "a"}, AllowUnauthenticated: true},
-			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents},
+			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR},
 		},
 		{name: "unknown source", cfg: Config{Secrets: map[string]string{"gitlab": "x"}}, wantErr: `unknown source "gitlab"`},
 		{name: "negative rate", cfg: Config{RateLimit: -1}, wantErr: "must not be negative"},

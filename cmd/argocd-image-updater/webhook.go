@@ -25,30 +25,34 @@ type webhookOptions struct {
 
 // webhookSecretFlags name the secret flag of each source.
 var webhookSecretFlags = map[string]string{
-	webhook.DockerHub:    "docker-webhook-secret",
-	webhook.GHCR:         "ghcr-webhook-secret",
-	webhook.Quay:         "quay-webhook-secret",
-	webhook.Harbor:       "harbor-webhook-secret",
-	webhook.Distribution: "distribution-webhook-secret",
-	webhook.ACR:          "acr-webhook-secret",
-	webhook.CloudEvents:  "cloudevents-webhook-secret",
+	webhook.DockerHub:        "docker-webhook-secret",
+	webhook.GHCR:             "ghcr-webhook-secret",
+	webhook.Quay:             "quay-webhook-secret",
+	webhook.Harbor:           "harbor-webhook-secret",
+	webhook.Distribution:     "distribution-webhook-secret",
+	webhook.ACR:              "acr-webhook-secret",
+	webhook.CloudEvents:      "cloudevents-webhook-secret",
+	webhook.ArtifactRegistry: "artifact-registry-webhook-secret",
+	webhook.AliyunACR:        "aliyun-acr-webhook-secret",
 }
 
 // webhookEnv maps the webhook flags to the environment variables of the
 // old tool, and to those later Argo CD Image Updater releases added (ACR,
-// CloudEvents, WEBHOOK_REQUIRE_SECRET).
+// Aliyun ACR, CloudEvents, Artifact Registry, WEBHOOK_REQUIRE_SECRET).
 var webhookEnv = envFlags{
-	"enable-webhook":              "ENABLE_WEBHOOK",
-	"webhook-port":                "WEBHOOK_PORT",
-	"webhook-ratelimit-allowed":   "WEBHOOK_RATELIMIT_ALLOWED",
-	"webhook-require-secret":      "WEBHOOK_REQUIRE_SECRET",
-	"docker-webhook-secret":       "DOCKER_WEBHOOK_SECRET",
-	"ghcr-webhook-secret":         "GHCR_WEBHOOK_SECRET",
-	"quay-webhook-secret":         "QUAY_WEBHOOK_SECRET",
-	"harbor-webhook-secret":       "HARBOR_WEBHOOK_SECRET",
-	"distribution-webhook-secret": "DISTRIBUTION_WEBHOOK_SECRET",
-	"acr-webhook-secret":          "ACR_WEBHOOK_SECRET",
-	"cloudevents-webhook-secret":  "CLOUDEVENTS_WEBHOOK_SECRET",
+	"enable-webhook":                   "ENABLE_WEBHOOK",
+	"webhook-port":                     "WEBHOOK_PORT",
+	"webhook-ratelimit-allowed":        "WEBHOOK_RATELIMIT_ALLOWED",
+	"webhook-require-secret":           "WEBHOOK_REQUIRE_SECRET",
+	"docker-webhook-secret":            "DOCKER_WEBHOOK_SECRET",
+	"ghcr-webhook-secret":              "GHCR_WEBHOOK_SECRET",
+	"quay-webhook-secret":              "QUAY_WEBHOOK_SECRET",
+	"harbor-webhook-secret":            "HARBOR_WEBHOOK_SECRET",
+	"distribution-webhook-secret":      "DISTRIBUTION_WEBHOOK_SECRET",
+	"acr-webhook-secret":               "ACR_WEBHOOK_SECRET",
+	"cloudevents-webhook-secret":       "CLOUDEVENTS_WEBHOOK_SECRET",
+	"artifact-registry-webhook-secret": "ARTIFACT_REGISTRY_WEBHOOK_SECRET",
+	"aliyun-acr-webhook-secret":        "ALIYUN_ACR_WEBHOOK_SECRET",
 }
 
 func (w *webhookOptions) addFlags(f *pflag.FlagSet) {

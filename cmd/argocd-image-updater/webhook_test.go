@@ -50,12 +50,14 @@ func TestWebhookFlags(t *testing.T) {
 				"DOCKER_WEBHOOK_SECRET": "d", "GHCR_WEBHOOK_SECRET": "g", "QUAY_WEBHOOK_SECRET": "q",
 				"HARBOR_WEBHOOK_SECRET": "h", "DISTRIBUTION_WEBHOOK_SECRET": "r", "WEBHOOK_REQUIRE_SECRET": "false",
 				"ACR_WEBHOOK_SECRET": "a", "CLOUDEVENTS_WEBHOOK_SECRET": "c",
+				"ARTIFACT_REGISTRY_WEBHOOK_SECRET": "g", "ALIYUN_ACR_WEBHOOK_SECRET": "y",
 			},
 			want: map[string]string{
 				"enable-webhook": "true", "webhook-port": "9000", "webhook-ratelimit-allowed": "120",
 				"docker-webhook-secret": "d", "ghcr-webhook-secret": "g", "quay-webhook-secret": "q",
 				"harbor-webhook-secret": "h", "distribution-webhook-secret": "r", "webhook-require-secret": "false",
 				"acr-webhook-secret": "a", "cloudevents-webhook-secret": "c",
+				"artifact-registry-webhook-secret": "g", "aliyun-acr-webhook-secret": "y",
 			},
 		},
 		{
@@ -108,7 +110,7 @@ func TestWebhookCommandHelp(t *testing.T) {
 	}
 	for _, want := range []string{"--webhook-port", "--docker-webhook-secret", "--ghcr-webhook-secret", "--quay-webhook-secret",
 		"--harbor-webhook-secret", "--distribution-webhook-secret", "--acr-webhook-secret", "--cloudevents-webhook-secret",
-		"--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
+		"--artifact-registry-webhook-secret", "--aliyun-acr-webhook-secret", "--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("webhook --help lacks %s", want)
 		}
