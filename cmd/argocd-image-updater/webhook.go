@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"strings"
 
@@ -20,6 +21,8 @@ type webhookOptions struct {
 	port          int
 	rateLimit     int
 	requireSecret bool
+	tlsCertFile   string
+	tlsKeyFile    string
 	secrets       map[string]*string // by source
 }
 
@@ -53,6 +56,8 @@ var webhookEnv = envFlags{
 	"cloudevents-webhook-secret":       "CLOUDEVENTS_WEBHOOK_SECRET",
 	"artifact-registry-webhook-secret": "ARTIFACT_REGISTRY_WEBHOOK_SECRET",
 	"aliyun-acr-webhook-secret":        "ALIYUN_ACR_WEBHOOK_SECRET",
+	"webhook-tls-cert-file":            "WEBHOOK_TLS_CERT_FILE",
+	"webhook-tls-key-file":             "WEBHOOK_TLS_KEY_FILE",
 }
 
 func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
@@ -60,6 +65,8 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&w.port, "webhook-port", 8082, "port of the webhook endpoint (POST /webhook)")
 	f.IntVar(&w.rateLimit, "webhook-ratelimit-allowed", 0, "webhook requests accepted per hour from each registry type; 0: no limit")
 	f.BoolVar(&w.requireSecret, "webhook-require-secret", true, "refuse webhooks of registry types that have no secret; false accepts them unauthenticated")
+	f.StringVar(&w.tlsCertFile, "webhook-tls-cert-file", "", "serve the webhook endpoint over HTTPS with this PEM certificate (chain), read again when it changes; default: plain HTTP")
+	f.StringVar(&w.tlsKeyFile, "webhook-tls-key-file", "", "the PEM private key of --webhook-tls-cert-file")
 	w.secrets = map[string]*string{}
 	for _, source := range webhook.Sources() {
 		w.secrets[source] = f.String(webhookSecretFlags[source], "", "shared secret of "+source+" webhooks (prefer the environment variable)")
@@ -75,6 +82,8 @@ func (w *webhookOptions) validate() error {
 		return usageErrorf("invalid value %d for --webhook-port: must be a port number", w.port)
 	case w.rateLimit < 0:
 		return usageErrorf("invalid value %d for --webhook-ratelimit-allowed: must not be negative", w.rateLimit)
+	case (w.tlsCertFile == "") != (w.tlsKeyFile == ""):
+		return usageErrorf("--webhook-tls-cert-file and --webhook-tls-key-file go together: give both or neither")
 	}
 	return nil
 }
@@ -140,7 +149,15 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 		logger.Info("webhook endpoint enabled", "port", o.webhook.port, "path", webhook.Path, "types", strings.Join(enabled, ","),
 			"rateLimitPerHour", o.webhook.rateLimit)
 	}
-	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, logger, serveErr)
+	var tlsConfig *tls.Config
+	if o.webhook.tlsCertFile != "" {
+		certs, err := webhook.NewCertFiles(o.webhook.tlsCertFile, o.webhook.tlsKeyFile, logger)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = certs.TLSConfig()
+	}
+	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, tlsConfig, logger, serveErr)
 	return dispatcher, nil
 }
 

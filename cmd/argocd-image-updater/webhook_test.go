@@ -82,6 +82,13 @@ func TestWebhookFlags(t *testing.T) {
 		{name: "bad port, webhook command", command: "webhook", args: []string{"--webhook-port", "70000"}, wantErr: "--webhook-port"},
 		{name: "port unchecked while disabled", command: "run", args: []string{"--webhook-port", "0"}, want: map[string]string{"webhook-port": "0"}},
 		{name: "negative rate limit", command: "run", env: map[string]string{"ENABLE_WEBHOOK": "1", "WEBHOOK_RATELIMIT_ALLOWED": "-5"}, wantErr: "--webhook-ratelimit-allowed"},
+		{
+			name: "TLS files from the environment", command: "webhook",
+			env:  map[string]string{"WEBHOOK_TLS_CERT_FILE": "/tls/tls.crt", "WEBHOOK_TLS_KEY_FILE": "/tls/tls.key"},
+			want: map[string]string{"webhook-tls-cert-file": "/tls/tls.crt", "webhook-tls-key-file": "/tls/tls.key"},
+		},
+		{name: "TLS certificate without key", command: "webhook", args: []string{"--webhook-tls-cert-file", "/tls/tls.crt"}, wantErr: "give both or neither"},
+		{name: "TLS key without certificate", command: "run", args: []string{"--enable-webhook", "--webhook-tls-key-file", "/tls/tls.key"}, wantErr: "give both or neither"},
 		{name: "bad environment value", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, wantErr: "environment variable WEBHOOK_PORT"},
 	}
 	for _, tt := range tests {
