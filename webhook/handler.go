@@ -55,8 +55,10 @@ type Config struct {
 	// AllowUnauthenticated accepts requests of sources that have no
 	// secret without authentication.
 	AllowUnauthenticated bool
-	// RateLimit is the number of requests per hour accepted from each
-	// source; 0 means no limit.
+	// RateLimit is the number of authenticated requests per hour accepted
+	// from each source; 0 means no limit. Failed authentications are
+	// counted apart (see failureLimit), so that forged requests cannot use
+	// up a registry's budget.
 	RateLimit int
 	// MaxBodySize bounds a payload; 0 means DefaultMaxBodySize.
 	MaxBodySize int64
@@ -68,7 +70,8 @@ type Handler struct {
 	secrets     map[string]string
 	open        bool
 	maxBody     int64
-	limiters    map[string]*rate.Limiter
+	limiters    map[string]*rate.Limiter // authenticated requests, by source
+	failures    map[string]*rate.Limiter // failed authentications, by source
 	metrics     *Metrics
 	logger      *slog.Logger
 	now         func() time.Time
@@ -101,6 +104,7 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 		open:        cfg.AllowUnauthenticated,
 		maxBody:     cfg.MaxBodySize,
 		limiters:    map[string]*rate.Limiter{},
+		failures:    map[string]*rate.Limiter{},
 		logger:      slog.New(slog.DiscardHandler),
 		now:         time.Now,
 		readTimeout: readTimeout,
@@ -122,6 +126,7 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 			limit = rate.Limit(float64(cfg.RateLimit) / 3600)
 		}
 		h.limiters[source] = rate.NewLimiter(limit, max(cfg.RateLimit, 1))
+		h.failures[source] = failureLimit(cfg.RateLimit)
 	}
 	for _, opt := range opts {
 		opt(h)
@@ -199,10 +204,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("unknown registry type %q: give ?type= or the X-Registry-Type header, one of %s", source, strings.Join(Sources(), ", ")))
 		return
 	}
-	if lim := h.limiters[source]; !lim.AllowN(received, 1) {
+	// Each budget is spent only by the requests it is for: a forged
+	// request spends the failure budget, never the registry's.
+	limited := func(lim *rate.Limiter, what string) bool {
+		if lim.AllowN(received, 1) {
+			return false
+		}
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(lim, received)))
-		reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many requests from %s: the limit is %g per hour", source, float64(lim.Burst())))
-		return
+		reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many %s from %s: the limit is %g per hour", what, source, perHour(lim)))
+		return true
+	}
+	unauthorized := func(msg string) {
+		if !limited(h.failures[source], "failed authentications") {
+			reject(http.StatusUnauthorized, RejectUnauthorized, msg)
+		}
 	}
 	secret := h.secrets[source]
 	if secret == "" && !h.open {
@@ -211,8 +226,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	authenticate := secret != ""
-	if authenticate && f.auth != authSignature && !h.authentic(f.auth, r, nil, secret) {
-		reject(http.StatusUnauthorized, RejectUnauthorized, fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
+	if authenticate && f.auth != authSignature {
+		if !h.authentic(f.auth, r, nil, secret) {
+			unauthorized(fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
+			return
+		}
+		if limited(h.limiters[source], "requests") {
+			return
+		}
+	}
+	if !authenticate && limited(h.limiters[source], "requests") {
 		return
 	}
 
@@ -229,9 +252,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("reading the payload: %v", err))
 		return
 	}
-	if authenticate && f.auth == authSignature && !h.authentic(f.auth, r, body, secret) {
-		reject(http.StatusUnauthorized, RejectUnauthorized, fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", f.auth, source))
-		return
+	if authenticate && f.auth == authSignature {
+		if !h.authentic(f.auth, r, body, secret) {
+			unauthorized(fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", f.auth, source))
+			return
+		}
+		if limited(h.limiters[source], "requests") {
+			return
+		}
 	}
 
 	repos, err := f.parse(r, body)
@@ -288,6 +316,29 @@ func (h *Handler) authentic(m authMethod, r *http.Request, body []byte, secret s
 func equal(got, want string) bool {
 	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// defaultFailureLimit and defaultFailureBurst bound failed authentications
+// per source when requests are not limited: one a second, 60 at once. A
+// guessing sender is slowed down and the log is not flooded, while
+// registries that know the secret are not affected.
+const (
+	defaultFailureLimit = rate.Limit(1)
+	defaultFailureBurst = 60
+)
+
+// failureLimit is the budget of failed authentications of one source:
+// the same as that of the accepted requests, or the default without one.
+func failureLimit(perHour int) *rate.Limiter {
+	if perHour <= 0 {
+		return rate.NewLimiter(defaultFailureLimit, defaultFailureBurst)
+	}
+	return rate.NewLimiter(rate.Limit(float64(perHour)/3600), perHour)
+}
+
+// perHour is lim's rate in requests per hour.
+func perHour(lim *rate.Limiter) float64 {
+	return math.Round(float64(lim.Limit()) * 3600)
 }
 
 // retryAfter is the whole seconds until lim grants a request again.

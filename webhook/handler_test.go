@@ -397,3 +397,60 @@ func TestNewHandler(t *testing.T) {
 		})
 	}
 }
+
+// Failed authentications and authenticated requests have budgets of their
+// own: forged requests never delay a registry that knows the secret, and a
+// sender that keeps failing is refused with 429.
+func TestRateLimitAfterAuthentication(t *testing.T) {
+	tests := []struct {
+		name         string
+		rateLimit    int
+		forged       int // requests with a wrong secret, sent first
+		wantRejected int // of them, answered 429 rather than 401
+		legit        int // then requests with the right secret
+		wantAccepted int // of them, answered 202
+	}{
+		{name: "forged requests beyond the limit leave the registry's budget", rateLimit: 2, forged: 10, wantRejected: 8, legit: 3, wantAccepted: 2},
+		{name: "without a limit, failures still are", rateLimit: 0, forged: defaultFailureBurst + 5, wantRejected: 5, legit: 5, wantAccepted: 5},
+		{name: "legitimate requests do not spend the failure budget", rateLimit: 3, legit: 3, wantAccepted: 3, forged: 4, wantRejected: 1},
+	}
+	for _, s := range senders {
+		for _, tt := range tests {
+			t.Run(s.source+"/"+tt.name, func(t *testing.T) {
+				var n recorder
+				h, m := newTestHandler(t, &n, Config{Secrets: allSecrets(), RateLimit: tt.rateLimit})
+				body := readPayload(t, s.file)
+				send := func(p proof, count int) (codes map[int]int) {
+					codes = map[int]int{}
+					for range count {
+						rec := serve(h, s.request(t, body, testSecret, p))
+						codes[rec.Code]++
+						if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+							t.Error("429 without Retry-After")
+						}
+					}
+					return codes
+				}
+				var forged, legit map[int]int
+				if tt.legit > 0 && tt.name == "legitimate requests do not spend the failure budget" {
+					legit, forged = send(proofRight, tt.legit), send(proofWrong, tt.forged)
+				} else {
+					forged, legit = send(proofWrong, tt.forged), send(proofRight, tt.legit)
+				}
+				if forged[http.StatusTooManyRequests] != tt.wantRejected || forged[http.StatusUnauthorized] != tt.forged-tt.wantRejected {
+					t.Errorf("forged requests answered %v, want %d of 429 and the rest 401", forged, tt.wantRejected)
+				}
+				if legit[http.StatusAccepted] != tt.wantAccepted || legit[http.StatusTooManyRequests] != tt.legit-tt.wantAccepted {
+					t.Errorf("requests with the secret answered %v, want %d of 202 and the rest 429", legit, tt.wantAccepted)
+				}
+				if got := len(n.repositories()); got != tt.wantAccepted {
+					t.Errorf("%d notifications, want %d", got, tt.wantAccepted)
+				}
+				wantLimited := tt.wantRejected + tt.legit - tt.wantAccepted
+				if c := testutil.ToFloat64(m.rejected.WithLabelValues(s.source, RejectRateLimited)); int(c) != wantLimited {
+					t.Errorf("rejected{%s,rate_limited} = %v, want %d", s.source, c, wantLimited)
+				}
+			})
+		}
+	}
+}
