@@ -48,6 +48,10 @@ const (
 	// configured endpoint headers, ACR's custom headers, an EventBridge
 	// API destination's API key).
 	authHeader
+	// authHeaderOrQuery: as authHeader, or the X-Webhook-Secret header,
+	// or the secret query parameter, which Argo CD Image Updater 1.x
+	// checks for these types; webhooks set up for it keep working.
+	authHeaderOrQuery
 )
 
 func (m authMethod) String() string {
@@ -56,6 +60,8 @@ func (m authMethod) String() string {
 		return "the secret query parameter"
 	case authSignature:
 		return "the X-Hub-Signature-256 header"
+	case authHeaderOrQuery:
+		return "the Authorization header, X-Webhook-Secret header or secret query parameter"
 	default:
 		return "the Authorization header"
 	}
@@ -76,8 +82,8 @@ var formats = map[string]format{
 	Quay:             {auth: authQuery, parse: parseQuay},
 	Harbor:           {auth: authHeader, parse: parseHarbor},
 	Distribution:     {auth: authHeader, parse: parseDistribution},
-	ACR:              {auth: authHeader, parse: parseACR},
-	CloudEvents:      {auth: authHeader, parse: parseCloudEvents},
+	ACR:              {auth: authHeaderOrQuery, parse: parseACR},
+	CloudEvents:      {auth: authHeaderOrQuery, parse: parseCloudEvents},
 	ArtifactRegistry: {auth: authQuery, parse: parsePubSub},
 	AliyunACR:        {auth: authQuery, parse: parseAliyun},
 }
@@ -381,15 +387,24 @@ type ecrEvent struct {
 	} `json:"detail"`
 }
 
-// CloudEvents carrying EventBridge's ECR events: structured mode (a JSON
-// envelope with specversion and data) or binary mode (ce-* headers, the
-// body is the data). Events other than successful pushes by tag name
-// nothing to check.
+// ecrPushType is the CloudEvent type of the ECR push events that Argo CD
+// Image Updater 1.x documents: an EventBridge input transformer makes them
+// with source urn:aws:ecr:<region>:<account>:repository/<name> and data
+// {repositoryName, imageTag, imageDigest, registryId}.
+const ecrPushType = "com.amazon.ecr.image.push"
+
+// CloudEvents carrying EventBridge's ECR events, or the transformed
+// events of ecrPushType: structured mode (a JSON envelope with specversion
+// and data) or binary mode (ce-* headers, the body is the data). Events
+// other than successful pushes by tag name nothing to check.
 func parseCloudEvents(r *http.Request, body []byte) ([]imageref.Reference, error) {
 	data := json.RawMessage(body)
+	ceType, ceSource := r.Header.Get("Ce-Type"), r.Header.Get("Ce-Source")
 	if r.Header.Get("Ce-Specversion") == "" {
 		var envelope struct {
 			SpecVersion string          `json:"specversion"`
+			Type        string          `json:"type"`
+			Source      string          `json:"source"`
 			Data        json.RawMessage `json:"data"`
 		}
 		if err := decode(body, &envelope); err != nil {
@@ -398,7 +413,10 @@ func parseCloudEvents(r *http.Request, body []byte) ([]imageref.Reference, error
 		if envelope.SpecVersion == "" {
 			return nil, malformed("neither a ce-specversion header nor a specversion field: not a CloudEvent")
 		}
-		data = envelope.Data
+		data, ceType, ceSource = envelope.Data, envelope.Type, envelope.Source
+	}
+	if ceType == ecrPushType {
+		return parseECRPushEvent(ceSource, data)
 	}
 	var e ecrEvent
 	if err := decode(data, &e); err != nil {
@@ -410,14 +428,45 @@ func parseCloudEvents(r *http.Request, body []byte) ([]imageref.Reference, error
 	if e.Detail.ActionType != "PUSH" || e.Detail.Result != "SUCCESS" || e.Detail.ImageTag == "" {
 		return nil, nil
 	}
-	if e.Account == "" || e.Region == "" {
+	return ecrRepository(e.Account, e.Region, e.Detail.RepositoryName, "detail.repository-name")
+}
+
+// parseECRPushEvent reads an event of ecrPushType; the region is only in
+// its source.
+func parseECRPushEvent(source string, data json.RawMessage) ([]imageref.Reference, error) {
+	var d struct {
+		RepositoryName string `json:"repositoryName"`
+		ImageTag       string `json:"imageTag"`
+		RegistryID     string `json:"registryId"`
+	}
+	if err := decode(data, &d); err != nil {
+		return nil, err
+	}
+	if d.ImageTag == "" {
+		return nil, nil
+	}
+	// urn:aws:ecr:<region>:<account>:repository/<name>
+	parts := strings.SplitN(source, ":", 6)
+	if len(parts) != 6 || parts[0] != "urn" || parts[1] != "aws" || parts[2] != "ecr" {
+		return nil, malformed("source %q is not urn:aws:ecr:<region>:<account>:repository/<name>", source)
+	}
+	account := d.RegistryID
+	if account == "" {
+		account = parts[4]
+	}
+	return ecrRepository(account, parts[3], d.RepositoryName, "data.repositoryName")
+}
+
+// ecrRepository is the repository name of account's registry in region.
+func ecrRepository(account, region, name, field string) ([]imageref.Reference, error) {
+	if account == "" || region == "" {
 		return nil, malformed("account and region are required to name the ECR registry")
 	}
-	host := e.Account + ".dkr.ecr." + e.Region + ".amazonaws.com"
-	if strings.HasPrefix(e.Region, "cn-") {
+	host := account + ".dkr.ecr." + region + ".amazonaws.com"
+	if strings.HasPrefix(region, "cn-") {
 		host += ".cn"
 	}
-	ref, err := repository(host, e.Detail.RepositoryName, "detail.repository-name")
+	ref, err := repository(host, name, field)
 	if err != nil {
 		return nil, err
 	}

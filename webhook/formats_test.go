@@ -102,6 +102,25 @@ func TestParse(t *testing.T) {
 			name: "cloudevents of another service", source: CloudEvents,
 			body: `{"specversion":"1.0","data":{"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"123456789012","region":"us-east-1","detail":{}}}`,
 		},
+		{
+			name: "cloudevents transformed push", source: CloudEvents,
+			body: `{"specversion":"1.0","id":"1","type":"com.amazon.ecr.image.push","source":"urn:aws:ecr:eu-west-1:123456789012:repository/team/api","subject":"team/api:v2","data":{"repositoryName":"team/api","imageDigest":"sha256:00","imageTag":"v2","registryId":"123456789012"}}`,
+			want: []string{"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/api"},
+		},
+		{
+			name: "cloudevents transformed push, binary mode", source: CloudEvents, event: "binary-ecr-push",
+			body: `{"repositoryName":"api","imageTag":"v2"}`,
+			want: []string{"123456789012.dkr.ecr.us-east-1.amazonaws.com/api"},
+		},
+		{
+			name: "cloudevents transformed push without tag", source: CloudEvents,
+			body: `{"specversion":"1.0","type":"com.amazon.ecr.image.push","source":"urn:aws:ecr:eu-west-1:123456789012:repository/api","data":{"repositoryName":"api","imageDigest":"sha256:00"}}`,
+		},
+		{
+			name: "cloudevents transformed push, bad source", source: CloudEvents,
+			body:    `{"specversion":"1.0","type":"com.amazon.ecr.image.push","source":"aws.ecr","data":{"repositoryName":"api","imageTag":"v2"}}`,
+			wantErr: "is not urn:aws:ecr",
+		},
 		{name: "cloudevents not a CloudEvent", source: CloudEvents, body: `{"detail-type":"ECR Image Action"}`, wantErr: "not a CloudEvent"},
 		{
 			name: "cloudevents without account", source: CloudEvents,
@@ -149,6 +168,10 @@ func TestParse(t *testing.T) {
 			switch {
 			case tt.event == "binary":
 				r.Header.Set("Ce-Specversion", "1.0")
+			case tt.event == "binary-ecr-push":
+				r.Header.Set("Ce-Specversion", "1.0")
+				r.Header.Set("Ce-Type", "com.amazon.ecr.image.push")
+				r.Header.Set("Ce-Source", "urn:aws:ecr:us-east-1:123456789012:repository/api")
 			case tt.event != "":
 				r.Header.Set("X-GitHub-Event", tt.event)
 			}

@@ -304,6 +304,13 @@ func (h *Handler) authentic(m authMethod, r *http.Request, body []byte, secret s
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write(body)
 		return hmac.Equal(got, mac.Sum(nil))
+	case authHeaderOrQuery:
+		// Every proof is compared, so that the time taken does not
+		// tell which one was tried.
+		header := h.authentic(authHeader, r, body, secret)
+		custom := equal(r.Header.Get("X-Webhook-Secret"), secret)
+		query := h.authentic(authQuery, r, body, secret)
+		return header || custom || query
 	default:
 		v := r.Header.Get("Authorization")
 		plain, bearer := equal(v, secret), equal(v, "Bearer "+secret)

@@ -111,6 +111,8 @@ func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http
 	}
 	if p != proofMissing {
 		switch f.auth {
+		case authHeaderOrQuery:
+			req.Header.Set("Authorization", "Bearer "+secret)
 		case authSignature:
 			mac := hmac.New(sha256.New, []byte(secret))
 			mac.Write(body)
@@ -449,6 +451,45 @@ func TestRateLimitAfterAuthentication(t *testing.T) {
 				wantLimited := tt.wantRejected + tt.legit - tt.wantAccepted
 				if c := testutil.ToFloat64(m.rejected.WithLabelValues(s.source, RejectRateLimited)); int(c) != wantLimited {
 					t.Errorf("rejected{%s,rate_limited} = %v, want %d", s.source, c, wantLimited)
+				}
+			})
+		}
+	}
+}
+
+// ACR and CloudEvents webhooks set up for Argo CD Image Updater 1.x prove
+// the secret in the query or in X-Webhook-Secret; those keep working.
+func TestHeaderOrQuerySecret(t *testing.T) {
+	tests := []struct {
+		name       string
+		query      string
+		header     [2]string
+		wantStatus int
+	}{
+		{name: "query", query: "&secret=" + testSecret, wantStatus: http.StatusAccepted},
+		{name: "X-Webhook-Secret", header: [2]string{"X-Webhook-Secret", testSecret}, wantStatus: http.StatusAccepted},
+		{name: "Authorization", header: [2]string{"Authorization", testSecret}, wantStatus: http.StatusAccepted},
+		{name: "wrong query", query: "&secret=not-" + testSecret, wantStatus: http.StatusUnauthorized},
+		{name: "wrong X-Webhook-Secret", header: [2]string{"X-Webhook-Secret", "x"}, wantStatus: http.StatusUnauthorized},
+		{name: "none", wantStatus: http.StatusUnauthorized},
+	}
+	for _, s := range senders {
+		if formats[s.source].auth != authHeaderOrQuery {
+			continue
+		}
+		for _, tt := range tests {
+			t.Run(s.source+"/"+tt.name, func(t *testing.T) {
+				var n recorder
+				h, _ := newTestHandler(t, &n, Config{Secrets: allSecrets()})
+				req := httptest.NewRequest(http.MethodPost, Path+"?type="+s.source+tt.query, bytes.NewReader(readPayload(t, s.file)))
+				for k, v := range s.headers {
+					req.Header.Set(k, v)
+				}
+				if tt.header[0] != "" {
+					req.Header.Set(tt.header[0], tt.header[1])
+				}
+				if rec := serve(h, req); rec.Code != tt.wantStatus {
+					t.Fatalf("status %d, want %d: %s", rec.Code, tt.wantStatus, rec.Body)
 				}
 			})
 		}
