@@ -52,6 +52,10 @@ type Config struct {
 	// Secrets are the shared secrets by source name (see Sources). A
 	// source without one is refused unless AllowUnauthenticated.
 	Secrets map[string]string
+	// OIDC verifies the OIDC tokens of Pub/Sub push subscriptions: for
+	// ArtifactRegistry only. A source with a verifier requires a valid
+	// token, and its secret as well when it has one.
+	OIDC map[string]*OIDCVerifier
 	// AllowUnauthenticated accepts requests of sources that have no
 	// secret without authentication.
 	AllowUnauthenticated bool
@@ -68,6 +72,7 @@ type Config struct {
 type Handler struct {
 	notifier    Notifier
 	secrets     map[string]string
+	oidc        map[string]*OIDCVerifier
 	open        bool
 	maxBody     int64
 	limiters    map[string]*rate.Limiter // authenticated requests, by source
@@ -101,6 +106,7 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 	h := &Handler{
 		notifier:    n,
 		secrets:     map[string]string{},
+		oidc:        map[string]*OIDCVerifier{},
 		open:        cfg.AllowUnauthenticated,
 		maxBody:     cfg.MaxBodySize,
 		limiters:    map[string]*rate.Limiter{},
@@ -118,6 +124,14 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 		}
 		if secret != "" {
 			h.secrets[source] = secret
+		}
+	}
+	for source, v := range cfg.OIDC {
+		if source != ArtifactRegistry {
+			return nil, fmt.Errorf("OIDC tokens are checked for %s only, not %q", ArtifactRegistry, source)
+		}
+		if v != nil {
+			h.oidc[source] = v
 		}
 	}
 	for _, source := range Sources() {
@@ -139,11 +153,16 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 func (h *Handler) Enabled() []string {
 	var out []string
 	for _, s := range Sources() {
-		if h.secrets[s] != "" || h.open {
+		if h.authenticated(s) || h.open {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// authenticated tells whether requests of source must prove something.
+func (h *Handler) authenticated(source string) bool {
+	return h.secrets[source] != "" || h.oidc[source] != nil
 }
 
 // Unauthenticated are the sources accepted without authentication.
@@ -153,7 +172,7 @@ func (h *Handler) Unauthenticated() []string {
 		return nil
 	}
 	for _, s := range Sources() {
-		if h.secrets[s] == "" {
+		if !h.authenticated(s) {
 			out = append(out, s)
 		}
 	}
@@ -219,17 +238,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			reject(http.StatusUnauthorized, RejectUnauthorized, msg)
 		}
 	}
-	secret := h.secrets[source]
-	if secret == "" && !h.open {
+	secret, verifier := h.secrets[source], h.oidc[source]
+	authenticate := h.authenticated(source)
+	if !authenticate && !h.open {
 		reject(http.StatusForbidden, RejectNoSecret,
 			fmt.Sprintf("webhooks of type %s are not enabled: the controller has no secret for them", source))
 		return
 	}
-	authenticate := secret != ""
 	if authenticate && f.auth != authSignature {
-		if !h.authentic(f.auth, r, nil, secret) {
+		if secret != "" && !h.authentic(f.auth, r, nil, secret) {
 			unauthorized(fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
 			return
+		}
+		if verifier != nil {
+			if err := verifier.Verify(r.Context(), r.Header.Get("Authorization")); err != nil {
+				unauthorized(fmt.Sprintf("the Authorization header does not carry a valid OIDC token for %s: %v", source, err))
+				return
+			}
 		}
 		if limited(h.limiters[source], "requests") {
 			return

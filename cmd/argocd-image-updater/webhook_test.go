@@ -87,6 +87,13 @@ func TestWebhookFlags(t *testing.T) {
 			env:  map[string]string{"WEBHOOK_TLS_CERT_FILE": "/tls/tls.crt", "WEBHOOK_TLS_KEY_FILE": "/tls/tls.key"},
 			want: map[string]string{"webhook-tls-cert-file": "/tls/tls.crt", "webhook-tls-key-file": "/tls/tls.key"},
 		},
+		{
+			name: "Pub/Sub OIDC from the environment", command: "webhook",
+			env: map[string]string{"ARTIFACT_REGISTRY_WEBHOOK_AUDIENCE": "https://u.example.com/webhook", "ARTIFACT_REGISTRY_WEBHOOK_SERVICE_ACCOUNT": "push@p.iam.gserviceaccount.com"},
+			want: map[string]string{"artifact-registry-webhook-audience": "https://u.example.com/webhook",
+				"artifact-registry-webhook-service-account": "push@p.iam.gserviceaccount.com", "artifact-registry-webhook-jwks-url": "https://www.googleapis.com/oauth2/v3/certs"},
+		},
+		{name: "service account without audience", command: "webhook", args: []string{"--artifact-registry-webhook-service-account", "a@b"}, wantErr: "needs --artifact-registry-webhook-audience"},
 		{name: "TLS certificate without key", command: "webhook", args: []string{"--webhook-tls-cert-file", "/tls/tls.crt"}, wantErr: "give both or neither"},
 		{name: "TLS key without certificate", command: "run", args: []string{"--enable-webhook", "--webhook-tls-key-file", "/tls/tls.key"}, wantErr: "give both or neither"},
 		{name: "bad environment value", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, wantErr: "environment variable WEBHOOK_PORT"},
