@@ -367,6 +367,9 @@ func TestConfigValues(t *testing.T) {
 		"git.commit-signing-method":   "ssh",
 		"git.commit-sign-off":         "true",
 		"kube.events":                 "true",
+		"webhook.enable":              "true",
+		"webhook.port":                "9443",
+		"webhook.ratelimit-allowed":   "600",
 	}
 	if diff := cmp.Diff(want, cm.Data); diff != "" {
 		t.Errorf("ConfigMap data (-want +got):\n%s", diff)
@@ -601,6 +604,101 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 			if values == allValues && objs.find("ServiceMonitor", "argocd-image-updater-metrics") == nil {
 				t.Errorf("no ServiceMonitor among %v", objs.names())
+			}
+		})
+	}
+}
+
+// The webhook values of the community chart reach the controller: the
+// ConfigMap keys and Secret keys the Deployment reads, the container port,
+// and the Service and Ingress that route to it.
+func TestWebhook(t *testing.T) {
+	t.Run("off by default", func(t *testing.T) {
+		objs := render(t, releaseName)
+		if objs.find("Service", "argocd-image-updater") != nil || objs.find("Ingress", "argocd-image-updater-ingress") != nil {
+			t.Errorf("objects %v", objs.names())
+		}
+	})
+	t.Run("everything", func(t *testing.T) {
+		objs := render(t, releaseName, "--values", allValues)
+		cm := get[corev1.ConfigMap](t, objs, "ConfigMap", "argocd-image-updater-config")
+		for k, want := range map[string]string{"webhook.enable": "true", "webhook.port": "9443", "webhook.ratelimit-allowed": "600"} {
+			if cm.Data[k] != want {
+				t.Errorf("ConfigMap %s = %q, want %q", k, cm.Data[k], want)
+			}
+		}
+		if _, ok := cm.Data["webhook.require-secret"]; ok {
+			t.Error("webhook.require-secret written though it is the default")
+		}
+		dep := get[appsv1.Deployment](t, objs, "Deployment", "argocd-image-updater")
+		wired := wiredKeys(t, dep, "argocd-image-updater-config")
+		for _, k := range []string{"webhook.enable", "webhook.port", "webhook.ratelimit-allowed", "webhook.require-secret"} {
+			if !wired[k] {
+				t.Errorf("the Deployment does not read %s", k)
+			}
+		}
+		sec := get[corev1.Secret](t, objs, "Secret", "argocd-image-updater-secret")
+		env := map[string]string{}
+		for _, e := range container(t, dep).Env {
+			if r := e.ValueFrom; r != nil && r.SecretKeyRef != nil && r.SecretKeyRef.Name == sec.Name {
+				env[r.SecretKeyRef.Key] = e.Name
+			}
+		}
+		for key, want := range map[string]string{"webhook.quay-secret": "quay-example-secret", "webhook.artifact-registry-secret": "pubsub-example-secret"} {
+			if string(sec.Data[key]) != want {
+				t.Errorf("Secret %s = %q, want %q", key, sec.Data[key], want)
+			}
+			if env[key] == "" {
+				t.Errorf("no variable reads the Secret's %s", key)
+			}
+		}
+		port := int32(0)
+		for _, p := range container(t, dep).Ports {
+			if p.Name == "webhook" {
+				port = p.ContainerPort
+			}
+		}
+		if port != 9443 {
+			t.Errorf("container port webhook = %d, want 9443", port)
+		}
+		svc := get[corev1.Service](t, objs, "Service", "argocd-image-updater")
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 ||
+			svc.Spec.Ports[0].TargetPort.String() != "webhook" || !slices.Equal(svc.Spec.LoadBalancerSourceRanges, []string{"203.0.113.0/24"}) {
+			t.Errorf("Service spec %+v", svc.Spec)
+		}
+		for k, v := range svc.Spec.Selector {
+			if dep.Spec.Template.Labels[k] != v {
+				t.Errorf("Service selector %v does not pick the pods (%v)", svc.Spec.Selector, dep.Spec.Template.Labels)
+			}
+		}
+		ing := objs.find("Ingress", "argocd-image-updater-ingress")
+		if ing == nil {
+			t.Fatalf("no Ingress: %v", objs.names())
+		}
+		rules, _, _ := unstructured.NestedSlice(ing.Object, "spec", "rules")
+		if len(rules) != 1 {
+			t.Fatalf("Ingress rules %v", rules)
+		}
+		rule := rules[0].(map[string]any)
+		paths, _, _ := unstructured.NestedSlice(rule, "http", "paths")
+		backend, _, _ := unstructured.NestedMap(paths[0].(map[string]any), "backend", "service")
+		if rule["host"] != "updater.example.com" || paths[0].(map[string]any)["path"] != "/webhook" ||
+			backend["name"] != svc.Name || fmt.Sprint(backend["port"].(map[string]any)["number"]) != "8080" {
+			t.Errorf("Ingress rule %v", rule)
+		}
+	})
+	for _, tt := range []struct {
+		set, wantErr string
+	}{
+		{set: "containerPort=8080", wantErr: "containerPort 8080"},
+		{set: "containerPort=8081", wantErr: "containerPort 8081"},
+		{set: "ingress.enabled=true", wantErr: "set webhook.enabled as well"},
+		{set: "webhook.secrets.gitlab=x", wantErr: "webhook.secrets.gitlab: unknown registry type"},
+	} {
+		t.Run(tt.set, func(t *testing.T) {
+			_, err := helm(t, "template", releaseName, chartDir, "--namespace", namespace, "--set", tt.set)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
 			}
 		})
 	}

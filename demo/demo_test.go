@@ -3,7 +3,9 @@
 // like those of a typical EKS setup (two images updated by semver, one
 // written back to the Application, one committed to Git, one proposed in a
 // pull request to a stand-in of GitHub's API), new tags pushed, and the
-// real binary run once against them.
+// real binary run once against them; then the binary runs with the webhook
+// endpoint on and a long interval, and a push the registry notifies is
+// picked up within seconds.
 package demo
 
 import (
@@ -13,7 +15,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -37,7 +41,13 @@ func TestDemo(t *testing.T) {
 
 	say("Starting a Kubernetes API server, a container registry and a git server on this machine...")
 	k := testenv.StartKube(t)
-	reg := testenv.StartRegistry(t)
+	// The registry notifies the endpoint the updater serves in the second
+	// part, as a Distribution registry's notifications.endpoints does.
+	webhookPort := testenv.FreePort(t)
+	const webhookSecret = "demo-webhook-secret"
+	reg := testenv.StartRegistry(t, testenv.WithNotifications(
+		fmt.Sprintf("http://127.0.0.1:%d/webhook?type=distribution", webhookPort),
+		map[string]string{"Authorization": "Bearer " + webhookSecret}))
 	gitServer := testenv.StartGitServer(t)
 	say("  API server %s, registry %s, git %s (%s)", k.Config.Host, reg.Host, gitServer.HTTPURL, time.Since(start).Round(100*time.Millisecond))
 
@@ -159,14 +169,78 @@ func TestDemo(t *testing.T) {
 	if n := len(gitServer.Log(t, "example/reviewed", "main")); n != 1 {
 		t.Errorf("main of the reviewed repository has %d commits, want the initial one only", n)
 	}
-	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
-
 	// The demo is also a test: the versions must be the ones semver picks.
 	for _, row := range after {
 		want := map[string]string{app: "v0.1.0", web: "v0.0.3"}[row.image]
 		if row.tag != want {
 			t.Errorf("%s %s is %q after the run, want %q", row.app, row.image, row.tag, want)
 		}
+	}
+
+	say("\nRunning: argocd-image-updater run --enable-webhook --interval 1h (the registry notifies http://127.0.0.1:%d/webhook?type=distribution)", webhookPort)
+	var webhookLogs testenv.SyncBuffer
+	controller := exec.CommandContext(t.Context(), bin, "run", "--enable-webhook", "--webhook-port", strconv.Itoa(webhookPort),
+		"--interval", "1h", "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
+		"--health-port", "0", "--metrics-port", "0", "--loglevel", "info", "--github-enterprise-api-url", github.URL)
+	controller.Env = append(os.Environ(), "REGISTRY_CREDS="+reg.Username+":"+reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+t.TempDir(),
+		"DISTRIBUTION_WEBHOOK_SECRET="+webhookSecret)
+	controller.Stdout, controller.Stderr = &webhookLogs, &webhookLogs
+	controller.Cancel = func() error { return controller.Process.Signal(syscall.SIGTERM) }
+	controller.WaitDelay = 30 * time.Second
+	if err := controller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = controller.Process.Signal(syscall.SIGTERM)
+			_ = controller.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	// Ready when the first cycle, which finds nothing new, has run.
+	waitFor(t, 60*time.Second, "the first cycle", func() bool { return strings.Contains(webhookLogs.String(), "cycle finished") })
+
+	say("  eks-app v0.2.0 is pushed...")
+	reg.PushImage(t, "eks-app", []string{"v0.2.0"})
+	pushed := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the updater's output:\n%s", webhookLogs.String())
+		}
+	})
+	waitFor(t, 30*time.Second, "the update after the push", func() bool {
+		for _, row := range versions(t, dyn, gitServer, app) {
+			if row.image == app && row.tag != "v0.2.0" {
+				return false
+			}
+		}
+		return true
+	})
+	delay := time.Since(pushed)
+	stop()
+	for _, line := range strings.Split(strings.TrimSpace(webhookLogs.String()), "\n") {
+		if strings.Contains(line, "notification") || strings.Contains(line, "wrote back") || strings.Contains(line, "pushed new") {
+			say("  | %s", line)
+		}
+	}
+	say("  (The registry kept the notifications of the earlier pushes while nothing listened, and delivers them too;")
+	say("  notifications within a second are checked together.)")
+	say("  Both Applications run eks-app v0.2.0, %s after the push, though the next cycle is an hour away.", delay.Round(10*time.Millisecond))
+
+	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitFor polls done until it holds, and fails the demo after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s", what, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

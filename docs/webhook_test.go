@@ -36,13 +36,14 @@ func (n *notified) Notify(note webhook.Notification) error {
 // the proof of the secret its webhook settings make it send.
 func webhookRequest(source string, body []byte) (*http.Request, error) {
 	q := url.Values{"type": {source}}
-	if source == webhook.DockerHub || source == webhook.Quay {
+	switch source {
+	case webhook.DockerHub, webhook.Quay, webhook.ArtifactRegistry, webhook.AliyunACR:
 		q.Set("secret", docsWebhookSecret)
 	}
 	req := httptest.NewRequest(http.MethodPost, webhook.Path+"?"+q.Encode(), bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	switch source {
-	case webhook.DockerHub, webhook.Quay:
+	case webhook.DockerHub, webhook.Quay, webhook.ArtifactRegistry, webhook.AliyunACR:
 	case webhook.GHCR:
 		mac := hmac.New(sha256.New, []byte(docsWebhookSecret))
 		mac.Write(body)

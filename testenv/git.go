@@ -185,7 +185,7 @@ func (g *GitServer) StartSSH(t testing.TB) *SSHServer {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port := freePort(t)
+		port := FreePort(t)
 		config := filepath.Join(dir, "sshd_config")
 		writeFile(t, config, fmt.Sprintf(`Port %d
 ListenAddress 127.0.0.1

@@ -44,10 +44,10 @@ func Helm(t testing.TB) string {
 	return binary(t, "helm")
 }
 
-// freePort returns a loopback TCP port that was free a moment ago. The
+// FreePort returns a loopback TCP port that was free a moment ago. The
 // servers started here take a port number rather than a listener, so a
 // rare race with another process is possible; callers retry on failure.
-func freePort(t testing.TB) int {
+func FreePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -127,7 +127,7 @@ func StartRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port := freePort(t)
+		port := FreePort(t)
 		config := filepath.Join(dir, "config.yml")
 		writeFile(t, config, fmt.Sprintf(`version: 0.1
 log:

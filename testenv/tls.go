@@ -63,13 +63,7 @@ func (ca *CA) Pool() *x509.CertPool {
 // ServerCert issues a serving certificate for 127.0.0.1 and localhost.
 func (ca *CA) ServerCert(t testing.TB) tls.Certificate {
 	t.Helper()
-	certPEM, keyPEM := ca.issue(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "localhost"},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := tls.X509KeyPair(ca.ServerCertPEM(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +73,19 @@ func (ca *CA) ServerCert(t testing.TB) tls.Certificate {
 func (ca *CA) serverTLS(t testing.TB) *tls.Config {
 	t.Helper()
 	return &tls.Config{Certificates: []tls.Certificate{ca.ServerCert(t)}, MinVersion: tls.VersionTLS12}
+}
+
+// ServerCertPEM issues a serving certificate for 127.0.0.1 and localhost
+// and returns it and its key in PEM, the files of a kubernetes.io/tls
+// Secret.
+func (ca *CA) ServerCertPEM(t testing.TB) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "localhost"},
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 }
 
 // ClientCert issues a client certificate and returns it and its key in

@@ -3,7 +3,8 @@
 //
 // The Handler serves POST /webhook. It picks the payload format from the
 // ?type= query parameter or the X-Registry-Type header (docker.io, ghcr.io,
-// quay.io, harbor, distribution, acr, cloudevents), refuses a source that has no secret
+// quay.io, harbor, distribution, acr, cloudevents, artifact-registry,
+// aliyun-acr), refuses a source that has no secret
 // unless unauthenticated sources were allowed, authenticates the request
 // the way that registry signs it, bounds the body and the request rate per
 // source, and reads from the payload only which repositories got a push.

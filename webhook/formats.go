@@ -21,11 +21,15 @@ const (
 	Distribution = "distribution"
 	ACR          = "acr"         // Azure Container Registry
 	CloudEvents  = "cloudevents" // Amazon ECR events from EventBridge, as CloudEvents
+	// Google Artifact Registry (and Container Registry) notifications,
+	// delivered by a Pub/Sub push subscription.
+	ArtifactRegistry = "artifact-registry"
+	AliyunACR        = "aliyun-acr" // Alibaba Cloud Container Registry
 )
 
 // Sources are the source names the handler knows, in a stable order.
 func Sources() []string {
-	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents}
+	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR}
 }
 
 // authMethod is how a registry proves it knows the shared secret.
@@ -33,7 +37,8 @@ type authMethod int
 
 const (
 	// authQuery: the secret is the ?secret= query parameter of the URL the
-	// registry was given (Docker Hub and Quay sign nothing).
+	// registry was given (Docker Hub, Quay, Aliyun ACR and Pub/Sub push
+	// subscriptions sign nothing with a shared secret).
 	authQuery authMethod = iota
 	// authSignature: X-Hub-Signature-256 is "sha256=" and the hex
 	// HMAC-SHA256 of the body keyed with the secret (GitHub).
@@ -43,6 +48,10 @@ const (
 	// configured endpoint headers, ACR's custom headers, an EventBridge
 	// API destination's API key).
 	authHeader
+	// authHeaderOrQuery: as authHeader, or the X-Webhook-Secret header,
+	// or the secret query parameter, which Argo CD Image Updater 1.x
+	// checks for these types; webhooks set up for it keep working.
+	authHeaderOrQuery
 )
 
 func (m authMethod) String() string {
@@ -51,6 +60,8 @@ func (m authMethod) String() string {
 		return "the secret query parameter"
 	case authSignature:
 		return "the X-Hub-Signature-256 header"
+	case authHeaderOrQuery:
+		return "the Authorization header, X-Webhook-Secret header or secret query parameter"
 	default:
 		return "the Authorization header"
 	}
@@ -59,19 +70,22 @@ func (m authMethod) String() string {
 // format is how one source authenticates and what its payload says. parse
 // returns the repositories that got a push, without tag or digest; none
 // when the payload announces something else (a ping, a deletion, a blob).
+// It reads r's headers and query, never its body, which is given.
 type format struct {
 	auth  authMethod
-	parse func(h http.Header, body []byte) ([]imageref.Reference, error)
+	parse func(r *http.Request, body []byte) ([]imageref.Reference, error)
 }
 
 var formats = map[string]format{
-	DockerHub:    {auth: authQuery, parse: parseDockerHub},
-	GHCR:         {auth: authSignature, parse: parseGitHub},
-	Quay:         {auth: authQuery, parse: parseQuay},
-	Harbor:       {auth: authHeader, parse: parseHarbor},
-	Distribution: {auth: authHeader, parse: parseDistribution},
-	ACR:          {auth: authHeader, parse: parseACR},
-	CloudEvents:  {auth: authHeader, parse: parseCloudEvents},
+	DockerHub:        {auth: authQuery, parse: parseDockerHub},
+	GHCR:             {auth: authSignature, parse: parseGitHub},
+	Quay:             {auth: authQuery, parse: parseQuay},
+	Harbor:           {auth: authHeader, parse: parseHarbor},
+	Distribution:     {auth: authHeader, parse: parseDistribution},
+	ACR:              {auth: authHeaderOrQuery, parse: parseACR},
+	CloudEvents:      {auth: authHeaderOrQuery, parse: parseCloudEvents},
+	ArtifactRegistry: {auth: authQuery, parse: parsePubSub},
+	AliyunACR:        {auth: authQuery, parse: parseAliyun},
 }
 
 // payloadError is a payload that cannot be read: answered with 400.
@@ -132,7 +146,7 @@ func (rs *repositories) add(r imageref.Reference) {
 
 // Docker Hub: {"push_data": {"tag": ...}, "repository": {"repo_name":
 // "namespace/name", ...}}; official images have no namespace.
-func parseDockerHub(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseDockerHub(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		PushData struct {
 			Tag string `json:"tag"`
@@ -153,7 +167,7 @@ func parseDockerHub(_ http.Header, body []byte) ([]imageref.Reference, error) {
 
 // Quay: {"docker_url": "quay.io/namespace/name", "updated_tags": [...],
 // ...}; docker_url carries the host of a self-hosted Quay too.
-func parseQuay(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseQuay(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		DockerURL   string   `json:"docker_url"`
 		UpdatedTags []string `json:"updated_tags"`
@@ -192,8 +206,8 @@ type githubPackage struct {
 // version without a tag (a platform manifest of a multi-platform image)
 // and other events, such as the ping sent when the webhook is created,
 // name nothing to check.
-func parseGitHub(h http.Header, body []byte) ([]imageref.Reference, error) {
-	event := h.Get("X-GitHub-Event")
+func parseGitHub(r *http.Request, body []byte) ([]imageref.Reference, error) {
+	event := r.Header.Get("X-GitHub-Event")
 	if event != "package" && event != "registry_package" {
 		if !json.Valid(body) {
 			return nil, malformed("invalid JSON")
@@ -244,7 +258,7 @@ func parseGitHub(h http.Header, body []byte) ([]imageref.Reference, error) {
 // {"repo_full_name": "project/name"}, "resources": [{"tag": ...,
 // "resource_url": "harbor.example.com/project/name:tag"}]}}. The host is
 // only in resource_url. Harbor 1.x called the type pushImage.
-func parseHarbor(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseHarbor(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		Type      string `json:"type"`
 		EventData struct {
@@ -286,7 +300,7 @@ func parseHarbor(_ http.Header, body []byte) ([]imageref.Reference, error) {
 // manifest was pushed by tag) and request.host (the registry as the
 // pushing client addressed it). Pulls, deletions and blob uploads name
 // nothing to check.
-func parseDistribution(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseDistribution(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var p struct {
 		Events *[]distributionEvent `json:"events"`
 	}
@@ -346,7 +360,7 @@ func (e distributionEvent) pushed(field string) (ref imageref.Reference, ok bool
 // Azure Container Registry: one event per request, {"action": "push",
 // "target": {"repository", "tag", ...}, "request": {"host":
 // "<name>.azurecr.io", ...}}; the ping of a new webhook has action ping.
-func parseACR(_ http.Header, body []byte) ([]imageref.Reference, error) {
+func parseACR(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	var e distributionEvent
 	if err := decode(body, &e); err != nil {
 		return nil, err
@@ -373,15 +387,24 @@ type ecrEvent struct {
 	} `json:"detail"`
 }
 
-// CloudEvents carrying EventBridge's ECR events: structured mode (a JSON
-// envelope with specversion and data) or binary mode (ce-* headers, the
-// body is the data). Events other than successful pushes by tag name
-// nothing to check.
-func parseCloudEvents(h http.Header, body []byte) ([]imageref.Reference, error) {
+// ecrPushType is the CloudEvent type of the ECR push events that Argo CD
+// Image Updater 1.x documents: an EventBridge input transformer makes them
+// with source urn:aws:ecr:<region>:<account>:repository/<name> and data
+// {repositoryName, imageTag, imageDigest, registryId}.
+const ecrPushType = "com.amazon.ecr.image.push"
+
+// CloudEvents carrying EventBridge's ECR events, or the transformed
+// events of ecrPushType: structured mode (a JSON envelope with specversion
+// and data) or binary mode (ce-* headers, the body is the data). Events
+// other than successful pushes by tag name nothing to check.
+func parseCloudEvents(r *http.Request, body []byte) ([]imageref.Reference, error) {
 	data := json.RawMessage(body)
-	if h.Get("Ce-Specversion") == "" {
+	ceType, ceSource := r.Header.Get("Ce-Type"), r.Header.Get("Ce-Source")
+	if r.Header.Get("Ce-Specversion") == "" {
 		var envelope struct {
 			SpecVersion string          `json:"specversion"`
+			Type        string          `json:"type"`
+			Source      string          `json:"source"`
 			Data        json.RawMessage `json:"data"`
 		}
 		if err := decode(body, &envelope); err != nil {
@@ -390,7 +413,10 @@ func parseCloudEvents(h http.Header, body []byte) ([]imageref.Reference, error) 
 		if envelope.SpecVersion == "" {
 			return nil, malformed("neither a ce-specversion header nor a specversion field: not a CloudEvent")
 		}
-		data = envelope.Data
+		data, ceType, ceSource = envelope.Data, envelope.Type, envelope.Source
+	}
+	if ceType == ecrPushType {
+		return parseECRPushEvent(ceSource, data)
 	}
 	var e ecrEvent
 	if err := decode(data, &e); err != nil {
@@ -402,14 +428,45 @@ func parseCloudEvents(h http.Header, body []byte) ([]imageref.Reference, error) 
 	if e.Detail.ActionType != "PUSH" || e.Detail.Result != "SUCCESS" || e.Detail.ImageTag == "" {
 		return nil, nil
 	}
-	if e.Account == "" || e.Region == "" {
+	return ecrRepository(e.Account, e.Region, e.Detail.RepositoryName, "detail.repository-name")
+}
+
+// parseECRPushEvent reads an event of ecrPushType; the region is only in
+// its source.
+func parseECRPushEvent(source string, data json.RawMessage) ([]imageref.Reference, error) {
+	var d struct {
+		RepositoryName string `json:"repositoryName"`
+		ImageTag       string `json:"imageTag"`
+		RegistryID     string `json:"registryId"`
+	}
+	if err := decode(data, &d); err != nil {
+		return nil, err
+	}
+	if d.ImageTag == "" {
+		return nil, nil
+	}
+	// urn:aws:ecr:<region>:<account>:repository/<name>
+	parts := strings.SplitN(source, ":", 6)
+	if len(parts) != 6 || parts[0] != "urn" || parts[1] != "aws" || parts[2] != "ecr" {
+		return nil, malformed("source %q is not urn:aws:ecr:<region>:<account>:repository/<name>", source)
+	}
+	account := d.RegistryID
+	if account == "" {
+		account = parts[4]
+	}
+	return ecrRepository(account, parts[3], d.RepositoryName, "data.repositoryName")
+}
+
+// ecrRepository is the repository name of account's registry in region.
+func ecrRepository(account, region, name, field string) ([]imageref.Reference, error) {
+	if account == "" || region == "" {
 		return nil, malformed("account and region are required to name the ECR registry")
 	}
-	host := e.Account + ".dkr.ecr." + e.Region + ".amazonaws.com"
-	if strings.HasPrefix(e.Region, "cn-") {
+	host := account + ".dkr.ecr." + region + ".amazonaws.com"
+	if strings.HasPrefix(region, "cn-") {
 		host += ".cn"
 	}
-	ref, err := repository(host, e.Detail.RepositoryName, "detail.repository-name")
+	ref, err := repository(host, name, field)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,10 @@
 package webhook
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ func TestParse(t *testing.T) {
 		name    string
 		source  string
 		event   string // X-GitHub-Event, or "binary" for a CloudEvent in binary mode
+		query   string // more query parameters of the webhook's URL
 		body    string
 		want    []string
 		wantErr string
@@ -99,23 +102,80 @@ func TestParse(t *testing.T) {
 			name: "cloudevents of another service", source: CloudEvents,
 			body: `{"specversion":"1.0","data":{"detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","account":"123456789012","region":"us-east-1","detail":{}}}`,
 		},
+		{
+			name: "cloudevents transformed push", source: CloudEvents,
+			body: `{"specversion":"1.0","id":"1","type":"com.amazon.ecr.image.push","source":"urn:aws:ecr:eu-west-1:123456789012:repository/team/api","subject":"team/api:v2","data":{"repositoryName":"team/api","imageDigest":"sha256:00","imageTag":"v2","registryId":"123456789012"}}`,
+			want: []string{"123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/api"},
+		},
+		{
+			name: "cloudevents transformed push, binary mode", source: CloudEvents, event: "binary-ecr-push",
+			body: `{"repositoryName":"api","imageTag":"v2"}`,
+			want: []string{"123456789012.dkr.ecr.us-east-1.amazonaws.com/api"},
+		},
+		{
+			name: "cloudevents transformed push without tag", source: CloudEvents,
+			body: `{"specversion":"1.0","type":"com.amazon.ecr.image.push","source":"urn:aws:ecr:eu-west-1:123456789012:repository/api","data":{"repositoryName":"api","imageDigest":"sha256:00"}}`,
+		},
+		{
+			name: "cloudevents transformed push, bad source", source: CloudEvents,
+			body:    `{"specversion":"1.0","type":"com.amazon.ecr.image.push","source":"aws.ecr","data":{"repositoryName":"api","imageTag":"v2"}}`,
+			wantErr: "is not urn:aws:ecr",
+		},
 		{name: "cloudevents not a CloudEvent", source: CloudEvents, body: `{"detail-type":"ECR Image Action"}`, wantErr: "not a CloudEvent"},
 		{
 			name: "cloudevents without account", source: CloudEvents,
 			body:    `{"specversion":"1.0","data":{"detail-type":"ECR Image Action","source":"aws.ecr","region":"us-east-1","detail":{"action-type":"PUSH","result":"SUCCESS","repository-name":"api","image-tag":"v2"}}}`,
 			wantErr: "account and region are required",
 		},
+		{name: "artifact registry deletion", source: ArtifactRegistry, body: pubSub(`{"action":"DELETE","digest":"us-east1-docker.pkg.dev/p/r/api@sha256:00","tag":"us-east1-docker.pkg.dev/p/r/api:v2"}`)},
+		{name: "artifact registry untagged push", source: ArtifactRegistry, body: pubSub(`{"action":"INSERT","digest":"us-east1-docker.pkg.dev/p/r/api@sha256:00"}`)},
+		{
+			name: "artifact registry unwrapped", source: ArtifactRegistry,
+			body: `{"action":"INSERT","digest":"gcr.io/p/api@sha256:00","tag":"gcr.io/p/api:v2"}`, want: []string{"gcr.io/p/api"},
+		},
+		{name: "artifact registry data not base64", source: ArtifactRegistry, body: `{"message":{"data":"not base64!"}}`, wantErr: "message.data is not base64"},
+		{name: "artifact registry data not JSON", source: ArtifactRegistry, body: pubSub(`INSERT gcr.io/p/api:v2`), wantErr: "message.data: invalid JSON at byte"},
+		{name: "artifact registry no data", source: ArtifactRegistry, body: `{"message":{"messageId":"1"},"subscription":"projects/p/subscriptions/s"}`, wantErr: "message.data is empty"},
+		{name: "artifact registry no action", source: ArtifactRegistry, body: pubSub(`{"tag":"gcr.io/p/api:v2"}`), wantErr: "message.data has no action"},
+		{name: "artifact registry bad tag", source: ArtifactRegistry, body: pubSub(`{"action":"INSERT","tag":"gcr.io/P/API:v2"}`), wantErr: "message.data tag"},
+		{name: "artifact registry neither envelope nor message", source: ArtifactRegistry, body: `{"subscription":"x"}`, wantErr: "neither a message object"},
+		{
+			name: "aliyun enterprise instance", source: AliyunACR, query: "registry_url=acme-registry.cn-shanghai.cr.aliyuncs.com",
+			body: `{"push_data":{"tag":"v2"},"repository":{"name":"api","namespace":"team","region":"cn-shanghai","repo_full_name":"team/api"}}`,
+			want: []string{"acme-registry.cn-shanghai.cr.aliyuncs.com/team/api"},
+		},
+		{
+			name: "aliyun without repo_full_name, upper case", source: AliyunACR,
+			body: `{"push_data":{"tag":"v2"},"repository":{"name":"repoTest","namespace":"team","region":"ap-southeast-1"}}`,
+			want: []string{"registry.ap-southeast-1.aliyuncs.com/team/repotest"},
+		},
+		{name: "aliyun without region", source: AliyunACR, body: `{"push_data":{"tag":"v2"},"repository":{"repo_full_name":"team/api"}}`, wantErr: "repository.region is missing"},
+		{name: "aliyun bad region", source: AliyunACR, body: `{"push_data":{"tag":"v2"},"repository":{"repo_full_name":"team/api","region":"evil.example.com/x"}}`, wantErr: "not a region ID"},
+		{
+			name: "aliyun bad registry_url", source: AliyunACR, query: "registry_url=evil.example.com/x",
+			body: `{"push_data":{"tag":"v2"},"repository":{"repo_full_name":"team/api","region":"cn-hangzhou"}}`, wantErr: "must be a host name",
+		},
+		{name: "aliyun without repository", source: AliyunACR, body: `{"push_data":{"tag":"v2"}}`, wantErr: "repository.repo_full_name"},
+		{name: "aliyun without tag", source: AliyunACR, body: `{"push_data":{},"repository":{"repo_full_name":"team/api","region":"cn-hangzhou"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
+			target := Path + "?type=" + tt.source
+			if tt.query != "" {
+				target += "&" + tt.query
+			}
+			r := httptest.NewRequest(http.MethodPost, target, nil)
 			switch {
 			case tt.event == "binary":
-				h.Set("Ce-Specversion", "1.0")
+				r.Header.Set("Ce-Specversion", "1.0")
+			case tt.event == "binary-ecr-push":
+				r.Header.Set("Ce-Specversion", "1.0")
+				r.Header.Set("Ce-Type", "com.amazon.ecr.image.push")
+				r.Header.Set("Ce-Source", "urn:aws:ecr:us-east-1:123456789012:repository/api")
 			case tt.event != "":
-				h.Set("X-GitHub-Event", tt.event)
+				r.Header.Set("X-GitHub-Event", tt.event)
 			}
-			refs, err := formats[tt.source].parse(h, []byte(tt.body))
+			refs, err := formats[tt.source].parse(r, []byte(tt.body))
 			if tt.wantErr != "" {
 				var pe *payloadError
 				if !errors.As(err, &pe) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -136,4 +196,9 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pubSub wraps data in a Pub/Sub push envelope.
+func pubSub(data string) string {
+	return `{"message":{"data":"` + base64.StdEncoding.EncodeToString([]byte(data)) + `","messageId":"1"},"subscription":"projects/p/subscriptions/s"}`
 }

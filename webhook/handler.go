@@ -52,11 +52,17 @@ type Config struct {
 	// Secrets are the shared secrets by source name (see Sources). A
 	// source without one is refused unless AllowUnauthenticated.
 	Secrets map[string]string
+	// OIDC verifies the OIDC tokens of Pub/Sub push subscriptions: for
+	// ArtifactRegistry only. A source with a verifier requires a valid
+	// token, and its secret as well when it has one.
+	OIDC map[string]*OIDCVerifier
 	// AllowUnauthenticated accepts requests of sources that have no
 	// secret without authentication.
 	AllowUnauthenticated bool
-	// RateLimit is the number of requests per hour accepted from each
-	// source; 0 means no limit.
+	// RateLimit is the number of authenticated requests per hour accepted
+	// from each source; 0 means no limit. Failed authentications are
+	// counted apart (see failureLimit), so that forged requests cannot use
+	// up a registry's budget.
 	RateLimit int
 	// MaxBodySize bounds a payload; 0 means DefaultMaxBodySize.
 	MaxBodySize int64
@@ -66,9 +72,11 @@ type Config struct {
 type Handler struct {
 	notifier    Notifier
 	secrets     map[string]string
+	oidc        map[string]*OIDCVerifier
 	open        bool
 	maxBody     int64
-	limiters    map[string]*rate.Limiter
+	limiters    map[string]*rate.Limiter // authenticated requests, by source
+	failures    map[string]*rate.Limiter // failed authentications, by source
 	metrics     *Metrics
 	logger      *slog.Logger
 	now         func() time.Time
@@ -98,9 +106,11 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 	h := &Handler{
 		notifier:    n,
 		secrets:     map[string]string{},
+		oidc:        map[string]*OIDCVerifier{},
 		open:        cfg.AllowUnauthenticated,
 		maxBody:     cfg.MaxBodySize,
 		limiters:    map[string]*rate.Limiter{},
+		failures:    map[string]*rate.Limiter{},
 		logger:      slog.New(slog.DiscardHandler),
 		now:         time.Now,
 		readTimeout: readTimeout,
@@ -116,12 +126,21 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 			h.secrets[source] = secret
 		}
 	}
+	for source, v := range cfg.OIDC {
+		if source != ArtifactRegistry {
+			return nil, fmt.Errorf("OIDC tokens are checked for %s only, not %q", ArtifactRegistry, source)
+		}
+		if v != nil {
+			h.oidc[source] = v
+		}
+	}
 	for _, source := range Sources() {
 		limit := rate.Inf
 		if cfg.RateLimit > 0 {
 			limit = rate.Limit(float64(cfg.RateLimit) / 3600)
 		}
 		h.limiters[source] = rate.NewLimiter(limit, max(cfg.RateLimit, 1))
+		h.failures[source] = failureLimit(cfg.RateLimit)
 	}
 	for _, opt := range opts {
 		opt(h)
@@ -134,11 +153,16 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 func (h *Handler) Enabled() []string {
 	var out []string
 	for _, s := range Sources() {
-		if h.secrets[s] != "" || h.open {
+		if h.authenticated(s) || h.open {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// authenticated tells whether requests of source must prove something.
+func (h *Handler) authenticated(source string) bool {
+	return h.secrets[source] != "" || h.oidc[source] != nil
 }
 
 // Unauthenticated are the sources accepted without authentication.
@@ -148,7 +172,7 @@ func (h *Handler) Unauthenticated() []string {
 		return nil
 	}
 	for _, s := range Sources() {
-		if h.secrets[s] == "" {
+		if !h.authenticated(s) {
 			out = append(out, s)
 		}
 	}
@@ -199,20 +223,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("unknown registry type %q: give ?type= or the X-Registry-Type header, one of %s", source, strings.Join(Sources(), ", ")))
 		return
 	}
-	if lim := h.limiters[source]; !lim.AllowN(received, 1) {
+	// Each budget is spent only by the requests it is for: a forged
+	// request spends the failure budget, never the registry's.
+	limited := func(lim *rate.Limiter, what string) bool {
+		if lim.AllowN(received, 1) {
+			return false
+		}
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(lim, received)))
-		reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many requests from %s: the limit is %g per hour", source, float64(lim.Burst())))
-		return
+		reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many %s from %s: the limit is %g per hour", what, source, perHour(lim)))
+		return true
 	}
-	secret := h.secrets[source]
-	if secret == "" && !h.open {
+	unauthorized := func(msg string) {
+		if !limited(h.failures[source], "failed authentications") {
+			reject(http.StatusUnauthorized, RejectUnauthorized, msg)
+		}
+	}
+	secret, verifier := h.secrets[source], h.oidc[source]
+	authenticate := h.authenticated(source)
+	if !authenticate && !h.open {
 		reject(http.StatusForbidden, RejectNoSecret,
 			fmt.Sprintf("webhooks of type %s are not enabled: the controller has no secret for them", source))
 		return
 	}
-	authenticate := secret != ""
-	if authenticate && f.auth != authSignature && !h.authentic(f.auth, r, nil, secret) {
-		reject(http.StatusUnauthorized, RejectUnauthorized, fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
+	if authenticate && f.auth != authSignature {
+		if secret != "" && !h.authentic(f.auth, r, nil, secret) {
+			unauthorized(fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
+			return
+		}
+		if verifier != nil {
+			if err := verifier.Verify(r.Context(), r.Header.Get("Authorization")); err != nil {
+				unauthorized(fmt.Sprintf("the Authorization header does not carry a valid OIDC token for %s: %v", source, err))
+				return
+			}
+		}
+		if limited(h.limiters[source], "requests") {
+			return
+		}
+	}
+	if !authenticate && limited(h.limiters[source], "requests") {
 		return
 	}
 
@@ -229,12 +277,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("reading the payload: %v", err))
 		return
 	}
-	if authenticate && f.auth == authSignature && !h.authentic(f.auth, r, body, secret) {
-		reject(http.StatusUnauthorized, RejectUnauthorized, fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", f.auth, source))
-		return
+	if authenticate && f.auth == authSignature {
+		if !h.authentic(f.auth, r, body, secret) {
+			unauthorized(fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", f.auth, source))
+			return
+		}
+		if limited(h.limiters[source], "requests") {
+			return
+		}
 	}
 
-	repos, err := f.parse(r.Header, body)
+	repos, err := f.parse(r, body)
 	if err != nil {
 		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("malformed %s payload: %v", source, err))
 		return
@@ -276,6 +329,13 @@ func (h *Handler) authentic(m authMethod, r *http.Request, body []byte, secret s
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write(body)
 		return hmac.Equal(got, mac.Sum(nil))
+	case authHeaderOrQuery:
+		// Every proof is compared, so that the time taken does not
+		// tell which one was tried.
+		header := h.authentic(authHeader, r, body, secret)
+		custom := equal(r.Header.Get("X-Webhook-Secret"), secret)
+		query := h.authentic(authQuery, r, body, secret)
+		return header || custom || query
 	default:
 		v := r.Header.Get("Authorization")
 		plain, bearer := equal(v, secret), equal(v, "Bearer "+secret)
@@ -288,6 +348,29 @@ func (h *Handler) authentic(m authMethod, r *http.Request, body []byte, secret s
 func equal(got, want string) bool {
 	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
+}
+
+// defaultFailureLimit and defaultFailureBurst bound failed authentications
+// per source when requests are not limited: one a second, 60 at once. A
+// guessing sender is slowed down and the log is not flooded, while
+// registries that know the secret are not affected.
+const (
+	defaultFailureLimit = rate.Limit(1)
+	defaultFailureBurst = 60
+)
+
+// failureLimit is the budget of failed authentications of one source:
+// the same as that of the accepted requests, or the default without one.
+func failureLimit(perHour int) *rate.Limiter {
+	if perHour <= 0 {
+		return rate.NewLimiter(defaultFailureLimit, defaultFailureBurst)
+	}
+	return rate.NewLimiter(rate.Limit(float64(perHour)/3600), perHour)
+}
+
+// perHour is lim's rate in requests per hour.
+func perHour(lim *rate.Limiter) float64 {
+	return math.Round(float64(lim.Limit()) * 3600)
 }
 
 // retryAfter is the whole seconds until lim grants a request again.

@@ -63,6 +63,8 @@ var senders = []sender{
 	{source: ACR, file: "acr.json", want: "acme.azurecr.io/acme/shop"},
 	{source: CloudEvents, file: "cloudevents.json", headers: map[string]string{"Content-Type": "application/cloudevents+json"},
 		want: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/acme/shop"},
+	{source: ArtifactRegistry, file: "artifact-registry.json", want: "asia-northeast1-docker.pkg.dev/acme-prod/apps/shop"},
+	{source: AliyunACR, file: "aliyun-acr.json", want: "registry.cn-hangzhou.aliyuncs.com/acme/shop"},
 }
 
 func readPayload(t *testing.T, file string) []byte {
@@ -109,6 +111,8 @@ func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http
 	}
 	if p != proofMissing {
 		switch f.auth {
+		case authHeaderOrQuery:
+			req.Header.Set("Authorization", "Bearer "+secret)
 		case authSignature:
 			mac := hmac.New(sha256.New, []byte(secret))
 			mac.Write(body)
@@ -369,7 +373,7 @@ func TestNewHandler(t *testing.T) {
 		{name: "two secrets", cfg: Config{Secrets: map[string]string{Quay: "a", Harbor: "b", GHCR: ""}}, wantEnabled: []string{Quay, Harbor}},
 		{
 			name: "open", cfg: Config{Secrets: map[string]string{Quay: "a"}, AllowUnauthenticated: true},
-			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents},
+			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR},
 		},
 		{name: "unknown source", cfg: Config{Secrets: map[string]string{"gitlab": "x"}}, wantErr: `unknown source "gitlab"`},
 		{name: "negative rate", cfg: Config{RateLimit: -1}, wantErr: "must not be negative"},
@@ -393,5 +397,101 @@ func TestNewHandler(t *testing.T) {
 				t.Errorf("unauthenticated %v, want %v", got, tt.wantOpen)
 			}
 		})
+	}
+}
+
+// Failed authentications and authenticated requests have budgets of their
+// own: forged requests never delay a registry that knows the secret, and a
+// sender that keeps failing is refused with 429.
+func TestRateLimitAfterAuthentication(t *testing.T) {
+	tests := []struct {
+		name         string
+		rateLimit    int
+		forged       int // requests with a wrong secret, sent first
+		wantRejected int // of them, answered 429 rather than 401
+		legit        int // then requests with the right secret
+		wantAccepted int // of them, answered 202
+	}{
+		{name: "forged requests beyond the limit leave the registry's budget", rateLimit: 2, forged: 10, wantRejected: 8, legit: 3, wantAccepted: 2},
+		{name: "without a limit, failures still are", rateLimit: 0, forged: defaultFailureBurst + 5, wantRejected: 5, legit: 5, wantAccepted: 5},
+		{name: "legitimate requests do not spend the failure budget", rateLimit: 3, legit: 3, wantAccepted: 3, forged: 4, wantRejected: 1},
+	}
+	for _, s := range senders {
+		for _, tt := range tests {
+			t.Run(s.source+"/"+tt.name, func(t *testing.T) {
+				var n recorder
+				h, m := newTestHandler(t, &n, Config{Secrets: allSecrets(), RateLimit: tt.rateLimit})
+				body := readPayload(t, s.file)
+				send := func(p proof, count int) (codes map[int]int) {
+					codes = map[int]int{}
+					for range count {
+						rec := serve(h, s.request(t, body, testSecret, p))
+						codes[rec.Code]++
+						if rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == "" {
+							t.Error("429 without Retry-After")
+						}
+					}
+					return codes
+				}
+				var forged, legit map[int]int
+				if tt.legit > 0 && tt.name == "legitimate requests do not spend the failure budget" {
+					legit, forged = send(proofRight, tt.legit), send(proofWrong, tt.forged)
+				} else {
+					forged, legit = send(proofWrong, tt.forged), send(proofRight, tt.legit)
+				}
+				if forged[http.StatusTooManyRequests] != tt.wantRejected || forged[http.StatusUnauthorized] != tt.forged-tt.wantRejected {
+					t.Errorf("forged requests answered %v, want %d of 429 and the rest 401", forged, tt.wantRejected)
+				}
+				if legit[http.StatusAccepted] != tt.wantAccepted || legit[http.StatusTooManyRequests] != tt.legit-tt.wantAccepted {
+					t.Errorf("requests with the secret answered %v, want %d of 202 and the rest 429", legit, tt.wantAccepted)
+				}
+				if got := len(n.repositories()); got != tt.wantAccepted {
+					t.Errorf("%d notifications, want %d", got, tt.wantAccepted)
+				}
+				wantLimited := tt.wantRejected + tt.legit - tt.wantAccepted
+				if c := testutil.ToFloat64(m.rejected.WithLabelValues(s.source, RejectRateLimited)); int(c) != wantLimited {
+					t.Errorf("rejected{%s,rate_limited} = %v, want %d", s.source, c, wantLimited)
+				}
+			})
+		}
+	}
+}
+
+// ACR and CloudEvents webhooks set up for Argo CD Image Updater 1.x prove
+// the secret in the query or in X-Webhook-Secret; those keep working.
+func TestHeaderOrQuerySecret(t *testing.T) {
+	tests := []struct {
+		name       string
+		query      string
+		header     [2]string
+		wantStatus int
+	}{
+		{name: "query", query: "&secret=" + testSecret, wantStatus: http.StatusAccepted},
+		{name: "X-Webhook-Secret", header: [2]string{"X-Webhook-Secret", testSecret}, wantStatus: http.StatusAccepted},
+		{name: "Authorization", header: [2]string{"Authorization", testSecret}, wantStatus: http.StatusAccepted},
+		{name: "wrong query", query: "&secret=not-" + testSecret, wantStatus: http.StatusUnauthorized},
+		{name: "wrong X-Webhook-Secret", header: [2]string{"X-Webhook-Secret", "x"}, wantStatus: http.StatusUnauthorized},
+		{name: "none", wantStatus: http.StatusUnauthorized},
+	}
+	for _, s := range senders {
+		if formats[s.source].auth != authHeaderOrQuery {
+			continue
+		}
+		for _, tt := range tests {
+			t.Run(s.source+"/"+tt.name, func(t *testing.T) {
+				var n recorder
+				h, _ := newTestHandler(t, &n, Config{Secrets: allSecrets()})
+				req := httptest.NewRequest(http.MethodPost, Path+"?type="+s.source+tt.query, bytes.NewReader(readPayload(t, s.file)))
+				for k, v := range s.headers {
+					req.Header.Set(k, v)
+				}
+				if tt.header[0] != "" {
+					req.Header.Set(tt.header[0], tt.header[1])
+				}
+				if rec := serve(h, req); rec.Code != tt.wantStatus {
+					t.Fatalf("status %d, want %d: %s", rec.Code, tt.wantStatus, rec.Body)
+				}
+			})
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -192,7 +193,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	if o.metricsPort > 0 {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		go serve(serveCtx, "metrics", o.listenAddress, o.metricsPort, mux, logger, serveErr)
+		go serve(serveCtx, "metrics", o.listenAddress, o.metricsPort, mux, nil, logger, serveErr)
 	}
 	if o.healthPort > 0 {
 		mux := http.NewServeMux()
@@ -210,7 +211,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
-		go serve(serveCtx, "health", o.listenAddress, o.healthPort, mux, logger, serveErr)
+		go serve(serveCtx, "health", o.listenAddress, o.healthPort, mux, nil, logger, serveErr)
 	}
 	dispatcher, err := startWebhook(runCtx, o, updater, reg, logger, serveErr)
 	if err != nil {
@@ -323,16 +324,21 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	return writeback.NewGitWriter(writeback.NewCachedSecretLister(writeback.NewKubeSecretLister(cs), 0), writeback.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
-func serve(ctx context.Context, name, host string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {
-	srv := &http.Server{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+func serve(ctx context.Context, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
+	srv := &http.Server{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	logger.Info("serving", "server", name, "port", port)
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	logger.Info("serving", "server", name, "port", port, "tls", tlsConfig != nil)
+	listen := srv.ListenAndServe
+	if tlsConfig != nil {
+		// The certificate comes from TLSConfig.GetCertificate.
+		listen = func() error { return srv.ListenAndServeTLS("", "") }
+	}
+	if err := listen(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"strings"
 
@@ -20,35 +21,48 @@ type webhookOptions struct {
 	port          int
 	rateLimit     int
 	requireSecret bool
-	secrets       map[string]*string // by source
+	tlsCertFile   string
+	tlsKeyFile    string
+	// The OIDC token of Pub/Sub push subscriptions (artifact-registry).
+	pubsubAudience, pubsubAccount, pubsubJWKS string
+	secrets                                   map[string]*string // by source
 }
 
 // webhookSecretFlags name the secret flag of each source.
 var webhookSecretFlags = map[string]string{
-	webhook.DockerHub:    "docker-webhook-secret",
-	webhook.GHCR:         "ghcr-webhook-secret",
-	webhook.Quay:         "quay-webhook-secret",
-	webhook.Harbor:       "harbor-webhook-secret",
-	webhook.Distribution: "distribution-webhook-secret",
-	webhook.ACR:          "acr-webhook-secret",
-	webhook.CloudEvents:  "cloudevents-webhook-secret",
+	webhook.DockerHub:        "docker-webhook-secret",
+	webhook.GHCR:             "ghcr-webhook-secret",
+	webhook.Quay:             "quay-webhook-secret",
+	webhook.Harbor:           "harbor-webhook-secret",
+	webhook.Distribution:     "distribution-webhook-secret",
+	webhook.ACR:              "acr-webhook-secret",
+	webhook.CloudEvents:      "cloudevents-webhook-secret",
+	webhook.ArtifactRegistry: "artifact-registry-webhook-secret",
+	webhook.AliyunACR:        "aliyun-acr-webhook-secret",
 }
 
 // webhookEnv maps the webhook flags to the environment variables of the
 // old tool, and to those later Argo CD Image Updater releases added (ACR,
-// CloudEvents, WEBHOOK_REQUIRE_SECRET).
+// Aliyun ACR, CloudEvents, Artifact Registry, WEBHOOK_REQUIRE_SECRET).
 var webhookEnv = envFlags{
-	"enable-webhook":              "ENABLE_WEBHOOK",
-	"webhook-port":                "WEBHOOK_PORT",
-	"webhook-ratelimit-allowed":   "WEBHOOK_RATELIMIT_ALLOWED",
-	"webhook-require-secret":      "WEBHOOK_REQUIRE_SECRET",
-	"docker-webhook-secret":       "DOCKER_WEBHOOK_SECRET",
-	"ghcr-webhook-secret":         "GHCR_WEBHOOK_SECRET",
-	"quay-webhook-secret":         "QUAY_WEBHOOK_SECRET",
-	"harbor-webhook-secret":       "HARBOR_WEBHOOK_SECRET",
-	"distribution-webhook-secret": "DISTRIBUTION_WEBHOOK_SECRET",
-	"acr-webhook-secret":          "ACR_WEBHOOK_SECRET",
-	"cloudevents-webhook-secret":  "CLOUDEVENTS_WEBHOOK_SECRET",
+	"enable-webhook":                            "ENABLE_WEBHOOK",
+	"webhook-port":                              "WEBHOOK_PORT",
+	"webhook-ratelimit-allowed":                 "WEBHOOK_RATELIMIT_ALLOWED",
+	"webhook-require-secret":                    "WEBHOOK_REQUIRE_SECRET",
+	"docker-webhook-secret":                     "DOCKER_WEBHOOK_SECRET",
+	"ghcr-webhook-secret":                       "GHCR_WEBHOOK_SECRET",
+	"quay-webhook-secret":                       "QUAY_WEBHOOK_SECRET",
+	"harbor-webhook-secret":                     "HARBOR_WEBHOOK_SECRET",
+	"distribution-webhook-secret":               "DISTRIBUTION_WEBHOOK_SECRET",
+	"acr-webhook-secret":                        "ACR_WEBHOOK_SECRET",
+	"cloudevents-webhook-secret":                "CLOUDEVENTS_WEBHOOK_SECRET",
+	"artifact-registry-webhook-secret":          "ARTIFACT_REGISTRY_WEBHOOK_SECRET",
+	"aliyun-acr-webhook-secret":                 "ALIYUN_ACR_WEBHOOK_SECRET",
+	"webhook-tls-cert-file":                     "WEBHOOK_TLS_CERT_FILE",
+	"webhook-tls-key-file":                      "WEBHOOK_TLS_KEY_FILE",
+	"artifact-registry-webhook-audience":        "ARTIFACT_REGISTRY_WEBHOOK_AUDIENCE",
+	"artifact-registry-webhook-service-account": "ARTIFACT_REGISTRY_WEBHOOK_SERVICE_ACCOUNT",
+	"artifact-registry-webhook-jwks-url":        "ARTIFACT_REGISTRY_WEBHOOK_JWKS_URL",
 }
 
 func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
@@ -56,6 +70,11 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&w.port, "webhook-port", 8082, "port of the webhook endpoint (POST /webhook)")
 	f.IntVar(&w.rateLimit, "webhook-ratelimit-allowed", 0, "webhook requests accepted per hour from each registry type; 0: no limit")
 	f.BoolVar(&w.requireSecret, "webhook-require-secret", true, "refuse webhooks of registry types that have no secret; false accepts them unauthenticated")
+	f.StringVar(&w.tlsCertFile, "webhook-tls-cert-file", "", "serve the webhook endpoint over HTTPS with this PEM certificate (chain), read again when it changes; default: plain HTTP")
+	f.StringVar(&w.tlsKeyFile, "webhook-tls-key-file", "", "the PEM private key of --webhook-tls-cert-file")
+	f.StringVar(&w.pubsubAudience, "artifact-registry-webhook-audience", "", "require the OIDC token of the Pub/Sub push subscription, with this audience (the subscription's, by default its push endpoint URL)")
+	f.StringVar(&w.pubsubAccount, "artifact-registry-webhook-service-account", "", "the service account the OIDC token must name (with --artifact-registry-webhook-audience)")
+	f.StringVar(&w.pubsubJWKS, "artifact-registry-webhook-jwks-url", webhook.GoogleJWKS, "where the keys that sign the OIDC tokens are published")
 	w.secrets = map[string]*string{}
 	for _, source := range webhook.Sources() {
 		w.secrets[source] = f.String(webhookSecretFlags[source], "", "shared secret of "+source+" webhooks (prefer the environment variable)")
@@ -71,6 +90,10 @@ func (w *webhookOptions) validate() error {
 		return usageErrorf("invalid value %d for --webhook-port: must be a port number", w.port)
 	case w.rateLimit < 0:
 		return usageErrorf("invalid value %d for --webhook-ratelimit-allowed: must not be negative", w.rateLimit)
+	case w.pubsubAccount != "" && w.pubsubAudience == "":
+		return usageErrorf("--artifact-registry-webhook-service-account needs --artifact-registry-webhook-audience")
+	case (w.tlsCertFile == "") != (w.tlsKeyFile == ""):
+		return usageErrorf("--webhook-tls-cert-file and --webhook-tls-key-file go together: give both or neither")
 	}
 	return nil
 }
@@ -118,8 +141,17 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 		secrets[source] = *s
 	}
 	dispatcher := webhook.NewDispatcher(updater, webhook.WithDispatcherMetrics(metrics), webhook.WithDispatcherLogger(logger))
+	oidc := map[string]*webhook.OIDCVerifier{}
+	if o.webhook.pubsubAudience != "" {
+		v, err := webhook.NewOIDCVerifier(o.webhook.pubsubAudience, o.webhook.pubsubAccount, o.webhook.pubsubJWKS, nil)
+		if err != nil {
+			return nil, err
+		}
+		oidc[webhook.ArtifactRegistry] = v
+	}
 	handler, err := webhook.NewHandler(dispatcher, webhook.Config{
 		Secrets:              secrets,
+		OIDC:                 oidc,
 		AllowUnauthenticated: !o.webhook.requireSecret,
 		RateLimit:            o.webhook.rateLimit,
 	}, webhook.WithMetrics(metrics), webhook.WithLogger(logger))
@@ -136,7 +168,15 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 		logger.Info("webhook endpoint enabled", "port", o.webhook.port, "path", webhook.Path, "types", strings.Join(enabled, ","),
 			"rateLimitPerHour", o.webhook.rateLimit)
 	}
-	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, logger, serveErr)
+	var tlsConfig *tls.Config
+	if o.webhook.tlsCertFile != "" {
+		certs, err := webhook.NewCertFiles(o.webhook.tlsCertFile, o.webhook.tlsKeyFile, logger)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = certs.TLSConfig()
+	}
+	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, tlsConfig, logger, serveErr)
 	return dispatcher, nil
 }
 

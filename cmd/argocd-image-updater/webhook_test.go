@@ -50,12 +50,14 @@ func TestWebhookFlags(t *testing.T) {
 				"DOCKER_WEBHOOK_SECRET": "d", "GHCR_WEBHOOK_SECRET": "g", "QUAY_WEBHOOK_SECRET": "q",
 				"HARBOR_WEBHOOK_SECRET": "h", "DISTRIBUTION_WEBHOOK_SECRET": "r", "WEBHOOK_REQUIRE_SECRET": "false",
 				"ACR_WEBHOOK_SECRET": "a", "CLOUDEVENTS_WEBHOOK_SECRET": "c",
+				"ARTIFACT_REGISTRY_WEBHOOK_SECRET": "g", "ALIYUN_ACR_WEBHOOK_SECRET": "y",
 			},
 			want: map[string]string{
 				"enable-webhook": "true", "webhook-port": "9000", "webhook-ratelimit-allowed": "120",
 				"docker-webhook-secret": "d", "ghcr-webhook-secret": "g", "quay-webhook-secret": "q",
 				"harbor-webhook-secret": "h", "distribution-webhook-secret": "r", "webhook-require-secret": "false",
 				"acr-webhook-secret": "a", "cloudevents-webhook-secret": "c",
+				"artifact-registry-webhook-secret": "g", "aliyun-acr-webhook-secret": "y",
 			},
 		},
 		{
@@ -80,6 +82,20 @@ func TestWebhookFlags(t *testing.T) {
 		{name: "bad port, webhook command", command: "webhook", args: []string{"--webhook-port", "70000"}, wantErr: "--webhook-port"},
 		{name: "port unchecked while disabled", command: "run", args: []string{"--webhook-port", "0"}, want: map[string]string{"webhook-port": "0"}},
 		{name: "negative rate limit", command: "run", env: map[string]string{"ENABLE_WEBHOOK": "1", "WEBHOOK_RATELIMIT_ALLOWED": "-5"}, wantErr: "--webhook-ratelimit-allowed"},
+		{
+			name: "TLS files from the environment", command: "webhook",
+			env:  map[string]string{"WEBHOOK_TLS_CERT_FILE": "/tls/tls.crt", "WEBHOOK_TLS_KEY_FILE": "/tls/tls.key"},
+			want: map[string]string{"webhook-tls-cert-file": "/tls/tls.crt", "webhook-tls-key-file": "/tls/tls.key"},
+		},
+		{
+			name: "Pub/Sub OIDC from the environment", command: "webhook",
+			env: map[string]string{"ARTIFACT_REGISTRY_WEBHOOK_AUDIENCE": "https://u.example.com/webhook", "ARTIFACT_REGISTRY_WEBHOOK_SERVICE_ACCOUNT": "push@p.iam.gserviceaccount.com"},
+			want: map[string]string{"artifact-registry-webhook-audience": "https://u.example.com/webhook",
+				"artifact-registry-webhook-service-account": "push@p.iam.gserviceaccount.com", "artifact-registry-webhook-jwks-url": "https://www.googleapis.com/oauth2/v3/certs"},
+		},
+		{name: "service account without audience", command: "webhook", args: []string{"--artifact-registry-webhook-service-account", "a@b"}, wantErr: "needs --artifact-registry-webhook-audience"},
+		{name: "TLS certificate without key", command: "webhook", args: []string{"--webhook-tls-cert-file", "/tls/tls.crt"}, wantErr: "give both or neither"},
+		{name: "TLS key without certificate", command: "run", args: []string{"--enable-webhook", "--webhook-tls-key-file", "/tls/tls.key"}, wantErr: "give both or neither"},
 		{name: "bad environment value", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, wantErr: "environment variable WEBHOOK_PORT"},
 	}
 	for _, tt := range tests {
@@ -108,7 +124,7 @@ func TestWebhookCommandHelp(t *testing.T) {
 	}
 	for _, want := range []string{"--webhook-port", "--docker-webhook-secret", "--ghcr-webhook-secret", "--quay-webhook-secret",
 		"--harbor-webhook-secret", "--distribution-webhook-secret", "--acr-webhook-secret", "--cloudevents-webhook-secret",
-		"--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
+		"--artifact-registry-webhook-secret", "--aliyun-acr-webhook-secret", "--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("webhook --help lacks %s", want)
 		}

@@ -71,3 +71,16 @@ that exits.
 {{- fail (printf "config.applicationsAPIKind %q is not supported: this controller reads and writes Applications through the Kubernetes API only; leave it empty or set it to \"kubernetes\"" $kind) -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The webhook endpoint's port: containerPort, which must not take the health
+(8080) or metrics (8081) port. The community chart's containerPort was the
+health port; an old values file that sets it to 8080 is refused here.
+*/}}
+{{- define "argocd-image-updater.webhookPort" -}}
+{{- $p := int .Values.containerPort -}}
+{{- if or (eq $p 8080) (eq $p 8081) (lt $p 1) (gt $p 65535) -}}
+{{- fail (printf "containerPort %d: it is the webhook endpoint's port here and must be a free port other than 8080 (health) and 8081 (metrics); the default is 8082" $p) -}}
+{{- end -}}
+{{- $p -}}
+{{- end -}}

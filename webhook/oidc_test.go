@@ -1,0 +1,187 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v4"
+)
+
+// jwksServer serves the public half of keys as Google's JWKS endpoint
+// does, and counts the fetches.
+func jwksServer(t *testing.T, keys map[string]*rsa.PrivateKey) (string, *atomic.Int32) {
+	t.Helper()
+	type jwk struct {
+		Kid string `json:"kid"`
+		Kty string `json:"kty"`
+		Alg string `json:"alg"`
+		Use string `json:"use"`
+		N   string `json:"n"`
+		E   string `json:"e"`
+	}
+	var set struct {
+		Keys []jwk `json:"keys"`
+	}
+	for kid, k := range keys {
+		set.Keys = append(set.Keys, jwk{Kid: kid, Kty: "RSA", Alg: "RS256", Use: "sig",
+			N: base64.RawURLEncoding.EncodeToString(k.N.Bytes()),
+			E: base64.RawURLEncoding.EncodeToString(big.NewInt(int64(k.E)).Bytes())})
+	}
+	var fetches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &fetches
+}
+
+func rsaKey(t *testing.T) *rsa.PrivateKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+const (
+	testAudience = "https://updater.example.com/webhook?type=artifact-registry"
+	testAccount  = "pubsub-push@acme-prod.iam.gserviceaccount.com"
+)
+
+// pushToken is the token a push subscription sends, with changes.
+func pushToken(t *testing.T, key *rsa.PrivateKey, kid string, change func(jwt.MapClaims)) string {
+	t.Helper()
+	claims := jwt.MapClaims{
+		"aud": testAudience, "iss": "https://accounts.google.com", "email": testAccount, "email_verified": true,
+		"sub": "1234567890", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(),
+	}
+	if change != nil {
+		change(claims)
+	}
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A Pub/Sub push subscription with authentication: the OIDC token is
+// checked against the keys of the JWKS, the audience, the issuer and the
+// service account; with a secret as well, both are required.
+func TestPubSubOIDC(t *testing.T) {
+	good, other := rsaKey(t), rsaKey(t)
+	jwksURL, fetches := jwksServer(t, map[string]*rsa.PrivateKey{"key-1": good})
+	body := readPayload(t, "artifact-registry.json")
+	tests := []struct {
+		name       string
+		secret     string
+		query      string
+		auth       func() string
+		wantStatus int
+	}{
+		{name: "valid token", auth: func() string { return "Bearer " + pushToken(t, good, "key-1", nil) }, wantStatus: http.StatusAccepted},
+		{name: "issuer without scheme", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["iss"] = "accounts.google.com" })
+		}, wantStatus: http.StatusAccepted},
+		{name: "no token", auth: func() string { return "" }, wantStatus: http.StatusUnauthorized},
+		{name: "not a bearer token", auth: func() string { return pushToken(t, good, "key-1", nil) }, wantStatus: http.StatusUnauthorized},
+		{name: "other audience", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["aud"] = "https://elsewhere.example.com/" })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "other issuer", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["iss"] = "https://issuer.example.com" })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "other service account", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["email"] = "someone@example.com" })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "email not verified", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["email_verified"] = false })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "expired", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "signed by another key with a known key ID", auth: func() string { return "Bearer " + pushToken(t, other, "key-1", nil) }, wantStatus: http.StatusUnauthorized},
+		{name: "signed by an unknown key", auth: func() string { return "Bearer " + pushToken(t, other, "key-2", nil) }, wantStatus: http.StatusUnauthorized},
+		{name: "HMAC with the public key", auth: func() string {
+			tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"aud": testAudience, "iss": "https://accounts.google.com",
+				"email": testAccount, "email_verified": true, "exp": time.Now().Add(time.Hour).Unix()})
+			tok.Header["kid"] = "key-1"
+			s, _ := tok.SignedString(good.N.Bytes())
+			return "Bearer " + s
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "token and secret", secret: testSecret, query: "&secret=" + testSecret,
+			auth: func() string { return "Bearer " + pushToken(t, good, "key-1", nil) }, wantStatus: http.StatusAccepted},
+		{name: "token, wrong secret", secret: testSecret, query: "&secret=x",
+			auth: func() string { return "Bearer " + pushToken(t, good, "key-1", nil) }, wantStatus: http.StatusUnauthorized},
+		{name: "secret, no token", secret: testSecret, query: "&secret=" + testSecret,
+			auth: func() string { return "" }, wantStatus: http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v, err := NewOIDCVerifier(testAudience, testAccount, jwksURL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n recorder
+			h, _ := newTestHandler(t, &n, Config{Secrets: map[string]string{ArtifactRegistry: tt.secret}, OIDC: map[string]*OIDCVerifier{ArtifactRegistry: v}})
+			req := httptest.NewRequest(http.MethodPost, Path+"?type="+ArtifactRegistry+tt.query, bytes.NewReader(body))
+			if a := tt.auth(); a != "" {
+				req.Header.Set("Authorization", a)
+			}
+			rec := serve(h, req)
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.wantStatus, rec.Body)
+			}
+			if got := len(n.repositories()); (got == 1) != (tt.wantStatus == http.StatusAccepted) {
+				t.Errorf("%d notifications", got)
+			}
+		})
+	}
+
+	// Tokens naming unknown keys do not make the controller fetch the
+	// keys for each of them.
+	fetches.Store(0)
+	v, _ := NewOIDCVerifier(testAudience, "", jwksURL, nil)
+	h, _ := newTestHandler(t, &recorder{}, Config{OIDC: map[string]*OIDCVerifier{ArtifactRegistry: v}})
+	for i := range 20 {
+		req := httptest.NewRequest(http.MethodPost, Path+"?type="+ArtifactRegistry, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+pushToken(t, other, "forged-"+string(rune('a'+i)), nil))
+		if rec := serve(h, req); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("forged key: status %d", rec.Code)
+		}
+	}
+	if got := fetches.Load(); got != 1 {
+		t.Errorf("the keys were fetched %d times for 20 unknown key IDs, want 1", got)
+	}
+}
+
+func TestNewOIDCVerifier(t *testing.T) {
+	if _, err := NewOIDCVerifier("", "", "", nil); err == nil {
+		t.Error("no error without an audience")
+	}
+	v, _ := NewOIDCVerifier(testAudience, "", "", nil)
+	if _, err := NewHandler(&recorder{}, Config{OIDC: map[string]*OIDCVerifier{Quay: v}}); err == nil {
+		t.Error("OIDC accepted for quay.io")
+	}
+	h, err := NewHandler(&recorder{}, Config{OIDC: map[string]*OIDCVerifier{ArtifactRegistry: v}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.Enabled(); len(got) != 1 || got[0] != ArtifactRegistry {
+		t.Errorf("enabled %v", got)
+	}
+}
