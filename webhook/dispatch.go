@@ -16,7 +16,7 @@ import (
 // DefaultWindow is how long the Dispatcher waits after a notification for
 // more before it checks: a push of several tags, or of one image to
 // several repositories, arrives as a burst and is checked once.
-const DefaultWindow = time.Second
+const DefaultWindow = 500 * time.Millisecond
 
 // maxPending bounds the repositories waiting for a check; a sender that
 // names more while a long cycle holds the checks is told to retry.

@@ -101,7 +101,7 @@ func TestDispatcher(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &fakeChecker{start: time.Now(), hold: tt.hold}
-				d := NewDispatcher(c)
+				d := NewDispatcher(c, WithWindow(time.Second))
 				ctx, cancel := context.WithCancel(t.Context())
 				done := make(chan struct{})
 				go func() { d.Run(ctx); close(done) }()
@@ -162,7 +162,7 @@ func TestDispatcherMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: 1}
-		d := NewDispatcher(c, WithDispatcherMetrics(m))
+		d := NewDispatcher(c, WithWindow(time.Second), WithDispatcherMetrics(m))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { d.Run(ctx); close(done) }()
