@@ -227,6 +227,17 @@ func (s *Source) list() []resource {
 	return out
 }
 
+// Resources returns the ImageUpdaters watched, sorted by namespace and
+// name.
+func (s *Source) Resources() []*api.ImageUpdater {
+	rs := s.list()
+	out := make([]*api.ImageUpdater, len(rs))
+	for i, r := range rs {
+		out[i] = r.obj
+	}
+	return out
+}
+
 // resources returns what the last call to Applications read.
 func (s *Source) resources() []resource {
 	s.mu.Lock()
