@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 )
 
@@ -27,6 +28,8 @@ func TestImageUpdater(t *testing.T) {
 func refs(images ...api.ImageConfig) []api.ApplicationRef {
 	return []api.ApplicationRef{{NamePattern: "*", Images: images}}
 }
+
+var appResource = appwatch.ApplicationsResource()
 
 func condition(iu *api.ImageUpdater, typ string) metav1.Condition {
 	if c := apimeta.FindStatusCondition(iu.Status.Conditions, typ); c != nil {
@@ -278,7 +281,266 @@ func testFields(t *testing.T, s *servers) {
 	}
 }
 
-func testPrecedence(t *testing.T, s *servers) {}
-func testSelection(t *testing.T, s *servers)  {}
-func testOverlap(t *testing.T, s *servers)    {}
-func testStatus(t *testing.T, s *servers)     {}
+// testPrecedence: each setting comes from the most specific level that
+// sets it: image, then applicationRef, then spec.
+func testPrecedence(t *testing.T, s *servers) {
+	w := s.world(t, "precedence")
+	for _, repo := range []string{"a", "b", "c"} {
+		w.push(t, repo, "1.0.0", "1.0.1", "1.1.0", "2.0.0")
+	}
+	w.createApps(t,
+		w.app("first", nil, nil, w.image("a")+":1.0.0", w.image("b")+":1.0.0"),
+		w.app("second", nil, nil, w.image("c")+":1.0.0"))
+	w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+		CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr(`regexp:^1\.0`)},
+		ApplicationRefs: []api.ApplicationRef{
+			{
+				NamePattern:          "first",
+				CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr(`regexp:^1\.1`)},
+				Images: []api.ImageConfig{
+					{Alias: "a", ImageName: w.image("a"), CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr("regexp:^2")}},
+					{Alias: "b", ImageName: w.image("b")},
+				},
+			},
+			{NamePattern: "second", Images: []api.ImageConfig{{Alias: "c", ImageName: w.image("c")}}},
+		},
+	}})
+
+	w.updater.RunOnce(t.Context())
+
+	first := kustomizeImages(t, w.getApp(t, "first"))
+	slices.Sort(first)
+	if want := []string{w.image("a") + ":2.0.0", w.image("b") + ":1.1.0"}; !slices.Equal(first, want) {
+		t.Errorf("first: kustomize images = %q, want %q (image's allowTags, then the ref's)", first, want)
+	}
+	if got, want := kustomizeImages(t, w.getApp(t, "second")), []string{w.image("c") + ":1.0.1"}; !slices.Equal(got, want) {
+		t.Errorf("second: kustomize images = %q, want %q (the spec's allowTags)", got, want)
+	}
+	if st := w.getUpdater(t, "updater").Status; st.ApplicationsMatched != 2 || st.ImagesManaged != 3 {
+		t.Errorf("status: %d Applications, %d images; want 2 and 3", st.ApplicationsMatched, st.ImagesManaged)
+	}
+}
+
+// testSelection: namePattern and labelSelectors select Applications of the
+// resource's own namespace only; useAnnotations reads the Application's
+// annotations as the annotation path does.
+func testSelection(t *testing.T, s *servers) {
+	t.Run("labelSelectors and own namespace", func(t *testing.T) {
+		w := s.world(t, "selection", "selection-other")
+		w.push(t, "web", "1.0.0", "1.0.1")
+		running := w.image("web") + ":1.0.0"
+		w.createApps(t,
+			w.app("web-a", map[string]string{"team": "a", "tier": "prod"}, nil, running),
+			w.app("web-b", map[string]string{"team": "b", "tier": "prod"}, nil, running),
+			w.app("web-test", map[string]string{"team": "a", "tier": "test"}, nil, running),
+			w.app("api-a", map[string]string{"team": "a", "tier": "prod"}, nil, running))
+		other := w.app("web-a", map[string]string{"team": "a", "tier": "prod"}, nil, running)
+		other.SetNamespace("selection-other")
+		if _, err := w.dyn.Resource(appResource).Namespace("selection-other").Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, func() bool { return len(w.watcher.InNamespace("selection-other")) == 1 })
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+			ApplicationRefs: []api.ApplicationRef{{
+				NamePattern: "web-*",
+				LabelSelectors: &metav1.LabelSelector{
+					MatchLabels:      map[string]string{"team": "a"},
+					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"test"}}},
+				},
+				Images: []api.ImageConfig{{Alias: "web", ImageName: w.image("web")}},
+			}},
+		}})
+
+		w.updater.RunOnce(t.Context())
+
+		for name, want := range map[string][]string{
+			"web-a": {w.image("web") + ":1.0.1"}, "web-b": nil, "web-test": nil, "api-a": nil,
+		} {
+			if got := kustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, want) {
+				t.Errorf("%s: kustomize images = %q, want %q", name, got, want)
+			}
+		}
+		got, err := w.dyn.Resource(appResource).Namespace("selection-other").Get(t.Context(), "web-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if imgs := kustomizeImages(t, got); imgs != nil {
+			t.Errorf("the Application of another namespace was written: %q", imgs)
+		}
+		if n := w.getUpdater(t, "updater").Status.ApplicationsMatched; n != 1 {
+			t.Errorf("applicationsMatched = %d, want 1", n)
+		}
+	})
+
+	t.Run("useAnnotations", func(t *testing.T) {
+		w := s.world(t, "selection-annotations")
+		w.push(t, "web", "1.0.0", "1.0.1", "1.1.0")
+		w.createApps(t, w.app("annotated", nil, map[string]string{
+			"image-list":     "web=" + w.image("web") + ":1.x",
+			"web.allow-tags": `regexp:^1\.0`,
+		}, w.image("web")+":1.0.0"))
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+			// The spec's settings do not apply to Applications read through
+			// their annotations.
+			CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr(`regexp:^1\.1`)},
+			ApplicationRefs:      []api.ApplicationRef{{NamePattern: "annotated", UseAnnotations: ptr(true)}},
+		}})
+
+		w.updater.RunOnce(t.Context())
+
+		if got, want := kustomizeImages(t, w.getApp(t, "annotated")), []string{w.image("web") + ":1.0.1"}; !slices.Equal(got, want) {
+			t.Errorf("kustomize images = %q, want %q", got, want)
+		}
+		if st := w.getUpdater(t, "updater").Status; st.ApplicationsMatched != 1 || st.ImagesManaged != 1 {
+			t.Errorf("status: %d Applications, %d images; want 1 and 1", st.ApplicationsMatched, st.ImagesManaged)
+		}
+		for _, e := range w.events(t, "annotated") {
+			if e.Type == "Warning" {
+				t.Errorf("unexpected warning: %s", e.Message)
+			}
+		}
+	})
+}
+
+// testOverlap: an Application that several resources select, or a
+// resource and its own annotations, is handled once, with a Warning
+// naming both.
+func testOverlap(t *testing.T, s *servers) {
+	w := s.world(t, "overlap")
+	w.push(t, "web", "1.0.0", "1.0.1", "1.1.0")
+	w.createApps(t,
+		w.app("shared", nil, nil, w.image("web")+":1.0.0"),
+		w.app("annotated", nil, map[string]string{"image-list": "web=" + w.image("web")}, w.image("web")+":1.0.0"))
+	allow := map[string]string{"a-first": `regexp:^1\.0`, "b-second": `regexp:^1\.1`}
+	for _, name := range []string{"b-second", "a-first"} {
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: api.ImageUpdaterSpec{
+			CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr(allow[name])},
+			ApplicationRefs:      refs(api.ImageConfig{Alias: "web", ImageName: w.image("web")}),
+		}})
+	}
+
+	w.updater.RunOnce(t.Context())
+
+	for _, name := range []string{"shared", "annotated"} {
+		if got, want := kustomizeImages(t, w.getApp(t, name)), []string{w.image("web") + ":1.0.1"}; !slices.Equal(got, want) {
+			t.Errorf("%s: kustomize images = %q, want %q (a-first's settings)", name, got, want)
+		}
+	}
+	if n := w.getUpdater(t, "a-first").Status.ApplicationsMatched; n != 2 {
+		t.Errorf("a-first: applicationsMatched = %d, want 2", n)
+	}
+	if n := w.getUpdater(t, "b-second").Status.ApplicationsMatched; n != 0 {
+		t.Errorf("b-second: applicationsMatched = %d, want 0", n)
+	}
+	both := "ImageUpdater overlap/b-second spec.applicationRefs[0]: also selects this Application, which ImageUpdater overlap/a-first handles"
+	wantWarnings := map[string][]string{
+		"shared":    {both},
+		"annotated": {both, "annotation argocd-image-updater.argoproj.io/image-list: ignored: ImageUpdater overlap/a-first selects this Application"},
+	}
+	for app, wants := range wantWarnings {
+		waitUntil(t, func() bool {
+			var msgs []string
+			for _, e := range w.events(t, app) {
+				if e.Type == "Warning" {
+					msgs = append(msgs, e.Message)
+				}
+			}
+			for _, want := range wants {
+				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, want) }) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
+
+// testStatus: the status after an update, after an error and after its
+// fix, and no write when nothing changed.
+func testStatus(t *testing.T, s *servers) {
+	w := s.world(t, "status")
+	w.push(t, "web", "1.0.0")
+	w.createApps(t, w.app("app", nil, nil, w.image("web")+":1.0.0"))
+	w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+		ApplicationRefs: refs(api.ImageConfig{Alias: "web", ImageName: w.image("web") + ":1.x"}),
+	}})
+	check := func(step string, iu *api.ImageUpdater, gen int64, ready, readyReason, errStatus, errReason string) {
+		t.Helper()
+		st := iu.Status
+		if st.ObservedGeneration != gen || st.ApplicationsMatched != 1 || st.ImagesManaged != 1 || st.LastCheckedAt == nil {
+			t.Errorf("%s: status = %+v", step, st)
+		}
+		if c := condition(iu, imageupdater.ConditionReady); string(c.Status) != ready || c.Reason != readyReason || c.ObservedGeneration != gen {
+			t.Errorf("%s: Ready = %+v, want %s %s", step, c, ready, readyReason)
+		}
+		if c := condition(iu, imageupdater.ConditionError); string(c.Status) != errStatus || c.Reason != errReason {
+			t.Errorf("%s: Error = %+v, want %s %s", step, c, errStatus, errReason)
+		}
+		if c := condition(iu, imageupdater.ConditionReconciling); c.Status != metav1.ConditionFalse || c.Reason != imageupdater.ReasonIdle {
+			t.Errorf("%s: Reconciling = %+v, want False Idle", step, c)
+		}
+	}
+	run := func() *api.ImageUpdater {
+		w.updater.RunOnce(t.Context())
+		w.syncUpdater(t, "updater")
+		w.syncApp(t, "app")
+		return w.getUpdater(t, "updater")
+	}
+	update := func(iu *api.ImageUpdater) {
+		if err := w.k.Client.Update(t.Context(), iu); err != nil {
+			t.Fatal(err)
+		}
+		w.syncUpdater(t, "updater")
+	}
+
+	iu := run()
+	check("nothing new", iu, 1, "True", imageupdater.ReasonSucceeded, "False", imageupdater.ReasonNoErrors)
+	if iu.Status.LastUpdatedAt != nil || len(iu.Status.RecentUpdates) != 0 {
+		t.Errorf("nothing new: status = %+v", iu.Status)
+	}
+
+	writes := w.statusPatches(t)
+	if again := run(); again.ResourceVersion != iu.ResourceVersion || w.statusPatches(t) != writes {
+		t.Errorf("a cycle that changed nothing wrote the status: %d writes before, %d after", writes, w.statusPatches(t))
+	}
+
+	w.push(t, "web", "1.0.1")
+	iu = run()
+	check("after an update", iu, 1, "True", imageupdater.ReasonSucceeded, "False", imageupdater.ReasonNoErrors)
+	want := []api.RecentUpdate{{Alias: "web", Image: w.image("web"), NewVersion: "1.0.1", ApplicationsUpdated: 1, Message: "updated from 1.0.0 to 1.0.1"}}
+	got := slices.Clone(iu.Status.RecentUpdates)
+	for i := range got {
+		got[i].UpdatedAt = metav1.Time{}
+	}
+	if !slices.Equal(got, want) || iu.Status.LastUpdatedAt == nil {
+		t.Errorf("after an update: recentUpdates = %+v, want %+v; lastUpdatedAt = %v", got, want, iu.Status.LastUpdatedAt)
+	}
+
+	iu.Spec.CommonUpdateSettings = &api.CommonUpdateSettings{PullSecret: ptr("pullsecret:argocd/registry")}
+	update(iu)
+	iu = run()
+	check("after an error", iu, 2, "True", imageupdater.ReasonCompletedErrors, "True", imageupdater.ReasonPartialErrors)
+	if c := condition(iu, imageupdater.ConditionError); !strings.Contains(c.Message, "status/app: ImageUpdater status/updater spec.commonUpdateSettings.pullSecret (image web)") {
+		t.Errorf("after an error: the Error condition does not name the Application and field: %q", c.Message)
+	}
+	if len(iu.Status.RecentUpdates) != 1 {
+		t.Errorf("after an error: the last update should be kept: %+v", iu.Status.RecentUpdates)
+	}
+	failedAt := condition(iu, imageupdater.ConditionError).LastTransitionTime
+
+	iu.Spec.CommonUpdateSettings = nil
+	update(iu)
+	iu = run()
+	check("after the fix", iu, 3, "True", imageupdater.ReasonSucceeded, "False", imageupdater.ReasonNoErrors)
+	if c := condition(iu, imageupdater.ConditionError); c.LastTransitionTime.Before(&failedAt) {
+		t.Errorf("after the fix: the Error condition did not move: %+v", c)
+	}
+
+	iu.Spec.ApplicationRefs[0].NamePattern = "[app"
+	update(iu)
+	iu = run()
+	if c := condition(iu, imageupdater.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != imageupdater.ReasonFailed ||
+		!strings.Contains(c.Message, `spec.applicationRefs[0].namePattern "[app"`) {
+		t.Errorf("bad namePattern: Ready = %+v", c)
+	}
+}

@@ -77,9 +77,12 @@ type world struct {
 	logs    *testenv.SyncBuffer
 }
 
-func (s *servers) world(t *testing.T, ns string) *world {
+// world watches ns, where the test works, and more namespaces.
+func (s *servers) world(t *testing.T, ns string, more ...string) *world {
 	t.Helper()
-	s.k.CreateNamespace(t, ns)
+	for _, n := range append([]string{ns}, more...) {
+		s.k.CreateNamespace(t, n)
+	}
 	w := &world{servers: s, ns: ns, logs: &testenv.SyncBuffer{}}
 	logger := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w.dyn = dynamic.NewForConfigOrDie(s.k.Config)
@@ -99,11 +102,11 @@ func (s *servers) world(t *testing.T, ns string) *world {
 		credentials.WithEnv(func(k string) (string, bool) { return creds, k == "REGISTRY_CREDS" }),
 	)
 	regClient := registry.NewClient(registry.WithConfig(func() *config.Config { return conf }), registry.WithCredentialResolver(resolver))
-	w.watcher, err = appwatch.NewWatcher(w.dyn, appwatch.Namespaces(ns), appwatch.KeepUnannotated(), appwatch.WithLogger(logger))
+	w.watcher, err = appwatch.NewWatcher(w.dyn, appwatch.Namespaces(append([]string{ns}, more...)...), appwatch.KeepUnannotated(), appwatch.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.source = imageupdater.NewSource(w.dyn, w.watcher, imageupdater.Namespaces(ns), imageupdater.WithLogger(logger))
+	w.source = imageupdater.NewSource(w.dyn, w.watcher, imageupdater.Namespaces(append([]string{ns}, more...)...), imageupdater.WithLogger(logger))
 	if err := w.watcher.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
