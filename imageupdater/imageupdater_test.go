@@ -22,6 +22,7 @@ func TestImageUpdater(t *testing.T) {
 	t.Run("selection", func(t *testing.T) { testSelection(t, s) })
 	t.Run("overlap", func(t *testing.T) { testOverlap(t, s) })
 	t.Run("status", func(t *testing.T) { testStatus(t, s) })
+	t.Run("one listing per repository", func(t *testing.T) { testListings(t, s) })
 }
 
 // refs is one applicationRef selecting every Application with these images.
@@ -542,5 +543,51 @@ func testStatus(t *testing.T, s *servers) {
 	if c := condition(iu, imageupdater.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != imageupdater.ReasonFailed ||
 		!strings.Contains(c.Message, `spec.applicationRefs[0].namePattern "[app"`) {
 		t.Errorf("bad namePattern: Ready = %+v", c)
+	}
+}
+
+// testListings: 500 Applications under 5 ImageUpdaters, and 50 annotated
+// ones, running the same 5 images cost one tag listing per repository.
+func testListings(t *testing.T, s *servers) {
+	w := s.world(t, "listings")
+	var images []api.ImageConfig
+	var running []string
+	var list []string
+	for i := range 5 {
+		repo := fmt.Sprintf("img-%d", i)
+		w.push(t, repo, "1.0.0")
+		images = append(images, api.ImageConfig{Alias: repo, ImageName: w.image(repo)})
+		running = append(running, w.image(repo)+":1.0.0")
+		list = append(list, repo+"="+w.image(repo))
+	}
+	var apps []*unstructured.Unstructured
+	for team := range 5 {
+		for i := range 100 {
+			apps = append(apps, w.app(fmt.Sprintf("team-%d-app-%03d", team, i), nil, nil, running...))
+		}
+	}
+	for i := range 50 {
+		apps = append(apps, w.app(fmt.Sprintf("annotated-%02d", i), nil, map[string]string{"image-list": strings.Join(list, ",")}, running...))
+	}
+	w.createApps(t, apps...)
+	for team := range 5 {
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("team-%d", team)}, Spec: api.ImageUpdaterSpec{
+			ApplicationRefs: []api.ApplicationRef{{NamePattern: fmt.Sprintf("team-%d-*", team), Images: images}},
+		}})
+	}
+
+	before := s.tagLists.Load()
+	sum := w.updater.RunOnce(t.Context())
+
+	if got := s.tagLists.Load() - before; got != 5 || sum.TagListings != 5 {
+		t.Errorf("tag listings: %d requests, %d in the summary; want 5 (one per repository)", got, sum.TagListings)
+	}
+	if sum.Applications != 550 || sum.Images != 2750 || sum.Errors != 0 {
+		t.Errorf("summary = %+v, want 550 Applications and 2750 images without errors", sum)
+	}
+	for team := range 5 {
+		if st := w.getUpdater(t, fmt.Sprintf("team-%d", team)).Status; st.ApplicationsMatched != 100 || st.ImagesManaged != 500 {
+			t.Errorf("team-%d: %d Applications, %d images; want 100 and 500", team, st.ApplicationsMatched, st.ImagesManaged)
+		}
 	}
 }
