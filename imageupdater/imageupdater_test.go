@@ -2,6 +2,8 @@ package imageupdater_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
@@ -23,6 +26,7 @@ func TestImageUpdater(t *testing.T) {
 	t.Run("overlap", func(t *testing.T) { testOverlap(t, s) })
 	t.Run("status", func(t *testing.T) { testStatus(t, s) })
 	t.Run("one listing per repository", func(t *testing.T) { testListings(t, s) })
+	t.Run("samples", func(t *testing.T) { testSamples(t, s) })
 }
 
 // refs is one applicationRef selecting every Application with these images.
@@ -588,6 +592,42 @@ func testListings(t *testing.T, s *servers) {
 	for team := range 5 {
 		if st := w.getUpdater(t, fmt.Sprintf("team-%d", team)).Status; st.ApplicationsMatched != 100 || st.ImagesManaged != 500 {
 			t.Errorf("team-%d: %d Applications, %d images; want 100 and 500", team, st.ApplicationsMatched, st.ImagesManaged)
+		}
+	}
+}
+
+// testSamples: the example resources of manifests/examples/imageupdater
+// apply unchanged (but for the registry and namespace) and work.
+func testSamples(t *testing.T, s *servers) {
+	w := s.world(t, "samples")
+	w.push(t, "web", "1.0.0", "1.0.1", "2.0.0")
+	web := w.image("web")
+	w.createApps(t,
+		w.app("web-frontend", nil, nil, web+":1.0.0"),
+		w.app("legacy", map[string]string{"image-updater": "annotations"},
+			map[string]string{"image-list": "web=" + web + ":~1.0"}, web+":1.0.0"))
+	for _, file := range []string{"simple.yaml", "use-annotations.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "manifests", "examples", "imageupdater", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		iu := &api.ImageUpdater{}
+		if err := yaml.UnmarshalStrict([]byte(strings.ReplaceAll(string(data), "registry.example.com/team", w.reg.Host+"/"+w.ns)), iu); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		w.createUpdater(t, iu)
+	}
+
+	w.updater.RunOnce(t.Context())
+
+	for name, want := range map[string]string{"web-frontend": web + ":1.0.1", "legacy": web + ":1.0.1"} {
+		if got := kustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, []string{want}) {
+			t.Errorf("%s: kustomize images = %q, want %q", name, got, want)
+		}
+	}
+	for _, name := range []string{"simple", "from-annotations"} {
+		if iu := w.getUpdater(t, name); iu.Status.ApplicationsMatched != 1 || condition(iu, imageupdater.ConditionReady).Status != metav1.ConditionTrue {
+			t.Errorf("%s: status = %+v", name, iu.Status)
 		}
 	}
 }
