@@ -113,16 +113,40 @@ func (s *Source) Start(ctx context.Context) error {
 // ImageUpdaters select, each once, sorted by namespace and name.
 func (s *Source) Applications(opts ...imageref.Option) []*appwatch.Application {
 	resources := s.list()
-	claimed := map[string]*appwatch.Application{}
-	for i := range resources {
-		r := &resources[i]
-		r.err = s.claim(r.obj, claimed, opts)
-	}
+	apps := selectApps(resources, s.apps, s.logger, opts)
 	s.mu.Lock()
 	s.last = resources
 	s.mu.Unlock()
+	return apps
+}
 
-	apps := s.apps.Applications(opts...)
+// Select is what a Source gives the cycle, for resources and apps given
+// here rather than watched: the Applications each handled once (see
+// Source), and for each resource that cannot be used at all, why.
+func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.Option) ([]*appwatch.Application, []error) {
+	rs := make([]resource, len(resources))
+	for i, iu := range resources {
+		rs[i] = resource{obj: iu}
+	}
+	selected := selectApps(rs, apps, slog.New(slog.DiscardHandler), opts)
+	var errs []error
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("ImageUpdater %s/%s: %w", r.obj.Namespace, r.obj.Name, r.err))
+		}
+	}
+	return selected, errs
+}
+
+// selectApps applies the rules of Source to resources, in order, and
+// records in each why it could not be used.
+func selectApps(resources []resource, source Applications, logger *slog.Logger, opts []imageref.Option) []*appwatch.Application {
+	claimed := map[string]*appwatch.Application{}
+	for i := range resources {
+		r := &resources[i]
+		r.err = claim(r.obj, source, claimed, logger, opts)
+	}
+	apps := source.Applications(opts...)
 	for i, app := range apps {
 		c, ok := claimed[app.Key()]
 		if !ok {
@@ -146,7 +170,7 @@ func (s *Source) Applications(opts ...imageref.Option) []*appwatch.Application {
 
 // claim adds to claimed the Applications iu selects that no resource
 // before it did.
-func (s *Source) claim(iu *api.ImageUpdater, claimed map[string]*appwatch.Application, opts []imageref.Option) error {
+func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwatch.Application, logger *slog.Logger, opts []imageref.Option) error {
 	name := types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}
 	type selector struct {
 		pattern  string
@@ -166,7 +190,7 @@ func (s *Source) claim(iu *api.ImageUpdater, claimed map[string]*appwatch.Applic
 		}
 		sels[i] = selector{pattern: ref.NamePattern, selector: sel}
 	}
-	for _, obj := range s.apps.InNamespace(iu.Namespace) {
+	for _, obj := range source.InNamespace(iu.Namespace) {
 		for i, sel := range sels {
 			if ok, _ := path.Match(sel.pattern, obj.GetName()); !ok || !sel.selector.Matches(labels.Set(obj.GetLabels())) {
 				continue
@@ -183,7 +207,7 @@ func (s *Source) claim(iu *api.ImageUpdater, claimed map[string]*appwatch.Applic
 			}
 			app, err := appwatch.FromUnstructured(obj, opts...)
 			if err != nil {
-				s.logger.Warn("cannot read Application", "application", key, "imageUpdater", name, "error", err)
+				logger.Warn("cannot read Application", "application", key, "imageUpdater", name, "error", err)
 				break
 			}
 			app.ImageUpdater = name
