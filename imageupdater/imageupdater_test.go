@@ -8,14 +8,20 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
+	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func TestImageUpdater(t *testing.T) {
@@ -27,6 +33,7 @@ func TestImageUpdater(t *testing.T) {
 	t.Run("status", func(t *testing.T) { testStatus(t, s) })
 	t.Run("one listing per repository", func(t *testing.T) { testListings(t, s) })
 	t.Run("samples", func(t *testing.T) { testSamples(t, s) })
+	t.Run("one push per repository and branch", func(t *testing.T) { testOnePush(t, s) })
 }
 
 // refs is one applicationRef selecting every Application with these images.
@@ -628,6 +635,64 @@ func testSamples(t *testing.T, s *servers) {
 	for _, name := range []string{"simple", "from-annotations"} {
 		if iu := w.getUpdater(t, name); iu.Status.ApplicationsMatched != 1 || condition(iu, imageupdater.ConditionReady).Status != metav1.ConditionTrue {
 			t.Errorf("%s: status = %+v", name, iu.Status)
+		}
+	}
+}
+
+// testOnePush: an annotated Application and one an ImageUpdater
+// configures, both written back to the same repository and branch, get
+// their commits in one push.
+func testOnePush(t *testing.T, s *servers) {
+	const ns = "one-push"
+	g := testenv.StartGitServer(t)
+	g.CreateRepo(t, "deploy", "", map[string]string{
+		"apps/annotated/kustomization.yaml":   "resources: []\n",
+		"apps/by-resource/kustomization.yaml": "resources: []\n",
+	})
+	s.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, []string{ns})
+	gw, err := writeback.NewGitWriter(writeback.NewKubeSecretLister(kubernetes.NewForConfigOrDie(s.k.Config)),
+		writeback.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(s.k.Config)),
+		writeback.WithArgoCDNamespace(testenv.ArgoCDNamespace), writeback.WithWorkDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.worldWith(t, ns, nil, []cycle.Option{cycle.WithGitWriter(gw)})
+	s.k.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gitcreds"},
+		StringData: map[string]string{"username": g.Username, "password": g.Password}})
+	w.push(t, "web", "1.0.0", "1.0.1")
+	web := w.image("web")
+	method := "git:secret:" + ns + "/gitcreds"
+	annotated := w.app("annotated", nil, map[string]string{
+		"image-list": "web=" + web, "write-back-method": method, "write-back-target": "kustomization", "git-branch": "main",
+	}, web+":1.0.0")
+	byResource := w.app("by-resource", nil, nil, web+":1.0.0")
+	for _, obj := range []*unstructured.Unstructured{annotated, byResource} {
+		if err := unstructured.SetNestedField(obj.Object, g.HTTPRepoURL("deploy"), "spec", "source", "repoURL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.createApps(t, annotated, byResource)
+	w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+		WriteBackConfig: &api.WriteBackConfig{Method: ptr(method), GitConfig: &api.GitConfig{Branch: ptr("main"), WriteBackTarget: ptr("kustomization")}},
+		ApplicationRefs: []api.ApplicationRef{{NamePattern: "by-resource", Images: []api.ImageConfig{{Alias: "web", ImageName: web}}}},
+	}})
+	commits := len(g.Log(t, "deploy", "main"))
+	pushes := g.Pushes.Load()
+
+	sum := w.updater.RunOnce(t.Context())
+
+	if sum.Updated != 2 || sum.Errors != 0 {
+		t.Fatalf("summary = %+v, want 2 updates without errors\n%s", sum, w.logs.String())
+	}
+	if n := g.Pushes.Load() - pushes; n != 1 {
+		t.Errorf("%d pushes, want 1 for both Applications", n)
+	}
+	if n := len(g.Log(t, "deploy", "main")) - commits; n != 2 {
+		t.Errorf("%d new commits on main, want one per Application", n)
+	}
+	for _, app := range []string{"annotated", "by-resource"} {
+		if got := g.ReadFile(t, "deploy", "main", "apps/"+app+"/kustomization.yaml"); !strings.Contains(got, "newTag: 1.0.1") {
+			t.Errorf("apps/%s/kustomization.yaml:\n%s", app, got)
 		}
 	}
 }

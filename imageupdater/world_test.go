@@ -80,6 +80,12 @@ type world struct {
 // world watches ns, where the test works, and more namespaces.
 func (s *servers) world(t *testing.T, ns string, more ...string) *world {
 	t.Helper()
+	return s.worldWith(t, ns, more, nil)
+}
+
+// worldWith is world with more options of the update cycle.
+func (s *servers) worldWith(t *testing.T, ns string, more []string, opts []cycle.Option) *world {
+	t.Helper()
 	for _, n := range append([]string{ns}, more...) {
 		s.k.CreateNamespace(t, n)
 	}
@@ -117,13 +123,13 @@ func (s *servers) world(t *testing.T, ns string, more ...string) *world {
 	t.Cleanup(broadcaster.Shutdown)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.cs.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
-	w.updater = cycle.New(w.source, regClient, writeback.NewArgoCDWriter(w.dyn),
+	w.updater = cycle.New(w.source, regClient, writeback.NewArgoCDWriter(w.dyn), append(opts,
 		cycle.WithRegistryConfig(func() *config.Config { return conf }),
 		cycle.WithControllerNamespace(testenv.ArgoCDNamespace),
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithLogger(logger),
 		cycle.WithObserver(imageupdater.NewStatus(w.dyn, w.source, imageupdater.WithStatusLogger(logger))),
-	)
+	)...)
 	return w
 }
 
