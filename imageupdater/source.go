@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -190,6 +191,7 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 		}
 		sels[i] = selector{pattern: ref.NamePattern, selector: sel}
 	}
+	configs := make([]*appwatch.Annotations, len(sels))
 	for _, obj := range source.InNamespace(iu.Namespace) {
 		for i, sel := range sels {
 			if ok, _ := path.Match(sel.pattern, obj.GetName()); !ok || !sel.selector.Matches(labels.Set(obj.GetLabels())) {
@@ -214,7 +216,15 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 			if ref := iu.Spec.ApplicationRefs[i]; ref.UseAnnotations != nil && *ref.UseAnnotations {
 				app.Annotations.FromAnnotations = true
 			} else {
-				app.Annotations = refConfig(iu, i, opts)
+				// The settings depend on the ref alone: read once, shared
+				// by its Applications (their Images are never modified;
+				// Problems are appended to copies).
+				if configs[i] == nil {
+					c := refConfig(iu, i, opts)
+					configs[i] = &c
+				}
+				app.Annotations = *configs[i]
+				app.Annotations.Problems = slices.Clip(app.Annotations.Problems)
 			}
 			claimed[key] = app
 			break
