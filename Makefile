@@ -11,7 +11,7 @@ GO       ?= go
 TESTBIN  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/argocd-image-updater/testbin
 export TESTBIN
 
-.PHONY: all build test unit lint bench testbin demo manifests clean
+.PHONY: all build test unit lint bench testbin demo generate manifests clean
 
 all: build
 
@@ -55,6 +55,13 @@ demo: build
 clean:
 	rm -rf bin
 
-## manifests: render manifests/install.yaml from the kustomize base
-manifests:
+## generate: the ImageUpdater CRD (manifests/base/crd, the chart's crds/) and deep-copy
+## functions from the Go types in api/ (a test fails when they are stale)
+generate:
+	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/base/crd
+	cp manifests/base/crd/*.yaml charts/argocd-image-updater/crds/
+
+## manifests: generate, then render manifests/install.yaml from the kustomize base
+manifests: generate
 	kubectl kustomize manifests/base > manifests/install.yaml

@@ -80,8 +80,11 @@ type ImageSpec struct {
 	PullSecret  string
 	// PullSecretAnnotation is the full key PullSecret was read from
 	// ("<prefix><alias>.pull-secret" or the Application-wide one), for
-	// messages; "" when PullSecret is.
+	// messages; "" when PullSecret is, or came from an ImageUpdater.
 	PullSecretAnnotation string
+	// PullSecretField is the ImageUpdater field PullSecret was read from,
+	// for messages; "" when it came from an annotation.
+	PullSecretField string
 	// Platforms are those the image must be built for; empty means the
 	// controller's default.
 	Platforms []v1.Platform
@@ -193,6 +196,9 @@ type WriteBackSpec struct {
 	// request on GitLab from it into the base branch; GitBranch must then
 	// name both ("base:branch" or ":branch").
 	PullRequest forge.Kind
+	// MethodField is the ImageUpdater field the method was read from, for
+	// messages; "" when it came from the write-back-method annotation.
+	MethodField string
 }
 
 // TargetKind is the kind of file the git write-back edits.
@@ -254,20 +260,29 @@ func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	return WriteBackTarget{Kind: TargetOverrideFile, Path: s}, nil
 }
 
-// Problem is something wrong with an Application's annotations. Image is
-// empty for Application-level problems. A problem with Image set disables
-// only that image; an Application-level error disables the Application.
+// Problem is something wrong with an Application's annotations, or with
+// the ImageUpdater field that configures it. Image is empty for
+// Application-level problems. A problem with Image set disables only that
+// image; an Application-level error disables the Application.
 type Problem struct {
 	Image      string // alias or image of the affected image, "" for the Application
 	Annotation string // full annotation key
-	Message    string
-	Warning    bool // reported, but nothing is disabled
+	// Field names the ImageUpdater and field the problem is in
+	// ("ImageUpdater argocd/web spec.applicationRefs[0].images[1].imageName");
+	// when set, it is named instead of Annotation.
+	Field   string
+	Message string
+	Warning bool // reported, but nothing is disabled
 }
 
 func (p Problem) Error() string {
 	var b strings.Builder
-	b.WriteString("annotation ")
-	b.WriteString(p.Annotation)
+	if p.Field != "" {
+		b.WriteString(p.Field)
+	} else {
+		b.WriteString("annotation ")
+		b.WriteString(p.Annotation)
+	}
 	if p.Image != "" {
 		fmt.Fprintf(&b, " (image %s)", p.Image)
 	}
@@ -284,6 +299,9 @@ type Annotations struct {
 	// Problems lists what could not be understood. Images with a
 	// non-warning problem are not in Images.
 	Problems []Problem
+	// FromAnnotations is true when an ImageUpdater selected the
+	// Application and reads its annotations (useAnnotations).
+	FromAnnotations bool
 }
 
 // Managed reports whether an Application carries the image-list annotation.
@@ -341,9 +359,8 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) An
 	return a
 }
 
-// parseImageEntry splits "[<alias>=]<image>[:<constraint>]". The
-// constraint is what follows the first ':' of the last path element, so a
-// registry port ("localhost:5000/app") is not mistaken for one.
+// parseImageEntry splits "[<alias>=]<image>[:<constraint>]" (see
+// ParseImage).
 func parseImageEntry(entry string, opts []imageref.Option) (ImageSpec, error) {
 	var spec ImageSpec
 	if alias, rest, ok := strings.Cut(entry, "="); ok {
@@ -359,6 +376,17 @@ func parseImageEntry(entry string, opts []imageref.Option) (ImageSpec, error) {
 	if entry == "" {
 		return spec, fmt.Errorf("alias %q names no image", spec.Alias)
 	}
+	img, err := ParseImage(entry, opts...)
+	img.Alias = spec.Alias
+	return img, err
+}
+
+// ParseImage reads "<image>[:<constraint>]", an image-list entry without
+// its alias, as an ImageUpdater's imageName is written too. The constraint
+// is what follows the first ':' of the last path element, so a registry
+// port ("localhost:5000/app") is not mistaken for one.
+func ParseImage(entry string, opts ...imageref.Option) (ImageSpec, error) {
+	var spec ImageSpec
 	name := entry
 	if at := strings.LastIndex(name, "@"); at >= 0 {
 		// A digest pins the image; what runs is looked up by name anyway.
@@ -479,30 +507,32 @@ func readTagMatch(spec *ImageSpec, allowKey string, get func(string) (string, bo
 	*problems = append(*problems, p)
 }
 
+// ParseWriteBackMethod reads a write-back method: argocd (also ""), git,
+// git:repocreds or git:secret:<namespace>/<name>. On error the method is
+// argocd.
+func ParseWriteBackMethod(method string) (WriteBackMethod, types.NamespacedName, error) {
+	switch {
+	case method == "" || method == string(WriteBackArgoCD):
+		return WriteBackArgoCD, types.NamespacedName{}, nil
+	case method == "git" || method == "git:repocreds":
+		return WriteBackGit, types.NamespacedName{}, nil
+	case strings.HasPrefix(method, "git:secret:"):
+		ns, name, ok := strings.Cut(strings.TrimPrefix(method, "git:secret:"), "/")
+		secret := types.NamespacedName{Namespace: ns, Name: name}
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return WriteBackGit, secret, fmt.Errorf("%q must name a Secret as git:secret:<namespace>/<name>", method)
+		}
+		return WriteBackGit, secret, nil
+	}
+	return WriteBackArgoCD, types.NamespacedName{}, fmt.Errorf("unknown method %q: use argocd, git, git:repocreds or git:secret:<namespace>/<name>", method)
+}
+
 func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBackSpec {
 	var wb WriteBackSpec
 	method, _ := get(KeyWriteBackMethod)
-	switch {
-	case method == "" || method == string(WriteBackArgoCD):
-		wb.Method = WriteBackArgoCD
-	case method == "git" || method == "git:repocreds":
-		wb.Method = WriteBackGit
-	case strings.HasPrefix(method, "git:secret:"):
-		wb.Method = WriteBackGit
-		ns, name, ok := strings.Cut(strings.TrimPrefix(method, "git:secret:"), "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			*problems = append(*problems, Problem{
-				Annotation: AnnotationPrefix + KeyWriteBackMethod,
-				Message:    fmt.Sprintf("%q must name a Secret as git:secret:<namespace>/<name>", method),
-			})
-		}
-		wb.GitSecret = types.NamespacedName{Namespace: ns, Name: name}
-	default:
-		*problems = append(*problems, Problem{
-			Annotation: AnnotationPrefix + KeyWriteBackMethod,
-			Message:    fmt.Sprintf("unknown method %q: use argocd, git, git:repocreds or git:secret:<namespace>/<name>", method),
-		})
-		wb.Method = WriteBackArgoCD
+	var err error
+	if wb.Method, wb.GitSecret, err = ParseWriteBackMethod(method); err != nil {
+		*problems = append(*problems, Problem{Annotation: AnnotationPrefix + KeyWriteBackMethod, Message: err.Error()})
 	}
 	target, _ := get(KeyWriteBackTarget)
 	wb.GitBranch, _ = get(KeyGitBranch)
@@ -532,7 +562,6 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 			}
 		}
 	}
-	var err error
 	if wb.Target, err = ParseWriteBackTarget(target); err != nil {
 		*problems = append(*problems, Problem{Annotation: AnnotationPrefix + KeyWriteBackTarget, Message: err.Error()})
 	}

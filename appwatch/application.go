@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 )
@@ -52,6 +53,10 @@ type Application struct {
 	// Object is the Application as the informer holds it. It is shared:
 	// never modify it.
 	Object *unstructured.Unstructured
+	// ImageUpdater is the ImageUpdater resource that selected the
+	// Application, whose settings Annotations then hold; the zero value
+	// when the Application's own annotations did.
+	ImageUpdater types.NamespacedName
 }
 
 // Key is "namespace/name".

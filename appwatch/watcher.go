@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
+	"slices"
 	"sort"
 	"time"
 
@@ -34,6 +35,9 @@ type Watcher struct {
 	selector   labels.Selector
 	logger     *slog.Logger
 	informers  []cache.SharedIndexInformer
+	// keepAll keeps the spec of Applications without the image-list
+	// annotation, which ImageUpdater resources may select.
+	keepAll bool
 }
 
 // Option configures a Watcher.
@@ -72,6 +76,13 @@ func MatchLabels(selector string) Option {
 	}
 }
 
+// KeepUnannotated keeps the spec of every Application in the cache, not
+// only of those with the image-list annotation: ImageUpdater resources
+// select Applications by name and labels alone (see InNamespace).
+func KeepUnannotated() Option {
+	return func(w *Watcher) error { w.keepAll = true; return nil }
+}
+
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option {
 	return func(w *Watcher) error { w.logger = l; return nil }
@@ -102,7 +113,11 @@ func (w *Watcher) Start(ctx context.Context) error {
 			o.LabelSelector = selector
 		})
 		informer := factory.ForResource(ApplicationsResource()).Informer()
-		if err := informer.SetTransform(trimApplication); err != nil {
+		trim := trimApplication
+		if w.keepAll {
+			trim = trimStatus
+		}
+		if err := informer.SetTransform(trim); err != nil {
 			return err
 		}
 		_ = informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
@@ -147,6 +162,26 @@ func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
 	return apps
 }
 
+// InNamespace returns the Applications of a namespace whose names the
+// watcher's name patterns match, whatever their annotations, sorted by
+// name. They are shared with the informer and must not be modified.
+func (w *Watcher) InNamespace(namespace string) []*unstructured.Unstructured {
+	var objs []*unstructured.Unstructured
+	for _, inf := range w.informers {
+		items, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+		if err != nil {
+			continue
+		}
+		for _, item := range items {
+			if obj, ok := item.(*unstructured.Unstructured); ok && w.nameMatches(obj.GetName()) {
+				objs = append(objs, obj)
+			}
+		}
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
+	return slices.CompactFunc(objs, func(a, b *unstructured.Unstructured) bool { return a.GetName() == b.GetName() })
+}
+
 func (w *Watcher) nameMatches(name string) bool {
 	if len(w.nameGlobs) == 0 {
 		return true
@@ -168,12 +203,22 @@ func trimApplication(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	u.SetManagedFields(nil)
 	if !Managed(u.GetAnnotations()) {
+		u.SetManagedFields(nil)
 		delete(u.Object, "spec")
 		delete(u.Object, "status")
 		return u, nil
 	}
+	return trimStatus(u)
+}
+
+// trimStatus is trimApplication for every Application, annotated or not.
+func trimStatus(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	u.SetManagedFields(nil)
 	status, ok := u.Object["status"].(map[string]any)
 	if !ok {
 		return u, nil

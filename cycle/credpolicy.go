@@ -62,5 +62,5 @@ func writeBackProblem(app *appwatch.Application) (appwatch.Problem, bool) {
 	if err == nil {
 		return appwatch.Problem{}, false
 	}
-	return appwatch.Problem{Annotation: appwatch.AnnotationPrefix + appwatch.KeyWriteBackMethod, Message: err.Error()}, true
+	return appwatch.Problem{Annotation: appwatch.AnnotationPrefix + appwatch.KeyWriteBackMethod, Field: app.Annotations.WriteBack.MethodField, Message: err.Error()}, true
 }

@@ -93,7 +93,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 			err = checkImageCredentials(app, creds, controllerNamespace)
 		}
 		if err != nil {
-			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: spec.PullSecretAnnotation, Message: err.Error()}
+			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: spec.PullSecretAnnotation, Field: spec.PullSecretField, Message: err.Error()}
 		}
 	}
 	sigKey := spec.SignatureKey

@@ -66,7 +66,11 @@ type Updater struct {
 	writeCtx            context.Context
 	signatures          Signatures
 	keySecrets          credentials.SecretGetter
-	running             sync.Mutex
+	observer            Observer
+	// results collects what a cycle did for each Application, for the
+	// observer; nil outside cycles and in targeted checks.
+	results *results
+	running sync.Mutex
 	// progress is when Run last started or a cycle last finished (Unix
 	// nanoseconds), 0 while Run is not running: what Stalled reads.
 	progress atomic.Int64
@@ -139,6 +143,10 @@ func WithWriteGate(gate func() error) Option { return func(u *Updater) { u.write
 // controller cancels wctx when its shutdown grace period ends). A stopped
 // cycle starts no further write either way.
 func WithWriteContext(wctx context.Context) Option { return func(u *Updater) { u.writeCtx = wctx } }
+
+// WithObserver is told, at the end of each cycle, what it did for each
+// Application (targeted checks are not reported).
+func WithObserver(o Observer) Option { return func(u *Updater) { u.observer = o } }
 
 // withClock replaces time.Now, for tests.
 func withClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
@@ -238,6 +246,10 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 			}
 		}
 	}
+	if sc == nil && u.observer != nil {
+		u.results = newResults(apps)
+		defer func() { u.results = nil }()
+	}
 	sum := Summary{Applications: len(apps), Trigger: sc.trigger()}
 	var jobs []*job
 	for _, app := range apps {
@@ -290,6 +302,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 		u.progress.Store(u.now().UnixNano())
 	}
 	u.metrics.cycleDone(sum)
+	if u.results != nil {
+		u.observer.CycleDone(ctx, start, u.results.list())
+	}
 	u.logger.Info("update cycle finished",
 		"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
 		"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,
@@ -535,6 +550,7 @@ func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUp
 	if persisted {
 		u.metrics.imagesUpdated(app, len(changed))
 		u.events.imagesUpdated(app, changed, sum.Trigger)
+		u.results.updated(app, changed)
 	}
 }
 
@@ -547,6 +563,7 @@ func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
 		u.logger.Log(context.Background(), level, "problem", "application", app.Key(), "error", p)
 	}
 	u.events.problems(app, problems)
+	u.results.problems(app, problems)
 }
 
 // errImageTimeout is the cause of a context that withImageTimeout ended.

@@ -11,6 +11,7 @@ package demo
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +27,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -40,7 +44,7 @@ func TestDemo(t *testing.T) {
 	bin := updaterBinary(t)
 
 	say("Starting a Kubernetes API server, a container registry and a git server on this machine...")
-	k := testenv.StartKube(t)
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
 	// The registry notifies the endpoint the updater serves in the second
 	// part, as a Distribution registry's notifications.endpoints does.
 	webhookPort := testenv.FreePort(t)
@@ -108,6 +112,25 @@ func TestDemo(t *testing.T) {
 		"git-pull-request":  "github",
 	}, running)
 
+	// The same two images, configured by an ImageUpdater resource instead
+	// of annotations.
+	createApp(t, dyn, "main-resource", gitServer.HTTPRepoURL("deploy"), nil, running)
+	k.Create(t, &imageupdaterv1alpha1.ImageUpdater{
+		ObjectMeta: metav1.ObjectMeta{Name: "main-resource", Namespace: testenv.ArgoCDNamespace},
+		Spec: imageupdaterv1alpha1.ImageUpdaterSpec{
+			CommonUpdateSettings: &imageupdaterv1alpha1.CommonUpdateSettings{UpdateStrategy: ptr.To("semver")},
+			ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{{
+				NamePattern: "main-resource",
+				Images: []imageupdaterv1alpha1.ImageConfig{
+					{Alias: "app", ImageName: app},
+					{Alias: "web", ImageName: web},
+				},
+			}},
+		},
+	})
+	say("\nApplications: main (annotations, argocd write-back), main-git (annotations, git write-back),")
+	say("main-resource (no annotations: the ImageUpdater main-resource configures it).")
+
 	say("\nNew images are pushed: eks-app v0.0.2, v0.1.0 (and v1.0.0-rc.1, a pre-release); eks-web v0.0.2, v0.0.3.")
 	reg.PushImage(t, "eks-app", []string{"v0.0.2"})
 	reg.PushImage(t, "eks-app", []string{"v0.1.0"})
@@ -140,9 +163,30 @@ func TestDemo(t *testing.T) {
 	say("\nWhat changed:")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  APPLICATION\tWRITE-BACK\tIMAGE\tBEFORE\tAFTER")
-	for _, row := range after {
+	for _, key := range slices.Sorted(maps.Keys(after)) {
+		row := after[key]
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", row.app, row.method, row.image, before[row.key()].tag, row.tag)
 	}
+	tw.Flush()
+
+	iu := &imageupdaterv1alpha1.ImageUpdater{}
+	if err := k.Client.Get(t.Context(), client.ObjectKey{Namespace: testenv.ArgoCDNamespace, Name: "main-resource"}, iu); err != nil {
+		t.Fatal(err)
+	}
+	ready := ""
+	for _, c := range iu.Status.Conditions {
+		if c.Type == "Ready" {
+			ready = string(c.Status) + " (" + c.Reason + ")"
+		}
+	}
+	say("\nkubectl get imageupdaters -n %s:", testenv.ArgoCDNamespace)
+	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tAPPS\tIMAGES\tREADY\tRECENT UPDATES")
+	var recent []string
+	for _, u := range iu.Status.RecentUpdates {
+		recent = append(recent, u.Alias+" "+u.NewVersion)
+	}
+	fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\n", iu.Name, iu.Status.ApplicationsMatched, iu.Status.ImagesManaged, ready, strings.Join(recent, ", "))
 	tw.Flush()
 
 	log := gitServer.Log(t, "deploy", "main")
@@ -170,6 +214,12 @@ func TestDemo(t *testing.T) {
 		t.Errorf("main of the reviewed repository has %d commits, want the initial one only", n)
 	}
 	// The demo is also a test: the versions must be the ones semver picks.
+	if len(after) != 6 {
+		t.Errorf("%d images shown, want 6 (two per Application)", len(after))
+	}
+	if iu.Status.ApplicationsMatched != 1 || len(iu.Status.RecentUpdates) != 2 {
+		t.Errorf("ImageUpdater status %+v, want one Application and two updates", iu.Status)
+	}
 	for _, row := range after {
 		want := map[string]string{app: "v0.1.0", web: "v0.0.3"}[row.image]
 		if row.tag != want {
@@ -261,7 +311,7 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 	if err := yaml.Unmarshal([]byte(kust), &k); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"main", "main-git"} {
+	for _, name := range []string{"main", "main-git", "main-resource"} {
 		obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -270,8 +320,20 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 		if err != nil {
 			t.Fatal(err)
 		}
+		method := string(a.Annotations.WriteBack.Method)
+		if name == "main-resource" {
+			// Its images are the ImageUpdater's.
+			for _, img := range images {
+				spec, err := appwatch.ParseImage(img)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.Annotations.Images = append(a.Annotations.Images, spec)
+			}
+			method = "argocd (ImageUpdater)"
+		}
 		for _, img := range a.Annotations.Images {
-			r := row{app: name, method: string(a.Annotations.WriteBack.Method), image: img.Image.OriginalName()}
+			r := row{app: name, method: method, image: img.Image.OriginalName()}
 			running, _ := a.RunningVersion(img)
 			r.tag = running.String()
 			if v, ok := a.Sources[0].CurrentVersion(img); ok && a.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {

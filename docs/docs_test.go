@@ -18,6 +18,14 @@ package docs
 //	                              "text events" block lists events that must
 //	                              be recorded, one per line; a git-branch
 //	                              template must render to a branch name)
+//	yaml imageupdater             ImageUpdater resources (every field known
+//	                              to api/v1alpha1) and the Applications
+//	                              they select: one update cycle over them
+//	                              reports no problem at all
+//	yaml imageupdater warning     the cycle reports warnings, no error
+//	yaml imageupdater error       the cycle reports at least one error
+//	                              (with an optional "text events" block,
+//	                              as for applications)
 //	yaml manifest                 Kubernetes objects: every document has
 //	                              apiVersion, kind and metadata.name
 //	yaml kustomization            a kustomization or a patch: valid YAML
@@ -79,12 +87,15 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/yaml"
 
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -214,6 +225,12 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 				i++
 			}
 			err = checkApplication(b, strings.TrimPrefix(b.tags, "application"), exp, ok)
+		case "yaml imageupdater", "yaml imageupdater warning", "yaml imageupdater error":
+			exp, ok := next(i, "events")
+			if ok {
+				i++
+			}
+			err = checkImageUpdater(b, strings.TrimPrefix(b.tags, "imageupdater"), exp, ok)
 		case "yaml manifest":
 			err = checkManifest(b)
 		case "yaml kustomization":
@@ -375,7 +392,6 @@ func splitYAML(body string) []string {
 }
 
 func checkApplication(b block, want string, exp block, hasExp bool) error {
-	want = strings.TrimSpace(want)
 	var apps staticApps
 	for _, doc := range splitYAML(b.body) {
 		obj := &unstructured.Unstructured{}
@@ -403,7 +419,14 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 	if len(apps) == 0 {
 		return errors.New("no Application in the block")
 	}
+	return runCycle(apps, want, exp, hasExp)
+}
 
+// runCycle runs one update cycle over apps (a registry without tags, no
+// write) and checks what it reports against want ("", "warning" or
+// "error") and the optional events block.
+func runCycle(apps cycle.Applications, want string, exp block, hasExp bool) error {
+	want = strings.TrimSpace(want)
 	recorder := record.NewFakeRecorder(1000)
 	u := cycle.New(apps, emptyRegistry{}, refusingWriter{},
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
@@ -444,6 +467,77 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 		}
 	}
 	return nil
+}
+
+// checkImageUpdater checks a block of ImageUpdaters and the Applications
+// they select, read strictly: a field the resource does not have fails.
+func checkImageUpdater(b block, want string, exp block, hasExp bool) error {
+	var resources []*imageupdaterv1alpha1.ImageUpdater
+	var apps staticObjects
+	for _, doc := range splitYAML(b.body) {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
+			return fmt.Errorf("invalid YAML: %w", err)
+		}
+		if obj.GetName() == "" || obj.GetNamespace() == "" {
+			return errors.New("metadata.name and metadata.namespace are required in examples")
+		}
+		switch obj.GroupVersionKind() {
+		case imageupdaterv1alpha1.GroupVersion.WithKind("ImageUpdater"):
+			iu := &imageupdaterv1alpha1.ImageUpdater{}
+			if err := yaml.UnmarshalStrict([]byte(doc), iu); err != nil {
+				return fmt.Errorf("ImageUpdater %s: %w", obj.GetName(), err)
+			}
+			if len(iu.Spec.ApplicationRefs) == 0 {
+				return fmt.Errorf("ImageUpdater %s: spec.applicationRefs is required", obj.GetName())
+			}
+			resources = append(resources, iu)
+		case argoApplication:
+			apps = append(apps, obj)
+		default:
+			return fmt.Errorf("neither an ImageUpdater nor an Application: apiVersion %q, kind %q", obj.GetAPIVersion(), obj.GetKind())
+		}
+	}
+	if len(resources) == 0 {
+		return errors.New("no ImageUpdater in the block")
+	}
+	selected, errs := imageupdater.Select(resources, apps)
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if len(selected) == 0 {
+		return errors.New("the ImageUpdaters select no Application of the block")
+	}
+	return runCycle(staticApps(selected), want, exp, hasExp)
+}
+
+var argoApplication = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+
+// staticObjects are the Applications of an example, as a watcher of them
+// would give them to imageupdater.Select.
+type staticObjects []*unstructured.Unstructured
+
+func (o staticObjects) Applications(opts ...imageref.Option) []*appwatch.Application {
+	var apps []*appwatch.Application
+	for _, obj := range o {
+		if !appwatch.Managed(obj.GetAnnotations()) {
+			continue
+		}
+		if app, err := appwatch.FromUnstructured(obj, opts...); err == nil {
+			apps = append(apps, app)
+		}
+	}
+	return apps
+}
+
+func (o staticObjects) InNamespace(ns string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, obj := range o {
+		if obj.GetNamespace() == ns {
+			out = append(out, obj)
+		}
+	}
+	return out
 }
 
 // checkBranchTemplate renders the target part of a git-branch annotation

@@ -57,7 +57,7 @@ func convert[T any](t *testing.T, obj *unstructured.Unstructured) *T {
 func TestClusterWide(t *testing.T) {
 	objs := objects(t, kustomize(t, "cluster-wide"))
 	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding" {
+		if o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "CustomResourceDefinition" {
 			continue
 		}
 		if o.GetNamespace() != "argocd" {

@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,8 +48,9 @@ type Kube struct {
 }
 
 type kubeOptions struct {
-	crdPaths []string
-	audit    bool
+	crdPaths     []string
+	imageUpdater bool
+	audit        bool
 }
 
 // KubeOption changes how StartKube sets up the API server.
@@ -58,6 +61,12 @@ type KubeOption func(*kubeOptions)
 // ArgoCDCRD).
 func WithCRDs(paths ...string) KubeOption {
 	return func(o *kubeOptions) { o.crdPaths = paths }
+}
+
+// WithImageUpdaterCRD installs this module's ImageUpdater CRD
+// (manifests/base/crd, generated from api/v1alpha1) beside the others.
+func WithImageUpdaterCRD() KubeOption {
+	return func(o *kubeOptions) { o.imageUpdater = true }
 }
 
 // WithAuditLog makes the API server record every request in an audit log
@@ -81,6 +90,9 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 			ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", ""),
 			ArgoCDProjectCRD(t, "github.com/argoproj/argo-cd/v2", ""),
 		}
+	}
+	if o.imageUpdater {
+		o.crdPaths = append(o.crdPaths, ImageUpdaterCRD(t))
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assetsDir(t),
@@ -124,6 +136,9 @@ func NewScheme(t testing.TB) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	if err := argov1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := imageupdaterv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	return scheme
@@ -223,6 +238,20 @@ func argoCDCRD(t testing.TB, module, version, file string) string {
 	path := filepath.Join(dir, "manifests", "crds", file)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("%s of %s: %v", file, key, err)
+	}
+	return path
+}
+
+// ImageUpdaterCRD is the path of this module's generated ImageUpdater CRD.
+func ImageUpdaterCRD(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := goruntime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the testenv package's source")
+	}
+	path := filepath.Join(filepath.Dir(file), "..", "manifests", "base", "crd", "argocd-image-updater.argoproj.io_imageupdaters.yaml")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("ImageUpdater CRD: %v", err)
 	}
 	return path
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -27,8 +29,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -96,13 +100,37 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	if len(o.applicationNamespaces) > 0 {
 		watchNamespaces = o.applicationNamespaces
 	}
-	watcher, err := appwatch.NewWatcher(dyn,
+	watchOpts := []appwatch.Option{
 		appwatch.Namespaces(watchNamespaces...),
 		appwatch.MatchNames(o.matchAppNames...),
 		appwatch.MatchLabels(o.matchAppLabel),
-		appwatch.WithLogger(logger))
+		appwatch.WithLogger(logger),
+	}
+	serveImageUpdaters := false
+	if o.imageUpdaters {
+		if serveImageUpdaters, err = imageUpdatersServed(clientset.Discovery()); err != nil {
+			return err
+		}
+		if !serveImageUpdaters {
+			logger.Info("the API server has no ImageUpdater resource (its CRD is not installed): only annotated Applications are managed")
+		}
+	}
+	if serveImageUpdaters {
+		watchOpts = append(watchOpts, appwatch.KeepUnannotated())
+	}
+	watcher, err := appwatch.NewWatcher(dyn, watchOpts...)
 	if err != nil {
 		return usageErrorf("%v", err)
+	}
+	var apps cycle.Applications = watcher
+	var source *imageupdater.Source
+	var statusOpts []cycle.Option
+	if serveImageUpdaters {
+		source = imageupdater.NewSource(dyn, watcher, imageupdater.Namespaces(watchNamespaces...), imageupdater.WithLogger(logger))
+		apps = source
+		if !o.dryRun {
+			statusOpts = append(statusOpts, cycle.WithObserver(imageupdater.NewStatus(dyn, source, imageupdater.WithStatusLogger(logger))))
+		}
 	}
 
 	var events *cycle.EventReporter
@@ -167,21 +195,23 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return err
 	}
 	defer gitWriter.Close()
-	updater := cycle.New(watcher, regClient,
+	updater := cycle.New(apps, regClient,
 		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
-		cycle.WithGitWriter(gitWriter),
-		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(clientset)),
-		cycle.WithControllerNamespace(namespace),
-		cycle.WithRegistryConfig(confWatcher.Current),
-		cycle.WithMaxConcurrency(o.maxConcurrency),
-		cycle.WithImageTimeout(o.imageTimeout),
-		cycle.WithDryRun(o.dryRun),
-		cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
-		cycle.WithLogger(logger),
-		cycle.WithEvents(events),
-		cycle.WithMetrics(cycleMetrics),
-		cycle.WithWriteGate(writeGate),
-		cycle.WithWriteContext(writeCtx),
+		append(statusOpts,
+			cycle.WithGitWriter(gitWriter),
+			cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(clientset)),
+			cycle.WithControllerNamespace(namespace),
+			cycle.WithRegistryConfig(confWatcher.Current),
+			cycle.WithMaxConcurrency(o.maxConcurrency),
+			cycle.WithImageTimeout(o.imageTimeout),
+			cycle.WithDryRun(o.dryRun),
+			cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
+			cycle.WithLogger(logger),
+			cycle.WithEvents(events),
+			cycle.WithMetrics(cycleMetrics),
+			cycle.WithWriteGate(writeGate),
+			cycle.WithWriteContext(writeCtx),
+		)...,
 	)
 
 	// The health and metrics servers answer until the controller returns,
@@ -223,6 +253,11 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	if err := watcher.Start(runCtx); err != nil {
 		return err
 	}
+	if source != nil {
+		if err := source.Start(runCtx); err != nil {
+			return err
+		}
+	}
 	ready.Store(true)
 
 	if o.interval == 0 && !o.webhookOnly {
@@ -256,6 +291,25 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return cause
 	}
 	return nil
+}
+
+// imageUpdatersServed tells whether the API server serves the ImageUpdater
+// resource, whose CRD a cluster may not have: the annotation users'
+// installs have no reason to add it.
+func imageUpdatersServed(d discovery.DiscoveryInterface) (bool, error) {
+	resources, err := d.ServerResourcesForGroupVersion(imageupdaterv1alpha1.GroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("asking the API server for the ImageUpdater resource: %w", err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == imageupdaterv1alpha1.Resource().Resource {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // errServerFailed stops the controller with an error: see runController.

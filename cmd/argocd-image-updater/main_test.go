@@ -130,6 +130,12 @@ func TestOldRunFlags(t *testing.T) {
 			name: "both, disagreeing", args: []string{"--application-namespace", "team-a", "--application-namespaces", "team-b,team-c"},
 			wantErr: `--application-namespace "team-a" and --application-namespaces "team-b,team-c" disagree`,
 		},
+		{name: "watch-namespaces of the resource-based updater", args: []string{"--watch-namespaces", "team-a,team-b"}, wantNamespaces: "[team-a,team-b]"},
+		{name: "watch-namespaces all", args: []string{"--watch-namespaces", "*"}, wantNamespaces: "[*]"},
+		{
+			name: "watch-namespaces disagreeing", args: []string{"--watch-namespaces", "team-a", "--application-namespaces", "team-b"},
+			wantErr: `--watch-namespaces "team-a" and --application-namespaces "team-b" disagree`,
+		},
 		{name: "disable-kubernetes false", args: []string{"--disable-kubernetes=false"}, wantNamespaces: "[]"},
 		{name: "disable-kubernetes", args: []string{"--disable-kubernetes"}, wantErr: "--disable-kubernetes is not supported: this controller reads and writes Applications only through the Kubernetes API"},
 	}

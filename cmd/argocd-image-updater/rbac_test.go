@@ -21,7 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -151,7 +154,7 @@ func TestRBACIsWhatTheControllerUses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			k := testenv.StartKube(t, testenv.WithAuditLog())
+			k := testenv.StartKube(t, testenv.WithAuditLog(), testenv.WithImageUpdaterCRD())
 			installRBAC(t, k)
 			namespaces := []string{testenv.ArgoCDNamespace}
 			args := []string{"--interval", "1h"}
@@ -330,6 +333,14 @@ func newRBACScenario(t *testing.T, k *testenv.Kube, namespaces []string) *rbacSc
 		}
 		noisy["image-list"] = strings.Join(list, ",")
 		s.createApp(t, ns, "noisy", "", "argocd", noisy)
+		// Selects "patched" by its annotations: the resource is watched
+		// and its status written.
+		k.Create(t, &imageupdaterv1alpha1.ImageUpdater{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "by-resource"},
+			Spec: imageupdaterv1alpha1.ImageUpdaterSpec{ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{
+				{NamePattern: "patched", UseAnnotations: ptr.To(true)},
+			}},
+		})
 	}
 	// Repository Secrets and Argo CD's ConfigMaps are read in its own
 	// namespace only.
@@ -407,6 +418,15 @@ func (s *rbacScenario) checkOutcome(t *testing.T, out *testenv.SyncBuffer) {
 	wantCommits := map[string]int{"over-ssh": 1, "over-https": 1, "with-secret": len(s.namespaces)}
 	if !maps.Equal(commits, wantCommits) {
 		t.Errorf("new commits %v, want %v", commits, wantCommits)
+	}
+	for _, ns := range s.namespaces {
+		iu := &imageupdaterv1alpha1.ImageUpdater{}
+		if err := s.k.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "by-resource"}, iu); err != nil {
+			t.Fatal(err)
+		}
+		if iu.Status.ApplicationsMatched != 1 || len(iu.Status.RecentUpdates) != 1 {
+			t.Errorf("ImageUpdater %s/by-resource: status %+v, want the update of one Application", ns, iu.Status)
+		}
 	}
 	if strings.Contains(out.String(), "forbidden") {
 		t.Errorf("a request was forbidden:\n%s", out.String())

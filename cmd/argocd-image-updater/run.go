@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,7 +85,12 @@ type runOptions struct {
 
 	// Flags of the old tool that existing Deployments still pass.
 	applicationNamespace string
-	disableKubernetes    bool
+	// watchNamespaces is the newer line's name of applicationNamespaces.
+	watchNamespaces []string
+	// imageUpdaters watches ImageUpdater resources when the API server
+	// serves them.
+	imageUpdaters     bool
+	disableKubernetes bool
 
 	webhook webhookOptions
 	// webhookOnly: the webhook command, which runs checks on notifications
@@ -123,6 +129,7 @@ var runEnv = envFlags{
 	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
 	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
 	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
+	"imageupdaters":             "IMAGE_UPDATER_IMAGEUPDATERS",
 }
 
 // defaultGitCloneDir is under TMPDIR, which in the install manifest's pod
@@ -201,6 +208,8 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
 	f.DurationVar(&o.imageTimeout, "image-timeout", cycle.DefaultImageTimeout, "longest time one tag listing, or the choice of one image's new version, may take in a cycle")
 	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
+	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "the resource-based updater's name of --application-namespaces")
+	f.BoolVar(&o.imageUpdaters, "imageupdaters", true, "also serve ImageUpdater resources (argocd-image-updater.argoproj.io/v1alpha1) when the API server has their CRD")
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	o.webhook.addFlags(f)
 	return cmd
@@ -277,6 +286,15 @@ func (o *runOptions) validate() error {
 		case len(o.applicationNamespaces) != 1 || o.applicationNamespaces[0] != ns:
 			return usageErrorf("--application-namespace %q and --application-namespaces %q disagree: give only --application-namespaces",
 				ns, strings.Join(o.applicationNamespaces, ","))
+		}
+	}
+	if len(o.watchNamespaces) > 0 {
+		switch {
+		case len(o.applicationNamespaces) == 0:
+			o.applicationNamespaces = o.watchNamespaces
+		case !slices.Equal(o.applicationNamespaces, o.watchNamespaces):
+			return usageErrorf("--watch-namespaces %q and --application-namespaces %q disagree: give only one of them",
+				strings.Join(o.watchNamespaces, ","), strings.Join(o.applicationNamespaces, ","))
 		}
 	}
 	if o.once {

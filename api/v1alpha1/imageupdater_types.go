@@ -1,0 +1,333 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ImageUpdaterSpec says which Applications of the resource's namespace are
+// managed and how their images are updated. Settings given at several
+// levels are taken from the most specific one: image, then
+// applicationRef, then spec.
+type ImageUpdaterSpec struct {
+	// Namespace is ignored: Applications are matched in the resource's own
+	// namespace. Kept so that resources which still set it apply.
+	//
+	// Deprecated: the resource's namespace is used.
+	// +optional
+	Namespace *string `json:"namespace,omitempty"`
+
+	// CommonUpdateSettings are the defaults of every image.
+	// +optional
+	*CommonUpdateSettings `json:"commonUpdateSettings,omitempty"`
+
+	// WriteBackConfig is the default write-back of every Application.
+	// +optional
+	*WriteBackConfig `json:"writeBackConfig,omitempty"`
+
+	// ImagesVerification is the default signature verification of every
+	// image.
+	// +optional
+	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
+
+	// ApplicationRefs select Applications in the resource's namespace. An
+	// Application matched by several refs is handled by the first.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=map
+	// +listMapKey=namePattern
+	ApplicationRefs []ApplicationRef `json:"applicationRefs"`
+}
+
+// ApplicationRef selects Applications by name and labels, with settings
+// for their images.
+// +kubebuilder:validation:XValidation:rule="!(has(self.useAnnotations) && self.useAnnotations == true) ? (has(self.images) && size(self.images) > 0) : true",message="Either useAnnotations must be true, or images must be provided with at least one item"
+type ApplicationRef struct {
+	// NamePattern is a glob matched against the Application's name.
+	// +kubebuilder:validation:Required
+	NamePattern string `json:"namePattern"`
+
+	// LabelSelectors further restrict the Applications matched.
+	// +optional
+	LabelSelectors *metav1.LabelSelector `json:"labelSelectors,omitempty"`
+
+	// UseAnnotations reads the images and their settings from the
+	// Application's argocd-image-updater.argoproj.io/* annotations; the
+	// other settings of the ref are then ignored.
+	// +optional
+	// +kubebuilder:default:=false
+	UseAnnotations *bool `json:"useAnnotations,omitempty"`
+
+	// CommonUpdateSettings override the spec's for this ref's images.
+	// +optional
+	*CommonUpdateSettings `json:"commonUpdateSettings,omitempty"`
+
+	// WriteBackConfig overrides the spec's for this ref's Applications.
+	// +optional
+	*WriteBackConfig `json:"writeBackConfig,omitempty"`
+
+	// ImagesVerification overrides the spec's for this ref's images.
+	// +optional
+	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
+
+	// Images are the images to update; required unless useAnnotations.
+	// +optional
+	// +listType=map
+	// +listMapKey=alias
+	Images []ImageConfig `json:"images,omitempty"`
+}
+
+// ImageConfig is one image to update.
+type ImageConfig struct {
+	// Alias names the image; unique within its applicationRef.
+	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9-._]*$`
+	Alias string `json:"alias"`
+
+	// ImageName is the image with an optional version constraint after
+	// the last ':', as in the image-list annotation ("nginx:~1.26").
+	// +kubebuilder:validation:Required
+	ImageName string `json:"imageName"`
+
+	// CommonUpdateSettings override the ref's for this image.
+	// +optional
+	*CommonUpdateSettings `json:"commonUpdateSettings,omitempty"`
+
+	// ImagesVerification overrides the ref's for this image.
+	// +optional
+	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
+
+	// ManifestTarget says where in the Application's manifests the
+	// version goes.
+	// +optional
+	*ManifestTarget `json:"manifestTargets,omitempty"`
+}
+
+// CommonUpdateSettings choose the new version of an image.
+type CommonUpdateSettings struct {
+	// UpdateStrategy is semver, newest-build, digest or alphabetical (or
+	// the older names latest and name).
+	// +optional
+	// +kubebuilder:default:="semver"
+	UpdateStrategy *string `json:"updateStrategy,omitempty"`
+
+	// ForceUpdate updates the image even when the Application does not
+	// run it.
+	// +optional
+	// +kubebuilder:default:=false
+	ForceUpdate *bool `json:"forceUpdate,omitempty"`
+
+	// AllowTags keeps only matching tags (regexp:<expression>, or any:
+	// all).
+	// +optional
+	AllowTags *string `json:"allowTags,omitempty"`
+
+	// IgnoreTags are globs of tags never chosen.
+	// +listType=atomic
+	// +optional
+	IgnoreTags []string `json:"ignoreTags,omitempty"`
+
+	// PullSecret is the registry credential reference (pullsecret:,
+	// secret:, ...); Secrets must be in the resource's namespace.
+	// +optional
+	PullSecret *string `json:"pullSecret,omitempty"`
+
+	// Platforms the image must be built for ("linux/amd64").
+	// +listType=atomic
+	// +optional
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// WriteBackConfig says where a new version is written.
+type WriteBackConfig struct {
+	// Method is argocd, git, git:repocreds or
+	// git:secret:<namespace>/<name>.
+	// +kubebuilder:validation:Required
+	// +kubebuilder:default:="argocd"
+	// +kubebuilder:validation:Pattern=`^(argocd|git|git:[a-zA-Z0-9][a-zA-Z0-9-._/:]*)$`
+	Method *string `json:"method,omitempty"`
+
+	// GitConfig configures the git write-back.
+	// +optional
+	*GitConfig `json:"gitConfig,omitempty"`
+}
+
+// GitConfig configures the git write-back.
+type GitConfig struct {
+	// Repository to commit to; the Application's source repository when
+	// unset.
+	// +optional
+	Repository *string `json:"repository,omitempty"`
+
+	// Branch to commit to, as the git-branch annotation
+	// ("base:target" included).
+	// +optional
+	Branch *string `json:"branch,omitempty"`
+
+	// WriteBackTarget is the file written: kustomization[:<dir>],
+	// helmvalues[:<file>], or an override file's path.
+	// +optional
+	WriteBackTarget *string `json:"writeBackTarget,omitempty"`
+
+	// PullRequest proposes the change as a pull or merge request instead
+	// of pushing it to the branch.
+	// +optional
+	PullRequest *PullRequestConfig `json:"pullRequest,omitempty"`
+}
+
+// PullRequestConfig names the forge whose pull requests are opened.
+// +kubebuilder:validation:XValidation:rule="has(self.github) != has(self.gitlab)",message="Exactly one of github or gitlab must be specified within pullRequest."
+type PullRequestConfig struct {
+	// GitHub opens GitHub pull requests.
+	// +optional
+	GitHub *ForgeConfig `json:"github,omitempty"`
+	// GitLab opens GitLab merge requests.
+	// +optional
+	GitLab *ForgeConfig `json:"gitlab,omitempty"`
+}
+
+// ForgeConfig holds a forge's settings; kept as written.
+// +kubebuilder:pruning:PreserveUnknownFields
+type ForgeConfig struct{}
+
+// ImagesVerification asks for the signatures of new versions to be
+// verified before they are written.
+type ImagesVerification struct {
+	// Enabled turns verification on.
+	// +optional
+	// +kubebuilder:default:=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// CosignKey is the public key signatures are checked with.
+	// +optional
+	CosignKey *CosignKey `json:"cosignKey,omitempty"`
+}
+
+// CosignKey is a key in a Secret of the resource's namespace.
+type CosignKey struct {
+	// SecretName is the Secret's name.
+	// +kubebuilder:validation:Required
+	SecretName string `json:"secretName"`
+	// Key is the Secret's key holding the public key.
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ManifestTarget says where the version goes; only one of its fields may
+// be set.
+// +kubebuilder:validation:XValidation:rule="(has(self.helm) ? 1 : 0) + (has(self.kustomize) ? 1 : 0) + (has(self.plugin) ? 1 : 0) == 1",message="Exactly one of helm, kustomize or plugin must be specified within manifestTargets if the block is present."
+type ManifestTarget struct {
+	// Helm names the Helm parameters of the image.
+	// +optional
+	Helm *HelmTarget `json:"helm,omitempty"`
+
+	// Kustomize names the Kustomize image entry.
+	// +optional
+	Kustomize *KustomizeTarget `json:"kustomize,omitempty"`
+
+	// Plugin names the parameters of a config management plugin.
+	// +optional
+	Plugin *HelmTarget `json:"plugin,omitempty"`
+}
+
+// HelmTarget names the parameters receiving the image: name and tag
+// (image.name and image.tag when unset), or spec for name:tag in one.
+type HelmTarget struct {
+	// Name is the parameter receiving the image name.
+	// +optional
+	Name *string `json:"name,omitempty"`
+	// Tag is the parameter receiving the version.
+	// +optional
+	Tag *string `json:"tag,omitempty"`
+	// Spec is the parameter receiving name:tag; name and tag are then
+	// ignored.
+	// +optional
+	Spec *string `json:"spec,omitempty"`
+}
+
+// KustomizeTarget names the Kustomize image entry replaced.
+type KustomizeTarget struct {
+	// Name is the image name the entry replaces.
+	// +kubebuilder:validation:Required
+	Name *string `json:"name"`
+}
+
+// ImageUpdaterStatus is what the controller last found.
+type ImageUpdaterStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// LastCheckedAt is when the images were last checked.
+	// +optional
+	LastCheckedAt *metav1.Time `json:"lastCheckedAt,omitempty"`
+
+	// LastUpdatedAt is when an image was last updated.
+	// +optional
+	LastUpdatedAt *metav1.Time `json:"lastUpdatedAt,omitempty"`
+
+	// ApplicationsMatched counts the Applications the resource handles.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ApplicationsMatched int32 `json:"applicationsMatched"`
+
+	// ImagesManaged counts the images of those Applications.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ImagesManaged int32 `json:"imagesManaged"`
+
+	// RecentUpdates are the updates of the last check that updated
+	// anything.
+	// +optional
+	// +listType=atomic
+	RecentUpdates []RecentUpdate `json:"recentUpdates,omitempty"`
+
+	// Conditions: Ready, Reconciling and Error.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RecentUpdate is one image updated to one version.
+type RecentUpdate struct {
+	// Alias of the image.
+	Alias string `json:"alias"`
+	// Image is the image's name, without version.
+	Image string `json:"image"`
+	// NewVersion is the tag or digest written.
+	NewVersion string `json:"newVersion"`
+	// ApplicationsUpdated counts the Applications given that version.
+	// +kubebuilder:validation:Minimum=0
+	ApplicationsUpdated int32 `json:"applicationsUpdated"`
+	// UpdatedAt is when it was written.
+	UpdatedAt metav1.Time `json:"updatedAt"`
+	// Message describes the update.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Apps",type=integer,JSONPath=`.status.applicationsMatched`
+// +kubebuilder:printcolumn:name="Images",type=integer,JSONPath=`.status.imagesManaged`
+// +kubebuilder:printcolumn:name="Last Checked",type=date,JSONPath=`.status.lastCheckedAt`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+
+// ImageUpdater configures the image updates of the Applications of its
+// namespace.
+type ImageUpdater struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ImageUpdaterSpec   `json:"spec,omitempty"`
+	Status ImageUpdaterStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ImageUpdaterList is a list of ImageUpdaters.
+type ImageUpdaterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ImageUpdater `json:"items"`
+}

@@ -1,0 +1,84 @@
+package cycle
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// Observer learns what each update cycle did, for example to report it in
+// the status of the resources that configured the Applications.
+type Observer interface {
+	// CycleDone is called when a cycle that started at start has written
+	// everything, with a result for every Application it planned.
+	CycleDone(ctx context.Context, start time.Time, results []AppResult)
+}
+
+// AppResult is what one cycle did for one Application.
+type AppResult struct {
+	App *appwatch.Application
+	// Errors are the problems that kept an image (or the Application)
+	// from being checked or written; warnings are not among them.
+	Errors []error
+	// Updated are the new versions written.
+	Updated []writeback.ImageUpdate
+}
+
+// results collects AppResults while a cycle runs; a nil *results collects
+// nothing.
+type results struct {
+	mu    sync.Mutex
+	order []*AppResult
+	byKey map[string]*AppResult
+}
+
+func newResults(apps []*appwatch.Application) *results {
+	r := &results{byKey: make(map[string]*AppResult, len(apps))}
+	for _, app := range apps {
+		ar := &AppResult{App: app}
+		r.order = append(r.order, ar)
+		r.byKey[app.Key()] = ar
+	}
+	return r
+}
+
+func (r *results) problems(app *appwatch.Application, problems []error) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar, ok := r.byKey[app.Key()]
+	if !ok {
+		return
+	}
+	for _, p := range problems {
+		if !isWarning(p) {
+			ar.Errors = append(ar.Errors, p)
+		}
+	}
+}
+
+func (r *results) updated(app *appwatch.Application, changed []writeback.ImageUpdate) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ar, ok := r.byKey[app.Key()]; ok {
+		ar.Updated = append(ar.Updated, changed...)
+	}
+}
+
+func (r *results) list() []AppResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]AppResult, len(r.order))
+	for i, ar := range r.order {
+		out[i] = *ar
+	}
+	return out
+}

@@ -1,0 +1,52 @@
+package imageupdater
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// objects is a namespace of Applications, none annotated.
+type objects []*unstructured.Unstructured
+
+func (objects) Applications(...imageref.Option) []*appwatch.Application { return nil }
+func (o objects) InNamespace(string) []*unstructured.Unstructured       { return o }
+
+// BenchmarkSelect is what each cycle spends turning 5 ImageUpdaters with 5
+// images each into the settings of the 500 Applications they select.
+func BenchmarkSelect(b *testing.B) {
+	var apps objects
+	for i := range 500 {
+		apps = append(apps, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": fmt.Sprintf("team-%d-app-%03d", i%5, i), "namespace": "argocd"},
+			"spec": map[string]any{"source": map[string]any{
+				"repoURL": "https://git.example.com/deploy.git", "path": "apps", "kustomize": map[string]any{},
+			}},
+		}})
+	}
+	var resources []*api.ImageUpdater
+	for team := range 5 {
+		var images []api.ImageConfig
+		for i := range 5 {
+			images = append(images, api.ImageConfig{Alias: fmt.Sprintf("img-%d", i), ImageName: fmt.Sprintf("registry.example.com/img-%d:1.x", i)})
+		}
+		resources = append(resources, &api.ImageUpdater{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: fmt.Sprintf("team-%d", team)},
+			Spec:       api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: fmt.Sprintf("team-%d-*", team), Images: images}}},
+		})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		selected, errs := Select(resources, apps)
+		if len(selected) != 500 || len(errs) != 0 {
+			b.Fatalf("%d Applications selected, errors %v", len(selected), errs)
+		}
+	}
+}

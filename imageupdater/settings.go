@@ -1,0 +1,206 @@
+package imageupdater
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
+)
+
+// field names a field of one ImageUpdater in messages.
+type field struct {
+	resource types.NamespacedName
+	path     string
+}
+
+func (f field) String() string { return "ImageUpdater " + f.resource.String() + " " + f.path }
+
+func (f field) child(format string, args ...any) field {
+	return field{resource: f.resource, path: f.path + fmt.Sprintf(format, args...)}
+}
+
+// level is one level of settings (spec, applicationRef, image) with where
+// it is written.
+type level struct {
+	common *api.CommonUpdateSettings
+	verify *api.ImagesVerification
+	at     field
+}
+
+// refConfig reads the settings an applicationRef (index i) gives an
+// Application: images[] with each setting taken from the most specific
+// level that sets it (image, then ref, then spec). Bad values are
+// problems that disable only what they concern, as with annotations.
+func refConfig(iu *api.ImageUpdater, i int, opts []imageref.Option) appwatch.Annotations {
+	var a appwatch.Annotations
+	spec := field{resource: types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}, path: "spec"}
+	ref := iu.Spec.ApplicationRefs[i]
+	refAt := spec.child(".applicationRefs[%d]", i)
+	a.WriteBack = writeBack(
+		[]*api.WriteBackConfig{ref.WriteBackConfig, iu.Spec.WriteBackConfig},
+		[]field{refAt.child(".writeBackConfig"), spec.child(".writeBackConfig")},
+		&a.Problems)
+
+	levels := []level{
+		{common: ref.CommonUpdateSettings, verify: ref.ImagesVerification, at: refAt},
+		{common: iu.Spec.CommonUpdateSettings, verify: iu.Spec.ImagesVerification, at: spec},
+	}
+	for j, img := range ref.Images {
+		imgAt := refAt.child(".images[%d]", j)
+		all := append([]level{{common: img.CommonUpdateSettings, verify: img.ImagesVerification, at: imgAt}}, levels...)
+		if s, ok := imageConfig(img, imgAt, all, opts, &a.Problems); ok {
+			a.Images = append(a.Images, s)
+		}
+	}
+	return a
+}
+
+func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.Option, problems *[]appwatch.Problem) (appwatch.ImageSpec, bool) {
+	ok := true
+	fail := func(f field, format string, args ...any) {
+		*problems = append(*problems, appwatch.Problem{Image: img.Alias, Field: f.String(), Message: fmt.Sprintf(format, args...)})
+		ok = false
+	}
+	s, err := appwatch.ParseImage(strings.TrimSpace(img.ImageName), opts...)
+	if err != nil {
+		fail(at.child(".imageName"), "%v", err)
+		return s, false
+	}
+	s.Alias = img.Alias
+
+	// Each setting from the most specific level that sets it.
+	for _, l := range levels {
+		c := l.common
+		if c == nil {
+			continue
+		}
+		cat := l.at.child(".commonUpdateSettings")
+		if s.Strategy == "" && c.UpdateStrategy != nil {
+			s.Strategy = *c.UpdateStrategy
+		}
+		if s.AllowTags == "" && c.AllowTags != nil {
+			s.AllowTags = *c.AllowTags
+		}
+		if s.IgnoreTags == nil && c.IgnoreTags != nil {
+			s.IgnoreTags = c.IgnoreTags
+		}
+		if s.PullSecret == "" && c.PullSecret != nil && *c.PullSecret != "" {
+			s.PullSecret, s.PullSecretField = *c.PullSecret, cat.child(".pullSecret").String()
+		}
+		if s.Platforms == nil && c.Platforms != nil {
+			ps, err := platform.Parse(strings.Join(c.Platforms, ","))
+			if err != nil {
+				fail(cat.child(".platforms"), "%v", err)
+			}
+			if ps == nil {
+				ps = []v1.Platform{}
+			}
+			s.Platforms = ps
+		}
+	}
+	s.ForceUpdate = forceUpdate(levels)
+	if s.Strategy == "" {
+		s.Strategy = "semver"
+	}
+	for _, l := range levels {
+		if l.verify == nil {
+			continue
+		}
+		// Fail closed: whoever asked for verified images must not get
+		// unverified ones.
+		if l.verify.Enabled == nil || *l.verify.Enabled {
+			fail(l.at.child(".imagesVerification"), "signature verification is not supported by this controller yet; the image is not updated while it is enabled (set enabled: false to update without verification)")
+		}
+		break
+	}
+
+	if t := img.ManifestTarget; t != nil {
+		tat := at.child(".manifestTargets")
+		switch {
+		case t.Helm != nil:
+			s.HelmImageName, s.HelmImageTag, s.HelmImageSpec = deref(t.Helm.Name), deref(t.Helm.Tag), deref(t.Helm.Spec)
+		case t.Kustomize != nil && deref(t.Kustomize.Name) != "":
+			ref, err := imageref.Parse(deref(t.Kustomize.Name), opts...)
+			if err != nil {
+				fail(tat.child(".kustomize.name"), "%v", err)
+			}
+			s.KustomizeImageName = ref
+		case t.Plugin != nil:
+			fail(tat.child(".plugin"), "config management plugin targets are not supported; use helm or kustomize")
+		}
+	}
+	return s, ok
+}
+
+func forceUpdate(levels []level) bool {
+	for _, l := range levels {
+		if l.common != nil && l.common.ForceUpdate != nil {
+			return *l.common.ForceUpdate
+		}
+	}
+	return false
+}
+
+// writeBack reads the write-back settings of levels, most specific first,
+// each setting from the first level that sets it.
+func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.Problem) appwatch.WriteBackSpec {
+	var wb appwatch.WriteBackSpec
+	var method, target string
+	var methodAt, targetAt field
+	var pr field
+	for i, l := range levels {
+		if l == nil {
+			continue
+		}
+		if method == "" && l.Method != nil {
+			method, methodAt = *l.Method, at[i].child(".method")
+		}
+		g := l.GitConfig
+		if g == nil {
+			continue
+		}
+		gat := at[i].child(".gitConfig")
+		if wb.GitRepository == "" && g.Repository != nil {
+			wb.GitRepository = *g.Repository
+		}
+		if wb.GitBranch == "" && g.Branch != nil {
+			wb.GitBranch = *g.Branch
+		}
+		if target == "" && g.WriteBackTarget != nil {
+			target, targetAt = *g.WriteBackTarget, gat.child(".writeBackTarget")
+		}
+		if pr.path == "" && g.PullRequest != nil {
+			pr = gat.child(".pullRequest")
+		}
+	}
+	var err error
+	if wb.Method, wb.GitSecret, err = appwatch.ParseWriteBackMethod(method); err != nil {
+		*problems = append(*problems, appwatch.Problem{Field: methodAt.String(), Message: err.Error()})
+	}
+	if method != "" {
+		wb.MethodField = methodAt.String()
+	}
+	if wb.Target, err = appwatch.ParseWriteBackTarget(target); err != nil {
+		*problems = append(*problems, appwatch.Problem{Field: targetAt.String(), Message: err.Error()})
+	}
+	if pr.path != "" && wb.Method == appwatch.WriteBackGit {
+		// Fail closed: a change meant for review must not be pushed to
+		// the branch.
+		*problems = append(*problems, appwatch.Problem{Field: pr.String(),
+			Message: "pull and merge requests are not supported by this controller yet; nothing is written for this Application while pullRequest is set"})
+	}
+	return wb
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,280 @@
+package imageupdater
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// Applications is the watched Applications: those annotated for the
+// updater, and all of a namespace for ImageUpdaters to select from
+// (appwatch.Watcher with appwatch.KeepUnannotated).
+type Applications interface {
+	Applications(opts ...imageref.Option) []*appwatch.Application
+	InNamespace(namespace string) []*unstructured.Unstructured
+}
+
+// Source gives the update cycle the Applications that ImageUpdater
+// resources select, with the settings the resources give them, beside the
+// annotated Applications. Each Application is handled once:
+//   - of the ImageUpdaters of its namespace that select it, by the first
+//     by name, and of that resource's applicationRefs by the first;
+//   - an ImageUpdater wins over the Application's own image-list
+//     annotation, unless it reads that annotation (useAnnotations).
+//
+// Either case is a Warning on the Application naming both.
+type Source struct {
+	client     dynamic.Interface
+	apps       Applications
+	namespaces []string
+	logger     *slog.Logger
+	informers  []cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// last is what the last call to Applications read: the resources and
+	// the error of each that could not be used at all.
+	last []resource
+}
+
+// resource is one ImageUpdater as a cycle read it.
+type resource struct {
+	obj *api.ImageUpdater
+	err error // the resource could not be used: bad pattern or selector
+}
+
+// Option configures a Source.
+type Option func(*Source)
+
+// Namespaces watches ImageUpdaters in these namespaces; "" or "*" watches
+// all. Use the namespaces the Applications are watched in.
+func Namespaces(ns ...string) Option { return func(s *Source) { s.namespaces = ns } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(s *Source) { s.logger = l } }
+
+// NewSource reads ImageUpdaters through client and selects among apps.
+func NewSource(client dynamic.Interface, apps Applications, opts ...Option) *Source {
+	s := &Source{client: client, apps: apps, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(s)
+	}
+	if len(s.namespaces) == 0 {
+		s.namespaces = []string{metav1.NamespaceAll}
+	}
+	return s
+}
+
+// Start starts watching ImageUpdaters and waits until they are listed.
+func (s *Source) Start(ctx context.Context) error {
+	for _, ns := range s.namespaces {
+		if ns == "*" {
+			ns = metav1.NamespaceAll
+		}
+		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(s.client, 0, ns, nil)
+		informer := factory.ForResource(api.Resource()).Informer()
+		_ = informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+			s.logger.Warn("watching ImageUpdaters failed; retrying", "namespace", ns, "error", err)
+		})
+		s.informers = append(s.informers, informer)
+		go informer.Run(ctx.Done())
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, inf := range s.informers {
+		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return errors.New("listing ImageUpdaters did not complete within 2 minutes: check that the ImageUpdater CRD is installed and the RBAC rules for imageupdaters.argocd-image-updater.argoproj.io (list, watch), or run with --imageupdaters=false")
+		}
+	}
+	return nil
+}
+
+// Applications returns the annotated Applications and those the
+// ImageUpdaters select, each once, sorted by namespace and name.
+func (s *Source) Applications(opts ...imageref.Option) []*appwatch.Application {
+	resources := s.list()
+	apps := selectApps(resources, s.apps, s.logger, opts)
+	s.mu.Lock()
+	s.last = resources
+	s.mu.Unlock()
+	return apps
+}
+
+// Select is what a Source gives the cycle, for resources and apps given
+// here rather than watched: the Applications each handled once (see
+// Source), and for each resource that cannot be used at all, why.
+func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.Option) ([]*appwatch.Application, []error) {
+	rs := make([]resource, len(resources))
+	for i, iu := range resources {
+		rs[i] = resource{obj: iu}
+	}
+	selected := selectApps(rs, apps, slog.New(slog.DiscardHandler), opts)
+	var errs []error
+	for _, r := range rs {
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("ImageUpdater %s/%s: %w", r.obj.Namespace, r.obj.Name, r.err))
+		}
+	}
+	return selected, errs
+}
+
+// selectApps applies the rules of Source to resources, in order, and
+// records in each why it could not be used.
+func selectApps(resources []resource, source Applications, logger *slog.Logger, opts []imageref.Option) []*appwatch.Application {
+	claimed := map[string]*appwatch.Application{}
+	for i := range resources {
+		r := &resources[i]
+		r.err = claim(r.obj, source, claimed, logger, opts)
+	}
+	apps := source.Applications(opts...)
+	for i, app := range apps {
+		c, ok := claimed[app.Key()]
+		if !ok {
+			continue
+		}
+		if !c.Annotations.FromAnnotations {
+			c.Annotations.Problems = append(c.Annotations.Problems, appwatch.Problem{
+				Annotation: appwatch.AnnotationPrefix + appwatch.KeyImageList, Warning: true,
+				Message: fmt.Sprintf("ignored: ImageUpdater %s selects this Application and configures its images (set useAnnotations: true there to use the annotations)", c.ImageUpdater),
+			})
+		}
+		apps[i] = c
+		delete(claimed, app.Key())
+	}
+	for _, c := range claimed {
+		apps = append(apps, c)
+	}
+	sort.Slice(apps, func(i, j int) bool { return apps[i].Key() < apps[j].Key() })
+	return apps
+}
+
+// claim adds to claimed the Applications iu selects that no resource
+// before it did.
+func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwatch.Application, logger *slog.Logger, opts []imageref.Option) error {
+	name := types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}
+	type selector struct {
+		pattern  string
+		selector labels.Selector
+	}
+	sels := make([]selector, len(iu.Spec.ApplicationRefs))
+	for i, ref := range iu.Spec.ApplicationRefs {
+		if _, err := path.Match(ref.NamePattern, ""); err != nil {
+			return fmt.Errorf("spec.applicationRefs[%d].namePattern %q: %w", i, ref.NamePattern, err)
+		}
+		sel := labels.Everything()
+		if ref.LabelSelectors != nil {
+			var err error
+			if sel, err = metav1.LabelSelectorAsSelector(ref.LabelSelectors); err != nil {
+				return fmt.Errorf("spec.applicationRefs[%d].labelSelectors: %w", i, err)
+			}
+		}
+		sels[i] = selector{pattern: ref.NamePattern, selector: sel}
+	}
+	configs := make([]*appwatch.Annotations, len(sels))
+	for _, obj := range source.InNamespace(iu.Namespace) {
+		for i, sel := range sels {
+			if ok, _ := path.Match(sel.pattern, obj.GetName()); !ok || !sel.selector.Matches(labels.Set(obj.GetLabels())) {
+				continue
+			}
+			key := obj.GetNamespace() + "/" + obj.GetName()
+			if prev, ok := claimed[key]; ok {
+				if prev.ImageUpdater != name {
+					prev.Annotations.Problems = append(prev.Annotations.Problems, appwatch.Problem{
+						Field: fmt.Sprintf("ImageUpdater %s spec.applicationRefs[%d]", name, i), Warning: true,
+						Message: fmt.Sprintf("also selects this Application, which ImageUpdater %s handles (of several ImageUpdaters, the first by name does)", prev.ImageUpdater),
+					})
+				}
+				break
+			}
+			app, err := appwatch.FromUnstructured(obj, opts...)
+			if err != nil {
+				logger.Warn("cannot read Application", "application", key, "imageUpdater", name, "error", err)
+				break
+			}
+			app.ImageUpdater = name
+			if ref := iu.Spec.ApplicationRefs[i]; ref.UseAnnotations != nil && *ref.UseAnnotations {
+				app.Annotations.FromAnnotations = true
+			} else {
+				// The settings depend on the ref alone: read once, shared
+				// by its Applications (their Images are never modified;
+				// Problems are appended to copies).
+				if configs[i] == nil {
+					c := refConfig(iu, i, opts)
+					configs[i] = &c
+				}
+				app.Annotations = *configs[i]
+				app.Annotations.Problems = slices.Clip(app.Annotations.Problems)
+			}
+			claimed[key] = app
+			break
+		}
+	}
+	return nil
+}
+
+// list returns the ImageUpdaters sorted by namespace and name. One that
+// cannot be read is logged and left out.
+func (s *Source) list() []resource {
+	var out []resource
+	for _, inf := range s.informers {
+		for _, item := range inf.GetStore().List() {
+			u, ok := item.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			iu := &api.ImageUpdater{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, iu); err != nil {
+				s.logger.Warn("cannot read ImageUpdater", "imageUpdater", u.GetNamespace()+"/"+u.GetName(), "error", err)
+				continue
+			}
+			out = append(out, resource{obj: iu})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].obj, out[j].obj
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return out
+}
+
+// Resources returns the ImageUpdaters watched, sorted by namespace and
+// name.
+func (s *Source) Resources() []*api.ImageUpdater {
+	rs := s.list()
+	out := make([]*api.ImageUpdater, len(rs))
+	for i, r := range rs {
+		out[i] = r.obj
+	}
+	return out
+}
+
+// resources returns what the last call to Applications read.
+func (s *Source) resources() []resource {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}

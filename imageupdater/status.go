@@ -1,0 +1,195 @@
+package imageupdater
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/cycle"
+)
+
+// Condition types and reasons, as the resource-based Argo CD Image
+// Updater reports them.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionError       = "Error"
+
+	ReasonSucceeded        = "ReconcileSucceeded"
+	ReasonCompletedErrors  = "ReconcileCompletedWithErrors"
+	ReasonFailed           = "ReconcileFailed"
+	ReasonIdle             = "Idle"
+	ReasonNoErrors         = "NoErrors"
+	ReasonPartialErrors    = "PartialErrors"
+	ReasonReconcileError   = "ReconcileError"
+	maxErrorsInMessage     = 3
+	defaultCheckedInterval = 5 * time.Minute
+)
+
+// Status writes what each update cycle did into the status of the
+// ImageUpdaters of a Source: a merge patch of the status subresource, and
+// only when the status changed. lastCheckedAt alone changing is written
+// at most once per interval (WithCheckedInterval), so that a cycle that
+// finds nothing new costs no write.
+type Status struct {
+	client  dynamic.Interface
+	source  *Source
+	logger  *slog.Logger
+	checked time.Duration
+}
+
+// StatusOption configures Status.
+type StatusOption func(*Status)
+
+// WithCheckedInterval is how stale lastCheckedAt may grow before a cycle
+// that changed nothing else writes it; 5 minutes by default.
+func WithCheckedInterval(d time.Duration) StatusOption {
+	return func(s *Status) { s.checked = d }
+}
+
+// WithStatusLogger sets the logger.
+func WithStatusLogger(l *slog.Logger) StatusOption { return func(s *Status) { s.logger = l } }
+
+// NewStatus reports the cycles of source's resources through client.
+func NewStatus(client dynamic.Interface, source *Source, opts ...StatusOption) *Status {
+	s := &Status{client: client, source: source, logger: slog.New(slog.DiscardHandler), checked: defaultCheckedInterval}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
+}
+
+var _ cycle.Observer = (*Status)(nil)
+
+// CycleDone writes the status of every resource the cycle read.
+func (s *Status) CycleDone(ctx context.Context, start time.Time, results []cycle.AppResult) {
+	byResource := map[types.NamespacedName][]cycle.AppResult{}
+	for _, r := range results {
+		if r.App.ImageUpdater.Name != "" {
+			byResource[r.App.ImageUpdater] = append(byResource[r.App.ImageUpdater], r)
+		}
+	}
+	now := metav1.NewTime(start.Truncate(time.Second))
+	for _, r := range s.source.resources() {
+		name := types.NamespacedName{Namespace: r.obj.Namespace, Name: r.obj.Name}
+		next := nextStatus(r.obj, r.err, byResource[name], now, s.checked)
+		if next == nil {
+			continue
+		}
+		if err := s.patch(ctx, name, next); err != nil && !apierrors.IsNotFound(err) {
+			s.logger.Error("cannot write the status of an ImageUpdater", "imageUpdater", name, "error", err)
+		}
+	}
+}
+
+func (s *Status) patch(ctx context.Context, name types.NamespacedName, st *api.ImageUpdaterStatus) error {
+	body, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		return err
+	}
+	_, err = s.client.Resource(api.Resource()).Namespace(name.Namespace).
+		Patch(ctx, name.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// nextStatus is the status iu gets from a cycle's results, or nil when
+// nothing worth a write changed. invalid is why the resource could not be
+// used at all.
+func nextStatus(iu *api.ImageUpdater, invalid error, results []cycle.AppResult, now metav1.Time, checked time.Duration) *api.ImageUpdaterStatus {
+	old := iu.Status
+	st := *old.DeepCopy()
+	st.ObservedGeneration = iu.Generation
+	st.ApplicationsMatched = int32(len(results))
+	st.ImagesManaged = 0
+	var errs []string
+	updated := 0
+	for _, r := range results {
+		st.ImagesManaged += int32(len(r.App.Annotations.Images))
+		for _, e := range r.Errors {
+			errs = append(errs, r.App.Key()+": "+e.Error())
+		}
+		updated += len(r.Updated)
+	}
+	if updated > 0 {
+		st.LastUpdatedAt = &now
+		st.RecentUpdates = recentUpdates(results, now)
+	}
+	setConditions(&st, iu.Generation, invalid, errs, updated)
+
+	if equality.Semantic.DeepEqual(st, old) && old.LastCheckedAt != nil && now.Sub(old.LastCheckedAt.Time) < checked {
+		return nil
+	}
+	st.LastCheckedAt = &now
+	return &st
+}
+
+// recentUpdates are the cycle's updates, one per alias and version with
+// the number of Applications given it.
+func recentUpdates(results []cycle.AppResult, now metav1.Time) []api.RecentUpdate {
+	var out []api.RecentUpdate
+	index := map[string]int{}
+	for _, r := range results {
+		for _, c := range r.Updated {
+			alias := c.Alias
+			if alias == "" {
+				alias = c.Image.OriginalName()
+			}
+			key := alias + "\x00" + c.New.String()
+			if i, ok := index[key]; ok {
+				out[i].ApplicationsUpdated++
+				continue
+			}
+			index[key] = len(out)
+			out = append(out, api.RecentUpdate{
+				Alias:               alias,
+				Image:               c.Image.OriginalName(),
+				NewVersion:          c.New.String(),
+				ApplicationsUpdated: 1,
+				UpdatedAt:           now,
+				Message:             fmt.Sprintf("updated from %s to %s", c.Old, c.New),
+			})
+		}
+	}
+	return out
+}
+
+func setConditions(st *api.ImageUpdaterStatus, gen int64, invalid error, errs []string, updated int) {
+	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
+		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	set(ConditionReconciling, metav1.ConditionFalse, ReasonIdle, "Last check completed; waiting for the next cycle.")
+	switch {
+	case invalid != nil:
+		set(ConditionError, metav1.ConditionTrue, ReasonReconcileError, invalid.Error())
+		set(ConditionReady, metav1.ConditionFalse, ReasonFailed, "The resource cannot be used: "+invalid.Error())
+	case len(errs) > 0:
+		set(ConditionError, metav1.ConditionTrue, ReasonPartialErrors, errorsMessage(errs))
+		set(ConditionReady, metav1.ConditionTrue, ReasonCompletedErrors,
+			fmt.Sprintf("Checked %d Applications with %d errors; %d images updated.", st.ApplicationsMatched, len(errs), updated))
+	default:
+		set(ConditionError, metav1.ConditionFalse, ReasonNoErrors, "No errors in the last check.")
+		set(ConditionReady, metav1.ConditionTrue, ReasonSucceeded,
+			fmt.Sprintf("Checked %d Applications; %d images updated.", st.ApplicationsMatched, updated))
+	}
+}
+
+// errorsMessage names the first errors, so that the status tells what to
+// fix without the events.
+func errorsMessage(errs []string) string {
+	msg := fmt.Sprintf("%d errors in the last check: %s", len(errs), strings.Join(errs[:min(len(errs), maxErrorsInMessage)], "; "))
+	if len(errs) > maxErrorsInMessage {
+		msg += "; ..."
+	}
+	return msg
+}
