@@ -141,6 +141,17 @@ type SignatureKey struct {
 	// Annotation is the annotation the key was named in, for messages; ""
 	// when it came from elsewhere (an ImageUpdater resource).
 	Annotation string
+	// Setting is the resource field the key was named in, for messages;
+	// "" when it came from an annotation.
+	Setting string
+}
+
+// Where names the annotation or field that asked for the key.
+func (k SignatureKey) Where() string {
+	if k.Annotation != "" {
+		return k.Annotation
+	}
+	return k.Setting
 }
 
 // IsZero reports whether no key is set: versions need no signature.

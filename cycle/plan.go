@@ -102,11 +102,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 			sigKey.Namespace = app.Namespace
 		}
 		if err := checkSecretNamespace(app, sigKey.String(), sigKey.Namespace); err != nil {
-			where := sigKey.Annotation
-			if where == "" {
-				where = "imagesVerification.cosignKey"
-			}
-			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: where, Message: err.Error()}
+			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: sigKey.Annotation, Field: sigKey.Setting, Message: err.Error()}
 		}
 	}
 	platforms := spec.Platforms

@@ -152,7 +152,7 @@ func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[appwatch.Signat
 		}
 		var k loadedKey
 		if u.signatures == nil {
-			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Annotation)}
+			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Where())}
 		} else {
 			kctx, cancel := u.withImageTimeout(ctx)
 			k.key, k.err = signature.LoadKey(kctx, u.keySecrets, j.sigKey.Namespace, j.sigKey.Name, j.sigKey.Field)

@@ -277,7 +277,7 @@ func TestDemo(t *testing.T) {
 	}
 	say("  (The registry kept the notifications of the earlier pushes while nothing listened, and delivers them too;")
 	say("  notifications within half a second are checked together.)")
-	say("  Both Applications run eks-app v0.2.0, %s after the push, though the next cycle is an hour away.", delay.Round(10*time.Millisecond))
+	say("  Every Application of eks-app runs v0.2.0, %s after the push, though the next cycle is an hour away.", delay.Round(10*time.Millisecond))
 
 	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
 }

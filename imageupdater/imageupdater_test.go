@@ -34,6 +34,46 @@ func TestImageUpdater(t *testing.T) {
 	t.Run("one listing per repository", func(t *testing.T) { testListings(t, s) })
 	t.Run("samples", func(t *testing.T) { testSamples(t, s) })
 	t.Run("one push per repository and branch", func(t *testing.T) { testOnePush(t, s) })
+	t.Run("signed versions only", func(t *testing.T) { testSignatures(t, s) })
+}
+
+// testSignatures: imagesVerification's key, from a Secret of the
+// resource's namespace, admits only versions signed with it; the image's
+// own setting overrides the spec's.
+func testSignatures(t *testing.T, s *servers) {
+	w := s.world(t, "signatures")
+	key := testenv.NewSigningKey(t)
+	repo := w.ns + "/web"
+	s.reg.PushImage(t, repo, []string{"1.0.0"})
+	signed := s.reg.PushImage(t, repo, []string{"1.1.0"})
+	s.reg.SignImage(t, repo, signed, key)
+	s.reg.PushImage(t, repo, []string{"2.0.0"}) // unsigned
+	s.k.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "cosign"},
+		Data:       map[string][]byte{imageupdater.DefaultCosignKeyField: key.PublicPEM},
+	})
+	running := w.image("web") + ":1.0.0"
+	w.createApps(t, w.app("verified", map[string]string{"verify": "yes"}, nil, running), w.app("unverified", map[string]string{"verify": "no"}, nil, running))
+	w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+		ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "cosign"}},
+		ApplicationRefs: []api.ApplicationRef{
+			{NamePattern: "verified", Images: []api.ImageConfig{{Alias: "web", ImageName: w.image("web")}}},
+			{NamePattern: "unverified", Images: []api.ImageConfig{{Alias: "web", ImageName: w.image("web"),
+				ImagesVerification: &api.ImagesVerification{Enabled: ptr(false)}}}},
+		},
+	}})
+
+	w.updater.RunOnce(t.Context())
+
+	for name, want := range map[string]string{"verified": ":1.1.0", "unverified": ":2.0.0"} {
+		got := kustomizeImages(t, w.getApp(t, name))
+		if len(got) != 1 || got[0] != w.image("web")+want {
+			t.Errorf("%s: kustomize images %v, want %s%s", name, got, w.image("web"), want)
+		}
+	}
+	if c := condition(w.getUpdater(t, "updater"), imageupdater.ConditionError); c.Status != metav1.ConditionFalse {
+		t.Errorf("Error condition = %+v, want False", c)
+	}
 }
 
 // refs is one applicationRef selecting every Application with these images.
@@ -226,7 +266,7 @@ func testFields(t *testing.T, s *servers) {
 			wantError: `spec.writeBackConfig.gitConfig.writeBackTarget: unknown target "kustomization.yaml"`,
 		},
 		{
-			name: "pullRequest is not acted on: nothing is written",
+			name: "pullRequest without a branch of its own: nothing is written",
 			spec: func(img string) api.ImageUpdaterSpec {
 				return api.ImageUpdaterSpec{
 					ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: img}},
@@ -236,18 +276,29 @@ func testFields(t *testing.T, s *servers) {
 				}
 			},
 			want:      unchanged,
-			wantError: "spec.applicationRefs[0].writeBackConfig.gitConfig.pullRequest: pull and merge requests are not supported",
+			wantError: "spec.applicationRefs[0].writeBackConfig.gitConfig.branch: a pull request needs a branch of its own",
 		},
 		{
-			name: "imagesVerification is not acted on: the image is not updated",
+			name: "imagesVerification without a key: the image is not updated",
 			spec: func(img string) api.ImageUpdaterSpec {
 				return api.ImageUpdaterSpec{
-					ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "cosign", Key: "cosign.pub"}},
+					ImagesVerification: &api.ImagesVerification{},
 					ApplicationRefs:    refs(api.ImageConfig{Alias: "web", ImageName: img}),
 				}
 			},
 			want:      unchanged,
-			wantError: "spec.imagesVerification (image web): signature verification is not supported",
+			wantError: "spec.imagesVerification.cosignKey (image web): verification is enabled but names no key",
+		},
+		{
+			name: "imagesVerification naming a missing Secret: the image is not updated",
+			spec: func(img string) api.ImageUpdaterSpec {
+				return api.ImageUpdaterSpec{
+					ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "cosign"}},
+					ApplicationRefs:    refs(api.ImageConfig{Alias: "web", ImageName: img}),
+				}
+			},
+			want:      unchanged,
+			wantError: "image web: signature key: secret:",
 		},
 		{
 			name: "imagesVerification disabled",

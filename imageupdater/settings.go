@@ -9,9 +9,14 @@ import (
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 )
+
+// DefaultCosignKeyField is the Secret key read when cosignKey names none:
+// where `cosign generate-key-pair k8s://` puts the public key.
+const DefaultCosignKeyField = "cosign.pub"
 
 // field names a field of one ImageUpdater in messages.
 type field struct {
@@ -112,10 +117,20 @@ func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.
 		if l.verify == nil {
 			continue
 		}
-		// Fail closed: whoever asked for verified images must not get
-		// unverified ones.
-		if l.verify.Enabled == nil || *l.verify.Enabled {
-			fail(l.at.child(".imagesVerification"), "signature verification is not supported by this controller yet; the image is not updated while it is enabled (set enabled: false to update without verification)")
+		if l.verify.Enabled != nil && !*l.verify.Enabled {
+			break
+		}
+		vat := l.at.child(".imagesVerification")
+		k := l.verify.CosignKey
+		if k == nil || k.SecretName == "" {
+			// Fail closed: whoever asked for verified images must not
+			// get unverified ones, and keyless signatures are not checked.
+			fail(vat.child(".cosignKey"), "verification is enabled but names no key: set cosignKey.secretName (keyless signatures are not checked), or enabled: false")
+			break
+		}
+		s.SignatureKey = appwatch.SignatureKey{Name: k.SecretName, Field: k.Key, Setting: vat.child(".cosignKey").String()}
+		if s.SignatureKey.Field == "" {
+			s.SignatureKey.Field = DefaultCosignKeyField
 		}
 		break
 	}
@@ -153,7 +168,8 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 	var wb appwatch.WriteBackSpec
 	var method, target string
 	var methodAt, targetAt field
-	var pr field
+	var pr, branchAt field
+	var kind forge.Kind
 	for i, l := range levels {
 		if l == nil {
 			continue
@@ -177,6 +193,13 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 		}
 		if pr.path == "" && g.PullRequest != nil {
 			pr = gat.child(".pullRequest")
+			kind = forge.GitLab
+			if g.PullRequest.GitHub != nil {
+				kind = forge.GitHub
+			}
+		}
+		if branchAt.path == "" && g.Branch != nil {
+			branchAt = gat.child(".branch")
 		}
 	}
 	var err error
@@ -190,10 +213,18 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 		*problems = append(*problems, appwatch.Problem{Field: targetAt.String(), Message: err.Error()})
 	}
 	if pr.path != "" && wb.Method == appwatch.WriteBackGit {
-		// Fail closed: a change meant for review must not be pushed to
-		// the branch.
-		*problems = append(*problems, appwatch.Problem{Field: pr.String(),
-			Message: "pull and merge requests are not supported by this controller yet; nothing is written for this Application while pullRequest is set"})
+		if strings.Contains(wb.GitBranch, ":") {
+			wb.PullRequest = kind
+		} else {
+			// Fail closed: a change meant for review must not be pushed
+			// to the branch it would be reviewed against.
+			at := branchAt
+			if at.path == "" {
+				at = pr
+			}
+			*problems = append(*problems, appwatch.Problem{Field: at.String(),
+				Message: "a pull request needs a branch of its own: set gitConfig.branch to <base>:<branch> or :<branch>"})
+		}
 	}
 	return wb
 }

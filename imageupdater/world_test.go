@@ -29,6 +29,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -125,6 +126,7 @@ func (s *servers) worldWith(t *testing.T, ns string, more []string, opts []cycle
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
 	w.updater = cycle.New(w.source, regClient, writeback.NewArgoCDWriter(w.dyn), append(opts,
 		cycle.WithRegistryConfig(func() *config.Config { return conf }),
+		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(w.cs)),
 		cycle.WithControllerNamespace(testenv.ArgoCDNamespace),
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithLogger(logger),
