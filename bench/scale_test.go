@@ -239,7 +239,8 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 	}
 
 	start := time.Now()
-	k := testenv.StartKube(t)
+	// With the ImageUpdater CRD, as install.yaml installs it.
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
 	regUser, regPass := "bench", fmt.Sprintf("pw-%d", time.Now().UnixNano())
 	reg := testenv.StartRegistry(t, testenv.WithTokenAuth(regUser, regPass))
 	gitServer := testenv.StartGitServer(t)
