@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
 
 // gnupgHome makes a GnuPG home holding one signing key without a
@@ -57,7 +59,7 @@ func (e *gitEnv) testGnuPGKeyID(t *testing.T) {
 		t.Run(key, func(t *testing.T) {
 			ns := e.argoNamespace(t, fmt.Sprintf("signing-gnupg-%d", i), true)
 			url := e.repo(t, ns, nil)
-			w := e.writer(t, ns, WithSigningKey(key, SigningMethodOpenPGP), WithGnuPGHome(home))
+			w := e.writer(t, ns, WithSigningKey(key, gitsign.MethodOpenPGP), WithGnuPGHome(home))
 			r := mustWrite(t, w, appUpdate("main", url))[0]
 			cmd := exec.Command("git", "verify-commit", "--raw", r.Commit)
 			cmd.Dir = e.bare(ns)
@@ -121,14 +123,14 @@ func TestGnuPGKeyring(t *testing.T) {
 		{name: "unknown key ID", key: "3AA5C34371567BD2", home: home, want: []string{`signing key "3AA5C34371567BD2"`, home, "GNUPGHOME", "no secret key"}},
 		{name: "no such GnuPG home", key: "3AA5C34371567BD2", home: missing, want: []string{`signing key "3AA5C34371567BD2"`, missing, "does not exist"}},
 		{name: "key protected by a passphrase", key: "locked@example.com", home: locked, want: []string{`"locked@example.com"`, locked, "protected by a passphrase"}},
-		{name: "a name is no SSH key", key: keyID, method: SigningMethodSSH, home: home, want: []string{"read signing key"}},
+		{name: "a name is no SSH key", key: keyID, method: gitsign.MethodSSH, home: home, want: []string{"read signing key"}},
 		{name: "a missing path is no key ID", key: missing, home: home, want: []string{"read signing key", missing}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			method := tt.method
 			if method == "" {
-				method = SigningMethodOpenPGP
+				method = gitsign.MethodOpenPGP
 			}
 			_, err := NewWriter(noObjects{}, noObjects{}, WithSigningKey(tt.key, method), WithGnuPGHome(tt.home), WithWorkDir(t.TempDir()))
 			if len(tt.want) == 0 && err != nil {
@@ -140,23 +142,5 @@ func TestGnuPGKeyring(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestHexKeyID(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"3AA5C34371567BD2", "3AA5C34371567BD2"},
-		{"0x3aa5c34371567bd2", "3AA5C34371567BD2"},
-		{"3AA5C343", "3AA5C343"},
-		{"8CEB A79A 1D6C 9182 2D14  2E69 5C26 991D 7C14 913D", "8CEBA79A1D6C91822D142E695C26991D7C14913D"},
-		{"3AA5C34371567BD2!", "3AA5C34371567BD2"},
-		{"bot@example.com", ""},
-		{"3AA5C34371567BD", ""},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		if got := hexKeyID(tt.in); got != tt.want {
-			t.Errorf("hexKeyID(%q) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }

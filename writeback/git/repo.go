@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
 
 const remoteName = "origin"
@@ -353,7 +354,7 @@ func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
 //
 // trees holds the trees decoded for earlier commits of the same chain
 // (newChainTrees); nil means none.
-func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer commitSigner, created *[]plumbing.Hash, trees *treeCache) (plumbing.Hash, error) {
+func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer gitsign.Signer, created *[]plumbing.Hash, trees *treeCache) (plumbing.Hash, error) {
 	s := c.repo.Storer
 	if trees == nil {
 		trees = newChainTrees(s)

@@ -1,7 +1,7 @@
 // Package git writes new image versions to an Application's git
 // repository (write-back method "git"): repository credentials and the
 // AppProject's permission, cached clones, the edit of the write-back target,
-// signed commits, pushes and pull requests.
+// commits (signed with gitsign), pushes and pull requests.
 package git
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -184,9 +185,9 @@ func WithCommitMessageTemplate(t *CommitMessageTemplate) Option {
 }
 
 // WithSigningKey signs commits with a private key: for
-// SigningMethodOpenPGP, an armored OpenPGP key file or, when no file has
+// gitsign.MethodOpenPGP, an armored OpenPGP key file or, when no file has
 // that name, a key ID, fingerprint or user ID of the GnuPG keyring (see
-// WithGnuPGHome); for SigningMethodSSH, an OpenSSH key file. The key must
+// WithGnuPGHome); for gitsign.MethodSSH, an OpenSSH key file. The key must
 // not need a passphrase.
 func WithSigningKey(key, method string) Option {
 	return func(c *writerConfig) { c.signingKey, c.signingMethod = key, method }
@@ -266,7 +267,7 @@ type Writer struct {
 	projects AppProjectGetter
 	cfg      writerConfig
 	message  *CommitMessageTemplate
-	signer   commitSigner
+	signer   gitsign.Signer
 	github   *githubTokens
 	cache    *cloneCache
 
@@ -321,13 +322,13 @@ func NewWriter(secrets SecretLister, projects AppProjectGetter, opts ...Option) 
 			}
 		}
 		// Key validity is judged at the real time, the time the signature carries.
-		signer, err := loadSigner(cfg.signingKey, cfg.signingMethod, home, time.Now())
+		signer, err := gitsign.Load(cfg.signingKey, cfg.signingMethod, home, time.Now())
 		if err != nil {
 			errs = append(errs, err)
 		}
 		w.signer = signer
-	case cfg.signingMethod != "" && cfg.signingMethod != SigningMethodOpenPGP && cfg.signingMethod != SigningMethodSSH:
-		errs = append(errs, fmt.Errorf("unknown signing method %q: use %s or %s", cfg.signingMethod, SigningMethodOpenPGP, SigningMethodSSH))
+	case cfg.signingMethod != "" && cfg.signingMethod != gitsign.MethodOpenPGP && cfg.signingMethod != gitsign.MethodSSH:
+		errs = append(errs, fmt.Errorf("unknown signing method %q: use %s or %s", cfg.signingMethod, gitsign.MethodOpenPGP, gitsign.MethodSSH))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("git write-back: %w", errors.Join(errs...))

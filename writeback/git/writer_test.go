@@ -32,6 +32,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
 
 // gitAppImage is the image the seed repository's manifests name.
@@ -869,7 +870,7 @@ func (e *gitEnv) testOpenPGPSigning(t *testing.T) {
 	aw.Close()
 	writeTestFile(t, keyFile, private.String())
 
-	w := e.writer(t, ns, WithSigningKey(keyFile, SigningMethodOpenPGP), WithSignOff(true), WithAuthor("Image Bot", "bot@example.com"))
+	w := e.writer(t, ns, WithSigningKey(keyFile, gitsign.MethodOpenPGP), WithSignOff(true), WithAuthor("Image Bot", "bot@example.com"))
 	r := mustWrite(t, w, appUpdate("main", url))[0]
 	repo, err := gogit.PlainOpen(e.bare("signing-openpgp"))
 	if err != nil {
@@ -913,7 +914,7 @@ func (e *gitEnv) testSSHSigning(t *testing.T) {
 	}
 	writeTestFile(t, filepath.Join(dir, "allowed_signers"), DefaultGitAuthorEmail+" "+string(ssh.MarshalAuthorizedKey(sshPub)))
 
-	w := e.writer(t, ns, WithSigningKey(filepath.Join(dir, "id_ed25519"), SigningMethodSSH))
+	w := e.writer(t, ns, WithSigningKey(filepath.Join(dir, "id_ed25519"), gitsign.MethodSSH))
 	r := mustWrite(t, w, appUpdate("main", url))[0]
 	// git itself checks the signature, through ssh-keygen.
 	out := gitCLI(t, e.bare("signing-ssh"), "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+filepath.Join(dir, "allowed_signers"),

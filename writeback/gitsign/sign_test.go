@@ -1,4 +1,4 @@
-package git
+package gitsign
 
 import (
 	"bytes"
@@ -61,7 +61,7 @@ func TestSSHSignerVerifiesWithSSHKeygen(t *testing.T) {
 			if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			signer, err := loadSigner(keyFile, SigningMethodSSH, "", time.Now())
+			signer, err := Load(keyFile, MethodSSH, "", time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,15 +117,33 @@ func TestLoadSignerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct{ path, method, want string }{
-		{protected, SigningMethodSSH, "protected by a passphrase"},
-		{garbage, SigningMethodSSH, "SSH signing key"},
-		{garbage, SigningMethodOpenPGP, "OpenPGP signing key"},
+		{protected, MethodSSH, "protected by a passphrase"},
+		{garbage, MethodSSH, "SSH signing key"},
+		{garbage, MethodOpenPGP, "OpenPGP signing key"},
 		{garbage, "x509", `unknown signing method "x509"`},
-		{filepath.Join(dir, "missing"), SigningMethodSSH, "read signing key"},
+		{filepath.Join(dir, "missing"), MethodSSH, "read signing key"},
 	}
 	for _, tt := range tests {
-		if _, err := loadSigner(tt.path, tt.method, "", time.Now()); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := Load(tt.path, tt.method, "", time.Now()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s %s: got %v, want an error containing %q", tt.method, filepath.Base(tt.path), err, tt.want)
+		}
+	}
+}
+
+func TestHexKeyID(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"3AA5C34371567BD2", "3AA5C34371567BD2"},
+		{"0x3aa5c34371567bd2", "3AA5C34371567BD2"},
+		{"3AA5C343", "3AA5C343"},
+		{"8CEB A79A 1D6C 9182 2D14  2E69 5C26 991D 7C14 913D", "8CEBA79A1D6C91822D142E695C26991D7C14913D"},
+		{"3AA5C34371567BD2!", "3AA5C34371567BD2"},
+		{"bot@example.com", ""},
+		{"3AA5C34371567BD", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := hexKeyID(tt.in); got != tt.want {
+			t.Errorf("hexKeyID(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,7 @@
-package git
+// Package gitsign signs commits the way git does: an OpenPGP key (from a
+// key file or the GnuPG keyring) or an SSH key, making the signature git
+// stores in a commit's gpgsig header.
+package gitsign
 
 import (
 	"bytes"
@@ -19,29 +22,29 @@ import (
 
 // Commit signing methods (--git-commit-signing-method).
 const (
-	SigningMethodOpenPGP = "openpgp"
-	SigningMethodSSH     = "ssh"
+	MethodOpenPGP = "openpgp"
+	MethodSSH     = "ssh"
 )
 
-// commitSigner signs the encoding of a commit without its signature and
+// Signer signs the encoding of a commit without its signature and
 // returns the armored signature git stores in the gpgsig header. It has
 // the shape of go-git's Signer.
-type commitSigner interface {
+type Signer interface {
 	Sign(message io.Reader) ([]byte, error)
 }
 
-// loadSigner reads a signing key: for "openpgp", an armored (or binary)
+// Load reads a signing key: for "openpgp", an armored (or binary)
 // OpenPGP private key file, or the name of a key (key ID, fingerprint,
 // user ID) in the GnuPG keyring in gnupgHome when no file has that name;
 // for "ssh", an OpenSSH private key file. Keys protected by a passphrase
 // are refused, since nobody could type it.
-func loadSigner(key, method, gnupgHome string, now time.Time) (commitSigner, error) {
-	if method != SigningMethodOpenPGP && method != "" && method != SigningMethodSSH {
-		return nil, fmt.Errorf("unknown signing method %q: use %s or %s", method, SigningMethodOpenPGP, SigningMethodSSH)
+func Load(key, method, gnupgHome string, now time.Time) (Signer, error) {
+	if method != MethodOpenPGP && method != "" && method != MethodSSH {
+		return nil, fmt.Errorf("unknown signing method %q: use %s or %s", method, MethodOpenPGP, MethodSSH)
 	}
 	data, err := os.ReadFile(key)
 	if err != nil {
-		if method != SigningMethodSSH && errors.Is(err, fs.ErrNotExist) && isKeyringName(key) {
+		if method != MethodSSH && errors.Is(err, fs.ErrNotExist) && isKeyringName(key) {
 			if data, err = exportGnuPGKey(key, gnupgHome); err != nil {
 				return nil, err
 			}
@@ -49,7 +52,7 @@ func loadSigner(key, method, gnupgHome string, now time.Time) (commitSigner, err
 		}
 		return nil, fmt.Errorf("read signing key: %w", err)
 	}
-	if method == SigningMethodSSH {
+	if method == MethodSSH {
 		signer, err := ssh.ParsePrivateKey(data)
 		if err != nil {
 			var missing *ssh.PassphraseMissingError
@@ -66,7 +69,7 @@ func loadSigner(key, method, gnupgHome string, now time.Time) (commitSigner, err
 // loadOpenPGPSigner picks the key to sign with from data: the first one
 // that can sign, or, when name is a key ID or fingerprint, the one it
 // designates (gpg exports every key a user ID matches).
-func loadOpenPGPSigner(what, name string, data []byte, now time.Time) (commitSigner, error) {
+func loadOpenPGPSigner(what, name string, data []byte, now time.Time) (Signer, error) {
 	entities, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(data))
 	if err != nil {
 		if entities, err = openpgp.ReadKeyRing(bytes.NewReader(data)); err != nil {
