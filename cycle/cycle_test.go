@@ -32,6 +32,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 const prefix = appwatch.AnnotationPrefix
@@ -156,7 +157,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		WithControllerNamespace(testenv.ArgoCDNamespace),
 	}
 	if o.git {
-		gw, err := git.NewWriter(git.NewKubeSecretLister(w.cs), git.NewKubeAppProjectGetter(w.dyn),
+		gw, err := git.NewWriter(gitauth.NewKubeSecretLister(w.cs), gitauth.NewKubeAppProjectGetter(w.dyn),
 			append([]git.Option{git.WithArgoCDNamespace(testenv.ArgoCDNamespace), git.WithWorkDir(t.TempDir()),
 				git.WithDryRun(o.dryRun), git.WithLogger(logger)}, o.gitOptions...)...)
 		if err != nil {

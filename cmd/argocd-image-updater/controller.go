@@ -36,6 +36,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 func runController(ctx context.Context, o *runOptions, logger *slog.Logger, lookupEnv func(string) (string, bool)) error {
@@ -321,7 +322,7 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
 		opts = append(opts, git.WithGnuPGHome(home))
 	}
-	return git.NewWriter(git.NewCachedSecretLister(git.NewKubeSecretLister(cs), 0), git.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
+	return git.NewWriter(gitauth.NewCachedSecretLister(gitauth.NewKubeSecretLister(cs), 0), gitauth.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
 func serve(ctx context.Context, name, host string, port int, handler http.Handler, logger *slog.Logger, errs chan<- error) {

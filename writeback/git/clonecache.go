@@ -17,6 +17,7 @@ import (
 
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // DefaultCloneCacheSize bounds the disk space of the clones unless
@@ -42,7 +43,7 @@ const (
 // clone's configuration on disk.
 func cloneKey(raw string) string {
 	raw = strings.TrimSpace(raw)
-	if isSCPLikeURL(raw) {
+	if gitauth.IsSCPLikeURL(raw) {
 		rest := raw
 		authority := raw
 		if slash := strings.Index(raw, "/"); slash >= 0 {
@@ -56,7 +57,7 @@ func cloneKey(raw string) string {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return redactURL(raw)
+		return gitauth.RedactURL(raw)
 	}
 	u.User = nil
 	u.Scheme = strings.ToLower(u.Scheme)
@@ -243,7 +244,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	}
 	tmp, err := os.MkdirTemp(c.root, name+tmpInfix)
 	if err != nil {
-		return nil, fmt.Errorf("create clone of %s: %w", redactURL(repoURL), err)
+		return nil, fmt.Errorf("create clone of %s: %w", gitauth.RedactURL(repoURL), err)
 	}
 	repo, err := gogit.PlainInit(tmp, true)
 	if err == nil {
@@ -251,7 +252,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("create clone of %s in %s: %w", redactURL(repoURL), tmp, err)
+		return nil, fmt.Errorf("create clone of %s in %s: %w", gitauth.RedactURL(repoURL), tmp, err)
 	}
 	return &gitClone{url: repoURL, name: name, dir: dir, building: tmp, repo: repo}, nil
 }
@@ -312,12 +313,12 @@ func (c *cloneCache) evict() {
 		err := os.RemoveAll(filepath.Join(c.root, name))
 		l.Unlock()
 		if err != nil {
-			c.log.Warn("cannot remove clone to make room", "repository", redactURL(cl.key), "error", err)
+			c.log.Warn("cannot remove clone to make room", "repository", gitauth.RedactURL(cl.key), "error", err)
 			continue
 		}
 		delete(c.clones, name)
 		total -= cl.size
-		c.log.Info("removed the least recently used clone: the clones outgrew their bound", "repository", redactURL(cl.key),
+		c.log.Info("removed the least recently used clone: the clones outgrew their bound", "repository", gitauth.RedactURL(cl.key),
 			"size", cl.size, "last_use", cl.lastUse, "bound", c.maxSize)
 	}
 	c.log.Warn("the clones in use outgrow their bound", "size", total, "bound", c.maxSize)

@@ -13,6 +13,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // BenchmarkCommitBatch builds the commits of one cycle's batch: n
@@ -22,7 +23,7 @@ func BenchmarkCommitBatch(b *testing.B) {
 	for _, n := range []int{100, 500} {
 		b.Run(fmt.Sprintf("apps=%d", n), func(b *testing.B) {
 			clone, tip := overlayRepository(b, n)
-			w, err := NewWriter(NewKubeSecretLister(nil), NewKubeAppProjectGetter(nil), WithWorkDir(b.TempDir()), WithClock(func() time.Time { return testClock }))
+			w, err := NewWriter(gitauth.NewKubeSecretLister(nil), gitauth.NewKubeAppProjectGetter(nil), WithWorkDir(b.TempDir()), WithClock(func() time.Time { return testClock }))
 			if err != nil {
 				b.Fatal(err)
 			}

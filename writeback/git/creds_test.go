@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 func (e *gitEnv) configMap(t *testing.T, ns, name string, data map[string]string) {
@@ -57,7 +58,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 			ns := e.argoNamespace(t, fmt.Sprintf("github-app-%d", i), false)
 			repo := ns
 			url := e.repo(t, repo, nil)
-			e.configMap(t, ns, argoCDTLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+			e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 			e.secret(t, ns, "github-app", argoCDSecretTypeRepoCreds, map[string]string{
 				"url":                        e.git.HTTPURL + "/",
 				"githubAppID":                api.AppID,
@@ -111,7 +112,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 	t.Run("another key gets no cached token", func(t *testing.T) {
 		ns := e.argoNamespace(t, "github-app-other-key", false)
 		good, bad := e.repo(t, ns+"-good", nil), e.repo(t, ns+"-bad", nil)
-		e.configMap(t, ns, argoCDTLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+		e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 		otherKey, err := rsa.GenerateKey(rand.Reader, 2048)
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +189,7 @@ func (e *gitEnv) testTLS(t *testing.T) {
 			e.git.CreateRepo(t, repo, "testdata/seed003", nil)
 			url := tt.server + "/" + repo + ".git"
 			if tt.certs != nil {
-				e.configMap(t, ns, argoCDTLSCertsConfigMap, tt.certs)
+				e.configMap(t, ns, gitauth.TLSCertsConfigMap, tt.certs)
 			}
 			data := map[string]string{"url": tt.server + "/", "username": e.git.Username, "password": e.git.Password}
 			if tt.clientCert != nil {
@@ -220,28 +221,5 @@ func (e *gitEnv) testTLS(t *testing.T) {
 				t.Errorf("commit %s is not the tip of main (%v)", r.Commit, subjects(log))
 			}
 		})
-	}
-}
-
-func TestParseGitHubAppBaseURL(t *testing.T) {
-	tests := []struct{ in, want, err string }{
-		{in: "", want: "https://api.github.com"},
-		{in: "https://github.example.com/api/v3/", want: "https://github.example.com/api/v3"},
-		{in: " https://github.example.com/api/v3 ", want: "https://github.example.com/api/v3"},
-		{in: "http://127.0.0.1:8080/api/v3", want: "http://127.0.0.1:8080/api/v3"},
-		{in: "http://github.example.com/api/v3", err: "refusing to send GitHub App credentials over plain http"},
-		{in: "github.example.com/api/v3", err: "is not a URL such as https://github.example.com/api/v3"},
-		{in: "ftp://github.example.com/api/v3", err: "is not an http(s) URL"},
-	}
-	for _, tt := range tests {
-		app, err := parseGitHubApp("Secret argocd/app", "1", "2", "key", tt.in)
-		switch {
-		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-			t.Errorf("%q: got %v, want an error containing %q", tt.in, err, tt.err)
-		case tt.err == "" && err != nil:
-			t.Errorf("%q: %v", tt.in, err)
-		case tt.err == "" && app.baseURL != tt.want:
-			t.Errorf("%q: base URL %q, want %q", tt.in, app.baseURL, tt.want)
-		}
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"text/template"
 	"unicode/utf8"
 
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // WithForgeHosts sets which APIs serve the pull requests of which
@@ -113,12 +111,12 @@ const maxReviewBranches = 100
 // writeBranch does, then opens one request from it into plan.base, or
 // brings the open one's title and description up to date. A failure of
 // the request fails the Applications it would have listed.
-func (w *Writer) writeForReview(ctx context.Context, creds *credentialResolver, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite) {
+func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite) {
 	if plan.target == plan.base {
 		failAll(apps, invalidTarget{fmt.Errorf("a %s pull request needs a branch other than its base %s: set git-branch to <base>:<branch>", kind, plan.base)})
 		return
 	}
-	log := w.cfg.log.With("repository", redactURL(clone.url), "base", plan.base)
+	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "base", plan.base)
 	if w.cfg.dryRun {
 		w.writeBranch(ctx, clone, acc, remote, plan, apps)
 		log.Info("dry run: not opening a pull request", "service", kind, "branch", plan.target)
@@ -130,7 +128,7 @@ func (w *Writer) writeForReview(ctx context.Context, creds *credentialResolver, 
 		failAll(apps, invalidTarget{fmt.Errorf("pull request: %w", err)})
 		return
 	}
-	client, closeClient, err := creds.forgeClient(ctx, repo, acc)
+	client, closeClient, err := creds.ForgeClient(ctx, repo, acc)
 	if err != nil {
 		failAll(apps, fmt.Errorf("pull request: %w", err))
 		return
@@ -241,42 +239,6 @@ func ensureReview(ctx context.Context, c forge.Client, head, base, title, body s
 	}
 	req, err := c.Update(ctx, open.Number, title, body)
 	return req, "updated", err
-}
-
-// forgeClient builds the client of a repository's requests, with the
-// token of the credentials that push to it: the password (an access
-// token) of HTTPS credentials, from the repository URL too, or the GitHub
-// App's installation token. The API host gets the TLS and proxy settings
-// of the credentials, as the repository's host does.
-func (r *credentialResolver) forgeClient(ctx context.Context, repo forge.Repository, acc remoteAccess) (forge.Client, func(), error) {
-	var token string
-	switch basic, ok := acc.auth.(*githttp.BasicAuth); {
-	case ok && basic.Password != "":
-		token = basic.Password
-	case acc.creds.password != "":
-		token = acc.creds.password
-	case acc.creds.githubApp():
-		var err error
-		if token, err = r.githubAppToken(ctx, acc.creds); err != nil {
-			return nil, nil, err
-		}
-	default:
-		return nil, nil, fmt.Errorf("%s hold no token for the %s API: add a password (an access token) to them; an SSH key only pushes", acc.creds.describe(), repo.Kind)
-	}
-	api, err := url.Parse(repo.API)
-	if err != nil {
-		return nil, nil, err
-	}
-	tr, err := r.httpTransport(ctx, api.Hostname(), acc.creds)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := repo.Client(token, tr)
-	if err != nil {
-		tr.CloseIdleConnections()
-		return nil, nil, err
-	}
-	return c, tr.CloseIdleConnections, nil
 }
 
 // SamplePullRequestData is sample data for checking a pull request

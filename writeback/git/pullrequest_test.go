@@ -13,6 +13,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // reviewAPI is a stand-in of GitHub's or GitLab's API as the write-back
@@ -76,7 +77,7 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 	for _, r := range e.reviewEnvs(t, ca) {
 		t.Run(string(r.kind), func(t *testing.T) {
 			ns := e.argoNamespace(t, "reviews-"+string(r.kind), true)
-			e.configMap(t, ns, argoCDTLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+			e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 			repo := "example/reviews-" + string(r.kind)
 			url := e.repo(t, repo, nil)
 			w := e.writer(t, ns, WithForgeHosts(r.hosts))
@@ -192,7 +193,7 @@ func (e *gitEnv) testPullRequestErrors(t *testing.T) {
 		for i, tt := range tests {
 			t.Run(string(r.kind)+" "+tt.name, func(t *testing.T) {
 				ns := e.argoNamespace(t, fmt.Sprintf("review-errors-%s-%d", r.kind, i), true)
-				e.configMap(t, ns, argoCDTLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+				e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 				repo := fmt.Sprintf("example/review-errors-%s-%d", r.kind, i)
 				url := e.repo(t, repo, nil)
 				var opts []Option

@@ -22,6 +22,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
 
@@ -73,7 +74,7 @@ type remoteBranches struct {
 
 // list asks the remote for its branches (one round trip, like git
 // ls-remote).
-func (c *gitClone) list(ctx context.Context, acc remoteAccess) (remoteBranches, error) {
+func (c *gitClone) list(ctx context.Context, acc gitauth.Remote) (remoteBranches, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
 	var rb remoteBranches
@@ -102,12 +103,12 @@ func (c *gitClone) list(ctx context.Context, acc remoteAccess) (remoteBranches, 
 // uploadPack opens a fetch session and hands the advertised references to
 // use. Sessions are opened here rather than through go-git's Remote so
 // that they use acc's client, with its TLS settings.
-func (c *gitClone) uploadPack(ctx context.Context, acc remoteAccess, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
-	ep, err := acc.endpoint(c.url)
+func (c *gitClone) uploadPack(ctx context.Context, acc gitauth.Remote, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
+	ep, err := acc.Endpoint(c.url)
 	if err != nil {
 		return err
 	}
-	sess, err := acc.client.NewUploadPackSession(ep, acc.auth)
+	sess, err := acc.Client.NewUploadPackSession(ep, acc.Auth)
 	if err != nil {
 		return err
 	}
@@ -130,7 +131,7 @@ func (c *gitClone) uploadPack(ctx context.Context, acc remoteAccess, use func(tr
 // tip makes sure the clone holds a branch's commit, fetching the branch
 // when it does not, and returns the commit: the listed one, or a newer
 // one when the branch moved since it was listed.
-func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
+func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
 	if _, err := object.GetCommit(c.repo.Storer, listed); err == nil {
 		return listed, nil
 	}
@@ -153,10 +154,10 @@ func (c *gitClone) tip(ctx context.Context, acc remoteAccess, branch string, lis
 	}
 	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
 	if err := c.repo.Storer.SetReference(tracking); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.url), err)
 	}
 	if err := c.finish(); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, redactURL(c.url), err)
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.url), err)
 	}
 	return head, nil
 }
@@ -269,15 +270,15 @@ var ErrBranchMoved = errors.New("the branch moved since it was read")
 // longer holds expected, nothing is sent and the error wraps
 // ErrBranchMoved. The server applies the update only if the branch still
 // holds expected when it gets there, so a race in between fails too.
-func (c *gitClone) push(ctx context.Context, acc remoteAccess, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
+func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
 	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
-	ep, err := acc.endpoint(c.url)
+	ep, err := acc.Endpoint(c.url)
 	if err != nil {
 		return fail(err)
 	}
-	sess, err := acc.client.NewReceivePackSession(ep, acc.auth)
+	sess, err := acc.Client.NewReceivePackSession(ep, acc.Auth)
 	if err != nil {
 		return fail(err)
 	}
@@ -335,7 +336,7 @@ func shortHash(h plumbing.Hash) string {
 
 // remoteError names the operation, the repository and where credentials
 // came from (never the credentials themselves).
-func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
+func (c *gitClone) remoteError(op string, acc gitauth.Remote, err error) error {
 	hint := ""
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
@@ -343,9 +344,9 @@ func (c *gitClone) remoteError(op string, acc remoteAccess, err error) error {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		hint = " (the repository has no commits yet)"
 	case errors.As(err, new(x509.UnknownAuthorityError)):
-		hint = " (add the server's certificate, or its CA, to Argo CD's " + argoCDTLSCertsConfigMap + " under the server's host name)"
+		hint = " (add the server's certificate, or its CA, to Argo CD's " + gitauth.TLSCertsConfigMap + " under the server's host name)"
 	}
-	return fmt.Errorf("%s %s (%s): %w%s", op, redactURL(c.url), acc.creds.describe(), err, hint)
+	return fmt.Errorf("%s %s (%s): %w%s", op, gitauth.RedactURL(c.url), acc.Describe(), err, hint)
 }
 
 // commit stores a commit of parent's tree with files replaced, adding

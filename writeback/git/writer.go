@@ -1,7 +1,7 @@
 // Package git writes new image versions to an Application's git
-// repository (write-back method "git"): repository credentials and the
-// AppProject's permission, cached clones, the edit of the write-back target,
-// commits (signed with gitsign), pushes and pull requests.
+// repository (write-back method "git"): cached clones, the edit of the
+// write-back target, commits (signed with gitsign), pushes and pull
+// requests, reaching the repository as gitauth allows.
 package git
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
@@ -263,12 +264,12 @@ func WithClock(now func() time.Time) Option {
 // new tip (so the other commits are kept) and pushed again, a bounded
 // number of times; nothing is ever force-pushed.
 type Writer struct {
-	secrets  SecretLister
-	projects AppProjectGetter
+	secrets  gitauth.SecretLister
+	projects gitauth.AppProjectGetter
 	cfg      writerConfig
 	message  *CommitMessageTemplate
 	signer   gitsign.Signer
-	github   *githubTokens
+	github   *gitauth.GitHubTokens
 	cache    *cloneCache
 
 	// beforePush runs just before each push; tests use it to race one.
@@ -277,7 +278,7 @@ type Writer struct {
 
 // NewWriter returns a writer reading credentials through secrets and
 // the Applications' AppProjects through projects.
-func NewWriter(secrets SecretLister, projects AppProjectGetter, opts ...Option) (*Writer, error) {
+func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, opts ...Option) (*Writer, error) {
 	cfg := writerConfig{
 		argoCDNamespace: DefaultArgoCDNamespace,
 		authorName:      DefaultGitAuthorName,
@@ -290,13 +291,13 @@ func NewWriter(secrets SecretLister, projects AppProjectGetter, opts ...Option) 
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	w := &Writer{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message, github: newGitHubTokens()}
+	w := &Writer{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message, github: gitauth.NewGitHubTokens()}
 	var errs []error
 	if secrets == nil {
-		errs = append(errs, errors.New("a SecretLister is required"))
+		errs = append(errs, errors.New("a gitauth.SecretLister is required"))
 	}
 	if projects == nil {
-		errs = append(errs, errors.New("an AppProjectGetter is required"))
+		errs = append(errs, errors.New("an gitauth.AppProjectGetter is required"))
 	}
 	if cfg.authorName == "" || cfg.authorEmail == "" {
 		errs = append(errs, errors.New("commit author name and email must not be empty"))
@@ -360,7 +361,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 	writes := make([]*appWrite, len(updates))
 	var order []repoKey
 	byRepo := map[repoKey][]*appWrite{}
-	policy := newWritePolicy(w.projects, w.cfg.argoCDNamespace)
+	policy := gitauth.NewPolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
 		a := &appWrite{update: u, result: Result{Namespace: u.Namespace, Name: u.Name}}
 		writes[i] = a
@@ -372,7 +373,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 			continue
 		}
 		// Before anything is read or sent for the Application.
-		if err := policy.check(ctx, u); err != nil {
+		if err := policy.Check(ctx, gitauth.Request{Namespace: u.Namespace, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
 			a.fail(err)
 			continue
 		}
@@ -382,13 +383,13 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 		}
 		byRepo[k] = append(byRepo[k], a)
 	}
-	creds := newCredentialResolver(w.secrets, w.cfg.argoCDNamespace, w.cache.root, w.github)
+	creds := gitauth.NewResolver(w.secrets, w.cfg.argoCDNamespace, w.cache.root, w.github)
 	var g errgroup.Group
 	g.SetLimit(maxParallelRepositories)
 	for _, k := range order {
 		g.Go(func() error {
 			apps := byRepo[k]
-			defer w.recoverInto(apps, "writing to "+redactURL(k.url))
+			defer w.recoverInto(apps, "writing to "+gitauth.RedactURL(k.url))
 			w.writeRepository(ctx, creds, k.url, k.secret, apps)
 			return nil
 		})
@@ -434,20 +435,20 @@ func (w *Writer) lockRepository(url string) func() {
 }
 
 // writeRepository writes the updates of one repository, branch by branch.
-func (w *Writer) writeRepository(ctx context.Context, creds *credentialResolver, url string, secret types.NamespacedName, apps []*appWrite) {
+func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, url string, secret types.NamespacedName, apps []*appWrite) {
 	fail := func(err error) { failAll(apps, err) }
 	defer w.lockRepository(url)()
-	c, err := creds.resolve(ctx, url, secret)
+	c, err := creds.Resolve(ctx, url, secret)
 	if err != nil {
 		fail(err)
 		return
 	}
-	acc, err := creds.access(ctx, url, c, w.cfg.insecureIgnoreHostKey)
+	acc, err := creds.Access(ctx, url, c, w.cfg.insecureIgnoreHostKey)
 	if err != nil {
 		fail(err)
 		return
 	}
-	defer acc.close()
+	defer acc.Close()
 	clone, err := w.cache.open(url)
 	if err != nil {
 		fail(err)
@@ -508,8 +509,8 @@ type pendingCommit struct {
 // writeBranch commits the Applications of one target branch and pushes
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
-func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, apps []*appWrite) {
-	log := w.cfg.log.With("repository", redactURL(clone.url), "branch", plan.target)
+func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, apps []*appWrite) {
+	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
 		from := plan.target
@@ -518,7 +519,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc remoteAcc
 			from = plan.base
 			var ok bool
 			if listed, ok = remote.heads[plan.base]; !ok {
-				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, redactURL(clone.url))})
+				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, gitauth.RedactURL(clone.url))})
 				return
 			}
 		}
@@ -628,7 +629,7 @@ func refusedByServer(err error) bool {
 // halving), the commit after it is reported as refused, and the rest is
 // committed again on the new tip and pushed the same way. Each refused
 // Application costs about log2(n) extra pushes.
-func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc remoteAccess, remote *remoteBranches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
+func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
 	for len(pending) > 0 {
 		// The first lo commits are pushed; the first hi are refused.
 		lo, hi, refusal := 0, len(pending), pushErr
@@ -787,5 +788,5 @@ func (e invalidTarget) Error() string   { return e.err.Error() }
 func (e invalidTarget) Unwrap() []error { return []error{writeback.ErrInvalidTarget, e.err} }
 
 func appError(u Update, err error) error {
-	return redactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), redactURL(u.RepoURL), err))
+	return gitauth.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), gitauth.RedactURL(u.RepoURL), err))
 }

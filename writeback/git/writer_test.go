@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -32,8 +33,39 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
+
+// Names Argo CD gives its repository credentials and SSH known hosts,
+// and the user it sends with a token alone.
+const (
+	argoCDSecretTypeLabel      = "argocd.argoproj.io/secret-type"
+	argoCDSecretTypeRepository = "repository"
+	argoCDSecretTypeRepoCreds  = "repo-creds"
+	argoCDKnownHostsConfigMap  = "argocd-ssh-known-hosts-cm"
+	argoCDKnownHostsKey        = "ssh_known_hosts"
+	githubTokenUser            = "x-access-token"
+)
+
+// noObjects is a cluster without Secrets, ConfigMaps or AppProjects.
+type noObjects struct{}
+
+func (noObjects) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
+	return nil, nil
+}
+
+func (noObjects) Secret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("secrets"), name)
+}
+
+func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
+}
+
+func (noObjects) AppProject(_ context.Context, _, name string) (*gitauth.AppProject, error) {
+	return nil, apierrors.NewNotFound(gitauth.AppProjectsResource().GroupResource(), name)
+}
 
 // gitAppImage is the image the seed repository's manifests name.
 const gitAppImage = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"
@@ -122,7 +154,7 @@ func TestGitWriter(t *testing.T) {
 func (e *gitEnv) argoNamespace(t *testing.T, name string, withCreds bool) string {
 	t.Helper()
 	e.kube.CreateNamespace(t, name)
-	e.kube.CreateAppProject(t, name, DefaultAppProject, []string{"*"}, []string{testenv.ArgoCDNamespace, "team-*"})
+	e.kube.CreateAppProject(t, name, gitauth.DefaultAppProject, []string{"*"}, []string{testenv.ArgoCDNamespace, "team-*"})
 	if withCreds {
 		e.secret(t, name, "server-creds", argoCDSecretTypeRepoCreds, map[string]string{
 			"url": e.git.HTTPURL + "/", "username": e.git.Username, "password": e.git.Password,
@@ -143,7 +175,7 @@ func (e *gitEnv) secret(t *testing.T, ns, name, secretType string, data map[stri
 func (e *gitEnv) writer(t *testing.T, ns string, opts ...Option) *Writer {
 	t.Helper()
 	base := []Option{WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock })}
-	w, err := NewWriter(NewKubeSecretLister(e.cs), NewKubeAppProjectGetter(e.dyn), append(base, opts...)...)
+	w, err := NewWriter(gitauth.NewKubeSecretLister(e.cs), gitauth.NewKubeAppProjectGetter(e.dyn), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package git
+package gitauth
 
 import (
 	"context"
@@ -35,18 +35,18 @@ func (noObjects) AppProject(_ context.Context, _, name string) (*AppProject, err
 }
 
 func TestAccess(t *testing.T) {
-	r := newCredentialResolver(noObjects{}, "argocd", t.TempDir(), nil)
+	r := NewResolver(noObjects{}, "argocd", t.TempDir(), nil)
 	ctx := context.Background()
-	basic := gitCredentials{source: "Secret argocd/repo", username: "bot", password: "s3cret"}
+	basic := Credentials{source: "Secret argocd/repo", username: "bot", password: "s3cret"}
 
 	tests := []struct {
 		name, url string
-		creds     gitCredentials
+		creds     Credentials
 		wantUser  string
 		err       string
 	}{
 		{name: "https", url: "https://git.example.com/org/repo.git", creds: basic, wantUser: "bot"},
-		{name: "token without user", url: "https://git.example.com/org/repo.git", creds: gitCredentials{source: "x", password: "token"}, wantUser: githubTokenUser},
+		{name: "token without user", url: "https://git.example.com/org/repo.git", creds: Credentials{source: "x", password: "token"}, wantUser: githubTokenUser},
 		{name: "plain http to loopback", url: "http://127.0.0.1:8080/repo.git", creds: basic, wantUser: "bot"},
 		{name: "plain http to localhost", url: "http://localhost/repo.git", creds: basic, wantUser: "bot"},
 		{name: "plain http elsewhere", url: "http://git.example.com/repo.git", creds: basic, err: "refusing to send credentials from Secret argocd/repo over plain http to git.example.com; use https"},
@@ -57,19 +57,19 @@ func TestAccess(t *testing.T) {
 		{name: "credentials in the URL over plain http to loopback", url: "http://bot:s3cret@127.0.0.1:8080/repo.git", wantUser: "bot"},
 		{name: "unparsable URL with credentials", url: "https://bot:s3cret@git.example.com:http/repo.git", err: `invalid repository URL "https://xxxxx@git.example.com:http/repo.git"`},
 		{name: "credentials in the URL over plain http elsewhere", url: "http://bot:s3cret@git.example.com/repo.git", err: "refusing to send credentials from the repository URL over plain http to git.example.com; use https"},
-		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
-		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "../1", githubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
-		{name: "github app over plain http", url: "http://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "refusing to send credentials from Secret argocd/app over plain http to git.example.com"},
-		{name: "github enterprise api over plain http", url: "https://github.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret", githubAppBaseURL: "http://github.example.com/api/v3"}, err: "refusing to send GitHub App credentials over plain http"},
-		{name: "github app with a bad key", url: "https://github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "githubAppPrivateKey is not an RSA private key in PEM form"},
-		{name: "half a client certificate", url: "https://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/mtls", tlsClientCert: "cert"}, err: "Secret argocd/mtls has only one of tlsClientCertData and tlsClientCertKey"},
-		{name: "bad client certificate", url: "https://git.example.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/mtls", tlsClientCert: "cert", tlsClientKey: "s3cret"}, err: "the TLS client certificate in Secret argocd/mtls cannot be used"},
+		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
+		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "../1", githubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
+		{name: "github app over plain http", url: "http://git.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "refusing to send credentials from Secret argocd/app over plain http to git.example.com"},
+		{name: "github enterprise api over plain http", url: "https://github.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret", githubAppBaseURL: "http://github.example.com/api/v3"}, err: "refusing to send GitHub App credentials over plain http"},
+		{name: "github app with a bad key", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "githubAppPrivateKey is not an RSA private key in PEM form"},
+		{name: "half a client certificate", url: "https://git.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/mtls", tlsClientCert: "cert"}, err: "Secret argocd/mtls has only one of tlsClientCertData and tlsClientCertKey"},
+		{name: "bad client certificate", url: "https://git.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/mtls", tlsClientCert: "cert", tlsClientKey: "s3cret"}, err: "the TLS client certificate in Secret argocd/mtls cannot be used"},
 		{name: "ssh without a key", url: "git@github.com:org/repo.git", creds: basic, err: "no SSH private key for git@github.com:org/repo.git"},
-		{name: "ssh with a bad key", url: "ssh://git@github.com/org/repo.git", creds: gitCredentials{source: "Secret argocd/ssh", sshPrivateKey: "not a key"}, err: "the SSH private key in Secret argocd/ssh cannot be parsed"},
+		{name: "ssh with a bad key", url: "ssh://git@github.com/org/repo.git", creds: Credentials{source: "Secret argocd/ssh", sshPrivateKey: "not a key"}, err: "the SSH private key in Secret argocd/ssh cannot be parsed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			acc, err := r.access(ctx, tt.url, tt.creds, false)
+			acc, err := r.Access(ctx, tt.url, tt.creds, false)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tt.err)
@@ -83,10 +83,10 @@ func TestAccess(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The user info travels in the Authorization header only.
-			if ep, err := acc.endpoint(tt.url); err != nil || ep.User != "" || ep.Password != "" || strings.Contains(ep.String(), "s3cret") {
+			if ep, err := acc.Endpoint(tt.url); err != nil || ep.User != "" || ep.Password != "" || strings.Contains(ep.String(), "s3cret") {
 				t.Errorf("endpoint %v, %v: want one without user info", ep, err)
 			}
-			switch a := acc.auth.(type) {
+			switch a := acc.Auth.(type) {
 			case nil:
 				if tt.wantUser != "" {
 					t.Errorf("no auth, want user %s", tt.wantUser)
@@ -104,18 +104,18 @@ func TestAccess(t *testing.T) {
 
 func TestAccessSSHUser(t *testing.T) {
 	key := string(testSSHKey(t))
-	r := newCredentialResolver(noObjects{}, "argocd", t.TempDir(), nil)
+	r := NewResolver(noObjects{}, "argocd", t.TempDir(), nil)
 	for url, want := range map[string]string{
 		"git@github.com:org/repo.git":                "git",
 		"ssh://deploy@git.example.com:2222/repo.git": "deploy",
 		"ssh://git.example.com/repo.git":             "git",
 	} {
-		acc, err := r.access(context.Background(), url, gitCredentials{source: "x", sshPrivateKey: key}, true)
+		acc, err := r.Access(context.Background(), url, Credentials{source: "x", sshPrivateKey: key}, true)
 		if err != nil {
 			t.Fatalf("%s: %v", url, err)
 		}
-		if a, ok := acc.auth.(*gitssh.PublicKeys); !ok || a.User != want {
-			t.Errorf("%s: auth %+v, want user %s", url, acc.auth, want)
+		if a, ok := acc.Auth.(*gitssh.PublicKeys); !ok || a.User != want {
+			t.Errorf("%s: auth %+v, want user %s", url, acc.Auth, want)
 		}
 	}
 }
@@ -145,12 +145,12 @@ func TestRedactURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := redactURL(tt.in)
+			got := RedactURL(tt.in)
 			if got != tt.want {
-				t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+				t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 			if tt.secret != "" && strings.Contains(got, tt.secret) {
-				t.Errorf("redactURL(%q) = %q shows %q", tt.in, got, tt.secret)
+				t.Errorf("RedactURL(%q) = %q shows %q", tt.in, got, tt.secret)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package git
+package gitauth
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// argoCDTLSCertsConfigMap holds Argo CD's trusted certificates for HTTPS
+// TLSCertsConfigMap holds Argo CD's trusted certificates for HTTPS
 // servers: each key is a server name without port, each value PEM.
-const argoCDTLSCertsConfigMap = "argocd-tls-certs-cm"
+const TLSCertsConfigMap = "argocd-tls-certs-cm"
 
 // tlsRoots returns the certificates Argo CD trusts for host: nil when the
 // ConfigMap has no entry for it, which means the system's roots.
-func (r *credentialResolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, error) {
+func (r *Resolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, error) {
 	r.tlsOnce.Do(func() { r.tlsCerts, r.tlsErr = r.loadTLSCerts(ctx) })
 	if r.tlsErr != nil {
 		return nil, r.tlsErr
@@ -32,18 +32,18 @@ func (r *credentialResolver) tlsRoots(ctx context.Context, host string) (*x509.C
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(pemData)) {
-		return nil, fmt.Errorf("key %s of ConfigMap %s/%s holds no PEM certificate", host, r.namespace, argoCDTLSCertsConfigMap)
+		return nil, fmt.Errorf("key %s of ConfigMap %s/%s holds no PEM certificate", host, r.namespace, TLSCertsConfigMap)
 	}
 	return pool, nil
 }
 
-func (r *credentialResolver) loadTLSCerts(ctx context.Context) (map[string]string, error) {
-	cm, err := r.lister.ConfigMap(ctx, r.namespace, argoCDTLSCertsConfigMap)
+func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) {
+	cm, err := r.lister.ConfigMap(ctx, r.namespace, TLSCertsConfigMap)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("read TLS certificates from ConfigMap %s/%s: %w", r.namespace, argoCDTLSCertsConfigMap, err)
+		return nil, fmt.Errorf("read TLS certificates from ConfigMap %s/%s: %w", r.namespace, TLSCertsConfigMap, err)
 	}
 	return cm.Data, nil
 }
@@ -55,7 +55,7 @@ func (r *credentialResolver) loadTLSCerts(ctx context.Context) (map[string]strin
 //   - the client certificate of the Secret (tlsClientCertData and
 //     tlsClientCertKey) is sent whenever the server asks for one;
 //   - insecure skips verification, proxy replaces the environment's proxy.
-func (r *credentialResolver) httpTransport(ctx context.Context, host string, c gitCredentials) (*http.Transport, error) {
+func (r *Resolver) httpTransport(ctx context.Context, host string, c Credentials) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	tr.TLSClientConfig = cfg

@@ -1,4 +1,4 @@
-package git
+package gitauth
 
 import (
 	"context"
@@ -45,8 +45,8 @@ func TestCachedSecretLister(t *testing.T) {
 	}
 	password := func() string {
 		t.Helper()
-		r := newCredentialResolver(l, ns, t.TempDir(), nil)
-		c, err := r.resolve(context.Background(), "https://git.example.com/team/deploy.git", types.NamespacedName{}) // no git:secret:
+		r := NewResolver(l, ns, t.TempDir(), nil)
+		c, err := r.Resolve(context.Background(), "https://git.example.com/team/deploy.git", types.NamespacedName{}) // no git:secret:
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,9 @@
-package git
+// Package gitauth decides how the git write-back reaches a repository and
+// whether it may: Argo CD's repository credentials (Secrets, GitHub Apps,
+// TLS certificates, SSH known hosts) and the AppProject rules that keep an
+// Application to the repositories and Secrets meant for it. It also hides
+// credentials in URLs and error messages.
+package gitauth
 
 import (
 	"cmp"
@@ -78,8 +83,8 @@ func (l kubeSecretLister) ConfigMap(ctx context.Context, namespace, name string)
 	return l.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
-// gitCredentials are the fields of an Argo CD repository Secret we use.
-type gitCredentials struct {
+// Credentials are the fields of an Argo CD repository Secret we use.
+type Credentials struct {
 	// source names where they came from, for messages ("" = none found).
 	source             string
 	username, password string
@@ -96,10 +101,10 @@ type gitCredentials struct {
 	githubAppPrivateKey, githubAppBaseURL string
 }
 
-func credentialsFromSecret(s *corev1.Secret) gitCredentials {
+func credentialsFromSecret(s *corev1.Secret) Credentials {
 	get := func(k string) string { return string(s.Data[k]) }
 	flag := func(k string) bool { b, _ := strconv.ParseBool(get(k)); return b }
-	return gitCredentials{
+	return Credentials{
 		source:        "Secret " + s.Namespace + "/" + s.Name,
 		username:      get("username"),
 		password:      get("password"),
@@ -116,25 +121,25 @@ func credentialsFromSecret(s *corev1.Secret) gitCredentials {
 	}
 }
 
-func (c gitCredentials) githubApp() bool {
+func (c Credentials) githubApp() bool {
 	return c.githubAppID != "" || c.githubAppInstallationID != "" || c.githubAppPrivateKey != ""
 }
 
-func (c gitCredentials) empty() bool {
+func (c Credentials) empty() bool {
 	return c.username == "" && c.password == "" && c.sshPrivateKey == "" && !c.githubApp() && c.tlsClientCert == ""
 }
 
-func (c gitCredentials) describe() string {
+func (c Credentials) describe() string {
 	if c.source == "" {
 		return "no credentials"
 	}
 	return "credentials from " + c.source
 }
 
-// credentialResolver finds credentials for the repositories of one Write.
+// Resolver finds credentials for the repositories of one Write.
 // It reads the Secrets and known hosts at most once per Write, so a cycle
 // costs one list however many repositories it writes to.
-type credentialResolver struct {
+type Resolver struct {
 	lister    SecretLister
 	namespace string
 	tempDir   string
@@ -151,43 +156,43 @@ type credentialResolver struct {
 	tlsCerts map[string]string
 	tlsErr   error
 
-	github *githubTokens
+	github *GitHubTokens
 }
 
-// newCredentialResolver returns a resolver for one Write; github is the
+// NewResolver returns a resolver for one Write; github is the
 // writer's token cache, which outlives it.
-func newCredentialResolver(lister SecretLister, namespace, tempDir string, github *githubTokens) *credentialResolver {
+func NewResolver(lister SecretLister, namespace, tempDir string, github *GitHubTokens) *Resolver {
 	if github == nil {
-		github = newGitHubTokens()
+		github = NewGitHubTokens()
 	}
-	return &credentialResolver{lister: lister, namespace: namespace, tempDir: tempDir, github: github}
+	return &Resolver{lister: lister, namespace: namespace, tempDir: tempDir, github: github}
 }
 
-// resolve finds the credentials for a repository: with secretRef
+// Resolve finds the credentials for a repository: with secretRef
 // (git:secret:<namespace>/<name>) that Secret alone, refused when its url
 // does not cover the repository; else Argo CD's repository Secret for
 // that URL, then the repo-creds Secret with the longest URL prefix that
 // covers it (Argo CD's own order; urlCovers). No match means no
 // credentials, which is fine for public repositories over HTTPS.
-func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName) (gitCredentials, error) {
+func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName) (Credentials, error) {
 	if secretRef != (types.NamespacedName{}) {
 		ns, name := secretRef.Namespace, secretRef.Name
 		if ns == "" || name == "" {
-			return gitCredentials{}, fmt.Errorf("credentials Secret %q: want <namespace>/<name>", secretRef)
+			return Credentials{}, fmt.Errorf("credentials Secret %q: want <namespace>/<name>", secretRef)
 		}
 		s, err := r.lister.Secret(ctx, ns, name)
 		switch {
 		case apierrors.IsNotFound(err):
-			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s not found", ns, name)
+			return Credentials{}, fmt.Errorf("credentials Secret %s/%s not found", ns, name)
 		case err != nil:
-			return gitCredentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
+			return Credentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
 		}
 		if u := string(s.Data["url"]); u != "" && !urlCovers(u, repoURL) {
-			return gitCredentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, redactURL(u), redactURL(repoURL))
+			return Credentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, RedactURL(u), RedactURL(repoURL))
 		}
 		c := credentialsFromSecret(s)
 		if c.empty() {
-			return gitCredentials{}, fmt.Errorf("credentials Secret %s/%s has none of username, password, sshPrivateKey, githubAppPrivateKey, tlsClientCertData", ns, name)
+			return Credentials{}, fmt.Errorf("credentials Secret %s/%s has none of username, password, sshPrivateKey, githubAppPrivateKey, tlsClientCertData", ns, name)
 		}
 		return c, nil
 	}
@@ -196,7 +201,7 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 		slices.SortFunc(r.secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
 	})
 	if r.listErr != nil {
-		return gitCredentials{}, fmt.Errorf("read Argo CD repository credentials: %w", r.listErr)
+		return Credentials{}, fmt.Errorf("read Argo CD repository credentials: %w", r.listErr)
 	}
 	want := normalizeRepoURL(repoURL)
 	for i := range r.secrets {
@@ -227,7 +232,7 @@ func (r *credentialResolver) resolve(ctx context.Context, repoURL string, secret
 	if best != nil {
 		return credentialsFromSecret(best), nil
 	}
-	return gitCredentials{}, nil
+	return Credentials{}, nil
 }
 
 // isGitSecret skips credentials Argo CD keeps for Helm and OCI registries.
@@ -236,50 +241,55 @@ func isGitSecret(s *corev1.Secret) bool {
 	return t == "" || t == "git"
 }
 
-// remoteAccess is how to reach one repository.
-type remoteAccess struct {
-	auth transport.AuthMethod
-	// client speaks the repository's protocol. For HTTP(S) it is built
+// Remote is how to reach one repository.
+type Remote struct {
+	// Auth is what go-git sends to the repository.
+	Auth transport.AuthMethod
+	// Client speaks the repository's protocol. For HTTP(S) it is built
 	// for this repository, since go-git's shared clients can neither
 	// replace the trusted roots nor send a client certificate.
-	client transport.Transport
+	Client transport.Transport
 	// sshProxy is the Secret's proxy for SSH; HTTP clients carry theirs.
 	sshProxy transport.ProxyOptions
-	creds    gitCredentials
+	creds    Credentials
 	// httpTransport is client's, kept to close its idle connections.
 	httpTransport *http.Transport
 }
 
-// endpoint is the repository's endpoint for acc's client.
-func (acc remoteAccess) endpoint(repoURL string) (*transport.Endpoint, error) {
+// Endpoint is the repository's endpoint for acc's client.
+func (acc Remote) Endpoint(repoURL string) (*transport.Endpoint, error) {
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
 		return nil, err
 	}
 	ep.Proxy = acc.sshProxy
 	if ep.Protocol == "http" || ep.Protocol == "https" {
-		// access moved the user info into acc.auth; go-git's errors print
+		// access moved the user info into acc.Auth; go-git's errors print
 		// the request URLs.
 		ep.User, ep.Password = "", ""
 	}
 	return ep, nil
 }
 
-// close lets go of the connections the write kept open.
-func (acc remoteAccess) close() {
+// Describe says where the credentials came from, for errors; it never
+// holds a secret.
+func (acc Remote) Describe() string { return acc.creds.describe() }
+
+// Close lets go of the connections the write kept open.
+func (acc Remote) Close() {
 	if acc.httpTransport != nil {
 		acc.httpTransport.CloseIdleConnections()
 	}
 }
 
-// access turns credentials into go-git transport settings. Basic auth
+// Access turns credentials into go-git transport settings. Basic auth
 // and tokens go only over HTTPS, except to loopback addresses (tests,
 // port forwards): a password sent over plain HTTP could be read on the
 // way. A username or password wins over a GitHub App, as in Argo CD; the
 // app's installation token is sent as GitHub documents, with the user
 // x-access-token. SSH host keys are checked against Argo CD's known hosts
 // unless the writer or the Secret says otherwise.
-func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCredentials, ignoreHostKey bool) (remoteAccess, error) {
+func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ignoreHostKey bool) (Remote, error) {
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
 		// The parser's error repeats the URL, credentials and all.
@@ -287,9 +297,9 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
-		return remoteAccess{}, fmt.Errorf("invalid repository URL %q: %w", redactURL(repoURL), err)
+		return Remote{}, fmt.Errorf("invalid repository URL %q: %w", RedactURL(repoURL), err)
 	}
-	acc := remoteAccess{creds: c}
+	acc := Remote{creds: c}
 	switch ep.Protocol {
 	case "http", "https":
 		user, password := c.username, c.password
@@ -302,17 +312,17 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 			}
 		}
 		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
-			return remoteAccess{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.describe(), ep.Host)
+			return Remote{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.describe(), ep.Host)
 		}
 		tr, err := r.httpTransport(ctx, ep.Host, c)
 		if err != nil {
-			return remoteAccess{}, err
+			return Remote{}, err
 		}
 		acc.httpTransport = tr
-		acc.client = githttp.NewClient(&http.Client{Transport: tr, CheckRedirect: checkRedirect})
+		acc.Client = githttp.NewClient(&http.Client{Transport: tr, CheckRedirect: checkRedirect})
 		if useApp {
 			if password, err = r.githubAppToken(ctx, c); err != nil {
-				return remoteAccess{}, err
+				return Remote{}, err
 			}
 		}
 		if user == "" && password == "" {
@@ -321,18 +331,18 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 		if user == "" {
 			user = githubTokenUser
 		}
-		acc.auth = &githttp.BasicAuth{Username: user, Password: password}
+		acc.Auth = &githttp.BasicAuth{Username: user, Password: password}
 	case "ssh":
 		if c.sshPrivateKey == "" {
-			return remoteAccess{}, fmt.Errorf("no SSH private key for %s (%s)", redactURL(repoURL), c.describe())
+			return Remote{}, fmt.Errorf("no SSH private key for %s (%s)", RedactURL(repoURL), c.describe())
 		}
 		signer, err := ssh.ParsePrivateKey([]byte(c.sshPrivateKey))
 		if err != nil {
 			var missing *ssh.PassphraseMissingError
 			if errors.As(err, &missing) {
-				return remoteAccess{}, fmt.Errorf("the SSH private key in %s is protected by a passphrase, which is not supported", c.source)
+				return Remote{}, fmt.Errorf("the SSH private key in %s is protected by a passphrase, which is not supported", c.source)
 			}
-			return remoteAccess{}, fmt.Errorf("the SSH private key in %s cannot be parsed", c.source)
+			return Remote{}, fmt.Errorf("the SSH private key in %s cannot be parsed", c.source)
 		}
 		user := ep.User
 		if user == "" {
@@ -341,15 +351,15 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 		callback := ssh.InsecureIgnoreHostKey()
 		if !ignoreHostKey && !c.insecure {
 			if callback, err = r.hostKeyCallback(ctx); err != nil {
-				return remoteAccess{}, err
+				return Remote{}, err
 			}
 		}
-		acc.auth = &gitssh.PublicKeys{User: user, Signer: signer, HostKeyCallbackHelper: gitssh.HostKeyCallbackHelper{HostKeyCallback: callback}}
-		acc.client = gitssh.DefaultClient
+		acc.Auth = &gitssh.PublicKeys{User: user, Signer: signer, HostKeyCallbackHelper: gitssh.HostKeyCallbackHelper{HostKeyCallback: callback}}
+		acc.Client = gitssh.DefaultClient
 		acc.sshProxy = transport.ProxyOptions{URL: c.proxy}
 	default:
-		if acc.client, err = client.NewClient(ep); err != nil {
-			return remoteAccess{}, fmt.Errorf("repository %s: %w", redactURL(repoURL), err)
+		if acc.Client, err = client.NewClient(ep); err != nil {
+			return Remote{}, fmt.Errorf("repository %s: %w", RedactURL(repoURL), err)
 		}
 	}
 	return acc, nil
@@ -358,7 +368,7 @@ func (r *credentialResolver) access(ctx context.Context, repoURL string, c gitCr
 // githubAppToken mints (or takes from the cache) an installation token
 // for the GitHub App of c. The API host gets the same TLS and proxy
 // settings as the repository's, as in Argo CD.
-func (r *credentialResolver) githubAppToken(ctx context.Context, c gitCredentials) (string, error) {
+func (r *Resolver) githubAppToken(ctx context.Context, c Credentials) (string, error) {
 	app, err := parseGitHubApp(c.source, c.githubAppID, c.githubAppInstallationID, c.githubAppPrivateKey, c.githubAppBaseURL)
 	if err != nil {
 		return "", err
@@ -377,12 +387,12 @@ func (r *credentialResolver) githubAppToken(ctx context.Context, c gitCredential
 
 // hostKeyCallback checks SSH host keys against the known_hosts lines of
 // Argo CD's argocd-ssh-known-hosts-cm, with errors that name the host.
-func (r *credentialResolver) hostKeyCallback(ctx context.Context) (ssh.HostKeyCallback, error) {
+func (r *Resolver) hostKeyCallback(ctx context.Context) (ssh.HostKeyCallback, error) {
 	r.hostsOnce.Do(func() { r.hostKeys, r.hostsErr = r.loadKnownHosts(ctx) })
 	return r.hostKeys, r.hostsErr
 }
 
-func (r *credentialResolver) loadKnownHosts(ctx context.Context) (ssh.HostKeyCallback, error) {
+func (r *Resolver) loadKnownHosts(ctx context.Context) (ssh.HostKeyCallback, error) {
 	where := "ConfigMap " + r.namespace + "/" + argoCDKnownHostsConfigMap
 	cm, err := r.lister.ConfigMap(ctx, r.namespace, argoCDKnownHostsConfigMap)
 	switch {
@@ -432,7 +442,7 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// redactURL hides credentials written into a repository URL, for logs
+// RedactURL hides credentials written into a repository URL, for logs
 // and messages:
 //   - a password becomes xxxxx (url.URL.Redacted);
 //   - a user name alone is replaced by xxxxx too, except over SSH: HTTPS
@@ -443,8 +453,8 @@ func isLoopbackHost(host string) bool {
 //   - input url.Parse refuses loses everything up to its last '@' after the
 //     scheme, since its secret may hold an unescaped '/', '?' or '#' that
 //     hides where the authority ends.
-func redactURL(raw string) string {
-	if isSCPLikeURL(raw) {
+func RedactURL(raw string) string {
+	if IsSCPLikeURL(raw) {
 		return redactSCPLikeURL(raw)
 	}
 	u, err := url.Parse(raw)
@@ -478,9 +488,9 @@ func isSSHScheme(scheme string) bool {
 	return false
 }
 
-// isSCPLikeURL tells [user@]host:path apart from URLs the way git does: no
+// IsSCPLikeURL tells [user@]host:path apart from URLs the way git does: no
 // "://", and a ':' before the first '/'.
-func isSCPLikeURL(raw string) bool {
+func IsSCPLikeURL(raw string) bool {
 	if strings.Contains(raw, "://") {
 		return false
 	}

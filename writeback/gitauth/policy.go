@@ -1,4 +1,4 @@
-package git
+package gitauth
 
 import (
 	"context"
@@ -90,13 +90,13 @@ func (k kubeAppProjects) AppProject(ctx context.Context, namespace, name string)
 	return p, nil
 }
 
-// writePolicy checks the updates of one Write before anything is read or
+// Policy checks the updates of one Write before anything is read or
 // sent for them. AppProjects are read once per Write, that is once per
 // update cycle, however many Applications share them: a cycle costs one
 // GET per AppProject in use, and a changed AppProject applies from the
 // next cycle. An informer would save those few GETs but would need list
 // and watch, and keep every AppProject in memory.
-type writePolicy struct {
+type Policy struct {
 	projects  AppProjectGetter
 	namespace string // Argo CD's, where AppProjects live
 	// read holds the AppProjects read so far, errors included. Write
@@ -109,18 +109,32 @@ type projectRead struct {
 	err     error
 }
 
-func newWritePolicy(projects AppProjectGetter, argoCDNamespace string) *writePolicy {
-	return &writePolicy{projects: projects, namespace: argoCDNamespace, read: map[string]projectRead{}}
+// NewPolicy returns the policy of one Write; AppProjects are read from
+// argoCDNamespace.
+func NewPolicy(projects AppProjectGetter, argoCDNamespace string) *Policy {
+	return &Policy{projects: projects, namespace: argoCDNamespace, read: map[string]projectRead{}}
 }
 
-// check tells whether the Application of u may write to its repository
+// Request is what an Application asks to write to: its repository, with
+// the credentials it names.
+type Request struct {
+	// Namespace and Project are the Application's; Project "" means
+	// DefaultAppProject.
+	Namespace, Project string
+	RepoURL            string
+	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
+	// the zero value means Argo CD's repository credentials.
+	CredentialsSecret types.NamespacedName
+}
+
+// Check tells whether the Application of u may write to its repository
 // with the credentials it names.
-func (p *writePolicy) check(ctx context.Context, u Update) error {
+func (p *Policy) Check(ctx context.Context, u Request) error {
 	if !remoteRepoURL(u.RepoURL) {
-		return notPermittedf("the repository URL %s is not an https://, http://, ssh:// or user@host:path URL", redactURL(u.RepoURL))
+		return notPermittedf("the repository URL %s is not an https://, http://, ssh:// or user@host:path URL", RedactURL(u.RepoURL))
 	}
 	if hasDotSegment(u.RepoURL) {
-		return notPermittedf("the repository URL %s has a '.' or '..' path segment, which could lead to another repository than the one it names", redactURL(u.RepoURL))
+		return notPermittedf("the repository URL %s has a '.' or '..' path segment, which could lead to another repository than the one it names", RedactURL(u.RepoURL))
 	}
 	if s := u.CredentialsSecret; s != (types.NamespacedName{}) && s.Namespace != u.Namespace {
 		return notPermittedf("git:secret:%s/%s: an Application may only use a Secret of its own namespace, %s", s.Namespace, s.Name, u.Namespace)
@@ -149,7 +163,7 @@ func (p *writePolicy) check(ctx context.Context, u Update) error {
 		return notPermittedf("AppProject %s does not permit Applications in namespace %s (spec.sourceNamespaces)", name, u.Namespace)
 	}
 	if !sourceRepoPermitted(r.project.SourceRepos, u.RepoURL) {
-		return notPermittedf("repository %s is not permitted by AppProject %s (spec.sourceRepos)", redactURL(u.RepoURL), name)
+		return notPermittedf("repository %s is not permitted by AppProject %s (spec.sourceRepos)", RedactURL(u.RepoURL), name)
 	}
 	return nil
 }
@@ -206,7 +220,7 @@ func urlCovers(prefix, repoURL string) bool {
 // among them.
 func remoteRepoURL(raw string) bool {
 	s := strings.TrimSpace(raw)
-	if isSCPLikeURL(s) {
+	if IsSCPLikeURL(s) {
 		return true
 	}
 	u, err := url.Parse(s)
@@ -336,16 +350,16 @@ type redactedError struct {
 func (e redactedError) Error() string { return e.msg }
 func (e redactedError) Unwrap() error { return e.err }
 
-// redactErrorURLs hides the credentials of every URL in err's message: a
+// RedactErrorURLs hides the credentials of every URL in err's message: a
 // URL given with user info in it can come back in the message of any
 // layer below (a URL parser, an HTTP client, go-git), and the message
 // goes to logs and to Kubernetes events that tenants can read.
-func redactErrorURLs(err error) error {
+func RedactErrorURLs(err error) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	clean := urlInText.ReplaceAllStringFunc(msg, redactURL)
+	clean := urlInText.ReplaceAllStringFunc(msg, RedactURL)
 	if clean == msg {
 		return err
 	}

@@ -1,4 +1,4 @@
-package git
+package gitauth
 
 import (
 	"context"
@@ -94,10 +94,10 @@ func (a githubApp) cacheKey() string {
 	return a.appID + " " + a.installationID + " " + a.baseURL + " " + hex.EncodeToString(sum[:])
 }
 
-// githubTokens mints and caches GitHub App installation tokens. One lives
+// GitHubTokens mints and caches GitHub App installation tokens. One lives
 // as long as its Writer, so a token serves every write until shortly
 // before it expires.
-type githubTokens struct {
+type GitHubTokens struct {
 	now  func() time.Time
 	mint coalesce.Group[githubToken]
 
@@ -110,15 +110,16 @@ type githubToken struct {
 	expires time.Time
 }
 
-func newGitHubTokens() *githubTokens {
-	return &githubTokens{now: time.Now, tokens: map[string]githubToken{}}
+// NewGitHubTokens returns an empty token cache.
+func NewGitHubTokens() *GitHubTokens {
+	return &GitHubTokens{now: time.Now, tokens: map[string]githubToken{}}
 }
 
 // token returns a valid installation token for app, minting one through
 // the GitHub REST API with rt (which carries the TLS and proxy settings
 // for the API host) when none is cached. Concurrent writes to repositories
 // of one installation share one request.
-func (g *githubTokens) token(ctx context.Context, app githubApp, source string, rt http.RoundTripper) (string, error) {
+func (g *GitHubTokens) token(ctx context.Context, app githubApp, source string, rt http.RoundTripper) (string, error) {
 	key := app.cacheKey()
 	g.mu.Lock()
 	t, ok := g.tokens[key]
@@ -145,7 +146,7 @@ func (g *githubTokens) token(ctx context.Context, app githubApp, source string, 
 // request asks GitHub for an installation token: a JWT signed with the
 // app's key, sent to POST /app/installations/{id}/access_tokens. Errors
 // never hold the key, the JWT or a token.
-func (g *githubTokens) request(ctx context.Context, app githubApp, rt http.RoundTripper) (githubToken, error) {
+func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.RoundTripper) (githubToken, error) {
 	key, err := jwt.ParseRSAPrivateKeyFromPEM([]byte(app.privateKey))
 	if err != nil {
 		return githubToken{}, errors.New("githubAppPrivateKey is not an RSA private key in PEM form")
