@@ -30,7 +30,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/argocd"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 const prefix = appwatch.AnnotationPrefix
@@ -88,7 +90,7 @@ type worldOptions struct {
 	// AppProjects read from the argocd namespace.
 	git bool
 	// gitOptions are more options of the git write-back.
-	gitOptions []writeback.GitOption
+	gitOptions []git.Option
 	// registries are more registries.conf entries, YAML list items.
 	registries string
 	// updater are more options of the updater.
@@ -155,9 +157,9 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		WithControllerNamespace(testenv.ArgoCDNamespace),
 	}
 	if o.git {
-		gw, err := writeback.NewGitWriter(writeback.NewKubeSecretLister(w.cs), writeback.NewKubeAppProjectGetter(w.dyn),
-			append([]writeback.GitOption{writeback.WithArgoCDNamespace(testenv.ArgoCDNamespace), writeback.WithWorkDir(t.TempDir()),
-				writeback.WithGitDryRun(o.dryRun), writeback.WithGitLogger(logger)}, o.gitOptions...)...)
+		gw, err := git.NewWriter(gitauth.NewKubeSecretLister(w.cs), gitauth.NewKubeAppProjectGetter(w.dyn),
+			append([]git.Option{git.WithArgoCDNamespace(testenv.ArgoCDNamespace), git.WithWorkDir(t.TempDir()),
+				git.WithDryRun(o.dryRun), git.WithLogger(logger)}, o.gitOptions...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +169,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		opts = append(opts, WithSignatures(signature.NewVerifier(client), credentials.NewKubeSecretGetter(w.cs)))
 	}
 	opts = append(opts, o.updater...)
-	w.updater = New(w.watcher, regClient, writeback.NewArgoCDWriter(w.dyn, writeback.WithDryRun(o.dryRun)), opts...)
+	w.updater = New(w.watcher, regClient, argocd.NewWriter(w.dyn, argocd.WithDryRun(o.dryRun)), opts...)
 	return w
 }
 

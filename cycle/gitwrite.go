@@ -6,26 +6,27 @@ import (
 	"fmt"
 
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
 // GitWriter commits new versions to the Applications' repositories: all
 // updates of a cycle at once, so that each repository and branch gets one
 // push.
 type GitWriter interface {
-	Write(ctx context.Context, updates []writeback.GitUpdate) []writeback.GitResult
+	Write(ctx context.Context, updates []git.Update) []git.Result
 }
 
 // gitUpdate describes the git write-back of one Application.
-func gitUpdate(au *appUpdate, controllerNamespace string) (writeback.GitUpdate, error) {
+func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
 	app, wb := au.app, au.app.Annotations.WriteBack
 	if au.source.RepoURL == "" && wb.GitRepository == "" {
-		return writeback.GitUpdate{}, fmt.Errorf("git write-back: the Application has no source repository and no git-repository annotation")
+		return git.Update{}, fmt.Errorf("git write-back: the Application has no source repository and no git-repository annotation")
 	}
 	repo := wb.GitRepository
 	if repo == "" {
 		repo = au.source.RepoURL
 	}
-	return writeback.GitUpdate{
+	return git.Update{
 		Namespace:           app.Namespace,
 		Name:                app.Name,
 		ControllerNamespace: controllerNamespace,
@@ -47,7 +48,7 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 	if len(updates) == 0 {
 		return
 	}
-	var batch []writeback.GitUpdate
+	var batch []git.Update
 	var batched []*appUpdate
 	for _, au := range updates {
 		if u.git == nil {
@@ -72,7 +73,7 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 		return
 	}
 	// Write answers in the order of the batch.
-	var results []writeback.GitResult
+	var results []git.Result
 	if err := u.guard("writing to git", func() error { results = u.git.Write(u.writeContext(ctx), batch); return nil }); err != nil {
 		for _, au := range batched {
 			u.writeFailed(au, err, sum)

@@ -23,7 +23,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
 func TestCycle(t *testing.T) {
@@ -501,7 +501,7 @@ func TestCycle(t *testing.T) {
 				url := strings.Replace(gitSrv.HTTPRepoURL("example/"+tt.name), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
 				gh.FailReviewsWith(tt.status)
 				t.Cleanup(func() { gh.FailReviewsWith(0) })
-				w := newWorld(t, k, reg, worldOptions{names: tt.name, git: true, gitOptions: []writeback.GitOption{writeback.WithForgeHosts(hosts)}})
+				w := newWorld(t, k, reg, worldOptions{names: tt.name, git: true, gitOptions: []git.Option{git.WithForgeHosts(hosts)}})
 				app := application(tt.name, map[string]string{
 					"image-list":        "app=" + repo("eks-app"),
 					"write-back-method": "git",

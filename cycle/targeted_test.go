@@ -18,7 +18,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
 // A targeted check runs the cycle's pipeline over the named repositories
@@ -298,13 +298,13 @@ func (r *listingRegistry) Endpoint(imageref.Reference) config.Endpoint { return 
 
 // batchRecorder is a GitWriter that keeps each batch and reports every
 // change as pushed.
-type batchRecorder struct{ batches [][]writeback.GitUpdate }
+type batchRecorder struct{ batches [][]git.Update }
 
-func (b *batchRecorder) Write(_ context.Context, updates []writeback.GitUpdate) []writeback.GitResult {
+func (b *batchRecorder) Write(_ context.Context, updates []git.Update) []git.Result {
 	b.batches = append(b.batches, updates)
-	results := make([]writeback.GitResult, len(updates))
+	results := make([]git.Result, len(updates))
 	for i, gu := range updates {
-		results[i] = writeback.GitResult{Namespace: gu.Namespace, Name: gu.Name, Changed: gu.Images, Commit: "0123abcd", Branch: "main"}
+		results[i] = git.Result{Namespace: gu.Namespace, Name: gu.Name, Changed: gu.Images, Commit: "0123abcd", Branch: "main"}
 	}
 	return results
 }

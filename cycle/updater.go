@@ -22,6 +22,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 )
 
 // Applications is where the cycle finds the managed Applications, with
@@ -43,7 +44,7 @@ type Registry interface {
 
 // ApplicationWriter writes new versions into an Application itself.
 type ApplicationWriter interface {
-	Write(ctx context.Context, cached *unstructured.Unstructured, u writeback.ApplicationUpdate) (writeback.Result, error)
+	Write(ctx context.Context, cached *unstructured.Unstructured, u argocd.Update) (argocd.Result, error)
 }
 
 // Updater runs update cycles.
@@ -469,9 +470,9 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 				u.notWritten(au, err)
 				return nil
 			}
-			var res writeback.Result
+			var res argocd.Result
 			err := u.guard("writing Application "+au.app.Key(), func() (err error) {
-				res, err = u.argocd.Write(u.writeContext(ctx), au.app.Object, writeback.ApplicationUpdate{
+				res, err = u.argocd.Write(u.writeContext(ctx), au.app.Object, argocd.Update{
 					Namespace:   au.app.Namespace,
 					Name:        au.app.Name,
 					SourceIndex: au.source.Index,

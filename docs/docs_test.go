@@ -39,11 +39,11 @@ package docs
 //	                              gives must be listed by that help; kubectl
 //	                              lines must name files that exist
 //	json                          valid JSON
-//	gotemplate commit-message     writeback.ParseCommitMessageTemplate and
+//	gotemplate commit-message     git.ParseCommitMessageTemplate and
 //	                              Render with SampleCommitMessageData succeed;
 //	                              an optional next "text rendered" block must
 //	                              equal the output
-//	gotemplate pull-request       writeback.ParsePullRequestTemplate and
+//	gotemplate pull-request       git.ParsePullRequestTemplate and
 //	                              Render with SamplePullRequestData
 //	                              succeed; an optional next "text
 //	                              rendered" block must equal the title, a
@@ -100,7 +100,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/signature"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/argocd"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
 // block is one fenced code block of a Markdown file.
@@ -376,8 +377,8 @@ func (docSecrets) GetSecret(context.Context, string, string) (map[string][]byte,
 
 type refusingWriter struct{}
 
-func (refusingWriter) Write(context.Context, *unstructured.Unstructured, writeback.ApplicationUpdate) (writeback.Result, error) {
-	return writeback.Result{}, errors.New("docs test: nothing should be written")
+func (refusingWriter) Write(context.Context, *unstructured.Unstructured, argocd.Update) (argocd.Result, error) {
+	return argocd.Result{}, errors.New("docs test: nothing should be written")
 }
 
 // splitYAML splits a multi-document YAML text.
@@ -649,11 +650,11 @@ func knownValues(prefix string, given, defaults map[string]any) error {
 }
 
 func checkCommitMessage(b, exp block, hasExp bool) error {
-	tmpl, err := writeback.ParseCommitMessageTemplate(b.body)
+	tmpl, err := git.ParseCommitMessageTemplate(b.body)
 	if err != nil {
 		return err
 	}
-	msg, err := tmpl.Render(writeback.SampleCommitMessageData())
+	msg, err := tmpl.Render(git.SampleCommitMessageData())
 	if err != nil {
 		return err
 	}
@@ -664,11 +665,11 @@ func checkCommitMessage(b, exp block, hasExp bool) error {
 }
 
 func checkPullRequest(b, exp block, hasExp bool) error {
-	tmpl, err := writeback.ParsePullRequestTemplate(b.body)
+	tmpl, err := git.ParsePullRequestTemplate(b.body)
 	if err != nil {
 		return err
 	}
-	title, body, err := tmpl.Render(writeback.SamplePullRequestData())
+	title, body, err := tmpl.Render(git.SamplePullRequestData())
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 func TestImageUpdater(t *testing.T) {
@@ -701,9 +702,9 @@ func testOnePush(t *testing.T, s *servers) {
 		"apps/by-resource/kustomization.yaml": "resources: []\n",
 	})
 	s.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, []string{ns})
-	gw, err := writeback.NewGitWriter(writeback.NewKubeSecretLister(kubernetes.NewForConfigOrDie(s.k.Config)),
-		writeback.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(s.k.Config)),
-		writeback.WithArgoCDNamespace(testenv.ArgoCDNamespace), writeback.WithWorkDir(t.TempDir()))
+	gw, err := git.NewWriter(gitauth.NewKubeSecretLister(kubernetes.NewForConfigOrDie(s.k.Config)),
+		gitauth.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(s.k.Config)),
+		git.WithArgoCDNamespace(testenv.ArgoCDNamespace), git.WithWorkDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

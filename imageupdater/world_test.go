@@ -31,7 +31,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 )
 
 // servers are the API server (with the ImageUpdater CRD and an audit log)
@@ -124,7 +124,7 @@ func (s *servers) worldWith(t *testing.T, ns string, more []string, opts []cycle
 	t.Cleanup(broadcaster.Shutdown)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.cs.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
-	w.updater = cycle.New(w.source, regClient, writeback.NewArgoCDWriter(w.dyn), append(opts,
+	w.updater = cycle.New(w.source, regClient, argocd.NewWriter(w.dyn), append(opts,
 		cycle.WithRegistryConfig(func() *config.Config { return conf }),
 		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(w.cs)),
 		cycle.WithControllerNamespace(testenv.ArgoCDNamespace),

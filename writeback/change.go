@@ -1,7 +1,11 @@
+// Package writeback holds what every write-back method shares: the image
+// updates to write, how a change is reported, and the errors callers branch
+// on. Each method is a subpackage: argocd patches the Application itself,
+// git commits to the Application's repository, and manifest holds the pure
+// edits of the lists and files both of them change.
 package writeback
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -78,19 +82,9 @@ func reportedName(written, constraint string) (host, name string) {
 	return first, rest
 }
 
-// ApplicationUpdate is what to write to one Application.
-type ApplicationUpdate struct {
-	Namespace, Name string
-	// SourceIndex indexes spec.sources; -1 means spec.source.
-	SourceIndex int
-	// SourceType is Kustomize or Helm.
-	SourceType appwatch.SourceType
-	Images     []ImageUpdate
-}
-
-// reference is the image as written back: the user's spelling of its name
+// Written is the image as written back: the user's spelling of its name
 // with the new version ("nginx:1.27", "nginx:1.27@sha256:...").
-func (i ImageUpdate) reference() string {
+func (i ImageUpdate) Written() string {
 	ref, err := i.Image.WithVersion(i.New)
 	if err != nil {
 		// validate refuses such updates before anything is written.
@@ -99,8 +93,8 @@ func (i ImageUpdate) reference() string {
 	return ref.Original()
 }
 
-// validateImages checks what every write-back needs of its images.
-func validateImages(images []ImageUpdate) []error {
+// ValidateImages checks what every write-back needs of its images.
+func ValidateImages(images []ImageUpdate) []error {
 	var errs []error
 	for _, img := range images {
 		switch _, err := img.Image.WithVersion(img.New); {
@@ -115,19 +109,11 @@ func validateImages(images []ImageUpdate) []error {
 	return errs
 }
 
-func (u ApplicationUpdate) key() string { return u.Namespace + "/" + u.Name }
-
-func (u ApplicationUpdate) validate() error {
-	var errs []error
-	if u.Namespace == "" || u.Name == "" {
-		errs = append(errs, errors.New("namespace and name are required"))
+// ImageList lists the images as written, for logs.
+func ImageList(images []ImageUpdate) []string {
+	out := make([]string, len(images))
+	for i, img := range images {
+		out[i] = img.Written()
 	}
-	if u.SourceIndex < -1 {
-		errs = append(errs, fmt.Errorf("invalid source index %d", u.SourceIndex))
-	}
-	if !u.SourceType.Writable() {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
-	}
-	errs = append(errs, validateImages(u.Images)...)
-	return errors.Join(errs...)
+	return out
 }

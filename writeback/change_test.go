@@ -16,15 +16,6 @@ func mustRef(s string) imageref.Reference {
 	return r
 }
 
-// mustTarget parses a write-back-target as the annotations would.
-func mustTarget(s string) appwatch.WriteBackTarget {
-	t, err := appwatch.ParseWriteBackTarget(s)
-	if err != nil {
-		panic(err)
-	}
-	return t
-}
-
 func TestReportedChange(t *testing.T) {
 	const ecr = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -39,7 +39,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/signature"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/argocd"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 func runController(ctx context.Context, o *runOptions, logger *slog.Logger, lookupEnv func(string) (string, bool)) error {
@@ -190,13 +192,13 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		return nil
 	}
 
-	gitWriter, err := newGitWriter(o, clientset, dyn, namespace, logger, lookupEnv, writeback.WithPushGate(writeGate))
+	gitWriter, err := newGitWriter(o, clientset, dyn, namespace, logger, lookupEnv, git.WithPushGate(writeGate))
 	if err != nil {
 		return err
 	}
 	defer gitWriter.Close()
 	updater := cycle.New(apps, regClient,
-		writeback.NewArgoCDWriter(dyn, writeback.WithLogger(logger), writeback.WithDryRun(o.dryRun)),
+		argocd.NewWriter(dyn, argocd.WithLogger(logger), argocd.WithDryRun(o.dryRun)),
 		append(statusOpts,
 			cycle.WithGitWriter(gitWriter),
 			cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(clientset)),
@@ -340,12 +342,12 @@ func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metri
 // manifest mounts the file only when the ConfigMap has the key. A signing
 // key given by name is read from the keyring in GNUPGHOME, as gpg would.
 // AppProjects are read from Argo CD's namespace.
-func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool), more ...writeback.GitOption) (*writeback.GitWriter, error) {
+func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool), more ...git.Option) (*git.Writer, error) {
 	text, err := os.ReadFile(o.gitCommitMessagePath)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("commit message template: %w", err)
 	}
-	tmpl, err := writeback.ParseCommitMessageTemplate(string(text))
+	tmpl, err := git.ParseCommitMessageTemplate(string(text))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.gitCommitMessagePath, err)
 	}
@@ -353,29 +355,29 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("pull request template: %w", err)
 	}
-	prTmpl, err := writeback.ParsePullRequestTemplate(string(prText))
+	prTmpl, err := git.ParsePullRequestTemplate(string(prText))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o.gitPullRequestPath, err)
 	}
-	opts := []writeback.GitOption{
-		writeback.WithArgoCDNamespace(namespace),
-		writeback.WithPullRequestTemplate(prTmpl),
-		writeback.WithForgeHosts(o.forgeHosts),
-		writeback.WithAuthor(o.gitCommitUser, o.gitCommitEmail),
-		writeback.WithCommitMessageTemplate(tmpl),
-		writeback.WithSignOff(o.gitCommitSignOff),
-		writeback.WithGitDryRun(o.dryRun),
-		writeback.WithGitLogger(logger),
-		writeback.WithWorkDir(o.gitCloneDir),
-		writeback.WithCloneCacheSize(o.gitCloneMaxBytes),
+	opts := []git.Option{
+		git.WithArgoCDNamespace(namespace),
+		git.WithPullRequestTemplate(prTmpl),
+		git.WithForgeHosts(o.forgeHosts),
+		git.WithAuthor(o.gitCommitUser, o.gitCommitEmail),
+		git.WithCommitMessageTemplate(tmpl),
+		git.WithSignOff(o.gitCommitSignOff),
+		git.WithDryRun(o.dryRun),
+		git.WithLogger(logger),
+		git.WithWorkDir(o.gitCloneDir),
+		git.WithCloneCacheSize(o.gitCloneMaxBytes),
 	}
 	if o.gitCommitSigningKey != "" {
-		opts = append(opts, writeback.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))
+		opts = append(opts, git.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))
 	}
 	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
-		opts = append(opts, writeback.WithGnuPGHome(home))
+		opts = append(opts, git.WithGnuPGHome(home))
 	}
-	return writeback.NewGitWriter(writeback.NewCachedSecretLister(writeback.NewKubeSecretLister(cs), 0), writeback.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
+	return git.NewWriter(gitauth.NewCachedSecretLister(gitauth.NewKubeSecretLister(cs), 0), gitauth.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
 func serve(ctx context.Context, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {

@@ -15,7 +15,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/registry"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
 // Defaults shared with the install manifest.
@@ -197,7 +197,7 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.StringSliceVar(&o.githubEnterpriseAPIs, "github-enterprise-api-url", nil, "API URL of a GitHub Enterprise Server (https://HOST/api/v3) whose repositories may get pull requests (repeatable; github.com is always known)")
 	f.StringSliceVar(&o.gitlabURLs, "gitlab-url", nil, "URL of a GitLab instance (https://HOST) whose repositories may get merge requests (repeatable; gitlab.com is always known)")
 	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
-	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(writeback.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
+	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(git.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
 	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")

@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/spf13/cobra"
-
-	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func newTemplateCommand() *cobra.Command {
@@ -21,11 +20,11 @@ func newTemplateCommand() *cobra.Command {
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("read template: %w", err)}
 			}
-			tmpl, err := writeback.ParseCommitMessageTemplate(string(text))
+			tmpl, err := git.ParseCommitMessageTemplate(string(text))
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("%s: %w", args[0], err)}
 			}
-			msg, err := tmpl.Render(writeback.SampleCommitMessageData())
+			msg, err := tmpl.Render(git.SampleCommitMessageData())
 			if err != nil {
 				return &exitError{code: 2, err: fmt.Errorf("%s: %w", args[0], err)}
 			}

@@ -1,0 +1,178 @@
+package argocd
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// mustRef parses an image name as the annotations would.
+func mustRef(s string) imageref.Reference {
+	r, err := imageref.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func appFromYAML(t *testing.T, text string) *unstructured.Unstructured {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(text), &obj); err != nil {
+		t.Fatalf("parse Application: %v", err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func TestPlanWrite(t *testing.T) {
+	const multi = `
+metadata: {name: m, namespace: argocd, resourceVersion: "7"}
+spec:
+  sources:
+  - {repoURL: "https://git.example.com/values.git", targetRevision: main, ref: values}
+  - repoURL: https://charts.example.com
+    chart: web
+    helm: {parameters: [{name: image.tag, value: "1"}]}
+  - {repoURL: "https://git.example.com/app.git", path: overlays/prod}
+`
+	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "2"}}
+	tests := []struct {
+		name, app string
+		update    Update
+		wantPatch string // "" = nothing to write
+		wantErr   string
+	}{
+		{
+			name: "single source, kustomize block created",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", path: app}}`,
+			update:    Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize","value":{"images":["nginx:2"]}}]`,
+		},
+		{
+			name: "single source, existing kustomize block",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {namePrefix: p-}}}`,
+			update:    Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize/images","value":["nginx:2"]}]`,
+		},
+		{
+			name: "single source, nothing to write",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {images: ["nginx:2"]}}}`,
+			update: Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+		},
+		{
+			name:      "multi source, helm",
+			app:       multi,
+			update:    Update{SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/1/helm/parameters","value":[{"forceString":true,"name":"image.tag","value":"2"},{"forceString":true,"name":"image.name","value":"nginx"}]}]`,
+		},
+		{
+			name:      "multi source, kustomize block created",
+			app:       multi,
+			update:    Update{SourceIndex: 2, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/2/kustomize","value":{"images":["nginx:2"]}}]`,
+		},
+		{
+			name:    "index out of range",
+			app:     multi,
+			update:  Update{SourceIndex: 3, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			wantErr: "spec.sources has 3 entries, no index 3",
+		},
+		{
+			name:    "no spec.source",
+			app:     multi,
+			update:  Update{SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			wantErr: "it has no spec.source",
+		},
+		{
+			name: "no spec.sources",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git"}}`,
+			update:  Update{SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			wantErr: "it has no spec.sources",
+		},
+		{
+			name: "images is not a list",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {source: {repoURL: "https://git.example.com/app.git", kustomize: {images: "nginx:1"}}}`,
+			update:  Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			wantErr: "spec.source.kustomize.images is a string, not a list",
+		},
+		{
+			name: "helm is not an object",
+			app: `
+metadata: {name: s, namespace: argocd, resourceVersion: "5"}
+spec: {sources: [{repoURL: "https://git.example.com/app.git", helm: [1]}]}`,
+			update:  Update{SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			wantErr: "spec.sources[0].helm is a []interface {}, not an object",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := appFromYAML(t, tt.app)
+			before := obj.DeepCopy()
+			p, err := planWrite(obj, tt.update)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(p.patch); got != tt.wantPatch {
+				t.Errorf("patch:\n got %s\nwant %s", got, tt.wantPatch)
+			}
+			if (len(p.changed) == 0) != (tt.wantPatch == "") {
+				t.Errorf("changed = %v with patch %q", p.changed, tt.wantPatch)
+			}
+			if d := cmp.Diff(before.Object, obj.Object); d != "" {
+				t.Errorf("object modified (-before +after):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestApplicationUpdateValidate(t *testing.T) {
+	ok := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "a", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}
+	tests := []struct {
+		name    string
+		update  Update
+		wantErr string
+	}{
+		{"valid", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{ok}}, ""},
+		{"no name", Update{Namespace: "argocd", SourceIndex: -1, SourceType: appwatch.SourceHelm}, "namespace and name are required"},
+		{"bad index", Update{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: appwatch.SourceHelm}, "invalid source index -2"},
+		{"directory source", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: "Directory"}, `source type "Directory" cannot be written`},
+		{"no version", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "a", Image: mustRef("nginx")}}}}, "image nginx: neither a tag nor a digest"},
+		{"no image", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "a"}, New: imageref.Version{Tag: "1"}}}}, `image "a": empty image name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.update.validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

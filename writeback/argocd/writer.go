@@ -1,0 +1,354 @@
+// Package argocd writes new image versions into the Application itself
+// (write-back method "argocd"), patching only the list it changes.
+package argocd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/manifest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// FieldManager is the field manager our patches are recorded under in the
+// Application's managedFields.
+const FieldManager = "argocd-image-updater"
+
+// DefaultConflictRetries is how often a write is recomputed and sent again
+// after another client changed the Application in between.
+const DefaultConflictRetries = 5
+
+// Writer writes new image versions into Applications themselves
+// (write-back method "argocd"). It patches only the one list it changes,
+// Kustomize images or Helm parameters of one source, built from the live
+// object's raw entries, so fields that Argo CD's Go types in this module do
+// not know (a newer Argo CD's) are never lost.
+//
+// Every patch is a JSON patch: a merge patch can only replace spec.sources
+// whole, which would overwrite concurrent edits of the other sources. Its
+// first operation sets metadata.resourceVersion to the version the change
+// was computed from, so the API server rejects it with 409 Conflict when
+// the object changed since; the write is then recomputed from a fresh read.
+type Writer struct {
+	client  dynamic.Interface
+	retries int
+	log     *slog.Logger
+	dryRun  bool
+}
+
+// Option configures an Writer.
+type Option func(*Writer)
+
+// WithConflictRetries sets how often a write rejected by a conflicting
+// change is retried (default DefaultConflictRetries; 0 = never).
+func WithConflictRetries(n int) Option {
+	return func(w *Writer) { w.retries = max(n, 0) }
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(w *Writer) {
+		if l != nil {
+			w.log = l
+		}
+	}
+}
+
+// WithDryRun makes Write compute and return the patch without sending it.
+func WithDryRun(dryRun bool) Option {
+	return func(w *Writer) { w.dryRun = dryRun }
+}
+
+// NewWriter returns a writer using client, which needs get and patch
+// on argoproj.io applications.
+func NewWriter(client dynamic.Interface, opts ...Option) *Writer {
+	w := &Writer{
+		client:  client,
+		retries: DefaultConflictRetries,
+		log:     slog.New(slog.DiscardHandler),
+	}
+	for _, opt := range opts {
+		opt(w)
+	}
+	return w
+}
+
+// Update is what to write to one Application.
+type Update struct {
+	Namespace, Name string
+	// SourceIndex indexes spec.sources; -1 means spec.source.
+	SourceIndex int
+	// SourceType is Kustomize or Helm.
+	SourceType appwatch.SourceType
+	Images     []writeback.ImageUpdate
+}
+
+func (u Update) key() string { return u.Namespace + "/" + u.Name }
+
+func (u Update) validate() error {
+	var errs []error
+	if u.Namespace == "" || u.Name == "" {
+		errs = append(errs, errors.New("namespace and name are required"))
+	}
+	if u.SourceIndex < -1 {
+		errs = append(errs, fmt.Errorf("invalid source index %d", u.SourceIndex))
+	}
+	if !u.SourceType.Writable() {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
+	}
+	errs = append(errs, writeback.ValidateImages(u.Images)...)
+	return errors.Join(errs...)
+}
+
+// Result is what a Write changed.
+type Result struct {
+	// Changed lists the updates whose version was not yet in the
+	// Application; empty when everything was already written.
+	Changed []writeback.ImageUpdate
+	// Patched is true when a patch was sent and accepted.
+	Patched bool
+	// Patch is the JSON patch sent, or in dry-run mode the one that would
+	// have been sent; nil when nothing needed writing.
+	Patch []byte
+}
+
+// Write applies u to its Application. cached is the Application as last
+// seen (from an informer, for example) and is not modified; nil means the
+// Application is read first. When the overrides already hold every
+// version, no request is sent and Result.Patched is false.
+func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u Update) (Result, error) {
+	if err := u.validate(); err != nil {
+		return Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
+	}
+	if len(u.Images) == 0 {
+		return Result{}, nil
+	}
+	apps := w.client.Resource(appwatch.ApplicationsResource()).Namespace(u.Namespace)
+	obj := cached
+	if obj != nil && (obj.GetNamespace() != u.Namespace || obj.GetName() != u.Name) {
+		return Result{}, fmt.Errorf("write back to Application %s: the object given is %s/%s", u.key(), obj.GetNamespace(), obj.GetName())
+	}
+	if obj != nil && obj.GetResourceVersion() == "" {
+		// Without a version the optimistic lock has nothing to compare.
+		obj = nil
+	}
+	var firstSource string
+	var readAnnotations map[string]string
+	for attempt := 0; ; attempt++ {
+		if obj == nil {
+			var err error
+			if obj, err = apps.Get(ctx, u.Name, metav1.GetOptions{}); err != nil {
+				return Result{}, fmt.Errorf("write back to Application %s: read it: %w", u.key(), err)
+			}
+		}
+		if attempt == 0 {
+			readAnnotations = obj.GetAnnotations()
+		} else if !maps.Equal(readAnnotations, obj.GetAnnotations()) {
+			// Whoever changed the Application meanwhile may have paused
+			// or removed an image: its annotations as they are now decide.
+			u.Images = stillWanted(obj, u.Images)
+			if len(u.Images) == 0 {
+				w.log.Info("not writing back: the Application's annotations no longer ask for these updates", "application", u.key())
+				return Result{}, nil
+			}
+		}
+		p, err := planWrite(obj, u)
+		if err != nil {
+			return Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
+		}
+		// A retry must write into the source the update was computed for;
+		// if spec.sources was reordered meanwhile, the index means another one.
+		if attempt == 0 {
+			firstSource = p.source
+		} else if p.source != firstSource {
+			return Result{}, fmt.Errorf("write back to Application %s: source %d changed while writing (was %s, now %s)", u.key(), u.SourceIndex, firstSource, p.source)
+		}
+		if len(p.changed) == 0 {
+			return Result{}, nil
+		}
+		log := w.log.With("application", u.key(), "resourceVersion", obj.GetResourceVersion())
+		if w.dryRun {
+			log.Info("dry run: not writing back", "images", writeback.ImageList(p.changed), "patch", string(p.patch))
+			return Result{Changed: p.changed, Patch: p.patch}, nil
+		}
+		_, err = apps.Patch(ctx, u.Name, types.JSONPatchType, p.patch, metav1.PatchOptions{FieldManager: FieldManager})
+		if err == nil {
+			log.Info("wrote back new image versions", "images", writeback.ImageList(p.changed))
+			return Result{Changed: p.changed, Patched: true, Patch: p.patch}, nil
+		}
+		fresh, conflict, checkErr := w.conflicting(ctx, apps, obj, err)
+		if checkErr != nil {
+			return Result{}, fmt.Errorf("write back to Application %s: patch: %w (then reading it failed: %v)", u.key(), err, checkErr)
+		}
+		if !conflict {
+			return Result{}, fmt.Errorf("write back to Application %s: patch: %w", u.key(), err)
+		}
+		if attempt >= w.retries {
+			return Result{}, fmt.Errorf("write back to Application %s: still conflicting with other changes after %d retries: %w", u.key(), w.retries, err)
+		}
+		log.Debug("Application changed while writing back; retrying", "attempt", attempt+1, "error", err)
+		obj = fresh
+	}
+}
+
+// stillWanted keeps the updates that obj's annotations still ask the
+// argocd write-back for: the image is still listed (by alias, else by
+// name), not paused with ignore-tags "*", and the method is still argocd.
+func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate) []writeback.ImageUpdate {
+	now := appwatch.ParseAnnotations(obj.GetAnnotations())
+	if now.WriteBack.Method != appwatch.WriteBackArgoCD {
+		return nil
+	}
+	var keep []writeback.ImageUpdate
+	for _, img := range images {
+		for _, spec := range now.Images {
+			if spec.Key() == img.Key() && !slices.Contains(spec.IgnoreTags, "*") {
+				keep = append(keep, img)
+				break
+			}
+		}
+	}
+	return keep
+}
+
+// conflicting tells whether a rejected patch lost a race with another
+// writer. 409 says so. 422 is what the API server answers when a JSON patch
+// operation cannot apply, which happens when the object changed under us
+// (a source removed, say) before the version check is reached; it is a
+// conflict only if the object's version moved. fresh is the object read to
+// decide, or nil when it must still be read.
+func (w *Writer) conflicting(ctx context.Context, apps dynamic.ResourceInterface, sent *unstructured.Unstructured, err error) (fresh *unstructured.Unstructured, conflict bool, _ error) {
+	if apierrors.IsConflict(err) {
+		return nil, true, nil
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != http.StatusUnprocessableEntity {
+		return nil, false, nil
+	}
+	fresh, getErr := apps.Get(ctx, sent.GetName(), metav1.GetOptions{})
+	if getErr != nil {
+		return nil, false, getErr
+	}
+	return fresh, fresh.GetResourceVersion() != sent.GetResourceVersion(), nil
+}
+
+// writePlan is one computed write.
+type writePlan struct {
+	changed []writeback.ImageUpdate
+	patch   []byte
+	// source identifies the source written to, to detect reordering.
+	source string
+}
+
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// planWrite computes the new list for the update's source and the JSON
+// patch that writes it, or no patch when the list already holds every
+// version.
+func planWrite(obj *unstructured.Unstructured, u Update) (writePlan, error) {
+	source, path, pointer, err := findSource(obj, u.SourceIndex)
+	if err != nil {
+		return writePlan{}, err
+	}
+	block, field := "kustomize", "images"
+	if u.SourceType == appwatch.SourceHelm {
+		block, field = "helm", "parameters"
+	}
+	var settings map[string]any
+	if raw, ok := source[block]; ok && raw != nil {
+		if settings, ok = raw.(map[string]any); !ok {
+			return writePlan{}, fmt.Errorf("%s.%s is a %T, not an object", path, block, raw)
+		}
+	}
+	var current []any
+	if raw, ok := settings[field]; ok && raw != nil {
+		if current, ok = raw.([]any); !ok {
+			return writePlan{}, fmt.Errorf("%s.%s.%s is a %T, not a list", path, block, field, raw)
+		}
+	}
+	var next []any
+	var changed []writeback.ImageUpdate
+	if u.SourceType == appwatch.SourceHelm {
+		next, changed = manifest.UpdateHelmParameters(current, u.Images)
+	} else {
+		next, changed = manifest.UpdateKustomizeImages(current, u.Images)
+	}
+	p := writePlan{changed: changed, source: sourceIdentity(source)}
+	if len(changed) == 0 {
+		return p, nil
+	}
+	ops := []jsonPatchOp{{Op: "replace", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
+	if settings == nil {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer + "/" + block, Value: map[string]any{field: next}})
+	} else {
+		// "add" on an existing member replaces it, so it serves both cases.
+		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer + "/" + block + "/" + field, Value: next})
+	}
+	if p.patch, err = json.Marshal(ops); err != nil {
+		return writePlan{}, fmt.Errorf("encode patch: %w", err)
+	}
+	return p, nil
+}
+
+// findSource returns the source an index designates, its field path for
+// messages and its JSON pointer for the patch.
+func findSource(obj *unstructured.Unstructured, index int) (source map[string]any, path, pointer string, _ error) {
+	if index < 0 {
+		raw, found, err := unstructured.NestedFieldNoCopy(obj.Object, "spec", "source")
+		if err != nil || !found || raw == nil {
+			return nil, "", "", errors.New("it has no spec.source")
+		}
+		source, ok := raw.(map[string]any)
+		if !ok {
+			return nil, "", "", fmt.Errorf("spec.source is a %T, not an object", raw)
+		}
+		return source, "spec.source", "/spec/source", nil
+	}
+	raw, found, err := unstructured.NestedFieldNoCopy(obj.Object, "spec", "sources")
+	if err != nil || !found || raw == nil {
+		return nil, "", "", errors.New("it has no spec.sources")
+	}
+	sources, ok := raw.([]any)
+	if !ok {
+		return nil, "", "", fmt.Errorf("spec.sources is a %T, not a list", raw)
+	}
+	if index >= len(sources) {
+		return nil, "", "", fmt.Errorf("spec.sources has %d entries, no index %d", len(sources), index)
+	}
+	path = fmt.Sprintf("spec.sources[%d]", index)
+	source, ok = sources[index].(map[string]any)
+	if !ok {
+		return nil, "", "", fmt.Errorf("%s is a %T, not an object", path, sources[index])
+	}
+	return source, path, "/spec/sources/" + strconv.Itoa(index), nil
+}
+
+// sourceIdentity names a source by what it deploys.
+func sourceIdentity(source map[string]any) string {
+	s := func(key string) string { v, _ := source[key].(string); return v }
+	id := s("repoURL")
+	if chart := s("chart"); chart != "" {
+		id += " chart " + chart
+	}
+	if path := s("path"); path != "" {
+		id += " path " + path
+	}
+	return id
+}

@@ -1,0 +1,90 @@
+package git
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+)
+
+// BenchmarkCommitBatch builds the commits of one cycle's batch: n
+// Applications, each with its own overlay among n in one repository (the
+// bench's git scenario), each getting a new tag.
+func BenchmarkCommitBatch(b *testing.B) {
+	for _, n := range []int{100, 500} {
+		b.Run(fmt.Sprintf("apps=%d", n), func(b *testing.B) {
+			clone, tip := overlayRepository(b, n)
+			w, err := NewWriter(gitauth.NewKubeSecretLister(nil), gitauth.NewKubeAppProjectGetter(nil), WithWorkDir(b.TempDir()), WithClock(func() time.Time { return testClock }))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				apps := make([]*appWrite, n)
+				for j := range apps {
+					apps[j] = &appWrite{update: Update{
+						Namespace: "argocd", Name: fmt.Sprintf("app-%04d", j), ControllerNamespace: "argocd",
+						RepoURL: "https://git.example.com/deploy.git", TargetRevision: "main",
+						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: appwatch.SourceKustomize,
+						Target: appwatch.WriteBackTarget{Kind: appwatch.TargetKustomization},
+						Images: []writeback.ImageUpdate{{
+							ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("registry.example.com/app")},
+							New:       imageref.Version{Tag: fmt.Sprintf("1.0.%d", i+1)},
+							Old:       imageref.ParseVersion("1.0.0"),
+						}},
+					}}
+				}
+				_, pending, _, err := w.commitApplications(clone, tip, apps)
+				if err != nil || len(pending) != n {
+					b.Fatalf("%d commits, %v", len(pending), err)
+				}
+			}
+		})
+	}
+}
+
+// overlayRepository is an in-memory repository whose one commit holds n
+// overlays/app-NNNN/kustomization.yaml files.
+func overlayRepository(b *testing.B, n int) (*gitClone, plumbing.Hash) {
+	b.Helper()
+	repo, err := gogit.Init(memory.NewStorage(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	files := map[string][]byte{}
+	for j := range n {
+		files[fmt.Sprintf("overlays/app-%04d/kustomization.yaml", j)] = fmt.Appendf(nil,
+			"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\nimages:\n- name: registry.example.com/app\n  newTag: 1.0.0\n")
+	}
+	var created []plumbing.Hash
+	trees := newChainTrees(repo.Storer)
+	tree := plumbing.ZeroHash
+	for p, content := range files {
+		blob, err := storeBlob(repo.Storer, content)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if tree, err = putTreeFile(trees, tree, splitRepoPath(p), blob, &created); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sig := object.Signature{Name: "seed", Email: "seed@example.com", When: testClock}
+	obj := repo.Storer.NewEncodedObject()
+	if err := (&object.Commit{Author: sig, Committer: sig, Message: "seed", TreeHash: tree}).Encode(obj); err != nil {
+		b.Fatal(err)
+	}
+	tip, err := repo.Storer.SetEncodedObject(obj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &gitClone{repo: repo}, tip
+}

@@ -1,0 +1,482 @@
+package git
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
+)
+
+const remoteName = "origin"
+
+// gitClone is the local clone of one repository, kept between cycles so
+// that a cycle only fetches what changed. It is bare: write-backs read
+// and write git objects directly and never check files out, so the cost
+// of a cycle does not grow with the size of the repository's tree, and no
+// half-written working tree can survive a crash. It is shallow where the
+// server allows: its history starts at the first tip it fetched.
+type gitClone struct {
+	url string
+	// name is the clone's folder name in the cache, dir the folder.
+	name, dir string
+	// building is the temporary folder of a clone whose first fetch has
+	// not landed yet; finish moves it to dir.
+	building    string
+	repo        *gogit.Repository
+	fullHistory bool
+}
+
+// finish moves a new clone, whose first fetch just landed, to its folder.
+func (c *gitClone) finish() error {
+	if c.building == "" {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(c.building, lastUseFile), nil, 0o600); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
+	}
+	if err := os.Rename(c.building, c.dir); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
+	}
+	c.building = ""
+	repo, err := gogit.PlainOpen(c.dir)
+	if err != nil {
+		return fmt.Errorf("open clone %s: %w", c.dir, err)
+	}
+	c.repo = repo
+	return nil
+}
+
+// remoteBranches is what the remote advertises: its branches and the one
+// HEAD names (its default branch).
+type remoteBranches struct {
+	heads         map[string]plumbing.Hash
+	defaultBranch string
+}
+
+// list asks the remote for its branches (one round trip, like git
+// ls-remote).
+func (c *gitClone) list(ctx context.Context, acc gitauth.Remote) (remoteBranches, error) {
+	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	defer cancel()
+	var rb remoteBranches
+	err := c.uploadPack(ctx, acc, func(_ transport.UploadPackSession, _ *packp.AdvRefs, refs storer.ReferenceStorer) error {
+		rb = remoteBranches{heads: map[string]plumbing.Hash{}}
+		iter, err := refs.IterReferences()
+		if err != nil {
+			return err
+		}
+		return iter.ForEach(func(r *plumbing.Reference) error {
+			switch {
+			case r.Name() == plumbing.HEAD && r.Type() == plumbing.SymbolicReference && r.Target().IsBranch():
+				rb.defaultBranch = r.Target().Short()
+			case r.Name().IsBranch() && r.Type() == plumbing.HashReference:
+				rb.heads[r.Name().Short()] = r.Hash()
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return remoteBranches{}, c.remoteError("list branches of", acc, err)
+	}
+	return rb, nil
+}
+
+// uploadPack opens a fetch session and hands the advertised references to
+// use. Sessions are opened here rather than through go-git's Remote so
+// that they use acc's client, with its TLS settings.
+func (c *gitClone) uploadPack(ctx context.Context, acc gitauth.Remote, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
+	ep, err := acc.Endpoint(c.url)
+	if err != nil {
+		return err
+	}
+	sess, err := acc.Client.NewUploadPackSession(ep, acc.Auth)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := sess.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return err
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return err
+	}
+	return use(sess, adv, refs)
+}
+
+// tip makes sure the clone holds a branch's commit, fetching the branch
+// when it does not, and returns the commit: the listed one, or a newer
+// one when the branch moved since it was listed.
+func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
+	if _, err := object.GetCommit(c.repo.Storer, listed); err == nil {
+		return listed, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	defer cancel()
+	var head plumbing.Hash
+	err := c.uploadPack(ctx, acc, func(sess transport.UploadPackSession, adv *packp.AdvRefs, refs storer.ReferenceStorer) error {
+		ref, err := refs.Reference(plumbing.NewBranchReferenceName(branch))
+		if err != nil {
+			return fmt.Errorf("no branch %s: %w", branch, err)
+		}
+		head = ref.Hash()
+		if _, err := object.GetCommit(c.repo.Storer, head); err == nil {
+			return nil
+		}
+		return c.fetchPack(ctx, sess, adv, head)
+	})
+	if err != nil {
+		return plumbing.ZeroHash, c.remoteError("fetch branch "+branch+" of", acc, err)
+	}
+	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
+	if err := c.repo.Storer.SetReference(tracking); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.url), err)
+	}
+	if err := c.finish(); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.url), err)
+	}
+	return head, nil
+}
+
+// fetchPack asks for the objects of want that the clone lacks and stores
+// them. The branches the clone tracks are what it has; the server leaves
+// out every object reachable from them, down to the clone's shallow
+// commits, which are sent along so that the server does not count history
+// the clone never fetched.
+//
+// A clone's first fetch, with nothing to build on, asks for want alone
+// (depth 1) unless fullHistory is set: editing a file needs the tip's
+// tree, a commit names its parent by hash, and a push sends only the new
+// objects. Later fetches ask for everything since the tracked tips, not
+// for depth 1 again: the server cannot leave out the files a shallow
+// commit shares with the clone's tips, and would send the whole tree each
+// time.
+func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, want plumbing.Hash) (err error) {
+	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+	if adv.Capabilities.Supports(capability.NoProgress) {
+		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
+			return err
+		}
+	}
+	req.Wants = []plumbing.Hash{want}
+	tips, err := c.trackedTips()
+	if err != nil {
+		return err
+	}
+	shallow, err := c.repo.Storer.Shallow()
+	if err != nil {
+		return err
+	}
+	switch {
+	case adv.Capabilities.Supports(capability.Shallow):
+		if err := req.Capabilities.Set(capability.Shallow); err != nil {
+			return err
+		}
+		req.Shallows = shallow
+		req.Haves = tips
+		if len(tips) == 0 && !c.fullHistory {
+			req.Depth = packp.DepthCommits(1)
+		}
+	case len(shallow) == 0:
+		req.Haves = tips
+	default:
+		// A shallow clone whose server cannot be told where its history
+		// stops claims nothing, and gets the whole history of want.
+	}
+	resp, err := sess.UploadPack(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := resp.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	var pack io.Reader = resp
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, resp)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, resp)
+	}
+	if err := packfile.UpdateObjectStorage(c.repo.Storer, pack); err != nil {
+		return err
+	}
+	if req.Depth.IsZero() {
+		return nil
+	}
+	// The commits whose parents the server left out are recorded before
+	// anything tracks them, so that every later fetch declares them.
+	shallow = slices.Concat(shallow, resp.Shallows)
+	shallow = slices.DeleteFunc(shallow, func(h plumbing.Hash) bool { return slices.Contains(resp.Unshallows, h) })
+	slices.SortFunc(shallow, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
+	return c.repo.Storer.SetShallow(slices.Compact(shallow))
+}
+
+// trackedTips are the commits the clone's remote-tracking branches hold:
+// what the clone has, with everything they reach down to its shallow
+// commits.
+func (c *gitClone) trackedTips() ([]plumbing.Hash, error) {
+	refs, err := c.repo.Storer.IterReferences()
+	if err != nil {
+		return nil, err
+	}
+	var tips []plumbing.Hash
+	err = refs.ForEach(func(r *plumbing.Reference) error {
+		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
+			return nil
+		}
+		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(tips, r.Hash()) {
+			tips = append(tips, r.Hash())
+		}
+		return nil
+	})
+	return tips, err
+}
+
+// ErrBranchMoved is wrapped by a push error when the branch no longer
+// held the commit the push built on: someone else pushed first.
+var ErrBranchMoved = errors.New("the branch moved since it was read")
+
+// push sends head to a branch without force, with the objects this clone
+// created for the commits since expected (the branch's tip they build on,
+// zero for a new branch). Sending just those objects keeps a push as cheap
+// in a large repository as in a small one; go-git's own push would first
+// walk the whole history behind every remote branch. When the branch no
+// longer holds expected, nothing is sent and the error wraps
+// ErrBranchMoved. The server applies the update only if the branch still
+// holds expected when it gets there, so a race in between fails too.
+func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	defer cancel()
+	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
+	ep, err := acc.Endpoint(c.url)
+	if err != nil {
+		return fail(err)
+	}
+	sess, err := acc.Client.NewReceivePackSession(ep, acc.Auth)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if cerr := sess.Close(); cerr != nil && err == nil {
+			err = fail(cerr)
+		}
+	}()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return fail(err)
+	}
+	dst := plumbing.NewBranchReferenceName(branch)
+	var current plumbing.Hash
+	if ref, err := refs.Reference(dst); err == nil {
+		current = ref.Hash()
+	}
+	if current != expected {
+		return fail(fmt.Errorf("%w: it is at %s, the changes were made on %s", ErrBranchMoved, shortHash(current), shortHash(expected)))
+	}
+	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
+	req.Commands = []*packp.Command{{Name: dst, Old: expected, New: head}}
+	var pack bytes.Buffer
+	useRefDeltas := !adv.Capabilities.Supports(capability.OFSDelta)
+	if _, err := packfile.NewEncoder(&pack, c.repo.Storer, useRefDeltas).Encode(objects, 0); err != nil {
+		return fmt.Errorf("pack the commits for %s: %w", branch, err)
+	}
+	req.Packfile = io.NopCloser(&pack)
+	report, err := sess.ReceivePack(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	if report != nil {
+		if err := report.Error(); err != nil {
+			return fail(err)
+		}
+	}
+	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
+	if err := c.repo.Storer.SetReference(tracking); err != nil {
+		return fmt.Errorf("record pushed branch %s: %w", branch, err)
+	}
+	return nil
+}
+
+func shortHash(h plumbing.Hash) string {
+	if h.IsZero() {
+		return "nothing (no such branch)"
+	}
+	return h.String()[:12]
+}
+
+// remoteError names the operation, the repository and where credentials
+// came from (never the credentials themselves).
+func (c *gitClone) remoteError(op string, acc gitauth.Remote, err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		hint = " (check the username and password or token)"
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		hint = " (the repository has no commits yet)"
+	case errors.As(err, new(x509.UnknownAuthorityError)):
+		hint = " (add the server's certificate, or its CA, to Argo CD's " + gitauth.TLSCertsConfigMap + " under the server's host name)"
+	}
+	return fmt.Errorf("%s %s (%s): %w%s", op, gitauth.RedactURL(c.url), acc.Describe(), err, hint)
+}
+
+// commit stores a commit of parent's tree with files replaced, adding
+// the objects it stores to created. It returns the zero hash when the
+// files already hold that content.
+//
+// trees holds the trees decoded for earlier commits of the same chain
+// (newChainTrees); nil means none.
+func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer gitsign.Signer, created *[]plumbing.Hash, trees *treeCache) (plumbing.Hash, error) {
+	s := c.repo.Storer
+	if trees == nil {
+		trees = newChainTrees(s)
+	}
+	pc, err := object.GetCommit(s, parent)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", parent, err)
+	}
+	tree := pc.TreeHash
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		blob, err := storeBlob(s, files[p])
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		*created = append(*created, blob)
+		if tree, err = putTreeFile(trees, tree, splitRepoPath(p), blob, created); err != nil {
+			return plumbing.ZeroHash, fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	if tree == pc.TreeHash {
+		return plumbing.ZeroHash, nil
+	}
+	commit := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree, ParentHashes: []plumbing.Hash{parent}}
+	if signer != nil {
+		unsigned := &plumbing.MemoryObject{}
+		if err := commit.EncodeWithoutSignature(unsigned); err != nil {
+			return plumbing.ZeroHash, err
+		}
+		r, err := unsigned.Reader()
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		signature, err := signer.Sign(r)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		commit.PGPSignature = string(signature)
+	}
+	obj := s.NewEncodedObject()
+	if err := commit.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	*created = append(*created, h)
+	return h, nil
+}
+
+func storeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, error) {
+	obj := s.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(content); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return s.SetEncodedObject(obj)
+}
+
+// putTreeFile returns the hash of a tree with the file at parts set to
+// blob, storing the trees along the path and adding them to created. An
+// executable file stays executable; a new file is a regular one.
+func putTreeFile(trees *treeCache, tree plumbing.Hash, parts []string, blob plumbing.Hash, created *[]plumbing.Hash) (plumbing.Hash, error) {
+	var entries []object.TreeEntry
+	if !tree.IsZero() {
+		var err error
+		if entries, err = trees.entries(tree); err != nil {
+			return plumbing.ZeroHash, err
+		}
+	}
+	idx := slices.IndexFunc(entries, func(e object.TreeEntry) bool { return e.Name == parts[0] })
+	entry := object.TreeEntry{Name: parts[0]}
+	if len(parts) == 1 {
+		entry.Mode, entry.Hash = filemode.Regular, blob
+		if idx >= 0 {
+			switch m := entries[idx].Mode; m {
+			case filemode.Executable, filemode.Deprecated:
+				entry.Mode = m
+			case filemode.Regular:
+			default:
+				return plumbing.ZeroHash, fmt.Errorf("%s is not a regular file", parts[0])
+			}
+		}
+	} else {
+		sub := plumbing.ZeroHash
+		if idx >= 0 {
+			if entries[idx].Mode != filemode.Dir {
+				return plumbing.ZeroHash, fmt.Errorf("%s is not a folder", parts[0])
+			}
+			sub = entries[idx].Hash
+		}
+		h, err := putTreeFile(trees, sub, parts[1:], blob, created)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		entry.Mode, entry.Hash = filemode.Dir, h
+	}
+	if idx >= 0 {
+		// Same name, and a folder stays a folder: the order holds.
+		entries[idx] = entry
+	} else {
+		entries = append(entries, entry)
+		sort.Sort(object.TreeEntrySorter(entries))
+	}
+	h, err := trees.put(entries, tree)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	*created = append(*created, h)
+	return h, nil
+}

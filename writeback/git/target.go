@@ -1,0 +1,312 @@
+package git
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/manifest"
+)
+
+// maxTargetFileSize bounds the files a write-back reads; manifests and
+// values files are far smaller.
+const maxTargetFileSize = 8 << 20
+
+// maxSymlinkHops bounds symlink chains, as the kernel's ELOOP does.
+const maxSymlinkHops = 40
+
+// repoTree is the repository content one write-back reads: the tree of
+// the commit it builds on, plus the files that earlier Applications of the
+// same push changed (so two Applications editing one file compose).
+type repoTree struct {
+	store   storer.EncodedObjectStorer
+	root    *object.Tree
+	changed map[string][]byte
+	trees   *treeCache // the folders read, each decoded once
+}
+
+func newRepoTree(store storer.EncodedObjectStorer, root *object.Tree) *repoTree {
+	return &repoTree{store: store, root: root, changed: map[string][]byte{}, trees: newTreeCache(store)}
+}
+
+// treeFile is what a path names in a repoTree.
+type treeFile struct {
+	path   string // the path with symlinks resolved
+	exists bool
+	isDir  bool
+	// parentExists tells, for a missing file, whether its folder exists.
+	parentExists bool
+	hash         plumbing.Hash
+}
+
+// errLeavesRepository is wrapped by errors for paths outside the
+// repository, whether by ".." or through a symlink.
+var errLeavesRepository = errors.New("leaves the repository")
+
+// stat resolves a clean, slash-separated path relative to the repository
+// root, following symlinks stored in the tree. A symlink pointing outside
+// the repository is an error, as a checkout would read a file that is not
+// versioned with it.
+func (t *repoTree) stat(p string) (treeFile, error) {
+	parts := splitRepoPath(p)
+	hops := 0
+restart:
+	tree := t.root
+	for i := 0; i < len(parts); i++ {
+		here := strings.Join(parts[:i+1], "/")
+		last := i == len(parts)-1
+		var entry *object.TreeEntry
+		if tree != nil {
+			entry, _ = tree.FindEntry(parts[i])
+		}
+		if entry == nil {
+			if _, ok := t.changed[here]; ok && last {
+				return treeFile{path: here, exists: true, parentExists: true}, nil
+			}
+			return treeFile{path: strings.Join(parts, "/"), parentExists: last && tree != nil}, nil
+		}
+		switch entry.Mode {
+		case filemode.Symlink:
+			hops++
+			if hops > maxSymlinkHops {
+				return treeFile{}, fmt.Errorf("%s: too many levels of symbolic links", here)
+			}
+			target, err := t.readBlob(entry.Hash)
+			if err != nil {
+				return treeFile{}, fmt.Errorf("%s: read symbolic link: %w", here, err)
+			}
+			link := string(target)
+			if path.IsAbs(link) {
+				return treeFile{}, fmt.Errorf("%s is a symbolic link to %s, which %w", here, link, errLeavesRepository)
+			}
+			resolved := path.Join(path.Dir(here), link)
+			if resolved == ".." || strings.HasPrefix(resolved, "../") {
+				return treeFile{}, fmt.Errorf("%s is a symbolic link to %s, which %w", here, link, errLeavesRepository)
+			}
+			parts = append(splitRepoPath(resolved), parts[i+1:]...)
+			goto restart
+		case filemode.Dir:
+			sub, err := t.trees.get(entry.Hash)
+			if err != nil {
+				return treeFile{}, fmt.Errorf("%s: read folder: %w", here, err)
+			}
+			if last {
+				return treeFile{path: here, exists: true, isDir: true, parentExists: true, hash: entry.Hash}, nil
+			}
+			tree = sub
+		case filemode.Submodule:
+			return treeFile{}, fmt.Errorf("%s is a submodule; files in other repositories cannot be written", here)
+		default:
+			if !last {
+				return treeFile{}, fmt.Errorf("%s is a file, not a folder", here)
+			}
+			return treeFile{path: here, exists: true, parentExists: true, hash: entry.Hash}, nil
+		}
+	}
+	return treeFile{path: ".", exists: true, isDir: true, parentExists: true}, nil
+}
+
+// read returns a file's content (nil when it does not exist).
+func (t *repoTree) read(p string) ([]byte, treeFile, error) {
+	f, err := t.stat(p)
+	if err != nil || !f.exists || f.isDir {
+		return nil, f, err
+	}
+	if content, ok := t.changed[f.path]; ok {
+		return content, f, nil
+	}
+	content, err := t.readBlob(f.hash)
+	if err != nil {
+		return nil, f, fmt.Errorf("%s: %w", f.path, err)
+	}
+	return content, f, nil
+}
+
+func (t *repoTree) readBlob(h plumbing.Hash) ([]byte, error) {
+	blob, err := object.GetBlob(t.store, h)
+	if err != nil {
+		return nil, err
+	}
+	if blob.Size > maxTargetFileSize {
+		return nil, fmt.Errorf("file is %d bytes, larger than the %d bytes a write-back reads", blob.Size, maxTargetFileSize)
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+func splitRepoPath(p string) []string {
+	if p == "" || p == "." {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// repoPath resolves a path from an annotation: relative to base (the
+// Application's source path), or from the repository root when it starts
+// with "/". Paths leaving the repository are refused.
+func repoPath(base, p string) (string, error) {
+	var joined string
+	if strings.HasPrefix(p, "/") {
+		joined = path.Clean(strings.TrimLeft(p, "/"))
+	} else {
+		joined = path.Join(base, p)
+	}
+	if joined == ".." || strings.HasPrefix(joined, "../") {
+		return "", fmt.Errorf("path %q (from %q) %w", p, base, errLeavesRepository)
+	}
+	if joined == "" {
+		joined = "."
+	}
+	return joined, nil
+}
+
+// sourceDir is an Application's source path as a clean repository path.
+func sourceDir(sourcePath string) (string, error) {
+	return repoPath(".", strings.TrimLeft(sourcePath, "/"))
+}
+
+// sourceOverrideFileName is the parameter override file Argo CD reads for
+// an Application: .argocd-source-<app>.yaml, or
+// .argocd-source-<namespace>_<app>.yaml for an Application outside the
+// controller's namespace (Argo CD's "apps in any namespace" naming).
+func sourceOverrideFileName(u Update) string {
+	if u.ControllerNamespace != "" && u.Namespace != u.ControllerNamespace {
+		return ".argocd-source-" + u.Namespace + "_" + u.Name + ".yaml"
+	}
+	return ".argocd-source-" + u.Name + ".yaml"
+}
+
+// targetEdit is the change one Application makes: one file's new content.
+type targetEdit struct {
+	path    string
+	content []byte
+	changed []writeback.ImageUpdate
+}
+
+// planTarget computes the edit of one Application's write-back target.
+// No edit (changed empty) means the target already holds every version.
+func planTarget(t *repoTree, u Update) (targetEdit, error) {
+	source, err := sourceDir(u.SourcePath)
+	if err != nil {
+		return targetEdit{}, fmt.Errorf("source path: %w", err)
+	}
+	arg := u.Target.Path
+	switch u.Target.Kind {
+	case appwatch.TargetSourceOverrides:
+		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)), "the source path")
+	case appwatch.TargetOverrideFile:
+		// From the repository root whether or not it starts with '/', as
+		// Argo CD Image Updater has always read it.
+		file, err := repoPath(".", arg)
+		if err != nil {
+			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+		}
+		return planSourceOverrides(t, u, file, "folder")
+	case appwatch.TargetKustomization:
+		dir := source
+		if arg != "" {
+			if dir, err = repoPath(source, arg); err != nil {
+				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+			}
+		}
+		file, err := findKustomization(t, dir)
+		if err != nil {
+			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+		}
+		return planFileEdit(t, file, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
+			return manifest.SetKustomizationImages(name, src, u.Images)
+		})
+	case appwatch.TargetHelmValues:
+		file := path.Join(source, "values.yaml")
+		if arg != "" {
+			if file, err = repoPath(source, arg); err != nil {
+				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+			}
+		}
+		return planFileEdit(t, file, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
+			return manifest.SetHelmValues(name, src, u.Images)
+		})
+	default:
+		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>] or the path of an override file", u.Target)
+	}
+}
+
+// planSourceOverrides edits, or creates, a file in the .argocd-source
+// format; folder says what its folder is, for the error when it is missing.
+func planSourceOverrides(t *repoTree, u Update, file, folder string) (targetEdit, error) {
+	content, f, err := t.read(file)
+	switch {
+	case err != nil:
+		return targetEdit{}, err
+	case f.isDir:
+		return targetEdit{}, fmt.Errorf("%s is a folder, not a file", f.path)
+	case !f.exists && !f.parentExists:
+		return targetEdit{}, fmt.Errorf("cannot create %s: %s %s does not exist in the repository", f.path, folder, path.Dir(f.path))
+	}
+	out, changed, err := manifest.SetSourceOverrides(f.path, content, u.SourceType, u.Images)
+	if err != nil {
+		return targetEdit{}, err
+	}
+	return targetEdit{path: f.path, content: out, changed: changed}, nil
+}
+
+// planFileEdit edits an existing file.
+func planFileEdit(t *repoTree, file string, edit func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error)) (targetEdit, error) {
+	content, f, err := t.read(file)
+	switch {
+	case err != nil:
+		return targetEdit{}, err
+	case !f.exists:
+		return targetEdit{}, fmt.Errorf("%s does not exist", f.path)
+	case f.isDir:
+		return targetEdit{}, fmt.Errorf("%s is a folder, not a file", f.path)
+	}
+	out, changed, err := edit(f.path, content)
+	if err != nil {
+		return targetEdit{}, err
+	}
+	return targetEdit{path: f.path, content: out, changed: changed}, nil
+}
+
+// findKustomization finds the one kustomization file of a folder.
+func findKustomization(t *repoTree, dir string) (string, error) {
+	d, err := t.stat(dir)
+	switch {
+	case err != nil:
+		return "", err
+	case !d.exists:
+		return "", fmt.Errorf("folder %s does not exist", d.path)
+	case !d.isDir:
+		return "", fmt.Errorf("%s is a file, not a folder", d.path)
+	}
+	var found []string
+	for _, name := range manifest.KustomizationFileNames() {
+		f, err := t.stat(path.Join(d.path, name))
+		if err != nil {
+			return "", err
+		}
+		if f.exists && !f.isDir {
+			found = append(found, path.Join(d.path, name))
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no %s in %s", strings.Join(manifest.KustomizationFileNames(), ", "), d.path)
+	case 1:
+		return found[0], nil
+	default:
+		return "", fmt.Errorf("%s holds more than one kustomization file (%s), which kustomize refuses too", d.path, strings.Join(found, ", "))
+	}
+}

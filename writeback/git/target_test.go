@@ -1,0 +1,185 @@
+package git
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// mustRef parses an image name as the annotations would.
+func mustRef(s string) imageref.Reference {
+	r, err := imageref.Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func TestRepoPath(t *testing.T) {
+	tests := []struct{ base, p, want, err string }{
+		{base: "main/overlays/production", p: "../../base", want: "main/base"},
+		{base: "main/overlays/production", p: "/main/base", want: "main/base"},
+		{base: "main/overlays/production", p: "//main/base/", want: "main/base"},
+		{base: "main/overlays/production", p: ".", want: "main/overlays/production"},
+		{base: ".", p: "values.yaml", want: "values.yaml"},
+		{base: "main/overlays/production", p: "../../../..", err: "leaves the repository"},
+		{base: "main", p: "/../x", err: "leaves the repository"},
+		{base: ".", p: "../x", err: "leaves the repository"},
+	}
+	for _, tt := range tests {
+		got, err := repoPath(tt.base, tt.p)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s + %s: got %q, %v; want an error containing %q", tt.base, tt.p, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s + %s: got %q, %v; want %q", tt.base, tt.p, got, err, tt.want)
+		}
+	}
+	if got, err := sourceDir("./main/overlays/production/"); err != nil || got != "main/overlays/production" {
+		t.Errorf("sourceDir: %q, %v", got, err)
+	}
+}
+
+// memoryTree builds a repoTree from files (content), symlinks (target)
+// and submodules, in an in-memory object store.
+func memoryTree(t *testing.T, files, symlinks map[string]string, submodules ...string) *repoTree {
+	t.Helper()
+	s := memory.NewStorage()
+	var root plumbing.Hash
+	put := func(path string, content []byte, mode filemode.FileMode) {
+		blob, err := storeBlob(s, content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if root, err = putTreeFile(newChainTrees(s), root, splitRepoPath(path), blob, new([]plumbing.Hash)); err != nil {
+			t.Fatal(err)
+		}
+		if mode != filemode.Regular {
+			root = setMode(t, s, root, splitRepoPath(path), mode)
+		}
+	}
+	for p, c := range files {
+		put(p, []byte(c), filemode.Regular)
+	}
+	for p, target := range symlinks {
+		put(p, []byte(target), filemode.Symlink)
+	}
+	for _, p := range submodules {
+		put(p, nil, filemode.Submodule)
+	}
+	tree, err := object.GetTree(s, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newRepoTree(s, tree)
+}
+
+// setMode changes the mode of an existing entry (putTreeFile only writes
+// regular files).
+func setMode(t *testing.T, s *memory.Storage, tree plumbing.Hash, parts []string, mode filemode.FileMode) plumbing.Hash {
+	t.Helper()
+	tr, err := object.GetTree(s, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := append([]object.TreeEntry(nil), tr.Entries...)
+	for i := range entries {
+		if entries[i].Name != parts[0] {
+			continue
+		}
+		if len(parts) == 1 {
+			entries[i].Mode = mode
+		} else {
+			entries[i].Hash = setMode(t, s, entries[i].Hash, parts[1:], mode)
+		}
+	}
+	obj := s.NewEncodedObject()
+	if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestRepoTreeStat(t *testing.T) {
+	tree := memoryTree(t,
+		map[string]string{"a/b/file.yaml": "x: 1\n", "a/c/kustomization.yaml": "{}\n", "a/c/Kustomization": "{}\n"},
+		map[string]string{"loop/x": "y", "loop/y": "x", "a/link": "b", "a/file-link": "b/file.yaml", "a/chain": "link"},
+		"vendor/sub")
+	tests := []struct {
+		path, resolved string
+		exists, dir    bool
+		err            string
+	}{
+		{path: "a/b/file.yaml", resolved: "a/b/file.yaml", exists: true},
+		{path: "a/link/file.yaml", resolved: "a/b/file.yaml", exists: true},
+		{path: "a/chain/file.yaml", resolved: "a/b/file.yaml", exists: true},
+		{path: "a/file-link", resolved: "a/b/file.yaml", exists: true},
+		{path: "a/link", resolved: "a/b", exists: true, dir: true},
+		{path: "a/b/missing.yaml", resolved: "a/b/missing.yaml"},
+		{path: "", resolved: ".", exists: true, dir: true},
+		{path: "loop/x/file", err: "too many levels of symbolic links"},
+		{path: "a/b/file.yaml/x", err: "a/b/file.yaml is a file, not a folder"},
+		{path: "vendor/sub/values.yaml", err: "vendor/sub is a submodule"},
+	}
+	for _, tt := range tests {
+		f, err := tree.stat(tt.path)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: got %+v, %v; want an error containing %q", tt.path, f, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || f.path != tt.resolved || f.exists != tt.exists || f.isDir != tt.dir {
+			t.Errorf("%s: got %+v, %v", tt.path, f, err)
+		}
+	}
+	if _, err := findKustomization(tree, "a/c"); err == nil || !strings.Contains(err.Error(), "more than one kustomization file") {
+		t.Errorf("two kustomization files: %v", err)
+	}
+	if _, err := findKustomization(tree, "a/b"); err == nil || !strings.Contains(err.Error(), "no kustomization.yaml, kustomization.yml, Kustomization in a/b") {
+		t.Errorf("no kustomization file: %v", err)
+	}
+	// Files written by earlier Applications are read back.
+	tree.changed["a/b/new.yaml"] = []byte("y: 2\n")
+	if content, f, err := tree.read("a/link/new.yaml"); err != nil || !f.exists || string(content) != "y: 2\n" {
+		t.Errorf("changed file: %q %+v %v", content, f, err)
+	}
+	_, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	if err == nil || !strings.Contains(err.Error(), "cannot create missing/dir/.argocd-source-app.yaml: the source path missing/dir does not exist") {
+		t.Errorf("missing source path: %v", err)
+	}
+	_, err = planTarget(tree, Update{Name: "app", Target: appwatch.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	if err == nil || !strings.Contains(err.Error(), `unknown write-back-target "values:x"`) {
+		t.Errorf("unknown target: %v", err)
+	}
+}
+
+func TestSourceOverrideFileName(t *testing.T) {
+	tests := []struct {
+		u    Update
+		want string
+	}{
+		{Update{Namespace: "argocd", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-main.yaml"},
+		{Update{Namespace: "argocd", Name: "main"}, ".argocd-source-main.yaml"},
+		{Update{Namespace: "team-a", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-team-a_main.yaml"},
+	}
+	for _, tt := range tests {
+		if got := sourceOverrideFileName(tt.u); got != tt.want {
+			t.Errorf("%+v: got %s, want %s", tt.u, got, tt.want)
+		}
+	}
+}

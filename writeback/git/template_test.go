@@ -1,0 +1,93 @@
+package git
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+func manyImages(n int) []writeback.ImageUpdate {
+	out := make([]writeback.ImageUpdate, n)
+	for i := range out {
+		out[i] = writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: fmt.Sprintf("a%d", i), Image: mustRef(fmt.Sprintf("ghcr.io/org/app%d", i))}, New: imageref.Version{Tag: "v2"}, Old: imageref.Version{Tag: "v1"}}
+	}
+	return out
+}
+
+// Templates come from Applications (git-branch) and must not be able to
+// spin, fill memory or hold the repository lock.
+func TestTemplateLimits(t *testing.T) {
+	tests := []struct {
+		name, text string
+		images     int
+		wantErr    string // "" renders
+	}{
+		{name: "the documented form", text: "image-updater-{{.SHA256}}", images: 2},
+		{name: "range over the images", text: "upd-{{range .Images}}{{.Alias}}-{{end}}", images: 3},
+		{name: "range over a root field from inside", text: "{{range .Images}}{{range $.Images}}x{{end}}{{end}}", images: 3},
+		{name: "printf within bounds", text: `{{printf "%-20s|%.8s" "a" .SHA256}}`, images: 1},
+		{name: "range over a huge number", text: "{{range 9223372036854775807}}{{end}}x", wantErr: "range over"},
+		{name: "range over a variable holding a number", text: "{{$n := 1000000000}}{{range $n}}{{end}}x", wantErr: "range over"},
+		{name: "range over a computed value", text: `{{range (len (printf "%200s" "x"))}}{{end}}x`, wantErr: "range over"},
+		{name: "range in a defined template", text: `{{define "t"}}{{range 99999999}}{{end}}{{end}}x`, wantErr: "range over"},
+		{name: "ranges nested too deep", text: "{{range .Images}}{{range $.Images}}{{range $.Images}}{{range $.Images}}x{{end}}{{end}}{{end}}{{end}}", wantErr: "nested more than"},
+		{name: "printf width bomb", text: `{{printf "%0999999999d" 1}}`, wantErr: "width or precision 0999999999"},
+		{name: "printf precision bomb", text: `{{printf "%.999999999f" 1.0}}`, wantErr: "width or precision"},
+		{name: "printf width from an argument", text: `{{printf "%*d" 999999999 1}}`, wantErr: "from an argument"},
+		{name: "output bomb", text: `{{range .Images}}{{range $.Images}}{{range $.Images}}{{printf "%256s" "x"}}{{end}}{{end}}{{end}}`, images: 40, wantErr: "output over"},
+		{name: "recursion ends", text: `{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}`, images: 1, wantErr: "exceeded maximum template depth"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := renderBranchTemplate(tt.text, manyImages(tt.images))
+			if took := time.Since(start); took > templateTimeout+time.Second {
+				t.Errorf("took %s", took)
+			}
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+			}
+			if !strings.Contains(tt.wantErr, "template depth") && !errors.Is(err, errTemplateLimit) {
+				t.Errorf("error %v is not errTemplateLimit", err)
+			}
+		})
+	}
+	if _, err := ParseCommitMessageTemplate("{{range 99999999}}{{end}}"); err == nil || !errors.Is(err, errTemplateLimit) {
+		t.Errorf("commit message template: %v, want the range refused", err)
+	}
+}
+
+// FuzzBranchTemplate: whatever the template, rendering ends within the
+// time limit with output within the size limit.
+func FuzzBranchTemplate(f *testing.F) {
+	for _, s := range []string{
+		"image-updater-{{.SHA256}}", "{{range .Images}}{{.Name}}-{{.NewTag}}{{end}}", `{{printf "%5d" 3}}`,
+		"{{range 10}}x{{end}}", `{{define "a"}}{{template "a"}}{{end}}{{template "a"}}`, "{{with .Images}}{{len .}}{{end}}",
+		`{{range $i, $e := .Images}}{{if $i}}-{{end}}{{$e.Alias}}{{end}}`, "{{.Images | len | print}}", `{{slice "abc" 1}}`,
+	} {
+		f.Add(s)
+	}
+	images := manyImages(5)
+	f.Fuzz(func(t *testing.T, text string) {
+		start := time.Now()
+		out, _ := renderBranchTemplate(text, images)
+		if took := time.Since(start); took > templateTimeout+2*time.Second {
+			t.Fatalf("%q took %s", text, took)
+		}
+		if len(out) > maxBranchNameLength {
+			t.Fatalf("%q rendered %d bytes", text, len(out))
+		}
+	})
+}

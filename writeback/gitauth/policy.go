@@ -1,0 +1,367 @@
+package gitauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/gobwas/glob"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// Whoever can edit an Application's annotations chooses the repository,
+// the branch and the credentials Secret of its git write-back, but is
+// trusted less than the operator who owns the controller and Argo CD's
+// repository credentials. The rules here keep such an Application to the
+// repositories its AppProject allows and to the credentials meant for
+// them.
+
+// ErrNotPermitted is wrapped by errors of write-backs the rules refuse: a
+// repository outside the AppProject's sourceRepos, an Application outside
+// its AppProject's sourceNamespaces, a git:secret Secret of another
+// namespace or for another repository. Such errors wrap writeback.ErrInvalidTarget
+// too: trying again does not help until the Application or the
+// AppProject changes.
+var ErrNotPermitted = errors.New("not permitted")
+
+type notPermitted struct{ err error }
+
+func notPermittedf(format string, args ...any) error {
+	return notPermitted{fmt.Errorf(format, args...)}
+}
+
+func (e notPermitted) Error() string { return e.err.Error() }
+func (e notPermitted) Unwrap() []error {
+	return []error{ErrNotPermitted, writeback.ErrInvalidTarget, e.err}
+}
+
+// DefaultAppProject is the AppProject of an Application that names none,
+// as in Argo CD.
+const DefaultAppProject = "default"
+
+// AppProject is what the write-back reads of an Argo CD AppProject.
+type AppProject struct {
+	// SourceRepos are spec.sourceRepos: globs of the repositories the
+	// project's Applications may use; "!" before one denies.
+	SourceRepos []string
+	// SourceNamespaces are spec.sourceNamespaces: the namespaces besides
+	// Argo CD's whose Applications may belong to the project, as globs or
+	// as regular expressions between slashes.
+	SourceNamespaces []string
+}
+
+// AppProjectGetter reads Argo CD AppProjects. Not-found errors satisfy
+// apierrors.IsNotFound.
+type AppProjectGetter interface {
+	AppProject(ctx context.Context, namespace, name string) (*AppProject, error)
+}
+
+// AppProjectsResource is Argo CD's AppProject resource.
+func AppProjectsResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"}
+}
+
+// NewKubeAppProjectGetter reads AppProjects through the Kubernetes API,
+// which takes get on appprojects.argoproj.io in Argo CD's namespace.
+func NewKubeAppProjectGetter(client dynamic.Interface) AppProjectGetter {
+	return kubeAppProjects{client: client}
+}
+
+type kubeAppProjects struct{ client dynamic.Interface }
+
+func (k kubeAppProjects) AppProject(ctx context.Context, namespace, name string) (*AppProject, error) {
+	obj, err := k.client.Resource(AppProjectsResource()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	p := &AppProject{}
+	p.SourceRepos, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "sourceRepos")
+	p.SourceNamespaces, _, _ = unstructured.NestedStringSlice(obj.Object, "spec", "sourceNamespaces")
+	return p, nil
+}
+
+// Policy checks the updates of one Write before anything is read or
+// sent for them. AppProjects are read once per Write, that is once per
+// update cycle, however many Applications share them: a cycle costs one
+// GET per AppProject in use, and a changed AppProject applies from the
+// next cycle. An informer would save those few GETs but would need list
+// and watch, and keep every AppProject in memory.
+type Policy struct {
+	projects  AppProjectGetter
+	namespace string // Argo CD's, where AppProjects live
+	// read holds the AppProjects read so far, errors included. Write
+	// checks its updates one after another, so no lock is needed.
+	read map[string]projectRead
+}
+
+type projectRead struct {
+	project *AppProject
+	err     error
+}
+
+// NewPolicy returns the policy of one Write; AppProjects are read from
+// argoCDNamespace.
+func NewPolicy(projects AppProjectGetter, argoCDNamespace string) *Policy {
+	return &Policy{projects: projects, namespace: argoCDNamespace, read: map[string]projectRead{}}
+}
+
+// Request is what an Application asks to write to: its repository, with
+// the credentials it names.
+type Request struct {
+	// Namespace and Project are the Application's; Project "" means
+	// DefaultAppProject.
+	Namespace, Project string
+	RepoURL            string
+	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
+	// the zero value means Argo CD's repository credentials.
+	CredentialsSecret types.NamespacedName
+}
+
+// Check tells whether the Application of u may write to its repository
+// with the credentials it names.
+func (p *Policy) Check(ctx context.Context, u Request) error {
+	if !remoteRepoURL(u.RepoURL) {
+		return notPermittedf("the repository URL %s is not an https://, http://, ssh:// or user@host:path URL", RedactURL(u.RepoURL))
+	}
+	if hasDotSegment(u.RepoURL) {
+		return notPermittedf("the repository URL %s has a '.' or '..' path segment, which could lead to another repository than the one it names", RedactURL(u.RepoURL))
+	}
+	if s := u.CredentialsSecret; s != (types.NamespacedName{}) && s.Namespace != u.Namespace {
+		return notPermittedf("git:secret:%s/%s: an Application may only use a Secret of its own namespace, %s", s.Namespace, s.Name, u.Namespace)
+	}
+	name := u.Project
+	if name == "" {
+		name = DefaultAppProject
+	}
+	r, ok := p.read[name]
+	if !ok {
+		r.project, r.err = p.projects.AppProject(ctx, p.namespace, name)
+		p.read[name] = r
+	}
+	switch {
+	case apierrors.IsNotFound(r.err):
+		return notPermittedf("AppProject %s/%s does not exist", p.namespace, name)
+	case apierrors.IsForbidden(r.err):
+		return fmt.Errorf("read AppProject %s/%s: %w (the controller needs get on appprojects.argoproj.io in %s)", p.namespace, name, r.err, p.namespace)
+	case r.err != nil:
+		return fmt.Errorf("read AppProject %s/%s: %w", p.namespace, name, r.err)
+	}
+	// Argo CD itself ignores an Application outside Argo CD's namespace
+	// whose project does not list its namespace; it must not borrow that
+	// project's repositories here either.
+	if u.Namespace != p.namespace && !namespacePermitted(r.project.SourceNamespaces, u.Namespace) {
+		return notPermittedf("AppProject %s does not permit Applications in namespace %s (spec.sourceNamespaces)", name, u.Namespace)
+	}
+	if !sourceRepoPermitted(r.project.SourceRepos, u.RepoURL) {
+		return notPermittedf("repository %s is not permitted by AppProject %s (spec.sourceRepos)", RedactURL(u.RepoURL), name)
+	}
+	return nil
+}
+
+// sshUserHost tells an scp-like SSH address (user@host:path) the way Argo
+// CD does: a user before the last '@', with no '/' or ':' in front of it.
+var sshUserHost = regexp.MustCompile(`^[^/:]*@[^@]+$`)
+
+// parseRepoURL parses a repository URL in Argo CD's normalised spelling:
+// lower case, scp-like addresses as ssh:// URLs, without ".git".
+func parseRepoURL(raw string) (*url.URL, error) {
+	s := strings.ToLower(strings.TrimSpace(raw))
+	if !strings.HasPrefix(s, "ssh://") && sshUserHost.MatchString(s) {
+		s = "ssh://" + strings.Replace(s, ":", "/", 1)
+	}
+	return url.Parse(strings.TrimSuffix(s, ".git"))
+}
+
+// canonicalRepoURL is the spelling Argo CD compares repository URLs and
+// sourceRepos patterns in ("" when the URL cannot be parsed): SSH URLs
+// lose their ssh:// so that both SSH spellings compare equal.
+func canonicalRepoURL(raw string) string {
+	u, err := parseRepoURL(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(u.String(), "ssh://")
+}
+
+// normalizeRepoURL makes spellings of one repository URL compare equal:
+// canonicalRepoURL, without a trailing '/' either.
+func normalizeRepoURL(raw string) string {
+	return strings.TrimSuffix(canonicalRepoURL(strings.TrimSuffix(strings.TrimSpace(raw), "/")), "/")
+}
+
+// urlCovers reports whether a credentials URL (a repo-creds prefix, or
+// the url of a git:secret Secret) covers a repository. Argo CD takes any
+// prefix of the normalised URL; here the prefix must also end where the
+// host, the port or a path segment ends, so that credentials for
+// https://git.example.com never go to https://git.example.com.evil.io and
+// those for https://git.example.com/org never to .../organic.
+func urlCovers(prefix, repoURL string) bool {
+	p, r := normalizeRepoURL(prefix), normalizeRepoURL(repoURL)
+	if p == "" || r == "" || !strings.HasPrefix(r, p) {
+		return false
+	}
+	rest := r[len(p):]
+	return rest == "" || rest[0] == '/'
+}
+
+// remoteRepoURL reports whether a repository URL names a server: go-git
+// also opens file:// URLs and local paths, in-process, where they would
+// reach the controller's own files, the clones of other repositories
+// among them.
+func remoteRepoURL(raw string) bool {
+	s := strings.TrimSpace(raw)
+	if IsSCPLikeURL(s) {
+		return true
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https", "http", "ssh":
+		return true
+	}
+	return false
+}
+
+// hasDotSegment reports whether a repository URL's path holds a "." or
+// ".." segment, escaped or not: the server may resolve it to a repository
+// that neither the credentials' prefix nor the AppProject covers.
+func hasDotSegment(raw string) bool {
+	u, err := parseRepoURL(raw)
+	if err != nil {
+		return false
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// sourceRepoPermitted applies an AppProject's sourceRepos to a repository
+// the way Argo CD documents it: some pattern without "!" must match, and
+// no pattern with "!" may. Patterns and URL are compared normalised; "*"
+// matches every repository; other patterns are globs in which * stops at
+// '/' and ** does not. Argo CD's code also lets a "!" pattern that does
+// not match count as a match, so that a project of deny patterns alone
+// allows everything else; here such a project allows nothing, as its
+// documentation says. A pattern that is no valid glob matches nothing
+// when it allows and everything when it denies.
+func sourceRepoPermitted(patterns []string, repoURL string) bool {
+	repo := canonicalRepoURL(repoURL)
+	if repo == "" {
+		return false
+	}
+	permitted := false
+	for _, raw := range patterns {
+		deny := strings.HasPrefix(raw, "!")
+		matched, valid := globMatch(canonicalRepoURL(strings.TrimPrefix(raw, "!")), repo, '/')
+		switch {
+		case deny && (matched || !valid):
+			return false
+		case !deny && matched:
+			permitted = true
+		}
+	}
+	return permitted
+}
+
+func globMatch(pattern, s string, separators ...rune) (matched, valid bool) {
+	if pattern == "*" {
+		return true, true
+	}
+	g, err := glob.Compile(pattern, separators...)
+	if err != nil {
+		return false, false
+	}
+	return g.Match(s), true
+}
+
+// namespacePermitted applies an AppProject's sourceNamespaces as Argo CD
+// does: a pattern between slashes is a regular expression that may match
+// any part of the namespace, any other a glob.
+func namespacePermitted(patterns []string, namespace string) bool {
+	for _, p := range patterns {
+		if len(p) >= 2 && strings.HasPrefix(p, "/") && strings.HasSuffix(p, "/") {
+			if re, err := regexp.Compile(p[1 : len(p)-1]); err == nil && re.MatchString(namespace) {
+				return true
+			}
+			continue
+		}
+		if ok, _ := globMatch(p, namespace); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRedirect lets git's HTTP requests follow a redirect only on the
+// repository's own host: go-git sends every later request of a session,
+// with the credentials, to wherever /info/refs was redirected. Another
+// path on the same host and port is followed (a renamed repository), and
+// so is a move from http to https on the same host name, whose
+// certificate must then be valid for that name; https to http is not.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	from, to := via[0].URL, req.URL
+	sameHost := strings.EqualFold(from.Hostname(), to.Hostname())
+	samePort := from.Scheme == to.Scheme && portOf(from) == portOf(to)
+	upgrade := from.Scheme == "http" && to.Scheme == "https"
+	if sameHost && (samePort || upgrade) {
+		return nil
+	}
+	return fmt.Errorf("refusing to follow a redirect from %s to %s://%s: git requests and their credentials go only to the repository's own host", from.Host, to.Scheme, to.Host)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// urlInText finds what looks like a URL in a message.
+var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
+
+// redactedError is an error whose message has the credentials of the
+// URLs in it hidden; errors.Is and errors.As still see the error.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
+
+// RedactErrorURLs hides the credentials of every URL in err's message: a
+// URL given with user info in it can come back in the message of any
+// layer below (a URL parser, an HTTP client, go-git), and the message
+// goes to logs and to Kubernetes events that tenants can read.
+func RedactErrorURLs(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	clean := urlInText.ReplaceAllStringFunc(msg, RedactURL)
+	if clean == msg {
+		return err
+	}
+	return redactedError{msg: clean, err: err}
+}

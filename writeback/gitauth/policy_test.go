@@ -1,0 +1,269 @@
+package gitauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+func TestURLCovers(t *testing.T) {
+	tests := []struct {
+		prefix, repo string
+		want         bool
+	}{
+		{"https://github.com", "https://github.com/org/repo.git", true},
+		{"https://github.com/", "https://github.com/org/repo.git", true},
+		{"https://GitHub.com/Org", "https://github.com/org/repo", true},
+		{"https://github.com/org.git", "https://github.com/org/repo", true},
+		{"https://github.com/org/repo.git", "https://github.com/org/repo", true},
+		{"https://github.com/org/repo/", "https://github.com/org/repo.git/", true},
+		{"https://github.com", "https://github.com.evil.io/org/repo", false},
+		{"https://github.com", "https://github.community/org/repo", false},
+		{"https://github.com", "https://github.com:8443/org/repo", false},
+		{"https://github.com", "https://github.com@evil.io/org/repo", false},
+		{"https://github.com", "http://github.com/org/repo", false},
+		{"https://github.com/org", "https://github.com/organic/repo", false},
+		{"https://github.com/org/repo", "https://github.com/org/repository", false},
+		{"http://127.0.0.1:4123", "http://127.0.0.1:41234/repo.git", false},
+		{"http://127.0.0.1", "http://127.0.0.1.nip/repo.git", false},
+		{"git@github.com:org", "git@github.com:org/repo.git", true},
+		{"git@github.com:org", "ssh://git@github.com/org/repo.git", true},
+		{"git@github.com", "git@github.com.evil.io:org/repo.git", false},
+		{"git@github.com:org", "git@github.com:organic/repo.git", false},
+		{"ssh://git@github.com:2222/org", "ssh://git@github.com:22220/org/repo", false},
+		{"", "https://github.com/org/repo", false},
+		{"https://github.com", "", false},
+	}
+	for _, tt := range tests {
+		if got := urlCovers(tt.prefix, tt.repo); got != tt.want {
+			t.Errorf("urlCovers(%q, %q) = %v, want %v", tt.prefix, tt.repo, got, tt.want)
+		}
+	}
+}
+
+func TestSourceRepoPermitted(t *testing.T) {
+	tests := []struct {
+		name     string
+		patterns []string
+		repo     string
+		want     bool
+	}{
+		{"nothing", nil, "https://github.com/org/repo", false},
+		{"star", []string{"*"}, "https://github.com/org/repo.git", true},
+		{"exact", []string{"https://github.com/org/repo.git"}, "https://github.com/org/repo", true},
+		{"exact in another case", []string{"https://GitHub.com/Org/Repo"}, "https://github.com/org/repo.git", true},
+		{"another repository", []string{"https://github.com/org/repo"}, "https://github.com/org/other", false},
+		{"glob in the org", []string{"https://github.com/org/*"}, "https://github.com/org/repo.git", true},
+		{"glob stops at a slash", []string{"https://github.com/org/*"}, "https://github.com/org/sub/repo", false},
+		{"double star crosses slashes", []string{"https://github.com/org/**"}, "https://github.com/org/sub/repo", true},
+		{"glob does not reach a look-alike host", []string{"https://github.com/*"}, "https://github.com.evil.io/repo", false},
+		{"glob over the host", []string{"https://*.example.com/**"}, "https://git.example.com/org/repo", true},
+		{"scp-like pattern, ssh URL", []string{"git@github.com:org/*"}, "ssh://git@github.com/org/repo.git", true},
+		{"deny wins", []string{"!https://github.com/org/secret", "*"}, "https://github.com/org/secret.git", false},
+		{"deny leaves the rest", []string{"!https://github.com/org/secret", "*"}, "https://github.com/org/repo", true},
+		{"deny alone allows nothing", []string{"!https://github.com/org/secret"}, "https://github.com/org/repo", false},
+		{"deny everything", []string{"!*", "*"}, "https://github.com/org/repo", false},
+		{"broken allow pattern", []string{"https://github.com/org/[", "https://github.com/org/repo"}, "https://github.com/org/repo", true},
+		{"broken deny pattern", []string{"!https://github.com/org/[", "*"}, "https://github.com/org/repo", false},
+		{"unparsable URL", []string{"*"}, "https://github.com:port/org/repo", false},
+	}
+	for _, tt := range tests {
+		if got := sourceRepoPermitted(tt.patterns, tt.repo); got != tt.want {
+			t.Errorf("%s: sourceRepoPermitted(%q, %q) = %v, want %v", tt.name, tt.patterns, tt.repo, got, tt.want)
+		}
+	}
+}
+
+func TestNamespacePermitted(t *testing.T) {
+	tests := []struct {
+		patterns  []string
+		namespace string
+		want      bool
+	}{
+		{nil, "team-a", false},
+		{[]string{"team-a"}, "team-a", true},
+		{[]string{"team-a"}, "team-ab", false},
+		{[]string{"team-*"}, "team-a", true},
+		{[]string{"*"}, "anything", true},
+		{[]string{"/^team-[0-9]+$/"}, "team-12", true},
+		{[]string{"/^team-[0-9]+$/"}, "team-x", false},
+		{[]string{"/team/"}, "my-team-x", true},
+		{[]string{"/(/"}, "team-a", false},
+		{[]string{"/"}, "team-a", false},
+	}
+	for _, tt := range tests {
+		if got := namespacePermitted(tt.patterns, tt.namespace); got != tt.want {
+			t.Errorf("namespacePermitted(%q, %q) = %v, want %v", tt.patterns, tt.namespace, got, tt.want)
+		}
+	}
+}
+
+func TestCheckRedirect(t *testing.T) {
+	tests := []struct {
+		from, to string
+		hops     int
+		want     bool
+	}{
+		{"https://git.example.com/org/repo.git/info/refs", "https://git.example.com/org/renamed.git/info/refs", 1, true},
+		{"https://git.example.com/r.git/info/refs", "https://GIT.example.com:443/r.git/info/refs", 1, true},
+		{"http://git.example.com/r.git/info/refs", "https://git.example.com/r.git/info/refs", 1, true},
+		{"http://git.example.com:8080/r.git/info/refs", "https://git.example.com:8443/r.git/info/refs", 1, true},
+		{"https://git.example.com/r.git/info/refs", "http://git.example.com/r.git/info/refs", 1, false},
+		{"https://git.example.com/r.git/info/refs", "https://git.example.com:8443/r.git/info/refs", 1, false},
+		{"https://git.example.com/r.git/info/refs", "https://evil.example.com/r.git/info/refs", 1, false},
+		{"https://git.example.com/r.git/info/refs", "https://git.example.com.evil.io/r.git/info/refs", 1, false},
+		{"https://git.example.com/r.git/info/refs", "https://git.example.com/r.git/info/refs", 10, false},
+	}
+	for _, tt := range tests {
+		var via []*http.Request
+		for range tt.hops {
+			r, _ := http.NewRequest(http.MethodGet, tt.from, nil)
+			via = append(via, r)
+		}
+		req, _ := http.NewRequest(http.MethodGet, tt.to, nil)
+		if err := checkRedirect(req, via); (err == nil) != tt.want {
+			t.Errorf("redirect %s -> %s after %d: %v, want followed %v", tt.from, tt.to, tt.hops, err, tt.want)
+		}
+	}
+}
+
+func TestRedactErrorURLs(t *testing.T) {
+	tests := []struct {
+		msg, want string
+	}{
+		{`unexpected requesting "http://user:s3cret@127.0.0.1:8080/r.git/info/refs" status code: 502`, `unexpected requesting "http://user:xxxxx@127.0.0.1:8080/r.git/info/refs" status code: 502`},
+		{`Get "https://ghp_s3cret@github.com/o/r.git/info/refs": EOF`, `Get "https://xxxxx@github.com/o/r.git/info/refs": EOF`},
+		{`parse "https://bot:pa/s3cret@git.example.com/r.git": invalid port`, `parse "https://xxxxx@git.example.com/r.git": invalid port`},
+		{`ssh: handshake failed for ssh://git@github.com/o/r.git`, `ssh: handshake failed for ssh://git@github.com/o/r.git`},
+		{`nothing to hide in https://github.com/o/r.git`, `nothing to hide in https://github.com/o/r.git`},
+	}
+	for _, tt := range tests {
+		base := errors.New(tt.msg)
+		err := RedactErrorURLs(base)
+		if err.Error() != tt.want {
+			t.Errorf("RedactErrorURLs(%q) = %q, want %q", tt.msg, err, tt.want)
+		}
+		if !errors.Is(err, base) {
+			t.Errorf("RedactErrorURLs(%q) lost the error", tt.msg)
+		}
+	}
+}
+
+func TestRemoteRepoURL(t *testing.T) {
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{"https://github.com/org/repo.git", true},
+		{"HTTP://127.0.0.1:8080/repo.git", true},
+		{"ssh://git@github.com/org/repo.git", true},
+		{"git@github.com:org/repo.git", true},
+		{"file:///var/lib/clones/abc", false},
+		{"/var/lib/clones/abc", false},
+		{"git://github.com/org/repo.git", false},
+		{"https:///repo.git", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := remoteRepoURL(tt.url); got != tt.want {
+			t.Errorf("remoteRepoURL(%q) = %v, want %v", tt.url, got, tt.want)
+		}
+	}
+}
+
+func TestHasDotSegment(t *testing.T) {
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{"https://github.com/org/repo.git", false},
+		{"https://github.com/org/../other/repo.git", true},
+		{"https://github.com/org/./repo.git", true},
+		{"https://github.com/org/%2e%2e/other/repo.git", true},
+		{"https://github.com/org/%2E%2E/other/repo.git", true},
+		{"git@github.com:org/../other/repo.git", true},
+		{"https://github.com/org/..repo.git", false},
+		{"https://github.com/org/repo..", false},
+	}
+	for _, tt := range tests {
+		if got := hasDotSegment(tt.url); got != tt.want {
+			t.Errorf("hasDotSegment(%q) = %v, want %v", tt.url, got, tt.want)
+		}
+	}
+}
+
+// TestRepoCredsBoundaries: a repo-creds Secret applies to the repositories
+// under its URL on whole host, port and path-segment boundaries, never to
+// a host or path that merely starts with the same characters.
+func TestRepoCredsBoundaries(t *testing.T) {
+	kube := testenv.StartKube(t)
+	cs, err := kubernetes.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "creds-boundaries"
+	kube.CreateNamespace(t, ns)
+	secret := func(name, secretType string, data map[string]string) {
+		kube.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{argoCDSecretTypeLabel: secretType}}, StringData: data})
+	}
+	for name, prefix := range map[string]string{
+		"host": "https://git.example.com/",
+		"org":  "https://git.example.com/org",
+		"port": "http://127.0.0.1:4123",
+		"scp":  "git@git.example.com:team",
+		"ssh":  "ssh://git@git.example.com:2222/team/",
+	} {
+		secret(name, argoCDSecretTypeRepoCreds, map[string]string{"url": prefix, "username": "user-" + name, "password": "p"})
+	}
+	// A URL that does not parse matches nothing, not even itself.
+	secret("unparsable", argoCDSecretTypeRepository, map[string]string{"url": "https://git.example.com:port/x", "username": "user", "password": "p"})
+	tests := []struct {
+		url  string
+		want string // the Secret chosen; "" for none
+	}{
+		{url: "https://git.example.com/x/repo.git", want: "host"},
+		{url: "https://git.example.com", want: "host"},
+		{url: "https://git.example.com.evil.io/x/repo.git"},
+		{url: "https://git.example.co/x/repo.git"},
+		{url: "https://git.example.com:8443/x/repo.git"},
+		{url: "https://git.example.com@evil.io/x/repo.git"},
+		{url: "http://git.example.com/x/repo.git"},
+		{url: "https://git.example.com/org/repo.git", want: "org"},
+		{url: "https://git.example.com/org", want: "org"},
+		{url: "HTTPS://Git.Example.COM/Org/Repo.git/", want: "org"},
+		// The org Secret does not reach another org that shares its first
+		// letters; the host's Secret applies there.
+		{url: "https://git.example.com/organic/repo.git", want: "host"},
+		{url: "http://127.0.0.1:4123/repo.git", want: "port"},
+		{url: "http://127.0.0.1:41234/repo.git"},
+		{url: "http://127.0.0.1:4123.evil.io/repo.git"},
+		{url: "git@git.example.com:team/repo.git", want: "scp"},
+		{url: "git@git.example.com:teams/repo.git"},
+		{url: "ssh://git@git.example.com:2222/team/repo.git", want: "ssh"},
+		{url: "ssh://git@git.example.com:22220/team/repo.git"},
+		{url: "https://git.example.com:port/x"},
+	}
+	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if tt.want != "" {
+				want = "Secret " + ns + "/" + tt.want
+			}
+			if c.source != want {
+				t.Errorf("credentials from %q, want %q", c.source, want)
+			}
+		})
+	}
+}

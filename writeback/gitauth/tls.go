@@ -1,0 +1,93 @@
+package gitauth
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// TLSCertsConfigMap holds Argo CD's trusted certificates for HTTPS
+// servers: each key is a server name without port, each value PEM.
+const TLSCertsConfigMap = "argocd-tls-certs-cm"
+
+// tlsRoots returns the certificates Argo CD trusts for host: nil when the
+// ConfigMap has no entry for it, which means the system's roots.
+func (r *Resolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, error) {
+	r.tlsOnce.Do(func() { r.tlsCerts, r.tlsErr = r.loadTLSCerts(ctx) })
+	if r.tlsErr != nil {
+		return nil, r.tlsErr
+	}
+	pemData, ok := r.tlsCerts[host]
+	if !ok {
+		pemData, ok = r.tlsCerts[strings.ToLower(host)]
+	}
+	if !ok {
+		return nil, nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(pemData)) {
+		return nil, fmt.Errorf("key %s of ConfigMap %s/%s holds no PEM certificate", host, r.namespace, TLSCertsConfigMap)
+	}
+	return pool, nil
+}
+
+func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) {
+	cm, err := r.lister.ConfigMap(ctx, r.namespace, TLSCertsConfigMap)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read TLS certificates from ConfigMap %s/%s: %w", r.namespace, TLSCertsConfigMap, err)
+	}
+	return cm.Data, nil
+}
+
+// httpTransport is the HTTP transport for host (without port) with Argo
+// CD's repository credentials c, set up as Argo CD sets up its own:
+//   - the certificates of argocd-tls-certs-cm for the server's host are
+//     the only trusted roots when there are any, else the system's;
+//   - the client certificate of the Secret (tlsClientCertData and
+//     tlsClientCertKey) is sent whenever the server asks for one;
+//   - insecure skips verification, proxy replaces the environment's proxy.
+func (r *Resolver) httpTransport(ctx context.Context, host string, c Credentials) (*http.Transport, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	tr.TLSClientConfig = cfg
+	if c.insecure {
+		cfg.InsecureSkipVerify = true
+	} else {
+		// Also for http: a redirect may move to https on the same host.
+		roots, err := r.tlsRoots(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = roots
+	}
+	if c.tlsClientCert != "" || c.tlsClientKey != "" {
+		if c.tlsClientCert == "" || c.tlsClientKey == "" {
+			return nil, fmt.Errorf("%s has only one of tlsClientCertData and tlsClientCertKey", c.source)
+		}
+		cert, err := tls.X509KeyPair([]byte(c.tlsClientCert), []byte(c.tlsClientKey))
+		if err != nil {
+			// The parser's errors describe the PEM, never the key.
+			return nil, fmt.Errorf("the TLS client certificate in %s cannot be used: %w", c.source, err)
+		}
+		// Sent even when the server's list of acceptable CAs does not name
+		// its issuer, as Argo CD does: servers often send no list.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	}
+	if c.proxy != "" {
+		p, err := url.Parse(c.proxy)
+		if err != nil || p.Host == "" {
+			return nil, fmt.Errorf("the proxy of %s is not a URL", c.source)
+		}
+		tr.Proxy = http.ProxyURL(p)
+	}
+	return tr, nil
+}

@@ -1,0 +1,160 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+const (
+	gitAppImage = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"
+	gitWebImage = "ghcr.io/example/web"
+	gitDigest   = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
+
+// goldenUpdate regenerates expected files when set: UPDATE_GOLDEN=1 go test.
+func goldenUpdate() bool { return os.Getenv("UPDATE_GOLDEN") != "" }
+
+// TestKustomizationGolden edits the kustomizations in
+// testdata/kustomization/original and compares the result byte for byte
+// with testdata/kustomization/expected: only the images entries change.
+func TestKustomizationGolden(t *testing.T) {
+	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}
+	web := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}, Old: imageref.ParseVersion("1.4.0")}
+	tests := map[string]struct {
+		images  []writeback.ImageUpdate
+		changed []string
+	}{
+		"commented.yaml":     {[]writeback.ImageUpdate{app, web}, []string{"app", "web"}},
+		"no-images.yaml":     {[]writeback.ImageUpdate{app}, []string{"app"}},
+		"no-newline.yaml":    {[]writeback.ImageUpdate{app, web}, []string{"app", "web"}},
+		"flow.yaml":          {[]writeback.ImageUpdate{app}, []string{"app"}},
+		"null-images.yaml":   {[]writeback.ImageUpdate{app}, []string{"app"}},
+		"crlf.yaml":          {[]writeback.ImageUpdate{app, web}, []string{"app", "web"}},
+		"rename-digest.yaml": {[]writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "1.5.0"}}, {ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}}, []string{"web", "app"}},
+	}
+	files, err := filepath.Glob("testdata/kustomization/original/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(tests) {
+		t.Errorf("%d files in testdata/kustomization/original, %d cases", len(files), len(tests))
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			checkGolden(t, "testdata/kustomization", name, tt.images, tt.changed, SetKustomizationImages)
+		})
+	}
+}
+
+// checkGolden edits testdata/<dir>/original/<name> with edit and compares
+// the result with expected/<name> (rewritten when UPDATE_GOLDEN is set). A
+// second pass over the result must find nothing to do and keep the bytes.
+func checkGolden(t *testing.T, dir, name string, images []writeback.ImageUpdate, wantChanged []string,
+	edit func(name string, src []byte, images []writeback.ImageUpdate) ([]byte, []writeback.ImageUpdate, error)) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(dir, "original", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, changed, err := edit(name, src, images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantChanged, aliases(changed)); diff != "" {
+		t.Errorf("changed (-want +got):\n%s", diff)
+	}
+	expectedPath := filepath.Join(dir, "expected", name)
+	if goldenUpdate() {
+		if err := os.WriteFile(expectedPath, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(expectedPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("edited file (-want +got):\n%s", diff)
+	}
+	again, changed, err := edit(name, got, images)
+	if err != nil || len(changed) != 0 || string(again) != string(got) {
+		t.Errorf("second pass: changed %v, err %v, same bytes %v", aliases(changed), err, string(again) == string(got))
+	}
+}
+
+// TestKustomizationOnlyImagesBlockChanges checks the commented fixture
+// line by line: every line outside the images block is kept as it was.
+func TestKustomizationOnlyImagesBlockChanges(t *testing.T) {
+	src, err := os.ReadFile("testdata/kustomization/original/commented.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := SetKustomizationImages("commented.yaml", src, []writeback.ImageUpdate{
+		{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}, {ImageSpec: appwatch.ImageSpec{Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := strings.SplitAfter(string(src), "\n"), strings.SplitAfter(string(got), "\n")
+	blockStart := func(lines []string) int {
+		for i, l := range lines {
+			if strings.HasPrefix(l, "images:") {
+				return i
+			}
+		}
+		t.Fatal("no images block")
+		return 0
+	}
+	blockEnd := func(lines []string) int {
+		for i := blockStart(lines) + 1; i < len(lines); i++ {
+			if strings.HasPrefix(lines[i], "patches:") {
+				return i
+			}
+		}
+		t.Fatal("no patches key")
+		return 0
+	}
+	if diff := cmp.Diff(before[:blockStart(before)], after[:blockStart(after)]); diff != "" {
+		t.Errorf("lines before the images block changed:\n%s", diff)
+	}
+	if diff := cmp.Diff(before[blockEnd(before):], after[blockEnd(after):]); diff != "" {
+		t.Errorf("lines after the images block changed:\n%s", diff)
+	}
+}
+
+func TestKustomizationErrors(t *testing.T) {
+	app := []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v1"}}}
+	tests := []struct {
+		name, src, want string
+	}{
+		{"invalid YAML", "resources:\n- a\n  images: [\n", "kustomization.yaml: invalid YAML: yaml: line"},
+		{"images not a list", "images:\n  name: x\n", "kustomization.yaml:2: images is a map, not a list"},
+		{"top level not a map", "- a\n- b\n", "kustomization.yaml:1: not a kustomization"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := SetKustomizationImages("kustomization.yaml", []byte(tt.src), app)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestKustomizationEmptyFile(t *testing.T) {
+	got, changed, err := SetKustomizationImages("k.yaml", []byte("# only a comment\n"), []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "1.0"}}})
+	if err != nil || len(changed) != 1 {
+		t.Fatalf("changed %d, err %v", len(changed), err)
+	}
+	want := "# only a comment\nimages:\n- name: app\n  newName: " + gitAppImage + "\n  newTag: \"1.0\"\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

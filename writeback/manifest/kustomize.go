@@ -1,0 +1,71 @@
+package manifest
+
+import (
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// kustomizeOverride is the images entry an update writes:
+// "<orig>=<name>:<version>" when the override replaces another image name,
+// else "<name>:<version>". spelling is how an existing entry writes the
+// name it overrides ("" for a new entry): it is kept, so an entry for
+// "docker.io/library/nginx" stays one when the image is "nginx".
+func kustomizeOverride(img writeback.ImageUpdate, spelling string) string {
+	k := img.KustomizeName()
+	if spelling == "" {
+		spelling = k.OriginalName()
+	}
+	if !k.SameName(img.Image) {
+		return spelling + "=" + img.Written()
+	}
+	if spelling == img.Image.OriginalName() {
+		return img.Written()
+	}
+	respelt, err := imageref.Parse(spelling)
+	if err != nil {
+		return img.Written()
+	}
+	out, err := respelt.WithVersion(img.New)
+	if err != nil {
+		return img.Written()
+	}
+	return out.Original()
+}
+
+// UpdateKustomizeImages returns the images list with each update applied:
+// every entry overriding the update's image (in any spelling of its name,
+// see imageref.Reference.MatchesName) is rewritten in place, an update
+// without one is appended, and all other entries (including ones that are
+// not strings) are kept in place. changed lists the updates that altered
+// the list. current is not modified.
+func UpdateKustomizeImages(current []any, images []writeback.ImageUpdate) (next []any, changed []writeback.ImageUpdate) {
+	next = append([]any(nil), current...)
+	for _, img := range images {
+		target := img.KustomizeName()
+		found, modified := false, false
+		for i, e := range next {
+			s, ok := e.(string)
+			if !ok {
+				continue
+			}
+			orig, _, _ := appwatch.SplitKustomizeImage(s)
+			if !target.MatchesName(orig) {
+				continue
+			}
+			found = true
+			if want := kustomizeOverride(img, orig); s != want {
+				next[i] = want
+				modified = true
+			}
+		}
+		if !found {
+			next = append(next, kustomizeOverride(img, ""))
+			modified = true
+		}
+		if modified {
+			changed = append(changed, img)
+		}
+	}
+	return next, changed
+}
