@@ -23,10 +23,15 @@ import (
 // says otherwise.
 const (
 	// sessionCacheSize bounds the authenticated sessions kept, one per
-	// endpoint, repository and credential source in use.
-	sessionCacheSize = 1024
-	// metadataCacheSize bounds the metadata results kept by digest.
-	metadataCacheSize = 4096
+	// endpoint, repository and credential source in use. Below the pairs
+	// in use, every cycle evicts sessions it needs again and logs in anew:
+	// at 20,000 Applications over 3,481 pairs a cache of 1,024 cost 3,404
+	// token requests and as many pings per steady cycle.
+	sessionCacheSize = 8192
+	// metadataCacheSize bounds the metadata results kept by digest; sized
+	// as the sessions, for the digests a cycle reads (4,100 at 20,000
+	// Applications in the scale benchmark).
+	metadataCacheSize = 16384
 	defaultUserAgent  = "argocd-image-updater"
 )
 
