@@ -19,6 +19,10 @@ type interner struct {
 	strings map[string]string
 }
 
+// unshared are fields whose values differ between every object: sharing
+// them saves nothing and would fill the interner.
+var unshared = map[string]bool{"uid": true, "resourceVersion": true}
+
 func newInterner() *interner { return &interner{strings: map[string]string{}} }
 
 func (in *interner) str(s string) string {
@@ -46,6 +50,10 @@ func (in *interner) value(v any) any {
 	case map[string]any:
 		out := make(map[string]any, len(t))
 		for k, e := range t {
+			if _, ok := e.(string); ok && unshared[k] {
+				out[in.str(k)] = e
+				continue
+			}
 			out[in.str(k)] = in.value(e)
 		}
 		return out

@@ -13,7 +13,8 @@ func TestInternerKeepsValuesAndSharesStrings(t *testing.T) {
 	decoded := func() map[string]any {
 		return map[string]any{
 			"metadata": map[string]any{
-				"annotations": map[string]any{"argocd-image-updater.argoproj.io/image-list": strings.Clone("app=registry.example.com/app")},
+				"resourceVersion": strings.Clone("12345"),
+				"annotations":     map[string]any{"argocd-image-updater.argoproj.io/image-list": strings.Clone("app=registry.example.com/app")},
 			},
 			"spec":  map[string]any{"images": []any{strings.Clone("registry.example.com/app:1.0"), int64(3), true, nil}},
 			"long":  strings.Repeat("x", maxInternedLen+1),
@@ -35,6 +36,7 @@ func TestInternerKeepsValuesAndSharesStrings(t *testing.T) {
 			return o["metadata"].(map[string]any)["annotations"].(map[string]any)["argocd-image-updater.argoproj.io/image-list"].(string)
 		}, true},
 		{"list item", func(o map[string]any) string { return o["spec"].(map[string]any)["images"].([]any)[0].(string) }, true},
+		{"field unique to each object", func(o map[string]any) string { return o["metadata"].(map[string]any)["resourceVersion"].(string) }, false},
 		{"string longer than the bound", func(o map[string]any) string { return o["long"].(string) }, false},
 	}
 	for _, tt := range tests {
