@@ -38,6 +38,8 @@ type Watcher struct {
 	// keepAll keeps the spec of Applications without the image-list
 	// annotation, which ImageUpdater resources may select.
 	keepAll bool
+	// strings is shared by the informers' transforms.
+	strings *interner
 }
 
 // Option configures a Watcher.
@@ -90,7 +92,7 @@ func WithLogger(l *slog.Logger) Option {
 
 // NewWatcher validates the options; Start begins watching.
 func NewWatcher(client dynamic.Interface, opts ...Option) (*Watcher, error) {
-	w := &Watcher{client: client, selector: labels.Everything(), logger: slog.New(slog.DiscardHandler)}
+	w := &Watcher{client: client, selector: labels.Everything(), logger: slog.New(slog.DiscardHandler), strings: newInterner()}
 	for _, opt := range opts {
 		if err := opt(w); err != nil {
 			return nil, err
@@ -113,11 +115,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 			o.LabelSelector = selector
 		})
 		informer := factory.ForResource(ApplicationsResource()).Informer()
-		trim := trimApplication
-		if w.keepAll {
-			trim = trimStatus
-		}
-		if err := informer.SetTransform(trim); err != nil {
+		if err := informer.SetTransform(w.transform); err != nil {
 			return err
 		}
 		_ = informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
@@ -192,6 +190,23 @@ func (w *Watcher) nameMatches(name string) bool {
 		}
 	}
 	return false
+}
+
+// transform trims an Application before it enters the cache and shares the
+// strings it repeats with the Applications already there.
+func (w *Watcher) transform(obj any) (any, error) {
+	trim := trimApplication
+	if w.keepAll {
+		trim = trimStatus
+	}
+	obj, err := trim(obj)
+	if err != nil {
+		return nil, err
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.Object = w.strings.value(u.Object).(map[string]any)
+	}
+	return obj, nil
 }
 
 // trimApplication drops what the updater never reads before an object

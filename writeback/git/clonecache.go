@@ -15,8 +15,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -36,6 +39,26 @@ const (
 	// cloneNameLen is the length of cloneDirName's names.
 	cloneNameLen = 24
 )
+
+// objectCacheSize bounds the decoded objects an open clone keeps, delta
+// bases included. go-git's default, 96 MiB, held about 10 MiB of objects
+// read once each in a write of 500 overlays (the decoded trees have their
+// own cache, treeCache); recent delta bases are what the cache is for.
+const objectCacheSize = 4 * cache.MiByte
+
+// openBare opens the bare repository in dir with a bounded object cache.
+func openBare(dir string) (*gogit.Repository, error) {
+	return gogit.Open(bareStorage(dir), nil)
+}
+
+// initBare creates a bare repository in dir, like openBare.
+func initBare(dir string) (*gogit.Repository, error) {
+	return gogit.Init(bareStorage(dir), nil)
+}
+
+func bareStorage(dir string) *filesystem.Storage {
+	return filesystem.NewStorage(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRU(objectCacheSize))
+}
 
 // cloneKey identifies a repository's clone: its URL without credentials,
 // with the scheme and host in lower case and no trailing slash. Spellings
@@ -184,7 +207,7 @@ func (c *cloneCache) sweep() {
 			}
 		}
 		key := ""
-		if repo, err := gogit.PlainOpen(path); err == nil {
+		if repo, err := openBare(path); err == nil {
 			if r, err := repo.Remote(remoteName); err == nil && len(r.Config().URLs) == 1 {
 				key = r.Config().URLs[0]
 			}
@@ -229,7 +252,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	name := cloneDirName(key)
 	dir := filepath.Join(c.root, name)
 	if _, err := os.Stat(filepath.Join(dir, lastUseFile)); err == nil {
-		repo, err := gogit.PlainOpen(dir)
+		repo, err := openBare(dir)
 		if err == nil {
 			if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{key}) {
 				return &gitClone{url: repoURL, name: name, dir: dir, repo: repo}, nil
@@ -246,7 +269,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create clone of %s: %w", gitauth.RedactURL(repoURL), err)
 	}
-	repo, err := gogit.PlainInit(tmp, true)
+	repo, err := initBare(tmp)
 	if err == nil {
 		_, err = repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{key}})
 	}

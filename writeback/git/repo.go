@@ -57,7 +57,7 @@ func (c *gitClone) finish() error {
 		return fmt.Errorf("finish clone: %w", err)
 	}
 	c.building = ""
-	repo, err := gogit.PlainOpen(c.dir)
+	repo, err := openBare(c.dir)
 	if err != nil {
 		return fmt.Errorf("open clone %s: %w", c.dir, err)
 	}
