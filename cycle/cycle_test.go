@@ -249,15 +249,6 @@ func (w *world) syncWatcher(t *testing.T, name string) {
 	})
 }
 
-func kustomizeImages(t *testing.T, obj *unstructured.Unstructured) []string {
-	t.Helper()
-	images, _, err := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return images
-}
-
 func (w *world) events(t *testing.T, name string) []corev1.Event {
 	t.Helper()
 	list, err := w.cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})

@@ -52,7 +52,7 @@ func TestCycle(t *testing.T) {
 			t.Fatalf("summary %+v", sum)
 		}
 		want := []string{repo("eks-app") + ":v0.1.0", repo("eks-web") + ":v0.0.3"}
-		got := kustomizeImages(t, w.get(t, "seed003"))
+		got := testenv.KustomizeImages(t, w.get(t, "seed003"))
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("kustomize images %v, want %v", got, want)
@@ -179,11 +179,11 @@ func TestCycle(t *testing.T) {
 		if sum.Updated != 1 || sum.Skipped != 1 || sum.Errors != 0 {
 			t.Fatalf("summary %+v", sum)
 		}
-		if got := kustomizeImages(t, w.get(t, "skip-forced")); !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
+		if got := testenv.KustomizeImages(t, w.get(t, "skip-forced")); !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
 			t.Errorf("forced image %v", got)
 		}
 		for _, name := range []string{"skip-not-running", "skip-paused"} {
-			if got := kustomizeImages(t, w.get(t, name)); len(got) != 0 {
+			if got := testenv.KustomizeImages(t, w.get(t, name)); len(got) != 0 {
 				t.Errorf("%s was written: %v", name, got)
 			}
 		}
@@ -200,7 +200,7 @@ func TestCycle(t *testing.T) {
 		if sum.Updated != 1 || sum.Errors != 1 {
 			t.Fatalf("summary %+v", sum)
 		}
-		if got := kustomizeImages(t, w.get(t, "bad-one")); !slices.Equal(got, []string{repo("eks-web") + ":v0.0.3"}) {
+		if got := testenv.KustomizeImages(t, w.get(t, "bad-one")); !slices.Equal(got, []string{repo("eks-web") + ":v0.0.3"}) {
 			t.Errorf("images %v", got)
 		}
 		var warning, reason string
@@ -239,7 +239,7 @@ func TestCycle(t *testing.T) {
 		if sum.Updated != 0 || sum.Errors != 1 || sum.Skipped != 1 {
 			t.Fatalf("summary %+v", sum)
 		}
-		if got := kustomizeImages(t, w.get(t, "badwb")); len(got) != 0 {
+		if got := testenv.KustomizeImages(t, w.get(t, "badwb")); len(got) != 0 {
 			t.Errorf("written despite the bad write-back method: %v", got)
 		}
 	})
@@ -365,7 +365,7 @@ func TestCycle(t *testing.T) {
 			if sum.Updated != 1 || sum.Errors != 1 {
 				t.Fatalf("summary %+v, want the good image updated and one error", sum)
 			}
-			if got := kustomizeImages(t, w.get(t, "stall-"+stallOn+"-good")); !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
+			if got := testenv.KustomizeImages(t, w.get(t, "stall-"+stallOn+"-good")); !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
 				t.Errorf("the good image was not written: %v", got)
 			}
 			var msg string
@@ -393,7 +393,7 @@ func TestCycle(t *testing.T) {
 		if sum.Updated != 1 || sum.Errors != 1 {
 			t.Fatalf("summary %+v, want the good image updated and one error", sum)
 		}
-		got := kustomizeImages(t, w.get(t, "panic-one"))
+		got := testenv.KustomizeImages(t, w.get(t, "panic-one"))
 		if !slices.Equal(got, []string{repo("eks-app") + ":v0.1.0"}) {
 			t.Errorf("kustomize images %v", got)
 		}
@@ -572,7 +572,7 @@ func TestCycle(t *testing.T) {
 				if sum.Updated != 0 || sum.Errors != 0 {
 					t.Errorf("summary %+v, want nothing updated and no error", sum)
 				}
-				if got := kustomizeImages(t, w.get(t, name)); got != nil {
+				if got := testenv.KustomizeImages(t, w.get(t, name)); got != nil {
 					t.Errorf("written after the stop: %v", got)
 				}
 				if got := testutil.ToFloat64(w.metrics.imagesErrorsVec.WithLabelValues("argocd/" + name)); got != 0 {

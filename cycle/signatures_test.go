@@ -94,7 +94,7 @@ func TestSignedImagesOnly(t *testing.T) {
 			if sum.Errors != tt.wantErrors {
 				t.Errorf("errors %d, want %d; logs:\n%s", sum.Errors, tt.wantErrors, w.logs.String())
 			}
-			got := kustomizeImages(t, w.get(t, name))
+			got := testenv.KustomizeImages(t, w.get(t, name))
 			if tt.wantImage == "" && len(got) != 0 || tt.wantImage != "" && !slices.Equal(got, []string{tt.wantImage}) {
 				t.Errorf("kustomize images %v, want %q", got, tt.wantImage)
 			}

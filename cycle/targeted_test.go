@@ -91,7 +91,7 @@ func TestCheckRepositories(t *testing.T) {
 				t.Errorf("%d tag listings reached the registry, want %d", got, tt.wantLists)
 			}
 			for _, suffix := range []string{"a", "w", "both", "idle"} {
-				got := kustomizeImages(t, w.get(t, prefix+suffix))
+				got := testenv.KustomizeImages(t, w.get(t, prefix+suffix))
 				slices.Sort(got)
 				if want := tt.wantUpdated[suffix]; !slices.Equal(got, want) {
 					t.Errorf("%s: kustomize images %v, want %v", suffix, got, want)
@@ -176,7 +176,7 @@ func TestSteadyCyclesAndPushNotification(t *testing.T) {
 	if got := w.requests.heads.Load(); got != 3 {
 		t.Errorf("check: %d manifest HEADs, want 3", got)
 	}
-	if got := kustomizeImages(t, w.get(t, "hd-newest")); !slices.Equal(got, []string{repo + ":build-1"}) {
+	if got := testenv.KustomizeImages(t, w.get(t, "hd-newest")); !slices.Equal(got, []string{repo + ":build-1"}) {
 		t.Errorf("hd-newest runs %v, want build-1", got)
 	}
 }

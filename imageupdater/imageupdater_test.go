@@ -67,7 +67,7 @@ func testSignatures(t *testing.T, s *servers) {
 	w.updater.RunOnce(t.Context())
 
 	for name, want := range map[string]string{"verified": ":1.1.0", "unverified": ":2.0.0"} {
-		got := kustomizeImages(t, w.getApp(t, name))
+		got := testenv.KustomizeImages(t, w.getApp(t, name))
 		if len(got) != 1 || got[0] != w.image("web")+want {
 			t.Errorf("%s: kustomize images %v, want %s%s", name, got, w.image("web"), want)
 		}
@@ -99,7 +99,7 @@ func testFields(t *testing.T, s *servers) {
 	kustomizeIs := func(want func(img string) []string) func(*testing.T, *world, *unstructured.Unstructured) {
 		return func(t *testing.T, w *world, app *unstructured.Unstructured) {
 			t.Helper()
-			if got, want := kustomizeImages(t, app), want(w.image("web")); !slices.Equal(got, want) {
+			if got, want := testenv.KustomizeImages(t, app), want(w.image("web")); !slices.Equal(got, want) {
 				t.Errorf("kustomize images = %q, want %q", got, want)
 			}
 		}
@@ -372,12 +372,12 @@ func testPrecedence(t *testing.T, s *servers) {
 
 	w.updater.RunOnce(t.Context())
 
-	first := kustomizeImages(t, w.getApp(t, "first"))
+	first := testenv.KustomizeImages(t, w.getApp(t, "first"))
 	slices.Sort(first)
 	if want := []string{w.image("a") + ":2.0.0", w.image("b") + ":1.1.0"}; !slices.Equal(first, want) {
 		t.Errorf("first: kustomize images = %q, want %q (image's allowTags, then the ref's)", first, want)
 	}
-	if got, want := kustomizeImages(t, w.getApp(t, "second")), []string{w.image("c") + ":1.0.1"}; !slices.Equal(got, want) {
+	if got, want := testenv.KustomizeImages(t, w.getApp(t, "second")), []string{w.image("c") + ":1.0.1"}; !slices.Equal(got, want) {
 		t.Errorf("second: kustomize images = %q, want %q (the spec's allowTags)", got, want)
 	}
 	if st := w.getUpdater(t, "updater").Status; st.ApplicationsMatched != 2 || st.ImagesManaged != 3 {
@@ -420,7 +420,7 @@ func testSelection(t *testing.T, s *servers) {
 		for name, want := range map[string][]string{
 			"web-a": {w.image("web") + ":1.0.1"}, "web-b": nil, "web-test": nil, "api-a": nil,
 		} {
-			if got := kustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, want) {
+			if got := testenv.KustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, want) {
 				t.Errorf("%s: kustomize images = %q, want %q", name, got, want)
 			}
 		}
@@ -428,7 +428,7 @@ func testSelection(t *testing.T, s *servers) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if imgs := kustomizeImages(t, got); imgs != nil {
+		if imgs := testenv.KustomizeImages(t, got); imgs != nil {
 			t.Errorf("the Application of another namespace was written: %q", imgs)
 		}
 		if n := w.getUpdater(t, "updater").Status.ApplicationsMatched; n != 1 {
@@ -452,7 +452,7 @@ func testSelection(t *testing.T, s *servers) {
 
 		w.updater.RunOnce(t.Context())
 
-		if got, want := kustomizeImages(t, w.getApp(t, "annotated")), []string{w.image("web") + ":1.0.1"}; !slices.Equal(got, want) {
+		if got, want := testenv.KustomizeImages(t, w.getApp(t, "annotated")), []string{w.image("web") + ":1.0.1"}; !slices.Equal(got, want) {
 			t.Errorf("kustomize images = %q, want %q", got, want)
 		}
 		if st := w.getUpdater(t, "updater").Status; st.ApplicationsMatched != 1 || st.ImagesManaged != 1 {
@@ -486,7 +486,7 @@ func testOverlap(t *testing.T, s *servers) {
 	w.updater.RunOnce(t.Context())
 
 	for _, name := range []string{"shared", "annotated"} {
-		if got, want := kustomizeImages(t, w.getApp(t, name)), []string{w.image("web") + ":1.0.1"}; !slices.Equal(got, want) {
+		if got, want := testenv.KustomizeImages(t, w.getApp(t, name)), []string{w.image("web") + ":1.0.1"}; !slices.Equal(got, want) {
 			t.Errorf("%s: kustomize images = %q, want %q (a-first's settings)", name, got, want)
 		}
 	}
@@ -680,7 +680,7 @@ func testSamples(t *testing.T, s *servers) {
 	w.updater.RunOnce(t.Context())
 
 	for name, want := range map[string]string{"web-frontend": web + ":1.0.1", "legacy": web + ":1.0.1"} {
-		if got := kustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, []string{want}) {
+		if got := testenv.KustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, []string{want}) {
 			t.Errorf("%s: kustomize images = %q, want %q", name, got, want)
 		}
 	}

@@ -264,15 +264,6 @@ func (w *world) syncApp(t *testing.T, name string) {
 	})
 }
 
-func kustomizeImages(t *testing.T, obj *unstructured.Unstructured) []string {
-	t.Helper()
-	images, _, err := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return images
-}
-
 func helmParameters(t *testing.T, obj *unstructured.Unstructured) map[string]string {
 	t.Helper()
 	params, _, _ := unstructured.NestedSlice(obj.Object, "spec", "source", "helm", "parameters")

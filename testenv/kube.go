@@ -314,3 +314,14 @@ func (k *Kube) CreateAppProject(t testing.TB, namespace, name string, sourceRepo
 		},
 	})
 }
+
+// KustomizeImages is the Kustomize images list of an Application's source,
+// as tests read what the updater wrote.
+func KustomizeImages(t testing.TB, app *unstructured.Unstructured) []string {
+	t.Helper()
+	images, _, err := unstructured.NestedStringSlice(app.Object, "spec", "source", "kustomize", "images")
+	if err != nil {
+		t.Fatalf("Application %s/%s: %v", app.GetNamespace(), app.GetName(), err)
+	}
+	return images
+}

@@ -101,8 +101,7 @@ func (w *controllerWorld) imagesIn(t *testing.T, namespace, name string) []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
-	return images
+	return testenv.KustomizeImages(t, obj)
 }
 
 func (w *controllerWorld) run(ctx context.Context, stderr *testenv.SyncBuffer, extra ...string) int {

@@ -321,6 +321,5 @@ func applicationImages(t *testing.T, dyn dynamic.Interface, name string) []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "source", "kustomize", "images")
-	return images
+	return testenv.KustomizeImages(t, obj)
 }
