@@ -2,13 +2,11 @@ package appwatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -106,35 +103,18 @@ func NewWatcher(client dynamic.Interface, opts ...Option) (*Watcher, error) {
 
 // Start starts the informers and waits until their caches are filled.
 func (w *Watcher) Start(ctx context.Context) error {
-	for _, ns := range w.namespaces {
-		if ns == "*" {
-			ns = metav1.NamespaceAll
-		}
-		selector := w.selector.String()
-		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.client, 0, ns, func(o *metav1.ListOptions) {
-			o.LabelSelector = selector
-		})
-		informer := factory.ForResource(ApplicationsResource()).Informer()
-		if err := informer.SetTransform(w.transform); err != nil {
-			return err
-		}
-		_ = informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-			w.logger.Warn("watching Applications failed; retrying", "namespace", ns, "error", err)
-		})
-		w.informers = append(w.informers, informer)
-		go informer.Run(ctx.Done())
-	}
-	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for _, inf := range w.informers {
-		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errors.New("listing Applications did not complete within 2 minutes: check the API server and the RBAC rules for applications.argoproj.io (list, watch)")
-		}
-	}
-	return nil
+	selector := w.selector.String()
+	informers, err := InformerSet{
+		Client:    w.client,
+		Resource:  ApplicationsResource(),
+		Kind:      "Applications",
+		Hint:      "check the API server and the RBAC rules for applications.argoproj.io (list, watch)",
+		Tweak:     func(o *metav1.ListOptions) { o.LabelSelector = selector },
+		Transform: w.transform,
+		Logger:    w.logger,
+	}.Start(ctx, w.namespaces)
+	w.informers = informers
+	return err
 }
 
 // Applications returns the managed Applications, sorted by namespace and

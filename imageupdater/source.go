@@ -2,14 +2,12 @@ package imageupdater
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path"
 	"slices"
 	"sort"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
@@ -85,29 +82,15 @@ func NewSource(client dynamic.Interface, apps Applications, opts ...Option) *Sou
 
 // Start starts watching ImageUpdaters and waits until they are listed.
 func (s *Source) Start(ctx context.Context) error {
-	for _, ns := range s.namespaces {
-		if ns == "*" {
-			ns = metav1.NamespaceAll
-		}
-		factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(s.client, 0, ns, nil)
-		informer := factory.ForResource(api.Resource()).Informer()
-		_ = informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-			s.logger.Warn("watching ImageUpdaters failed; retrying", "namespace", ns, "error", err)
-		})
-		s.informers = append(s.informers, informer)
-		go informer.Run(ctx.Done())
-	}
-	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for _, inf := range s.informers {
-		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return errors.New("listing ImageUpdaters did not complete within 2 minutes: check that the ImageUpdater CRD is installed and the RBAC rules for imageupdaters.argocd-image-updater.argoproj.io (list, watch), or run with --imageupdaters=false")
-		}
-	}
-	return nil
+	informers, err := appwatch.InformerSet{
+		Client:   s.client,
+		Resource: api.Resource(),
+		Kind:     "ImageUpdaters",
+		Hint:     "check that the ImageUpdater CRD is installed and the RBAC rules for imageupdaters.argocd-image-updater.argoproj.io (list, watch), or run with --imageupdaters=false",
+		Logger:   s.logger,
+	}.Start(ctx, s.namespaces)
+	s.informers = informers
+	return err
 }
 
 // Applications returns the annotated Applications and those the

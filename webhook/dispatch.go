@@ -22,6 +22,11 @@ const DefaultWindow = 500 * time.Millisecond
 // names more while a long cycle holds the checks is told to retry.
 const maxPending = 10000
 
+// maxReceived bounds the receipt times kept for one pending repository's
+// latency metric, so that a sender repeating one repository while a long
+// cycle holds the checks cannot grow memory; the earliest are kept.
+const maxReceived = 100
+
 // Errors Notify returns; the handler answers them with 503.
 var (
 	ErrNotRunning = errors.New("this replica runs no checks now (it does not hold the leader Lease); the registry should retry")
@@ -109,7 +114,9 @@ func (d *Dispatcher) Notify(n Notification) error {
 			d.pending[ref.Name()] = p
 		}
 		p.sources[n.Source] = true
-		p.received = append(p.received, n.Received)
+		if len(p.received) < maxReceived {
+			p.received = append(p.received, n.Received)
+		}
 	}
 	select {
 	case d.wake <- struct{}{}:

@@ -203,3 +203,30 @@ argocd_image_updater_webhook_update_latency_seconds_count 2
 		}
 	})
 }
+
+// One repository notified again and again while a check runs keeps a
+// bounded number of receipt times.
+func TestDispatcherBoundsReceived(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := NewDispatcher(&fakeChecker{start: time.Now(), hold: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		synctest.Wait()
+		n := Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, "quay.io/a/x")}}
+		for range 10 * maxReceived {
+			n.Received = time.Now()
+			if err := d.Notify(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d.mu.Lock()
+		got := len(d.pending["quay.io/a/x"].received)
+		d.mu.Unlock()
+		if got != maxReceived {
+			t.Errorf("%d receipt times kept, want %d", got, maxReceived)
+		}
+		cancel()
+		<-done
+	})
+}

@@ -29,6 +29,9 @@ var googleIssuers = []string{"https://accounts.google.com", "accounts.google.com
 // controller hammer the key endpoint.
 const jwksRefresh = time.Minute
 
+// jwksTimeout bounds a fetch of the keys.
+const jwksTimeout = 10 * time.Second
+
 // maxJWKS bounds the key set read: Google's is a few kilobytes.
 const maxJWKS = 1 << 20
 
@@ -56,7 +59,7 @@ func NewOIDCVerifier(audience, email, jwksURL string, client *http.Client) (*OID
 		jwksURL = GoogleJWKS
 	}
 	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+		client = &http.Client{Timeout: jwksTimeout}
 	}
 	return &OIDCVerifier{audience: audience, email: email, jwksURL: jwksURL, client: client}, nil
 }
@@ -104,7 +107,11 @@ func (v *OIDCVerifier) key(ctx context.Context, kid string) (*rsa.PublicKey, err
 		return nil, fmt.Errorf("unknown signing key %q", kid)
 	}
 	v.fetched = time.Now()
-	keys, err := v.fetch(ctx)
+	// The fetch outlives the request that caused it: a sender that hangs
+	// up at once must not spend the refresh, leaving a new key unknown.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksTimeout)
+	defer cancel()
+	keys, err := v.fetch(fctx)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
@@ -183,5 +184,24 @@ func TestNewOIDCVerifier(t *testing.T) {
 	}
 	if got := h.Enabled(); len(got) != 1 || got[0] != ArtifactRegistry {
 		t.Errorf("enabled %v", got)
+	}
+}
+
+// A request that is gone before the keys are fetched does not spend the
+// refresh: the next token signed by the new key is accepted.
+func TestOIDCRefreshOutlivesRequest(t *testing.T) {
+	key := rsaKey(t)
+	jwksURL, fetches := jwksServer(t, map[string]*rsa.PrivateKey{"k1": key})
+	v, _ := NewOIDCVerifier(testAudience, "", jwksURL, nil)
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := v.Verify(gone, "Bearer "+pushToken(t, rsaKey(t), "forged", nil)); err == nil {
+		t.Fatal("forged token accepted")
+	}
+	if err := v.Verify(t.Context(), "Bearer "+pushToken(t, key, "k1", nil)); err != nil {
+		t.Errorf("token of a published key after a cancelled refresh: %v", err)
+	}
+	if got := fetches.Load(); got != 1 {
+		t.Errorf("the keys were fetched %d times, want 1", got)
 	}
 }
