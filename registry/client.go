@@ -16,7 +16,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
-	"github.com/image-updater/argocd-image-updater/registry/transport"
 )
 
 // Sizes of the client's caches, and its User-Agent unless WithUserAgent
@@ -32,7 +31,11 @@ const (
 	// as the sessions, for the digests a cycle reads (4,100 at 20,000
 	// Applications in the scale benchmark).
 	metadataCacheSize = 16384
-	defaultUserAgent  = "argocd-image-updater"
+	// hostCacheSize bounds the endpoint stacks and host gates kept: an
+	// image names its registry host, and a host no registries.conf entry
+	// matches gets a stack and gate of its own.
+	hostCacheSize    = 4096
+	defaultUserAgent = "argocd-image-updater"
 )
 
 // Client reads tags and image metadata from container registries. It is
@@ -45,11 +48,11 @@ const (
 // cap for the public registries only, or what WithDefaultLimit says). Each
 // registries.conf entry, and each host without one, has its own limit,
 // which token requests to its auth server share. Each API host also has a
-// transport.Gate, kept for the client's life: a bound on requests waiting
-// for an answer (WithMaxInFlight) that narrows on 429 and 503 answers, and
-// a pause for the host's Retry-After. Requests that fail with 429 or 5xx
-// are retried with the registry's Retry-After or a bounded exponential
-// backoff.
+// transport.Gate, kept for the client's life (for the 4,096 hosts last
+// used): a bound on requests waiting for an answer (WithMaxInFlight) that
+// narrows on 429 and 503 answers, and a pause for the host's Retry-After.
+// Requests that fail with 429 or 5xx are retried with the registry's
+// Retry-After or a bounded exponential backoff.
 //
 // Credentials are chosen in this order: the image's own credential
 // reference (kept for a minute, or, for ext: scripts, once per
@@ -94,8 +97,8 @@ type Client struct {
 	insecureBase http.RoundTripper
 
 	stacksMu sync.Mutex
-	stacks   map[string]*endpointStack  // by endpoint prefix
-	gates    map[string]*transport.Gate // by API host
+	stacks   *lru.Cache // endpoint prefix → *endpointStack
+	gates    *lru.Cache // API host → *transport.Gate
 
 	sessions     *lru.Cache // sessionKey → *session
 	sessionCalls coalesce.Group[*session]
@@ -213,8 +216,8 @@ func NewClient(opts ...Option) *Client {
 		config:    func() *config.Config { return nil },
 		log:       slog.New(slog.DiscardHandler),
 		userAgent: defaultUserAgent,
-		stacks:    make(map[string]*endpointStack),
-		gates:     make(map[string]*transport.Gate),
+		stacks:    lru.New(hostCacheSize),
+		gates:     lru.New(hostCacheSize),
 		sessions:  lru.New(sessionCacheSize),
 		meta:      lru.New(metadataCacheSize),
 		known:     newTagKnowledge(),

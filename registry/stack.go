@@ -66,14 +66,14 @@ func (c *Client) stackFor(ep config.Endpoint) (*endpointStack, error) {
 	s := c.settingsOf(ep)
 	c.stacksMu.Lock()
 	defer c.stacksMu.Unlock()
-	if st, ok := c.stacks[ep.Prefix]; ok && st.settings == s {
-		return st, nil
+	if v, ok := c.stacks.Get(ep.Prefix); ok && v.(*endpointStack).settings == s {
+		return v.(*endpointStack), nil
 	}
 	st, err := c.newStack(ep, s)
 	if err != nil {
 		return nil, err
 	}
-	c.stacks[ep.Prefix] = st
+	c.stacks.Add(ep.Prefix, st)
 	return st, nil
 }
 
@@ -127,13 +127,13 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 // gateFor returns the gate of an API host, the same for every endpoint
 // and stack on it; c.stacksMu is held.
 func (c *Client) gateFor(host string) *transport.Gate {
-	g, ok := c.gates[host]
-	if !ok {
-		// The retry layer's longest wait, when a test shortens it, caps
-		// the pause too.
-		g = transport.NewGate(transport.WithMaxInFlight(c.maxInFlight), transport.WithMaxPause(c.retryMax))
-		c.gates[host] = g
+	if g, ok := c.gates.Get(host); ok {
+		return g.(*transport.Gate)
 	}
+	// The retry layer's longest wait, when a test shortens it, caps the
+	// pause too.
+	g := transport.NewGate(transport.WithMaxInFlight(c.maxInFlight), transport.WithMaxPause(c.retryMax))
+	c.gates.Add(host, g)
 	return g
 }
 

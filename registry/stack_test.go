@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -200,5 +201,19 @@ func TestStackReloadKeepsTheGate(t *testing.T) {
 	}
 	if st2.gate != st.gate || st.gate.Window() != 7 {
 		t.Errorf("gate shared %v, window %d, want the same gate with 7 places", st2.gate == st.gate, st.gate.Window())
+	}
+}
+
+// An image names its registry host: hosts without a registries.conf entry
+// must not keep stacks and gates without bound.
+func TestStacksAndGatesAreBounded(t *testing.T) {
+	c := NewClient()
+	for i := range hostCacheSize + 10 {
+		if _, err := c.stackFor(c.Endpoint(imageRef(t, fmt.Sprintf("h%d.example/app", i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.stacks.Len() > hostCacheSize || c.gates.Len() > hostCacheSize {
+		t.Errorf("%d stacks and %d gates kept, want at most %d", c.stacks.Len(), c.gates.Len(), hostCacheSize)
 	}
 }

@@ -234,6 +234,11 @@ func (c *cloneCache) lock(name string) func() {
 func (c *cloneCache) cloneLock(name string) *sync.Mutex {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.cloneLockLocked(name)
+}
+
+// cloneLockLocked is cloneLock for a caller that holds c.mu.
+func (c *cloneCache) cloneLockLocked(name string) *sync.Mutex {
 	l, ok := c.locks[name]
 	if !ok {
 		l = &sync.Mutex{}
@@ -324,11 +329,7 @@ func (c *cloneCache) evict() {
 		if total <= c.maxSize {
 			return
 		}
-		l, ok := c.locks[name]
-		if !ok {
-			l = &sync.Mutex{}
-			c.locks[name] = l
-		}
+		l := c.cloneLockLocked(name)
 		if !l.TryLock() {
 			continue
 		}

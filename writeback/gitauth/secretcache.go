@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 )
 
 // DefaultRepositorySecretsTTL is how long NewCachedSecretLister keeps a
@@ -24,7 +26,7 @@ func NewCachedSecretLister(next SecretLister, ttl time.Duration) SecretLister {
 	if ttl <= 0 {
 		ttl = DefaultRepositorySecretsTTL
 	}
-	return &cachedSecretLister{SecretLister: next, ttl: ttl, now: time.Now, lists: map[string]*secretList{}}
+	return &cachedSecretLister{SecretLister: next, ttl: ttl, now: time.Now, lists: map[string]secretList{}}
 }
 
 type cachedSecretLister struct {
@@ -32,47 +34,38 @@ type cachedSecretLister struct {
 	ttl time.Duration
 	now func() time.Time
 
+	// calls shares a namespace's read among the callers that want it
+	// while it runs, none of whose deadline ends it for the others.
+	calls coalesce.Group[[]corev1.Secret]
+
 	mu    sync.Mutex
-	lists map[string]*secretList // by namespace
+	lists map[string]secretList // by namespace: the last list read
 }
 
-// secretList is one namespace's list; callers that find it being read wait
-// for that read rather than sending their own.
 type secretList struct {
-	done    chan struct{}
 	at      time.Time
 	secrets []corev1.Secret
-	err     error
 }
 
 func (c *cachedSecretLister) RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
 	c.mu.Lock()
 	l, ok := c.lists[namespace]
-	if ok {
-		select {
-		case <-l.done:
-			if l.err != nil || c.now().Sub(l.at) >= c.ttl {
-				ok = false
+	c.mu.Unlock()
+	if !ok || c.now().Sub(l.at) >= c.ttl {
+		var err error
+		l.secrets, err = c.calls.Do(ctx, namespace, nil, func(ctx context.Context) ([]corev1.Secret, error) {
+			at := c.now()
+			secrets, err := c.SecretLister.RepositorySecrets(ctx, namespace)
+			if err == nil {
+				c.mu.Lock()
+				c.lists[namespace] = secretList{at: at, secrets: secrets}
+				c.mu.Unlock()
 			}
-		default: // being read
+			return secrets, err
+		})
+		if err != nil {
+			return nil, err
 		}
-	}
-	if !ok {
-		l = &secretList{done: make(chan struct{}), at: c.now()}
-		c.lists[namespace] = l
-		c.mu.Unlock()
-		l.secrets, l.err = c.SecretLister.RepositorySecrets(ctx, namespace)
-		close(l.done)
-	} else {
-		c.mu.Unlock()
-	}
-	select {
-	case <-l.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if l.err != nil {
-		return nil, l.err
 	}
 	// Each caller gets its own slice: the resolver sorts it.
 	return slices.Clone(l.secrets), nil

@@ -79,3 +79,66 @@ func TestCachedSecretLister(t *testing.T) {
 		t.Errorf("%d lists of Secrets, want 2", n)
 	}
 }
+
+// heldLister holds each list of repository Secrets until released, or
+// until the caller's context ends.
+type heldLister struct {
+	SecretLister
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h heldLister) RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.SecretLister.RepositorySecrets(ctx, namespace)
+}
+
+// A caller that gives up on a list it started does not fail the callers
+// that wait for the same list.
+func TestCachedSecretListerFirstCallerGivesUp(t *testing.T) {
+	kube := testenv.StartKube(t)
+	cs, err := kubernetes.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "first-caller"
+	kube.CreateNamespace(t, ns)
+	kube.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds", Labels: map[string]string{argoCDSecretTypeLabel: argoCDSecretTypeRepoCreds}},
+		StringData: map[string]string{"url": "https://git.example.com/", "password": "p"},
+	})
+	held := heldLister{SecretLister: NewKubeSecretLister(cs), started: make(chan struct{}, 1), release: make(chan struct{})}
+	l := NewCachedSecretLister(held, time.Minute)
+
+	firstCtx, giveUp := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.RepositorySecrets(firstCtx, ns)
+		first <- err
+	}()
+	<-held.started
+	second := make(chan error, 1)
+	var got []corev1.Secret
+	go func() {
+		var err error
+		got, err = l.RepositorySecrets(context.Background(), ns)
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the second caller join the list under way
+	giveUp()
+	if err := <-first; err == nil {
+		t.Error("the caller that gave up got no error")
+	}
+	close(held.release)
+	if err := <-second; err != nil {
+		t.Fatalf("the waiting caller failed with the first one's context: %v", err)
+	}
+	if len(got) != 1 || got[0].Name != "creds" {
+		t.Errorf("got %d Secrets, want creds", len(got))
+	}
+}
