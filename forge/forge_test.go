@@ -199,6 +199,8 @@ func TestHostsLookup(t *testing.T) {
 		{kind: forge.GitHub, url: "https://gitlab.com/a/b.git", wantErr: "no github API is configured for host gitlab.com (known hosts: github.com, github.example.com)"},
 		{kind: forge.GitLab, url: "https://evil.example/a/b.git", wantErr: "no gitlab API is configured for host evil.example"},
 		{kind: forge.GitHub, url: "https://github.com/a/b/c.git", wantErr: `"a/b/c" on github.com is not <owner>/<repository>`},
+		{kind: forge.GitHub, url: "https://github.com/a/b%3Fstate=closed", wantErr: `"a/b?state=closed" on github.com is not <owner>/<repository>`},
+		{kind: forge.GitHub, url: "https://github.com/a/..", wantErr: `"a/.." on github.com is not <owner>/<repository>`},
 		{kind: forge.GitLab, url: "https://gitlab.com/solo.git", wantErr: "is not <group>/<project>"},
 		{kind: forge.GitHub, url: "https://tok@github.com:bad port/a/b", wantErr: `"https://xxxxx@github.com:bad port/a/b" cannot be parsed`},
 	}

@@ -106,8 +106,10 @@ func (h *Hosts) Lookup(kind Kind, repoURL string) (Repository, error) {
 	r := Repository{Kind: kind, API: api.String()}
 	switch kind {
 	case GitHub:
+		// The path goes into the API's URL as it is: GitHub's names, of
+		// letters, digits, '-', '_' and '.', need no escaping.
 		parts := strings.Split(path, "/")
-		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		if len(parts) != 2 || !githubName(parts[0]) || !githubName(parts[1]) {
 			return Repository{}, fmt.Errorf("repository path %q on %s is not <owner>/<repository>", path, host)
 		}
 	case GitLab:
@@ -125,6 +127,16 @@ func (h *Hosts) Lookup(kind Kind, repoURL string) (Repository, error) {
 	}
 	r.Project = path
 	return r, nil
+}
+
+// githubName tells whether s can name a GitHub owner or repository.
+func githubName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	})
 }
 
 func (h *Hosts) known(kind Kind) []string {

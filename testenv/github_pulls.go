@@ -101,14 +101,7 @@ func (g *GitHubAPI) servePulls(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusBadRequest, "Problems parsing JSON", err.Error())
 			return
 		}
-		p, ok := s.update(repo, number, func(p *Review) {
-			if v, ok := in["title"]; ok {
-				p.Title = v
-			}
-			if v, ok := in["body"]; ok {
-				p.Body = v
-			}
-		})
+		p, ok := s.edit(repo, number, in, "body")
 		if !ok {
 			githubError(w, http.StatusNotFound, "Not Found")
 			return

@@ -114,14 +114,7 @@ func (g *GitLabAPI) serve(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusBadRequest, err.Error())
 			return
 		}
-		m, ok := s.update(project, iid, func(m *Review) {
-			if v, ok := in["title"]; ok {
-				m.Title = v
-			}
-			if v, ok := in["description"]; ok {
-				m.Body = v
-			}
-		})
+		m, ok := s.edit(project, iid, in, "description")
 		if !ok {
 			gitlabError(w, http.StatusNotFound, "404 Not found")
 			return

@@ -114,6 +114,20 @@ func (s *reviews) update(repo string, number int, change func(*Review)) (Review,
 	return Review{}, false
 }
 
+// edit sets the title and body of request number of repo from an update's
+// JSON fields "title" and bodyField (GitHub's "body", GitLab's
+// "description"); a field left out keeps its value.
+func (s *reviews) edit(repo string, number int, in map[string]string, bodyField string) (Review, bool) {
+	return s.update(repo, number, func(r *Review) {
+		if v, ok := in["title"]; ok {
+			r.Title = v
+		}
+		if v, ok := in[bodyField]; ok {
+			r.Body = v
+		}
+	})
+}
+
 func (s *reviews) exists(project, branch string) bool {
 	s.mu.Lock()
 	f := s.branchExists

@@ -199,16 +199,24 @@ func reviewBranch(ctx context.Context, c forge.Client, plan branchPlan, remote *
 		if err != nil {
 			return "", nil, err
 		}
-		for i := range found {
-			if found[i].State == forge.StateOpen {
-				return name, &found[i], nil
-			}
+		if open := firstOpen(found); open != nil {
+			return name, open, nil
 		}
 		if _, exists := remote.heads[name]; !exists || len(found) == 0 {
 			return name, nil, nil
 		}
 	}
 	return "", nil, fmt.Errorf("the requests of %s and of %s-2 to %s-%d were all closed or merged and their branches kept: delete some of them", plan.target, plan.target, plan.target, maxReviewBranches)
+}
+
+// firstOpen returns the first open request of found, or nil.
+func firstOpen(found []forge.Request) *forge.Request {
+	for i := range found {
+		if found[i].State == forge.StateOpen {
+			return &found[i]
+		}
+	}
+	return nil
 }
 
 // ensureReview opens the request or updates the open one; it says which
@@ -224,13 +232,7 @@ func ensureReview(ctx context.Context, c forge.Client, head, base, title, body s
 		if ferr != nil {
 			return forge.Request{}, "", ferr
 		}
-		for i := range found {
-			if found[i].State == forge.StateOpen {
-				open = &found[i]
-				break
-			}
-		}
-		if open == nil {
+		if open = firstOpen(found); open == nil {
 			return forge.Request{}, "", err
 		}
 	}
