@@ -403,7 +403,16 @@ func createKustomizeApp(t *testing.T, dyn dynamic.Interface, namespace, name, im
 		},
 		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{image + ":v0.0.1"}}},
 	}}
-	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	apps := dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace)
+	if _, err := apps.Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A controller's informer lists from the API server's watch cache
+	// (resourceVersion "0"), which may lag a create on a loaded machine;
+	// wait until it has the Application, so that the controller's first
+	// cycle, the one these tests watch, sees it.
+	waitFor(t, 30*time.Second, func() bool {
+		l, err := apps.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
+		return err == nil && slices.ContainsFunc(l.Items, func(a unstructured.Unstructured) bool { return a.GetName() == name })
+	})
 }
