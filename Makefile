@@ -31,8 +31,9 @@ test: lint
 unit:
 	$(GO) test -count=1 -short ./...
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet, and no build outputs or large files tracked
 lint:
+	@hack/check-tracked.sh
 	@out="$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
