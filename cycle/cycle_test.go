@@ -99,6 +99,10 @@ type worldOptions struct {
 	signatures bool
 }
 
+// panicEnv is a variable whose lookup panics, as a bug on hostile input
+// inside the registry client would.
+const panicEnv = "PANIC_CREDS"
+
 func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptions) *world {
 	t.Helper()
 	w := &world{k: k, reg: reg, promReg: prometheus.NewRegistry(), logs: &testenv.SyncBuffer{}}
@@ -126,7 +130,13 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 	env := map[string]string{"REGISTRY_CREDS": reg.Username + ":" + reg.Password}
 	resolver := credentials.NewResolver(
 		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(w.cs)),
-		credentials.WithEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }),
+		credentials.WithEnv(func(k string) (string, bool) {
+			if k == panicEnv {
+				panic("injected: lookup of " + k)
+			}
+			v, ok := env[k]
+			return v, ok
+		}),
 	)
 	client := registry.NewClient(
 		registry.WithConfig(func() *config.Config { return conf }),

@@ -385,10 +385,18 @@ func TestCycle(t *testing.T) {
 	}
 
 	t.Run("a panic while handling one image fails that image only", func(t *testing.T) {
-		w := newWorld(t, k, reg, worldOptions{names: "panic*", wrap: func(r Registry) Registry { return panickingRegistry{r, "eks-web"} }})
+		// The same registry under another name, whose credentials' lookup
+		// panics: inside the registry client, on a goroutine that the
+		// client's coalesced credential resolution started.
+		other := strings.Replace(reg.Host, "127.0.0.1", "localhost", 1)
+		w := newWorld(t, k, reg, worldOptions{names: "panic*", registries: fmt.Sprintf(`- name: panicking
+  prefix: %s
+  api_url: http://%s
+  credentials: env:%s
+`, other, reg.Host, panicEnv)})
 		w.create(t, application("panic-one", map[string]string{
-			"image-list": "app=" + repo("eks-app") + ",web=" + repo("eks-web"),
-		}, nil, repo("eks-app")+":v0.0.1", repo("eks-web")+":v0.0.1"))
+			"image-list": "app=" + repo("eks-app") + ",web=" + other + "/eks-web",
+		}, nil, repo("eks-app")+":v0.0.1", other+"/eks-web:v0.0.1"))
 		sum := w.updater.RunOnce(t.Context())
 		if sum.Updated != 1 || sum.Errors != 1 {
 			t.Fatalf("summary %+v, want the good image updated and one error", sum)
@@ -600,20 +608,6 @@ func (s stoppingRegistry) Tags(ctx context.Context, ref imageref.Reference, cred
 	tags, err := s.Registry.Tags(ctx, ref, creds)
 	s.stop()
 	return tags, err
-}
-
-// panickingRegistry panics when asked for the tags of one repository, as a
-// bug on input from a registry would.
-type panickingRegistry struct {
-	Registry
-	repo string
-}
-
-func (p panickingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
-	if strings.HasSuffix(ref.Repository(), p.repo) {
-		panic("injected: " + p.repo)
-	}
-	return p.Registry.Tags(ctx, ref, creds)
 }
 
 func deepCopy(m map[string]any) map[string]any {

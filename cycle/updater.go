@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -588,14 +588,10 @@ func (u *Updater) timedOut(ctx context.Context, repo string, err error) error {
 // guard runs f and turns a panic in it into an error for what it was
 // doing, with the stack in the log: input from a registry, a repository or
 // an Application must not be able to stop the controller.
-func (u *Updater) guard(what string, f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			u.logger.Error("internal error", "while", what, "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("internal error while %s: %v", what, r)
-		}
-	}()
-	return f()
+func (u *Updater) guard(what string, f func() error) error {
+	err := safe.Call(f)
+	safe.Log(u.logger, what, err)
+	return err
 }
 
 func isWarning(err error) bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
 // DefaultWindow is how long the Dispatcher waits after a notification for
@@ -152,7 +153,10 @@ func (d *Dispatcher) Run(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		d.check(ctx, d.take())
+		// A batch named by notifications must not stop the checks of
+		// later ones.
+		batch := d.take()
+		safe.Log(d.logger, "checking after push notifications", safe.Call(func() error { d.check(ctx, batch); return nil }))
 	}
 }
 

@@ -14,6 +14,8 @@ package coalesce
 import (
 	"context"
 	"sync"
+
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
 // Group coalesces calls by key. The zero Group is ready to use.
@@ -51,7 +53,9 @@ func (g *Group[T]) Do(ctx context.Context, key string, joined func(shared bool),
 		c = &call[T]{done: make(chan struct{}), cancel: cancel}
 		g.calls[key] = c
 		go func() {
-			v, err := fn(cctx)
+			// A panic here would stop the controller: no caller's recover
+			// sees this goroutine. It becomes every waiting caller's error.
+			v, err := safe.Value(func() (T, error) { return fn(cctx) })
 			g.mu.Lock()
 			c.val, c.err = v, err
 			if g.calls[key] == c {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
+
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
 func TestDoShares(t *testing.T) {
@@ -119,5 +121,36 @@ func TestForget(t *testing.T) {
 			t.Errorf("after Forget: %d %v", v, err)
 		}
 		close(release)
+	})
+}
+
+// A panic in the shared call fails every caller waiting for it, and the
+// process goes on: no caller's recover would see that goroutine.
+func TestDoPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var g Group[int]
+		release := make(chan struct{})
+		errs := make(chan error, 3)
+		for range 3 {
+			go func() {
+				_, err := g.Do(t.Context(), "k", nil, func(context.Context) (int, error) {
+					<-release
+					panic("bad input")
+				})
+				errs <- err
+			}()
+		}
+		synctest.Wait()
+		close(release)
+		for range 3 {
+			var p *safe.PanicError
+			if err := <-errs; !errors.As(err, &p) || p.Value != "bad input" {
+				t.Errorf("Do = %v, want the panic as an error", err)
+			}
+		}
+		// The key is free again.
+		if v, err := g.Do(t.Context(), "k", nil, func(context.Context) (int, error) { return 7, nil }); v != 7 || err != nil {
+			t.Errorf("after a panic Do = %d, %v", v, err)
+		}
 	})
 }

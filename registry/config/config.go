@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
 	"gopkg.in/yaml.v3"
@@ -265,13 +266,8 @@ func Parse(filename string, data []byte) (*Config, error) {
 // unmarshalYAML parses into a node tree. It turns a panic of the YAML
 // library on hostile input into an error, so that a bad ConfigMap can never
 // take the controller down.
-func unmarshalYAML(data []byte, n *yaml.Node) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("yaml: cannot parse: %v", r)
-		}
-	}()
-	return yaml.Unmarshal(data, n)
+func unmarshalYAML(data []byte, n *yaml.Node) error {
+	return safe.Call(func() error { return yaml.Unmarshal(data, n) })
 }
 
 // yamlLineRE picks the line out of the YAML library's syntax errors, so

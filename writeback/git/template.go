@@ -9,6 +9,8 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
 // Templates (git-branch from an Application's annotations, the commit
@@ -157,7 +159,7 @@ func renderLimited(t *template.Template, data any) (string, error) {
 	done := make(chan result, 1)
 	go func() {
 		w := &limitedWriter{max: maxTemplateOutput}
-		err := t.Execute(w, data)
+		err := safe.Call(func() error { return t.Execute(w, data) })
 		done <- result{w.buf.String(), err}
 	}()
 	select {

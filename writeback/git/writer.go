@@ -11,19 +11,20 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
-	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Defaults of the git write-back.
@@ -389,8 +390,14 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 	for _, k := range order {
 		g.Go(func() error {
 			apps := byRepo[k]
-			defer w.recoverInto(apps, "writing to "+gitauth.RedactURL(k.url))
-			w.writeRepository(ctx, creds, k.url, k.secret, apps)
+			what := "writing to " + gitauth.RedactURL(k.url)
+			err := safe.Call(func() error { w.writeRepository(ctx, creds, k.url, k.secret, apps); return nil })
+			if err != nil {
+				// A file from a repository or a template from an
+				// Application must not be able to stop the controller.
+				safe.Log(w.cfg.log, what, err)
+				failAll(apps, fmt.Errorf("while %s: %w", what, err))
+			}
 			return nil
 		})
 	}
@@ -414,16 +421,6 @@ func (a *appWrite) fail(err error) { a.result.Err = appError(a.update, err) }
 func failAll(apps []*appWrite, err error) {
 	for _, a := range apps {
 		a.fail(err)
-	}
-}
-
-// recoverInto, deferred, turns a panic into the error of the Applications
-// being written, with the stack in the log: a file from a repository or a
-// template from an Application must not be able to stop the controller.
-func (w *Writer) recoverInto(apps []*appWrite, what string) {
-	if r := recover(); r != nil {
-		w.cfg.log.Error("internal error", "while", what, "panic", r, "stack", string(debug.Stack()))
-		failAll(apps, fmt.Errorf("internal error while %s: %v", what, r))
 	}
 }
 
@@ -745,14 +742,10 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 
 // planGuarded is planTarget for one Application, whose panic (on a file
 // from the repository) fails that Application alone.
-func (w *Writer) planGuarded(tree *repoTree, a *appWrite) (edit targetEdit, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.cfg.log.Error("internal error", "while", "editing the write-back target", "application", a.update.key(), "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("internal error while editing the write-back target: %v", r)
-		}
-	}()
-	return planTarget(tree, a.update)
+func (w *Writer) planGuarded(tree *repoTree, a *appWrite) (targetEdit, error) {
+	edit, err := safe.Value(func() (targetEdit, error) { return planTarget(tree, a.update) })
+	safe.Log(w.cfg.log, "editing the write-back target of "+a.update.key(), err)
+	return edit, err
 }
 
 func (w *Writer) signature() object.Signature {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
@@ -183,7 +184,7 @@ func tokenWithContext(ctx context.Context, ts oauth2.TokenSource) (*oauth2.Token
 	}
 	ch := make(chan result, 1)
 	go func() {
-		tok, err := ts.Token()
+		tok, err := safe.Value(ts.Token)
 		ch <- result{tok, err}
 	}()
 	select {
