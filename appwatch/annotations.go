@@ -196,8 +196,9 @@ const (
 // WriteBackSpec is the Application-level write-back configuration.
 type WriteBackSpec struct {
 	Method WriteBackMethod
-	// GitSecret names the Secret of git:secret:<namespace>/<name>; the
-	// zero value means Argo CD's repository credentials.
+	// GitSecret names the Secret of git:secret:<namespace>/<name>, with
+	// an empty namespace for git:secret:<name> (Application.GitSecret
+	// fills it); the zero value means Argo CD's repository credentials.
 	GitSecret     types.NamespacedName
 	Target        WriteBackTarget
 	GitBranch     string
@@ -519,8 +520,11 @@ func readTagMatch(spec *ImageSpec, allowKey string, get func(string) (string, bo
 }
 
 // ParseWriteBackMethod reads a write-back method: argocd (also ""), git,
-// git:repocreds or git:secret:<namespace>/<name>. On error the method is
-// argocd.
+// git:repocreds, git:secret:<namespace>/<name> or git:secret:<name> (a
+// Secret in the Application's namespace, as the resource-based updater
+// writes it; the namespace is then empty, see Application.GitSecret). On
+// error the method is still git for a malformed git:secret:, so that
+// nothing is written with other credentials, and argocd otherwise.
 func ParseWriteBackMethod(method string) (WriteBackMethod, types.NamespacedName, error) {
 	switch {
 	case method == "" || method == string(WriteBackArgoCD):
@@ -528,14 +532,18 @@ func ParseWriteBackMethod(method string) (WriteBackMethod, types.NamespacedName,
 	case method == "git" || method == "git:repocreds":
 		return WriteBackGit, types.NamespacedName{}, nil
 	case strings.HasPrefix(method, "git:secret:"):
-		ns, name, ok := strings.Cut(strings.TrimPrefix(method, "git:secret:"), "/")
+		ref := strings.TrimPrefix(method, "git:secret:")
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok {
+			ns, name = "", ref
+		}
 		secret := types.NamespacedName{Namespace: ns, Name: name}
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return WriteBackGit, secret, fmt.Errorf("%q must name a Secret as git:secret:<namespace>/<name>", method)
+		if (ok && ns == "") || name == "" || strings.Contains(name, "/") {
+			return WriteBackGit, secret, fmt.Errorf("%q must name a Secret as git:secret:<namespace>/<name> or git:secret:<name>", method)
 		}
 		return WriteBackGit, secret, nil
 	}
-	return WriteBackArgoCD, types.NamespacedName{}, fmt.Errorf("unknown method %q: use argocd, git, git:repocreds or git:secret:<namespace>/<name>", method)
+	return WriteBackArgoCD, types.NamespacedName{}, fmt.Errorf("unknown method %q: use argocd, git, git:repocreds, git:secret:<namespace>/<name> or git:secret:<name>", method)
 }
 
 func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBackSpec {

@@ -206,10 +206,18 @@ func TestParseAnnotations(t *testing.T) {
 		},
 		{
 			name:         "bad git secret and target",
-			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:nonamespace", "write-back-target", "kustomization.yaml"),
+			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:/name", "write-back-target", "kustomization.yaml"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "nonamespace"}},
+			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Name: "name"}},
 			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "kustomization.yaml"`},
+		},
+		{
+			// The resource-based updater's form: a Secret in the
+			// Application's own namespace.
+			name:        "git secret without a namespace",
+			annotations: ann("image-list", "nginx", "write-back-method", "git:secret:git-creds"),
+			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:      WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Name: "git-creds"}},
 		},
 	}
 	for _, tt := range tests {

@@ -187,6 +187,17 @@ func (a *Application) targetSource(img ImageSpec, want SourceType) (Source, bool
 	return *first, true
 }
 
+// GitSecret is the Secret of write-back-method git:secret:, in the
+// Application's namespace when the method named none; zero for Argo CD's
+// repository credentials.
+func (a *Application) GitSecret() types.NamespacedName {
+	s := a.Annotations.WriteBack.GitSecret
+	if s.Name != "" && s.Namespace == "" {
+		s.Namespace = a.Namespace
+	}
+	return s
+}
+
 // CurrentVersion is the version the source's overrides already set for
 // the image. Kustomize entries are matched by name as the image matches
 // every spelling of itself (imageref.Reference.MatchesName), so
@@ -238,6 +249,27 @@ func (a *Application) RunningVersion(img ImageSpec) (imageref.Version, bool) {
 		}
 	}
 	return found, ok
+}
+
+// RollingOut reports whether the running images hold more than one
+// version of the image: a rollout in progress (or stuck), during which Argo
+// CD lists the Pods of the old and the new ReplicaSet alike, so what runs
+// does not tell which version is desired.
+func (a *Application) RollingOut(img ImageSpec) bool {
+	var first string
+	for _, running := range a.RunningImages {
+		if !img.Image.MatchesName(running) {
+			continue
+		}
+		_, version := imageref.Split(running)
+		v := version.String()
+		if first == "" {
+			first = v
+		} else if v != first {
+			return true
+		}
+	}
+	return false
 }
 
 // SplitKustomizeImage splits a kustomize images entry

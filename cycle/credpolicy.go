@@ -54,7 +54,7 @@ func checkSecretNamespace(app *appwatch.Application, what, namespace string) err
 // writeBackProblem checks the Secret of write-back-method git:secret:, whose
 // credentials go to the repository the annotations name.
 func writeBackProblem(app *appwatch.Application) (appwatch.Problem, bool) {
-	s := app.Annotations.WriteBack.GitSecret
+	s := app.GitSecret()
 	if s.Name == "" {
 		return appwatch.Problem{}, false
 	}

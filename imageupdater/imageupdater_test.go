@@ -725,7 +725,8 @@ func testOnePush(t *testing.T, s *servers) {
 	}
 	w.createApps(t, annotated, byResource)
 	w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
-		WriteBackConfig: &api.WriteBackConfig{Method: ptr(method), GitConfig: &api.GitConfig{Branch: ptr("main"), WriteBackTarget: ptr("kustomization")}},
+		// v1.3.0's form: a Secret in the resource's own namespace.
+		WriteBackConfig: &api.WriteBackConfig{Method: ptr("git:secret:gitcreds"), GitConfig: &api.GitConfig{Branch: ptr("main"), WriteBackTarget: ptr("kustomization")}},
 		ApplicationRefs: []api.ApplicationRef{{NamePattern: "by-resource", Images: []api.ImageConfig{{Alias: "web", ImageName: web}}}},
 	}})
 	commits := len(g.Log(t, "deploy", "main"))
