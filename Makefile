@@ -64,5 +64,6 @@ generate:
 	cp manifests/base/crd/*.yaml charts/argocd-image-updater/crds/
 
 ## manifests: generate, then render manifests/install.yaml from the kustomize base
+## with the kustomize that make testbin pins (the one Argo CD ships)
 manifests: generate
-	kubectl kustomize manifests/base > manifests/install.yaml
+	assets="$$(hack/testbin.sh)" && "$$assets/kustomize" build manifests/base > manifests/install.yaml

@@ -232,7 +232,14 @@ func startKubeProxy(t testing.TB, admin *rest.Config) *kubeProxy {
 		FlushInterval: -1, // watches stream
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
-			p.count.add(kubeRequestKind(r.In.Method, r.In.URL), 1)
+			kind := kubeRequestKind(r.In.Method, r.In.URL)
+			if kind == "patch applications" && strings.HasPrefix(r.In.Header.Get("Content-Type"), "application/merge-patch+json") {
+				// The refresh after a git write-back, which sets Argo
+				// CD's refresh annotation; the argocd write-back sends
+				// JSON patches.
+				kind = "refresh applications"
+			}
+			p.count.add(kind, 1)
 		},
 	}
 	srv := httptest.NewUnstartedServer(rp)

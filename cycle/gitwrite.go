@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
@@ -36,7 +38,7 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
 		SourcePath:          au.source.Path,
 		SourceType:          au.source.Type,
 		Target:              wb.Target,
-		CredentialsSecret:   wb.GitSecret,
+		CredentialsSecret:   app.GitSecret(),
 		Project:             app.Project,
 		PullRequest:         wb.PullRequest,
 		Images:              au.changes,
@@ -80,6 +82,7 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 		}
 		return
 	}
+	var pushed []*appUpdate
 	for i, res := range results {
 		au := batched[i]
 		if errors.Is(res.Err, writeback.ErrWriteNotStarted) {
@@ -91,5 +94,33 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 			continue
 		}
 		u.written(au.app, res.Changed, res.Commit != "", sum)
+		if res.Commit != "" && res.PullRequest == "" {
+			pushed = append(pushed, au)
+		}
 	}
+	u.refresh(ctx, pushed)
+}
+
+// refresh asks Argo CD to read the sources of Applications whose commits
+// landed, so that it deploys them now rather than at its next poll. It
+// runs only after the push: a refresh before would read the old commit. A
+// failure costs only that wait, so it is a warning.
+func (u *Updater) refresh(ctx context.Context, apps []*appUpdate) {
+	if !u.refreshAfterGit || u.dryRun || len(apps) == 0 {
+		return
+	}
+	var g errgroup.Group
+	g.SetLimit(u.maxConcurrency)
+	for _, au := range apps {
+		g.Go(func() error {
+			err := u.guard("refreshing Application "+au.app.Key(), func() error {
+				return u.argocd.Refresh(u.writeContext(ctx), au.app.Namespace, au.app.Name)
+			})
+			if err != nil {
+				u.logger.Warn("Argo CD will see the commit at its next poll: the refresh failed", "application", au.app.Key(), "error", err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
 }

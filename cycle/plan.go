@@ -23,6 +23,10 @@ type job struct {
 	platforms []v1.Platform
 	source    appwatch.Source
 	current   imageref.Version
+	// askTarget hands the chosen version to the git write-back even when
+	// it is current: the running images disagree (a rollout in progress),
+	// so only the target file tells whether it is already written there.
+	askTarget bool
 	// sigKey names the key new versions must be signed with, its
 	// namespace filled in; zero when none.
 	sigKey appwatch.SignatureKey
@@ -137,8 +141,10 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	// the running image, so a version written but not yet synced by Argo CD
 	// is not written again.
 	current, found := source.CurrentVersion(spec)
+	askTarget := false
 	if !found {
 		current, found = app.RunningVersion(spec)
+		askTarget = found && app.Annotations.WriteBack.Method == appwatch.WriteBackGit && app.RollingOut(spec)
 	}
 	if !found && !spec.ForceUpdate {
 		return nil, "not running in the Application (set force-update to update it anyway)", nil
@@ -147,7 +153,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 		// A running image known by digest alone still follows its tag.
 		current.Tag = spec.Constraint
 	}
-	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, sigKey: sigKey}, "", nil
+	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, askTarget: askTarget, sigKey: sigKey}, "", nil
 }
 
 func sourceTypes(app *appwatch.Application) string {

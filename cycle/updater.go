@@ -45,6 +45,8 @@ type Registry interface {
 // ApplicationWriter writes new versions into an Application itself.
 type ApplicationWriter interface {
 	Write(ctx context.Context, cached *unstructured.Unstructured, u argocd.Update) (argocd.Result, error)
+	// Refresh asks Argo CD to read the Application's sources now.
+	Refresh(ctx context.Context, namespace, name string) error
 }
 
 // Updater runs update cycles.
@@ -58,6 +60,7 @@ type Updater struct {
 	maxConcurrency      int
 	imageTimeout        time.Duration
 	dryRun              bool
+	refreshAfterGit     bool
 	defaultPlatforms    []v1.Platform
 	logger              *slog.Logger
 	events              *EventReporter
@@ -102,6 +105,10 @@ func WithImageTimeout(d time.Duration) Option {
 		}
 	}
 }
+
+// WithRefreshAfterGit makes Argo CD read an Application's sources as soon
+// as a git write-back for it landed, instead of at its next poll.
+func WithRefreshAfterGit(on bool) Option { return func(u *Updater) { u.refreshAfterGit = on } }
 
 // WithDryRun computes and logs every change and writes nothing.
 func WithDryRun(dryRun bool) Option { return func(u *Updater) { u.dryRun = dryRun } }
@@ -427,7 +434,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			continue
 		}
 		u.reportSkipped(o.job, o.skipped)
-		if !o.result.Update {
+		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
 			continue
 		}

@@ -381,6 +381,10 @@ func (refusingWriter) Write(context.Context, *unstructured.Unstructured, argocd.
 	return argocd.Result{}, errors.New("docs test: nothing should be written")
 }
 
+func (refusingWriter) Refresh(context.Context, string, string) error {
+	return errors.New("docs test: nothing should be refreshed")
+}
+
 // splitYAML splits a multi-document YAML text.
 func splitYAML(body string) []string {
 	var docs []string

@@ -3,8 +3,11 @@
 # first run on a machine pays for it:
 #   - Debian packages: git, openssh-server (sshd), apache2-utils (htpasswd),
 #     gnupg (gpg, for commit signing with a key from a GnuPG keyring)
-#   - etcd, kube-apiserver, the Distribution registry and helm, built from
-#     the Go module proxy and kept under $TESTBIN/<component>-<version>/.
+#     redis-server (for Argo CD)
+#   - etcd, kube-apiserver, kube-controller-manager, the Distribution
+#     registry, helm, kustomize and Argo CD's application-controller and
+#     repo-server, built from the Go module proxy and kept under
+#     $TESTBIN/<component>-<version>/.
 # Prints the testbin directory on its last line.
 set -euo pipefail
 
@@ -12,6 +15,10 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
 REGISTRY_VERSION=${REGISTRY_VERSION:-v3.1.2}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+# The newest Argo CD that builds from the module proxy alone (v3.3 needs its
+# in-tree gitops-engine, which the module download lacks); v3 is the line
+# Argo CD supports today. Its CRDs are the ones the tests against it install.
+ARGOCD_VERSION=${ARGOCD_VERSION:-v3.2.11}
 TESTBIN=${TESTBIN:-${XDG_CACHE_HOME:-$HOME/.cache}/argocd-image-updater/testbin}
 
 log() { echo "testbin: $*" >&2; }
@@ -22,6 +29,7 @@ install_debian_packages() {
 	[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 	command -v htpasswd >/dev/null || missing+=(apache2-utils)
 	command -v gpg >/dev/null || missing+=(gnupg)
+	command -v redis-server >/dev/null || missing+=(redis-server)
 	[ ${#missing[@]} -eq 0 ] && return
 	log "installing Debian packages: ${missing[*]}"
 	local sudo=""
@@ -53,27 +61,28 @@ MOD
 	mv "$dest/etcd.tmp" "$dest/etcd"
 }
 
-install_kube_apiserver() {
-	local dest=$TESTBIN/kube-apiserver-$KUBE_VERSION
-	[ -x "$dest/kube-apiserver" ] && return
-	log "building kube-apiserver $KUBE_VERSION (several minutes on a cold cache)"
+# install_kube COMPONENT: kube-apiserver or kube-controller-manager.
+install_kube() {
+	local c=$1 dest=$TESTBIN/$1-$KUBE_VERSION
+	[ -x "$dest/$c" ] && return
+	log "building $c $KUBE_VERSION (several minutes on a cold cache)"
 	local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
 	local staging=${KUBE_VERSION/v1./v0.}
 	# k8s.io/kubernetes replaces its staging modules with local folders; point
 	# each at the published module of the matching version instead.
 	local gomod; gomod=$(go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 	{
-		echo "module testbin/kube-apiserver"
+		echo "module testbin/$c"
 		echo "go 1.24"
 		echo "require k8s.io/kubernetes $KUBE_VERSION"
 		grep -oE '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$gomod" | awk -v v="$staging" '{print "replace " $1 " => " $1 " " v}'
 	} >"$work/go.mod"
-	printf '//go:build tools\npackage tools\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >"$work/tools.go"
+	printf '//go:build tools\npackage tools\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$c" >"$work/tools.go"
 	local minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
 	mkdir -p "$dest"
-	build_in_module "$work" "$dest/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver \
+	build_in_module "$work" "$dest/$c.tmp" "k8s.io/kubernetes/cmd/$c" \
 		"-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-	mv "$dest/kube-apiserver.tmp" "$dest/kube-apiserver"
+	mv "$dest/$c.tmp" "$dest/$c"
 }
 
 install_registry() {
@@ -103,18 +112,74 @@ install_helm() {
 		"helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2
 }
 
+# argocd_source: the folder of the Argo CD module in the module cache.
+argocd_source() {
+	GOFLAGS= go mod download -json "github.com/argoproj/argo-cd/${ARGOCD_VERSION%%.*}@$ARGOCD_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p'
+}
+
+# install_kustomize: the kustomize version this Argo CD ships with.
+install_kustomize() {
+	local v; v=v$(sed -n 's/^kustomize5_version=//p' "$(argocd_source)/hack/tool-versions.sh")
+	local dest=$TESTBIN/kustomize-$v
+	[ -x "$dest/kustomize" ] && { KUSTOMIZE_DIR=$dest; return; }
+	log "building kustomize $v"
+	mkdir -p "$dest"
+	GOBIN="$dest" CGO_ENABLED=0 GOFLAGS= go install -trimpath \
+		-ldflags "-s -w -X sigs.k8s.io/kustomize/api/provenance.version=$v" \
+		"sigs.k8s.io/kustomize/kustomize/v5@$v" >&2
+	KUSTOMIZE_DIR=$dest
+}
+
+# install_argocd: Argo CD's application-controller and repo-server (and the
+# git-ask-pass helper the repo-server runs as "argocd"), one binary that
+# picks its component from its name, as Argo CD's own cmd/main.go does. It
+# is built from a throwaway module whose go.mod is Argo CD's own, module
+# line renamed, so that Argo CD's replace directives and pinned versions
+# apply. The full binary (server, CLI, UI) is not needed.
+install_argocd() {
+	local dest=$TESTBIN/argocd-$ARGOCD_VERSION
+	[ -x "$dest/argocd" ] && return
+	log "building Argo CD $ARGOCD_VERSION (several minutes on a cold cache)"
+	local src; src=$(argocd_source)
+	local mod=github.com/argoproj/argo-cd/${ARGOCD_VERSION%%.*}
+	local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+	sed -e 's#^module .*#module testbin/argocd#' "$src/go.mod" >"$work/go.mod"
+	cp "$src/go.sum" "$work/go.sum"
+	chmod u+w "$work/go.mod" "$work/go.sum"
+	printf '\nrequire %s %s\n' "$mod" "$ARGOCD_VERSION" >>"$work/go.mod"
+	sed -e "s#ARGOCD_MODULE#$mod#g" -e "/^\/\/go:build ignore/d" "$(dirname "$0")/argocd-main.go" >"$work/main.go"
+	mkdir -p "$dest"
+	(cd "$work" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
+		-ldflags "-s -w -X $mod/common.version=${ARGOCD_VERSION#v} -X $mod/common.gitTag=$ARGOCD_VERSION -X $mod/common.gitTreeState=clean" \
+		-o "$dest/argocd.tmp" . >&2)
+	mv "$dest/argocd.tmp" "$dest/argocd"
+	# The components find themselves by name.
+	for name in argocd-application-controller argocd-repo-server; do
+		ln -sf argocd "$dest/$name"
+	done
+}
+
 install_debian_packages
 mkdir -p "$TESTBIN"
 install_etcd
 install_registry
 install_helm
-install_kube_apiserver
+install_kube kube-apiserver
+install_kube kube-controller-manager
+install_kustomize
+install_argocd
 
 # envtest wants etcd and kube-apiserver in one folder.
 assets=$TESTBIN/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION
 mkdir -p "$assets"
 ln -sf "$TESTBIN/etcd-$ETCD_VERSION/etcd" "$assets/etcd"
 ln -sf "$TESTBIN/kube-apiserver-$KUBE_VERSION/kube-apiserver" "$assets/kube-apiserver"
+ln -sf "$TESTBIN/kube-controller-manager-$KUBE_VERSION/kube-controller-manager" "$assets/kube-controller-manager"
+ln -sf "$KUSTOMIZE_DIR/kustomize" "$assets/kustomize"
+for name in argocd argocd-application-controller argocd-repo-server; do
+	ln -sf "$TESTBIN/argocd-$ARGOCD_VERSION/$name" "$assets/$name"
+done
+echo "$ARGOCD_VERSION" >"$assets/argocd.version"
 ln -sf "$TESTBIN/registry-$REGISTRY_VERSION/registry" "$assets/registry"
 ln -sf "$TESTBIN/helm-$HELM_VERSION/helm" "$assets/helm"
 echo "$assets"

@@ -21,14 +21,7 @@ import (
 
 func kustomize(t *testing.T, dir string) []byte {
 	t.Helper()
-	out, err := exec.Command("kubectl", "kustomize", dir).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
-		}
-		t.Fatalf("kubectl kustomize %s: %v", dir, err)
-	}
-	return out
+	return testenv.Kustomize(t, dir)
 }
 
 func TestInstallYAMLIsRendered(t *testing.T) {

@@ -257,6 +257,21 @@ func (g *GitServer) CreateRepo(t testing.TB, name, fixtureDir string, files map[
 	runGit(t, work, "push", "--quiet", bare, "main")
 }
 
+// CommitFiles commits files to a branch as a person would (a clone, a
+// commit, a push), and returns the new commit's hash.
+func (g *GitServer) CommitFiles(t testing.TB, repo, branch, message string, files map[string]string) string {
+	t.Helper()
+	work := t.TempDir()
+	runGit(t, "", "clone", "--quiet", "--branch", branch, filepath.Join(g.Root, repo+".git"), work)
+	for path, content := range files {
+		writeFile(t, filepath.Join(work, path), content)
+	}
+	runGit(t, work, "add", "--all")
+	runGit(t, work, "commit", "--quiet", "--message", message)
+	runGit(t, work, "push", "--quiet", "origin", branch)
+	return strings.TrimSpace(runGit(t, work, "rev-parse", "HEAD"))
+}
+
 // ReadFile returns a file at the tip of a branch.
 func (g *GitServer) ReadFile(t testing.TB, repo, branch, path string) string {
 	t.Helper()

@@ -44,6 +44,22 @@ func Helm(t testing.TB) string {
 	return binary(t, "helm")
 }
 
+// Kustomize renders the kustomization in dir with the kustomize that
+// `make testbin` pins (the version Argo CD ships), whatever kubectl the
+// machine may have.
+func Kustomize(t testing.TB, dir string) []byte {
+	t.Helper()
+	out, err := exec.Command(binary(t, "kustomize"), "build", dir).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kustomize build %s: %v\n%s", dir, err, ee.Stderr)
+		}
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	return out
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago. The
 // servers started here take a port number rather than a listener, so a
 // rare race with another process is possible; callers retry on failure.

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,10 +29,7 @@ import (
 // kustomize renders a kustomization of manifests/.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := exec.Command("kubectl", "kustomize", filepath.Join("..", "..", "manifests", dir)).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize %s: %v", dir, err)
-	}
+	out := testenv.Kustomize(t, filepath.Join("..", "..", "manifests", dir))
 	var objs []*unstructured.Unstructured
 	for _, doc := range strings.Split(string(out), "\n---\n") {
 		obj := &unstructured.Unstructured{}

@@ -207,6 +207,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 			cycle.WithMaxConcurrency(o.maxConcurrency),
 			cycle.WithImageTimeout(o.imageTimeout),
 			cycle.WithDryRun(o.dryRun),
+			cycle.WithRefreshAfterGit(o.refreshApplications),
 			cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
 			cycle.WithLogger(logger),
 			cycle.WithEvents(events),

@@ -76,8 +76,9 @@ type runOptions struct {
 	// forgeHosts is built from the two above by validate.
 	forgeHosts *forge.Hosts
 
-	disableKubeEvents bool
-	warmupCache       bool
+	disableKubeEvents   bool
+	refreshApplications bool
+	warmupCache         bool
 
 	leaderElection        bool
 	applicationNamespaces []string
@@ -116,6 +117,7 @@ var runEnv = envFlags{
 	"git-commit-signing-method": "GIT_COMMIT_SIGNING_METHOD",
 	"git-commit-sign-off":       "GIT_COMMIT_SIGN_OFF",
 	"disable-kube-events":       "IMAGE_UPDATER_KUBE_EVENTS",
+	"refresh-applications":      "IMAGE_UPDATER_REFRESH_APPLICATIONS",
 	"kube-api-qps":              "IMAGE_UPDATER_KUBE_API_QPS",
 	"kube-api-burst":            "IMAGE_UPDATER_KUBE_API_BURST",
 	"max-concurrency":           "IMAGE_UPDATER_MAX_CONCURRENCY",
@@ -199,6 +201,7 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
 	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(git.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
 	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
+	f.BoolVar(&o.refreshApplications, "refresh-applications", true, "after a git write-back landed, set argocd.argoproj.io/refresh on each Application it pushed for, so that Argo CD deploys it now rather than at its next poll")
 	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
 	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health, metrics and webhook servers listen on (default: all interfaces)")

@@ -352,3 +352,24 @@ func sourceIdentity(source map[string]any) string {
 	}
 	return id
 }
+
+// RefreshAnnotation is Argo CD's annotation that makes its controller read
+// an Application's sources again now, rather than at its next poll.
+const RefreshAnnotation = "argocd.argoproj.io/refresh"
+
+// Refresh asks Argo CD to read the Application's sources again now: after
+// a git write-back landed, Argo CD would otherwise see the commit only at
+// its next poll (3 minutes by default). It sets only the annotation, which
+// Argo CD removes once it has refreshed.
+func (w *Writer) Refresh(ctx context.Context, namespace, name string) error {
+	if w.dryRun {
+		return nil
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + RefreshAnnotation + `":"normal"}}}`)
+	_, err := w.client.Resource(appwatch.ApplicationsResource()).Namespace(namespace).
+		Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,499 @@
+// Package e2e runs the updater against the real Argo CD: its
+// application-controller and repo-server sync Applications from a real git
+// server into a real API server, fill status.summary.images from the Pods
+// they create, and render Kustomize and Helm sources. Each scenario ends
+// with the Deployment that Argo CD manages carrying the new image: what the
+// updater wrote is what Argo CD deployed.
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/testenv"
+)
+
+// deployTimeout bounds how long Argo CD may take to deploy a change: a
+// sync takes 2-3 s here, a first sync of a new Application up to 10 s.
+const deployTimeout = 90 * time.Second
+
+// world is one API server with the real Argo CD, a registry, a git server
+// and the updater's binary, shared by the scenarios of this package.
+type world struct {
+	k          *testenv.Kube
+	external   *testenv.Kube // a second cluster, deployed to as seed 000 does
+	argo       *testenv.ArgoCD
+	reg        *testenv.Registry
+	git        *testenv.GitServer
+	cs         kubernetes.Interface
+	dyn        dynamic.Interface
+	bin        string
+	kubeconfig string // the updater's ServiceAccount
+	conf       string // registries.conf
+	cloneDir   string
+}
+
+func TestArgoCD(t *testing.T) {
+	start := time.Now()
+	w := &world{}
+	w.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
+	// Stopped after Argo CD, which watches it once it is registered.
+	w.external = testenv.StartKube(t)
+	w.external.StartControllerManager(t)
+	w.argo = testenv.StartArgoCD(t, w.k)
+	t.Logf("API server and Argo CD %s started in %s", w.argo.Version, time.Since(start).Round(100*time.Millisecond))
+	w.reg = testenv.StartRegistry(t)
+	w.git = testenv.StartGitServer(t)
+	w.cs = kubernetes.NewForConfigOrDie(w.k.Config)
+	w.dyn = dynamic.NewForConfigOrDie(w.k.Config)
+	w.bin = updaterBinary(t)
+	w.cloneDir = t.TempDir()
+
+	w.k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
+	w.kubeconfig = testenv.WriteKubeconfig(t, w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
+	w.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
+	w.conf = filepath.Join(t.TempDir(), "registries.conf")
+	writeFile(t, w.conf, fmt.Sprintf("registries:\n- name: local\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n", w.reg.Host, w.reg.Host))
+
+	files := map[string]string{}
+	for _, name := range []string{"seed003", "kgit", "ksource"} {
+		maps.Copy(files, overlay(name, w.reg))
+	}
+	maps.Copy(files, chart("chart", w.reg))
+	maps.Copy(files, chart("chart-values", w.reg))
+	w.git.CreateRepo(t, "deploy", "", files)
+	w.argo.AddRepository(t, "repo-deploy", w.git.HTTPRepoURL("deploy"), w.git.Username, w.git.Password)
+
+	t.Run("seed 003: two images by semver written to the Application, a Kustomize overlay", func(t *testing.T) {
+		app, web := w.push(t, "seed003-app", "v0.0.1"), w.push(t, "seed003-web", "v0.0.1")
+		w.createApp(t, "seed003", "seed003/overlays/production", nil, map[string]string{
+			"image-list":          "app=" + app + ",web=" + web,
+			"app.update-strategy": "semver",
+			"web.update-strategy": "semver",
+			"write-back-method":   "argocd",
+		})
+		w.waitDeployed(t, "seed003", "front", app+":v0.0.1", web+":v0.0.1")
+		w.push(t, "seed003-app", "v0.1.0")
+		w.push(t, "seed003-app", "v1.0.0-rc.1")
+		w.push(t, "seed003-web", "v0.0.3")
+		w.runOnce(t, "seed003")
+		w.waitDeployed(t, "seed003", "front", app+":v0.1.0", web+":v0.0.3")
+	})
+
+	t.Run("git write-back to the kustomization", func(t *testing.T) {
+		app, web := w.push(t, "kgit-app", "v0.0.1"), w.push(t, "kgit-web", "v0.0.1")
+		w.createApp(t, "kgit", "kgit/overlays/production", nil, map[string]string{
+			"image-list":        "app=" + app + ",web=" + web,
+			"write-back-method": "git",
+			"write-back-target": "kustomization",
+			"git-branch":        "main",
+		})
+		w.waitDeployed(t, "kgit", "front", app+":v0.0.1", web+":v0.0.1")
+		w.push(t, "kgit-app", "v0.2.0")
+		w.runOnce(t, "kgit")
+		// Argo CD would see the commit only at its poll, 3 minutes away:
+		// the updater's refresh makes it deploy now.
+		w.waitDeployed(t, "kgit", "front", app+":v0.2.0", web+":v0.0.1")
+		if got := w.git.ReadFile(t, "deploy", "main", "kgit/overlays/production/kustomization.yaml"); !strings.Contains(got, "newTag: v0.2.0") {
+			t.Errorf("kustomization after the write-back:\n%s", got)
+		}
+	})
+
+	t.Run("git write-back to .argocd-source-<app>.yaml", func(t *testing.T) {
+		app := w.push(t, "ksource-app", "v0.0.1")
+		w.createApp(t, "ksource", "ksource/overlays/production", nil, map[string]string{
+			"image-list":        "app=" + app,
+			"write-back-method": "git",
+		})
+		w.waitDeployed(t, "ksource", "front", app+":v0.0.1", w.reg.Repo("ksource-web")+":v0.0.1")
+		w.push(t, "ksource-app", "v0.3.0")
+		w.runOnce(t, "ksource")
+		w.waitDeployed(t, "ksource", "front", app+":v0.3.0", w.reg.Repo("ksource-web")+":v0.0.1")
+		if got := w.git.ReadFile(t, "deploy", "main", "ksource/overlays/production/.argocd-source-ksource.yaml"); !strings.Contains(got, app+":v0.3.0") {
+			t.Errorf(".argocd-source-ksource.yaml after the write-back:\n%s", got)
+		}
+	})
+
+	t.Run("Helm parameters written to the Application", func(t *testing.T) {
+		app := w.push(t, "chart-app", "1.0.0")
+		w.createApp(t, "chart", "chart", map[string]any{"helm": map[string]any{}}, map[string]string{
+			"image-list":          "app=" + app,
+			"app.helm.image-name": "image.repository",
+			"app.helm.image-tag":  "image.tag",
+			"app.update-strategy": "semver",
+			"write-back-method":   "argocd",
+		})
+		w.waitDeployed(t, "chart", "front", app+":1.0.0")
+		w.push(t, "chart-app", "1.1.0")
+		w.runOnce(t, "chart")
+		w.waitDeployed(t, "chart", "front", app+":1.1.0")
+	})
+
+	t.Run("Helm values file written to git", func(t *testing.T) {
+		app := w.push(t, "chart-values-app", "1.0.0")
+		w.createApp(t, "chart-values", "chart-values", map[string]any{"helm": map[string]any{}}, map[string]string{
+			"image-list":          "app=" + app,
+			"app.helm.image-name": "image.repository",
+			"app.helm.image-tag":  "image.tag",
+			"write-back-method":   "git",
+			"write-back-target":   "helmvalues:values.yaml",
+		})
+		w.waitDeployed(t, "chart-values", "front", app+":1.0.0")
+		w.push(t, "chart-values-app", "1.2.0")
+		w.runOnce(t, "chart-values")
+		w.waitDeployed(t, "chart-values", "front", app+":1.2.0")
+	})
+
+	t.Run("a rollout in progress: the target file, not the first running image, is the current version", func(t *testing.T) {
+		// Tags that sort as strings in the other order than as versions,
+		// so that Argo CD's sorted status.summary.images lists the newest
+		// first while a revert to the older rolls out.
+		app := w.push(t, "rollout-app", "1.9.0")
+		w.push(t, "rollout-app", "1.10.0")
+		files := overlay("rollout", w.reg)
+		files["rollout/base/front.yaml"] = rollingDeployment("front", app+":1.10.0")
+		files["rollout/overlays/production/kustomization.yaml"] += "images:\n- name: " + app + "\n  newTag: 1.10.0\n"
+		w.git.CommitFiles(t, "deploy", "main", "add rollout", files)
+		w.createApp(t, "rollout", "rollout/overlays/production", nil, map[string]string{
+			"image-list":          "app=" + app,
+			"app.update-strategy": "semver",
+			"write-back-method":   "git",
+			"write-back-target":   "kustomization",
+		})
+		w.waitDeployed(t, "rollout", "front", app+":1.10.0")
+		// Someone reverts to 1.9.0 in git; its Pods never become ready, so
+		// those of 1.10.0 stay and Argo CD lists both.
+		w.git.CommitFiles(t, "deploy", "main", "revert to 1.9.0", map[string]string{
+			"rollout/overlays/production/kustomization.yaml": strings.Replace(files["rollout/overlays/production/kustomization.yaml"], "newTag: 1.10.0", "newTag: 1.9.0", 1),
+		})
+		w.refresh(t, "rollout")
+		w.waitDeployed(t, "rollout", "front", app+":1.9.0")
+		testenv.WaitFor(t, deployTimeout, "both versions in status.summary.images", func() (bool, string) {
+			got := w.summaryImages(t, "rollout")
+			return slices.Equal(got, []string{app + ":1.10.0", app + ":1.9.0"}), fmt.Sprint(got)
+		})
+		w.runOnce(t, "rollout")
+		if got := w.git.ReadFile(t, "deploy", "main", "rollout/overlays/production/kustomization.yaml"); !strings.Contains(got, "newTag: 1.10.0") {
+			t.Fatalf("the newest version was not written back, although the repository holds 1.9.0:\n%s", got)
+		}
+		w.waitDeployed(t, "rollout", "front", app+":1.10.0")
+	})
+
+	t.Run("an Application deploying to an external cluster", func(t *testing.T) {
+		other := w.external
+		server := w.argo.AddCluster(t, "external", other)
+		other.CreateNamespace(t, "remote")
+		app := w.push(t, "remote-app", "v0.0.1")
+		w.git.CommitFiles(t, "deploy", "main", "add remote", overlay("remote", w.reg))
+		w.createAppTo(t, "remote", "remote/overlays/production", server, nil, map[string]string{
+			"image-list":        "app=" + app,
+			"write-back-method": "argocd",
+		})
+		ocs := kubernetes.NewForConfigOrDie(other.Config)
+		w.waitImages(t, ocs, "remote", "front", app+":v0.0.1", w.reg.Repo("remote-web")+":v0.0.1")
+		w.push(t, "remote-app", "v0.4.0")
+		w.runOnce(t, "remote")
+		w.waitImages(t, ocs, "remote", "front", app+":v0.4.0", w.reg.Repo("remote-web")+":v0.0.1")
+	})
+
+	t.Run("an ImageUpdater resource configures an Application without annotations", func(t *testing.T) {
+		app := w.push(t, "resource-app", "v0.0.1")
+		w.git.CommitFiles(t, "deploy", "main", "add resource", overlay("resource", w.reg))
+		w.createApp(t, "resource", "resource/overlays/production", nil, nil)
+		w.waitDeployed(t, "resource", "front", app+":v0.0.1", w.reg.Repo("resource-web")+":v0.0.1")
+		w.k.Create(t, &imageupdaterv1alpha1.ImageUpdater{
+			ObjectMeta: metav1.ObjectMeta{Name: "resource", Namespace: testenv.ArgoCDNamespace},
+			Spec: imageupdaterv1alpha1.ImageUpdaterSpec{
+				CommonUpdateSettings: &imageupdaterv1alpha1.CommonUpdateSettings{UpdateStrategy: ptr.To("semver")},
+				ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{{
+					NamePattern: "resource",
+					Images:      []imageupdaterv1alpha1.ImageConfig{{Alias: "app", ImageName: app}},
+				}},
+			},
+		})
+		w.push(t, "resource-app", "v0.5.0")
+		w.runOnce(t, "resource")
+		w.waitDeployed(t, "resource", "front", app+":v0.5.0", w.reg.Repo("resource-web")+":v0.0.1")
+	})
+
+	t.Run("a bad image entry next to a good one changes only the good one's override", func(t *testing.T) {
+		app, web := w.push(t, "mixed-app", "v0.0.1"), w.push(t, "mixed-web", "v0.0.1")
+		w.git.CommitFiles(t, "deploy", "main", "add mixed", overlay("mixed", w.reg))
+		w.createApp(t, "mixed", "mixed/overlays/production", nil, map[string]string{
+			"image-list":          "app=" + app + ",web=" + web,
+			"web.update-strategy": "newest-version-please",
+			"write-back-method":   "argocd",
+		})
+		w.waitDeployed(t, "mixed", "front", app+":v0.0.1", web+":v0.0.1")
+		w.push(t, "mixed-app", "v0.6.0")
+		w.push(t, "mixed-web", "v0.6.0")
+		before := w.application(t, "mixed")
+		w.runOnce(t, "mixed")
+		w.waitDeployed(t, "mixed", "front", app+":v0.6.0", web+":v0.0.1")
+		after := w.application(t, "mixed")
+		// What the updater may change: the one override list; what Argo CD
+		// changes: status, the operation and bookkeeping.
+		for _, obj := range []*unstructured.Unstructured{before, after} {
+			unstructured.RemoveNestedField(obj.Object, "spec", "source", "kustomize", "images")
+			unstructured.RemoveNestedField(obj.Object, "status")
+			unstructured.RemoveNestedField(obj.Object, "operation")
+			unstructured.RemoveNestedField(obj.Object, "metadata", "resourceVersion")
+			unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
+			unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+			if kustomize, _, _ := unstructured.NestedMap(obj.Object, "spec", "source", "kustomize"); len(kustomize) == 0 {
+				unstructured.RemoveNestedField(obj.Object, "spec", "source", "kustomize")
+			}
+		}
+		if diff := cmp.Diff(before.Object, after.Object); diff != "" {
+			t.Errorf("the Application changed besides its Kustomize images (-before +after):\n%s", diff)
+		}
+		testenv.WaitFor(t, 30*time.Second, "an UpdateFailed event naming the bad image", func() (bool, string) {
+			evs, err := w.cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=mixed"})
+			if err != nil {
+				return false, err.Error()
+			}
+			var seen []string
+			for _, e := range evs.Items {
+				if e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "web") && strings.Contains(e.Message, "newest-version-please") {
+					return true, ""
+				}
+				seen = append(seen, e.Reason+": "+e.Message)
+			}
+			return false, strings.Join(seen, "; ")
+		})
+	})
+
+	t.Run("the repo-server down: the write-back still lands, and Argo CD deploys it once back", func(t *testing.T) {
+		app := w.push(t, "down-app", "v0.0.1")
+		w.git.CommitFiles(t, "deploy", "main", "add down", overlay("down", w.reg))
+		w.createApp(t, "down", "down/overlays/production", nil, map[string]string{
+			"image-list":        "app=" + app,
+			"write-back-method": "git",
+			"write-back-target": "kustomization",
+		})
+		w.waitDeployed(t, "down", "front", app+":v0.0.1", w.reg.Repo("down-web")+":v0.0.1")
+		w.argo.StopRepoServer()
+		w.push(t, "down-app", "v0.7.0")
+		w.runOnce(t, "down")
+		if got := w.git.ReadFile(t, "deploy", "main", "down/overlays/production/kustomization.yaml"); !strings.Contains(got, "newTag: v0.7.0") {
+			t.Fatalf("not written while the repo-server was down:\n%s", got)
+		}
+		w.argo.StartRepoServer(t)
+		w.runOnce(t, "down")
+		w.waitDeployed(t, "down", "front", app+":v0.7.0", w.reg.Repo("down-web")+":v0.0.1")
+	})
+}
+
+// push pushes a tag of repo to the registry and returns the repository's
+// image name.
+func (w *world) push(t *testing.T, repo, tag string) string {
+	t.Helper()
+	w.reg.PushImage(t, repo, []string{tag})
+	return w.reg.Repo(repo)
+}
+
+// createApp creates an automatically synced Application of the deploy
+// repository's folder path, deploying to the namespace of the same name.
+// source adds fields to its source (helm, kustomize).
+func (w *world) createApp(t *testing.T, name, path string, source map[string]any, annotations map[string]string) {
+	t.Helper()
+	w.k.CreateNamespace(t, name)
+	w.createAppTo(t, name, path, "https://kubernetes.default.svc", source, annotations)
+}
+
+// createAppTo is createApp to the cluster whose API server is server.
+func (w *world) createAppTo(t *testing.T, name, path, server string, source map[string]any, annotations map[string]string) {
+	t.Helper()
+	src := map[string]any{"repoURL": w.git.HTTPRepoURL("deploy"), "path": path, "targetRevision": "main"}
+	maps.Copy(src, source)
+	ann := map[string]any{}
+	for k, v := range annotations {
+		ann[appwatch.AnnotationPrefix+k] = v
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": ann},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      src,
+			"destination": map[string]any{"server": server, "namespace": name},
+			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
+		},
+	}}
+	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDeployed waits until Argo CD deployed the Deployment with these
+// images, and its Application's status.summary.images, which Argo CD
+// fills from the Pods, lists them.
+func (w *world) waitDeployed(t *testing.T, app, deployment string, images ...string) {
+	t.Helper()
+	w.waitImages(t, w.cs, app, deployment, images...)
+	testenv.WaitFor(t, deployTimeout, "status.summary.images of "+app, func() (bool, string) {
+		summary := w.summaryImages(t, app)
+		for _, img := range images {
+			if !slices.Contains(summary, img) {
+				return false, fmt.Sprint(summary)
+			}
+		}
+		return true, ""
+	})
+}
+
+// waitImages waits until the Deployment name, in the namespace and the
+// Application of the same name, has these images.
+func (w *world) waitImages(t *testing.T, cs kubernetes.Interface, namespace, name string, images ...string) {
+	t.Helper()
+	start := time.Now()
+	testenv.WaitFor(t, deployTimeout, "Deployment "+namespace+"/"+name+" with "+strings.Join(images, ", "), func() (bool, string) {
+		got := testenv.DeploymentImages(t.Context(), cs, namespace, name)
+		return slices.Equal(got, images), fmt.Sprintf("images %v; Application %s", got, w.appState(t, namespace))
+	})
+	t.Logf("Deployment %s/%s has %s after %s", namespace, name, strings.Join(images, ", "), time.Since(start).Round(10*time.Millisecond))
+}
+
+// refresh asks Argo CD to read an Application's sources now, as a person
+// would after a commit.
+func (w *world) refresh(t *testing.T, name string) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
+	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) application(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func (w *world) summaryImages(t *testing.T, app string) []string {
+	t.Helper()
+	images, _, _ := unstructured.NestedStringSlice(w.application(t, app).Object, "status", "summary", "images")
+	return images
+}
+
+// appState is what Argo CD says of an Application, for failure messages.
+func (w *world) appState(t *testing.T, name string) string {
+	t.Helper()
+	obj := w.application(t, name).Object
+	sync, _, _ := unstructured.NestedString(obj, "status", "sync", "status")
+	health, _, _ := unstructured.NestedString(obj, "status", "health", "status")
+	phase, _, _ := unstructured.NestedString(obj, "status", "operationState", "phase")
+	msg, _, _ := unstructured.NestedString(obj, "status", "operationState", "message")
+	conditions, _, _ := unstructured.NestedSlice(obj, "status", "conditions")
+	return fmt.Sprintf("sync %s, health %s, operation %s %q, conditions %v", sync, health, phase, msg, conditions)
+}
+
+// runOnce runs the updater's binary for one cycle over the Applications
+// whose names match, as its ServiceAccount.
+func (w *world) runOnce(t *testing.T, names string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), w.bin, "run", "--once", "--kubeconfig", w.kubeconfig,
+		"--registries-conf-path", w.conf, "--health-port", "0", "--metrics-port", "0",
+		"--match-application-name", names, "--loglevel", "debug")
+	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+w.cloneDir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("run --once: %v\n%s", err, out.String())
+	}
+	t.Logf("run --once:\n%s", out.String())
+	return out.String()
+}
+
+// overlay is a Kustomize base with one Deployment of two containers and a
+// production overlay, under name/.
+func overlay(name string, reg *testenv.Registry) map[string]string {
+	return map[string]string{
+		name + "/base/kustomization.yaml": "resources:\n- front.yaml\n",
+		name + "/base/front.yaml": deployment("front",
+			fmt.Sprintf("      - name: app\n        image: %s:v0.0.1\n      - name: web\n        image: %s:v0.0.1\n", reg.Repo(name+"-app"), reg.Repo(name+"-web"))),
+		name + "/overlays/production/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n# Production overlay.\nresources:\n- ../../base\n",
+	}
+}
+
+// chart is a Helm chart under name/ whose values name the image.
+func chart(name string, reg *testenv.Registry) map[string]string {
+	return map[string]string{
+		name + "/Chart.yaml":  "apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n",
+		name + "/values.yaml": fmt.Sprintf("# The image.\nimage:\n  repository: %s\n  tag: 1.0.0\n", reg.Repo(name+"-app")),
+		name + "/templates/deployment.yaml": deployment("front",
+			"      - name: app\n        image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}\"\n"),
+	}
+}
+
+// rollingDeployment is a Deployment of one container that rolls out
+// Pod by Pod; as no Pod ever becomes ready here, the old Pods stay.
+func rollingDeployment(name, image string) string {
+	return strings.Replace(deployment(name, "      - name: app\n        image: "+image+"\n"), "type: Recreate", "type: RollingUpdate", 1)
+}
+
+// deployment is a Deployment with these container entries. Recreate keeps
+// the Pods of an old ReplicaSet out of status.summary.images.
+func deployment(name, containers string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+spec:
+  replicas: 1
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+      app: %[1]s
+  template:
+    metadata:
+      labels:
+        app: %[1]s
+    spec:
+      containers:
+%[2]s`, name, containers)
+}
+
+// updaterBinary builds the updater once for the package.
+func updaterBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/argocd-image-updater").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build the updater: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,239 @@
+package testenv
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ArgoCDModule is the module of the Argo CD that `make testbin` builds.
+const ArgoCDModule = "github.com/argoproj/argo-cd/v3"
+
+// ArgoCDVersion is the version of the Argo CD that `make testbin` built
+// (hack/testbin.sh says why that one).
+func ArgoCDVersion(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(assetsDir(t), "argocd.version"))
+	if err != nil {
+		t.Fatalf("Argo CD version: %v: run `make testbin`", err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// WithArgoCDCRDs installs the Application and AppProject CRDs of the Argo
+// CD that StartArgoCD runs, in place of the default ones.
+func WithArgoCDCRDs(t testing.TB) KubeOption {
+	t.Helper()
+	v := ArgoCDVersion(t)
+	return WithCRDs(ArgoCDCRD(t, ArgoCDModule, v), ArgoCDProjectCRD(t, ArgoCDModule, v))
+}
+
+// ArgoCD is Argo CD's own application-controller and repo-server, with
+// redis, against a Kube, plus a kube-controller-manager so that Deployments
+// get ReplicaSets and Pods: Argo CD fills an Application's
+// status.summary.images from the Pods of its resource tree. No kubelet
+// runs, so Pods stay Pending and health stays Progressing; a Deployment's
+// spec is what Argo CD deployed.
+type ArgoCD struct {
+	Version string
+	kube    *Kube
+	env     []string
+	redis   string
+	// repoAddr is where the repo-server listens; it keeps the address
+	// across RestartRepoServer.
+	repoAddr   string
+	repoServer *process
+	t          testing.TB
+}
+
+// StartArgoCD starts Argo CD in k's argocd namespace: its settings objects,
+// then kube-controller-manager, redis, the repo-server and the
+// application-controller, each stopped when t ends. k must have been
+// started WithArgoCDCRDs. Applications sync from the repositories that
+// AddRepository registers; the AppProjects are the test's to create.
+func StartArgoCD(t testing.TB, k *Kube) *ArgoCD {
+	t.Helper()
+	a := &ArgoCD{Version: ArgoCDVersion(t), kube: k, t: t}
+	dir := t.TempDir()
+	kubeconfig := WriteKubeconfig(t, k.Config, ArgoCDNamespace)
+
+	// Argo CD reads only settings labelled as its own.
+	part := map[string]string{"app.kubernetes.io/part-of": "argocd"}
+	k.Create(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: ArgoCDNamespace, Labels: part}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-rbac-cm", Namespace: ArgoCDNamespace, Labels: part}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: ArgoCDNamespace, Labels: part},
+			StringData: map[string]string{"server.secretkey": randomString(t, 24)}},
+	)
+
+	k.StartControllerManager(t)
+
+	redisPort := FreePort(t)
+	a.redis = loopback(redisPort)
+	redis := startProcess(t, "redis", exec.Command("redis-server", "--port", fmt.Sprint(redisPort), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", dir))
+	if err := redis.waitFor(30*time.Second, func() error { return dial(a.redis) }); err != nil {
+		t.Fatal(err)
+	}
+
+	// The repo-server runs kustomize, helm and "argocd" (as GIT_ASKPASS)
+	// from PATH. Argo CD's data folders default to /app/config; each gets
+	// an empty folder of this run's, and the askpass socket its own path
+	// (the default is one fixed path that a second repo-server on the
+	// machine would take over).
+	config := filepath.Join(dir, "app-config")
+	for _, d := range []string{"tls", "ssh", "gpg/keys", "gpg/source", "plugins", "home", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(config, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.env = append(os.Environ(),
+		"PATH="+assetsDir(t)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HOME="+filepath.Join(config, "home"),
+		"TMPDIR="+filepath.Join(config, "tmp"),
+		"ARGOCD_GPG_ENABLED=false",
+		"ARGOCD_APP_CONFIG_PATH="+config,
+		"ARGOCD_TLS_DATA_PATH="+filepath.Join(config, "tls"),
+		"ARGOCD_SSH_DATA_PATH="+filepath.Join(config, "ssh"),
+		"ARGOCD_GNUPGHOME="+filepath.Join(config, "gpg/keys"),
+		"ARGOCD_GPG_DATA_PATH="+filepath.Join(config, "gpg/source"),
+		"ARGOCD_PLUGINSOCKFILEPATH="+filepath.Join(config, "plugins"),
+		"ARGOCD_ASK_PASS_SOCK="+filepath.Join(dir, "askpass.sock"),
+	)
+	a.repoAddr = loopback(FreePort(t))
+	a.StartRepoServer(t)
+
+	metrics := loopback(FreePort(t))
+	controller := exec.Command(binary(t, "argocd-application-controller"),
+		"--kubeconfig", kubeconfig, "--namespace", ArgoCDNamespace,
+		"--repo-server", a.repoAddr, "--repo-server-plaintext", "--redis", a.redis,
+		"--metrics-port", strings.TrimPrefix(metrics, "127.0.0.1:"), "--loglevel", "info")
+	// "in-cluster" (https://kubernetes.default.svc) is this API server.
+	controller.Env = append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true")
+	p := startProcess(t, "argocd-application-controller", controller)
+	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + metrics + "/healthz") }); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// StartControllerManager runs the kube-controller-manager's Deployment,
+// ReplicaSet and garbage collector controllers against k, so that
+// Deployments get ReplicaSets and Pods, from which Argo CD takes the
+// images it lists in status.summary.images.
+func (k *Kube) StartControllerManager(t testing.TB) {
+	t.Helper()
+	startProcess(t, "kube-controller-manager", exec.Command(binary(t, "kube-controller-manager"),
+		"--kubeconfig="+WriteKubeconfig(t, k.Config, "default"), "--leader-elect=false", "--secure-port=0",
+		"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller",
+		"--use-service-account-credentials=false"))
+}
+
+// StartRepoServer starts the repo-server, on the address it had before
+// when StopRepoServer stopped it.
+func (a *ArgoCD) StartRepoServer(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(binary(t, "argocd-repo-server"),
+		"--address", "127.0.0.1", "--port", strings.TrimPrefix(a.repoAddr, "127.0.0.1:"),
+		"--metrics-address", "127.0.0.1", "--metrics-port", fmt.Sprint(FreePort(t)),
+		"--disable-tls", "--redis", a.redis, "--loglevel", "info")
+	cmd.Env = a.env
+	a.repoServer = startProcess(a.t, "argocd-repo-server", cmd)
+	if err := a.repoServer.waitFor(time.Minute, func() error { return dial(a.repoAddr) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StopRepoServer stops the repo-server, as a crash or a rollout would.
+func (a *ArgoCD) StopRepoServer() { a.repoServer.stop() }
+
+// AddRepository registers a git repository with its credentials as Argo CD
+// keeps them: a Secret labelled as a repository in the argocd namespace,
+// which the updater's git write-back reads too.
+func (a *ArgoCD) AddRepository(t testing.TB, name, url, username, password string) {
+	t.Helper()
+	a.kube.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ArgoCDNamespace,
+			Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+		StringData: map[string]string{"type": "git", "url": url, "username": username, "password": password},
+	})
+}
+
+// AddCluster registers another API server as an external cluster named
+// name, as Argo CD keeps one: a Secret labelled as a cluster, with the
+// client certificate envtest made for that API server. It returns the
+// server URL that Applications name as their destination.
+func (a *ArgoCD) AddCluster(t testing.TB, name string, other *Kube) string {
+	t.Helper()
+	config, err := json.Marshal(map[string]any{"tlsClientConfig": map[string]any{
+		"insecure": true,
+		"certData": base64.StdEncoding.EncodeToString(other.Config.CertData),
+		"keyData":  base64.StdEncoding.EncodeToString(other.Config.KeyData),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Argo CD matches destinations to clusters by the exact string.
+	server := strings.TrimSuffix(other.Config.Host, "/")
+	if !strings.HasPrefix(server, "https://") {
+		server = "https://" + server
+	}
+	a.kube.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-" + name, Namespace: ArgoCDNamespace,
+			Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"}},
+		StringData: map[string]string{"name": name, "server": server, "config": string(config)},
+	})
+	return server
+}
+
+// DeploymentImages are the images of a Deployment's containers, in order;
+// nil while it does not exist.
+func DeploymentImages(ctx context.Context, cs kubernetes.Interface, namespace, name string) []string {
+	d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return containerImages(d)
+}
+
+func containerImages(d *appsv1.Deployment) []string {
+	var images []string
+	for _, c := range d.Spec.Template.Spec.Containers {
+		images = append(images, c.Image)
+	}
+	return images
+}
+
+func dial(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+func httpOK(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
