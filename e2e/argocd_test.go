@@ -163,6 +163,32 @@ func TestArgoCD(t *testing.T) {
 		w.waitDeployed(t, "chart-values", "front", app+":1.2.0")
 	})
 
+	t.Run("a multi-source Application: the Kustomize source naming the image is written", func(t *testing.T) {
+		app := w.push(t, "multi-app", "v0.0.1")
+		files := overlay("multi", w.reg)
+		files["multi/config/configmap.yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  level: info\n"
+		w.git.CommitFiles(t, "deploy", "main", "add multi", files)
+		w.k.CreateNamespace(t, "multi")
+		repo := w.git.HTTPRepoURL("deploy")
+		w.createAppSpec(t, "multi", map[string]any{
+			"sources": []any{
+				map[string]any{"repoURL": repo, "path": "multi/config", "targetRevision": "main"},
+				map[string]any{"repoURL": repo, "path": "multi/overlays/production", "targetRevision": "main", "kustomize": map[string]any{}},
+			},
+		}, "https://kubernetes.default.svc", map[string]string{
+			"image-list":        "app=" + app,
+			"write-back-method": "argocd",
+		})
+		w.waitDeployed(t, "multi", "front", app+":v0.0.1", w.reg.Repo("multi-web")+":v0.0.1")
+		w.push(t, "multi-app", "v0.8.0")
+		w.runOnce(t, "multi")
+		w.waitDeployed(t, "multi", "front", app+":v0.8.0", w.reg.Repo("multi-web")+":v0.0.1")
+		sources, _, _ := unstructured.NestedSlice(w.application(t, "multi").Object, "spec", "sources")
+		if first := sources[0].(map[string]any); first["kustomize"] != nil {
+			t.Errorf("the source without the image was written: %v", first)
+		}
+	})
+
 	t.Run("a rollout in progress: the target file, not the first running image, is the current version", func(t *testing.T) {
 		// Tags that sort as strings in the other order than as versions,
 		// so that Argo CD's sorted status.summary.images lists the newest
@@ -325,6 +351,14 @@ func (w *world) createAppTo(t *testing.T, name, path, server string, source map[
 	t.Helper()
 	src := map[string]any{"repoURL": w.git.HTTPRepoURL("deploy"), "path": path, "targetRevision": "main"}
 	maps.Copy(src, source)
+	w.createAppSpec(t, name, map[string]any{"source": src}, server, annotations)
+}
+
+// createAppSpec creates an automatically synced Application with these
+// sources (spec.source or spec.sources) deploying to namespace name of
+// the cluster whose API server is server.
+func (w *world) createAppSpec(t *testing.T, name string, sources map[string]any, server string, annotations map[string]string) {
+	t.Helper()
 	ann := map[string]any{}
 	for k, v := range annotations {
 		ann[appwatch.AnnotationPrefix+k] = v
@@ -334,11 +368,11 @@ func (w *world) createAppTo(t *testing.T, name, path, server string, source map[
 		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": ann},
 		"spec": map[string]any{
 			"project":     "default",
-			"source":      src,
 			"destination": map[string]any{"server": server, "namespace": name},
 			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
 		},
 	}}
+	maps.Copy(obj.Object["spec"].(map[string]any), sources)
 	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
