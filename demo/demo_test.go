@@ -1,11 +1,12 @@
 // Package demo runs the updater end to end, as `make demo` shows it: a
-// real API server, registry and git server on this machine, Applications
-// like those of a typical EKS setup (two images updated by semver, one
-// written back to the Application, one committed to Git, one proposed in a
-// pull request to a stand-in of GitHub's API), new tags pushed, and the
-// real binary run once against them; then the binary runs with the webhook
-// endpoint on and a long interval, and a push the registry notifies is
-// picked up within seconds.
+// real API server, registry and git server on this machine with the real
+// Argo CD deploying from them, Applications like those of a typical EKS
+// setup (two images updated by semver, one written back to the
+// Application, one committed to Git, one proposed in a pull request to a
+// stand-in of GitHub's API), new tags pushed, and the real binary run once
+// against them, until Argo CD deploys what it wrote; then the binary runs
+// with the webhook endpoint on and a long interval, and a push the
+// registry notifies is running in the Deployments within seconds.
 package demo
 
 import (
@@ -27,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -43,8 +45,9 @@ func TestDemo(t *testing.T) {
 	start := time.Now()
 	bin := updaterBinary(t)
 
-	say("Starting a Kubernetes API server, a container registry and a git server on this machine...")
-	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
+	say("Starting a Kubernetes API server, Argo CD, a container registry and a git server on this machine...")
+	k := testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
+	argo := testenv.StartArgoCD(t, k)
 	// The registry notifies the endpoint the updater serves in the second
 	// part, as a Distribution registry's notifications.endpoints does.
 	webhookPort := testenv.FreePort(t)
@@ -53,7 +56,8 @@ func TestDemo(t *testing.T) {
 		fmt.Sprintf("http://127.0.0.1:%d/webhook?type=distribution", webhookPort),
 		map[string]string{"Authorization": "Bearer " + webhookSecret}))
 	gitServer := testenv.StartGitServer(t)
-	say("  API server %s, registry %s, git %s (%s)", k.Config.Host, reg.Host, gitServer.HTTPURL, time.Since(start).Round(100*time.Millisecond))
+	say("  API server %s, Argo CD %s (application-controller, repo-server), registry %s, git %s (%s)",
+		k.Config.Host, argo.Version, reg.Host, gitServer.HTTPURL, time.Since(start).Round(100*time.Millisecond))
 
 	app, web := reg.Repo("eks-app"), reg.Repo("eks-web")
 	reg.PushImage(t, "eks-app", []string{"v0.0.1"})
@@ -89,32 +93,31 @@ func TestDemo(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "argocd-tls-certs-cm", Namespace: testenv.ArgoCDNamespace},
 		Data:       map[string]string{"127.0.0.1": string(ca.PEM)},
 	})
-	running := []string{app + ":v0.0.1", web + ":v0.0.1"}
-	createApp(t, dyn, "main", gitServer.HTTPRepoURL("deploy"), map[string]string{
+	createApp(t, k, dyn, "main", gitServer.HTTPRepoURL("deploy"), map[string]string{
 		"image-list":          "app=" + app + ",web=" + web,
 		"app.update-strategy": "semver",
 		"web.update-strategy": "semver",
 		"write-back-method":   "argocd",
-	}, running)
-	createApp(t, dyn, "main-git", gitServer.HTTPRepoURL("deploy"), map[string]string{
+	})
+	createApp(t, k, dyn, "main-git", gitServer.HTTPRepoURL("deploy"), map[string]string{
 		"image-list":          "app=" + app + ",web=" + web,
 		"app.update-strategy": "semver",
 		"web.update-strategy": "semver",
 		"write-back-method":   "git",
 		"write-back-target":   "kustomization",
 		"git-branch":          "main",
-	}, running)
-	createApp(t, dyn, "main-reviewed", gitServer.HTTPRepoURL("example/reviewed"), map[string]string{
+	})
+	createApp(t, k, dyn, "main-reviewed", gitServer.HTTPRepoURL("example/reviewed"), map[string]string{
 		"image-list":        "app=" + app + ",web=" + web,
 		"write-back-method": "git",
 		"write-back-target": "kustomization",
 		"git-branch":        "main:image-updates",
 		"git-pull-request":  "github",
-	}, running)
+	})
 
 	// The same two images, configured by an ImageUpdater resource instead
 	// of annotations.
-	createApp(t, dyn, "main-resource", gitServer.HTTPRepoURL("deploy"), nil, running)
+	createApp(t, k, dyn, "main-resource", gitServer.HTTPRepoURL("deploy"), nil)
 	k.Create(t, &imageupdaterv1alpha1.ImageUpdater{
 		ObjectMeta: metav1.ObjectMeta{Name: "main-resource", Namespace: testenv.ArgoCDNamespace},
 		Spec: imageupdaterv1alpha1.ImageUpdaterSpec{
@@ -129,7 +132,15 @@ func TestDemo(t *testing.T) {
 		},
 	})
 	say("\nApplications: main (annotations, argocd write-back), main-git (annotations, git write-back),")
-	say("main-resource (no annotations: the ImageUpdater main-resource configures it).")
+	say("main-reviewed (annotations, a pull request), main-resource (no annotations: the ImageUpdater")
+	say("main-resource configures it). Each deploys the Deployment front into the namespace of its name.")
+	cs := kubernetes.NewForConfigOrDie(k.Config)
+	deployed := deployments(t, cs, app, web)
+	waitFor(t, 90*time.Second, "Argo CD's first sync", func() bool {
+		return deployed().all(app+":v0.0.1", web+":v0.0.1") && summariesFilled(t, dyn, 2)
+	})
+	say("Argo CD synced them:")
+	deployed().print()
 
 	say("\nNew images are pushed: eks-app v0.0.2, v0.1.0 (and v1.0.0-rc.1, a pre-release); eks-web v0.0.2, v0.0.3.")
 	reg.PushImage(t, "eks-app", []string{"v0.0.2"})
@@ -168,6 +179,16 @@ func TestDemo(t *testing.T) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", row.app, row.method, row.image, before[row.key()].tag, row.tag)
 	}
 	tw.Flush()
+
+	say("\nArgo CD deploys what was written: the patched Applications at once, the commit as soon as the")
+	say("updater's refresh of main-git tells Argo CD; main-reviewed waits for its pull request.")
+	written := time.Now()
+	waitFor(t, 90*time.Second, "Argo CD deploying the new versions", func() bool {
+		d := deployed()
+		return d.only([]string{"main", "main-git", "main-resource"}, app+":v0.1.0", web+":v0.0.3") && d.only([]string{"main-reviewed"}, app+":v0.0.1", web+":v0.0.1")
+	})
+	say("  (%s after the updater finished)", time.Since(written).Round(10*time.Millisecond))
+	deployed().print()
 
 	iu := &imageupdaterv1alpha1.ImageUpdater{}
 	if err := k.Client.Get(t.Context(), client.ObjectKey{Namespace: testenv.ArgoCDNamespace, Name: "main-resource"}, iu); err != nil {
@@ -269,6 +290,10 @@ func TestDemo(t *testing.T) {
 		return true
 	})
 	delay := time.Since(pushed)
+	waitFor(t, 60*time.Second, "Argo CD deploying v0.2.0", func() bool {
+		return deployed().only([]string{"main", "main-git", "main-resource"}, app+":v0.2.0", web+":v0.0.3")
+	})
+	running := time.Since(pushed)
 	stop()
 	for _, line := range strings.Split(strings.TrimSpace(webhookLogs.String()), "\n") {
 		if strings.Contains(line, "notification") || strings.Contains(line, "wrote back") || strings.Contains(line, "pushed new") {
@@ -277,7 +302,9 @@ func TestDemo(t *testing.T) {
 	}
 	say("  (The registry kept the notifications of the earlier pushes while nothing listened, and delivers them too;")
 	say("  notifications within half a second are checked together.)")
-	say("  Every Application of eks-app runs v0.2.0, %s after the push, though the next cycle is an hour away.", delay.Round(10*time.Millisecond))
+	say("  Every Application of eks-app was written v0.2.0 %s after the push, though the next cycle is an hour away;", delay.Round(10*time.Millisecond))
+	say("  Argo CD's Deployments run it %s after the push:", running.Round(10*time.Millisecond))
+	deployed().print()
 
 	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
 }
@@ -352,15 +379,14 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 	return out
 }
 
-func createApp(t *testing.T, dyn dynamic.Interface, name, repoURL string, annotations map[string]string, running []string) {
+// createApp creates an Application Argo CD syncs automatically into the
+// namespace of its name.
+func createApp(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, name, repoURL string, annotations map[string]string) {
 	t.Helper()
+	k.CreateNamespace(t, name)
 	ann := map[string]any{}
 	for k, v := range annotations {
 		ann[appwatch.AnnotationPrefix+k] = v
-	}
-	imgs := make([]any, len(running))
-	for i, r := range running {
-		imgs[i] = r
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
@@ -369,9 +395,9 @@ func createApp(t *testing.T, dyn dynamic.Interface, name, repoURL string, annota
 			"project": "default",
 			"source": map[string]any{"repoURL": repoURL, "path": "main/overlays/production", "targetRevision": "main",
 				"kustomize": map[string]any{}},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": name},
+			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
 		},
-		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": imgs}},
 	}}
 	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -409,4 +435,61 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// demoApps are the demo's Applications, each deploying front into the
+// namespace of its name.
+var demoApps = []string{"main", "main-git", "main-reviewed", "main-resource"}
+
+// deployed reads the images of each Application's Deployment.
+type deployed map[string][]string
+
+func deployments(t *testing.T, cs kubernetes.Interface, images ...string) func() deployed {
+	return func() deployed {
+		d := deployed{}
+		for _, name := range demoApps {
+			d[name] = testenv.DeploymentImages(t.Context(), cs, name, "front")
+		}
+		return d
+	}
+}
+
+// all tells whether every Deployment runs exactly these images.
+func (d deployed) all(images ...string) bool { return d.only(demoApps, images...) }
+
+// only tells whether the Deployments of these Applications run exactly
+// these images.
+func (d deployed) only(apps []string, images ...string) bool {
+	for _, name := range apps {
+		if !slices.Equal(d[name], images) {
+			return false
+		}
+	}
+	return true
+}
+
+func (d deployed) print() {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  kubectl get deployment front -n <application> (the images Argo CD deployed)")
+	for _, name := range demoApps {
+		fmt.Fprintf(tw, "  %s\t%s\n", name, strings.Join(d[name], "  "))
+	}
+	tw.Flush()
+}
+
+// summariesFilled tells whether Argo CD lists at least n images in the
+// status.summary.images of every Application: what the updater reads as
+// running.
+func summariesFilled(t *testing.T, dyn dynamic.Interface, n int) bool {
+	for _, name := range demoApps {
+		obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		images, _, _ := unstructured.NestedStringSlice(obj.Object, "status", "summary", "images")
+		if len(images) < n {
+			return false
+		}
+	}
+	return true
 }
