@@ -52,7 +52,10 @@ type world struct {
 	cloneDir   string
 }
 
-func TestArgoCD(t *testing.T) {
+// newWorld starts the servers with the real Argo CD, and a git repository
+// "deploy" that Argo CD knows, holding the files that files(reg) returns.
+func newWorld(t testing.TB, files func(reg *testenv.Registry) map[string]string, regOpts ...testenv.RegistryOption) *world {
+	t.Helper()
 	start := time.Now()
 	w := &world{}
 	w.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
@@ -61,7 +64,7 @@ func TestArgoCD(t *testing.T) {
 	w.external.StartControllerManager(t)
 	w.argo = testenv.StartArgoCD(t, w.k)
 	t.Logf("API server and Argo CD %s started in %s", w.argo.Version, time.Since(start).Round(100*time.Millisecond))
-	w.reg = testenv.StartRegistry(t)
+	w.reg = testenv.StartRegistry(t, regOpts...)
 	w.git = testenv.StartGitServer(t)
 	w.cs = kubernetes.NewForConfigOrDie(w.k.Config)
 	w.dyn = dynamic.NewForConfigOrDie(w.k.Config)
@@ -73,15 +76,21 @@ func TestArgoCD(t *testing.T) {
 	w.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
 	w.conf = filepath.Join(t.TempDir(), "registries.conf")
 	writeFile(t, w.conf, fmt.Sprintf("registries:\n- name: local\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n", w.reg.Host, w.reg.Host))
-
-	files := map[string]string{}
-	for _, name := range []string{"seed003", "kgit", "ksource"} {
-		maps.Copy(files, overlay(name, w.reg))
-	}
-	maps.Copy(files, chart("chart", w.reg))
-	maps.Copy(files, chart("chart-values", w.reg))
-	w.git.CreateRepo(t, "deploy", "", files)
+	w.git.CreateRepo(t, "deploy", "", files(w.reg))
 	w.argo.AddRepository(t, "repo-deploy", w.git.HTTPRepoURL("deploy"), w.git.Username, w.git.Password)
+	return w
+}
+
+func TestArgoCD(t *testing.T) {
+	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
+		files := map[string]string{}
+		for _, name := range []string{"seed003", "kgit", "ksource"} {
+			maps.Copy(files, overlay(name, reg))
+		}
+		maps.Copy(files, chart("chart", reg))
+		maps.Copy(files, chart("chart-values", reg))
+		return files
+	})
 
 	t.Run("seed 003: two images by semver written to the Application, a Kustomize overlay", func(t *testing.T) {
 		app, web := w.push(t, "seed003-app", "v0.0.1"), w.push(t, "seed003-web", "v0.0.1")
@@ -331,7 +340,7 @@ func TestArgoCD(t *testing.T) {
 
 // push pushes a tag of repo to the registry and returns the repository's
 // image name.
-func (w *world) push(t *testing.T, repo, tag string) string {
+func (w *world) push(t testing.TB, repo, tag string) string {
 	t.Helper()
 	w.reg.PushImage(t, repo, []string{tag})
 	return w.reg.Repo(repo)
@@ -340,14 +349,14 @@ func (w *world) push(t *testing.T, repo, tag string) string {
 // createApp creates an automatically synced Application of the deploy
 // repository's folder path, deploying to the namespace of the same name.
 // source adds fields to its source (helm, kustomize).
-func (w *world) createApp(t *testing.T, name, path string, source map[string]any, annotations map[string]string) {
+func (w *world) createApp(t testing.TB, name, path string, source map[string]any, annotations map[string]string) {
 	t.Helper()
 	w.k.CreateNamespace(t, name)
 	w.createAppTo(t, name, path, "https://kubernetes.default.svc", source, annotations)
 }
 
 // createAppTo is createApp to the cluster whose API server is server.
-func (w *world) createAppTo(t *testing.T, name, path, server string, source map[string]any, annotations map[string]string) {
+func (w *world) createAppTo(t testing.TB, name, path, server string, source map[string]any, annotations map[string]string) {
 	t.Helper()
 	src := map[string]any{"repoURL": w.git.HTTPRepoURL("deploy"), "path": path, "targetRevision": "main"}
 	maps.Copy(src, source)
@@ -357,7 +366,7 @@ func (w *world) createAppTo(t *testing.T, name, path, server string, source map[
 // createAppSpec creates an automatically synced Application with these
 // sources (spec.source or spec.sources) deploying to namespace name of
 // the cluster whose API server is server.
-func (w *world) createAppSpec(t *testing.T, name string, sources map[string]any, server string, annotations map[string]string) {
+func (w *world) createAppSpec(t testing.TB, name string, sources map[string]any, server string, annotations map[string]string) {
 	t.Helper()
 	ann := map[string]any{}
 	for k, v := range annotations {
@@ -381,7 +390,7 @@ func (w *world) createAppSpec(t *testing.T, name string, sources map[string]any,
 // waitDeployed waits until Argo CD deployed the Deployment with these
 // images, and its Application's status.summary.images, which Argo CD
 // fills from the Pods, lists them.
-func (w *world) waitDeployed(t *testing.T, app, deployment string, images ...string) {
+func (w *world) waitDeployed(t testing.TB, app, deployment string, images ...string) {
 	t.Helper()
 	w.waitImages(t, w.cs, app, deployment, images...)
 	testenv.WaitFor(t, deployTimeout, "status.summary.images of "+app, func() (bool, string) {
@@ -397,7 +406,7 @@ func (w *world) waitDeployed(t *testing.T, app, deployment string, images ...str
 
 // waitImages waits until the Deployment name, in the namespace and the
 // Application of the same name, has these images.
-func (w *world) waitImages(t *testing.T, cs kubernetes.Interface, namespace, name string, images ...string) {
+func (w *world) waitImages(t testing.TB, cs kubernetes.Interface, namespace, name string, images ...string) {
 	t.Helper()
 	start := time.Now()
 	testenv.WaitFor(t, deployTimeout, "Deployment "+namespace+"/"+name+" with "+strings.Join(images, ", "), func() (bool, string) {
@@ -409,7 +418,7 @@ func (w *world) waitImages(t *testing.T, cs kubernetes.Interface, namespace, nam
 
 // refresh asks Argo CD to read an Application's sources now, as a person
 // would after a commit.
-func (w *world) refresh(t *testing.T, name string) {
+func (w *world) refresh(t testing.TB, name string) {
 	t.Helper()
 	patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
 	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -417,7 +426,7 @@ func (w *world) refresh(t *testing.T, name string) {
 	}
 }
 
-func (w *world) application(t *testing.T, name string) *unstructured.Unstructured {
+func (w *world) application(t testing.TB, name string) *unstructured.Unstructured {
 	t.Helper()
 	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
@@ -426,14 +435,14 @@ func (w *world) application(t *testing.T, name string) *unstructured.Unstructure
 	return obj
 }
 
-func (w *world) summaryImages(t *testing.T, app string) []string {
+func (w *world) summaryImages(t testing.TB, app string) []string {
 	t.Helper()
 	images, _, _ := unstructured.NestedStringSlice(w.application(t, app).Object, "status", "summary", "images")
 	return images
 }
 
 // appState is what Argo CD says of an Application, for failure messages.
-func (w *world) appState(t *testing.T, name string) string {
+func (w *world) appState(t testing.TB, name string) string {
 	t.Helper()
 	obj := w.application(t, name).Object
 	sync, _, _ := unstructured.NestedString(obj, "status", "sync", "status")
@@ -446,7 +455,7 @@ func (w *world) appState(t *testing.T, name string) string {
 
 // runOnce runs the updater's binary for one cycle over the Applications
 // whose names match, as its ServiceAccount.
-func (w *world) runOnce(t *testing.T, names string) string {
+func (w *world) runOnce(t testing.TB, names string) string {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), w.bin, "run", "--once", "--kubeconfig", w.kubeconfig,
 		"--registries-conf-path", w.conf, "--health-port", "0", "--metrics-port", "0",
@@ -512,7 +521,7 @@ spec:
 }
 
 // updaterBinary builds the updater once for the package.
-func updaterBinary(t *testing.T) string {
+func updaterBinary(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
 		return bin
@@ -525,7 +534,7 @@ func updaterBinary(t *testing.T) string {
 	return bin
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
