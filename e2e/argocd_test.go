@@ -105,6 +105,10 @@ func TestArgoCD(t *testing.T) {
 		w.push(t, "seed003-app", "v1.0.0-rc.1")
 		w.push(t, "seed003-web", "v0.0.3")
 		w.runOnce(t, "seed003")
+		// Every event of the run reached the API server before it exited.
+		if reasons := w.eventReasons(t, "seed003"); !slices.Contains(reasons, "ImagesUpdated") {
+			t.Errorf("events right after run --once: %v, want ImagesUpdated", reasons)
+		}
 		w.waitDeployed(t, "seed003", "front", app+":v0.1.0", web+":v0.0.3")
 	})
 
@@ -414,6 +418,20 @@ func (w *world) waitImages(t testing.TB, cs kubernetes.Interface, namespace, nam
 		return slices.Equal(got, images), fmt.Sprintf("images %v; Application %s", got, w.appState(t, namespace))
 	})
 	t.Logf("Deployment %s/%s has %s after %s", namespace, name, strings.Join(images, ", "), time.Since(start).Round(10*time.Millisecond))
+}
+
+// eventReasons lists the reasons of the events of an Application.
+func (w *world) eventReasons(t testing.TB, app string) []string {
+	t.Helper()
+	evs, err := w.cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []string
+	for _, e := range evs.Items {
+		reasons = append(reasons, e.Reason)
+	}
+	return reasons
 }
 
 // refresh asks Argo CD to read an Application's sources now, as a person

@@ -18,16 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
@@ -137,10 +133,15 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 
 	var events *cycle.EventReporter
 	if !o.disableKubeEvents {
-		broadcaster := record.NewBroadcaster()
-		defer broadcaster.Shutdown()
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clientset.CoreV1().Events("")})
-		events = cycle.NewEventReporter(broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"}))
+		delivery := newEventDelivery(clientset)
+		// Runs last: the events of the last writes reach the API server
+		// before the process exits, within the shutdown grace period.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownGrace)
+			defer cancel()
+			delivery.Close(ctx)
+		}()
+		events = cycle.NewEventReporter(delivery.recorder)
 	}
 
 	var ready atomic.Bool
