@@ -81,7 +81,18 @@ type Handler struct {
 	logger      *slog.Logger
 	now         func() time.Time
 	readTimeout time.Duration
+	// unverified holds a place for each payload read before its sender
+	// is authenticated (the signed types, whose signature covers the
+	// payload): at most MaxUnverifiedReads at once, so that senders who
+	// know no secret cannot make the controller hold more than that many
+	// bodies.
+	unverified chan struct{}
 }
+
+// MaxUnverifiedReads is how many payloads of signed types are read at once
+// before their signature is checked; a request past it is answered 503 at
+// once. Each holds at most the body size limit (1 MiB by default).
+const MaxUnverifiedReads = 8
 
 // Option configures a Handler.
 type Option func(*Handler)
@@ -109,6 +120,7 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 		oidc:        map[string]*OIDCVerifier{},
 		open:        cfg.AllowUnauthenticated,
 		maxBody:     cfg.MaxBodySize,
+		unverified:  make(chan struct{}, MaxUnverifiedReads),
 		limiters:    map[string]*rate.Limiter{},
 		failures:    map[string]*rate.Limiter{},
 		logger:      slog.New(slog.DiscardHandler),
@@ -264,6 +276,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if authenticate && f.auth == authSignature {
+		select {
+		case h.unverified <- struct{}{}:
+			defer func() { <-h.unverified }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			reject(http.StatusServiceUnavailable, RejectUnavailable,
+				fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
+			return
+		}
+	}
 	if rc := http.NewResponseController(w); h.readTimeout > 0 {
 		_ = rc.SetReadDeadline(received.Add(h.readTimeout))
 	}

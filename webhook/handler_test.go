@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -493,5 +496,69 @@ func TestHeaderOrQuerySecret(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Senders that know no secret cannot make the controller hold more than
+// MaxUnverifiedReads payloads of a signed type: those are read before the
+// signature can be checked, and past the bound a request is refused at
+// once instead of read.
+func TestUnverifiedReadsAreBounded(t *testing.T) {
+	var n recorder
+	h, m := newTestHandler(t, &n, Config{Secrets: allSecrets()})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	// Each stalled sender announces 1 MiB and sends 10 bytes of it.
+	var stalled []net.Conn
+	for range MaxUnverifiedReads {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "POST %s?type=%s HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n0123456789", Path, GHCR, DefaultMaxBodySize)
+		stalled = append(stalled, c)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.unverified) < MaxUnverifiedReads {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d stalled reads under way", len(h.unverified), MaxUnverifiedReads)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ghcr := senders[slices.IndexFunc(senders, func(s sender) bool { return s.source == GHCR })]
+	body := readPayload(t, ghcr.file)
+	send := func() *http.Response {
+		req := ghcr.request(t, body, testSecret, proofRight)
+		out, err := http.NewRequest(req.Method, srv.URL+req.URL.String(), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Header = req.Header
+		resp, err := http.DefaultClient.Do(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	if resp := send(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("with %d payloads being read: status %d, want 503 with Retry-After", MaxUnverifiedReads, resp.StatusCode)
+	}
+	if c := testutil.ToFloat64(m.rejected.WithLabelValues(GHCR, RejectUnavailable)); c != 1 {
+		t.Errorf("rejected{ghcr,unavailable} = %v", c)
+	}
+	// The places are given back when the stalled senders go.
+	for _, c := range stalled {
+		c.Close()
+	}
+	for len(h.unverified) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads still hold a place after their senders left", len(h.unverified))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if resp := send(); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("after the stalled senders left: status %d, want 202", resp.StatusCode)
 	}
 }

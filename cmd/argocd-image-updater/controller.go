@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -382,8 +383,31 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	return git.NewWriter(gitauth.NewCachedSecretLister(gitauth.NewKubeSecretLister(cs), 0), gitauth.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
+// serverLimits bound what one client of the health, metrics and webhook
+// servers can hold: an idle keep-alive connection, a slow request, its
+// headers, and how many connections are served at once (more wait in the
+// kernel's backlog).
+type serverLimits struct {
+	idle, read  time.Duration
+	headerBytes int
+	connections int
+}
+
+var defaultServerLimits = serverLimits{idle: 90 * time.Second, read: time.Minute, headerBytes: 64 << 10, connections: 256}
+
 func serve(ctx context.Context, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
-	srv := &http.Server{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
+	serveWithin(ctx, defaultServerLimits, name, host, port, handler, tlsConfig, logger, errs)
+}
+
+func serveWithin(ctx context.Context, lim serverLimits, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
+	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: lim.read, IdleTimeout: lim.idle, MaxHeaderBytes: lim.headerBytes}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)
+		return
+	}
+	l = netutil.LimitListener(l, lim.connections)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -391,12 +415,13 @@ func serve(ctx context.Context, name, host string, port int, handler http.Handle
 		_ = srv.Shutdown(shutdown)
 	}()
 	logger.Info("serving", "server", name, "port", port, "tls", tlsConfig != nil)
-	listen := srv.ListenAndServe
 	if tlsConfig != nil {
 		// The certificate comes from TLSConfig.GetCertificate.
-		listen = func() error { return srv.ListenAndServeTLS("", "") }
+		err = srv.ServeTLS(l, "", "")
+	} else {
+		err = srv.Serve(l)
 	}
-	if err := listen(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)
 	}
 }
