@@ -19,6 +19,10 @@ import (
 //   - range only over fields of the data (the images or changes of one
 //     write), nested at most maxRangeDepth deep, never over a number or a
 //     computed value;
+//   - no {{define}}, {{block}} or {{template}}: calls of templates nest
+//     into an amount of work no output or range limit sees (a few lines
+//     make 2^62 calls that write nothing), and text/template cannot be
+//     stopped once it runs;
 //   - printf with widths and precisions of at most maxFormatWidth;
 //   - at most maxTemplateOutput bytes of output and templateTimeout of
 //     time.
@@ -39,11 +43,11 @@ func parseLimitedTemplate(name, text string) (*template.Template, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, tt := range t.Templates() {
-		if tt.Tree == nil {
-			continue
-		}
-		if err := checkRanges(tt.Root, 0); err != nil {
+	if len(t.Templates()) > 1 {
+		return nil, fmt.Errorf("%w: {{define}} and {{block}} are not allowed", errTemplateLimit)
+	}
+	if t.Tree != nil {
+		if err := checkRanges(t.Root, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -84,6 +88,8 @@ func checkRanges(n parse.Node, depth int) error {
 			return err
 		}
 		return checkRanges(n.ElseList, depth)
+	case *parse.TemplateNode:
+		return fmt.Errorf("%w: {{template %q}} is not allowed", errTemplateLimit, n.Name)
 	}
 	return nil
 }
