@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -21,16 +22,63 @@ const maxScriptOutput = 64 << 10
 const scriptWaitDelay = time.Second
 
 // ScriptError is the error of an ext: script that did not produce
-// credentials. It never carries the script's output or stderr, which may
-// hold secrets.
+// credentials. It never carries the script's output, which may hold
+// secrets, and its stderr only bounded and redacted.
 type ScriptError struct {
 	Path     string
 	ExitCode int           // the exit status, or -1 when the script did not exit normally
 	Timeout  time.Duration // non-zero when the script was killed for running too long
 	Err      error         // the cause, if any: ErrMalformed or an exec error
+	// Stderr is the end of what the script wrote to stderr, redacted.
+	Stderr string
+}
+
+// maxShownStderr is how much of a failed script's stderr its error shows:
+// the end, where a CLI says what went wrong.
+const maxShownStderr = 512
+
+// tokenRun matches runs of token or base64 characters; secretLike tells
+// which of them could be a secret rather than a path or a word.
+var tokenRun = regexp.MustCompile(`[A-Za-z0-9+/=_-]{16,}`)
+
+// secretLike: a run mixing upper case, lower case and digits, as keys,
+// tokens and base64 do and paths and messages seldom do.
+func secretLike(s string) bool {
+	return strings.ContainsAny(s, "0123456789") && strings.ContainsAny(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") && strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz")
+}
+
+// scriptStderr is the end of stderr, on one line, with the script's stdout
+// (which may hold the credentials it meant to print) and anything that
+// looks like a token replaced.
+func scriptStderr(stderr, stdout []byte) string {
+	s := string(stderr)
+	for _, field := range strings.FieldsFunc(strings.TrimSpace(string(stdout)), func(r rune) bool { return r == '\n' || r == ':' }) {
+		if len(field) >= 4 {
+			s = strings.ReplaceAll(s, field, "[redacted]")
+		}
+	}
+	s = tokenRun.ReplaceAllStringFunc(s, func(run string) string {
+		if secretLike(run) {
+			return "[redacted]"
+		}
+		return run
+	})
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxShownStderr {
+		s = "..." + s[len(s)-maxShownStderr:]
+	}
+	return s
 }
 
 func (e *ScriptError) Error() string {
+	msg := e.message()
+	if e.Stderr != "" {
+		msg += "; stderr: " + e.Stderr
+	}
+	return msg
+}
+
+func (e *ScriptError) message() string {
 	switch {
 	case e.Timeout > 0:
 		return fmt.Sprintf("script %s timed out after %s and was killed", e.Path, e.Timeout)
@@ -60,34 +108,35 @@ func (s scripts) Credential(ctx context.Context, ref Ref, _ Target) (Credential,
 	return c, time.Time{}, err
 }
 
-// withheldPrefixes and withheldNames are the controller's own secrets, and what leads to
-// them, that a credential script has no use for: the Argo CD API token and
-// settings (ARGOCD_*), git's credentials and settings, which may carry
-// credentials too (GIT_*: GIT_ASKPASS, GIT_CONFIG_*, the commit signing
-// key), the GnuPG keyring, an SSH agent and a kubeconfig. Everything else,
-// PATH, HOME, proxies, AWS_* and the Google and Azure variables that
-// cloud CLIs read under IRSA or Workload Identity, is passed on.
+// passedPrefixes and passedNames are the variables a credential script
+// gets: what a shell and a cloud CLI need (PATH, HOME, the locale, proxies,
+// CA bundles) and the settings of the cloud identities the pod may have
+// (AWS_* under IRSA or ECS, GOOGLE_* and CLOUDSDK_* under Workload
+// Identity, AZURE_*). Nothing else of the controller's environment, which
+// holds its webhook secrets, the env: credentials of other registries, the
+// Argo CD token and git's settings, reaches a script.
 var (
-	withheldPrefixes = []string{"ARGOCD_", "GIT_"}
-	withheldNames    = []string{"GNUPGHOME", "SSH_AUTH_SOCK", "KUBECONFIG"}
+	passedPrefixes = []string{"AWS_", "GOOGLE_", "CLOUDSDK_", "AZURE_", "LC_"}
+	passedNames    = []string{"PATH", "HOME", "USER", "LANG", "TZ", "TMPDIR", "SHELL",
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}
 )
 
-// scriptEnviron is environ without the variables withheld from scripts.
+// scriptEnviron is the part of environ that scripts get.
 func scriptEnviron(environ []string) []string {
 	env := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(withheldNames, name) || slices.ContainsFunc(withheldPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
-			continue
+		if slices.Contains(passedNames, name) || slices.ContainsFunc(passedPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			env = append(env, kv)
 		}
-		env = append(env, kv)
 	}
 	return env
 }
 
-// run executes the script directly (no shell, no arguments) with the
-// controller's environment less its own secrets (see withheldPrefixes),
-// and reads "username:password" from its stdout.
+// run executes the script directly (no shell, no arguments) with the part
+// of the controller's environment scripts get (see passedNames), and reads
+// "username:password" from its stdout.
 // The script runs in its own process group so that a timeout also kills
 // what it started (an aws or gcloud CLI, say).
 func (s scripts) run(ctx context.Context, path string) (Credential, error) {
@@ -95,11 +144,13 @@ func (s scripts) run(ctx context.Context, path string) (Credential, error) {
 	defer cancel()
 
 	out := &cappedBuffer{max: maxScriptOutput}
+	stderr := &cappedBuffer{max: maxScriptOutput}
 	cmd := exec.CommandContext(sctx, path)
 	cmd.Stdout = out
 	cmd.Env = scriptEnviron(os.Environ())
-	// stderr is discarded rather than reported: it may echo secrets.
-	cmd.Stderr = nil
+	// stderr says why a script failed (an aws CLI's error, say); it is
+	// shown only for a failure, bounded and redacted (see scriptStderr).
+	cmd.Stderr = stderr
 	cmd.WaitDelay = scriptWaitDelay
 	setProcessGroup(cmd)
 
@@ -118,7 +169,7 @@ func (s scripts) run(ctx context.Context, path string) (Credential, error) {
 		var exitErr *exec.ExitError
 		if errors.As(err, &exitErr) {
 			if code := exitErr.ExitCode(); code >= 0 {
-				return Credential{}, &ScriptError{Path: path, ExitCode: code}
+				return Credential{}, &ScriptError{Path: path, ExitCode: code, Stderr: scriptStderr(stderr.buf, out.buf)}
 			}
 			return Credential{}, &ScriptError{Path: path, ExitCode: -1, Err: errors.New(exitErr.ProcessState.String())}
 		}
@@ -130,7 +181,8 @@ func (s scripts) run(ctx context.Context, path string) (Credential, error) {
 	}
 	c, err := parseUserPass(string(out.buf))
 	if err != nil {
-		return Credential{}, &ScriptError{Path: path, Err: fmt.Errorf("%w: the output is not a single line of the form username:password", ErrMalformed)}
+		return Credential{}, &ScriptError{Path: path, Err: fmt.Errorf("%w: the output is not a single line of the form username:password", ErrMalformed),
+			Stderr: scriptStderr(stderr.buf, out.buf)}
 	}
 	return c, nil
 }

@@ -75,7 +75,15 @@ func TestExtScript(t *testing.T) {
 		{name: "two lines", body: "echo a:b; echo c:d", is: ErrMalformed, msg: "output withheld"},
 		{name: "empty", body: "true", is: ErrMalformed, msg: "output withheld"},
 		{name: "too long", body: "head -c 200000 /dev/zero | tr '\\0' a; echo :x", is: ErrMalformed, msg: "too long"},
-		{name: "exit code", body: "echo 'u:p'; echo oops >&2; exit 3", exitCode: 3, msg: "exited with code 3"},
+		{name: "exit code", body: "echo 'u:p'; echo oops >&2; exit 3", exitCode: 3, msg: "exited with code 3; stderr: oops"},
+		{
+			// What seed 003's script says when the pod has no AWS identity;
+			// a key in stderr and what the script printed are withheld.
+			name:     "stderr of a failed CLI, redacted",
+			body:     "echo 'AWS:hunter2secret'; echo 'Unable to locate credentials. You can configure credentials by running \"aws configure\".' >&2; echo 'key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY and hunter2secret' >&2; exit 253",
+			exitCode: 253,
+			msg:      `stderr: Unable to locate credentials. You can configure credentials by running "aws configure". key [redacted]`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,8 +111,10 @@ func TestExtScript(t *testing.T) {
 			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("message %q should name %s and contain %q", err.Error(), path, tt.msg)
 			}
-			if strings.Contains(err.Error(), "oops") {
-				t.Errorf("message shows stderr: %q", err.Error())
+			for _, secret := range []string{"hunter2secret", "wJalrXUtnFEMI", "EXAMPLEKEY"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("message shows %s: %q", secret, err.Error())
+				}
 			}
 		})
 	}
@@ -383,9 +393,9 @@ func TestExtScriptReusedWithinCycle(t *testing.T) {
 	})
 }
 
-// A script gets the controller's environment less the controller's own
-// secrets; the variables cloud CLIs need under IRSA or Workload Identity
-// stay. The script writes its environment to a file: its stdout must be
+// A script gets only what a shell and a cloud CLI need, and the variables
+// of cloud identities (IRSA, Workload Identity); none of the controller's
+// other settings and secrets. The script writes its environment to a file: its stdout must be
 // the credentials.
 func TestExtScriptEnvironment(t *testing.T) {
 	vars := []struct {
@@ -402,7 +412,10 @@ func TestExtScriptEnvironment(t *testing.T) {
 		{"AWS_STS_REGIONAL_ENDPOINTS", true},
 		{"AWS_CONTAINER_CREDENTIALS_FULL_URI", true},
 		{"GOOGLE_APPLICATION_CREDENTIALS", true},
-		{"IMAGE_UPDATER_INTERVAL", true},
+		{"IMAGE_UPDATER_INTERVAL", false},
+		{"GHCR_WEBHOOK_SECRET", false},
+		{"DOCKER_WEBHOOK_SECRET", false},
+		{"OTHER_REGISTRY_CREDS", false},
 		{"ARGOCD_TOKEN", false},
 		{"ARGOCD_AUTH_TOKEN", false},
 		{"ARGOCD_SERVER", false},
