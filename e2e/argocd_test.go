@@ -202,6 +202,50 @@ func TestArgoCD(t *testing.T) {
 		}
 	})
 
+	t.Run("a pull request: nothing is deployed until it is merged", func(t *testing.T) {
+		const repo = "example/prs"
+		app := w.push(t, "pr-app", "v0.0.1")
+		w.git.CreateRepo(t, repo, "", overlay("pr", w.reg))
+		w.argo.AddRepository(t, "repo-prs", w.git.HTTPRepoURL(repo), w.git.Username, w.git.Password)
+		ca := testenv.NewCA(t, "e2e CA")
+		github := testenv.StartGitHubAPI(t, ca, nil)
+		github.AcceptToken(w.git.Password)
+		github.RequireBranches(func(project, branch string) bool { return slices.Contains(w.git.Branches(t, project), branch) })
+		// The stand-in's certificate, as Argo CD keeps such certificates.
+		w.k.Create(t, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "argocd-tls-certs-cm", Namespace: testenv.ArgoCDNamespace},
+			Data:       map[string]string{"127.0.0.1": string(ca.PEM)},
+		})
+		w.k.CreateNamespace(t, "pr")
+		w.createAppSpec(t, "pr", map[string]any{"source": map[string]any{
+			"repoURL": w.git.HTTPRepoURL(repo), "path": "pr/overlays/production", "targetRevision": "main",
+		}}, "https://kubernetes.default.svc", map[string]string{
+			"image-list":        "app=" + app,
+			"write-back-method": "git",
+			"write-back-target": "kustomization",
+			"git-branch":        "main:image-updates",
+			"git-pull-request":  "github",
+		})
+		w.waitDeployed(t, "pr", "front", app+":v0.0.1", w.reg.Repo("pr-web")+":v0.0.1")
+		w.push(t, "pr-app", "v0.9.0")
+		w.runOnce(t, "pr", "--github-enterprise-api-url", github.URL)
+		reviews := github.Reviews(repo)
+		if len(reviews) != 1 || reviews[0].Head != "image-updates" || reviews[0].Base != "main" {
+			t.Fatalf("pull requests %+v, want one from image-updates into main", reviews)
+		}
+		if got := w.git.ReadFile(t, repo, "main", "pr/overlays/production/kustomization.yaml"); strings.Contains(got, "v0.9.0") {
+			t.Fatalf("main changed before the merge:\n%s", got)
+		}
+		if got := testenv.DeploymentImages(t.Context(), w.cs, "pr", "front"); !slices.Equal(got, []string{app + ":v0.0.1", w.reg.Repo("pr-web") + ":v0.0.1"}) {
+			t.Fatalf("deployed before the merge: %v", got)
+		}
+		// Merged (a fast-forward), and Argo CD told, as the git host's
+		// webhook to Argo CD would.
+		w.git.FastForward(t, repo, "main", "image-updates")
+		w.refresh(t, "pr")
+		w.waitDeployed(t, "pr", "front", app+":v0.9.0", w.reg.Repo("pr-web")+":v0.0.1")
+	})
+
 	t.Run("a rollout in progress: the target file, not the first running image, is the current version", func(t *testing.T) {
 		// Tags that sort as strings in the other order than as versions,
 		// so that Argo CD's sorted status.summary.images lists the newest
@@ -473,11 +517,11 @@ func (w *world) appState(t testing.TB, name string) string {
 
 // runOnce runs the updater's binary for one cycle over the Applications
 // whose names match, as its ServiceAccount.
-func (w *world) runOnce(t testing.TB, names string) string {
+func (w *world) runOnce(t testing.TB, names string, flags ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), w.bin, "run", "--once", "--kubeconfig", w.kubeconfig,
+	cmd := exec.CommandContext(t.Context(), w.bin, append([]string{"run", "--once", "--kubeconfig", w.kubeconfig,
 		"--registries-conf-path", w.conf, "--health-port", "0", "--metrics-port", "0",
-		"--match-application-name", names, "--loglevel", "debug")
+		"--match-application-name", names, "--loglevel", "debug"}, flags...)...)
 	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+w.cloneDir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

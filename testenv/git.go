@@ -272,6 +272,15 @@ func (g *GitServer) CommitFiles(t testing.TB, repo, branch, message string, file
 	return strings.TrimSpace(runGit(t, work, "rev-parse", "HEAD"))
 }
 
+// FastForward moves branch into to the tip of branch from, as merging a
+// pull request without a merge commit does.
+func (g *GitServer) FastForward(t testing.TB, repo, into, from string) {
+	t.Helper()
+	bare := filepath.Join(g.Root, repo+".git")
+	runGit(t, bare, "merge-base", "--is-ancestor", into, from)
+	runGit(t, bare, "update-ref", "refs/heads/"+into, "refs/heads/"+from)
+}
+
 // ReadFile returns a file at the tip of a branch.
 func (g *GitServer) ReadFile(t testing.TB, repo, branch, path string) string {
 	t.Helper()
