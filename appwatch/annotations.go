@@ -376,11 +376,9 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) An
 func parseImageEntry(entry string, opts []imageref.Option) (ImageSpec, error) {
 	var spec ImageSpec
 	if alias, rest, ok := strings.Cut(entry, "="); ok {
+		// An empty alias ("=nginx:1.21") is no alias, as v1.3.0 reads it.
 		spec.Alias = strings.TrimSpace(alias)
 		entry = strings.TrimSpace(rest)
-		if spec.Alias == "" {
-			return spec, fmt.Errorf("image entry %q has an empty alias before '='", entry)
-		}
 		if strings.ContainsAny(spec.Alias, " .:@") {
 			return spec, fmt.Errorf("alias %q must not contain spaces, '.', ':' or '@'", spec.Alias)
 		}

@@ -122,11 +122,12 @@ func TestParseAnnotations(t *testing.T) {
 			),
 			wantImages: []ImageSpec{
 				{Alias: "good", Image: mustRef("nginx")},
+				// An empty alias is no alias (v1.3.0).
+				{Image: mustRef("nginx")},
 				{Alias: "dup", Image: mustRef("a")},
 			},
 			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
 			wantProblems: []string{
-				"empty alias",
 				`alias "dup" is used twice`,
 				`"has space" is not an image name`,
 				`flag.force-update (image flag): value "yes" is not true or false`,

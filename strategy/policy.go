@@ -100,10 +100,12 @@ func New(s Settings) (*Policy, error) {
 func parseAllowTags(raw string) (*regexp.Regexp, error) {
 	v := strings.TrimSpace(raw)
 	switch {
-	case v == "" || v == "any":
+	// The keyword and the prefix are matched in any case, as upstream does
+	// ("ANY", "RegExp:").
+	case v == "" || strings.EqualFold(v, "any"):
 		return nil, nil
-	case strings.HasPrefix(v, "regexp:"):
-		re, err := regexp.Compile(strings.TrimPrefix(v, "regexp:"))
+	case len(v) >= len("regexp:") && strings.EqualFold(v[:len("regexp:")], "regexp:"):
+		re, err := regexp.Compile(v[len("regexp:"):])
 		if err != nil {
 			return nil, &SettingError{Field: FieldAllowTags, Value: raw, Err: err}
 		}

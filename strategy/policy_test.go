@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +47,9 @@ func TestNewValid(t *testing.T) {
 		{strategy.Settings{AllowTags: "any"}, strategy.SemVer, false},
 		{strategy.Settings{AllowTags: "regexp:^v?[0-9]+\\.[0-9]+\\.[0-9]+$"}, strategy.SemVer, false},
 		{strategy.Settings{AllowTags: "regexp:"}, strategy.SemVer, false},
+		// Upstream matches the keyword and the prefix in any case.
+		{strategy.Settings{AllowTags: "ANY"}, strategy.SemVer, false},
+		{strategy.Settings{AllowTags: "RegExp:^v1"}, strategy.SemVer, false},
 		{strategy.Settings{IgnoreTags: []string{"*-rc*", "latest, main", ""}}, strategy.SemVer, false},
 		{strategy.Settings{Platforms: []v1.Platform{{OS: "Linux", Architecture: "amd64"}}}, strategy.SemVer, false},
 	}
@@ -235,5 +239,28 @@ func TestPlatformsAccessorCopies(t *testing.T) {
 	in[0].OS = "windows"
 	if p.Platforms()[0].OS != "linux" {
 		t.Error("Policy shares its platform slice with callers")
+	}
+}
+
+// The allow-tags keyword and prefix in any case mean what they mean in
+// lower case.
+func TestAllowTagsAnyCase(t *testing.T) {
+	tags := []string{"v1.0.0", "v2.0.0", "latest"}
+	for _, tt := range []struct {
+		allow string
+		want  []string
+	}{
+		{"ANY", tags},
+		{"Any", tags},
+		{"RegExp:^v1", []string{"v1.0.0"}},
+		{"REGEXP:^v2", []string{"v2.0.0"}},
+	} {
+		p, err := strategy.New(strategy.Settings{Strategy: "name", AllowTags: tt.allow})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.allow, err)
+		}
+		if got := p.Candidates(tags); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: candidates %v, want %v", tt.allow, got, tt.want)
+		}
 	}
 }

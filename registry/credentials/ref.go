@@ -139,7 +139,15 @@ const (
 // errors (a *RefError) never repeat the reference beyond its kind.
 func ParseRef(s string) (Ref, error) {
 	in := strings.TrimSpace(s)
+	// "<registry>=<reference>", as upstream accepts it: the registry
+	// prefix says nothing the image or the registries.conf entry does not,
+	// and is ignored.
+	if eq := strings.IndexByte(in, '='); eq > 0 && !strings.Contains(in[:eq], ":") {
+		in = strings.TrimSpace(in[eq+1:])
+	}
 	kind, arg, hasArg := strings.Cut(in, ":")
+	// Kinds are matched in any case ("PullSecret:"), as upstream does.
+	kind = strings.ToLower(kind)
 	known := slices.Contains(kindNames[1:], kind)
 	fail := func(format string, args ...any) (Ref, error) {
 		e := &RefError{Err: fmt.Errorf(format, args...)}

@@ -23,6 +23,12 @@ func TestParseRef(t *testing.T) {
 		{"ecr:arn:aws-cn:iam::123456789012:role/path/to/role+x=y,z.w@v_u-t", Ref{Kind: KindECR, RoleARN: "arn:aws-cn:iam::123456789012:role/path/to/role+x=y,z.w@v_u-t"}},
 		{"ecr:arn:aws-us-gov:iam::123456789012:role/r", Ref{Kind: KindECR, RoleARN: "arn:aws-us-gov:iam::123456789012:role/r"}},
 		{"gcp", Ref{Kind: KindGCP}},
+		// As upstream reads them: kinds in any case, and a registry prefix
+		// before '=' that says nothing more.
+		{"PullSecret:argocd/regcred", Ref{Kind: KindPullSecret, Namespace: "argocd", Name: "regcred"}},
+		{"ENV:REGISTRY_CREDS", Ref{Kind: KindEnv, Var: "REGISTRY_CREDS"}},
+		{"gcr.io=pullsecret:argocd/name", Ref{Kind: KindPullSecret, Namespace: "argocd", Name: "name"}},
+		{"ghcr.io = secret:argocd/creds#token", Ref{Kind: KindSecret, Namespace: "argocd", Name: "creds", Field: "token"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -71,7 +77,6 @@ func TestParseRefErrors(t *testing.T) {
 		{"ecr:arn:aws:s3:::bucket", `"ecr:<redacted>"`, "not an IAM role ARN"},
 		{"gcp:project", `"gcp:<redacted>"`, "takes no argument"},
 		{"vault:secret/x", `"<redacted>"`, "unknown kind"},
-		{"PULLSECRET:ns/x", `"<redacted>"`, "unknown kind"},
 		{"admin:hunter2", `"<redacted>"`, "unknown kind"},
 		{"ghp_0123456789abcdefXYZ", `"<redacted>"`, "unknown kind"},
 	}
