@@ -179,7 +179,11 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	var lead *leadership
 	// A one-off cycle writes without the Lease.
 	if o.leaderElection && (o.interval > 0 || o.webhookOnly) {
-		if lead, err = newLeadership(clientset, namespace, logger); err != nil {
+		leaseNamespace := namespace
+		if o.leaseNamespace != "" {
+			leaseNamespace = o.leaseNamespace
+		}
+		if lead, err = newLeadership(clientset, leaseNamespace, logger); err != nil {
 			return err
 		}
 	}

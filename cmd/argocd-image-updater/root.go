@@ -51,7 +51,10 @@ func (e envFlags) apply(flags *pflag.FlagSet, lookupEnv func(string) (string, bo
 		if !set || value == "" {
 			return
 		}
-		if setErr := f.Value.Set(value); setErr != nil {
+		// Set through the flag set, so that the flag counts as given, as
+		// given on the command line, and a later set of variables for the
+		// same flag (the v1.x line's names) does not replace it.
+		if setErr := flags.Set(f.Name, value); setErr != nil {
 			err = usageErrorf("invalid value %q for environment variable %s (flag --%s): %v", value, name, f.Name, setErr)
 		}
 	})

@@ -94,6 +94,13 @@ type runOptions struct {
 	disableKubernetes bool
 
 	webhook webhookOptions
+	// v1 are the v1.x line's flags; warnings what they cannot mean here,
+	// logged once at start.
+	v1       v1Options
+	warnings []string
+	// leaseNamespace holds the leader-election Lease; empty: the Argo CD
+	// namespace.
+	leaseNamespace string
 	// webhookOnly: the webhook command, which runs checks on notifications
 	// and no periodic cycles.
 	webhookOnly bool
@@ -156,6 +163,14 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 			if err := webhookEnv.apply(cmd.Flags(), lookupEnv); err != nil {
 				return err
 			}
+			if err := v1Env.apply(cmd.Flags(), lookupEnv); err != nil {
+				return err
+			}
+			warnings, err := o.v1.apply(o, cmd.Flags())
+			if err != nil {
+				return err
+			}
+			o.warnings = warnings
 			o.webhookOnly = cmd.Name() == "webhook"
 			return o.validate()
 		},
@@ -163,6 +178,9 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 			logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat)
 			if err != nil {
 				return err
+			}
+			for _, w := range o.warnings {
+				logger.Warn(w)
 			}
 			return runController(cmd.Context(), o, logger, lookupEnv)
 		},
@@ -215,6 +233,7 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.BoolVar(&o.imageUpdaters, "imageupdaters", true, "also serve ImageUpdater resources (argocd-image-updater.argoproj.io/v1alpha1) when the API server has their CRD")
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	o.webhook.addFlags(f)
+	o.v1.addFlags(f)
 	return cmd
 }
 

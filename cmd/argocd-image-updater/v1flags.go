@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/spf13/pflag"
+)
+
+// v1Options are the flags that the resource-based updater's (v1.x) install
+// passes, so that its Deployment's arguments start this controller: each
+// means here what it can, and what cannot mean the same is accepted with
+// one warning that says what happens instead. Never an exit for a name the
+// v1.x line accepts.
+type v1Options struct {
+	metricsBindAddress      string
+	healthProbeBindAddress  string
+	metricsSecure           bool
+	enableHTTP2             bool
+	leaderElectionNamespace string
+	maxConcurrentApps       int
+	maxConcurrentReconciles int
+	maxConcurrentUpdaters   int
+	gitCommitMethod         string
+	disableTLS              bool
+	tlsMinVersion           string
+	tlsMaxVersion           string
+	tlsCiphers              string
+}
+
+// v1Env maps the v1.x line's environment variables (which its install
+// fills from the argocd-image-updater-config ConfigMap) to flags.
+var v1Env = envFlags{
+	"argocd-namespace":          "ARGOCD_NAMESPACE",
+	"watch-namespaces":          "IMAGE_UPDATER_WATCH_NAMESPACES",
+	"max-concurrent-apps":       "MAX_CONCURRENT_APPS",
+	"max-concurrent-reconciles": "MAX_CONCURRENT_RECONCILES",
+	"git-commit-method":         "GIT_COMMIT_METHOD",
+	"disable-tls":               "DISABLE_TLS",
+}
+
+func (v *v1Options) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&v.metricsBindAddress, "metrics-bind-address", "", "the v1.x line's address of the metrics server ([host]:port, 0 disables it): sets --metrics-port")
+	f.StringVar(&v.healthProbeBindAddress, "health-probe-bind-address", "", "the v1.x line's address of the health server ([host]:port, 0 disables it): sets --health-port")
+	f.BoolVar(&v.metricsSecure, "metrics-secure", false, "accepted from the v1.x line; metrics are served over plain HTTP")
+	f.BoolVar(&v.enableHTTP2, "enable-http2", false, "accepted from the v1.x line; the servers speak HTTP/1.1")
+	f.StringVar(&v.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the Argo CD namespace)")
+	f.IntVar(&v.maxConcurrentApps, "max-concurrent-apps", 0, "the v1.x line's name of --max-concurrency")
+	f.IntVar(&v.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "accepted from the v1.x line; ImageUpdaters are served by the one update cycle")
+	f.IntVar(&v.maxConcurrentUpdaters, "max-concurrent-updaters", 0, "the v1.x webhook command's name of --max-concurrency")
+	f.StringVar(&v.gitCommitMethod, "git-commit-method", "git", "how commits are made: git (the v1.x line's api, through the GitHub API, is not supported: commits are pushed with git)")
+	f.BoolVar(&v.disableTLS, "disable-tls", false, "the v1.x line's switch of webhook TLS; TLS is on here only with --webhook-tls-cert-file")
+	f.StringVar(&v.tlsMinVersion, "tlsminversion", "", "accepted from the v1.x line; webhook TLS takes 1.2 at least")
+	f.StringVar(&v.tlsMaxVersion, "tlsmaxversion", "", "accepted from the v1.x line; webhook TLS takes up to 1.3")
+	f.StringVar(&v.tlsCiphers, "tlsciphers", "", "accepted from the v1.x line; webhook TLS uses Go's default cipher suites")
+}
+
+// apply turns the v1.x flags given into settings of o, and returns a
+// warning for each that cannot mean here what it means there.
+func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
+	var warnings []string
+	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
+	changed := func(name string) bool { fl := f.Lookup(name); return fl != nil && fl.Changed }
+
+	for _, b := range []struct {
+		flag, portFlag string
+		port           *int
+	}{
+		{"metrics-bind-address", "metrics-port", &o.metricsPort},
+		{"health-probe-bind-address", "health-port", &o.healthPort},
+	} {
+		if !changed(b.flag) {
+			continue
+		}
+		value := f.Lookup(b.flag).Value.String()
+		port, host, err := bindPort(value)
+		if err != nil {
+			return nil, usageErrorf("invalid value %q for --%s: %v", value, b.flag, err)
+		}
+		if changed(b.portFlag) && *b.port != port {
+			return nil, usageErrorf("--%s %q and --%s %d disagree: give only one of them", b.flag, value, b.portFlag, *b.port)
+		}
+		*b.port = port
+		if host != "" && host != o.listenAddress {
+			warn("--%s %q: the host is not used; the servers listen on --listen-address (%q)", b.flag, value, o.listenAddress)
+		}
+	}
+	if changed("metrics-secure") && v.metricsSecure {
+		warn("--metrics-secure: metrics are served over plain HTTP on --metrics-port; put TLS and authentication in front of them (a Service mesh, kube-rbac-proxy) where needed")
+	}
+	if changed("enable-http2") && v.enableHTTP2 {
+		warn("--enable-http2: the servers speak HTTP/1.1")
+	}
+	if changed("max-concurrent-reconciles") {
+		warn("--max-concurrent-reconciles %d: ImageUpdaters are not reconciled one by one here; one update cycle serves them all, bounded by --max-concurrency", v.maxConcurrentReconciles)
+	}
+	for _, alias := range []struct {
+		flag  string
+		value int
+	}{{"max-concurrent-apps", v.maxConcurrentApps}, {"max-concurrent-updaters", v.maxConcurrentUpdaters}} {
+		if !changed(alias.flag) {
+			continue
+		}
+		if alias.value < 1 {
+			return nil, usageErrorf("invalid value %d for --%s: must be at least 1", alias.value, alias.flag)
+		}
+		if changed("max-concurrency") && o.maxConcurrency != alias.value {
+			return nil, usageErrorf("--%s %d and --max-concurrency %d disagree: give only one of them", alias.flag, alias.value, o.maxConcurrency)
+		}
+		o.maxConcurrency = alias.value
+	}
+	switch v.gitCommitMethod {
+	case "git", "":
+	case "api":
+		warn("--git-commit-method api: commits through the GitHub API are not supported; they are pushed with git (sign them with --git-commit-signing-key)")
+	default:
+		return nil, usageErrorf("invalid value %q for --git-commit-method: want git or api", v.gitCommitMethod)
+	}
+	if changed("disable-tls") && !v.disableTLS && o.webhook.tlsCertFile == "" {
+		warn("--disable-tls=false: the webhook endpoint serves TLS only with --webhook-tls-cert-file and --webhook-tls-key-file; it serves plain HTTP")
+	}
+	for _, name := range []string{"tlsminversion", "tlsmaxversion", "tlsciphers"} {
+		if changed(name) {
+			warn("--%s: webhook TLS (--webhook-tls-cert-file) takes TLS 1.2 to 1.3 with Go's default cipher suites", name)
+		}
+	}
+	o.leaseNamespace = v.leaderElectionNamespace
+	return warnings, nil
+}
+
+// bindPort reads a controller-runtime bind address: "[host]:port", or "0"
+// for off.
+func bindPort(addr string) (port int, host string, err error) {
+	if addr == "0" {
+		return 0, "", nil
+	}
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, "", err
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return 0, "", fmt.Errorf("port %q is not a port number", p)
+	}
+	return port, host, nil
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The arguments and variables of the v1.x line's install start this
+// controller: each means what it can here, the rest is one warning each,
+// and none is a usage error (exit 2).
+func TestV1FlagsAndVariables(t *testing.T) {
+	tests := []struct {
+		name         string
+		command      string
+		args         []string
+		env          map[string]string
+		want         func(o *runOptions) string // "" when o is as expected
+		wantWarnings []string
+		wantErr      string
+	}{
+		{
+			name: "v1.3.0's Deployment arguments",
+			args: []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--metrics-secure", "--enable-http2=false",
+				"--leader-election-namespace=argocd", "--max-concurrent-apps=7", "--max-concurrent-reconciles=3", "--git-commit-method=git",
+				"--disable-tls", "--tlsminversion=1.2", "--tlsmaxversion=1.3", "--tlsciphers=TLS_AES_128_GCM_SHA256"},
+			want: func(o *runOptions) string {
+				if o.metricsPort != 8443 || o.healthPort != 8081 || o.maxConcurrency != 7 || o.leaseNamespace != "argocd" {
+					return "metrics, health, concurrency or lease namespace not taken"
+				}
+				return ""
+			},
+			wantWarnings: []string{"--metrics-secure", "--max-concurrent-reconciles 3", "--tlsminversion", "--tlsmaxversion", "--tlsciphers"},
+		},
+		{
+			name: "bind addresses with a host, and 0 for off",
+			args: []string{"--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:9440"},
+			want: func(o *runOptions) string {
+				if o.metricsPort != 0 || o.healthPort != 9440 {
+					return "ports not taken"
+				}
+				return ""
+			},
+			wantWarnings: []string{`--health-probe-bind-address "127.0.0.1:9440": the host is not used`},
+		},
+		{
+			name:         "commits through the API",
+			args:         []string{"--git-commit-method", "api"},
+			wantWarnings: []string{"--git-commit-method api: commits through the GitHub API are not supported"},
+		},
+		{
+			name: "v1.x variables",
+			env: map[string]string{"ARGOCD_NAMESPACE": "argo", "IMAGE_UPDATER_WATCH_NAMESPACES": "*", "MAX_CONCURRENT_APPS": "4",
+				"MAX_CONCURRENT_RECONCILES": "2", "GIT_COMMIT_METHOD": "git", "DISABLE_TLS": "true"},
+			want: func(o *runOptions) string {
+				if o.argocdNamespace != "argo" || !slices.Equal(o.applicationNamespaces, []string{"*"}) || o.maxConcurrency != 4 {
+					return "namespace, watched namespaces or concurrency not taken"
+				}
+				return ""
+			},
+			wantWarnings: []string{"--max-concurrent-reconciles 2"},
+		},
+		{
+			name:    "webhook --max-concurrent-updaters",
+			command: "webhook",
+			args:    []string{"--max-concurrent-updaters", "5"},
+			want: func(o *runOptions) string {
+				if o.maxConcurrency != 5 {
+					return "concurrency not taken"
+				}
+				return ""
+			},
+		},
+		{name: "disagreeing ports", args: []string{"--metrics-bind-address=:8443", "--metrics-port=9000"}, wantErr: "disagree"},
+		{name: "a bad bind address", args: []string{"--health-probe-bind-address=8081"}, wantErr: "invalid value \"8081\" for --health-probe-bind-address"},
+		{name: "an unknown commit method", args: []string{"--git-commit-method=svn"}, wantErr: "want git or api"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			o := &runOptions{}
+			cmd := newRunCommandFor(o, lookup)
+			if tt.command == "webhook" {
+				cmd.Use = "webhook"
+			}
+			if !preRun(t, cmd, tt.args, tt.wantErr) {
+				return
+			}
+			if tt.want != nil {
+				if problem := tt.want(o); problem != "" {
+					t.Errorf("%s: %+v", problem, o)
+				}
+			}
+			if len(o.warnings) != len(tt.wantWarnings) {
+				t.Errorf("warnings %q, want %d", o.warnings, len(tt.wantWarnings))
+			}
+			for _, w := range tt.wantWarnings {
+				if !slices.ContainsFunc(o.warnings, func(got string) bool { return strings.Contains(got, w) }) {
+					t.Errorf("no warning with %q in %q", w, o.warnings)
+				}
+			}
+		})
+	}
+}
