@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,6 +46,8 @@ type Source struct {
 	namespaces []string
 	logger     *slog.Logger
 	informers  []cache.SharedIndexInformer
+	// release removes V1Finalizer from ImageUpdaters being deleted.
+	release bool
 
 	mu sync.Mutex
 	// last is what the last call to Applications read: the resources and
@@ -68,6 +71,17 @@ func Namespaces(ns ...string) Option { return func(s *Source) { s.namespaces = n
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(s *Source) { s.logger = l } }
 
+// V1Finalizer is the finalizer the v1.x line puts on every ImageUpdater
+// and removes once the resource is deleted. Nothing here needs it; left
+// on a resource, it keeps the resource's deletion waiting for ever.
+const V1Finalizer = "resources-finalizer.argocd-image-updater.argoproj.io"
+
+// WithFinalizerRelease makes the Source remove V1Finalizer from each
+// ImageUpdater being deleted, as the v1.x line would have, so that
+// resources it created can be deleted after the switch. It adds the
+// finalizer to nothing.
+func WithFinalizerRelease(on bool) Option { return func(s *Source) { s.release = on } }
+
 // NewSource reads ImageUpdaters through client and selects among apps.
 func NewSource(client dynamic.Interface, apps Applications, opts ...Option) *Source {
 	s := &Source{client: client, apps: apps, logger: slog.New(slog.DiscardHandler)}
@@ -90,7 +104,44 @@ func (s *Source) Start(ctx context.Context) error {
 		Logger:   s.logger,
 	}.Start(ctx, s.namespaces)
 	s.informers = informers
-	return err
+	if err != nil || !s.release {
+		return err
+	}
+	for _, inf := range informers {
+		// Each deletion is seen as an update that sets deletionTimestamp;
+		// a resource already deleting when the controller starts, as an add.
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.releaseFinalizer(ctx, obj) },
+			UpdateFunc: func(_, obj any) { s.releaseFinalizer(ctx, obj) },
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseFinalizer removes V1Finalizer from an ImageUpdater being deleted.
+// The patch tests that the entry it removes is the finalizer, so a
+// concurrent change of the list fails it rather than removing another;
+// the update that change makes brings the resource here again.
+func (s *Source) releaseFinalizer(ctx context.Context, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetDeletionTimestamp() == nil {
+		return
+	}
+	i := slices.Index(u.GetFinalizers(), V1Finalizer)
+	if i < 0 {
+		return
+	}
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch := fmt.Sprintf(`[{"op":"test","path":%q,"value":%q},{"op":"remove","path":%q}]`, path, V1Finalizer, path)
+	_, err := s.client.Resource(api.Resource()).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+	key := u.GetNamespace() + "/" + u.GetName()
+	if err != nil && !apierrors.IsNotFound(err) {
+		s.logger.Warn("cannot remove the v1.x finalizer of a deleted ImageUpdater; its deletion waits", "imageUpdater", key, "error", err)
+		return
+	}
+	s.logger.Info("removed the v1.x finalizer of a deleted ImageUpdater", "imageUpdater", key)
 }
 
 // Applications returns the annotated Applications and those the

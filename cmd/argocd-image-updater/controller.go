@@ -125,7 +125,8 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	var source *imageupdater.Source
 	var statusOpts []cycle.Option
 	if serveImageUpdaters {
-		source = imageupdater.NewSource(dyn, watcher, imageupdater.Namespaces(watchNamespaces...), imageupdater.WithLogger(logger))
+		source = imageupdater.NewSource(dyn, watcher, imageupdater.Namespaces(watchNamespaces...), imageupdater.WithLogger(logger),
+			imageupdater.WithFinalizerRelease(!o.dryRun))
 		apps = source
 		if !o.dryRun {
 			statusOpts = append(statusOpts, cycle.WithObserver(imageupdater.NewStatus(dyn, source, imageupdater.WithStatusLogger(logger))))

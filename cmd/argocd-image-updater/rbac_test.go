@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -341,6 +343,15 @@ func newRBACScenario(t *testing.T, k *testenv.Kube, namespaces []string) *rbacSc
 				{NamePattern: "patched", UseAnnotations: ptr.To(true)},
 			}},
 		})
+		// Left by the v1.x line with its finalizer, and deleted since: the
+		// controller releases it (patch).
+		left := &imageupdaterv1alpha1.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "left-by-v1",
+			Finalizers: []string{imageupdater.V1Finalizer}},
+			Spec: imageupdaterv1alpha1.ImageUpdaterSpec{ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{{NamePattern: "gone-*", UseAnnotations: ptr.To(true)}}}}
+		k.Create(t, left)
+		if err := k.Client.Delete(t.Context(), left); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Repository Secrets and Argo CD's ConfigMaps are read in its own
 	// namespace only.
@@ -391,6 +402,9 @@ func (s *rbacScenario) done(t *testing.T, log string) bool {
 			updated = updated || e.InvolvedObject.Name == "patched" && e.Reason == "ImagesUpdated"
 		}
 		if !aggregated || !updated {
+			return false
+		}
+		if _, err := s.dyn.Resource(imageupdaterv1alpha1.Resource()).Namespace(ns).Get(t.Context(), "left-by-v1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return false
 		}
 	}
