@@ -384,21 +384,13 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 func createApp(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, name, repoURL string, annotations map[string]string) {
 	t.Helper()
 	k.CreateNamespace(t, name)
-	ann := map[string]any{}
+	ann := map[string]string{}
 	for k, v := range annotations {
 		ann[appwatch.AnnotationPrefix+k] = v
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": ann},
-		"spec": map[string]any{
-			"project": "default",
-			"source": map[string]any{"repoURL": repoURL, "path": "main/overlays/production", "targetRevision": "main",
-				"kustomize": map[string]any{}},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": name},
-			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
-		},
-	}}
+	obj := testenv.SyncedApplication(name, testenv.InCluster, map[string]any{"source": map[string]any{
+		"repoURL": repoURL, "path": "main/overlays/production", "targetRevision": "main", "kustomize": map[string]any{},
+	}}, ann)
 	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -188,7 +188,7 @@ func TestArgoCD(t *testing.T) {
 				map[string]any{"repoURL": repo, "path": "multi/config", "targetRevision": "main"},
 				map[string]any{"repoURL": repo, "path": "multi/overlays/production", "targetRevision": "main", "kustomize": map[string]any{}},
 			},
-		}, "https://kubernetes.default.svc", map[string]string{
+		}, testenv.InCluster, map[string]string{
 			"image-list":        "app=" + app,
 			"write-back-method": "argocd",
 		})
@@ -219,7 +219,7 @@ func TestArgoCD(t *testing.T) {
 		w.k.CreateNamespace(t, "pr")
 		w.createAppSpec(t, "pr", map[string]any{"source": map[string]any{
 			"repoURL": w.git.HTTPRepoURL(repo), "path": "pr/overlays/production", "targetRevision": "main",
-		}}, "https://kubernetes.default.svc", map[string]string{
+		}}, testenv.InCluster, map[string]string{
 			"image-list":        "app=" + app,
 			"write-back-method": "git",
 			"write-back-target": "kustomization",
@@ -400,7 +400,7 @@ func (w *world) push(t testing.TB, repo, tag string) string {
 func (w *world) createApp(t testing.TB, name, path string, source map[string]any, annotations map[string]string) {
 	t.Helper()
 	w.k.CreateNamespace(t, name)
-	w.createAppTo(t, name, path, "https://kubernetes.default.svc", source, annotations)
+	w.createAppTo(t, name, path, testenv.InCluster, source, annotations)
 }
 
 // createAppTo is createApp to the cluster whose API server is server.
@@ -416,23 +416,19 @@ func (w *world) createAppTo(t testing.TB, name, path, server string, source map[
 // the cluster whose API server is server.
 func (w *world) createAppSpec(t testing.TB, name string, sources map[string]any, server string, annotations map[string]string) {
 	t.Helper()
-	ann := map[string]any{}
-	for k, v := range annotations {
-		ann[appwatch.AnnotationPrefix+k] = v
-	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": ann},
-		"spec": map[string]any{
-			"project":     "default",
-			"destination": map[string]any{"server": server, "namespace": name},
-			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
-		},
-	}}
-	maps.Copy(obj.Object["spec"].(map[string]any), sources)
+	obj := testenv.SyncedApplication(name, server, sources, prefixed(annotations))
 	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// prefixed puts the updater's prefix before each annotation key.
+func prefixed(annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		out[appwatch.AnnotationPrefix+k] = v
+	}
+	return out
 }
 
 // waitDeployed waits until Argo CD deployed the Deployment with these

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -199,6 +201,29 @@ func (a *ArgoCD) AddCluster(t testing.TB, name string, other *Kube) string {
 	})
 	return server
 }
+
+// SyncedApplication is an Application of the default project in the argocd
+// namespace that Argo CD syncs automatically (pruning, healing) into the
+// namespace of its name on the cluster whose API server is server. sources
+// holds spec.source or spec.sources; annotations are set as given.
+func SyncedApplication(name, server string, sources map[string]any, annotations map[string]string) *unstructured.Unstructured {
+	spec := map[string]any{
+		"project":     "default",
+		"destination": map[string]any{"server": server, "namespace": name},
+		"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}},
+	}
+	maps.Copy(spec, sources)
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": name, "namespace": ArgoCDNamespace},
+		"spec":     spec,
+	}}
+	obj.SetAnnotations(annotations)
+	return obj
+}
+
+// InCluster is the server of Argo CD's own cluster.
+const InCluster = "https://kubernetes.default.svc"
 
 // DeploymentImages are the images of a Deployment's containers, in order;
 // nil while it does not exist.
