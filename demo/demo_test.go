@@ -43,7 +43,7 @@ func say(format string, args ...any) { fmt.Printf(format+"\n", args...) }
 
 func TestDemo(t *testing.T) {
 	start := time.Now()
-	bin := updaterBinary(t)
+	bin := testenv.UpdaterBinary(t)
 
 	say("Starting a Kubernetes API server, Argo CD, a container registry and a git server on this machine...")
 	k := testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
@@ -401,25 +401,6 @@ func createApp(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, name, repoU
 func installRBAC(t *testing.T, k *testenv.Kube) {
 	t.Helper()
 	k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
-}
-
-// updaterBinary is the binary `make build` made (DEMO_BINARY), or one
-// built now.
-func updaterBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/argocd-image-updater").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build the updater: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func writeFile(t *testing.T, path, content string) {

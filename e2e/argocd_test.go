@@ -68,7 +68,7 @@ func newWorld(t testing.TB, files func(reg *testenv.Registry) map[string]string,
 	w.git = testenv.StartGitServer(t)
 	w.cs = kubernetes.NewForConfigOrDie(w.k.Config)
 	w.dyn = dynamic.NewForConfigOrDie(w.k.Config)
-	w.bin = updaterBinary(t)
+	w.bin = testenv.UpdaterBinary(t)
 	w.cloneDir = t.TempDir()
 
 	w.k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
@@ -576,20 +576,6 @@ spec:
     spec:
       containers:
 %[2]s`, name, containers)
-}
-
-// updaterBinary builds the updater once for the package.
-func updaterBinary(t testing.TB) string {
-	t.Helper()
-	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/argocd-image-updater").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build the updater: %v\n%s", err, out)
-	}
-	return bin
 }
 
 func writeFile(t testing.TB, path, content string) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
-	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 )
 
 // ArgoCDNamespace is where the tests put Argo CD's objects, as an install does.
@@ -254,6 +255,31 @@ func ImageUpdaterCRD(t testing.TB) string {
 		t.Fatalf("ImageUpdater CRD: %v", err)
 	}
 	return path
+}
+
+// UpdaterBinary is the updater's binary: the one DEMO_BINARY names (what
+// `make build` made, as `make demo` passes it), or one built now from this
+// module into the test's folder.
+func UpdaterBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	_, file, _, ok := goruntime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the testenv package's source")
+	}
+	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/argocd-image-updater")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the updater: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // WriteKubeconfig writes a kubeconfig file for cfg (bearer token or client
