@@ -245,6 +245,14 @@ func testFields(t *testing.T, s *servers) {
 			wantError: "spec.applicationRefs[0].images[0].commonUpdateSettings.pullSecret (image web): env: credentials may only be named by Applications in the controller's namespace",
 		},
 		{
+			name: "useAnnotations on an Application without image-list",
+			spec: func(string) api.ImageUpdaterSpec {
+				return api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "app", UseAnnotations: ptr(true)}}}
+			},
+			want:      unchanged,
+			wantError: "spec.applicationRefs[0].useAnnotations: the Application has no argocd-image-updater.argoproj.io/image-list annotation",
+		},
+		{
 			name: "git:secret: of another namespace is refused",
 			spec: func(img string) api.ImageUpdaterSpec {
 				return api.ImageUpdaterSpec{

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -249,6 +250,13 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 			app.ImageUpdater = name
 			if ref := iu.Spec.ApplicationRefs[i]; ref.UseAnnotations != nil && *ref.UseAnnotations {
 				app.Annotations.FromAnnotations = true
+				if strings.TrimSpace(obj.GetAnnotations()[appwatch.AnnotationPrefix+appwatch.KeyImageList]) == "" {
+					// As v1.3.0: an error of the resource, not silence.
+					app.Annotations.Problems = append(app.Annotations.Problems, appwatch.Problem{
+						Field:   fmt.Sprintf("ImageUpdater %s spec.applicationRefs[%d].useAnnotations", name, i),
+						Message: "the Application has no " + appwatch.AnnotationPrefix + appwatch.KeyImageList + " annotation to read its images from",
+					})
+				}
 			} else {
 				// The settings depend on the ref alone: read once, shared
 				// by its Applications (their Images are never modified;
