@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // recorder is a Notifier that keeps what it is given.
@@ -519,13 +521,10 @@ func TestUnverifiedReadsAreBounded(t *testing.T) {
 		fmt.Fprintf(c, "POST %s?type=%s HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n0123456789", Path, GHCR, DefaultMaxBodySize)
 		stalled = append(stalled, c)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.unverified) < MaxUnverifiedReads {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d stalled reads under way", len(h.unverified), MaxUnverifiedReads)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, "every place held by a stalled read", func() (bool, string) {
+		n := len(h.unverified)
+		return n == MaxUnverifiedReads, fmt.Sprintf("%d of %d", n, MaxUnverifiedReads)
+	})
 	ghcr := senders[slices.IndexFunc(senders, func(s sender) bool { return s.source == GHCR })]
 	body := readPayload(t, ghcr.file)
 	send := func() *http.Response {
@@ -552,12 +551,10 @@ func TestUnverifiedReadsAreBounded(t *testing.T) {
 	for _, c := range stalled {
 		c.Close()
 	}
-	for len(h.unverified) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d reads still hold a place after their senders left", len(h.unverified))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, "the places given back after the senders left", func() (bool, string) {
+		n := len(h.unverified)
+		return n == 0, fmt.Sprintf("%d still held", n)
+	})
 	if resp := send(); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("after the stalled senders left: status %d, want 202", resp.StatusCode)
 	}
