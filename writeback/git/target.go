@@ -42,9 +42,7 @@ type treeFile struct {
 	path   string // the path with symlinks resolved
 	exists bool
 	isDir  bool
-	// parentExists tells, for a missing file, whether its folder exists.
-	parentExists bool
-	hash         plumbing.Hash
+	hash   plumbing.Hash
 }
 
 // errLeavesRepository is wrapped by errors for paths outside the
@@ -68,10 +66,12 @@ restart:
 			entry, _ = tree.FindEntry(parts[i])
 		}
 		if entry == nil {
-			if _, ok := t.changed[here]; ok && last {
-				return treeFile{path: here, exists: true, parentExists: true}, nil
+			// Perhaps written earlier in this batch, in a new folder too.
+			full := strings.Join(parts, "/")
+			if _, ok := t.changed[full]; ok {
+				return treeFile{path: full, exists: true}, nil
 			}
-			return treeFile{path: strings.Join(parts, "/"), parentExists: last && tree != nil}, nil
+			return treeFile{path: full}, nil
 		}
 		switch entry.Mode {
 		case filemode.Symlink:
@@ -99,7 +99,7 @@ restart:
 				return treeFile{}, fmt.Errorf("%s: read folder: %w", here, err)
 			}
 			if last {
-				return treeFile{path: here, exists: true, isDir: true, parentExists: true, hash: entry.Hash}, nil
+				return treeFile{path: here, exists: true, isDir: true, hash: entry.Hash}, nil
 			}
 			tree = sub
 		case filemode.Submodule:
@@ -108,10 +108,10 @@ restart:
 			if !last {
 				return treeFile{}, fmt.Errorf("%s is a file, not a folder", here)
 			}
-			return treeFile{path: here, exists: true, parentExists: true, hash: entry.Hash}, nil
+			return treeFile{path: here, exists: true, hash: entry.Hash}, nil
 		}
 	}
-	return treeFile{path: ".", exists: true, isDir: true, parentExists: true}, nil
+	return treeFile{path: ".", exists: true, isDir: true}, nil
 }
 
 // read returns a file's content (nil when it does not exist).
@@ -205,7 +205,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	arg := u.Target.Path
 	switch u.Target.Kind {
 	case appwatch.TargetSourceOverrides:
-		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)), "the source path")
+		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)))
 	case appwatch.TargetOverrideFile:
 		// From the repository root whether or not it starts with '/', as
 		// Argo CD Image Updater has always read it.
@@ -213,7 +213,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 		if err != nil {
 			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
 		}
-		return planSourceOverrides(t, u, file, "folder")
+		return planSourceOverrides(t, u, file)
 	case appwatch.TargetKustomization:
 		dir := source
 		if arg != "" {
@@ -225,7 +225,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 		if err != nil {
 			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
 		}
-		return planFileEdit(t, file, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
+		return planFileEdit(t, file, false, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
 			return manifest.SetKustomizationImages(name, src, u.Images)
 		})
 	case appwatch.TargetHelmValues:
@@ -235,7 +235,9 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
 			}
 		}
-		return planFileEdit(t, file, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
+		// Created when missing, with its folders, as Argo CD Image
+		// Updater does.
+		return planFileEdit(t, file, true, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
 			return manifest.SetHelmValues(name, src, u.Images)
 		})
 	default:
@@ -243,17 +245,15 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	}
 }
 
-// planSourceOverrides edits, or creates, a file in the .argocd-source
-// format; folder says what its folder is, for the error when it is missing.
-func planSourceOverrides(t *repoTree, u Update, file, folder string) (targetEdit, error) {
+// planSourceOverrides edits, or creates (with its folders, as Argo CD
+// Image Updater does), a file in the .argocd-source format.
+func planSourceOverrides(t *repoTree, u Update, file string) (targetEdit, error) {
 	content, f, err := t.read(file)
 	switch {
 	case err != nil:
 		return targetEdit{}, err
 	case f.isDir:
 		return targetEdit{}, fmt.Errorf("%s is a folder, not a file", f.path)
-	case !f.exists && !f.parentExists:
-		return targetEdit{}, fmt.Errorf("cannot create %s: %s %s does not exist in the repository", f.path, folder, path.Dir(f.path))
 	}
 	out, changed, err := manifest.SetSourceOverrides(f.path, content, u.SourceType, u.Images)
 	if err != nil {
@@ -262,13 +262,13 @@ func planSourceOverrides(t *repoTree, u Update, file, folder string) (targetEdit
 	return targetEdit{path: f.path, content: out, changed: changed}, nil
 }
 
-// planFileEdit edits an existing file.
-func planFileEdit(t *repoTree, file string, edit func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error)) (targetEdit, error) {
+// planFileEdit edits a file, which must exist unless create is set.
+func planFileEdit(t *repoTree, file string, create bool, edit func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error)) (targetEdit, error) {
 	content, f, err := t.read(file)
 	switch {
 	case err != nil:
 		return targetEdit{}, err
-	case !f.exists:
+	case !f.exists && !create:
 		return targetEdit{}, fmt.Errorf("%s does not exist", f.path)
 	case f.isDir:
 		return targetEdit{}, fmt.Errorf("%s is a folder, not a file", f.path)

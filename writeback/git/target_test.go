@@ -158,9 +158,11 @@ func TestRepoTreeStat(t *testing.T) {
 	if content, f, err := tree.read("a/link/new.yaml"); err != nil || !f.exists || string(content) != "y: 2\n" {
 		t.Errorf("changed file: %q %+v %v", content, f, err)
 	}
-	_, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
-	if err == nil || !strings.Contains(err.Error(), "cannot create missing/dir/.argocd-source-app.yaml: the source path missing/dir does not exist") {
-		t.Errorf("missing source path: %v", err)
+	// A missing folder is created with the file, as Argo CD Image Updater
+	// does.
+	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	if err != nil || edit.path != "missing/dir/.argocd-source-app.yaml" || string(edit.content) != "kustomize:\n  images:\n  - a:1\n" {
+		t.Errorf("missing source path: %q %q %v", edit.path, edit.content, err)
 	}
 	_, err = planTarget(tree, Update{Name: "app", Target: appwatch.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err == nil || !strings.Contains(err.Error(), `unknown write-back-target "values:x"`) {

@@ -3,16 +3,19 @@ package manifest
 import "github.com/image-updater/argocd-image-updater/writeback"
 
 // helmParameter is one name/value pair an update writes.
-type helmParameter struct{ name, value string }
+type helmParameter struct {
+	name, value string
+	imageName   bool // the value is the image name alone
+}
 
 // helmParametersFor lists the parameters an update sets: one "name:version"
 // parameter with an image-spec, else the name and the version separately.
 func helmParametersFor(img writeback.ImageUpdate) []helmParameter {
 	if img.HelmImageSpec != "" {
-		return []helmParameter{{img.HelmImageSpec, img.Written()}}
+		return []helmParameter{{name: img.HelmImageSpec, value: img.Written()}}
 	}
 	name, tag := img.HelmParameters()
-	return []helmParameter{{name, img.Image.OriginalName()}, {tag, img.New.String()}}
+	return []helmParameter{{name: name, value: img.Image.OriginalName(), imageName: true}, {name: tag, value: img.New.String()}}
 }
 
 // UpdateHelmParameters returns the parameter list with each update merged

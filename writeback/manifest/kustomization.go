@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"gopkg.in/yaml.v3"
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 // KustomizationFileNames are the file names kustomize reads a

@@ -4,18 +4,24 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"gopkg.in/yaml.v3"
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 // SetSourceOverrides merges the updates into an override file: the
 // kustomize images or helm parameters list is updated like the argocd
 // method updates the Application (entries of other images and other keys
-// kept in place, new entries appended in the updates' order). src is nil
-// for a file that does not exist yet. The file is machine-written, so it
-// is re-encoded as a whole when something changed.
+// kept), new kustomize images appended in the updates' order and helm
+// parameters sorted by name. src is nil for a file that does not exist
+// yet. The file is machine-written, so it is re-encoded as a whole when
+// something changed, in the layout Argo CD Image Updater writes (two-space
+// indent, list items at their key's indent, "forcestring"), so that a file
+// it wrote changes only in the values; the lines before a "---" document
+// start are kept as they are.
 func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType, images []writeback.ImageUpdate) ([]byte, []writeback.ImageUpdate, error) {
 	block, field := "kustomize", "images"
 	switch sourceType {
@@ -25,9 +31,10 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 	default:
 		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm)
 	}
+	prefix, body := splitDocumentStart(src)
 	var doc yaml.Node
-	if len(bytes.TrimSpace(src)) > 0 {
-		if err := yaml.Unmarshal(src, &doc); err != nil {
+	if len(bytes.TrimSpace(body)) > 0 {
+		if err := yaml.Unmarshal(body, &doc); err != nil {
 			return nil, nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
 		}
 	}
@@ -79,13 +86,64 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 			content[i] = strNode(s)
 		}
 	}
+	if sourceType == appwatch.SourceHelm {
+		// v1.3.0 keeps the parameters sorted by name.
+		slices.SortStableFunc(content, func(a, b *yaml.Node) int { return strings.Compare(parameterName(a), parameterName(b)) })
+	}
 	list.Content = content
 	list.Style &^= yaml.FlowStyle
-	out, err := marshalNode(&doc)
+	out, err := marshalCompact(&doc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: render: %w", name, err)
 	}
-	return out, changed, nil
+	return append(prefix, out...), changed, nil
+}
+
+// parameterName is a helm parameter entry's name ("" for an entry that is
+// not a map).
+func parameterName(n *yaml.Node) string {
+	if _, v := mappingGet(n, "name"); v != nil {
+		return v.Value
+	}
+	return ""
+}
+
+// splitDocumentStart splits off the lines before a "---" document start:
+// blank lines, comments and directives (%YAML), with the marker line. An
+// encoder would drop the marker and directives, so a file that has them
+// keeps them verbatim. prefix is empty when the file has no marker there;
+// a marker indented or followed by content is not split off.
+func splitDocumentStart(src []byte) (prefix, body []byte) {
+	for off := 0; off < len(src); {
+		end := len(src)
+		if i := bytes.IndexByte(src[off:], '\n'); i >= 0 {
+			end = off + i + 1
+		}
+		line := strings.TrimRight(string(src[off:end]), "\r\n")
+		if isDocumentStart(line) {
+			prefix = src[:end:end]
+			if !bytes.HasSuffix(prefix, []byte("\n")) {
+				prefix = append(prefix, '\n')
+			}
+			return prefix, src[end:]
+		}
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") && !strings.HasPrefix(line, "%") {
+			break
+		}
+		off = end
+	}
+	return nil, src
+}
+
+// isDocumentStart tells whether a line is a bare "---" marker at column 0,
+// perhaps with a comment.
+func isDocumentStart(line string) bool {
+	rest, ok := strings.CutPrefix(line, "---")
+	if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '\t') {
+		return false
+	}
+	rest = strings.TrimSpace(rest)
+	return rest == "" || strings.HasPrefix(rest, "#")
 }
 
 // childCollection returns a map's child map or list, creating it (or
@@ -127,10 +185,12 @@ func helmParameterNode(orig *yaml.Node, v any) *yaml.Node {
 	value, _ := entry["value"].(string)
 	boolNode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 	if orig == nil || orig.Kind != yaml.MappingNode {
+		// The key as Argo CD Image Updater writes it; Argo CD reads the
+		// file through JSON, whose field names match in any case.
 		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
 			strNode("name"), strNode(name),
 			strNode("value"), strNode(value),
-			strNode("forceString"), boolNode,
+			strNode("forcestring"), boolNode,
 		}}
 	}
 	c := *orig
@@ -138,7 +198,7 @@ func helmParameterNode(orig *yaml.Node, v any) *yaml.Node {
 	c.Style &^= yaml.FlowStyle
 	set := func(key string, n *yaml.Node) {
 		for i := 0; i+1 < len(c.Content); i += 2 {
-			if c.Content[i].Value == key {
+			if strings.EqualFold(c.Content[i].Value, key) {
 				c.Content[i+1] = n
 				return
 			}
@@ -146,6 +206,6 @@ func helmParameterNode(orig *yaml.Node, v any) *yaml.Node {
 		c.Content = append(c.Content, strNode(key), n)
 	}
 	set("value", strNode(value))
-	set("forceString", boolNode)
+	set("forcestring", boolNode)
 	return &c
 }

@@ -23,31 +23,31 @@ func TestSetSourceOverrides(t *testing.T) {
 	}{
 		{
 			name: "new kustomize file", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app, web},
-			want:    "kustomize:\n  images:\n    - " + gitAppImage + ":v0.0.2\n    - " + gitWebImage + ":1.5.0\n",
+			want:    "kustomize:\n  images:\n  - " + gitAppImage + ":v0.0.2\n  - " + gitWebImage + ":1.5.0\n",
 			changed: []string{"app", "web"},
 		},
 		{
 			name: "new helm file", sourceType: appwatch.SourceHelm, images: []writeback.ImageUpdate{app, web},
 			want: "helm:\n  parameters:\n" +
-				"    - name: image.name\n      value: " + gitAppImage + "\n      forceString: true\n" +
-				"    - name: image.tag\n      value: v0.0.2\n      forceString: true\n" +
-				"    - name: web.image\n      value: " + gitWebImage + ":1.5.0\n      forceString: true\n",
+				"  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
+				"  - name: image.tag\n    value: v0.0.2\n    forcestring: true\n" +
+				"  - name: web.image\n    value: " + gitWebImage + ":1.5.0\n    forcestring: true\n",
 			changed: []string{"app", "web"},
 		},
 		{
 			name: "kustomize merge keeps other keys and entries", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
 			src: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n  - nginx:1.25\n  - " + gitAppImage + ":v0.0.1\n  - other=busybox:1\n",
 			want: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n" +
-				"    - nginx:1.25\n    - " + gitAppImage + ":v0.0.2\n    - other=busybox:1\n",
+				"  - nginx:1.25\n  - " + gitAppImage + ":v0.0.2\n  - other=busybox:1\n",
 			changed: []string{"app"},
 		},
 		{
 			name: "helm merge keeps other parameters and their keys", sourceType: appwatch.SourceHelm, images: []writeback.ImageUpdate{app},
 			src: "helm:\n  parameters:\n  - name: replicas\n    value: \"3\"\n  - name: image.tag\n    value: v0.0.1\n    forceString: true\n  - name: image.name\n    value: " + gitAppImage + "\n  valueFiles: [values-prod.yaml]\n",
 			want: "helm:\n  parameters:\n" +
-				"    - name: replicas\n      value: \"3\"\n" +
-				"    - name: image.tag\n      value: v0.0.2\n      forceString: true\n" +
-				"    - name: image.name\n      value: " + gitAppImage + "\n" +
+				"  - name: image.name\n    value: " + gitAppImage + "\n" +
+				"  - name: image.tag\n    value: v0.0.2\n    forceString: true\n" +
+				"  - name: replicas\n    value: \"3\"\n" +
 				"  valueFiles: [values-prod.yaml]\n",
 			changed: []string{"app"},
 		},
@@ -60,7 +60,35 @@ func TestSetSourceOverrides(t *testing.T) {
 			name: "kustomize override with an original name", sourceType: appwatch.SourceKustomize,
 			images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "v2", Digest: gitDigest}}},
 			src:    "kustomize:\n  images:\n  - app=" + gitAppImage + ":v1\n",
-			want:   "kustomize:\n  images:\n    - app=" + gitAppImage + ":v2@" + gitDigest + "\n", changed: []string{"app"},
+			want:   "kustomize:\n  images:\n  - app=" + gitAppImage + ":v2@" + gitDigest + "\n", changed: []string{"app"},
+		},
+		// The file as Argo CD Image Updater writes it changes only in the
+		// values it updates.
+		{
+			name: "a file the old tool wrote", sourceType: appwatch.SourceHelm, images: []writeback.ImageUpdate{app},
+			src: "helm:\n  parameters:\n  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
+				"  - name: image.tag\n    value: v0.0.1\n    forcestring: true\n",
+			want: "helm:\n  parameters:\n  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
+				"  - name: image.tag\n    value: v0.0.2\n    forcestring: true\n",
+			changed: []string{"app"},
+		},
+		{
+			name: "document start kept", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			src:     "---\nkustomize:\n  images:\n  - nginx:1.25\n",
+			want:    "---\nkustomize:\n  images:\n  - nginx:1.25\n  - " + gitAppImage + ":v0.0.2\n",
+			changed: []string{"app"},
+		},
+		{
+			name: "directive, comment and marker kept", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			src:     "%YAML 1.2\n# header\n---\t# start\n# body\nkustomize:\n  images: []\n",
+			want:    "%YAML 1.2\n# header\n---\t# start\n# body\nkustomize:\n  images:\n  - " + gitAppImage + ":v0.0.2\n",
+			changed: []string{"app"},
+		},
+		{
+			name: "no marker added", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			src:     "# header\nkustomize:\n  images: []\n",
+			want:    "# header\nkustomize:\n  images:\n  - " + gitAppImage + ":v0.0.2\n",
+			changed: []string{"app"},
 		},
 	}
 	for _, tt := range tests {
@@ -96,5 +124,28 @@ func TestSetSourceOverridesErrors(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSplitDocumentStart(t *testing.T) {
+	tests := []struct{ src, prefix string }{
+		{"---\na: 1\n", "---\n"},
+		{"--- # c\na: 1\n", "--- # c\n"},
+		{"\n# c\n%YAML 1.2\n---\r\na: 1\n", "\n# c\n%YAML 1.2\n---\r\n"},
+		{"---", "---\n"},
+		{"   ---\na: 1\n", ""},
+		{"--- a: 1\n", ""},
+		{"----\n", ""},
+		{"a: 1\n---\nb: 2\n", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		prefix, body := splitDocumentStart([]byte(tt.src))
+		if string(prefix) != tt.prefix {
+			t.Errorf("%q: prefix %q, want %q", tt.src, prefix, tt.prefix)
+		}
+		if tt.prefix == "" && string(body) != tt.src {
+			t.Errorf("%q: body %q, want the whole text", tt.src, body)
+		}
 	}
 }

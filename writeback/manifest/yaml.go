@@ -7,7 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"gopkg.in/yaml.v3"
+	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
 // The git targets edit files people also edit by hand. Re-encoding a whole
@@ -266,10 +266,19 @@ func renderString(value string, quote byte) (string, error) {
 }
 
 // marshalNode renders a node with two-space indentation.
-func marshalNode(n *yaml.Node) ([]byte, error) {
+func marshalNode(n *yaml.Node) ([]byte, error) { return marshal(n, false) }
+
+// marshalCompact renders a node as Argo CD Image Updater renders its
+// files: two-space indentation, list items at their key's indentation.
+func marshalCompact(n *yaml.Node) ([]byte, error) { return marshal(n, true) }
+
+func marshal(n *yaml.Node, compact bool) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
+	if compact {
+		enc.CompactSeqIndent()
+	}
 	if err := enc.Encode(n); err != nil {
 		return nil, err
 	}
