@@ -49,6 +49,14 @@ func (m *metadataMemo) get(ctx context.Context, key string, fetch func(context.C
 	return info, err
 }
 
+// known returns the remembered answer for key without fetching it.
+func (m *metadataMemo) known(key string) (strategy.TagInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.done[key]
+	return e.info, ok && e.err == nil
+}
+
 // metadataKey identifies a tag's metadata as this job sees it: the same
 // repository and credentials, and the same platforms.
 func (j *job) metadataKey(tag string) string {

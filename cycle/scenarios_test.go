@@ -554,6 +554,33 @@ func TestCycle(t *testing.T) {
 			})
 		}
 	})
+	t.Run("commit messages show the new version's image labels", func(t *testing.T) {
+		reg.PushImage(t, "labelled", []string{"1.0.0"}, testenv.Labels(map[string]string{"org.opencontainers.image.revision": "aaa111"}))
+		reg.PushImage(t, "labelled", []string{"1.1.0"}, testenv.Labels(map[string]string{"org.opencontainers.image.revision": "bbb222"}))
+		gitSrv := testenv.StartGitServer(t)
+		gitSrv.CreateRepo(t, "example/labels", "", map[string]string{"main/overlays/production/kustomization.yaml": "resources: []\n"})
+		url := strings.Replace(gitSrv.HTTPRepoURL("example/labels"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "labels", []string{"*"}, nil)
+		tmpl, err := git.ParseCommitMessageTemplate(`{{ range .AppChanges }}{{ .NewTag }} from {{ index .Labels "org.opencontainers.image.revision" }}{{ end }}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWorld(t, k, reg, worldOptions{names: "labels", git: true, gitOptions: []git.Option{git.WithCommitMessageTemplate(tmpl)}})
+		app := application("labels", map[string]string{
+			"image-list":          "app=" + repo("labelled"),
+			"app.update-strategy": "newest-build",
+			"write-back-method":   "git",
+			"git-repository":      url,
+		}, nil, repo("labelled")+":1.0.0")
+		app.Object["spec"].(map[string]any)["project"] = "labels"
+		w.create(t, app)
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if log := gitSrv.Log(t, "example/labels", "main"); len(log) != 2 || log[0].Subject != "1.1.0 from bbb222" {
+			t.Errorf("commits %+v, want the newest subject %q", log, "1.1.0 from bbb222")
+		}
+	})
 	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {
 		tests := []struct {
 			name string

@@ -362,6 +362,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 	type outcome struct {
 		job     *job
 		result  strategy.Result
+		labels  map[string]string
 		skipped []Skipped
 		err     error
 	}
@@ -412,7 +413,10 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 				res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify})
 				return err
 			})
-			outcomes[i] = outcome{job: j, result: res, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
+			// The chosen tag's labels, when the strategy read its metadata;
+			// never a request of their own.
+			info, _ := memo.known(j.metadataKey(res.Tag))
+			outcomes[i] = outcome{job: j, result: res, labels: info.Labels, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
 			return nil
 		})
 	}
@@ -448,6 +452,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			ImageSpec: o.job.spec,
 			New:       newVersion(o.job.policy, o.result),
 			Old:       o.job.current,
+			Labels:    o.labels,
 		})
 	}
 	sort.Strings(order)
@@ -620,7 +625,7 @@ func MetadataFunc(reg Registry, ref imageref.Reference, creds credentials.Ref, p
 		if err != nil && !errors.Is(err, registry.ErrNoMatchingPlatform) {
 			return strategy.TagInfo{}, err
 		}
-		return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: md.Platforms}, nil
+		return strategy.TagInfo{Tag: tag, Digest: md.Digest, Created: md.Created, Platforms: md.Platforms, Labels: md.Labels}, nil
 	}
 }
 

@@ -25,6 +25,8 @@ type TagInfo struct {
 	// Platforms are the platforms of an index. It is empty for a
 	// single-platform manifest whose platform is unknown.
 	Platforms []v1.Platform
+	// Labels are the image config's labels; commit messages show them.
+	Labels map[string]string
 }
 
 // MetadataFunc fetches the metadata of one tag. The caller owns the I/O,

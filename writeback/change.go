@@ -19,6 +19,9 @@ type ImageUpdate struct {
 	appwatch.ImageSpec
 	// New is written; Old is only reported.
 	New, Old imageref.Version
+	// Labels are the new version's image labels, when the strategy read
+	// its metadata (commit-message templates show them as .Labels).
+	Labels map[string]string
 }
 
 // ReportedChange is how Argo CD Image Updater named one change where users

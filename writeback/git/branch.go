@@ -5,11 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/appwatch"
 )
 
 // maxBranchNameLength cuts rendered branch names, as the git-branch
@@ -25,20 +26,26 @@ type branchTemplateImage struct {
 
 // branchTemplateData is what a git-branch template sees.
 type branchTemplateData struct {
-	Images []branchTemplateImage
+	// AppName and AppNamespace are the Application's (v1.3.0).
+	AppName, AppNamespace string
+	// TargetKey tells write-back targets apart (v1.3.0): eight hex digits
+	// of a SHA-256 of the repository, the base branch and the target file.
+	TargetKey string
+	Images    []branchTemplateImage
 	// SHA256 is a hex SHA-256 of the images and versions written, so one
 	// set of changes always gets one branch.
 	SHA256 string
 }
 
-// newBranchTemplateData computes what the old tool gave its templates,
-// byte for byte, so that a template like "main:image-updater-{{.SHA256}}"
-// keeps naming the branch it named before: SHA256 hashes
-// "<name>-<old>-<new>," for each image, in the order of the updates.
-func newBranchTemplateData(images []writeback.ImageUpdate) branchTemplateData {
-	var d branchTemplateData
+// newBranchTemplateData computes what Argo CD Image Updater gives its
+// templates, byte for byte, so that a template like
+// "main:image-updater-{{.SHA256}}" keeps naming the branch it named
+// before: SHA256 hashes "<name>-<old>-<new>," for each image, in the order
+// of the updates.
+func newBranchTemplateData(u Update) branchTemplateData {
+	d := branchTemplateData{AppName: u.Name, AppNamespace: u.Namespace, TargetKey: targetKey(u)}
 	h := sha256.New()
-	for _, img := range images {
+	for _, img := range u.Images {
 		r := img.Reported()
 		d.Images = append(d.Images, branchTemplateImage{Name: r.Name, Alias: img.Alias, OldTag: r.OldTag, NewTag: r.NewTag})
 		fmt.Fprintf(h, "%s-%s-%s,", r.Name, r.OldTag, r.NewTag)
@@ -80,7 +87,7 @@ func planBranches(u Update, defaultBranch string) (branchPlan, error) {
 		if base == "" {
 			base = revision
 		}
-		rendered, err := renderBranchTemplate(target, u.Images)
+		rendered, err := renderBranchTemplate(target, newBranchTemplateData(u))
 		if err != nil {
 			return branchPlan{}, err
 		}
@@ -94,12 +101,41 @@ func planBranches(u Update, defaultBranch string) (branchPlan, error) {
 	return p, nil
 }
 
-func renderBranchTemplate(text string, images []writeback.ImageUpdate) (string, error) {
+// targetKey is v1.3.0's .TargetKey: the first eight hex digits of the
+// SHA-256 of "<repository>|<base branch>|<target>", each spelled as v1.3.0
+// spells it, so that a template using it names the same branch in both.
+func targetKey(u Update) string {
+	base, _, _ := strings.Cut(strings.TrimSpace(u.Branch), ":")
+	h := sha256.Sum256([]byte(u.RepoURL + "|" + base + "|" + upstreamTargetPath(u)))
+	return hex.EncodeToString(h[:])[:8]
+}
+
+// upstreamTargetPath is the target file as v1.3.0 names it in .TargetKey:
+// a Helm values file's path, an override file's path as written, and for
+// the other targets (kustomizations included) the .argocd-source file of
+// the source path.
+func upstreamTargetPath(u Update) string {
+	switch p := u.Target.Path; u.Target.Kind {
+	case appwatch.TargetHelmValues:
+		switch {
+		case p == "":
+			return filepath.Join(u.SourcePath, "values.yaml")
+		case strings.HasPrefix(p, "/"):
+			return p[1:]
+		}
+		return filepath.Join(u.SourcePath, p)
+	case appwatch.TargetOverrideFile:
+		return p
+	}
+	return filepath.Join(u.SourcePath, sourceOverrideFileName(u))
+}
+
+func renderBranchTemplate(text string, data branchTemplateData) (string, error) {
 	t, err := parseLimitedTemplate("git-branch", text)
 	if err != nil {
 		return "", fmt.Errorf("git-branch template %q: %w", text, err)
 	}
-	out, err := renderLimited(t, newBranchTemplateData(images))
+	out, err := renderLimited(t, data)
 	if err != nil {
 		return "", fmt.Errorf("git-branch template %q: %w", text, err)
 	}

@@ -15,7 +15,7 @@ func TestPlanBranches(t *testing.T) {
 		{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}, Old: imageref.ParseVersion("1.0")},
 		{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.1"}, Old: imageref.ParseVersion("2.0")},
 	}
-	sha := newBranchTemplateData(images).SHA256
+	sha := newBranchTemplateData(Update{Images: images}).SHA256
 	tests := []struct {
 		name, branch, revision string
 		base, target           string
@@ -102,12 +102,44 @@ func TestBranchTemplateSHA256(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := newBranchTemplateData(tt.images).SHA256; got != tt.want {
+			if got := newBranchTemplateData(Update{Images: tt.images}).SHA256; got != tt.want {
 				t.Errorf("SHA256 %s, want %s", got, tt.want)
 			}
 			p, err := planBranches(Update{Branch: "main:image-updater-{{.SHA256}}", Images: tt.images}, "main")
 			if err != nil || p.target != "image-updater-"+tt.want {
 				t.Errorf("branch %q, %v; want image-updater-%s", p.target, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestBranchTemplateV1Fields: v1.3.0's .AppName, .AppNamespace and
+// .TargetKey. The keys were computed apart from this code, with
+//
+//	printf '%s' 'https://git.example.com/repo.git|main|apps/web/.argocd-source-web.yaml' | sha256sum | cut -c1-8
+//	printf '%s' 'https://git.example.com/repo.git||apps/web/values-prod.yaml' | sha256sum | cut -c1-8
+func TestBranchTemplateV1Fields(t *testing.T) {
+	images := []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}}}
+	base := Update{Namespace: "team-a", Name: "web", ControllerNamespace: "team-a", RepoURL: "https://git.example.com/repo.git", SourcePath: "apps/web", Images: images}
+	tests := []struct {
+		name   string
+		branch string
+		target appwatch.WriteBackTarget
+		want   string
+	}{
+		{"names", "main:{{.AppNamespace}}/{{.AppName}}", appwatch.WriteBackTarget{}, "team-a/web"},
+		{"key of the default target", "main:upd-{{.TargetKey}}", appwatch.WriteBackTarget{}, "upd-19e0ba2d"},
+		{"a kustomization is keyed by the default target", "main:upd-{{.TargetKey}}", appwatch.WriteBackTarget{Kind: appwatch.TargetKustomization}, "upd-19e0ba2d"},
+		{"key of a values file", ":upd-{{.TargetKey}}", appwatch.WriteBackTarget{Kind: appwatch.TargetHelmValues, Path: "values-prod.yaml"}, "upd-ccd453a0"},
+		{"same file from the root", ":upd-{{.TargetKey}}", appwatch.WriteBackTarget{Kind: appwatch.TargetHelmValues, Path: "/apps/web/values-prod.yaml"}, "upd-ccd453a0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u := base
+			u.Branch, u.Target = tt.branch, tt.target
+			p, err := planBranches(u, "main")
+			if err != nil || p.target != tt.want {
+				t.Errorf("branch %q, %v; want %q", p.target, err, tt.want)
 			}
 		})
 	}

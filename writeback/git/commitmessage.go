@@ -20,6 +20,10 @@ type ImageChange struct {
 	Alias  string
 	OldTag string
 	NewTag string
+	// Labels are the new version's image labels (v1.3.0), known when the
+	// update strategy read the image's metadata (newest-build, digest);
+	// empty for semver and alphabetical, which read only tags.
+	Labels map[string]string
 }
 
 // CommitMessageData is what a commit-message template sees.
@@ -67,7 +71,8 @@ func SampleCommitMessageData() CommitMessageData {
 	return CommitMessageData{
 		AppName: "example-app",
 		AppChanges: []ImageChange{
-			{Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app", Alias: "app", OldTag: "v0.0.1", NewTag: "v0.0.2"},
+			{Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app", Alias: "app", OldTag: "v0.0.1", NewTag: "v0.0.2",
+				Labels: map[string]string{"org.opencontainers.image.revision": "4f2a9c1", "org.opencontainers.image.source": "https://github.com/example/eks-app"}},
 			{Image: "ghcr.io/example/web", Alias: "web", OldTag: "1.4.0", NewTag: "1.5.0"},
 		},
 	}

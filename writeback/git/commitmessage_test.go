@@ -24,6 +24,11 @@ func TestCommitMessageTemplate(t *testing.T) {
 			template: "chore({{ .AppName }}): {{ len .AppChanges }} images\n{{ range .AppChanges }}{{ .Alias }}={{ .NewTag }} {{ end }}",
 			want:     "chore(example-app): 2 images\napp=v0.0.2 web=1.5.0\n",
 		},
+		{
+			name:     "image labels (v1.3.0)",
+			template: `{{ range .AppChanges }}{{ .Alias }}@{{ index .Labels "org.opencontainers.image.revision" }};{{ end }}`,
+			want:     "app@4f2a9c1;web@;\n",
+		},
 		{name: "syntax error", template: "{{ .AppName", wantErr: "parse commit message template"},
 		{name: "unknown field", template: "{{ .Application }}", wantErr: "can't evaluate field Application"},
 		{name: "empty output", template: "{{ if false }}x{{ end }}", wantErr: "message is empty"},

@@ -49,7 +49,7 @@ func TestTemplateLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			_, err := renderBranchTemplate(tt.text, manyImages(tt.images))
+			_, err := renderBranchTemplate(tt.text, newBranchTemplateData(Update{Images: manyImages(tt.images)}))
 			if took := time.Since(start); took > templateTimeout+time.Second {
 				t.Errorf("took %s", took)
 			}
@@ -82,10 +82,10 @@ func FuzzBranchTemplate(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	images := manyImages(5)
+	data := newBranchTemplateData(Update{Images: manyImages(5)})
 	f.Fuzz(func(t *testing.T, text string) {
 		start := time.Now()
-		out, _ := renderBranchTemplate(text, images)
+		out, _ := renderBranchTemplate(text, data)
 		if took := time.Since(start); took > templateTimeout+2*time.Second {
 			t.Fatalf("%q took %s", text, took)
 		}

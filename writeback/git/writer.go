@@ -768,7 +768,7 @@ func (w *Writer) commitMessage(u Update, changed []writeback.ImageUpdate) (strin
 func commitMessageData(u Update, changed []writeback.ImageUpdate) CommitMessageData {
 	data := CommitMessageData{AppName: u.Name}
 	for _, img := range changed {
-		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String()})
+		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String(), Labels: img.Labels})
 	}
 	return data
 }
