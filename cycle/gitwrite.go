@@ -7,8 +7,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // GitWriter commits new versions to the Applications' repositories: all
@@ -24,16 +26,22 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
 	if au.source.RepoURL == "" && wb.GitRepository == "" {
 		return git.Update{}, fmt.Errorf("git write-back: the Application has no source repository and no git-repository annotation")
 	}
-	repo := wb.GitRepository
+	repo, revision := wb.GitRepository, au.source.TargetRevision
 	if repo == "" {
 		repo = au.source.RepoURL
+	} else if s, ok := sourceOf(app, repo); ok {
+		// git-repository names another source of the Application (the
+		// values of a chart from a Helm repository, say): commit to that
+		// source's revision, as Argo CD Image Updater does, not to the
+		// chart's version.
+		revision = s.TargetRevision
 	}
 	return git.Update{
 		Namespace:           app.Namespace,
 		Name:                app.Name,
 		ControllerNamespace: controllerNamespace,
 		RepoURL:             repo,
-		TargetRevision:      au.source.TargetRevision,
+		TargetRevision:      revision,
 		Branch:              wb.GitBranch,
 		SourcePath:          au.source.Path,
 		SourceType:          au.source.Type,
@@ -43,6 +51,17 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
 		PullRequest:         wb.PullRequest,
 		Images:              au.changes,
 	}, nil
+}
+
+// sourceOf is the first of spec.sources whose repository is repoURL;
+// false for a single-source Application.
+func sourceOf(app *appwatch.Application, repoURL string) (appwatch.Source, bool) {
+	for _, s := range app.Sources {
+		if s.Index >= 0 && gitauth.SameRepository(s.RepoURL, repoURL) {
+			return s, true
+		}
+	}
+	return appwatch.Source{}, false
 }
 
 // writeGit sends the git updates of a cycle and reports each result.

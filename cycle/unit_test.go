@@ -157,3 +157,33 @@ func (b *blockingApps) Applications(...imageref.Option) []*appwatch.Application 
 	<-b.block
 	return nil
 }
+
+// TestGitUpdateRevision: a git-repository that names another source of
+// a multi-source Application commits to that source's revision, as Argo
+// CD Image Updater does, not to the written source's (a chart version).
+func TestGitUpdateRevision(t *testing.T) {
+	chart := appwatch.Source{Index: 0, RepoURL: "https://charts.example.com", Chart: "web", TargetRevision: "18.2.3", Type: appwatch.SourceHelm}
+	values := appwatch.Source{Index: 1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "main", Ref: "values"}
+	tests := []struct {
+		name     string
+		sources  []appwatch.Source
+		repo     string
+		revision string
+	}{
+		{"the values source", []appwatch.Source{chart, values}, "https://git.example.com/team/values.git", "main"},
+		{"spelt otherwise", []appwatch.Source{chart, values}, "https://Git.example.com/team/values/", "main"},
+		{"no such source: the written one's", []appwatch.Source{chart, values}, "https://git.example.com/other.git", "18.2.3"},
+		{"no git-repository", []appwatch.Source{chart, values}, "", "18.2.3"},
+		{"one source", []appwatch.Source{{Index: -1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "release", Type: appwatch.SourceKustomize}}, "https://git.example.com/team/values.git", "release"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			app := &appwatch.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
+			app.Annotations.WriteBack = appwatch.WriteBackSpec{Method: appwatch.WriteBackGit, GitRepository: tt.repo}
+			u, err := gitUpdate(&appUpdate{app: app, source: tt.sources[0]}, "argocd")
+			if err != nil || u.TargetRevision != tt.revision {
+				t.Errorf("revision %q, %v; want %q", u.TargetRevision, err, tt.revision)
+			}
+		})
+	}
+}

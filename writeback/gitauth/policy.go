@@ -199,6 +199,13 @@ func normalizeRepoURL(raw string) string {
 	return strings.TrimSuffix(canonicalRepoURL(strings.TrimSuffix(strings.TrimSpace(raw), "/")), "/")
 }
 
+// SameRepository reports whether two URLs name one repository, spelt as
+// Argo CD compares them (case, ".git", a trailing '/', both SSH forms).
+func SameRepository(a, b string) bool {
+	na := normalizeRepoURL(a)
+	return na != "" && na == normalizeRepoURL(b)
+}
+
 // urlCovers reports whether a credentials URL (a repo-creds prefix, or
 // the url of a git:secret Secret) covers a repository. Argo CD takes any
 // prefix of the normalised URL; here the prefix must also end where the
