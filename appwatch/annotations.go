@@ -131,6 +131,50 @@ func (s ImageSpec) KustomizeName() imageref.Reference {
 	return s.Image
 }
 
+// renamesInKustomize tells whether the image's Kustomize override gives
+// another image name a new one (kustomize.image-name differs).
+func (s ImageSpec) renamesInKustomize() bool {
+	return !s.KustomizeImageName.IsZero() && !s.KustomizeImageName.SameName(s.Image)
+}
+
+// KustomizeEntry finds the image's entry among an Application's kustomize
+// images ("[<orig>=]<name>[:<tag>]"), as Argo CD Image Updater matches
+// them: the entry whose original name is the image's Kustomize name in
+// any spelling; else a plain entry naming the image's repository path on
+// another registry (the image has moved there, and the entry is replaced).
+// byName tells which of the two was found.
+func (s ImageSpec) KustomizeEntry(entries []string) (i int, byName, ok bool) {
+	k := s.KustomizeName()
+	for i, e := range entries {
+		if orig, _, _ := SplitKustomizeImage(e); k.MatchesName(orig) {
+			return i, true, true
+		}
+	}
+	for i, e := range entries {
+		orig, name, _ := SplitKustomizeImage(e)
+		if orig != name || strings.Contains(e, "=") {
+			continue
+		}
+		if ref, err := imageref.Parse(name); err == nil && ref.Repository() == s.Image.Repository() {
+			return i, false, true
+		}
+	}
+	return -1, false, false
+}
+
+// KustomizeEntryStale tells whether an entry found by KustomizeEntry must
+// be rewritten whatever its version: it does not yet name the image under
+// the name it overrides (a new registry through kustomize.image-name, or
+// the image moved to another registry), which Argo CD Image Updater
+// writes at once rather than at the next new tag.
+func (s ImageSpec) KustomizeEntryStale(entry string) bool {
+	orig, name, _ := SplitKustomizeImage(entry)
+	if !s.Image.MatchesName(name) {
+		return true
+	}
+	return s.renamesInKustomize() && orig == name
+}
+
 // SignatureKey names the public key versions of an image must be signed
 // with: a field of a Secret holding it in PEM, as cosign.pub.
 type SignatureKey struct {

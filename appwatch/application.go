@@ -205,12 +205,9 @@ func (a *Application) GitSecret() types.NamespacedName {
 func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 	switch s.Type {
 	case SourceKustomize:
-		name := img.KustomizeName()
-		for _, entry := range s.KustomizeImages {
-			orig, _, version := SplitKustomizeImage(entry)
-			if name.MatchesName(orig) {
-				return version, !version.IsZero()
-			}
+		if i, _, ok := img.KustomizeEntry(s.KustomizeImages); ok {
+			_, _, version := SplitKustomizeImage(s.KustomizeImages[i])
+			return version, !version.IsZero()
 		}
 	case SourceHelm:
 		if img.HelmImageSpec != "" {
@@ -228,20 +225,43 @@ func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 	return imageref.Version{}, false
 }
 
+// KustomizeStale tells whether the source's Kustomize override of the
+// image must be rewritten whatever its version (see
+// ImageSpec.KustomizeEntryStale).
+func (s Source) KustomizeStale(img ImageSpec) bool {
+	if s.Type != SourceKustomize {
+		return false
+	}
+	i, _, ok := img.KustomizeEntry(s.KustomizeImages)
+	return ok && img.KustomizeEntryStale(s.KustomizeImages[i])
+}
+
 // RunningVersion is the version of the image among the running images,
-// matched by name as CurrentVersion matches overrides. When several
+// matched by name as CurrentVersion matches overrides: first under the
+// name kustomize.image-name gives it, then under its own. When several
 // containers run the image, the one running the tag the image follows
 // (its constraint, for the digest strategy) is this image's; otherwise the
-// first.
-func (a *Application) RunningVersion(img ImageSpec) (imageref.Version, bool) {
+// first. renamed tells that it runs under its kustomize.image-name, which
+// Argo CD Image Updater answers by writing the override at once.
+func (a *Application) RunningVersion(img ImageSpec) (v imageref.Version, ok, renamed bool) {
+	if img.renamesInKustomize() {
+		if v, ok := a.runningVersion(img.KustomizeImageName, img.Constraint); ok {
+			return v, true, true
+		}
+	}
+	v, ok = a.runningVersion(img.Image, img.Constraint)
+	return v, ok, false
+}
+
+func (a *Application) runningVersion(name imageref.Reference, constraint string) (imageref.Version, bool) {
 	var found imageref.Version
 	ok := false
 	for _, running := range a.RunningImages {
-		if !img.Image.MatchesName(running) {
+		if !name.MatchesName(running) {
 			continue
 		}
 		_, version := imageref.Split(running)
-		if img.Constraint != "" && version.Tag == img.Constraint {
+		if constraint != "" && version.Tag == constraint {
 			return version, true
 		}
 		if !ok {

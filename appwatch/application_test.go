@@ -55,8 +55,37 @@ func TestSourcesAndVersions(t *testing.T) {
 		if v, ok := src.CurrentVersion(img); !ok || v.String() != "v0.0.2" {
 			t.Errorf("current version %q %v", v, ok)
 		}
-		if v, ok := a.RunningVersion(img); !ok || v.String() != "v0.0.1" {
+		if v, ok, _ := a.RunningVersion(img); !ok || v.String() != "v0.0.1" {
 			t.Errorf("running version %q %v", v, ok)
+		}
+	})
+	// Argo CD Image Updater looks for a running image under its
+	// kustomize.image-name first, and writes the override at once when the
+	// image runs, or is overridden, under that name only.
+	t.Run("kustomize.image-name naming another registry", func(t *testing.T) {
+		moved := ImageSpec{Alias: "foobar", Image: mustRef("gcr.io/jannfis/foobar"), KustomizeImageName: mustRef("jannfis/foobar")}
+		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "kustomize": map[string]any{}}},
+			map[string]any{"summary": map[string]any{"images": []any{"jannfis/foobar:1.0.1"}}})
+		if v, ok, renamed := a.RunningVersion(moved); !ok || !renamed || v.String() != "1.0.1" {
+			t.Errorf("running under the kustomize name: %q %v %v", v, ok, renamed)
+		}
+		a = app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "kustomize": map[string]any{}}},
+			map[string]any{"summary": map[string]any{"images": []any{"gcr.io/jannfis/foobar:1.0.1"}}})
+		if v, ok, renamed := a.RunningVersion(moved); !ok || renamed || v.String() != "1.0.1" {
+			t.Errorf("running under its own name: %q %v %v", v, ok, renamed)
+		}
+		for entry, stale := range map[string]bool{
+			"jannfis/foobar:1.0.1":                       true,
+			"jannfis/foobar=gcr.io/jannfis/foobar:1.0.1": false,
+			"jannfis/foobar=quay.io/jannfis/foobar:1.0.1": true,
+		} {
+			a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "kustomize": map[string]any{"images": []any{entry}}}}, nil)
+			if v, ok := a.Sources[0].CurrentVersion(moved); !ok || v.String() != "1.0.1" {
+				t.Errorf("%s: current version %q %v", entry, v, ok)
+			}
+			if got := a.Sources[0].KustomizeStale(moved); got != stale {
+				t.Errorf("%s: stale %v, want %v", entry, got, stale)
+			}
 		}
 	})
 	t.Run("type from status", func(t *testing.T) {
@@ -115,14 +144,14 @@ func TestSourcesAndVersions(t *testing.T) {
 		spec := ImageSpec{Image: mustRef("app", opts...)}
 		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p"}},
 			map[string]any{"summary": map[string]any{"images": []any{"docker.io/library/app:9", "Registry.Example.com/team/app:1.2"}}})
-		if v, ok := a.RunningVersion(spec); !ok || v.String() != "1.2" {
+		if v, ok, _ := a.RunningVersion(spec); !ok || v.String() != "1.2" {
 			t.Errorf("running version %q %v", v, ok)
 		}
 	})
 	t.Run("docker hub names", func(t *testing.T) {
 		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p"}},
 			map[string]any{"summary": map[string]any{"images": []any{"docker.io/library/nginx:1.27.0"}}})
-		if v, ok := a.RunningVersion(ImageSpec{Image: mustRef("nginx")}); !ok || v.String() != "1.27.0" {
+		if v, ok, _ := a.RunningVersion(ImageSpec{Image: mustRef("nginx")}); !ok || v.String() != "1.27.0" {
 			t.Errorf("running version %q %v", v, ok)
 		}
 	})

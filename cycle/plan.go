@@ -23,9 +23,11 @@ type job struct {
 	platforms []v1.Platform
 	source    appwatch.Source
 	current   imageref.Version
-	// askTarget hands the chosen version to the git write-back even when
-	// it is current: the running images disagree (a rollout in progress),
-	// so only the target file tells whether it is already written there.
+	// askTarget hands the chosen version to the write-back even when it
+	// is current, which then writes only what its target lacks: the
+	// running images disagree (a rollout in progress, for git), or the
+	// Kustomize override does not yet name the image as
+	// kustomize.image-name has it.
 	askTarget bool
 	// sigKey names the key new versions must be signed with, its
 	// namespace filled in; zero when none.
@@ -141,10 +143,14 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	// the running image, so a version written but not yet synced by Argo CD
 	// is not written again.
 	current, found := source.CurrentVersion(spec)
-	askTarget := false
+	// A Kustomize override that does not yet name the image where
+	// kustomize.image-name says it now lives is written at the running
+	// version already, as Argo CD Image Updater writes it.
+	askTarget := found && source.KustomizeStale(spec)
 	if !found {
-		current, found = app.RunningVersion(spec)
-		askTarget = found && app.Annotations.WriteBack.Method == appwatch.WriteBackGit && app.RollingOut(spec)
+		var renamed bool
+		current, found, renamed = app.RunningVersion(spec)
+		askTarget = found && (renamed || app.Annotations.WriteBack.Method == appwatch.WriteBackGit && app.RollingOut(spec))
 	}
 	if !found && !spec.ForceUpdate {
 		return nil, "not running in the Application (set force-update to update it anyway)", nil

@@ -97,6 +97,41 @@ func TestCycle(t *testing.T) {
 		}
 	})
 
+	// Argo CD Image Updater's answer on its own test input: an image moved
+	// to another registry through kustomize.image-name is written at once,
+	// at the version that runs, not at the next new tag.
+	t.Run("kustomize.image-name moving an image to another registry", func(t *testing.T) {
+		reg.PushImage(t, "jannfis/foobar", []string{"1.0.1"})
+		w := newWorld(t, k, reg, worldOptions{names: "moved-*"})
+		w.create(t,
+			application("moved-running", map[string]string{
+				"image-list":                  "foobar=" + repo("jannfis/foobar") + ":>=1.0.1",
+				"foobar.kustomize.image-name": "jannfis/foobar",
+			}, nil, "jannfis/foobar:1.0.1"),
+			application("moved-override", map[string]string{
+				"image-list":                  "foobar=" + repo("jannfis/foobar") + ":>=1.0.1",
+				"foobar.kustomize.image-name": "jannfis/foobar",
+			}, map[string]any{"source": map[string]any{
+				"repoURL": "https://git.example.com/deploy.git", "path": "main/overlays/production", "targetRevision": "main",
+				"kustomize": map[string]any{"images": []any{"jannfis/foobar:1.0.1"}},
+			}}, "jannfis/foobar:1.0.1"))
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 2 || sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		want := []string{"jannfis/foobar=" + repo("jannfis/foobar") + ":1.0.1"}
+		for _, name := range []string{"moved-running", "moved-override"} {
+			if got := testenv.KustomizeImages(t, w.get(t, name)); !slices.Equal(got, want) {
+				t.Errorf("%s: kustomize images %v, want %v", name, got, want)
+			}
+		}
+		// Written once: the override now names the image where it lives.
+		w.syncWatcher(t, "moved-running")
+		w.syncWatcher(t, "moved-override")
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 0 || sum.Errors != 0 {
+			t.Errorf("second cycle %+v", sum)
+		}
+	})
+
 	t.Run("helm parameters: default, custom names and image-spec", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "helm*"})
 		helmSpec := map[string]any{"source": map[string]any{
@@ -555,8 +590,9 @@ func TestCycle(t *testing.T) {
 		}
 	})
 	t.Run("commit messages show the new version's image labels", func(t *testing.T) {
-		reg.PushImage(t, "labelled", []string{"1.0.0"}, testenv.Labels(map[string]string{"org.opencontainers.image.revision": "aaa111"}))
-		reg.PushImage(t, "labelled", []string{"1.1.0"}, testenv.Labels(map[string]string{"org.opencontainers.image.revision": "bbb222"}))
+		built := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		reg.PushImage(t, "labelled", []string{"1.0.0"}, testenv.Created(built), testenv.Labels(map[string]string{"org.opencontainers.image.revision": "aaa111"}))
+		reg.PushImage(t, "labelled", []string{"1.1.0"}, testenv.Created(built.Add(time.Hour)), testenv.Labels(map[string]string{"org.opencontainers.image.revision": "bbb222"}))
 		gitSrv := testenv.StartGitServer(t)
 		gitSrv.CreateRepo(t, "example/labels", "", map[string]string{"main/overlays/production/kustomization.yaml": "resources: []\n"})
 		url := strings.Replace(gitSrv.HTTPRepoURL("example/labels"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)

@@ -414,8 +414,8 @@ sidecars:
     image: 123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web:v0.0.2
 probe:
   image:
-    repository: ghcr.io/example/probe
     tag: "1.0"
+    repository: ghcr.io/example/probe
 `
 	if diff := cmp.Diff(want, e.git.ReadFile(t, "helm-values", "main", "charts/main/values.yaml")); diff != "" {
 		t.Errorf("values.yaml (-want +got):\n%s", diff)

@@ -35,26 +35,36 @@ func kustomizeOverride(img writeback.ImageUpdate, spelling string) string {
 
 // UpdateKustomizeImages returns the images list with each update applied:
 // every entry overriding the update's image (in any spelling of its name,
-// see imageref.Reference.MatchesName) is rewritten in place, an update
-// without one is appended, and all other entries (including ones that are
+// see imageref.Reference.MatchesName) is rewritten in place; without one,
+// a plain entry naming the image's repository on another registry is
+// replaced, the image having moved there (appwatch.ImageSpec.KustomizeEntry);
+// else the update is appended. All other entries (including ones that are
 // not strings) are kept in place. changed lists the updates that altered
 // the list. current is not modified.
 func UpdateKustomizeImages(current []any, images []writeback.ImageUpdate) (next []any, changed []writeback.ImageUpdate) {
 	next = append([]any(nil), current...)
 	for _, img := range images {
-		target := img.KustomizeName()
-		found, modified := false, false
+		entries := make([]string, len(next))
 		for i, e := range next {
-			s, ok := e.(string)
-			if !ok {
-				continue
-			}
+			entries[i], _ = e.(string)
+		}
+		target := img.KustomizeName()
+		moved, byName, found := img.KustomizeEntry(entries)
+		modified := false
+		for i, s := range entries {
 			orig, _, _ := appwatch.SplitKustomizeImage(s)
-			if !target.MatchesName(orig) {
+			want := ""
+			switch {
+			case s == "":
+				continue
+			case byName && target.MatchesName(orig):
+				want = kustomizeOverride(img, orig)
+			case found && !byName && i == moved:
+				want = kustomizeOverride(img, "")
+			default:
 				continue
 			}
-			found = true
-			if want := kustomizeOverride(img, orig); s != want {
+			if s != want {
 				next[i] = want
 				modified = true
 			}

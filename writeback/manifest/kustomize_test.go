@@ -80,12 +80,43 @@ func TestUpdateKustomizeImages(t *testing.T) {
 			want:        []any{"nginx:1.26.0"},
 			wantChanged: []string{"n"},
 		},
+		// Argo CD Image Updater's answers: an entry naming the image's
+		// repository path (on another registry, or without the name it
+		// overrides) is replaced rather than kept beside a new one.
 		{
-			name:        "plain entry of the image does not match an override of another name",
+			name:        "plain entry of the image becomes the override of another name",
 			current:     []any{"registry.example.com/mirror/nginx:1.25.0"},
 			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "n", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}}},
-			want:        []any{"registry.example.com/mirror/nginx:1.25.0", "nginx=registry.example.com/mirror/nginx:1.26.0"},
+			want:        []any{"nginx=registry.example.com/mirror/nginx:1.26.0"},
 			wantChanged: []string{"n"},
+		},
+		{
+			name:        "moved to another registry through kustomize.image-name, same version",
+			current:     []any{"jannfis/foobar:1.0.1"},
+			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "foobar", Image: mustRef("gcr.io/jannfis/foobar"), KustomizeImageName: mustRef("jannfis/foobar")}, New: imageref.Version{Tag: "1.0.1"}}},
+			want:        []any{"jannfis/foobar=gcr.io/jannfis/foobar:1.0.1"},
+			wantChanged: []string{"foobar"},
+		},
+		{
+			name:        "moved to another registry",
+			current:     []any{"docker.io/example/app:1.0", "busybox:1.36"},
+			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("gcr.io/example/app")}, New: imageref.Version{Tag: "1.1"}}},
+			want:        []any{"gcr.io/example/app:1.1", "busybox:1.36"},
+			wantChanged: []string{"app"},
+		},
+		{
+			name:        "an override of another name is not taken over",
+			current:     []any{"other=quay.io/example/app:1.0"},
+			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("gcr.io/example/app")}, New: imageref.Version{Tag: "1.1"}}},
+			want:        []any{"other=quay.io/example/app:1.0", "gcr.io/example/app:1.1"},
+			wantChanged: []string{"app"},
+		},
+		{
+			name:        "an entry by name wins over one on another registry",
+			current:     []any{"quay.io/example/app:1.0", "gcr.io/example/app:1.0"},
+			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("gcr.io/example/app")}, New: imageref.Version{Tag: "1.1"}}},
+			want:        []any{"quay.io/example/app:1.0", "gcr.io/example/app:1.1"},
+			wantChanged: []string{"app"},
 		},
 		{
 			name:        "another spelling of the image is updated in place, keeping its spelling",
