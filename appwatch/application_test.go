@@ -75,8 +75,8 @@ func TestSourcesAndVersions(t *testing.T) {
 			t.Errorf("running under its own name: %q %v %v", v, ok, renamed)
 		}
 		for entry, stale := range map[string]bool{
-			"jannfis/foobar:1.0.1":                       true,
-			"jannfis/foobar=gcr.io/jannfis/foobar:1.0.1": false,
+			"jannfis/foobar:1.0.1":                        true,
+			"jannfis/foobar=gcr.io/jannfis/foobar:1.0.1":  false,
 			"jannfis/foobar=quay.io/jannfis/foobar:1.0.1": true,
 		} {
 			a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "kustomize": map[string]any{"images": []any{entry}}}}, nil)
