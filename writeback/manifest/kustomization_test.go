@@ -158,3 +158,25 @@ func TestKustomizationEmptyFile(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestKustomizationDocumentStart: a leading "---" and a %YAML directive
+// stay, whichever edit the images list needs.
+func TestKustomizationDocumentStart(t *testing.T) {
+	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
+	tests := []struct{ name, src, want string }{
+		{"entry updated", "---\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.1\n", "---\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.2\n"},
+		{"list added", "%YAML 1.2\n---\nresources: []\n", "%YAML 1.2\n---\nresources: []\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.2\n"},
+		{"flow list rewritten", "--- # overlay\nimages: []\n", "--- # overlay\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.2\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _, err := SetKustomizationImages("kustomization.yaml", []byte(tt.src), []writeback.ImageUpdate{app})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

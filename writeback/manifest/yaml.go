@@ -28,7 +28,7 @@ type yamlText struct {
 
 func parseYAMLText(name string, src []byte) (*yamlText, error) {
 	y := &yamlText{name: name, src: src, lineStarts: []int{0}}
-	if err := yaml.Unmarshal(src, &y.doc); err != nil {
+	if err := yaml.Unmarshal(withoutDirectives(src), &y.doc); err != nil {
 		return nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
 	}
 	for i, b := range src {
@@ -288,10 +288,32 @@ func marshal(n *yaml.Node, compact bool) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// withoutDirectives turns the directives before a "---" document start
+// into comments of the same length, for the parser, which knows only
+// %YAML 1.1: the lines are kept as they are, and positions stay.
+func withoutDirectives(src []byte) []byte {
+	prefix, _ := splitDocumentStart(src)
+	if !bytes.Contains(prefix, []byte("%")) {
+		return src
+	}
+	out := bytes.Clone(src)
+	for i := 0; i < len(prefix); {
+		if out[i] == '%' {
+			out[i] = '#'
+		}
+		j := bytes.IndexByte(out[i:len(prefix)], '\n')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return out
+}
+
 // decodeAny is a file's meaning, for checking an edit.
 func decodeAny(src []byte) (any, error) {
 	var v any
-	if err := yaml.Unmarshal(src, &v); err != nil {
+	if err := yaml.Unmarshal(withoutDirectives(src), &v); err != nil {
 		return nil, err
 	}
 	return v, nil
