@@ -25,6 +25,9 @@ const (
 	KeyGitBranch       = "git-branch"
 	KeyGitRepository   = "git-repository"
 	KeyGitPullRequest  = "git-pull-request"
+	// KeyGitPullRequestLabels is "label,label...": the labels of the
+	// request git-pull-request opens (pullRequest.labels of the resource).
+	KeyGitPullRequestLabels = "git-pull-request-labels"
 
 	// Per-image keys: "<alias>.<key>", falling back to "<key>".
 	KeyUpdateStrategy  = "update-strategy"
@@ -49,7 +52,7 @@ const (
 var (
 	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyTagMatch}
-	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels}
 )
 
 // Default Helm parameter names, as Helm charts commonly name them.
@@ -252,6 +255,8 @@ type WriteBackSpec struct {
 	// request on GitLab from it into the base branch; GitBranch must then
 	// name both ("base:branch" or ":branch").
 	PullRequest forge.Kind
+	// PullRequestLabels are put on the request when it is opened.
+	PullRequestLabels []string
 	// MethodField is the ImageUpdater field the method was read from, for
 	// messages; "" when it came from the write-back-method annotation.
 	MethodField string
@@ -588,6 +593,26 @@ func ParseWriteBackMethod(method string) (WriteBackMethod, types.NamespacedName,
 	return WriteBackArgoCD, types.NamespacedName{}, fmt.Errorf("unknown method %q: use argocd, git, git:repocreds, git:secret:<namespace>/<name> or git:secret:<name>", method)
 }
 
+// ParsePullRequestLabels reads "label,label...": names trimmed, each once,
+// within the bounds GitHub and GitLab and the ImageUpdater CRD keep.
+func ParsePullRequestLabels(s string) ([]string, error) {
+	var labels []string
+	for l := range strings.SplitSeq(s, ",") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || slices.Contains(labels, l):
+			continue
+		case len(l) > 255:
+			return nil, fmt.Errorf("label %.40q... is longer than 255 characters", l)
+		}
+		labels = append(labels, l)
+	}
+	if len(labels) > 100 {
+		return nil, fmt.Errorf("%d labels, more than 100", len(labels))
+	}
+	return labels, nil
+}
+
 func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBackSpec {
 	var wb WriteBackSpec
 	method, _ := get(KeyWriteBackMethod)
@@ -612,8 +637,20 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 			wb.PullRequest = kind
 		}
 	}
+	if v, _ := get(KeyGitPullRequestLabels); v != "" {
+		labels, err := ParsePullRequestLabels(v)
+		switch {
+		case err != nil:
+			*problems = append(*problems, Problem{Annotation: AnnotationPrefix + KeyGitPullRequestLabels, Message: err.Error()})
+		case wb.PullRequest != "":
+			wb.PullRequestLabels = labels
+		case wb.Method == WriteBackGit:
+			*problems = append(*problems, Problem{Annotation: AnnotationPrefix + KeyGitPullRequestLabels, Warning: true,
+				Message: "has no effect without " + AnnotationPrefix + KeyGitPullRequest})
+		}
+	}
 	if wb.Method == WriteBackArgoCD {
-		for _, k := range []string{KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest} {
+		for _, k := range []string{KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels} {
 			if v, ok := get(k); ok && v != "" {
 				*problems = append(*problems, Problem{
 					Annotation: AnnotationPrefix + k,

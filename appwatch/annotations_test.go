@@ -185,6 +185,20 @@ func TestParseAnnotations(t *testing.T) {
 			wantWB:      WriteBackSpec{Method: WriteBackGit, GitBranch: "main:image-updater-{{.SHA256}}", PullRequest: forge.GitLab},
 		},
 		{
+			name: "pull request labels",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "github",
+				"git-pull-request-labels", " image-update, team-a,,image-update"),
+			wantImages: []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:     WriteBackSpec{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.GitHub, PullRequestLabels: []string{"image-update", "team-a"}},
+		},
+		{
+			name:         "pull request labels without a pull request",
+			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-pull-request-labels", "image-update"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBackSpec{Method: WriteBackGit},
+			wantProblems: []string{"git-pull-request-labels: has no effect without " + AnnotationPrefix + "git-pull-request"},
+		},
+		{
 			name:         "pull request without a branch of its own",
 			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", "main", "git-pull-request", "github"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},

@@ -644,7 +644,7 @@ func checkApplications(ctx context.Context, dyn dynamic.Interface, w *workload) 
 			spec := app.Annotations.Images[i]
 			got, ok := app.Sources[0].CurrentVersion(spec)
 			if !ok {
-				got, _ = app.RunningVersion(spec)
+				got, _, _ = app.RunningVersion(spec)
 			}
 			if want := e.Current.String(); got.String() != want {
 				errs = append(errs, fmt.Errorf("%s image %s is %q, want %q", a.Name, e.Alias, got, want))

@@ -49,6 +49,7 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
 		CredentialsSecret:   app.GitSecret(),
 		Project:             app.Project,
 		PullRequest:         wb.PullRequest,
+		PullRequestLabels:   wb.PullRequestLabels,
 		Images:              au.changes,
 	}, nil
 }

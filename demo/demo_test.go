@@ -361,7 +361,7 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 		}
 		for _, img := range a.Annotations.Images {
 			r := row{app: name, method: method, image: img.Image.OriginalName()}
-			running, _ := a.RunningVersion(img)
+			running, _, _ := a.RunningVersion(img)
 			r.tag = running.String()
 			if v, ok := a.Sources[0].CurrentVersion(img); ok && a.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
 				r.tag = v.String()

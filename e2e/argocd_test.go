@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -244,6 +245,38 @@ func TestArgoCD(t *testing.T) {
 		w.git.FastForward(t, repo, "main", "image-updates")
 		w.refresh(t, "pr")
 		w.waitDeployed(t, "pr", "front", app+":v0.9.0", w.reg.Repo("pr-web")+":v0.0.1")
+
+		// The same through an ImageUpdater as v1.3.0 users write it: the
+		// branch names the base, the request comes from a branch of its
+		// own, with the resource's labels.
+		v1 := w.push(t, "prv1-app", "v0.0.1")
+		w.git.CommitFiles(t, repo, "main", "add prv1", overlay("prv1", w.reg))
+		w.k.CreateNamespace(t, "prv1")
+		w.createAppSpec(t, "prv1", map[string]any{"source": map[string]any{
+			"repoURL": w.git.HTTPRepoURL(repo), "path": "prv1/overlays/production", "targetRevision": "main",
+		}}, testenv.InCluster, nil)
+		w.waitDeployed(t, "prv1", "front", v1+":v0.0.1", w.reg.Repo("prv1-web")+":v0.0.1")
+		w.k.Create(t, &imageupdaterv1alpha1.ImageUpdater{
+			ObjectMeta: metav1.ObjectMeta{Name: "prv1", Namespace: testenv.ArgoCDNamespace},
+			Spec: imageupdaterv1alpha1.ImageUpdaterSpec{
+				WriteBackConfig: &imageupdaterv1alpha1.WriteBackConfig{Method: ptr.To("git"), GitConfig: &imageupdaterv1alpha1.GitConfig{
+					Branch: ptr.To("main"), WriteBackTarget: ptr.To("kustomization"),
+					PullRequest: &imageupdaterv1alpha1.PullRequestConfig{GitHub: &imageupdaterv1alpha1.ForgeConfig{}, Labels: []string{"image-update"}},
+				}},
+				ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{{
+					NamePattern: "prv1", Images: []imageupdaterv1alpha1.ImageConfig{{Alias: "app", ImageName: v1}},
+				}},
+			},
+		})
+		w.push(t, "prv1-app", "v0.9.1")
+		w.runOnce(t, "prv1", "--github-enterprise-api-url", github.URL)
+		reviews = github.Reviews(repo)
+		if len(reviews) != 2 || !v1Branch.MatchString(reviews[1].Head) || reviews[1].Base != "main" || !slices.Equal(reviews[1].Labels, []string{"image-update"}) {
+			t.Fatalf("pull requests %+v, want a second one from image-updater-<key>-<hash> into main, labelled", reviews)
+		}
+		w.git.FastForward(t, repo, "main", reviews[1].Head)
+		w.refresh(t, "prv1")
+		w.waitDeployed(t, "prv1", "front", v1+":v0.9.1", w.reg.Repo("prv1-web")+":v0.0.1")
 	})
 
 	t.Run("a rollout in progress: the target file, not the first running image, is the current version", func(t *testing.T) {
@@ -527,6 +560,9 @@ func (w *world) runOnce(t testing.TB, names string, flags ...string) string {
 	t.Logf("run --once:\n%s", out.String())
 	return out.String()
 }
+
+// v1Branch is the branch v1.3.0 names a pull request's.
+var v1Branch = regexp.MustCompile(`^image-updater-[0-9a-f]{8}-[0-9a-f]{64}$`)
 
 // overlay is a Kustomize base with one Deployment of two containers and a
 // production overlay, under name/.

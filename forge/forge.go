@@ -61,9 +61,12 @@ type Client interface {
 	// Find lists the requests from branch head into branch base, newest
 	// first, whatever their state.
 	Find(ctx context.Context, head, base string) ([]Request, error)
-	// Open opens a request from head into base. When the service refuses
-	// it because one is open already, the error wraps ErrAlreadyExists.
-	Open(ctx context.Context, head, base, title, body string) (Request, error)
+	// Open opens a request from head into base, with labels. When the
+	// service refuses it because one is open already, the error wraps
+	// ErrAlreadyExists. When the request was opened but its labels could
+	// not be set, the request is returned with an error wrapping
+	// ErrLabels.
+	Open(ctx context.Context, head, base, title, body string, labels []string) (Request, error)
 	// Update sets the title and body of the request with that number.
 	Update(ctx context.Context, number int, title, body string) (Request, error)
 }
@@ -72,6 +75,11 @@ type Client interface {
 // an open request (GitHub's 422 "A pull request already exists", GitLab's
 // 409 Conflict).
 var ErrAlreadyExists = errors.New("an open request for this branch already exists")
+
+// ErrLabels is wrapped by Open's error when the request was opened but
+// the service refused its labels (GitHub sets them in a call of their
+// own).
+var ErrLabels = errors.New("the request was opened without its labels")
 
 // Error is a refusal by the service: its method, URL, status and message.
 // It never holds the token, which travels in a header only.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,8 +31,9 @@ type service struct {
 	hosts   *forge.Hosts
 	repoURL string
 	project string
-	// calls are the paths of the repository's requests and of request 1.
-	list, one string
+	// calls are the paths of the repository's requests and of request 1;
+	// labels is the call that labels request 1, when it takes one.
+	list, one, labels string
 }
 
 func services(t *testing.T) (*testenv.CA, []service) {
@@ -47,6 +49,7 @@ func services(t *testing.T) (*testenv.CA, []service) {
 			kind: forge.GitHub, api: gh, hosts: hosts,
 			repoURL: "https://x-access-token:secret@127.0.0.1:1/example/deploy.git", project: "example/deploy",
 			list: "/api/v3/repos/example/deploy/pulls", one: "/api/v3/repos/example/deploy/pulls/1",
+			labels: "POST /api/v3/repos/example/deploy/issues/1/labels",
 		},
 		{
 			kind: forge.GitLab, api: gl, hosts: hosts,
@@ -88,24 +91,30 @@ func TestRequests(t *testing.T) {
 			if found, err := c.Find(ctx, "image-updates", "main"); err != nil || len(found) != 0 {
 				t.Fatalf("Find: %v %v", found, err)
 			}
-			opened, err := c.Open(ctx, "image-updates", "main", "build: update", "- app: 1 to 2")
+			opened, err := c.Open(ctx, "image-updates", "main", "build: update", "- app: 1 to 2", []string{"image-update", "automated"})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := s.api.Reviews(s.project)[0].Labels; !slices.Equal(got, []string{"image-update", "automated"}) {
+				t.Errorf("labels %q", got)
 			}
 			if opened.Number != 1 || opened.State != forge.StateOpen || opened.URL == "" || opened.Body != "- app: 1 to 2" {
 				t.Errorf("opened %+v", opened)
 			}
 			// A second one for the same branch is refused.
-			if _, err := c.Open(ctx, "image-updates", "main", "again", ""); !errors.Is(err, forge.ErrAlreadyExists) {
+			if _, err := c.Open(ctx, "image-updates", "main", "again", "", nil); !errors.Is(err, forge.ErrAlreadyExists) {
 				t.Errorf("second Open: %v, want ErrAlreadyExists", err)
 			}
 			updated, err := c.Update(ctx, 1, "build: update 2", "- app: 1 to 3")
 			if err != nil || updated.Title != "build: update 2" || updated.Body != "- app: 1 to 3" {
 				t.Errorf("Update: %+v %v", updated, err)
 			}
+			if got := s.api.Reviews(s.project)[0].Labels; len(got) != 2 {
+				t.Errorf("labels after the update %q, want them kept", got)
+			}
 			// Closed and merged ones are told apart; newest first.
 			s.api.SetState(s.project, 1, "closed")
-			if _, err := c.Open(ctx, "image-updates", "main", "build: update 3", ""); err != nil {
+			if _, err := c.Open(ctx, "image-updates", "main", "build: update 3", "", nil); err != nil {
 				t.Fatal(err)
 			}
 			s.api.SetState(s.project, 2, "merged")
@@ -123,7 +132,11 @@ func TestRequests(t *testing.T) {
 			if found, _ := c.Find(ctx, "image-updates", "release"); len(found) != 0 {
 				t.Errorf("Find into another base: %v", found)
 			}
-			want := []string{"GET " + s.list, "POST " + s.list, "POST " + s.list, method + " " + s.one, "POST " + s.list, "GET " + s.list, "GET " + s.list}
+			want := []string{"GET " + s.list, "POST " + s.list}
+			if s.labels != "" {
+				want = append(want, s.labels)
+			}
+			want = append(want, "POST "+s.list, method+" "+s.one, "POST "+s.list, "GET "+s.list, "GET "+s.list)
 			if diff := cmp.Diff(want, s.api.Calls()); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
@@ -163,7 +176,7 @@ func TestErrors(t *testing.T) {
 				s.api.FailReviewsWith(tt.status)
 				t.Cleanup(func() { s.api.FailReviewsWith(0) })
 				c := client(t, ca, s, tok)
-				_, err := c.Open(context.Background(), "b", "main", "t", "")
+				_, err := c.Open(context.Background(), "b", "main", "t", "", nil)
 				if err == nil || !strings.Contains(err.Error(), tt.want[s.kind]) || !strings.Contains(err.Error(), "POST https://127.0.0.1") {
 					t.Errorf("got %v, want an error with %q", err, tt.want[s.kind])
 				}

@@ -73,8 +73,10 @@ func (g *gitHub) Find(ctx context.Context, head, base string) ([]Request, error)
 	return out, nil
 }
 
-// Open is POST /repos/{owner}/{repo}/pulls.
-func (g *gitHub) Open(ctx context.Context, head, base, title, body string) (Request, error) {
+// Open is POST /repos/{owner}/{repo}/pulls, then, with labels, POST
+// /repos/{owner}/{repo}/issues/{number}/labels: a pull request takes its
+// labels as an issue does.
+func (g *gitHub) Open(ctx context.Context, head, base, title, body string, labels []string) (Request, error) {
 	var p githubPull
 	err := g.call(ctx, http.MethodPost, g.pulls(), map[string]string{"head": head, "base": base, "title": title, "body": body}, &p)
 	if err != nil {
@@ -83,7 +85,14 @@ func (g *gitHub) Open(ctx context.Context, head, base, title, body string) (Requ
 		}
 		return Request{}, err
 	}
-	return p.request(), nil
+	req := p.request()
+	if len(labels) > 0 {
+		path := fmt.Sprintf("/repos/%s/issues/%d/labels", g.project, req.Number)
+		if err := g.call(ctx, http.MethodPost, path, map[string][]string{"labels": labels}, nil); err != nil {
+			return req, fmt.Errorf("%w: %w", ErrLabels, err)
+		}
+	}
+	return req, nil
 }
 
 // Update is PATCH /repos/{owner}/{repo}/pulls/{number}.

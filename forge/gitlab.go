@@ -68,10 +68,14 @@ func (g *gitLab) Find(ctx context.Context, head, base string) ([]Request, error)
 	return out, nil
 }
 
-// Open is POST /projects/:id/merge_requests.
-func (g *gitLab) Open(ctx context.Context, head, base, title, body string) (Request, error) {
+// Open is POST /projects/:id/merge_requests, labels given as GitLab takes
+// them, comma-separated.
+func (g *gitLab) Open(ctx context.Context, head, base, title, body string, labels []string) (Request, error) {
 	var m gitlabMergeRequest
 	in := map[string]string{"source_branch": head, "target_branch": base, "title": title, "description": body}
+	if len(labels) > 0 {
+		in["labels"] = strings.Join(labels, ",")
+	}
 	if err := g.call(ctx, http.MethodPost, g.mergeRequests(), in, &m); err != nil {
 		if statusOf(err) == http.StatusConflict {
 			return Request{}, fmt.Errorf("%w: %w", ErrAlreadyExists, err)

@@ -34,6 +34,7 @@ func TestImageUpdater(t *testing.T) {
 	t.Run("status", func(t *testing.T) { testStatus(t, s) })
 	t.Run("one listing per repository", func(t *testing.T) { testListings(t, s) })
 	t.Run("samples", func(t *testing.T) { testSamples(t, s) })
+	t.Run("schema", func(t *testing.T) { testSchema(t, s) })
 	t.Run("one push per repository and branch", func(t *testing.T) { testOnePush(t, s) })
 	t.Run("signed versions only", func(t *testing.T) { testSignatures(t, s) })
 }
@@ -219,7 +220,7 @@ func testFields(t *testing.T, s *servers) {
 			name: "manifestTargets.plugin is refused",
 			spec: func(img string) api.ImageUpdaterSpec {
 				return api.ImageUpdaterSpec{ApplicationRefs: refs(api.ImageConfig{Alias: "web", ImageName: img,
-					ManifestTarget: &api.ManifestTarget{Plugin: &api.HelmTarget{Name: ptr("image")}}})}
+					ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Name: ptr("image")}}})}
 			},
 			want:      unchanged,
 			wantError: "spec.applicationRefs[0].images[0].manifestTargets.plugin (image web): config management plugin targets are not supported",
@@ -273,30 +274,6 @@ func testFields(t *testing.T, s *servers) {
 			},
 			want:      unchanged,
 			wantError: `spec.writeBackConfig.gitConfig.writeBackTarget: unknown target "kustomization.yaml"`,
-		},
-		{
-			name: "pullRequest without a branch of its own: nothing is written",
-			spec: func(img string) api.ImageUpdaterSpec {
-				return api.ImageUpdaterSpec{
-					ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: img}},
-						WriteBackConfig: &api.WriteBackConfig{Method: ptr("git"), GitConfig: &api.GitConfig{
-							Repository: ptr("https://git.example.com/deploy.git"), Branch: ptr("main"),
-							PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}}}}},
-				}
-			},
-			want:      unchanged,
-			wantError: "spec.applicationRefs[0].writeBackConfig.gitConfig.branch: a pull request needs a branch of its own",
-		},
-		{
-			name: "imagesVerification without a key: the image is not updated",
-			spec: func(img string) api.ImageUpdaterSpec {
-				return api.ImageUpdaterSpec{
-					ImagesVerification: &api.ImagesVerification{},
-					ApplicationRefs:    refs(api.ImageConfig{Alias: "web", ImageName: img}),
-				}
-			},
-			want:      unchanged,
-			wantError: "spec.imagesVerification.cosignKey (image web): verification is enabled but names no key",
 		},
 		{
 			name: "imagesVerification naming a missing Secret: the image is not updated",
@@ -356,6 +333,40 @@ func testFields(t *testing.T, s *servers) {
 // testPrecedence: each setting comes from the most specific level that
 // sets it: image, then applicationRef, then spec.
 func testPrecedence(t *testing.T, s *servers) {
+	t.Run("inherited across a block set at a narrower level", func(t *testing.T) {
+		w := s.world(t, "inheritance")
+		w.push(t, "web", "1.0.0", "1.1.0")
+		// Not running: only the spec's forceUpdate lets it be written.
+		w.createApps(t, w.app("web", nil, nil, "example.com/other:1.0.0"))
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+			CommonUpdateSettings: &api.CommonUpdateSettings{ForceUpdate: ptr(true)},
+			ApplicationRefs: []api.ApplicationRef{{NamePattern: "*",
+				CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr(`regexp:^1\.`)},
+				Images:               []api.ImageConfig{{Alias: "web", ImageName: w.image("web")}}}},
+		}})
+		w.updater.RunOnce(t.Context())
+		if got, want := testenv.KustomizeImages(t, w.getApp(t, "web")), []string{w.image("web") + ":1.1.0"}; !slices.Equal(got, want) {
+			t.Errorf("kustomize images = %q, want %q (the spec's forceUpdate, the ref's allowTags)", got, want)
+		}
+	})
+	t.Run("the most specific applicationRef", func(t *testing.T) {
+		w := s.world(t, "specificity")
+		w.push(t, "web", "1.0.0", "1.1.0", "2.0.0")
+		w.createApps(t, w.app("app-prod", nil, nil, w.image("web")+":1.0.0"), w.app("app-dev", nil, nil, w.image("web")+":1.0.0"))
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+			ApplicationRefs: []api.ApplicationRef{
+				{NamePattern: "app-*", CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr(`regexp:^1\.`)},
+					Images: []api.ImageConfig{{Alias: "web", ImageName: w.image("web")}}},
+				{NamePattern: "app-prod", Images: []api.ImageConfig{{Alias: "web", ImageName: w.image("web")}}},
+			},
+		}})
+		w.updater.RunOnce(t.Context())
+		for name, want := range map[string]string{"app-prod": ":2.0.0", "app-dev": ":1.1.0"} {
+			if got := testenv.KustomizeImages(t, w.getApp(t, name)); !slices.Equal(got, []string{w.image("web") + want}) {
+				t.Errorf("%s: kustomize images = %q, want %s%s", name, got, w.image("web"), want)
+			}
+		}
+	})
 	w := s.world(t, "precedence")
 	for _, repo := range []string{"a", "b", "c"} {
 		w.push(t, repo, "1.0.0", "1.0.1", "1.1.0", "2.0.0")
@@ -695,6 +706,70 @@ func testSamples(t *testing.T, s *servers) {
 	for _, name := range []string{"simple", "from-annotations"} {
 		if iu := w.getUpdater(t, name); iu.Status.ApplicationsMatched != 1 || condition(iu, imageupdater.ConditionReady).Status != metav1.ConditionTrue {
 			t.Errorf("%s: status = %+v", name, iu.Status)
+		}
+	}
+}
+
+// testSchema: the CRD holds v1.3.0's rules and no defaults below the
+// spec, which would hide what a wider level sets; every example applies.
+func testSchema(t *testing.T, s *servers) {
+	w := s.world(t, "schema")
+	refs := func(ref api.ApplicationRef) []api.ApplicationRef {
+		ref.NamePattern = "*"
+		ref.Images = []api.ImageConfig{{Alias: "web", ImageName: "nginx"}}
+		return []api.ApplicationRef{ref}
+	}
+	refused := []struct {
+		name string
+		spec api.ImageUpdaterSpec
+		want string
+	}{
+		{"verification without a key", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"at least one verification method (cosignKey) is required"},
+		{"two forges", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, GitLab: &api.ForgeConfig{}}}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"Exactly one of github or gitlab must be set"},
+		{"an empty label", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{""}}}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"labels[0]"},
+		{"a plugin target naming nothing", api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx", ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Tag: ptr("TAG")}}}}}}},
+			"At least one of spec or name must be specified in plugin target"},
+	}
+	for i, tt := range refused {
+		iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: fmt.Sprintf("refused-%d", i)}, Spec: tt.spec}
+		if err := w.k.Client.Create(t.Context(), iu); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: created (%v), want a refusal containing %q", tt.name, err, tt.want)
+		}
+	}
+
+	// A ref that sets one setting of a block gets no default for the
+	// others: the spec's method and forceUpdate still apply to it.
+	w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "inherits"}, Spec: api.ImageUpdaterSpec{
+		WriteBackConfig: &api.WriteBackConfig{Method: ptr("git")},
+		ApplicationRefs: refs(api.ApplicationRef{
+			CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr("any")},
+			WriteBackConfig:      &api.WriteBackConfig{GitConfig: &api.GitConfig{Branch: ptr("main")}},
+		}),
+	}})
+	ref := w.getUpdater(t, "inherits").Spec.ApplicationRefs[0]
+	if ref.CommonUpdateSettings.UpdateStrategy != nil || ref.CommonUpdateSettings.ForceUpdate != nil || ref.WriteBackConfig.Method != nil {
+		t.Errorf("the API server filled defaults in the ref: %+v %+v", ref.CommonUpdateSettings, ref.WriteBackConfig)
+	}
+
+	files, err := filepath.Glob(filepath.Join("..", "manifests", "examples", "imageupdater", "*.yaml"))
+	if err != nil || len(files) < 4 {
+		t.Fatalf("examples %v, %v", files, err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		iu := &api.ImageUpdater{}
+		if err := yaml.UnmarshalStrict(data, iu); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		iu.Namespace, iu.Name = w.ns, "example-"+iu.Name
+		if err := w.k.Client.Create(t.Context(), iu); err != nil {
+			t.Errorf("%s: %v", file, err)
 		}
 	}
 }

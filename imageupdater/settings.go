@@ -168,7 +168,7 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 	var wb appwatch.WriteBackSpec
 	var method, target string
 	var methodAt, targetAt field
-	var pr, branchAt field
+	var pr field
 	var kind forge.Kind
 	for i, l := range levels {
 		if l == nil {
@@ -197,9 +197,7 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 			if g.PullRequest.GitHub != nil {
 				kind = forge.GitHub
 			}
-		}
-		if branchAt.path == "" && g.Branch != nil {
-			branchAt = gat.child(".branch")
+			wb.PullRequestLabels = g.PullRequest.Labels
 		}
 	}
 	var err error
@@ -213,21 +211,22 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 		*problems = append(*problems, appwatch.Problem{Field: targetAt.String(), Message: err.Error()})
 	}
 	if pr.path != "" && wb.Method == appwatch.WriteBackGit {
-		if strings.Contains(wb.GitBranch, ":") {
-			wb.PullRequest = kind
-		} else {
-			// Fail closed: a change meant for review must not be pushed
-			// to the branch it would be reviewed against.
-			at := branchAt
-			if at.path == "" {
-				at = pr
-			}
-			*problems = append(*problems, appwatch.Problem{Field: at.String(),
-				Message: "a pull request needs a branch of its own: set gitConfig.branch to <base>:<branch> or :<branch>"})
+		wb.PullRequest = kind
+		if !strings.Contains(wb.GitBranch, ":") {
+			// As v1.3.0: branch is the request's base, and the request
+			// comes from a branch of its own per target and change.
+			wb.GitBranch += ":" + PullRequestBranch
 		}
+	} else {
+		wb.PullRequestLabels = nil
 	}
 	return wb
 }
+
+// PullRequestBranch is the branch a pull request of an ImageUpdater comes
+// from when gitConfig.branch names only its base, as v1.3.0 names it: one
+// per write-back target and set of changes.
+const PullRequestBranch = "image-updater-{{.TargetKey}}-{{.SHA256}}"
 
 func deref(s *string) string {
 	if s == nil {

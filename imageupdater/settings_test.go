@@ -1,6 +1,7 @@
 package imageupdater
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,40 +44,44 @@ func FuzzRefConfig(f *testing.F) {
 }
 
 // TestWriteBackPullRequest: gitConfig.pullRequest chooses the service of
-// the write-back, and needs a branch of its own.
+// the write-back; a branch naming only the base gets v1.3.0's branch of
+// the request's own.
 func TestWriteBackPullRequest(t *testing.T) {
 	tests := []struct {
-		name    string
-		branch  string
-		pr      *api.PullRequestConfig
-		want    forge.Kind
-		problem string
+		name       string
+		branch     string
+		pr         *api.PullRequestConfig
+		want       forge.Kind
+		wantBranch string
+		wantLabels []string
 	}{
-		{name: "github", branch: "main:image-updates", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}, want: forge.GitHub},
-		{name: "gitlab", branch: ":image-updates", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}}, want: forge.GitLab},
-		{name: "none", branch: "main"},
-		{name: "no branch of its own", branch: "main", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}},
-			problem: "ImageUpdater ns/iu spec.writeBackConfig.gitConfig.branch: a pull request needs a branch of its own"},
+		{name: "github", branch: "main:image-updates", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}, want: forge.GitHub, wantBranch: "main:image-updates"},
+		{name: "gitlab", branch: ":image-updates", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}}, want: forge.GitLab, wantBranch: ":image-updates"},
+		{name: "none", branch: "main", wantBranch: "main"},
+		{name: "the base only, as v1.3.0", branch: "main", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{"image-update"}},
+			want: forge.GitHub, wantBranch: "main:image-updater-{{.TargetKey}}-{{.SHA256}}", wantLabels: []string{"image-update"}},
+		{name: "no branch: the target revision is the base", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}},
+			want: forge.GitLab, wantBranch: ":image-updater-{{.TargetKey}}-{{.SHA256}}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var branch *string
+			if tt.branch != "" {
+				branch = &tt.branch
+			}
 			iu := &api.ImageUpdater{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
 				Spec: api.ImageUpdaterSpec{
-					WriteBackConfig: &api.WriteBackConfig{Method: ptr("git"), GitConfig: &api.GitConfig{Branch: &tt.branch, PullRequest: tt.pr}},
+					WriteBackConfig: &api.WriteBackConfig{Method: ptr("git"), GitConfig: &api.GitConfig{Branch: branch, PullRequest: tt.pr}},
 					ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx"}}}},
 				},
 			}
 			a := refConfig(iu, 0, nil)
-			if a.WriteBack.PullRequest != tt.want {
-				t.Errorf("PullRequest = %q, want %q", a.WriteBack.PullRequest, tt.want)
+			if a.WriteBack.PullRequest != tt.want || a.WriteBack.GitBranch != tt.wantBranch || !slices.Equal(a.WriteBack.PullRequestLabels, tt.wantLabels) {
+				t.Errorf("PullRequest %q, branch %q, labels %q; want %q, %q, %q", a.WriteBack.PullRequest, a.WriteBack.GitBranch, a.WriteBack.PullRequestLabels, tt.want, tt.wantBranch, tt.wantLabels)
 			}
-			var problems []string
-			for _, p := range a.Problems {
-				problems = append(problems, p.Error())
-			}
-			if got := strings.Join(problems, "\n"); (tt.problem == "") != (got == "") || !strings.Contains(got, tt.problem) {
-				t.Errorf("problems %q, want %q", got, tt.problem)
+			if len(a.Problems) != 0 {
+				t.Errorf("problems %v", a.Problems)
 			}
 		})
 	}
@@ -113,3 +118,28 @@ func TestImagesVerificationKey(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSpecificity: v1.3.0's order of applicationRefs selecting one
+// Application: an exact name, then label selectors, then longer literals.
+func TestSpecificity(t *testing.T) {
+	sel := func(labels int) *metav1.LabelSelector {
+		s := &metav1.LabelSelector{MatchLabels: map[string]string{}}
+		for i := range labels {
+			s.MatchLabels[string(rune('a'+i))] = "x"
+		}
+		return s
+	}
+	ordered := []api.ApplicationRef{
+		{NamePattern: "app-prod"},
+		{NamePattern: "*", LabelSelectors: sel(2)},
+		{NamePattern: "*", LabelSelectors: sel(1)},
+		{NamePattern: "app-prod-*"},
+		{NamePattern: "app-[a-z]*"},
+		{NamePattern: "*"},
+	}
+	for i := 1; i < len(ordered); i++ {
+		if a, b := specificity(ordered[i-1]), specificity(ordered[i]); a <= b {
+			t.Errorf("%+v (%d) should rank above %+v (%d)", ordered[i-1], a, ordered[i], b)
+		}
+	}
+}

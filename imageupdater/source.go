@@ -1,10 +1,12 @@
 package imageupdater
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -36,7 +38,8 @@ type Applications interface {
 // resources select, with the settings the resources give them, beside the
 // annotated Applications. Each Application is handled once:
 //   - of the ImageUpdaters of its namespace that select it, by the first
-//     by name, and of that resource's applicationRefs by the first;
+//     by name, and of that resource's applicationRefs by the most
+//     specific (see specificity), the first in the list among equals;
 //   - an ImageUpdater wins over the Application's own image-list
 //     annotation, unless it reads that annotation (useAnnotations).
 //
@@ -226,9 +229,17 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 		}
 		sels[i] = selector{pattern: ref.NamePattern, selector: sel}
 	}
+	order := make([]int, len(sels))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(specificity(iu.Spec.ApplicationRefs[b]), specificity(iu.Spec.ApplicationRefs[a]))
+	})
 	configs := make([]*appwatch.Annotations, len(sels))
 	for _, obj := range source.InNamespace(iu.Namespace) {
-		for i, sel := range sels {
+		for _, i := range order {
+			sel := sels[i]
 			if ok, _ := path.Match(sel.pattern, obj.GetName()); !ok || !sel.selector.Matches(labels.Set(obj.GetLabels())) {
 				continue
 			}
@@ -274,6 +285,26 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 	}
 	return nil
 }
+
+// specificity ranks an applicationRef as v1.3.0 does, so that of several
+// refs selecting an Application the same one handles it: a name without
+// wildcards first, then a label selector (the more labels and expressions
+// the better), then the longer the literal part of the name pattern.
+func specificity(ref api.ApplicationRef) int {
+	score := 0
+	if !strings.ContainsAny(ref.NamePattern, "*?[]") {
+		score += 1_000_000
+	}
+	literal := characterClass.ReplaceAllString(ref.NamePattern, "")
+	score += len(strings.NewReplacer("*", "", "?", "").Replace(literal))
+	if s := ref.LabelSelectors; s != nil {
+		score += 10_000 + 100*(len(s.MatchLabels)+len(s.MatchExpressions))
+	}
+	return score
+}
+
+// characterClass is a "[...]" of a name pattern.
+var characterClass = regexp.MustCompile(`\[.*?]`)
 
 // list returns the ImageUpdaters sorted by namespace and name. One that
 // cannot be read is logged and left out.

@@ -27,7 +27,8 @@ import (
 // (POST /app/installations/{installation_id}/access_tokens, authenticated
 // with a JWT signed RS256 by the app's private key), and finding, opening
 // and updating pull requests (GET, POST /repos/{owner}/{repo}/pulls,
-// PATCH /repos/{owner}/{repo}/pulls/{number}, authenticated with a token
+// PATCH /repos/{owner}/{repo}/pulls/{number}, POST
+// /repos/{owner}/{repo}/issues/{number}/labels, authenticated with a token
 // it minted or was told to accept). It speaks the request and answer
 // formats GitHub documents and checks every request the way GitHub would;
 // there is no GitHub to run here.

@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,8 @@ func (g *GitHubAPI) servePulls(w http.ResponseWriter, r *http.Request) {
 	}
 	rest := strings.TrimPrefix(r.URL.Path, githubAPIPrefix+"/repos/")
 	parts := strings.Split(rest, "/")
-	if len(parts) < 3 || len(parts) > 4 || parts[2] != "pulls" || parts[0] == "" || parts[1] == "" {
+	labels := len(parts) == 5 && parts[2] == "issues" && parts[4] == "labels"
+	if !labels && (len(parts) < 3 || len(parts) > 4 || parts[2] != "pulls") || parts[0] == "" || parts[1] == "" {
 		refuse(http.StatusNotFound, "Not Found", "unknown path")
 		return
 	}
@@ -90,6 +92,33 @@ func (g *GitHubAPI) servePulls(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if labels {
+		// POST /repos/{owner}/{repo}/issues/{number}/labels: a pull
+		// request takes labels as an issue; the answer is its labels.
+		number, err := strconv.Atoi(parts[3])
+		var in struct {
+			Labels []string `json:"labels"`
+		}
+		if err != nil || r.Method != http.MethodPost {
+			refuse(http.StatusNotFound, "Not Found", "want POST .../issues/{number}/labels")
+			return
+		}
+		if err := decodeJSON(r, &in); err != nil || len(in.Labels) == 0 || slices.Contains(in.Labels, "") {
+			refuse(http.StatusUnprocessableEntity, "Validation Failed", "labels must be a list of names")
+			return
+		}
+		p, ok := s.label(repo, number, in.Labels)
+		if !ok {
+			githubError(w, http.StatusNotFound, "Not Found")
+			return
+		}
+		out := []map[string]string{}
+		for _, l := range p.Labels {
+			out = append(out, map[string]string{"name": l})
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
 	if len(parts) == 4 {
 		number, err := strconv.Atoi(parts[3])
 		if err != nil || r.Method != http.MethodPatch {

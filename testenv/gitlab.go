@@ -7,13 +7,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 // GitLabAPI stands in for the merge request calls of GitLab's REST API
-// v4: GET and POST /api/v4/projects/:id/merge_requests and PUT
+// v4: GET and POST /api/v4/projects/:id/merge_requests (with labels,
+// comma-separated) and PUT
 // /api/v4/projects/:id/merge_requests/:merge_request_iid, where :id is the
 // project's URL-encoded path, authenticated with a PRIVATE-TOKEN header or
 // "Authorization: Bearer". It answers with the fields and status codes
@@ -45,13 +47,14 @@ func StartGitLabAPI(t testing.TB, ca *CA, tokens ...string) *GitLabAPI {
 // gitlabMR is a merge request in GitLab's JSON, the fields the stand-in
 // fills.
 type gitlabMR struct {
-	IID          int    `json:"iid"`
-	WebURL       string `json:"web_url"`
-	State        string `json:"state"`
-	Title        string `json:"title"`
-	Description  string `json:"description"`
-	SourceBranch string `json:"source_branch"`
-	TargetBranch string `json:"target_branch"`
+	IID          int      `json:"iid"`
+	WebURL       string   `json:"web_url"`
+	State        string   `json:"state"`
+	Title        string   `json:"title"`
+	Description  string   `json:"description"`
+	SourceBranch string   `json:"source_branch"`
+	TargetBranch string   `json:"target_branch"`
+	Labels       []string `json:"labels"`
 }
 
 func (g *GitLabAPI) mrJSON(project string, m Review) gitlabMR {
@@ -61,7 +64,7 @@ func (g *GitLabAPI) mrJSON(project string, m Review) gitlabMR {
 	}
 	return gitlabMR{
 		IID: m.Number, State: state, Title: m.Title, Description: m.Body,
-		SourceBranch: m.Head, TargetBranch: m.Base,
+		SourceBranch: m.Head, TargetBranch: m.Base, Labels: append([]string{}, m.Labels...),
 		WebURL: fmt.Sprintf("https://gitlab.example.com/%s/-/merge_requests/%d", project, m.Number),
 	}
 }
@@ -159,7 +162,14 @@ func (g *GitLabAPI) serve(w http.ResponseWriter, r *http.Request) {
 			gitlabError(w, http.StatusUnprocessableEntity, []string{"Source branch does not exist"})
 			return
 		}
-		m, created := s.open(project, Review{Head: in["source_branch"], Base: in["target_branch"], Title: in["title"], Body: in["description"]})
+		// GitLab takes labels as one comma-separated string.
+		var labels []string
+		for l := range strings.SplitSeq(in["labels"], ",") {
+			if l = strings.TrimSpace(l); l != "" && !slices.Contains(labels, l) {
+				labels = append(labels, l)
+			}
+		}
+		m, created := s.open(project, Review{Head: in["source_branch"], Base: in["target_branch"], Title: in["title"], Body: in["description"], Labels: labels})
 		if !created {
 			gitlabError(w, http.StatusConflict, []string{fmt.Sprintf("Another open merge request already exists for this source branch: !%d", m.Number)})
 			return

@@ -21,6 +21,8 @@ type Review struct {
 	// State is "open", "closed" or "merged", whatever the service calls
 	// them on the wire.
 	State string
+	// Labels are the request's labels, in the order they were added.
+	Labels []string
 }
 
 // reviews is the pull or merge requests of a stand-in, with the calls
@@ -97,6 +99,7 @@ func (s *reviews) open(repo string, r Review) (Review, bool) {
 	}
 	r.Number = len(s.byRepo[repo]) + 1
 	r.State = "open"
+	r.Labels = slices.Clone(r.Labels)
 	s.byRepo[repo] = append(s.byRepo[repo], &r)
 	return r, true
 }
@@ -124,6 +127,17 @@ func (s *reviews) edit(repo string, number int, in map[string]string, bodyField 
 		}
 		if v, ok := in[bodyField]; ok {
 			r.Body = v
+		}
+	})
+}
+
+// label adds labels to request number of repo, each once.
+func (s *reviews) label(repo string, number int, labels []string) (Review, bool) {
+	return s.update(repo, number, func(r *Review) {
+		for _, l := range labels {
+			if !slices.Contains(r.Labels, l) {
+				r.Labels = append(r.Labels, l)
+			}
 		}
 	})
 }

@@ -104,15 +104,15 @@ type ImageConfig struct {
 // CommonUpdateSettings choose the new version of an image.
 type CommonUpdateSettings struct {
 	// UpdateStrategy is semver, newest-build, digest or alphabetical (or
-	// the older names latest and name).
+	// the older names latest and name); semver when no level sets it. No
+	// schema default: a default at the ref or image level would hide what
+	// a wider level sets.
 	// +optional
-	// +kubebuilder:default:="semver"
 	UpdateStrategy *string `json:"updateStrategy,omitempty"`
 
 	// ForceUpdate updates the image even when the Application does not
-	// run it.
+	// run it; false when no level sets it.
 	// +optional
-	// +kubebuilder:default:=false
 	ForceUpdate *bool `json:"forceUpdate,omitempty"`
 
 	// AllowTags keeps only matching tags (regexp:<expression>, or any:
@@ -138,10 +138,9 @@ type CommonUpdateSettings struct {
 
 // WriteBackConfig says where a new version is written.
 type WriteBackConfig struct {
-	// Method is argocd, git, git:repocreds or
-	// git:secret:<namespace>/<name>.
-	// +kubebuilder:validation:Required
-	// +kubebuilder:default:="argocd"
+	// Method is argocd, git, git:repocreds or git:secret:<name>; taken
+	// from a wider level when unset, argocd when no level sets it.
+	// +optional
 	// +kubebuilder:validation:Pattern=`^(argocd|git|git:[a-zA-Z0-9][a-zA-Z0-9-._/:]*)$`
 	Method *string `json:"method,omitempty"`
 
@@ -174,7 +173,7 @@ type GitConfig struct {
 }
 
 // PullRequestConfig names the forge whose pull requests are opened.
-// +kubebuilder:validation:XValidation:rule="has(self.github) != has(self.gitlab)",message="Exactly one of github or gitlab must be specified within pullRequest."
+// +kubebuilder:validation:XValidation:rule="(has(self.github) ? 1 : 0) + (has(self.gitlab) ? 1 : 0) == 1",message="Exactly one of github or gitlab must be set"
 type PullRequestConfig struct {
 	// GitHub opens GitHub pull requests.
 	// +optional
@@ -182,6 +181,14 @@ type PullRequestConfig struct {
 	// GitLab opens GitLab merge requests.
 	// +optional
 	GitLab *ForgeConfig `json:"gitlab,omitempty"`
+	// Labels are put on the pull or merge request when it is opened, and
+	// kept when it is updated.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=255
+	Labels []string `json:"labels,omitempty"`
 }
 
 // ForgeConfig holds a forge's settings; kept as written.
@@ -190,6 +197,7 @@ type ForgeConfig struct{}
 
 // ImagesVerification asks for the signatures of new versions to be
 // verified before they are written.
+// +kubebuilder:validation:XValidation:rule="self.enabled == false || has(self.cosignKey)",message="at least one verification method (cosignKey) is required when verification is enabled"
 type ImagesVerification struct {
 	// Enabled turns verification on.
 	// +optional
@@ -223,9 +231,32 @@ type ManifestTarget struct {
 	// +optional
 	Kustomize *KustomizeTarget `json:"kustomize,omitempty"`
 
-	// Plugin names the parameters of a config management plugin.
+	// Plugin names the environment variables of a config management
+	// plugin.
 	// +optional
-	Plugin *HelmTarget `json:"plugin,omitempty"`
+	Plugin *PluginTarget `json:"plugin,omitempty"`
+}
+
+// PluginTarget names the plugin's environment variables receiving the
+// image: name and tag, or spec for name:tag in one.
+// +kubebuilder:validation:XValidation:rule="has(self.spec) || has(self.name)",message="At least one of spec or name must be specified in plugin target."
+type PluginTarget struct {
+	// Name is the variable receiving the image name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name *string `json:"name,omitempty"`
+	// Tag is the variable receiving the version.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Tag *string `json:"tag,omitempty"`
+	// Spec is the variable receiving name:tag; name and tag are then
+	// ignored.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Spec *string `json:"spec,omitempty"`
 }
 
 // HelmTarget names the parameters receiving the image: name and tag

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
 	"unicode/utf8"
@@ -146,11 +147,17 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 	w.writeBranch(ctx, clone, acc, remote, plan, apps)
 
 	var listed []*appWrite
+	var labels []string
 	data := PullRequestData{Branch: branch, Base: plan.base}
 	for _, a := range apps {
 		if a.result.Err == nil {
 			listed = append(listed, a)
 			data.Applications = append(data.Applications, commitMessageData(a.update, a.update.Images))
+			for _, l := range a.update.PullRequestLabels {
+				if !slices.Contains(labels, l) {
+					labels = append(labels, l)
+				}
+			}
 		}
 	}
 	// Nothing to review: every Application failed, or neither this cycle
@@ -167,7 +174,12 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 		failAll(listed, err)
 		return
 	}
-	req, verb, err := ensureReview(ctx, client, branch, plan.base, title, body, open)
+	req, verb, err := ensureReview(ctx, client, branch, plan.base, title, body, labels, open)
+	if errors.Is(err, forge.ErrLabels) {
+		// The request is open: its labels are the reviewers' to add.
+		log.Warn("pull request opened without its labels", "branch", branch, "url", req.URL, "error", err)
+		err = nil
+	}
 	if err != nil {
 		failAll(listed, fmt.Errorf("%s pull request from %s into %s: %w", kind, branch, plan.base, err))
 		return
@@ -219,11 +231,12 @@ func firstOpen(found []forge.Request) *forge.Request {
 	return nil
 }
 
-// ensureReview opens the request or updates the open one; it says which
-// it did ("" when the open one was up to date).
-func ensureReview(ctx context.Context, c forge.Client, head, base, title, body string, open *forge.Request) (forge.Request, string, error) {
+// ensureReview opens the request, with labels, or updates the open one's
+// title and description (its labels, as the reviewers left them, are
+// kept); it says which it did ("" when the open one was up to date).
+func ensureReview(ctx context.Context, c forge.Client, head, base, title, body string, labels []string, open *forge.Request) (forge.Request, string, error) {
 	if open == nil {
-		req, err := c.Open(ctx, head, base, title, body)
+		req, err := c.Open(ctx, head, base, title, body, labels)
 		if !errors.Is(err, forge.ErrAlreadyExists) {
 			return req, "opened", err
 		}

@@ -35,6 +35,8 @@ type reviewEnv struct {
 	hosts *forge.Hosts
 	// list is the path of a repository's requests, %s the repository.
 	list func(repo string) string
+	// labelled is the calls that label a new request (GitHub's own call).
+	labelled func(repo string, number int) []string
 }
 
 func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
@@ -54,10 +56,13 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 		api.RequireBranches(exists)
 	}
 	envs = append(envs,
-		reviewEnv{kind: forge.GitHub, api: gh, hosts: hosts, list: func(repo string) string { return "/api/v3/repos/" + repo + "/pulls" }},
+		reviewEnv{kind: forge.GitHub, api: gh, hosts: hosts, list: func(repo string) string { return "/api/v3/repos/" + repo + "/pulls" },
+			labelled: func(repo string, number int) []string {
+				return []string{fmt.Sprintf("POST /api/v3/repos/%s/issues/%d/labels", repo, number)}
+			}},
 		reviewEnv{kind: forge.GitLab, api: gl, hosts: hosts, list: func(repo string) string {
 			return "/api/v4/projects/" + strings.ReplaceAll(repo, "/", "%2F") + "/merge_requests"
-		}},
+		}, labelled: func(string, int) []string { return nil }},
 	)
 	return envs
 }
@@ -85,8 +90,10 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 			patch := map[forge.Kind]string{forge.GitHub: "PATCH", forge.GitLab: "PUT"}[r.kind]
 
 			// One cycle, two Applications of one repository, one branch: one
-			// request listing both.
-			results := mustWrite(t, w, reviewUpdate("billing", url, "v0.0.2", r.kind), reviewUpdate("shop", url, "v0.0.2", r.kind))
+			// request listing both, with the labels of both.
+			billing, shop := reviewUpdate("billing", url, "v0.0.2", r.kind), reviewUpdate("shop", url, "v0.0.2", r.kind)
+			billing.PullRequestLabels, shop.PullRequestLabels = []string{"image-update"}, []string{"image-update", "team-shop"}
+			results := mustWrite(t, w, billing, shop)
 			reviews := r.api.Reviews(repo)
 			if len(reviews) != 1 {
 				t.Fatalf("requests %+v, want one", reviews)
@@ -96,6 +103,9 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 			if got.Head != "image-updates" || got.Base != "main" || got.Title != "build: automatic update of 2 applications" || got.Body != wantBody || got.State != "open" {
 				t.Errorf("request %+v\nwant body %q", got, wantBody)
 			}
+			if !slices.Equal(got.Labels, []string{"image-update", "team-shop"}) {
+				t.Errorf("labels %q", got.Labels)
+			}
 			for _, res := range results {
 				if res.Branch != "image-updates" || res.PullRequest == "" || !strings.HasSuffix(res.PullRequest, "/1") || len(res.Changed) != 1 {
 					t.Errorf("result %+v", res)
@@ -104,7 +114,7 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 			if n := len(e.git.Log(t, repo, "main")); n != 1 {
 				t.Errorf("main has %d commits, want the initial one only", n)
 			}
-			if diff := cmp.Diff([]string{"GET " + list, "POST " + list}, r.api.Calls()); diff != "" {
+			if diff := cmp.Diff(append([]string{"GET " + list, "POST " + list}, r.labelled(repo, 1)...), r.api.Calls()); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 
@@ -122,7 +132,7 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 				t.Errorf("update: calls (-want +got):\n%s", diff)
 			}
 			reviews = r.api.Reviews(repo)
-			if len(reviews) != 1 || reviews[0].Title != "build: automatic update of billing" || !strings.Contains(reviews[0].Body, "to 'v0.0.3'") {
+			if len(reviews) != 1 || reviews[0].Title != "build: automatic update of billing" || !strings.Contains(reviews[0].Body, "to 'v0.0.3'") || len(reviews[0].Labels) != 2 {
 				t.Errorf("requests after an update: %+v", reviews)
 			}
 			if log := e.git.Log(t, repo, "image-updates"); len(log) != 4 || log[0].Hash != res.Commit {

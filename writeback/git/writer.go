@@ -81,7 +81,10 @@ type Update struct {
 	// must differ from its base, and opens or updates a pull request (or
 	// merge request) from it into the base (see WithForgeHosts).
 	PullRequest forge.Kind
-	Images      []writeback.ImageUpdate
+	// PullRequestLabels are put on the request when it is opened; those
+	// of every Application in it.
+	PullRequestLabels []string
+	Images            []writeback.ImageUpdate
 }
 
 func (u Update) key() string { return u.Namespace + "/" + u.Name }
