@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -9,9 +10,13 @@ import (
 )
 
 // Metrics of the update cycle. The names are those users of Argo CD Image
-// Updater already scrape; every one declared here is filled.
+// Updater already scrape; every one declared here is filled. The
+// per-Application series carry the labels of both lines, so that both
+// lines' dashboards and alerts keep working: v0.18's application, and
+// v1.x's image_updater_cr_name and image_updater_cr_namespace (the
+// ImageUpdater that configures the Application, empty for annotations).
 type Metrics struct {
-	appsWatchedGauge prometheus.Gauge
+	appsWatchedVec   *prometheus.GaugeVec
 	imagesWatchedVec *prometheus.GaugeVec
 	imagesUpdatedVec *prometheus.CounterVec
 	imagesErrorsVec  *prometheus.CounterVec
@@ -21,31 +26,47 @@ type Metrics struct {
 	kubeRequests     prometheus.Counter
 	kubeErrors       prometheus.Counter
 
-	// series are the Applications that have per-Application series, so
-	// those of Applications that are gone can be deleted. Only the cycle,
-	// which never overlaps itself, touches it.
-	series map[string]bool
+	// series are the label values of the per-Application series, and
+	// resources those of applications_watched_total, so that the series
+	// of Applications and resources that are gone can be deleted. Only
+	// the cycle, which never overlaps itself, touches them.
+	series    map[string][]string
+	resources map[[2]string]bool
+}
+
+// Label names of the per-Application series.
+const (
+	labelApplication = "application"
+	labelCRName      = "image_updater_cr_name"
+	labelCRNamespace = "image_updater_cr_namespace"
+)
+
+var appLabels = []string{labelApplication, labelCRName, labelCRNamespace}
+
+// appLabelValues are an Application's values of appLabels.
+func appLabelValues(app *appwatch.Application) []string {
+	return []string{app.Key(), app.ImageUpdater.Name, app.ImageUpdater.Namespace}
 }
 
 // NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		appsWatchedGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+		appsWatchedVec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "argocd_image_updater_applications_watched_total",
-			Help: "Number of Applications whose images are managed.",
-		}),
+			Help: "Number of Applications whose images are managed, by the ImageUpdater configuring them (empty for annotations).",
+		}, []string{labelCRName, labelCRNamespace}),
 		imagesWatchedVec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "argocd_image_updater_images_watched_total",
 			Help: "Number of images managed, by Application.",
-		}, []string{"application"}),
+		}, appLabels),
 		imagesUpdatedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "argocd_image_updater_images_updated_total",
 			Help: "Number of images updated, by Application.",
-		}, []string{"application"}),
+		}, appLabels),
 		imagesErrorsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "argocd_image_updater_images_errors_total",
 			Help: "Number of errors while checking or updating images, by Application.",
-		}, []string{"application"}),
+		}, appLabels),
 		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "argocd_image_updater_cycle_duration_seconds",
 			Help:    "Duration of update cycles.",
@@ -68,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Failed requests to the Kubernetes API (network errors and status 500 or above, 429 and 409).",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.appsWatchedGauge, m.imagesWatchedVec, m.imagesUpdatedVec, m.imagesErrorsVec,
+	for _, c := range []prometheus.Collector{m.appsWatchedVec, m.imagesWatchedVec, m.imagesUpdatedVec, m.imagesErrorsVec,
 		m.cycleDuration, m.appsProcessed, m.imagesProcessed, m.kubeRequests, m.kubeErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -84,36 +105,50 @@ func (m *Metrics) applicationsWatched(apps []*appwatch.Application) {
 	if m == nil {
 		return
 	}
-	m.appsWatchedGauge.Set(float64(len(apps)))
-	now := make(map[string]bool, len(apps))
+	// Annotated Applications are always counted, under empty resource
+	// labels, as v0.18's unlabelled gauge counted them.
+	counts := map[[2]string]int{{"", ""}: 0}
+	now := make(map[string][]string, len(apps))
 	for _, a := range apps {
-		now[a.Key()] = true
+		values := appLabelValues(a)
+		now[a.Key()] = values
+		counts[[2]string{values[1], values[2]}]++
 	}
-	for key := range m.series {
-		if !now[key] {
-			m.imagesWatchedVec.DeleteLabelValues(key)
-			m.imagesUpdatedVec.DeleteLabelValues(key)
-			m.imagesErrorsVec.DeleteLabelValues(key)
+	for key, values := range m.series {
+		if v, ok := now[key]; !ok || !slices.Equal(v, values) {
+			m.imagesWatchedVec.DeleteLabelValues(values...)
+			m.imagesUpdatedVec.DeleteLabelValues(values...)
+			m.imagesErrorsVec.DeleteLabelValues(values...)
 		}
 	}
 	m.series = now
+	for r := range m.resources {
+		if _, ok := counts[r]; !ok {
+			m.appsWatchedVec.DeleteLabelValues(r[0], r[1])
+		}
+	}
+	m.resources = make(map[[2]string]bool, len(counts))
+	for r, n := range counts {
+		m.appsWatchedVec.WithLabelValues(r[0], r[1]).Set(float64(n))
+		m.resources[r] = true
+	}
 }
 
 func (m *Metrics) imagesWatched(app *appwatch.Application, n int) {
 	if m != nil {
-		m.imagesWatchedVec.WithLabelValues(app.Key()).Set(float64(n))
+		m.imagesWatchedVec.WithLabelValues(appLabelValues(app)...).Set(float64(n))
 	}
 }
 
 func (m *Metrics) imagesUpdated(app *appwatch.Application, n int) {
 	if m != nil {
-		m.imagesUpdatedVec.WithLabelValues(app.Key()).Add(float64(n))
+		m.imagesUpdatedVec.WithLabelValues(appLabelValues(app)...).Add(float64(n))
 	}
 }
 
 func (m *Metrics) imageError(app *appwatch.Application) {
 	if m != nil {
-		m.imagesErrorsVec.WithLabelValues(app.Key()).Inc()
+		m.imagesErrorsVec.WithLabelValues(appLabelValues(app)...).Inc()
 	}
 }
 

@@ -77,7 +77,7 @@ func TestCycle(t *testing.T) {
 		if diff := cmp.Diff(wantAnnotations, evs[0].Annotations); diff != "" {
 			t.Errorf("event annotations (-want +got):\n%s", diff)
 		}
-		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/seed003")); got != 2 {
+		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/seed003", "", "")); got != 2 {
 			t.Errorf("images updated metric %v", got)
 		}
 
@@ -362,7 +362,7 @@ func TestCycle(t *testing.T) {
 		if got := count(); got != 2 {
 			t.Errorf("%d series after the deletion, want those of gone-two only", got)
 		}
-		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/gone-two")); got != 1 {
+		if got := testutil.ToFloat64(w.metrics.imagesUpdatedVec.WithLabelValues("argocd/gone-two", "", "")); got != 1 {
 			t.Errorf("gone-two's updated count %v, want it kept", got)
 		}
 	})
@@ -646,7 +646,7 @@ func TestCycle(t *testing.T) {
 				if got := testenv.KustomizeImages(t, w.get(t, name)); got != nil {
 					t.Errorf("written after the stop: %v", got)
 				}
-				if got := testutil.ToFloat64(w.metrics.imagesErrorsVec.WithLabelValues("argocd/" + name)); got != 0 {
+				if got := testutil.ToFloat64(w.metrics.imagesErrorsVec.WithLabelValues("argocd/"+name, "", "")); got != 0 {
 					t.Errorf("image errors metric %v", got)
 				}
 			})

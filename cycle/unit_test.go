@@ -3,9 +3,14 @@ package cycle
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -185,5 +190,48 @@ func TestGitUpdateRevision(t *testing.T) {
 				t.Errorf("revision %q, %v; want %q", u.TargetRevision, err, tt.revision)
 			}
 		})
+	}
+}
+
+// TestMetricLabels: the per-Application series carry v0.18's application
+// label and v1.x's ImageUpdater labels; series of Applications and
+// resources that are gone are deleted.
+func TestMetricLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotated := &appwatch.Application{Namespace: "argocd", Name: "web"}
+	byResource := &appwatch.Application{Namespace: "team-a", Name: "shop", ImageUpdater: types.NamespacedName{Namespace: "team-a", Name: "updater"}}
+	m.applicationsWatched([]*appwatch.Application{annotated, byResource})
+	m.imagesUpdated(byResource, 2)
+	m.imagesWatched(annotated, 1)
+	want := `
+# HELP argocd_image_updater_applications_watched_total Number of Applications whose images are managed, by the ImageUpdater configuring them (empty for annotations).
+# TYPE argocd_image_updater_applications_watched_total gauge
+argocd_image_updater_applications_watched_total{image_updater_cr_name="",image_updater_cr_namespace=""} 1
+argocd_image_updater_applications_watched_total{image_updater_cr_name="updater",image_updater_cr_namespace="team-a"} 1
+# HELP argocd_image_updater_images_updated_total Number of images updated, by Application.
+# TYPE argocd_image_updater_images_updated_total counter
+argocd_image_updater_images_updated_total{application="team-a/shop",image_updater_cr_name="updater",image_updater_cr_namespace="team-a"} 2
+# HELP argocd_image_updater_images_watched_total Number of images managed, by Application.
+# TYPE argocd_image_updater_images_watched_total gauge
+argocd_image_updater_images_watched_total{application="argocd/web",image_updater_cr_name="",image_updater_cr_namespace=""} 1
+`
+	names := []string{"argocd_image_updater_applications_watched_total", "argocd_image_updater_images_updated_total", "argocd_image_updater_images_watched_total"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	// The resource is gone: its series go; annotated Applications are
+	// still counted, as none.
+	m.applicationsWatched(nil)
+	want = `
+# HELP argocd_image_updater_applications_watched_total Number of Applications whose images are managed, by the ImageUpdater configuring them (empty for annotations).
+# TYPE argocd_image_updater_applications_watched_total gauge
+argocd_image_updater_applications_watched_total{image_updater_cr_name="",image_updater_cr_namespace=""} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
 	}
 }

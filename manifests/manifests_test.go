@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -215,5 +216,60 @@ func TestOverlays(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpstreamVolumes: the Deployment has the volumes and mounts of Argo
+// CD Image Updater's install (both lines) under its names and paths, so
+// that overlays patching them apply, and SSH commit signing configured
+// as upstream documents finds its key.
+func TestUpstreamVolumes(t *testing.T) {
+	dep := find(t, objects(t, kustomize(t, "base")), "Deployment", "argocd-image-updater")
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(dep.Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounts[m.Name] = m
+	}
+	want := []struct {
+		volume, path, subPath, source string
+	}{
+		{"image-updater-conf", "/app/config", "", "configMap argocd-image-updater-config"},
+		{"ssh-known-hosts", "/app/config/ssh", "", "configMap argocd-ssh-known-hosts-cm"},
+		{"ssh-config", "/app/.ssh", "", "configMap argocd-image-updater-ssh-config"},
+		{"ssh-signing-key", "/app/ssh-keys/id_rsa", "sshPrivateKey", "secret ssh-git-creds"},
+		{"argocd-image-updater-tls", "/app/config/tls", "", "secret argocd-image-updater-tls"},
+		{"tmp", "/tmp", "", "emptyDir"},
+	}
+	for _, w := range want {
+		m, ok := mounts[w.volume]
+		if !ok || m.MountPath != w.path || m.SubPath != w.subPath {
+			t.Errorf("mount of %s: %+v, want %s (subPath %q)", w.volume, m, w.path, w.subPath)
+		}
+		v := volumes[w.volume]
+		var source string
+		switch {
+		case v.ConfigMap != nil:
+			source = "configMap " + v.ConfigMap.Name
+			if v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional {
+				t.Errorf("volume %s: a missing ConfigMap must not keep the Pod from starting", w.volume)
+			}
+		case v.Secret != nil:
+			source = "secret " + v.Secret.SecretName
+			if v.Secret.Optional == nil || !*v.Secret.Optional {
+				t.Errorf("volume %s: a missing Secret must not keep the Pod from starting", w.volume)
+			}
+		case v.EmptyDir != nil:
+			source = "emptyDir"
+		}
+		if source != w.source {
+			t.Errorf("volume %s from %q, want %q", w.volume, source, w.source)
+		}
 	}
 }

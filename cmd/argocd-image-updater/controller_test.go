@@ -234,8 +234,8 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), "update cycle finished") })
 	_, metrics := get(ports[1], "/metrics")
 	for _, want := range []string{
-		"argocd_image_updater_applications_watched_total 1",
-		`argocd_image_updater_images_updated_total{application="argocd/main"} 1`,
+		`argocd_image_updater_applications_watched_total{image_updater_cr_name="",image_updater_cr_namespace=""} 1`,
+		`argocd_image_updater_images_updated_total{application="argocd/main",image_updater_cr_name="",image_updater_cr_namespace=""} 1`,
 		"argocd_image_updater_k8s_api_requests_total",
 		"argocd_image_updater_registry_requests_total{registry=",
 	} {

@@ -250,7 +250,7 @@ func (o *runOptions) validate() error {
 			return err
 		}
 	}
-	if err := o.webhook.validate(); err != nil {
+	if err := o.webhook.validate(o.healthPort, o.metricsPort); err != nil {
 		return err
 	}
 	if err := oneOf("logformat", o.logFormat, "text", "json"); err != nil {

@@ -81,13 +81,17 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	}
 }
 
-func (w *webhookOptions) validate() error {
+func (w *webhookOptions) validate(healthPort, metricsPort int) error {
 	if !w.enable {
 		return nil
 	}
 	switch {
 	case w.port < 1 || w.port > 65535:
 		return usageErrorf("invalid value %d for --webhook-port: must be a port number", w.port)
+	case w.port == healthPort:
+		return usageErrorf("--webhook-port and --health-port are both %d: give them different ports", w.port)
+	case w.port == metricsPort:
+		return usageErrorf("--webhook-port and --metrics-port are both %d: give them different ports", w.port)
 	case w.rateLimit < 0:
 		return usageErrorf("invalid value %d for --webhook-ratelimit-allowed: must not be negative", w.rateLimit)
 	case w.pubsubAccount != "" && w.pubsubAudience == "":
@@ -107,6 +111,13 @@ func newWebhookCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	cmd.Short = "Serve the webhook endpoint and check the repositories registries notify, without periodic cycles"
 	for _, name := range []string{"interval", "once", "enable-webhook", "stall-timeout"} {
 		_ = cmd.Flags().MarkHidden(name)
+	}
+	// Both lines of Argo CD Image Updater serve this command's endpoint on
+	// 8080 and no health server; --health-port turns one on.
+	for name, value := range map[string]string{"webhook-port": "8080", "health-port": "0"} {
+		f := cmd.Flags().Lookup(name)
+		_ = f.Value.Set(value)
+		f.DefValue = value
 	}
 	return cmd
 }

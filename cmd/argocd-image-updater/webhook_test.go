@@ -78,6 +78,13 @@ func TestWebhookFlags(t *testing.T) {
 			want: map[string]string{"max-concurrency": "3", "harbor-webhook-secret": "h"},
 		},
 		{name: "webhook command refuses --once", command: "webhook", args: []string{"--once"}, wantErr: "--once runs one cycle and exits"},
+		// As both lines of Argo CD Image Updater: 8080, no health server.
+		{name: "webhook command defaults", command: "webhook", env: map[string]string{"HARBOR_WEBHOOK_SECRET": "h"},
+			want: map[string]string{"webhook-port": "8080", "health-port": "0", "metrics-port": "8081"}},
+		{name: "webhook command's port from the environment", command: "webhook", env: map[string]string{"WEBHOOK_PORT": "9300", "HARBOR_WEBHOOK_SECRET": "h"},
+			want: map[string]string{"webhook-port": "9300"}},
+		{name: "the health server on the webhook port", command: "webhook", args: []string{"--health-port", "8080"}, wantErr: "--webhook-port and --health-port are both 8080"},
+		{name: "the metrics server on the webhook port", command: "run", args: []string{"--enable-webhook", "--webhook-port", "8081"}, wantErr: "--webhook-port and --metrics-port are both 8081"},
 		{name: "bad port", command: "run", args: []string{"--enable-webhook", "--webhook-port", "0"}, wantErr: "--webhook-port"},
 		{name: "bad port, webhook command", command: "webhook", args: []string{"--webhook-port", "70000"}, wantErr: "--webhook-port"},
 		{name: "port unchecked while disabled", command: "run", args: []string{"--webhook-port", "0"}, want: map[string]string{"webhook-port": "0"}},
