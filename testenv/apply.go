@@ -51,6 +51,22 @@ func DecodeYAML(t testing.TB, data []byte) []*unstructured.Unstructured {
 // object, naming it.
 func (k *Kube) DryRunApply(t testing.TB, namespace string, objs []*unstructured.Unstructured) []error {
 	t.Helper()
+	return k.apply(t, namespace, objs, metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}})
+}
+
+// Apply applies each object as `kubectl apply --server-side
+// --force-conflicts` does, as field manager (kubectl's is "kubectl"),
+// failing the test on a refusal. Namespaced objects without a namespace
+// go to namespace.
+func (k *Kube) Apply(t testing.TB, manager, namespace string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	if errs := k.apply(t, namespace, objs, metav1.ApplyOptions{FieldManager: manager, Force: true}); len(errs) > 0 {
+		t.Fatal(errors.Join(errs...))
+	}
+}
+
+func (k *Kube) apply(t testing.TB, namespace string, objs []*unstructured.Unstructured, opts metav1.ApplyOptions) []error {
+	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(k.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -76,9 +92,8 @@ func (k *Kube) DryRunApply(t testing.TB, namespace string, objs []*unstructured.
 			}
 			client = dyn.Resource(mapping.Resource).Namespace(ns)
 		}
-		_, err = client.Apply(t.Context(), obj.GetName(), obj, metav1.ApplyOptions{FieldManager: "test", DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("server-side dry run of %s %s: %w", gvk.Kind, obj.GetName(), err))
+		if _, err = client.Apply(t.Context(), obj.GetName(), obj, opts); err != nil {
+			errs = append(errs, fmt.Errorf("server-side apply of %s %s: %w", gvk.Kind, obj.GetName(), err))
 		}
 	}
 	return errs

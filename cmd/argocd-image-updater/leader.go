@@ -19,6 +19,13 @@ import (
 // leaseName is the Lease that elects the one replica that writes.
 const leaseName = "argocd-image-updater-leader"
 
+// v1LeaseName is the Lease Argo CD Image Updater v1.x elects its leader
+// with (controller-runtime's, in the same namespace by default). The
+// leader holds it too, so that during a switch from v1.x, whatever the
+// names of the two Deployments, the old and the new controller never
+// write at the same time: each waits while the other holds it.
+const v1LeaseName = "c21b75f2.argoproj.io"
+
 // Timing of the Lease. Another replica may take the Lease once it has not
 // been renewed for leaseDuration; the leader stops writing renewDeadline
 // after its last renewal, before that can happen.
@@ -44,14 +51,19 @@ func newLeadership(cs kubernetes.Interface, namespace string, logger *slog.Logge
 		return nil, err
 	}
 	id += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	lock := &trackedLease{
-		Interface: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: leaseName},
+	lease := func(name string) resourcelock.Interface {
+		return &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
 			Client:     cs.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-		},
-		logger: logger,
-		now:    time.Now,
+		}
+	}
+	// client-go's MultiLock: held only when both name this replica; a
+	// holder of either keeps the others waiting.
+	lock := &trackedLease{
+		Interface: &resourcelock.MultiLock{Primary: lease(leaseName), Secondary: lease(v1LeaseName)},
+		logger:    logger,
+		now:       time.Now,
 	}
 	return &leadership{lock: lock, logger: logger}, nil
 }
@@ -108,7 +120,13 @@ func (l *leadership) run(ctx context.Context, lost func(), work func(context.Con
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(leader string) {
-				if leader != id {
+				switch leader {
+				case id:
+				case resourcelock.UnknownLeader:
+					// The two Leases name different holders: another
+					// controller, Argo CD Image Updater v1.x perhaps, leads.
+					l.logger.Info("another controller holds a leader Lease; waiting", "leases", leaseName+", "+v1LeaseName)
+				default:
 					l.logger.Info("another replica leads; waiting", "leader", leader)
 				}
 			},
