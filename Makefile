@@ -56,12 +56,12 @@ demo: build
 clean:
 	rm -rf bin
 
-## generate: the ImageUpdater CRD (manifests/base/crd, the chart's crds/) and deep-copy
+## generate: the ImageUpdater CRD (manifests/base/crd, the chart's files/) and deep-copy
 ## functions from the Go types in api/ (a test fails when they are stale)
 generate:
 	$(GO) tool controller-gen object paths=./api/...
 	$(GO) tool controller-gen crd paths=./api/... output:crd:artifacts:config=manifests/base/crd
-	cp manifests/base/crd/*.yaml charts/argocd-image-updater/crds/
+	cp manifests/base/crd/*.yaml charts/argocd-image-updater/files/
 
 ## manifests: generate, then render manifests/install.yaml from the kustomize base
 ## with the kustomize that make testbin pins (the one Argo CD ships)

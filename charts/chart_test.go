@@ -36,6 +36,7 @@ const (
 	namespace   = testenv.ArgoCDNamespace
 	seedValues  = "testdata/seed003-values.yaml"
 	allValues   = "testdata/everything-values.yaml"
+	crdName     = "CustomResourceDefinition/imageupdaters.argocd-image-updater.argoproj.io"
 )
 
 // helm runs the helm of the test servers with configuration and cache of its
@@ -183,6 +184,7 @@ func TestDefaultValues(t *testing.T) {
 	want := []string{
 		"ClusterRole/argocd-image-updater", "ClusterRoleBinding/argocd-image-updater",
 		"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
+		crdName,
 		"Deployment/argocd-image-updater", "Role/argocd-image-updater", "RoleBinding/argocd-image-updater",
 		"ServiceAccount/argocd-image-updater",
 	}
@@ -190,8 +192,7 @@ func TestDefaultValues(t *testing.T) {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
 	for _, o := range objs {
-		clusterScoped := strings.HasPrefix(o.GetKind(), "Cluster")
-		if ns := o.GetNamespace(); clusterScoped != (ns == "") || !clusterScoped && ns != namespace {
+		if ns := o.GetNamespace(); clusterScoped(o) != (ns == "") || !clusterScoped(o) && ns != namespace {
 			t.Errorf("%s %s in namespace %q", o.GetKind(), o.GetName(), ns)
 		}
 	}
@@ -466,15 +467,15 @@ func TestNames(t *testing.T) {
 	}{
 		{set: "serviceAccount.create=false,serviceAccount.name=existing", account: "existing", names: []string{
 			"ClusterRole/argocd-image-updater", "ClusterRoleBinding/argocd-image-updater", "ConfigMap/argocd-image-updater-config",
-			"ConfigMap/argocd-image-updater-ssh-config", "Deployment/argocd-image-updater", "Role/argocd-image-updater",
+			"ConfigMap/argocd-image-updater-ssh-config", crdName, "Deployment/argocd-image-updater", "Role/argocd-image-updater",
 			"RoleBinding/argocd-image-updater"}},
 		{set: "serviceAccount.create=false", account: "default"},
 		{set: "serviceAccount.name=updater", account: "updater"},
 		{set: "rbac.enabled=false", account: "argocd-image-updater", names: []string{
-			"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
+			"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config", crdName,
 			"Deployment/argocd-image-updater", "ServiceAccount/argocd-image-updater"}},
 		{set: "createClusterRoles=false", account: "argocd-image-updater", names: []string{
-			"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config",
+			"ConfigMap/argocd-image-updater-config", "ConfigMap/argocd-image-updater-ssh-config", crdName,
 			"Deployment/argocd-image-updater", "Role/argocd-image-updater", "RoleBinding/argocd-image-updater",
 			"ServiceAccount/argocd-image-updater"}},
 		{set: "namespaceOverride=tools", account: "argocd-image-updater", namespace: "tools"},
@@ -505,7 +506,7 @@ func TestNames(t *testing.T) {
 				}
 			}
 			for _, o := range objs {
-				if !strings.HasPrefix(o.GetKind(), "Cluster") && o.GetNamespace() != wantNS {
+				if !clusterScoped(o) && o.GetNamespace() != wantNS {
 					t.Errorf("%s %s in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), wantNS)
 				}
 			}
@@ -690,9 +691,8 @@ func TestWebhook(t *testing.T) {
 	for _, tt := range []struct {
 		set, wantErr string
 	}{
-		{set: "containerPort=8080", wantErr: "containerPort 8080"},
-		{set: "containerPort=8081", wantErr: "containerPort 8081"},
-		{set: "ingress.enabled=true", wantErr: "set webhook.enabled as well"},
+		{set: "containerPort=8081", wantErr: "webhook port 8081"},
+		{set: "containerPorts.health=8082", wantErr: "webhook port 8082"},
 		{set: "webhook.secrets.gitlab=x", wantErr: "webhook.secrets.gitlab: unknown registry type"},
 	} {
 		t.Run(tt.set, func(t *testing.T) {
@@ -702,4 +702,96 @@ func TestWebhook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestV1ChartValues renders a values file written for argo-helm's 1.x
+// chart and checks the effect of each of its keys.
+func TestV1ChartValues(t *testing.T) {
+	objs := render(t, releaseName, "-f", "testdata/v1-chart-values.yaml")
+
+	cm := get[corev1.ConfigMap](t, objs, "ConfigMap", "argocd-image-updater-config")
+	for key, want := range map[string]string{
+		"kube.events": "true", "git.user": "image-bot", "git.email": "image-bot@example.com",
+		"git.commit-message-template": "chore: update {{ .AppName }}\n", "git.commit-signing-key": "/app/ssh-keys/id_rsa",
+		"git.commit-signing-method": "ssh", "git.commit-sign-off": "true", "log.level": "debug",
+		"watch.namespaces": "*", "max_concurrent_apps": "7",
+	} {
+		if got := cm.Data[key]; got != want {
+			t.Errorf("ConfigMap %s = %q, want %q", key, got, want)
+		}
+	}
+	if !strings.Contains(cm.Data["registries.conf"], "ext:/scripts/ecr-login.sh") {
+		t.Errorf("registries.conf %q", cm.Data["registries.conf"])
+	}
+	d := get[appsv1.Deployment](t, objs, "Deployment", "argocd-image-updater")
+	for key := range cm.Data {
+		if !wiredKeys(t, d, cm.Name)[key] {
+			t.Errorf("ConfigMap key %s reaches the controller neither as a variable nor as a file", key)
+		}
+	}
+
+	// The CRD, from the templates, kept and upgraded with the release.
+	crd := objs.must(t, "CustomResourceDefinition", "imageupdaters.argocd-image-updater.argoproj.io")
+	if a := crd.GetAnnotations(); a["helm.sh/resource-policy"] != "keep" || a["team"] != "platform" || crd.GetLabels()["owner"] != "platform" {
+		t.Errorf("CRD annotations %v, labels %v", a, crd.GetLabels())
+	}
+	if got := render(t, releaseName, "--set", "crds.install=false").names(); slices.Contains(got, "CustomResourceDefinition/imageupdaters.argocd-image-updater.argoproj.io") {
+		t.Error("crds.install=false still renders the CRD")
+	}
+
+	// containerPorts: the controller's ports and the Pod's.
+	c := container(t, d)
+	for _, want := range []string{"--health-port=8081", "--metrics-port=8443"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %v lack %s", c.Args, want)
+		}
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if diff := cmp.Diff(map[string]int32{"health": 8081, "metrics": 8443, "webhook": 8082}, ports); diff != "" {
+		t.Errorf("ports (-want +got):\n%s", diff)
+	}
+	// service.enabled: the webhook's Service without webhook.enabled.
+	objs.must(t, "Service", "argocd-image-updater")
+	secret := get[corev1.Secret](t, objs, "Secret", "argocd-image-updater-tls")
+	if secret.Type != corev1.SecretTypeTLS || string(secret.Data["tls.crt"]) != "-----BEGIN CERTIFICATE-----" {
+		t.Errorf("TLS Secret %+v", secret)
+	}
+	sm := objs.must(t, "ServiceMonitor", "argocd-image-updater-metrics")
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["scheme"] != "https" || endpoints[0].(map[string]any)["tlsConfig"] == nil {
+		t.Errorf("ServiceMonitor endpoints %v", endpoints)
+	}
+}
+
+// TestV0ChartPorts: values files copied from the 0.x chart keep
+// rendering: its containerPort 8080 (its health port), an ingress without
+// webhook.enabled.
+func TestV0ChartPorts(t *testing.T) {
+	objs := render(t, releaseName, "--set", "containerPort=8080", "--set", "ingress.enabled=true", "--set", "ingress.hostname=updater.example.com")
+	c := container(t, get[appsv1.Deployment](t, objs, "Deployment", "argocd-image-updater"))
+	for _, p := range c.Ports {
+		if p.Name == "webhook" && p.ContainerPort != 8082 {
+			t.Errorf("webhook port %d, want 8082", p.ContainerPort)
+		}
+	}
+	objs.must(t, "Ingress", "argocd-image-updater-ingress")
+	objs.must(t, "Service", "argocd-image-updater")
+}
+
+// must returns the object of a kind and name, failing the test without it.
+func (objs objects) must(t *testing.T, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	if o := objs.find(kind, name); o != nil {
+		return o
+	}
+	t.Fatalf("no %s %s among %v", kind, name, objs.names())
+	return nil
+}
+
+// clusterScoped tells the objects that live in no namespace.
+func clusterScoped(o *unstructured.Unstructured) bool {
+	return strings.HasPrefix(o.GetKind(), "Cluster") || o.GetKind() == "CustomResourceDefinition"
 }

@@ -39,9 +39,9 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 
 	const crd = "argocd-image-updater.argoproj.io_imageupdaters.yaml"
 	for committed, generated := range map[string]string{
-		"manifests/base/crd/" + crd:               crd,
-		"charts/argocd-image-updater/crds/" + crd: crd,
-		"api/v1alpha1/zz_generated.deepcopy.go":   "zz_generated.deepcopy.go",
+		"manifests/base/crd/" + crd:                crd,
+		"charts/argocd-image-updater/files/" + crd: crd,
+		"api/v1alpha1/zz_generated.deepcopy.go":    "zz_generated.deepcopy.go",
 	} {
 		want, err := os.ReadFile(filepath.Join(out, generated))
 		if err != nil {

@@ -77,10 +77,28 @@ The webhook endpoint's port: containerPort, which must not take the health
 (8080) or metrics (8081) port. The community chart's containerPort was the
 health port; an old values file that sets it to 8080 is refused here.
 */}}
+{{- /* The webhook port: containerPorts.webhook (the 1.x chart's), else
+  containerPort, except 8080, which the 0.x chart gave its health probes
+  (its default, found in values files copied from it): then 8082. */}}
 {{- define "argocd-image-updater.webhookPort" -}}
 {{- $p := int .Values.containerPort -}}
-{{- if or (eq $p 8080) (eq $p 8081) (lt $p 1) (gt $p 65535) -}}
-{{- fail (printf "containerPort %d: it is the webhook endpoint's port here and must be a free port other than 8080 (health) and 8081 (metrics); the default is 8082" $p) -}}
+{{- if eq $p 8080 }}{{ $p = 8082 }}{{ end -}}
+{{- with .Values.containerPorts }}{{ with .webhook }}{{ $p = int . }}{{ end }}{{ end -}}
+{{- if or (eq $p (int (include "argocd-image-updater.healthPort" .))) (eq $p (int (include "argocd-image-updater.metricsPort" .))) (lt $p 1) (gt $p 65535) -}}
+{{- fail (printf "webhook port %d (containerPorts.webhook or containerPort): it must be a port other than the health and metrics ports; the default is 8082" $p) -}}
 {{- end -}}
+{{- $p -}}
+{{- end -}}
+
+{{- /* The health and metrics ports: containerPorts.health and .metrics
+  (the 1.x chart's), else the controller's 8080 and 8081. */}}
+{{- define "argocd-image-updater.healthPort" -}}
+{{- $p := 8080 -}}
+{{- with .Values.containerPorts }}{{ with .health }}{{ $p = int . }}{{ end }}{{ end -}}
+{{- $p -}}
+{{- end -}}
+{{- define "argocd-image-updater.metricsPort" -}}
+{{- $p := 8081 -}}
+{{- with .Values.containerPorts }}{{ with .metrics }}{{ $p = int . }}{{ end }}{{ end -}}
 {{- $p -}}
 {{- end -}}
