@@ -5,6 +5,7 @@
 package git
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -358,9 +359,13 @@ func (w *Writer) Close() error { return w.cache.close() }
 // update, in order. Repositories are written in parallel; one failing
 // repository, branch or Application does not stop the others.
 func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
+	// Applications of different AppProjects may reach one repository
+	// with different credentials (project-scoped Secrets): each project
+	// writes apart.
 	type repoKey struct {
-		url    string
-		secret types.NamespacedName
+		url     string
+		secret  types.NamespacedName
+		project string
 	}
 	writes := make([]*appWrite, len(updates))
 	var order []repoKey
@@ -381,7 +386,11 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 			a.fail(err)
 			continue
 		}
-		k := repoKey{u.RepoURL, u.CredentialsSecret}
+		project := ""
+		if u.CredentialsSecret == (types.NamespacedName{}) {
+			project = cmp.Or(u.Project, "default")
+		}
+		k := repoKey{u.RepoURL, u.CredentialsSecret, project}
 		if _, ok := byRepo[k]; !ok {
 			order = append(order, k)
 		}
@@ -394,7 +403,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 		g.Go(func() error {
 			apps := byRepo[k]
 			what := "writing to " + gitauth.RedactURL(k.url)
-			err := safe.Call(func() error { w.writeRepository(ctx, creds, k.url, k.secret, apps); return nil })
+			err := safe.Call(func() error { w.writeRepository(ctx, creds, k.url, k.secret, k.project, apps); return nil })
 			if err != nil {
 				// A file from a repository or a template from an
 				// Application must not be able to stop the controller.
@@ -435,10 +444,10 @@ func (w *Writer) lockRepository(url string) func() {
 }
 
 // writeRepository writes the updates of one repository, branch by branch.
-func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, url string, secret types.NamespacedName, apps []*appWrite) {
+func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, url string, secret types.NamespacedName, project string, apps []*appWrite) {
 	fail := func(err error) { failAll(apps, err) }
 	defer w.lockRepository(url)()
-	c, err := creds.Resolve(ctx, url, secret)
+	c, err := creds.Resolve(ctx, url, secret, project)
 	if err != nil {
 		fail(err)
 		return

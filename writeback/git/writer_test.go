@@ -128,6 +128,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("one commit refused by a pre-receive hook", e.testRefusedCommit)
 	t.Run("credentials from repository Secret", e.testRepositorySecret)
 	t.Run("credentials from repo-creds prefix", e.testRepoCredsPrefix)
+	t.Run("project-scoped credentials", e.testProjectScopedCredentials)
 	t.Run("credentials from git:secret", e.testGitSecret)
 	t.Run("AppProject sourceRepos and sourceNamespaces", e.testAppProjects)
 	t.Run("wrong password", e.testWrongPassword)
@@ -777,6 +778,32 @@ func (e *gitEnv) testRepoCredsPrefix(t *testing.T) {
 	// A repository Secret without credentials of its own defers to them.
 	e.secret(t, ns, "repo-no-creds", argoCDSecretTypeRepository, map[string]string{"url": url})
 	mustWrite(t, e.writer(t, ns), appUpdate("main", url))
+}
+
+// testProjectScopedCredentials: team-a's repository Secret (project
+// team-a) pushes team-a's Application's commit; team-b's Application, whose
+// AppProject allows the same repository, does not get it, and its push in
+// the same Write is refused for want of credentials.
+func (e *gitEnv) testProjectScopedCredentials(t *testing.T) {
+	ns := e.argoNamespace(t, "creds-projects", false)
+	url := e.repo(t, "creds-projects", nil)
+	e.kube.CreateAppProject(t, ns, "team-a", []string{"*"}, []string{"argocd"})
+	e.kube.CreateAppProject(t, ns, "team-b", []string{"*"}, []string{"argocd"})
+	e.secret(t, ns, "team-a-repo", argoCDSecretTypeRepository, map[string]string{"url": url, "username": e.git.Username, "password": e.git.Password, "project": "team-a"})
+	a, b := appUpdate("team-a-app", url), appUpdate("team-b-app", url)
+	a.Project, b.Project = "team-a", "team-b"
+	b.SourcePath = "main/overlays/staging"
+	pushes := e.git.Pushes.Load()
+	results := e.writer(t, ns).Write(context.Background(), []Update{a, b})
+	if results[0].Err != nil || results[0].Commit == "" {
+		t.Errorf("team-a: %+v", results[0])
+	}
+	if results[1].Err == nil || !strings.Contains(results[1].Err.Error(), "authentication required") || results[1].Commit != "" {
+		t.Errorf("team-b: %+v, want its push refused without team-a's credentials", results[1])
+	}
+	if got := e.git.Pushes.Load() - pushes; got != 1 {
+		t.Errorf("%d pushes, want team-a's alone", got)
+	}
 }
 
 func (e *gitEnv) testWrongPassword(t *testing.T) {

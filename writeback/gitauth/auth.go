@@ -174,7 +174,13 @@ func NewResolver(lister SecretLister, namespace, tempDir string, github *GitHubT
 // that URL, then the repo-creds Secret with the longest URL prefix that
 // covers it (Argo CD's own order; urlCovers). No match means no
 // credentials, which is fine for public repositories over HTTPS.
-func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName) (Credentials, error) {
+//
+// project is the Application's AppProject ("" is "default"). A Secret
+// with a project field serves that project's Applications only, as Argo
+// CD (2.12 and later) gives project-scoped repositories to their project
+// alone; of a project's own Secret and an unscoped one, the project's
+// wins.
+func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName, project string) (Credentials, error) {
 	if secretRef != (types.NamespacedName{}) {
 		ns, name := secretRef.Namespace, secretRef.Name
 		if ns == "" || name == "" {
@@ -203,7 +209,11 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 	if r.listErr != nil {
 		return Credentials{}, fmt.Errorf("read Argo CD repository credentials: %w", r.listErr)
 	}
+	if project == "" {
+		project = "default"
+	}
 	want := normalizeRepoURL(repoURL)
+	var unscoped *corev1.Secret
 	for i := range r.secrets {
 		s := &r.secrets[i]
 		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepository || !isGitSecret(s) {
@@ -211,22 +221,36 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 		}
 		// A repository Secret without credentials of its own takes them
 		// from a matching repo-creds Secret, as in Argo CD.
-		if want != "" && normalizeRepoURL(string(s.Data["url"])) == want {
-			if c := credentialsFromSecret(s); !c.empty() {
-				return c, nil
+		if want == "" || normalizeRepoURL(string(s.Data["url"])) != want || credentialsFromSecret(s).empty() {
+			continue
+		}
+		switch scope := string(s.Data["project"]); scope {
+		case project:
+			return credentialsFromSecret(s), nil
+		case "":
+			if unscoped == nil {
+				unscoped = s
 			}
 		}
 	}
+	if unscoped != nil {
+		return credentialsFromSecret(unscoped), nil
+	}
 	var best *corev1.Secret
-	bestLen := 0
+	bestLen, bestScoped := 0, false
 	for i := range r.secrets {
 		s := &r.secrets[i]
 		prefix := string(s.Data["url"])
 		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !isGitSecret(s) || !urlCovers(prefix, repoURL) {
 			continue
 		}
-		if n := len(normalizeRepoURL(prefix)); best == nil || n > bestLen {
-			best, bestLen = s, n
+		scope := string(s.Data["project"])
+		if scope != "" && scope != project {
+			continue
+		}
+		n, scoped := len(normalizeRepoURL(prefix)), scope != ""
+		if best == nil || n > bestLen || n == bestLen && scoped && !bestScoped {
+			best, bestLen, bestScoped = s, n, scoped
 		}
 	}
 	if best != nil {

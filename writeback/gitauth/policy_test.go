@@ -253,7 +253,7 @@ func TestRepoCredsBoundaries(t *testing.T) {
 	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{})
+			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{}, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,6 +262,61 @@ func TestRepoCredsBoundaries(t *testing.T) {
 				want = "Secret " + ns + "/" + tt.want
 			}
 			if c.source != want {
+				t.Errorf("credentials from %q, want %q", c.source, want)
+			}
+		})
+	}
+}
+
+// TestProjectScopedCredentials: a repository or repo-creds Secret with a
+// project field serves that AppProject's Applications only, as Argo CD
+// gives project-scoped repositories; a project's own Secret wins over an
+// unscoped one.
+func TestProjectScopedCredentials(t *testing.T) {
+	kube := testenv.StartKube(t)
+	cs, err := kubernetes.NewForConfig(kube.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "creds-projects"
+	kube.CreateNamespace(t, ns)
+	secret := func(name, secretType, url, project string) {
+		data := map[string]string{"url": url, "username": "user-" + name, "password": "p"}
+		if project != "" {
+			data["project"] = project
+		}
+		kube.Create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{argoCDSecretTypeLabel: secretType}}, StringData: data})
+	}
+	// team-a's repository: its Secret is team-a's alone.
+	secret("a-repo", argoCDSecretTypeRepository, "https://git.example.com/team-a/deploy.git", "team-a")
+	// A shared repository: an unscoped Secret, and team-b's own.
+	secret("shared", argoCDSecretTypeRepository, "https://git.example.com/shared/deploy.git", "")
+	secret("shared-b", argoCDSecretTypeRepository, "https://git.example.com/shared/deploy.git", "team-b")
+	// Credential templates: team-a's for its org, one for everyone.
+	secret("creds-a", argoCDSecretTypeRepoCreds, "https://git.example.com/team-a", "team-a")
+	secret("creds-all", argoCDSecretTypeRepoCreds, "https://git.example.com", "")
+	tests := []struct {
+		url, project string
+		want         string // the Secret chosen
+	}{
+		{url: "https://git.example.com/team-a/deploy.git", project: "team-a", want: "a-repo"},
+		// team-b's Application that team-b's project lets reach team-a's
+		// repository gets neither team-a's Secret nor team-a's template.
+		{url: "https://git.example.com/team-a/deploy.git", project: "team-b", want: "creds-all"},
+		{url: "https://git.example.com/team-a/deploy.git", project: "", want: "creds-all"},
+		{url: "https://git.example.com/shared/deploy.git", project: "team-b", want: "shared-b"},
+		{url: "https://git.example.com/shared/deploy.git", project: "team-a", want: "shared"},
+		{url: "https://git.example.com/team-a/other.git", project: "team-a", want: "creds-a"},
+		{url: "https://git.example.com/team-a/other.git", project: "team-c", want: "creds-all"},
+	}
+	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
+	for _, tt := range tests {
+		t.Run(tt.project+" "+tt.url, func(t *testing.T) {
+			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{}, tt.project)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "Secret " + ns + "/" + tt.want; c.source != want {
 				t.Errorf("credentials from %q, want %q", c.source, want)
 			}
 		})

@@ -46,7 +46,7 @@ func TestCachedSecretLister(t *testing.T) {
 	password := func() string {
 		t.Helper()
 		r := NewResolver(l, ns, t.TempDir(), nil)
-		c, err := r.Resolve(context.Background(), "https://git.example.com/team/deploy.git", types.NamespacedName{}) // no git:secret:
+		c, err := r.Resolve(context.Background(), "https://git.example.com/team/deploy.git", types.NamespacedName{}, "") // no git:secret:
 		if err != nil {
 			t.Fatal(err)
 		}
