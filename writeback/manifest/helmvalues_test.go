@@ -228,3 +228,47 @@ func setValues(t *testing.T, src string, img writeback.ImageUpdate, tagOnly bool
 	}
 	return string(out), nil, err
 }
+
+// TestSizeBound: a file with more values than an edit parses is refused
+// before it is parsed, whatever the edit; one within the bound is edited.
+// The heap an edit costs at the bound is measured by BenchmarkEditAtBound.
+func TestSizeBound(t *testing.T) {
+	img := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "v2"}}
+	zeros := func(n int) []byte { return []byte("image:\n  tag: v1\nzeros: [" + strings.Repeat("0,", n) + "0]\n") }
+	huge := zeros(4 << 20) // 8 MiB, the largest file a write-back reads
+	edits := map[string]func([]byte) error{
+		"values": func(b []byte) error {
+			_, _, err := SetHelmValues("values.yaml", b, []writeback.ImageUpdate{img})
+			return err
+		},
+		"kustomization": func(b []byte) error {
+			_, _, err := SetKustomizationImages("kustomization.yaml", b, []writeback.ImageUpdate{img})
+			return err
+		},
+		"source overrides": func(b []byte) error {
+			_, _, err := SetSourceOverrides(".argocd-source-app.yaml", b, appwatch.SourceKustomize, []writeback.ImageUpdate{img})
+			return err
+		},
+	}
+	for name, edit := range edits {
+		if err := edit(huge); err == nil || !strings.Contains(err.Error(), "more than the 50000 a write-back edits") {
+			t.Errorf("%s: %v, want the file refused", name, err)
+		}
+	}
+	if err := edits["values"](zeros(maxYAMLValues - 100)); err != nil {
+		t.Errorf("a file within the bound: %v", err)
+	}
+}
+
+// BenchmarkEditAtBound is one values-file edit of a flow list at the
+// bound: the memory a file from a repository can make one edit take.
+func BenchmarkEditAtBound(b *testing.B) {
+	img := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "v2"}}
+	src := []byte("image:\n  tag: v1\nzeros: [" + strings.Repeat("0,", maxYAMLValues-100) + "0]\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := SetHelmValues("values.yaml", src, []writeback.ImageUpdate{img}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -53,6 +53,9 @@ func (e kustomizeImage) fields() []yamlField {
 // that each update's image has its entry, changing only those entries'
 // text. changed lists the updates whose entry was not yet as wanted.
 func SetKustomizationImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, changed []writeback.ImageUpdate, _ error) {
+	if err := checkSize(name, src); err != nil {
+		return nil, nil, err
+	}
 	out = src
 	for _, img := range images {
 		want := kustomizeImageFor(img)

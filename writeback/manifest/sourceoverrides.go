@@ -31,6 +31,9 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 	default:
 		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm)
 	}
+	if err := checkSize(name, src); err != nil {
+		return nil, nil, err
+	}
 	prefix, body := splitDocumentStart(src)
 	var doc yaml.Node
 	if len(bytes.TrimSpace(body)) > 0 {
