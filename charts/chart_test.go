@@ -590,7 +590,7 @@ func TestMetrics(t *testing.T) {
 // renders, with a minimal ServiceMonitor CRD so that object is checked too.
 func TestServerSideDryRun(t *testing.T) {
 	k := testenv.StartKube(t, testenv.WithCRDs(
-		testenv.ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", ""),
+		testenv.ArgoCDCRD(t, testenv.ArgoCDModule, testenv.ArgoCDVersion(t)),
 		"testdata/servicemonitor-crd.yaml",
 	))
 	for _, values := range []string{"", seedValues, allValues} {

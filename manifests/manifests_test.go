@@ -85,7 +85,7 @@ func prometheusOperatorCRDs(t *testing.T) []string {
 // monitoring examples to one API server that knows the Application,
 // ServiceMonitor and PrometheusRule CRDs.
 func TestServerSideDryRun(t *testing.T) {
-	crds := append([]string{testenv.ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", "")}, prometheusOperatorCRDs(t)...)
+	crds := append([]string{testenv.ArgoCDCRD(t, testenv.ArgoCDModule, testenv.ArgoCDVersion(t))}, prometheusOperatorCRDs(t)...)
 	k := testenv.StartKube(t, testenv.WithCRDs(crds...))
 
 	t.Run("install.yaml", func(t *testing.T) {

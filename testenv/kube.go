@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,8 +87,8 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	}
 	if o.crdPaths == nil {
 		o.crdPaths = []string{
-			ArgoCDCRD(t, "github.com/argoproj/argo-cd/v2", ""),
-			ArgoCDProjectCRD(t, "github.com/argoproj/argo-cd/v2", ""),
+			ArgoCDCRD(t, ArgoCDModule, ArgoCDVersion(t)),
+			ArgoCDProjectCRD(t, ArgoCDModule, ArgoCDVersion(t)),
 		}
 	}
 	if o.imageUpdater {
@@ -130,13 +129,11 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	return k
 }
 
-// NewScheme knows the Kubernetes built-in types and Argo CD's.
+// NewScheme knows the Kubernetes built-in types and the ImageUpdater;
+// Argo CD's objects are unstructured, read through their CRDs.
 func NewScheme(t testing.TB) *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := argov1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	if err := imageupdaterv1alpha1.AddToScheme(scheme); err != nil {
@@ -331,14 +328,18 @@ func (k *Kube) CreateFromFile(t testing.TB, path, namespace string) {
 // []string{"*"}, nil).
 func (k *Kube) CreateAppProject(t testing.TB, namespace, name string, sourceRepos, sourceNamespaces []string) {
 	t.Helper()
-	k.Create(t, &argov1alpha1.AppProject{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec: argov1alpha1.AppProjectSpec{
-			SourceRepos:      sourceRepos,
-			SourceNamespaces: sourceNamespaces,
-			Destinations:     []argov1alpha1.ApplicationDestination{{Server: "*", Namespace: "*"}},
-		},
-	})
+	spec := map[string]any{"destinations": []any{map[string]any{"server": "*", "namespace": "*"}}}
+	if sourceRepos != nil {
+		spec["sourceRepos"] = toAny(sourceRepos)
+	}
+	if sourceNamespaces != nil {
+		spec["sourceNamespaces"] = toAny(sourceNamespaces)
+	}
+	k.Create(t, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+		"metadata": map[string]any{"namespace": namespace, "name": name},
+		"spec":     spec,
+	}})
 }
 
 // KustomizeImages is the Kustomize images list of an Application's source,
@@ -350,4 +351,12 @@ func KustomizeImages(t testing.TB, app *unstructured.Unstructured) []string {
 		t.Fatalf("Application %s/%s: %v", app.GetNamespace(), app.GetName(), err)
 	}
 	return images
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }

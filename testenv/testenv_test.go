@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	argov1alpha1 "github.com/argoproj/argo-cd/v2/pkg/apis/application/v1alpha1"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	gittransport "github.com/go-git/go-git/v5/plumbing/transport"
@@ -29,6 +28,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -36,23 +37,25 @@ import (
 func TestKubeApplicationRoundTrip(t *testing.T) {
 	k := StartKube(t)
 	ctx := t.Context()
-	app := &argov1alpha1.Application{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "main", Namespace: ArgoCDNamespace,
-			Annotations: map[string]string{"argocd-image-updater.argoproj.io/image-list": "app=example.com/app"},
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{
+			"name": "main", "namespace": ArgoCDNamespace,
+			"annotations": map[string]any{"argocd-image-updater.argoproj.io/image-list": "app=example.com/app"},
 		},
-		Spec: argov1alpha1.ApplicationSpec{
-			Project:     "default",
-			Source:      &argov1alpha1.ApplicationSource{RepoURL: "https://example.com/repo.git", Path: "main/overlays/production", TargetRevision: "main"},
-			Destination: argov1alpha1.ApplicationDestination{Server: "https://kubernetes.default.svc", Namespace: "main"},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "https://example.com/repo.git", "path": "main/overlays/production", "targetRevision": "main"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
 		},
-	}
+	}}
 	k.Create(t, app)
-	var got argov1alpha1.Application
-	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(app), &got); err != nil {
+	got := &unstructured.Unstructured{}
+	got.SetGroupVersionKind(app.GroupVersionKind())
+	if err := k.Client.Get(ctx, client.ObjectKeyFromObject(app), got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.Source.Path != "main/overlays/production" || got.Annotations["argocd-image-updater.argoproj.io/image-list"] != "app=example.com/app" {
+	if path, _, _ := unstructured.NestedString(got.Object, "spec", "source", "path"); path != "main/overlays/production" || got.GetAnnotations()["argocd-image-updater.argoproj.io/image-list"] != "app=example.com/app" {
 		t.Errorf("read back %+v", got)
 	}
 }
@@ -65,8 +68,9 @@ func TestKubeServiceAccountHasOnlyItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var apps argov1alpha1.ApplicationList
-	err = sa.List(ctx, &apps, client.InNamespace(ArgoCDNamespace))
+	apps := &unstructured.UnstructuredList{}
+	apps.SetGroupVersionKind(schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationList"})
+	err = sa.List(ctx, apps, client.InNamespace(ArgoCDNamespace))
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("list without a role: got %v, want forbidden", err)
 	}
@@ -84,7 +88,7 @@ func TestKubeServiceAccountHasOnlyItsRole(t *testing.T) {
 	// RBAC changes reach the authorizer's cache shortly after they are written.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err = sa.List(ctx, &apps, client.InNamespace(ArgoCDNamespace))
+		err = sa.List(ctx, apps, client.InNamespace(ArgoCDNamespace))
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -93,7 +97,7 @@ func TestKubeServiceAccountHasOnlyItsRole(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list with the role: %v", err)
 	}
-	if err := sa.List(ctx, &apps, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+	if err := sa.List(ctx, apps, client.InNamespace("default")); !apierrors.IsForbidden(err) {
 		t.Errorf("list in another namespace: got %v, want forbidden", err)
 	}
 }
