@@ -260,7 +260,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 		repo, err := openBare(dir)
 		if err == nil {
 			if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{key}) {
-				return &gitClone{url: repoURL, name: name, dir: dir, repo: repo}, nil
+				return &gitClone{url: repoURL, name: name, dir: dir, repo: repo, maxFetch: c.maxSize}, nil
 			}
 		}
 	}
@@ -282,7 +282,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("create clone of %s in %s: %w", gitauth.RedactURL(repoURL), tmp, err)
 	}
-	return &gitClone{url: repoURL, name: name, dir: dir, building: tmp, repo: repo}, nil
+	return &gitClone{url: repoURL, name: name, dir: dir, building: tmp, repo: repo, maxFetch: c.maxSize}, nil
 }
 
 // done records the use of a clone, or removes it if it never got its

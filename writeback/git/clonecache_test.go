@@ -2,6 +2,8 @@ package git
 
 import (
 	"bytes"
+	"context"
+	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -458,4 +461,45 @@ func (e *gitEnv) testShallowFigures(t *testing.T) {
 	if shallow.fetchObjects > full.fetchObjects || shallow.fetchBytes > full.fetchBytes*3/2 {
 		t.Errorf("shallow fetch %+v, full %+v: want no more objects", shallow, full)
 	}
+}
+
+// testFetchBound: a branch whose tip holds a blob larger than the clones'
+// bound is refused while it is fetched: the heap does not grow by the
+// blob, and no pack of it stays on disk. Within the bound the same
+// repository is written.
+func (e *gitEnv) testFetchBound(t *testing.T) {
+	ns := e.argoNamespace(t, "fetch-bound", true)
+	big := make([]byte, 40<<20)
+	if _, err := crand.Read(big); err != nil { // random: a pack cannot shrink it
+		t.Fatal(err)
+	}
+	url := e.repo(t, "fetch-bound", map[string]string{"assets/blob.bin": string(big)})
+	big = nil
+	dir := t.TempDir()
+	w := e.writer(t, ns, WithWorkDir(dir), WithCloneCacheSize(32<<20))
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	runtime.ReadMemStats(&after)
+	if r.Err == nil || !errors.Is(r.Err, errFetchTooLarge) || !strings.Contains(r.Err.Error(), "--git-clone-max-size") {
+		t.Fatalf("got %v, want the fetch refused for the clones' bound", r.Err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Errorf("the refused fetch allocated %d MiB", grew>>20)
+	}
+	var left int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			left += fi.Size()
+		}
+		return nil
+	})
+	if left > 1<<20 {
+		t.Errorf("%d bytes left on disk", left)
+	}
+	if r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]; r.Err == nil {
+		t.Error("the second try was not refused")
+	}
+	mustWrite(t, e.writer(t, ns, WithWorkDir(t.TempDir()), WithCloneCacheSize(64<<20)), appUpdate("main", url))
 }

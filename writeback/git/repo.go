@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,9 @@ type gitClone struct {
 	building    string
 	repo        *gogit.Repository
 	fullHistory bool
+	// maxFetch bounds what one fetch may bring, packed and unpacked
+	// (the clones' bound); <= 0: no bound.
+	maxFetch int64
 }
 
 // finish moves a new clone, whose first fetch just landed, to its folder.
@@ -223,6 +227,14 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
+	if c.maxFetch > 0 {
+		spooled, err := c.boundedPack(pack)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = spooled.Close(); _ = os.Remove(spooled.Name()) }()
+		pack = spooled
+	}
 	if err := packfile.UpdateObjectStorage(c.repo.Storer, pack); err != nil {
 		return err
 	}
@@ -235,6 +247,117 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 	shallow = slices.DeleteFunc(shallow, func(h plumbing.Hash) bool { return slices.Contains(resp.Unshallows, h) })
 	slices.SortFunc(shallow, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
 	return c.repo.Storer.SetShallow(slices.Compact(shallow))
+}
+
+// maxFetchedObject bounds one object of a fetch, whatever the clones'
+// bound: go-git holds an object whole while it stores it.
+const maxFetchedObject = 256 << 20
+
+// headWriter keeps the first max bytes written to it.
+type headWriter struct {
+	buf []byte
+	max int
+}
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	if room := w.max - len(w.buf); room > 0 {
+		w.buf = append(w.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// errFetchTooLarge is why a fetch past the clones' bound is refused.
+var errFetchTooLarge = errors.New("the fetch is larger than the clones may be (--git-clone-max-size)")
+
+// boundedPack spools a fetched pack to a file, refusing it as soon as it
+// outgrows maxFetch, then reads its object headers and refuses it when
+// its objects, unpacked, would: go-git holds an object whole while it
+// stores it, so a large blob anywhere in the branch would otherwise cost
+// its size in memory and on disk before the clone's size is ever checked.
+// A delta counts the size of the object it makes, as its header says.
+// The file is left at its start.
+func (c *gitClone) boundedPack(pack io.Reader) (_ *os.File, err error) {
+	dir := c.building
+	if dir == "" {
+		dir = c.dir
+	}
+	f, err := os.CreateTemp(dir, "fetch-*.pack")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
+	n, err := io.Copy(f, io.LimitReader(pack, c.maxFetch+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > c.maxFetch {
+		return nil, fmt.Errorf("%w: over %d bytes packed", errFetchTooLarge, c.maxFetch)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	sc := packfile.NewScanner(f)
+	_, count, err := sc.Header()
+	if err != nil {
+		return nil, err
+	}
+	maxObject := min(c.maxFetch, maxFetchedObject)
+	var total int64
+	for range count {
+		h, err := sc.NextObjectHeader()
+		if err != nil {
+			return nil, err
+		}
+		size := h.Length
+		if h.Type == plumbing.OFSDeltaObject || h.Type == plumbing.REFDeltaObject {
+			// What a delta makes is the second size at its start; the
+			// rest of it is read past, not kept.
+			start := &headWriter{max: 2 * binary.MaxVarintLen64}
+			if _, _, err := sc.NextObject(start); err != nil {
+				return nil, err
+			}
+			if size, err = deltaTargetSize(start.buf); err != nil {
+				return nil, err
+			}
+		}
+		if size > maxObject {
+			return nil, fmt.Errorf("%w: an object of %d bytes, more than the %d one fetch may hold", errFetchTooLarge, size, maxObject)
+		}
+		if total += size; total > c.maxFetch {
+			return nil, fmt.Errorf("%w: its objects take over %d bytes unpacked", errFetchTooLarge, c.maxFetch)
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// deltaTargetSize reads the size of the object a git delta makes: the
+// second of the two variable-length sizes that start it.
+func deltaTargetSize(d []byte) (int64, error) {
+	var sizes [2]int64
+	for i := range sizes {
+		var shift uint
+		for {
+			if len(d) == 0 || shift > 56 {
+				return 0, errors.New("malformed delta in the fetched pack")
+			}
+			b := d[0]
+			d = d[1:]
+			sizes[i] |= int64(b&0x7f) << shift
+			shift += 7
+			if b&0x80 == 0 {
+				break
+			}
+		}
+	}
+	return sizes[1], nil
 }
 
 // trackedTips are the commits the clone's remote-tracking branches hold:

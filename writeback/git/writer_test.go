@@ -121,6 +121,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("clone kept across restarts", e.testCloneAcrossRestarts)
 	t.Run("leftovers of interrupted clones", e.testLeftoverClones)
 	t.Run("clone eviction", e.testCloneEviction)
+	t.Run("a fetch past the clones' bound", e.testFetchBound)
 	t.Run("shallow clones", e.testShallowClones)
 	t.Run("shallow fetch figures", e.testShallowFigures)
 	t.Run("push raced by another writer", e.testPushRace)
