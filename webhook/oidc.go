@@ -48,12 +48,16 @@ type OIDCVerifier struct {
 	fetched time.Time
 }
 
-// NewOIDCVerifier checks tokens for audience; email, when not empty, is
-// the service account the tokens must name; jwksURL is GoogleJWKS unless
-// the operator points elsewhere.
+// NewOIDCVerifier checks tokens for audience, naming the service account
+// email; jwksURL is GoogleJWKS unless the operator points elsewhere. Both
+// are required: any Google account can have Google sign a token for any
+// audience, so the audience alone admits anyone.
 func NewOIDCVerifier(audience, email, jwksURL string, client *http.Client) (*OIDCVerifier, error) {
 	if audience == "" {
 		return nil, errors.New("an OIDC audience is required: the one the push subscription was given, by default its endpoint URL")
+	}
+	if email == "" {
+		return nil, errors.New("the push subscription's service account is required with its audience: any Google account can obtain a Google-signed token for any audience")
 	}
 	if jwksURL == "" {
 		jwksURL = GoogleJWKS
@@ -78,6 +82,11 @@ func (v *OIDCVerifier) Verify(ctx context.Context, authorization string) error {
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
+	// The parser checks an expiry only when there is one; a token without
+	// would be good for ever.
+	if exp, ok := claims["exp"].(float64); !ok || exp <= 0 {
+		return errors.New("token has no expiry")
+	}
 	if !claims.VerifyAudience(v.audience, true) {
 		return fmt.Errorf("token audience is not %q", v.audience)
 	}
@@ -85,12 +94,10 @@ func (v *OIDCVerifier) Verify(ctx context.Context, authorization string) error {
 	if iss != googleIssuers[0] && iss != googleIssuers[1] {
 		return fmt.Errorf("token issuer %q is not Google", iss)
 	}
-	if v.email != "" {
-		email, _ := claims["email"].(string)
-		verified, _ := claims["email_verified"].(bool)
-		if email != v.email || !verified {
-			return fmt.Errorf("token is not of the service account %s", v.email)
-		}
+	email, _ := claims["email"].(string)
+	verified, _ := claims["email_verified"].(bool)
+	if email != v.email || !verified {
+		return fmt.Errorf("token is not of the service account %s", v.email)
 	}
 	return nil
 }

@@ -115,6 +115,9 @@ func TestPubSubOIDC(t *testing.T) {
 		{name: "expired", auth: func() string {
 			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["exp"] = time.Now().Add(-time.Minute).Unix() })
 		}, wantStatus: http.StatusUnauthorized},
+		{name: "no expiry", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { delete(c, "exp") })
+		}, wantStatus: http.StatusUnauthorized},
 		{name: "signed by another key with a known key ID", auth: func() string { return "Bearer " + pushToken(t, other, "key-1", nil) }, wantStatus: http.StatusUnauthorized},
 		{name: "signed by an unknown key", auth: func() string { return "Bearer " + pushToken(t, other, "key-2", nil) }, wantStatus: http.StatusUnauthorized},
 		{name: "HMAC with the public key", auth: func() string {
@@ -156,7 +159,7 @@ func TestPubSubOIDC(t *testing.T) {
 	// Tokens naming unknown keys do not make the controller fetch the
 	// keys for each of them.
 	fetches.Store(0)
-	v, _ := NewOIDCVerifier(testAudience, "", jwksURL, nil)
+	v, _ := NewOIDCVerifier(testAudience, testAccount, jwksURL, nil)
 	h, _ := newTestHandler(t, &recorder{}, Config{OIDC: map[string]*OIDCVerifier{ArtifactRegistry: v}})
 	for i := range 20 {
 		req := httptest.NewRequest(http.MethodPost, Path+"?type="+ArtifactRegistry, bytes.NewReader(body))
@@ -174,7 +177,11 @@ func TestNewOIDCVerifier(t *testing.T) {
 	if _, err := NewOIDCVerifier("", "", "", nil); err == nil {
 		t.Error("no error without an audience")
 	}
-	v, _ := NewOIDCVerifier(testAudience, "", "", nil)
+	// The audience alone admits a token any Google account can obtain.
+	if _, err := NewOIDCVerifier(testAudience, "", "", nil); err == nil {
+		t.Error("no error without the service account")
+	}
+	v, _ := NewOIDCVerifier(testAudience, testAccount, "", nil)
 	if _, err := NewHandler(&recorder{}, Config{OIDC: map[string]*OIDCVerifier{Quay: v}}); err == nil {
 		t.Error("OIDC accepted for quay.io")
 	}
@@ -192,7 +199,7 @@ func TestNewOIDCVerifier(t *testing.T) {
 func TestOIDCRefreshOutlivesRequest(t *testing.T) {
 	key := rsaKey(t)
 	jwksURL, fetches := jwksServer(t, map[string]*rsa.PrivateKey{"k1": key})
-	v, _ := NewOIDCVerifier(testAudience, "", jwksURL, nil)
+	v, _ := NewOIDCVerifier(testAudience, testAccount, jwksURL, nil)
 	gone, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := v.Verify(gone, "Bearer "+pushToken(t, rsaKey(t), "forged", nil)); err == nil {

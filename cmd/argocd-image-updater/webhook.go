@@ -73,7 +73,7 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&w.tlsCertFile, "webhook-tls-cert-file", "", "serve the webhook endpoint over HTTPS with this PEM certificate (chain), read again when it changes; default: plain HTTP")
 	f.StringVar(&w.tlsKeyFile, "webhook-tls-key-file", "", "the PEM private key of --webhook-tls-cert-file")
 	f.StringVar(&w.pubsubAudience, "artifact-registry-webhook-audience", "", "require the OIDC token of the Pub/Sub push subscription, with this audience (the subscription's, by default its push endpoint URL)")
-	f.StringVar(&w.pubsubAccount, "artifact-registry-webhook-service-account", "", "the service account the OIDC token must name (with --artifact-registry-webhook-audience)")
+	f.StringVar(&w.pubsubAccount, "artifact-registry-webhook-service-account", "", "the service account the OIDC token must name (required with --artifact-registry-webhook-audience)")
 	f.StringVar(&w.pubsubJWKS, "artifact-registry-webhook-jwks-url", webhook.GoogleJWKS, "where the keys that sign the OIDC tokens are published")
 	w.secrets = map[string]*string{}
 	for _, source := range webhook.Sources() {
@@ -94,8 +94,10 @@ func (w *webhookOptions) validate(healthPort, metricsPort int) error {
 		return usageErrorf("--webhook-port and --metrics-port are both %d: give them different ports", w.port)
 	case w.rateLimit < 0:
 		return usageErrorf("invalid value %d for --webhook-ratelimit-allowed: must not be negative", w.rateLimit)
-	case w.pubsubAccount != "" && w.pubsubAudience == "":
-		return usageErrorf("--artifact-registry-webhook-service-account needs --artifact-registry-webhook-audience")
+	case (w.pubsubAccount == "") != (w.pubsubAudience == ""):
+		// The audience alone admits anyone: any Google account can obtain
+		// a Google-signed token for any audience.
+		return usageErrorf("--artifact-registry-webhook-audience and --artifact-registry-webhook-service-account go together: the audience alone admits a token any Google account can obtain")
 	case (w.tlsCertFile == "") != (w.tlsKeyFile == ""):
 		return usageErrorf("--webhook-tls-cert-file and --webhook-tls-key-file go together: give both or neither")
 	}
