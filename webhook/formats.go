@@ -132,16 +132,31 @@ func repository(host, path, field string) (imageref.Reference, error) {
 	return ref.WithoutVersion(), nil
 }
 
-// repositories collects references without repeats.
-type repositories []imageref.Reference
+// maxRepositories bounds the repositories one notification may name: a
+// push names one, a batch of a registry's events a few. Past it the
+// payload is refused rather than turned into that many checks.
+const maxRepositories = 100
 
-func (rs *repositories) add(r imageref.Reference) {
-	for _, have := range *rs {
-		if have.SameName(r) {
-			return
-		}
+// repositories collects references without repeats, in their order; a
+// set keyed by the canonical name keeps a payload of many events linear.
+type repositories struct {
+	list []imageref.Reference
+	seen map[string]bool
+}
+
+func (rs *repositories) add(r imageref.Reference) error {
+	if rs.seen == nil {
+		rs.seen = map[string]bool{}
 	}
-	*rs = append(*rs, r)
+	if rs.seen[r.Name()] {
+		return nil
+	}
+	if len(rs.list) == maxRepositories {
+		return malformed("more than %d repositories in one notification", maxRepositories)
+	}
+	rs.seen[r.Name()] = true
+	rs.list = append(rs.list, r)
+	return nil
 }
 
 // Docker Hub: {"push_data": {"tag": ...}, "repository": {"repo_name":
@@ -290,9 +305,11 @@ func parseHarbor(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 		if err != nil {
 			return nil, err
 		}
-		out.add(ref)
+		if err := out.add(ref); err != nil {
+			return nil, err
+		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 // The Distribution registry's notifications: an envelope {"events": [...]}
@@ -317,10 +334,12 @@ func parseDistribution(_ *http.Request, body []byte) ([]imageref.Reference, erro
 			return nil, err
 		}
 		if ok {
-			out.add(ref)
+			if err := out.add(ref); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return out, nil
+	return out.list, nil
 }
 
 // distributionEvent is one event of the Distribution registry's

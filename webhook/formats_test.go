@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -201,4 +202,48 @@ func TestParse(t *testing.T) {
 // pubSub wraps data in a Pub/Sub push envelope.
 func pubSub(data string) string {
 	return `{"message":{"data":"` + base64.StdEncoding.EncodeToString([]byte(data)) + `","messageId":"1"},"subscription":"projects/p/subscriptions/s"}`
+}
+
+// manyEvents is a Distribution notification of n pushes, to n
+// repositories or, when same, all to one.
+func manyEvents(n int, same bool) []byte {
+	var b strings.Builder
+	b.WriteString(`{"events":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		repo := fmt.Sprintf("team/app-%d", i)
+		if same {
+			repo = "team/app"
+		}
+		fmt.Fprintf(&b, `{"action":"push","target":{"repository":%q,"tag":"1.0"},"request":{"host":"registry.example.com"}}`, repo)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// TestManyRepositories: a payload naming more repositories than a
+// notification does is refused; one naming a repository many times
+// names it once.
+func TestManyRepositories(t *testing.T) {
+	if _, err := parseDistribution(nil, manyEvents(maxRepositories+1, false)); err == nil || !strings.Contains(err.Error(), "more than 100 repositories") {
+		t.Errorf("got %v, want the payload refused", err)
+	}
+	refs, err := parseDistribution(nil, manyEvents(10_000, true))
+	if err != nil || len(refs) != 1 {
+		t.Errorf("got %v, %v; want one repository", refs, err)
+	}
+}
+
+// BenchmarkManyEvents parses a 1 MiB notification of one repository
+// pushed ten thousand times: linear in the events.
+func BenchmarkManyEvents(b *testing.B) {
+	body := manyEvents(10_000, true)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := parseDistribution(nil, body); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
