@@ -140,6 +140,14 @@ func openCloneCache(dir string, maxSize int64, log *slog.Logger) (*cloneCache, e
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create clone folder: %w", err)
 		}
+		if err := checkFolderOwner(dir); err != nil {
+			// Another user could have placed objects, hooks or links in a
+			// folder it owns or may write: the clones would build on them.
+			log.Warn("the clone folder is not this process's own; this one keeps its clones in a temporary folder until it stops", "folder", dir, "reason", err)
+			dir = ""
+		}
+	}
+	if dir != "" {
 		release, err := lockFolder(dir)
 		switch {
 		case errors.Is(err, errFolderBusy):

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -502,4 +503,37 @@ func (e *gitEnv) testFetchBound(t *testing.T) {
 		t.Error("the second try was not refused")
 	}
 	mustWrite(t, e.writer(t, ns, WithWorkDir(t.TempDir()), WithCloneCacheSize(64<<20)), appUpdate("main", url))
+}
+
+// TestCloneFolderOwner: a clone folder another user owns or may write is
+// not used; the clones go to a private temporary folder instead.
+func TestCloneFolderOwner(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, tt := range []struct {
+		name  string
+		setup func(dir string) error
+		used  bool
+	}{
+		{"own, private", func(dir string) error { return os.Chmod(dir, 0o700) }, true},
+		{"writable by others", func(dir string) error { return os.Chmod(dir, 0o777) }, false},
+		{"another user's", func(dir string) error { return os.Chown(dir, os.Geteuid()+4242, -1) }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "clones")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.setup(dir); err != nil {
+				t.Skipf("cannot set the folder up here: %v", err)
+			}
+			c, err := openCloneCache(dir, 0, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.close()
+			if used := c.root == dir && !c.private; used != tt.used {
+				t.Errorf("clones in %s (private %v), want the folder used: %v", c.root, c.private, tt.used)
+			}
+		})
+	}
 }

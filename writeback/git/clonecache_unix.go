@@ -4,6 +4,7 @@ package git
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
@@ -26,6 +27,25 @@ func lockFolder(dir string) (func() error, error) {
 	}
 	// Closing the file lets go of the lock.
 	return f.Close, nil
+}
+
+// checkFolderOwner refuses a folder that is not a directory this process's
+// user owns, or that other users may write.
+func checkFolderOwner(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return errors.New("not a folder")
+	case ok && int(st.Uid) != os.Geteuid():
+		return fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("writable by others (mode %v)", fi.Mode().Perm())
+	}
+	return nil
 }
 
 // fileDiskSize is the space a file takes on disk: its allocated blocks,
