@@ -30,6 +30,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
+	"github.com/image-updater/argocd-image-updater/internal/securemetrics"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -232,8 +233,16 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 	serveErr := make(chan error, 3)
 	if o.metricsPort > 0 {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		go serve(serveCtx, "metrics", o.listenAddress, o.metricsPort, mux, nil, logger, serveErr)
+		var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		var tlsConfig *tls.Config
+		if o.metricsSecure {
+			if tlsConfig, err = securemetrics.SelfSigned(); err != nil {
+				return fmt.Errorf("metrics certificate: %w", err)
+			}
+			metrics = securemetrics.NewGuard(clientset).Wrap(metrics)
+		}
+		mux.Handle("/metrics", metrics)
+		go serve(serveCtx, "metrics", o.listenAddress, o.metricsPort, mux, tlsConfig, logger, serveErr)
 	}
 	if o.healthPort > 0 {
 		mux := http.NewServeMux()

@@ -45,13 +45,16 @@ type runOptions struct {
 	requestTimeout     time.Duration
 	imageTimeout       time.Duration
 	metricsPort        int
-	logLevel           string
-	logFormat          string
-	matchAppNames      []string
-	matchAppLabel      string
-	applicationsAPI    string
-	kubeQPS            float32
-	kubeBurst          int
+	// metricsSecure serves the metrics over HTTPS to callers the API
+	// server authorizes (the v1.x line's --metrics-secure).
+	metricsSecure   bool
+	logLevel        string
+	logFormat       string
+	matchAppNames   []string
+	matchAppLabel   string
+	applicationsAPI string
+	kubeQPS         float32
+	kubeBurst       int
 
 	argocdServerAddr string
 	argocdAuthToken  string

@@ -43,7 +43,7 @@ var v1Env = envFlags{
 func (v *v1Options) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&v.metricsBindAddress, "metrics-bind-address", "", "the v1.x line's address of the metrics server ([host]:port, 0 disables it): sets --metrics-port")
 	f.StringVar(&v.healthProbeBindAddress, "health-probe-bind-address", "", "the v1.x line's address of the health server ([host]:port, 0 disables it): sets --health-port")
-	f.BoolVar(&v.metricsSecure, "metrics-secure", false, "accepted from the v1.x line; metrics are served over plain HTTP")
+	f.BoolVar(&v.metricsSecure, "metrics-secure", false, "serve the metrics over HTTPS (a self-signed certificate) to callers the API server authenticates and authorizes for GET /metrics (needs create on tokenreviews and subjectaccessreviews); on by default with --metrics-bind-address, as in the v1.x line")
 	f.BoolVar(&v.enableHTTP2, "enable-http2", false, "accepted from the v1.x line; the servers speak HTTP/1.1")
 	f.StringVar(&v.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the Argo CD namespace)")
 	f.IntVar(&v.maxConcurrentApps, "max-concurrent-apps", 0, "the v1.x line's name of --max-concurrency")
@@ -86,9 +86,9 @@ func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
 			warn("--%s %q: the host is not used; the servers listen on --listen-address (%q)", b.flag, value, o.listenAddress)
 		}
 	}
-	if changed("metrics-secure") && v.metricsSecure {
-		warn("--metrics-secure: metrics are served over plain HTTP on --metrics-port; put TLS and authentication in front of them (a Service mesh, kube-rbac-proxy) where needed")
-	}
+	// The v1.x line serves its metrics securely unless told otherwise;
+	// v0.18 and this controller's own flags, over plain HTTP.
+	o.metricsSecure = v.metricsSecure || !changed("metrics-secure") && changed("metrics-bind-address")
 	if changed("enable-http2") && v.enableHTTP2 {
 		warn("--enable-http2: the servers speak HTTP/1.1")
 	}

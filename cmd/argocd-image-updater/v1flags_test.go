@@ -25,12 +25,42 @@ func TestV1FlagsAndVariables(t *testing.T) {
 				"--leader-election-namespace=argocd", "--max-concurrent-apps=7", "--max-concurrent-reconciles=3", "--git-commit-method=git",
 				"--disable-tls", "--tlsminversion=1.2", "--tlsmaxversion=1.3", "--tlsciphers=TLS_AES_128_GCM_SHA256"},
 			want: func(o *runOptions) string {
-				if o.metricsPort != 8443 || o.healthPort != 8081 || o.maxConcurrency != 7 || o.leaseNamespace != "argocd" {
-					return "metrics, health, concurrency or lease namespace not taken"
+				if o.metricsPort != 8443 || o.healthPort != 8081 || o.maxConcurrency != 7 || o.leaseNamespace != "argocd" || !o.metricsSecure {
+					return "metrics, health, concurrency, lease namespace or secure metrics not taken"
 				}
 				return ""
 			},
-			wantWarnings: []string{"--metrics-secure", "--max-concurrent-reconciles 3", "--tlsminversion", "--tlsmaxversion", "--tlsciphers"},
+			wantWarnings: []string{"--max-concurrent-reconciles 3", "--tlsminversion", "--tlsmaxversion", "--tlsciphers"},
+		},
+		{
+			name: "a v1.x bind address serves the metrics securely, as there",
+			args: []string{"--metrics-bind-address=:8443"},
+			want: func(o *runOptions) string {
+				if !o.metricsSecure {
+					return "metrics not secure"
+				}
+				return ""
+			},
+		},
+		{
+			name: "unless told otherwise",
+			args: []string{"--metrics-bind-address=:8080", "--metrics-secure=false"},
+			want: func(o *runOptions) string {
+				if o.metricsSecure || o.metricsPort != 8080 {
+					return "metrics secure, or port not taken"
+				}
+				return ""
+			},
+		},
+		{
+			name: "the old flags keep plain HTTP",
+			args: []string{"--metrics-port=9090"},
+			want: func(o *runOptions) string {
+				if o.metricsSecure {
+					return "metrics secure"
+				}
+				return ""
+			},
 		},
 		{
 			name: "bind addresses with a host, and 0 for off",
