@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -201,15 +199,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 func TestHealthAndMetricsEndpoints(t *testing.T) {
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
-	ports := make([]string, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
+	ports := []string{loopbackPort(t), loopbackPort(t)}
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan int, 1)
 	var out testenv.SyncBuffer

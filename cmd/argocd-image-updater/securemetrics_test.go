@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,12 +29,7 @@ func TestSecureMetrics(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "argocd-image-updater-metrics-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: "default"}},
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := loopbackPort(t)
 	ctx, stop := context.WithCancel(t.Context())
 	done := make(chan int, 1)
 	var out testenv.SyncBuffer
