@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -37,276 +38,369 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/signature"
+	"github.com/image-updater/argocd-image-updater/webhook"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
+// controller is the running controller's parts, made by the steps of
+// runController in order; each step uses what the ones before it made.
+type controller struct {
+	o         *runOptions
+	logger    *slog.Logger
+	lookupEnv func(string) (string, bool)
+	// closers run when runController returns, the last added first.
+	closers []func()
+
+	reg             *prometheus.Registry
+	cycleMetrics    *cycle.Metrics
+	registryMetrics *registry.Metrics
+
+	namespace string // Argo CD's
+	clientset kubernetes.Interface
+	dyn       dynamic.Interface
+
+	conf      *config.Watcher
+	regClient *registry.Client
+
+	watcher *appwatch.Watcher
+	source  *imageupdater.Source // nil without ImageUpdaters
+	apps    cycle.Applications
+	status  []cycle.Option
+	events  *cycle.EventReporter
+
+	// runCtx ends on SIGTERM, a failed server or a lost Lease (stop);
+	// writeCtx ends the grace period after that (abandonWrites).
+	runCtx        context.Context
+	stop          context.CancelCauseFunc
+	writeCtx      context.Context
+	abandonWrites context.CancelFunc
+
+	lead    *leadership // nil without leader election
+	updater *cycle.Updater
+
+	ready      atomic.Bool
+	serveErr   chan error // a server that failed
+	dispatcher *webhook.Dispatcher
+}
+
+// runController starts the controller and runs it until ctx ends, or the
+// one cycle of --once is over.
 func runController(ctx context.Context, o *runOptions, logger *slog.Logger, lookupEnv func(string) (string, bool)) error {
 	if o.applicationsAPI != "kubernetes" {
 		return usageErrorf("--applications-api %s is not supported: this controller reads and writes Applications through the Kubernetes API (applications-api kubernetes)", o.applicationsAPI)
 	}
-	reg := prometheus.NewRegistry()
-	cycleMetrics, registryMetrics, err := registerMetrics(reg)
-	if err != nil {
-		return err
+	c := &controller{o: o, logger: logger, lookupEnv: lookupEnv}
+	defer c.close()
+	for _, step := range []func(context.Context) error{
+		c.startMetrics,
+		c.connectKubernetes,
+		c.startRegistryClient,
+		c.watchApplications,
+		c.recordEvents,
+		c.handleShutdown,
+		c.electLeader,
+		c.buildUpdateCycle,
+		c.startServers,
+		c.startWatches,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
 	}
+	return c.run()
+}
 
-	restConfig, namespace, err := kubeConfig(o.kubeconfig)
+// deferred adds f to what runs when runController returns.
+func (c *controller) deferred(f func()) { c.closers = append(c.closers, f) }
+
+func (c *controller) close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+}
+
+func (c *controller) startMetrics(context.Context) (err error) {
+	c.reg = prometheus.NewRegistry()
+	c.cycleMetrics, c.registryMetrics, err = registerMetrics(c.reg)
+	return err
+}
+
+func (c *controller) connectKubernetes(context.Context) error {
+	restConfig, namespace, err := kubeConfig(c.o.kubeconfig)
 	if err != nil {
 		return err
 	}
-	if o.argocdNamespace != "" {
-		namespace = o.argocdNamespace
-	}
-	restConfig.QPS, restConfig.Burst = o.kubeQPS, o.kubeBurst
+	c.namespace = cmp.Or(c.o.argocdNamespace, namespace)
+	restConfig.QPS, restConfig.Burst = c.o.kubeQPS, c.o.kubeBurst
 	restConfig.UserAgent = "argocd-image-updater/" + version
-	restConfig.Wrap(cycleMetrics.WrapKubeTransport)
-	clientset, err := kubernetes.NewForConfig(restConfig)
-	if err != nil {
+	restConfig.Wrap(c.cycleMetrics.WrapKubeTransport)
+	if c.clientset, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(restConfig)
-	if err != nil {
+	if c.dyn, err = dynamic.NewForConfig(restConfig); err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	return nil
+}
 
-	confWatcher, err := config.Watch(ctx, o.registriesConfPath,
+func (c *controller) startRegistryClient(ctx context.Context) (err error) {
+	c.conf, err = config.Watch(ctx, c.o.registriesConfPath,
 		config.WithErrorHandler(func(err error) {
-			logger.Error("registries configuration rejected; the last good one stays in force", "error", err)
+			c.logger.Error("registries configuration rejected; the last good one stays in force", "error", err)
 		}),
 		config.WithReloadHandler(func(*config.Config) {
-			logger.Info("registries configuration reloaded", "path", o.registriesConfPath)
+			c.logger.Info("registries configuration reloaded", "path", c.o.registriesConfPath)
 		}))
 	if err != nil {
 		return fmt.Errorf("registries configuration: %w", err)
 	}
 	resolver := credentials.NewResolver(
-		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(clientset)),
-		credentials.WithEnv(lookupEnv),
+		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(c.clientset)),
+		credentials.WithEnv(c.lookupEnv),
 		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
 		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
 	)
-	regClient := registry.NewClient(
-		registry.WithConfig(confWatcher.Current),
+	c.regClient = registry.NewClient(
+		registry.WithConfig(c.conf.Current),
 		registry.WithCredentialResolver(resolver),
-		registry.WithMetrics(registryMetrics),
-		registry.WithLogger(logger),
+		registry.WithMetrics(c.registryMetrics),
+		registry.WithLogger(c.logger),
 		registry.WithUserAgent("argocd-image-updater/"+version),
-		registry.WithRequestTimeout(o.requestTimeout),
+		registry.WithRequestTimeout(c.o.requestTimeout),
 	)
+	return nil
+}
 
-	watchNamespaces := []string{namespace}
-	if len(o.applicationNamespaces) > 0 {
-		watchNamespaces = o.applicationNamespaces
+// watchApplications makes the Application watcher and, where the API
+// server serves the resource, the ImageUpdater source over it.
+func (c *controller) watchApplications(context.Context) error {
+	namespaces := []string{c.namespace}
+	if len(c.o.applicationNamespaces) > 0 {
+		namespaces = c.o.applicationNamespaces
 	}
-	watchOpts := []appwatch.Option{
-		appwatch.Namespaces(watchNamespaces...),
-		appwatch.MatchNames(o.matchAppNames...),
-		appwatch.MatchLabels(o.matchAppLabel),
-		appwatch.WithLogger(logger),
+	opts := []appwatch.Option{
+		appwatch.Namespaces(namespaces...),
+		appwatch.MatchNames(c.o.matchAppNames...),
+		appwatch.MatchLabels(c.o.matchAppLabel),
+		appwatch.WithLogger(c.logger),
 	}
 	serveImageUpdaters := false
-	if o.imageUpdaters {
-		if serveImageUpdaters, err = imageUpdatersServed(clientset.Discovery()); err != nil {
+	if c.o.imageUpdaters {
+		var err error
+		if serveImageUpdaters, err = imageUpdatersServed(c.clientset.Discovery()); err != nil {
 			return err
 		}
 		if !serveImageUpdaters {
-			logger.Info("the API server has no ImageUpdater resource (its CRD is not installed): only annotated Applications are managed")
+			c.logger.Info("the API server has no ImageUpdater resource (its CRD is not installed): only annotated Applications are managed")
 		}
 	}
 	if serveImageUpdaters {
-		watchOpts = append(watchOpts, appwatch.KeepUnannotated())
+		opts = append(opts, appwatch.KeepUnannotated())
 	}
-	watcher, err := appwatch.NewWatcher(dyn, watchOpts...)
+	watcher, err := appwatch.NewWatcher(c.dyn, opts...)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	var apps cycle.Applications = watcher
-	var source *imageupdater.Source
-	var statusOpts []cycle.Option
+	c.watcher, c.apps = watcher, watcher
 	if serveImageUpdaters {
-		source = imageupdater.NewSource(dyn, watcher, imageupdater.Namespaces(watchNamespaces...), imageupdater.WithLogger(logger),
-			imageupdater.WithFinalizerRelease(!o.dryRun))
-		apps = source
-		if !o.dryRun {
-			statusOpts = append(statusOpts, cycle.WithObserver(imageupdater.NewStatus(dyn, source, imageupdater.WithStatusLogger(logger))))
+		c.source = imageupdater.NewSource(c.dyn, watcher, imageupdater.Namespaces(namespaces...), imageupdater.WithLogger(c.logger),
+			imageupdater.WithFinalizerRelease(!c.o.dryRun))
+		c.apps = c.source
+		if !c.o.dryRun {
+			c.status = append(c.status, cycle.WithObserver(imageupdater.NewStatus(c.dyn, c.source, imageupdater.WithStatusLogger(c.logger))))
 		}
 	}
+	return nil
+}
 
-	var events *cycle.EventReporter
-	if !o.disableKubeEvents {
-		delivery := newEventDelivery(clientset)
-		// Runs last: the events of the last writes reach the API server
-		// before the process exits, within the shutdown grace period.
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.shutdownGrace)
-			defer cancel()
-			delivery.Close(ctx)
-		}()
-		events = cycle.NewEventReporter(delivery.recorder)
+func (c *controller) recordEvents(ctx context.Context) error {
+	if c.o.disableKubeEvents {
+		return nil
 	}
+	delivery := newEventDelivery(c.clientset)
+	// Runs last: the events of the last writes reach the API server
+	// before the process exits, within the shutdown grace period.
+	c.deferred(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.shutdownGrace)
+		defer cancel()
+		delivery.Close(ctx)
+	})
+	c.events = cycle.NewEventReporter(delivery.recorder)
+	return nil
+}
 
-	var ready atomic.Bool
-	// SIGTERM (ctx), a failed server or a lost Lease stop the controller:
-	// runCtx ends, the cycle stops reading and starts no write, and the
-	// writes in flight get the grace period, after which writeCtx ends
-	// them.
-	runCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	writeCtx, abandonWrites := context.WithCancel(context.WithoutCancel(ctx))
+// handleShutdown: SIGTERM (ctx), a failed server or a lost Lease stop the
+// controller: runCtx ends, the cycle stops reading and starts no write,
+// and the writes in flight get the grace period, after which writeCtx
+// ends them.
+func (c *controller) handleShutdown(ctx context.Context) error {
+	c.runCtx, c.stop = context.WithCancelCause(ctx)
+	c.deferred(func() { c.stop(nil) })
+	c.writeCtx, c.abandonWrites = context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		select {
-		case <-runCtx.Done():
-		case <-writeCtx.Done():
+		case <-c.runCtx.Done():
+		case <-c.writeCtx.Done():
 			return
 		}
-		if writeCtx.Err() != nil {
+		if c.writeCtx.Err() != nil {
 			return // runController returned
 		}
-		logger.Info("stopping: no new writes; writes in flight may finish", "reason", context.Cause(runCtx), "gracePeriod", o.shutdownGrace)
-		grace := time.NewTimer(o.shutdownGrace)
+		c.logger.Info("stopping: no new writes; writes in flight may finish", "reason", context.Cause(c.runCtx), "gracePeriod", c.o.shutdownGrace)
+		grace := time.NewTimer(c.o.shutdownGrace)
 		defer grace.Stop()
 		select {
 		case <-grace.C:
-			logger.Warn("shutdown grace period over; abandoning the writes in flight", "gracePeriod", o.shutdownGrace)
-			abandonWrites()
-		case <-writeCtx.Done():
+			c.logger.Warn("shutdown grace period over; abandoning the writes in flight", "gracePeriod", c.o.shutdownGrace)
+			c.abandonWrites()
+		case <-c.writeCtx.Done():
 		}
 	}()
 	// Runs before stop(nil), so that the goroutine above sees a return,
 	// not a stop.
-	defer abandonWrites()
+	c.deferred(c.abandonWrites)
+	return nil
+}
 
-	var lead *leadership
-	// A one-off cycle writes without the Lease.
-	if o.leaderElection && (o.interval > 0 || o.webhookOnly) {
-		leaseNamespace := namespace
-		if o.leaseNamespace != "" {
-			leaseNamespace = o.leaseNamespace
-		}
-		if lead, err = newLeadership(clientset, leaseNamespace, logger); err != nil {
-			return err
-		}
-	}
-	// Asked before each write (each patch, each push).
-	writeGate := func() error {
-		if runCtx.Err() != nil {
-			return fmt.Errorf("the controller is stopping (%v)", context.Cause(runCtx))
-		}
-		if lead != nil {
-			return lead.check()
-		}
+// electLeader prepares the Lease; a one-off cycle writes without it.
+func (c *controller) electLeader(context.Context) (err error) {
+	if !c.o.leaderElection || c.o.interval == 0 && !c.o.webhookOnly {
 		return nil
 	}
+	c.lead, err = newLeadership(c.clientset, cmp.Or(c.o.leaseNamespace, c.namespace), c.logger)
+	return err
+}
 
-	gitWriter, err := newGitWriter(o, clientset, dyn, namespace, logger, lookupEnv, git.WithPushGate(writeGate))
+// writeGate is asked before each write (each patch, each push).
+func (c *controller) writeGate() error {
+	if c.runCtx.Err() != nil {
+		return fmt.Errorf("the controller is stopping (%v)", context.Cause(c.runCtx))
+	}
+	if c.lead != nil {
+		return c.lead.check()
+	}
+	return nil
+}
+
+func (c *controller) buildUpdateCycle(context.Context) error {
+	gitWriter, err := newGitWriter(c.o, c.clientset, c.dyn, c.namespace, c.logger, c.lookupEnv, git.WithPushGate(c.writeGate))
 	if err != nil {
 		return err
 	}
-	defer gitWriter.Close()
-	updater := cycle.New(apps, regClient,
-		argocd.NewWriter(dyn, argocd.WithLogger(logger), argocd.WithDryRun(o.dryRun)),
-		append(statusOpts,
+	c.deferred(func() { _ = gitWriter.Close() })
+	c.updater = cycle.New(c.apps, c.regClient,
+		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun)),
+		append(c.status,
 			cycle.WithGitWriter(gitWriter),
-			cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(clientset)),
-			cycle.WithControllerNamespace(namespace),
-			cycle.WithRegistryConfig(confWatcher.Current),
-			cycle.WithMaxConcurrency(o.maxConcurrency),
-			cycle.WithImageTimeout(o.imageTimeout),
-			cycle.WithDryRun(o.dryRun),
-			cycle.WithRefreshAfterGit(o.refreshApplications),
+			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset)),
+			cycle.WithControllerNamespace(c.namespace),
+			cycle.WithRegistryConfig(c.conf.Current),
+			cycle.WithMaxConcurrency(c.o.maxConcurrency),
+			cycle.WithImageTimeout(c.o.imageTimeout),
+			cycle.WithDryRun(c.o.dryRun),
+			cycle.WithRefreshAfterGit(c.o.refreshApplications),
 			cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
-			cycle.WithLogger(logger),
-			cycle.WithEvents(events),
-			cycle.WithMetrics(cycleMetrics),
-			cycle.WithWriteGate(writeGate),
-			cycle.WithWriteContext(writeCtx),
+			cycle.WithLogger(c.logger),
+			cycle.WithEvents(c.events),
+			cycle.WithMetrics(c.cycleMetrics),
+			cycle.WithWriteGate(c.writeGate),
+			cycle.WithWriteContext(c.writeCtx),
 		)...,
 	)
+	return nil
+}
 
-	// The health and metrics servers answer until the controller returns,
-	// through the shutdown's grace period too; the webhook endpoint takes
-	// no notification once the controller is stopping.
+// startServers: the health and metrics servers answer until the
+// controller returns, through the shutdown's grace period too; the
+// webhook endpoint takes no notification once the controller is stopping.
+func (c *controller) startServers(ctx context.Context) (err error) {
 	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopServing()
-	serveErr := make(chan error, 3)
-	if o.metricsPort > 0 {
+	c.deferred(stopServing)
+	c.serveErr = make(chan error, 3)
+	if c.o.metricsPort > 0 {
 		mux := http.NewServeMux()
-		var metrics http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		var metrics http.Handler = promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{})
 		var tlsConfig *tls.Config
-		if o.metricsSecure {
+		if c.o.metricsSecure {
 			if tlsConfig, err = securemetrics.SelfSigned(); err != nil {
 				return fmt.Errorf("metrics certificate: %w", err)
 			}
-			metrics = securemetrics.NewGuard(clientset).Wrap(metrics)
+			metrics = securemetrics.NewGuard(c.clientset).Wrap(metrics)
 		}
 		mux.Handle("/metrics", metrics)
-		go serve(serveCtx, "metrics", o.listenAddress, o.metricsPort, mux, tlsConfig, logger, serveErr)
+		go serve(serveCtx, "metrics", c.o.listenAddress, c.o.metricsPort, mux, tlsConfig, c.logger, c.serveErr)
 	}
-	if o.healthPort > 0 {
+	if c.o.healthPort > 0 {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-			if updater.Stalled(o.stallTimeout) {
-				http.Error(w, fmt.Sprintf("no update cycle finished in the last %s", o.stallTimeout), http.StatusServiceUnavailable)
+			if c.updater.Stalled(c.o.stallTimeout) {
+				http.Error(w, fmt.Sprintf("no update cycle finished in the last %s", c.o.stallTimeout), http.StatusServiceUnavailable)
 				return
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if !ready.Load() {
+			if !c.ready.Load() {
 				http.Error(w, "Applications not listed yet", http.StatusServiceUnavailable)
 				return
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
-		go serve(serveCtx, "health", o.listenAddress, o.healthPort, mux, nil, logger, serveErr)
+		go serve(serveCtx, "health", c.o.listenAddress, c.o.healthPort, mux, nil, c.logger, c.serveErr)
 	}
-	dispatcher, err := startWebhook(runCtx, o, updater, reg, logger, serveErr)
-	if err != nil {
-		return err
-	}
+	c.dispatcher, err = startWebhook(c.runCtx, c.o, c.updater, c.reg, c.logger, c.serveErr)
+	return err
+}
 
-	logger.Info("starting", "version", version, "namespace", namespace, "interval", o.interval, "dryRun", o.dryRun,
-		"registriesConf", o.registriesConfPath)
-	if err := watcher.Start(runCtx); err != nil {
+// startWatches lists the Applications (and ImageUpdaters) and waits for
+// the lists before anything is checked; then the controller is ready.
+func (c *controller) startWatches(context.Context) error {
+	c.logger.Info("starting", "version", version, "namespace", c.namespace, "interval", c.o.interval, "dryRun", c.o.dryRun,
+		"registriesConf", c.o.registriesConfPath)
+	if err := c.watcher.Start(c.runCtx); err != nil {
 		return err
 	}
-	if source != nil {
-		if err := source.Start(runCtx); err != nil {
+	if c.source != nil {
+		if err := c.source.Start(c.runCtx); err != nil {
 			return err
 		}
 	}
-	ready.Store(true)
+	c.ready.Store(true)
+	return nil
+}
 
-	if o.interval == 0 && !o.webhookOnly {
+// run runs the one cycle of --once, or the cycles (and webhook checks)
+// until the controller stops, under the Lease when there is one.
+func (c *controller) run() error {
+	if c.o.interval == 0 && !c.o.webhookOnly {
 		// A cycle that ran is a success whatever it found: problems of
 		// single images are in the events, the log and the metrics, and
 		// the old tool's scripts and jobs treat a non-zero exit as "could
 		// not run".
-		updater.RunOnce(runCtx)
+		c.updater.RunOnce(c.runCtx)
 		return nil
 	}
-
 	// A health or metrics server that cannot serve stops the controller
 	// with an error, so that the pod restarts instead of running blind.
 	go func() {
 		select {
-		case err := <-serveErr:
-			logger.Error("server failed; stopping", "error", err)
-			stop(fmt.Errorf("%w: %w", errServerFailed, err))
-		case <-runCtx.Done():
+		case err := <-c.serveErr:
+			c.logger.Error("server failed; stopping", "error", err)
+			c.stop(fmt.Errorf("%w: %w", errServerFailed, err))
+		case <-c.runCtx.Done():
 		}
 	}()
-	work := controllerWork(o, updater, dispatcher)
-	if lead != nil {
-		if err := lead.run(runCtx, func() { stop(errNotLeader) }, work); err != nil {
+	work := controllerWork(c.o, c.updater, c.dispatcher)
+	if c.lead != nil {
+		if err := c.lead.run(c.runCtx, func() { c.stop(errNotLeader) }, work); err != nil {
 			return err
 		}
 	} else {
-		work(runCtx)
+		work(c.runCtx)
 	}
-	if cause := context.Cause(runCtx); errors.Is(cause, errServerFailed) {
+	if cause := context.Cause(c.runCtx); errors.Is(cause, errServerFailed) {
 		return cause
 	}
 	return nil
