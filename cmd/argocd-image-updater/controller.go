@@ -32,6 +32,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/internal/securemetrics"
+	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -324,7 +325,7 @@ func (c *controller) startServers(ctx context.Context) (err error) {
 		var metrics http.Handler = promhttp.HandlerFor(c.reg, promhttp.HandlerOpts{})
 		var tlsConfig *tls.Config
 		if c.o.metricsSecure {
-			if tlsConfig, err = securemetrics.SelfSigned(); err != nil {
+			if tlsConfig, err = selfsigned.Config("argocd-image-updater metrics"); err != nil {
 				return fmt.Errorf("metrics certificate: %w", err)
 			}
 			metrics = securemetrics.NewGuard(c.clientset).Wrap(metrics)

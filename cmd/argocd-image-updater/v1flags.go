@@ -50,7 +50,7 @@ func (v *v1Options) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&v.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "accepted from the v1.x line; ImageUpdaters are served by the one update cycle")
 	f.IntVar(&v.maxConcurrentUpdaters, "max-concurrent-updaters", 0, "the v1.x webhook command's name of --max-concurrency")
 	f.StringVar(&v.gitCommitMethod, "git-commit-method", "git", "how commits are made: git (the v1.x line's api, through the GitHub API, is not supported: commits are pushed with git)")
-	f.BoolVar(&v.disableTLS, "disable-tls", false, "the v1.x line's switch of webhook TLS; TLS is on here only with --webhook-tls-cert-file")
+	f.BoolVar(&v.disableTLS, "disable-tls", false, "the v1.x line's switch of webhook TLS: true serves plain HTTP; false serves TLS (the Secret at /app/config/tls, else self-signed) without --webhook-tls-cert-file; unset: TLS only where that Secret is mounted")
 	f.StringVar(&v.tlsMinVersion, "tlsminversion", "", "accepted from the v1.x line; webhook TLS takes 1.2 at least")
 	f.StringVar(&v.tlsMaxVersion, "tlsmaxversion", "", "accepted from the v1.x line; webhook TLS takes up to 1.3")
 	f.StringVar(&v.tlsCiphers, "tlsciphers", "", "accepted from the v1.x line; webhook TLS uses Go's default cipher suites")
@@ -117,12 +117,18 @@ func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
 	default:
 		return nil, usageErrorf("invalid value %q for --git-commit-method: want git or api", v.gitCommitMethod)
 	}
-	if changed("disable-tls") && !v.disableTLS && o.webhook.tlsCertFile == "" {
-		warn("--disable-tls=false: the webhook endpoint serves TLS only with --webhook-tls-cert-file and --webhook-tls-key-file; it serves plain HTTP")
+	switch {
+	case !changed("disable-tls"):
+	case v.disableTLS && o.webhook.tlsCertFile != "":
+		warn("--disable-tls: the webhook endpoint serves TLS with --webhook-tls-cert-file")
+	case v.disableTLS:
+		o.webhook.v1TLS = v1TLSOff
+	default:
+		o.webhook.v1TLS = v1TLSOn
 	}
 	for _, name := range []string{"tlsminversion", "tlsmaxversion", "tlsciphers"} {
 		if changed(name) {
-			warn("--%s: webhook TLS (--webhook-tls-cert-file) takes TLS 1.2 to 1.3 with Go's default cipher suites", name)
+			warn("--%s: webhook TLS takes TLS 1.2 to 1.3 with Go's default cipher suites", name)
 		}
 	}
 	o.leaseNamespace = v.leaderElectionNamespace

@@ -101,6 +101,40 @@ func TestV1FlagsAndVariables(t *testing.T) {
 				return ""
 			},
 		},
+		{
+			name: "--disable-tls=false asks for webhook TLS",
+			args: []string{"--disable-tls=false"},
+			want: func(o *runOptions) string {
+				if o.webhook.v1TLS != v1TLSOn {
+					return "TLS not asked for"
+				}
+				return ""
+			},
+		},
+		{
+			name: "DISABLE_TLS=true turns it off",
+			env:  map[string]string{"DISABLE_TLS": "true"},
+			want: func(o *runOptions) string {
+				if o.webhook.v1TLS != v1TLSOff {
+					return "TLS not turned off"
+				}
+				return ""
+			},
+		},
+		{
+			name: "unset leaves it to the mounted Secret",
+			want: func(o *runOptions) string {
+				if o.webhook.v1TLS != v1TLSUnset || o.webhook.v1TLSDir != "/app/config/tls" {
+					return "TLS choice made without being asked"
+				}
+				return ""
+			},
+		},
+		{
+			name:         "the operator's files win over --disable-tls",
+			args:         []string{"--disable-tls", "--webhook-tls-cert-file=/tls/tls.crt", "--webhook-tls-key-file=/tls/tls.key"},
+			wantWarnings: []string{"--disable-tls: the webhook endpoint serves TLS with --webhook-tls-cert-file"},
+		},
 		{name: "disagreeing ports", args: []string{"--metrics-bind-address=:8443", "--metrics-port=9000"}, wantErr: "disagree"},
 		{name: "a bad bind address", args: []string{"--health-probe-bind-address=8081"}, wantErr: "invalid value \"8081\" for --health-probe-bind-address"},
 		{name: "an unknown commit method", args: []string{"--git-commit-method=svn"}, wantErr: "want git or api"},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
 	"github.com/image-updater/argocd-image-updater/webhook"
 )
 
@@ -23,10 +26,26 @@ type webhookOptions struct {
 	requireSecret bool
 	tlsCertFile   string
 	tlsKeyFile    string
+	// v1TLS is the v1.x line's --disable-tls, when given; v1TLSDir is where
+	// its install mounts the argocd-image-updater-tls Secret.
+	v1TLS    v1TLS
+	v1TLSDir string
 	// The OIDC token of Pub/Sub push subscriptions (artifact-registry).
 	pubsubAudience, pubsubAccount, pubsubJWKS string
 	secrets                                   map[string]*string // by source
 }
+
+// v1TLS is what the v1.x line's --disable-tls (DISABLE_TLS) asked for.
+type v1TLS int
+
+const (
+	v1TLSUnset v1TLS = iota
+	v1TLSOn          // --disable-tls=false
+	v1TLSOff         // --disable-tls
+)
+
+// defaultV1TLSDir is where the v1.x install mounts the webhook's Secret.
+const defaultV1TLSDir = "/app/config/tls"
 
 // webhookSecretFlags name the secret flag of each source.
 var webhookSecretFlags = map[string]string{
@@ -70,11 +89,12 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&w.port, "webhook-port", 8082, "port of the webhook endpoint (POST /webhook)")
 	f.IntVar(&w.rateLimit, "webhook-ratelimit-allowed", 0, "webhook requests accepted per hour from each registry type; 0: no limit")
 	f.BoolVar(&w.requireSecret, "webhook-require-secret", true, "refuse webhooks of registry types that have no secret; false accepts them unauthenticated")
-	f.StringVar(&w.tlsCertFile, "webhook-tls-cert-file", "", "serve the webhook endpoint over HTTPS with this PEM certificate (chain), read again when it changes; default: plain HTTP")
+	f.StringVar(&w.tlsCertFile, "webhook-tls-cert-file", "", "serve the webhook endpoint over HTTPS with this PEM certificate (chain), read again when it changes; default: the v1.x line's Secret at /app/config/tls when mounted, else plain HTTP")
 	f.StringVar(&w.tlsKeyFile, "webhook-tls-key-file", "", "the PEM private key of --webhook-tls-cert-file")
 	f.StringVar(&w.pubsubAudience, "artifact-registry-webhook-audience", "", "require the OIDC token of the Pub/Sub push subscription, with this audience (the subscription's, by default its push endpoint URL)")
 	f.StringVar(&w.pubsubAccount, "artifact-registry-webhook-service-account", "", "the service account the OIDC token must name (required with --artifact-registry-webhook-audience)")
 	f.StringVar(&w.pubsubJWKS, "artifact-registry-webhook-jwks-url", webhook.GoogleJWKS, "where the keys that sign the OIDC tokens are published")
+	w.v1TLSDir = defaultV1TLSDir
 	w.secrets = map[string]*string{}
 	for _, source := range webhook.Sources() {
 		w.secrets[source] = f.String(webhookSecretFlags[source], "", "shared secret of "+source+" webhooks (prefer the environment variable)")
@@ -181,16 +201,58 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 		logger.Info("webhook endpoint enabled", "port", o.webhook.port, "path", webhook.Path, "types", strings.Join(enabled, ","),
 			"rateLimitPerHour", o.webhook.rateLimit)
 	}
-	var tlsConfig *tls.Config
-	if o.webhook.tlsCertFile != "" {
-		certs, err := webhook.NewCertFiles(o.webhook.tlsCertFile, o.webhook.tlsKeyFile, logger)
-		if err != nil {
-			return nil, err
-		}
-		tlsConfig = certs.TLSConfig()
+	tlsConfig, err := o.webhook.serverTLS(logger)
+	if err != nil {
+		return nil, err
 	}
 	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, tlsConfig, logger, serveErr)
 	return dispatcher, nil
+}
+
+// serverTLS chooses how the endpoint is served: nil for plain HTTP. The
+// operator's --webhook-tls-* files come first. Otherwise the v1.x line's
+// answer where its install is found: the argocd-image-updater-tls Secret
+// mounted at /app/config/tls is served, and when its files are empty (as
+// that install creates it) or --disable-tls=false is given, a self-signed
+// certificate, unless --disable-tls. Without either, plain HTTP, as v0.18
+// serves it, so that its users' webhook URLs keep working.
+func (w *webhookOptions) serverTLS(logger *slog.Logger) (*tls.Config, error) {
+	certFile, keyFile := w.tlsCertFile, w.tlsKeyFile
+	if certFile == "" {
+		if w.v1TLS == v1TLSOff {
+			return nil, nil
+		}
+		certFile, keyFile = filepath.Join(w.v1TLSDir, "tls.crt"), filepath.Join(w.v1TLSDir, "tls.key")
+		full, present := fileSizes(certFile, keyFile)
+		switch {
+		case full:
+			logger.Info("the webhook endpoint serves TLS with the mounted certificate", "file", certFile)
+		case present || w.v1TLS == v1TLSOn:
+			logger.Info("the webhook endpoint serves TLS with a self-signed certificate: fill the argocd-image-updater-tls Secret to serve your own, or set --disable-tls for plain HTTP",
+				"file", certFile)
+			return selfsigned.Config("argocd-image-updater webhook")
+		default:
+			return nil, nil
+		}
+	}
+	certs, err := webhook.NewCertFiles(certFile, keyFile, logger)
+	if err != nil {
+		return nil, err
+	}
+	return certs.TLSConfig(), nil
+}
+
+// fileSizes tells whether both files exist, and whether neither is empty.
+func fileSizes(files ...string) (full, present bool) {
+	full, present = true, true
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			return false, false
+		}
+		full = full && info.Size() > 0
+	}
+	return full, present
 }
 
 // controllerWork is what the replica that holds the Lease runs: the cycles,

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -330,4 +332,88 @@ func applicationImages(t *testing.T, dyn dynamic.Interface, name string) []strin
 		t.Fatal(err)
 	}
 	return testenv.KustomizeImages(t, obj)
+}
+
+// The webhook endpoint's TLS as each line's install asks for it: the
+// operator's files; the v1.x Secret when mounted (self-signed while it is
+// empty, as that install creates it); --disable-tls; plain HTTP where
+// neither is found, as v0.18 serves it.
+func TestWebhookTLSChoice(t *testing.T) {
+	ca := testenv.NewCA(t, "operator-ca")
+	certPEM, keyPEM := ca.ServerCertPEM(t)
+	writeDir := func(t *testing.T, cert, key []byte) string {
+		dir := t.TempDir()
+		for name, b := range map[string][]byte{"tls.crt": cert, "tls.key": key} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	operatorDir := writeDir(t, certPEM, keyPEM)
+	tests := []struct {
+		name       string
+		dir        string // the mounted Secret; "" for none
+		operator   bool   // --webhook-tls-cert-file given
+		v1TLS      v1TLS
+		wantIssuer string // "" for plain HTTP
+		wantErr    string
+	}{
+		{name: "nothing mounted: plain HTTP as v0.18", dir: "none"},
+		{name: "the v1.x Secret with a certificate", dir: "full", wantIssuer: "operator-ca"},
+		{name: "the v1.x Secret as its install creates it: self-signed", dir: "empty", wantIssuer: "argocd-image-updater webhook"},
+		{name: "--disable-tls=false without a Secret: self-signed", dir: "none", v1TLS: v1TLSOn, wantIssuer: "argocd-image-updater webhook"},
+		{name: "--disable-tls with the Secret: plain HTTP", dir: "full", v1TLS: v1TLSOff},
+		{name: "the operator's files win", dir: "empty", operator: true, wantIssuer: "operator-ca"},
+		{name: "a broken Secret stops the start", dir: "broken", wantErr: "tls.crt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := webhookOptions{v1TLS: tt.v1TLS}
+			switch tt.dir {
+			case "none":
+				w.v1TLSDir = filepath.Join(t.TempDir(), "absent")
+			case "full":
+				w.v1TLSDir = operatorDir
+			case "empty":
+				w.v1TLSDir = writeDir(t, nil, nil)
+			case "broken":
+				w.v1TLSDir = writeDir(t, []byte("not a certificate"), []byte("not a key"))
+			}
+			if tt.operator {
+				w.tlsCertFile, w.tlsKeyFile = filepath.Join(operatorDir, "tls.crt"), filepath.Join(operatorDir, "tls.key")
+			}
+			cfg, err := w.serverTLS(slog.New(slog.DiscardHandler))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := handshakeIssuer(t, cfg); got != tt.wantIssuer {
+				t.Errorf("served a certificate issued by %q, want %q", got, tt.wantIssuer)
+			}
+		})
+	}
+}
+
+// handshakeIssuer is the issuer of the certificate a server with cfg
+// presents; "" when cfg is nil (plain HTTP).
+func handshakeIssuer(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	if cfg == nil {
+		return ""
+	}
+	serverConn, clientConn := net.Pipe()
+	defer serverConn.Close()
+	defer clientConn.Close()
+	go func() { _ = tls.Server(serverConn, cfg).Handshake() }()
+	client := tls.Client(clientConn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}) //nolint:gosec // reads what is served
+	if err := client.Handshake(); err != nil {
+		t.Fatalf("handshake: %v", err)
+	}
+	return client.ConnectionState().PeerCertificates[0].Issuer.CommonName
 }

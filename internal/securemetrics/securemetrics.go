@@ -1,22 +1,14 @@
 // Package securemetrics serves the metrics endpoint as Argo CD Image
-// Updater v1.x does with --metrics-secure: over HTTPS, with a self-signed
-// certificate, to callers whose bearer token the API server authenticates
+// Updater v1.x does with --metrics-secure: over HTTPS (a self-signed
+// certificate), to callers whose bearer token the API server authenticates
 // (TokenReview) and authorizes for GET on the path (SubjectAccessReview),
 // as controller-runtime's authentication and authorization filter does.
 package securemetrics
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -125,37 +117,4 @@ func (g *Guard) review(ctx context.Context, token, path string) (bool, error) {
 		return false, err
 	}
 	return sar.Status.Allowed, nil
-}
-
-// SelfSigned is a TLS configuration with a certificate made at start for
-// the host's names, as controller-runtime makes one when given none.
-func SelfSigned() (*tls.Config, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	names := []string{"localhost"}
-	if h, err := os.Hostname(); err == nil {
-		names = append(names, h)
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "argocd-image-updater metrics"},
-		DNSNames:     names,
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(1, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
