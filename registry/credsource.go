@@ -7,20 +7,19 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
-	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
-	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 )
 
 // nativeKindFor says which native credential source serves a registry
 // host by itself: ECR for private ECR hosts, GCP for gcr.io, *.gcr.io and
 // <location>-docker.pkg.dev.
 func nativeKindFor(host string) (credentials.Kind, bool) {
-	if _, _, ok := ecr.ParseHost(host); ok {
+	if _, _, ok := cloudhost.ECR(host); ok {
 		return credentials.KindECR, true
 	}
-	if gcp.IsRegistryHost(host) {
+	if cloudhost.Google(host) {
 		return credentials.KindGCP, true
 	}
 	return 0, false

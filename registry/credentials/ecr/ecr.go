@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +15,7 @@ import (
 	awsecr "github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
@@ -27,28 +26,6 @@ const roleSessionName = "argocd-image-updater"
 // tokenLifetime is what ECR documents for an authorization token; it is
 // only used when an answer lacks expiresAt.
 const tokenLifetime = 12 * time.Hour
-
-// hostRE matches private ECR registry hosts: the classic and FIPS names in
-// the aws and aws-cn partitions, and the dual-stack names under on.aws.
-var hostRE = regexp.MustCompile(`^([0-9]{12})\.(?:dkr\.ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.amazonaws\.com(?:\.cn)?|dkr-ecr(?:-fips)?\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.on\.aws)$`)
-
-// ParseHost reads the registry (AWS account) ID and region from a private
-// ECR registry host such as 123456789012.dkr.ecr.eu-west-1.amazonaws.com.
-// A port, if any, is ignored. ok is false for any other host.
-func ParseHost(host string) (accountID, region string, ok bool) {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	m := hostRE.FindStringSubmatch(strings.ToLower(host))
-	if m == nil {
-		return "", "", false
-	}
-	region = m[2]
-	if region == "" {
-		region = m[3]
-	}
-	return m[1], region, true
-}
 
 // configLoader loads the AWS configuration; config.LoadDefaultConfig by
 // default. The provider passes the region of the registry as an option.
@@ -122,7 +99,7 @@ func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t creden
 	if ref.Kind != credentials.KindECR {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: cannot serve credentials of kind %s", ref.Kind)
 	}
-	account, region, ok := ParseHost(registryHost)
+	account, region, ok := cloudhost.ECR(registryHost)
 	if !ok {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: %s is not an Amazon ECR registry host (want <12-digit account>.dkr.ecr.<region>.amazonaws.com)", registryHost)
 	}

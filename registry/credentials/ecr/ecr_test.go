@@ -15,35 +15,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
-func TestParseECRHost(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		host            string
-		account, region string
-		ok              bool
-	}{
-		{"123456789012.dkr.ecr.ap-northeast-1.amazonaws.com", "123456789012", "ap-northeast-1", true},
-		{"123456789012.dkr.ecr.us-east-1.amazonaws.com:443", "123456789012", "us-east-1", true},
-		{"123456789012.DKR.ECR.EU-WEST-1.AMAZONAWS.COM", "123456789012", "eu-west-1", true},
-		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", "123456789012", "us-gov-west-1", true},
-		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", "123456789012", "cn-north-1", true},
-		{"123456789012.dkr-ecr.eu-central-1.on.aws", "123456789012", "eu-central-1", true},
-		{"12345678901.dkr.ecr.us-east-1.amazonaws.com", "", "", false},   // 11 digits
-		{"1234567890123.dkr.ecr.us-east-1.amazonaws.com", "", "", false}, // 13 digits
-		{"123456789012.dkr.ecr.us-east-1.amazonaws.com.evil.example", "", "", false},
-		{"evil.example/123456789012.dkr.ecr.us-east-1.amazonaws.com", "", "", false},
-		{"123456789012.dkr.ecr.amazonaws.com", "", "", false},
-		{"public.ecr.aws", "", "", false},
-		{"gcr.io", "", "", false},
-		{"", "", "", false},
-	} {
-		account, region, ok := ParseHost(tc.host)
-		if account != tc.account || region != tc.region || ok != tc.ok {
-			t.Errorf("ParseHost(%q) = %q, %q, %v; want %q, %q, %v", tc.host, account, region, ok, tc.account, tc.region, tc.ok)
-		}
-	}
-}
-
 const (
 	ecrTestHost   = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
 	ecrTestRegion = "ap-northeast-1"

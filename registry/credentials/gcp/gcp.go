@@ -3,13 +3,10 @@ package gcp
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/image-updater/argocd-image-updater/internal/safe"
+	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
@@ -26,18 +24,6 @@ import (
 const accessTokenUser = "oauth2accesstoken"
 
 const cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
-
-var registryHostRE = regexp.MustCompile(`^(?:(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)*gcr\.io|[a-z0-9](?:[a-z0-9-]*[a-z0-9])?-docker\.pkg\.dev)$`)
-
-// IsRegistryHost reports whether host is a registry run by Google: gcr.io,
-// a subdomain of gcr.io, or an Artifact Registry host
-// <location>-docker.pkg.dev. A port, if any, is ignored.
-func IsRegistryHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	return registryHostRE.MatchString(strings.ToLower(host))
-}
 
 // option configures a Provider in tests.
 type option func(*Provider)
@@ -104,7 +90,7 @@ func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t creden
 	if ref.Kind != credentials.KindGCP {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: cannot serve credentials of kind %s", ref.Kind)
 	}
-	if !IsRegistryHost(registryHost) {
+	if !cloudhost.Google(registryHost) {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: %s is not a Google registry host (gcr.io, *.gcr.io, <location>-docker.pkg.dev); a Google access token is only sent to those", registryHost)
 	}
 	ts, err := p.tokenSource(ctx)

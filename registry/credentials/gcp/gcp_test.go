@@ -14,32 +14,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
-func TestIsGoogleRegistryHost(t *testing.T) {
-	t.Parallel()
-	for host, want := range map[string]bool{
-		"gcr.io":                      true,
-		"GCR.IO":                      true,
-		"eu.gcr.io":                   true,
-		"us.gcr.io:443":               true,
-		"marketplace.gcr.io":          true,
-		"us-docker.pkg.dev":           true,
-		"europe-west1-docker.pkg.dev": true,
-		"docker.pkg.dev":              false,
-		"-docker.pkg.dev":             false,
-		"a.b-docker.pkg.dev":          false,
-		"us-docker.pkg.dev.evil.test": false,
-		"gcr.io.evil.test":            false,
-		"evilgcr.io":                  false,
-		"us-maven.pkg.dev":            false,
-		"docker.io":                   false,
-		"":                            false,
-	} {
-		if got := IsRegistryHost(host); got != want {
-			t.Errorf("IsRegistryHost(%q) = %v, want %v", host, got, want)
-		}
-	}
-}
-
 // neverOnGCE is a detection that fails the test if it is consulted: it
 // stands for the metadata probe, which must not leave the machine in tests.
 func neverOnGCE(t *testing.T) option {
