@@ -23,13 +23,14 @@ build:
 testbin:
 	@hack/testbin.sh >/dev/null
 
-## test: lint, then every test, including those against real servers
-test: lint
+## test: lint, the unit tests under the race detector, then every test,
+## including those against real servers
+test: lint unit
 	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
 
-## unit: the tests that need no test servers (fast feedback)
+## unit: the tests that need no test servers, under the race detector
 unit:
-	$(GO) test -count=1 -short ./...
+	$(GO) test -count=1 -race -short ./...
 
 ## lint: gofmt, go vet, and no build outputs or large files tracked
 lint:
