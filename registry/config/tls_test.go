@@ -10,10 +10,15 @@ import (
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
+// writeTestFile replaces the file at once, as Kubernetes updates a mounted
+// Secret, so that a poll never reads it half written.
 func writeTestFile(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
+	if err := os.WriteFile(p+".new", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
 		t.Fatal(err)
 	}
 	return p
