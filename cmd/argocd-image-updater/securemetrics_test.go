@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -72,5 +73,20 @@ func TestSecureMetrics(t *testing.T) {
 		if code, body := get(tt.scheme, tt.token); code != tt.want {
 			t.Errorf("%s: %d %q, want %d", tt.name, code, body, tt.want)
 		}
+	}
+	// A flood of forged tokens is answered 429 past the review rate,
+	// without asking the API server, and the scraper's remembered token
+	// still reads the metrics.
+	limited := 0
+	for i := range 30 {
+		if code, _ := get("https", fmt.Sprintf("forged-%d", i)); code == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Error("30 forged tokens were all reviewed: no 429")
+	}
+	if code, body := get("https", scraper); code != http.StatusOK {
+		t.Errorf("the scraper after the flood: %d %q", code, body)
 	}
 }

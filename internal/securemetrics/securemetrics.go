@@ -8,11 +8,14 @@ package securemetrics
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,11 +31,25 @@ const reviewTTL = time.Minute
 // memory.
 const maxReviews = 256
 
+// Tokens not remembered are reviewed at this rate at most, past a burst:
+// anyone who reaches the port can send tokens, and each costs the API
+// server two requests; a scraper's token is remembered, so it is rarely
+// asked again.
+const (
+	reviewRate  = rate.Limit(1)
+	reviewBurst = 10
+)
+
+// errTooManyReviews answers a token past the review rate.
+var errTooManyReviews = errors.New("too many tokens to review")
+
 // Guard lets through requests the API server authenticates and
 // authorizes.
 type Guard struct {
 	cs  kubernetes.Interface
 	now func() time.Time
+
+	limit *rate.Limiter
 
 	mu      sync.Mutex
 	reviews map[[sha256.Size]byte]review
@@ -46,11 +63,12 @@ type review struct {
 // NewGuard reviews tokens through cs, which needs create on tokenreviews
 // and subjectaccessreviews.
 func NewGuard(cs kubernetes.Interface) *Guard {
-	return &Guard{cs: cs, now: time.Now, reviews: map[[sha256.Size]byte]review{}}
+	return &Guard{cs: cs, now: time.Now, limit: rate.NewLimiter(reviewRate, reviewBurst), reviews: map[[sha256.Size]byte]review{}}
 }
 
 // Wrap answers 401 without a bearer token, 403 for one not allowed GET on
-// the request's path, 500 when the API server could not be asked.
+// the request's path, 429 past the review rate, 500 when the API server
+// could not be asked.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -60,6 +78,9 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		}
 		allowed, err := g.allowed(r.Context(), token, r.URL.Path)
 		switch {
+		case errors.Is(err, errTooManyReviews):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many tokens to review: retry later", http.StatusTooManyRequests)
 		case err != nil:
 			http.Error(w, "the token could not be reviewed", http.StatusInternalServerError)
 		case !allowed:
@@ -79,13 +100,21 @@ func (g *Guard) allowed(ctx context.Context, token, path string) (bool, error) {
 	if ok && g.now().Sub(rv.at) < reviewTTL {
 		return rv.allowed, nil
 	}
+	if !g.limit.Allow() {
+		return false, errTooManyReviews
+	}
 	allowed, err := g.review(ctx, token, path)
 	if err != nil {
 		return false, err
 	}
 	g.mu.Lock()
 	if len(g.reviews) >= maxReviews {
-		clear(g.reviews)
+		// Refusals go first, so that forged tokens do not push out a
+		// scraper's.
+		maps.DeleteFunc(g.reviews, func(_ [sha256.Size]byte, r review) bool { return !r.allowed })
+		if len(g.reviews) >= maxReviews {
+			clear(g.reviews)
+		}
 	}
 	g.reviews[key] = review{allowed: allowed, at: g.now()}
 	g.mu.Unlock()
