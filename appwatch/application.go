@@ -1,7 +1,6 @@
 package appwatch
 
 import (
-	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,8 +35,11 @@ type Source struct {
 	Type           SourceType // "" when neither the spec nor the status tells
 	// KustomizeImages are spec.source(s)[i].kustomize.images.
 	KustomizeImages []string
-	// HelmParameters are spec.source(s)[i].helm.parameters by name.
-	HelmParameters map[string]string
+	// helmParameters are spec.source(s)[i].helm.parameters as written
+	// (see HelmParameter).
+	helmParameters []any
+	// blocks are the tool blocks (kustomize, helm...) the spec has.
+	blocks uint8
 }
 
 // Application is what the update cycle needs of an Argo CD Application.
@@ -50,90 +52,31 @@ type Application struct {
 	Sources     []Source
 	// RunningImages are status.summary.images: what runs now.
 	RunningImages []string
-	// Object is the Application as the informer holds it. It is shared:
-	// never modify it.
-	Object *unstructured.Unstructured
 	// ImageUpdater is the ImageUpdater resource that selected the
 	// Application, whose settings Annotations then hold; the zero value
 	// when the Application's own annotations did.
 	ImageUpdater types.NamespacedName
+
+	snapshot *Snapshot
+}
+
+// Object is the Application as an object, with the fields the updater
+// reads (see Snapshot): what a write back is computed from, and what
+// events refer to.
+func (a *Application) Object() *unstructured.Unstructured {
+	if a.snapshot == nil {
+		return (&Snapshot{name: a.Name, namespace: a.Namespace}).object()
+	}
+	return a.snapshot.object()
 }
 
 // Key is "namespace/name".
 func (a *Application) Key() string { return a.Namespace + "/" + a.Name }
 
 // FromUnstructured reads an Application; image names are read with opts
-// (registries.conf's default registry and namespace). Only the fields the
-// updater needs are read, straight from the unstructured object: it is
-// cheap enough to run for every Application every cycle, and writes go
-// through the unstructured object so that fields unknown to Argo CD's Go
-// types are never lost.
+// (registries.conf's default registry and namespace).
 func FromUnstructured(obj *unstructured.Unstructured, opts ...imageref.Option) (*Application, error) {
-	app := &Application{
-		Namespace:   obj.GetNamespace(),
-		Name:        obj.GetName(),
-		Annotations: ParseAnnotations(obj.GetAnnotations(), opts...),
-		Object:      obj,
-	}
-	app.Project, _, _ = unstructured.NestedString(obj.Object, "spec", "project")
-	// Status is Argo CD's to write; a part we cannot read only costs us
-	// what runs now.
-	app.RunningImages, _, _ = unstructured.NestedStringSlice(obj.Object, "status", "summary", "images")
-	statusType, _, _ := unstructured.NestedString(obj.Object, "status", "sourceType")
-	statusTypes, _, _ := unstructured.NestedStringSlice(obj.Object, "status", "sourceTypes")
-
-	if sources, ok, _ := unstructured.NestedSlice(obj.Object, "spec", "sources"); ok && len(sources) > 0 {
-		for i, raw := range sources {
-			m, ok := raw.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("application %s: spec.sources[%d] is not an object", app.Key(), i)
-			}
-			t := ""
-			if i < len(statusTypes) {
-				t = statusTypes[i]
-			}
-			app.Sources = append(app.Sources, newSource(i, m, t))
-		}
-		return app, nil
-	}
-	if m, ok, _ := unstructured.NestedMap(obj.Object, "spec", "source"); ok {
-		app.Sources = []Source{newSource(-1, m, statusType)}
-	}
-	return app, nil
-}
-
-func newSource(index int, s map[string]any, statusType string) Source {
-	str := func(fields ...string) string { v, _, _ := unstructured.NestedString(s, fields...); return v }
-	has := func(field string) bool { _, ok := s[field]; return ok }
-	src := Source{
-		Index: index, RepoURL: str("repoURL"), Path: str("path"), Chart: str("chart"),
-		TargetRevision: str("targetRevision"), Ref: str("ref"),
-		Type: SourceType(statusType),
-	}
-	// The spec tells when the user configured the tool explicitly; the
-	// status tells what Argo CD detected. Explicit configuration wins.
-	switch {
-	case has("kustomize"):
-		src.Type = SourceKustomize
-	case has("helm") || src.Chart != "":
-		src.Type = SourceHelm
-	case has("plugin"):
-		src.Type = SourcePlugin
-	case has("directory") && src.Type == "":
-		src.Type = SourceDirectory
-	}
-	src.KustomizeImages, _, _ = unstructured.NestedStringSlice(s, "kustomize", "images")
-	if params, ok, _ := unstructured.NestedSlice(s, "helm", "parameters"); ok && len(params) > 0 {
-		src.HelmParameters = make(map[string]string, len(params))
-		for _, p := range params {
-			if m, ok := p.(map[string]any); ok {
-				name, _ := m["name"].(string)
-				value, _ := m["value"].(string)
-				src.HelmParameters[name] = value
-			}
-		}
-	}
-	return src
+	return SnapshotOf(obj).Application(opts...)
 }
 
 // TargetSource picks the source an image's new version is written for:
@@ -211,7 +154,7 @@ func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 		}
 	case SourceHelm:
 		if img.HelmImageSpec != "" {
-			v, ok := s.HelmParameters[img.HelmImageSpec]
+			v, ok := s.HelmParameter(img.HelmImageSpec)
 			if !ok {
 				return imageref.Version{}, false
 			}
@@ -219,7 +162,7 @@ func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 			return version, !version.IsZero()
 		}
 		_, param := img.HelmParameters()
-		v, ok := s.HelmParameters[param]
+		v, ok := s.HelmParameter(param)
 		return imageref.ParseVersion(v), ok && v != ""
 	}
 	return imageref.Version{}, false

@@ -1,12 +1,12 @@
 package appwatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"path"
 	"slices"
-	"sort"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,46 +118,47 @@ func (w *Watcher) Start(ctx context.Context) error {
 }
 
 // Applications returns the managed Applications, sorted by namespace and
-// name, with image names read with opts (see FromUnstructured). Their
-// Object fields are shared with the informer and must not be modified.
+// name, with image names read with opts (see Snapshot.Application).
 func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
 	var apps []*Application
 	for _, inf := range w.informers {
 		for _, item := range inf.GetStore().List() {
-			obj, ok := item.(*unstructured.Unstructured)
-			if !ok || !Managed(obj.GetAnnotations()) || !w.nameMatches(obj.GetName()) {
+			s, ok := item.(*Snapshot)
+			if !ok || !s.Managed() || !w.nameMatches(s.name) {
 				continue
 			}
-			app, err := FromUnstructured(obj, opts...)
+			app, err := s.Application(opts...)
 			if err != nil {
-				w.logger.Warn("cannot read Application", "application", obj.GetNamespace()+"/"+obj.GetName(), "error", err)
+				w.logger.Warn("cannot read Application", "application", s.namespace+"/"+s.name, "error", err)
 				continue
 			}
 			apps = append(apps, app)
 		}
 	}
-	sort.Slice(apps, func(i, j int) bool { return apps[i].Key() < apps[j].Key() })
+	slices.SortFunc(apps, func(a, b *Application) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 	return apps
 }
 
 // InNamespace returns the Applications of a namespace whose names the
 // watcher's name patterns match, whatever their annotations, sorted by
-// name. They are shared with the informer and must not be modified.
-func (w *Watcher) InNamespace(namespace string) []*unstructured.Unstructured {
-	var objs []*unstructured.Unstructured
+// name.
+func (w *Watcher) InNamespace(namespace string) []*Snapshot {
+	var snaps []*Snapshot
 	for _, inf := range w.informers {
 		items, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 		if err != nil {
 			continue
 		}
 		for _, item := range items {
-			if obj, ok := item.(*unstructured.Unstructured); ok && w.nameMatches(obj.GetName()) {
-				objs = append(objs, obj)
+			if s, ok := item.(*Snapshot); ok && w.nameMatches(s.name) {
+				snaps = append(snaps, s)
 			}
 		}
 	}
-	sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
-	return slices.CompactFunc(objs, func(a, b *unstructured.Unstructured) bool { return a.GetName() == b.GetName() })
+	slices.SortFunc(snaps, func(a, b *Snapshot) int { return cmp.Compare(a.name, b.name) })
+	return slices.CompactFunc(snaps, func(a, b *Snapshot) bool { return a.name == b.name })
 }
 
 func (w *Watcher) nameMatches(name string) bool {
@@ -172,63 +173,13 @@ func (w *Watcher) nameMatches(name string) bool {
 	return false
 }
 
-// transform trims an Application before it enters the cache and shares the
-// strings it repeats with the Applications already there.
+// transform keeps a Snapshot of an Application instead of the object
+// (see Snapshot), sharing the strings Applications repeat. It may be given
+// what it returned before.
 func (w *Watcher) transform(obj any) (any, error) {
-	trim := trimApplication
-	if w.keepAll {
-		trim = trimStatus
-	}
-	obj, err := trim(obj)
-	if err != nil {
-		return nil, err
-	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		u.Object = w.strings.value(u.Object).(map[string]any)
-	}
-	return obj, nil
-}
-
-// trimApplication drops what the updater never reads before an object
-// enters the cache: managed fields and most of the status (resource
-// trees, history and operation state can be most of an Application's
-// size). Unmanaged Applications keep only their metadata.
-func trimApplication(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
-	if !Managed(u.GetAnnotations()) {
-		u.SetManagedFields(nil)
-		delete(u.Object, "spec")
-		delete(u.Object, "status")
-		return u, nil
-	}
-	return trimStatus(u)
-}
-
-// trimStatus is trimApplication for every Application, annotated or not.
-func trimStatus(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	u.SetManagedFields(nil)
-	status, ok := u.Object["status"].(map[string]any)
-	if !ok {
-		return u, nil
-	}
-	kept := map[string]any{}
-	for _, k := range []string{"sourceType", "sourceTypes"} {
-		if v, ok := status[k]; ok {
-			kept[k] = v
-		}
-	}
-	if summary, ok := status["summary"].(map[string]any); ok {
-		if images, ok := summary["images"]; ok {
-			kept["summary"] = map[string]any{"images": images}
-		}
-	}
-	u.Object["status"] = kept
-	return u, nil
+	return newSnapshot(u, w.keepAll, w.strings), nil
 }

@@ -66,8 +66,12 @@ func TestWatcher(t *testing.T) {
 	if len(apps[0].Annotations.Images) != 1 || apps[0].Sources[0].Type != SourceKustomize {
 		t.Errorf("parsed %+v", apps[0])
 	}
-	if _, ok := apps[0].Object.Object["metadata"].(map[string]any)["managedFields"]; ok {
-		t.Error("managed fields kept in the cache")
+	if _, ok := apps[0].Object().Object["spec"].(map[string]any)["destination"]; ok {
+		t.Error("a field the updater does not read kept in the cache")
+	}
+	// Settings are read once per version of an Application.
+	if again := w.Applications(); &again[0].Annotations.Images[0] != &apps[0].Annotations.Images[0] {
+		t.Error("the annotations of an unchanged Application were read again")
 	}
 
 	// A change reaches the view without a new list.

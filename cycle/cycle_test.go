@@ -252,7 +252,7 @@ func (w *world) syncWatcher(t *testing.T, name string) {
 	waitUntil(t, func() bool {
 		for _, a := range w.watcher.Applications() {
 			if a.Name == name {
-				return a.Object.GetResourceVersion() == want
+				return a.Object().GetResourceVersion() == want
 			}
 		}
 		return false

@@ -70,7 +70,7 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 		if errors.As(p, &problem) || errors.As(p, &config) || errors.Is(p, writeback.ErrInvalidTarget) {
 			reason = ReasonInvalidConfig
 		}
-		e.recorder.Event(app.Object, corev1.EventTypeWarning, reason, truncate(msg))
+		e.recorder.Event(app.Object(), corev1.EventTypeWarning, reason, truncate(msg))
 	}
 }
 
@@ -100,7 +100,7 @@ func (e *EventReporter) signaturesSkipped(app *appwatch.Application, image strin
 	for _, s := range skipped {
 		msg := fmt.Sprintf("image %s: version %s (%s) skipped: %s", image, s.Tag, s.Digest, s.Reason)
 		if e.first(app, msg) {
-			e.recorder.Event(app.Object, corev1.EventTypeWarning, ReasonSignatureNotVerified, truncate(msg))
+			e.recorder.Event(app.Object(), corev1.EventTypeWarning, ReasonSignatureNotVerified, truncate(msg))
 		}
 	}
 }
@@ -120,7 +120,7 @@ func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []write
 	if trigger != "" {
 		after = " after " + trigger
 	}
-	e.recorder.AnnotatedEventf(app.Object, imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
+	e.recorder.AnnotatedEventf(app.Object(), imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
 		"%s", truncate(fmt.Sprintf("updated %d image(s)%s: %s", len(changed), after, strings.Join(lines, "; "))))
 }
 

@@ -484,7 +484,7 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 			}
 			var res argocd.Result
 			err := u.guard("writing Application "+au.app.Key(), func() (err error) {
-				res, err = u.argocd.Write(u.writeContext(ctx), au.app.Object, argocd.Update{
+				res, err = u.argocd.Write(u.writeContext(ctx), au.app.Object(), argocd.Update{
 					Namespace:   au.app.Namespace,
 					Name:        au.app.Name,
 					SourceIndex: au.source.Index,

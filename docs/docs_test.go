@@ -498,7 +498,7 @@ func checkImageUpdater(b block, want string, exp block, hasExp bool) error {
 			}
 			resources = append(resources, iu)
 		case argoApplication:
-			apps = append(apps, obj)
+			apps = append(apps, appwatch.SnapshotOf(obj))
 		default:
 			return fmt.Errorf("neither an ImageUpdater nor an Application: apiVersion %q, kind %q", obj.GetAPIVersion(), obj.GetKind())
 		}
@@ -520,25 +520,25 @@ var argoApplication = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1
 
 // staticObjects are the Applications of an example, as a watcher of them
 // would give them to imageupdater.Select.
-type staticObjects []*unstructured.Unstructured
+type staticObjects []*appwatch.Snapshot
 
 func (o staticObjects) Applications(opts ...imageref.Option) []*appwatch.Application {
 	var apps []*appwatch.Application
 	for _, obj := range o {
-		if !appwatch.Managed(obj.GetAnnotations()) {
+		if !obj.Managed() {
 			continue
 		}
-		if app, err := appwatch.FromUnstructured(obj, opts...); err == nil {
+		if app, err := obj.Application(opts...); err == nil {
 			apps = append(apps, app)
 		}
 	}
 	return apps
 }
 
-func (o staticObjects) InNamespace(ns string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
+func (o staticObjects) InNamespace(ns string) []*appwatch.Snapshot {
+	var out []*appwatch.Snapshot
 	for _, obj := range o {
-		if obj.GetNamespace() == ns {
+		if obj.Namespace() == ns {
 			out = append(out, obj)
 		}
 	}

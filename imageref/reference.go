@@ -113,6 +113,17 @@ func WithDefaultRegistry(host string) Option {
 	return func(o *options) { o.defaultRegistry = host }
 }
 
+// OptionsKey is a string equal for two option lists exactly when they
+// read names alike, so that what was read with one can be kept for the
+// other.
+func OptionsKey(opts ...Option) string {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.defaultRegistry + "\x00" + o.defaultNamespace
+}
+
 // WithDefaultNamespace sets the namespace put in front of single-element
 // names that carry no registry host ("nginx" becomes "<ns>/nginx"). Docker
 // Hub's "library" is always applied for Docker Hub, with or without it.

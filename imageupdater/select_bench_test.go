@@ -13,23 +13,23 @@ import (
 )
 
 // objects is a namespace of Applications, none annotated.
-type objects []*unstructured.Unstructured
+type objects []*appwatch.Snapshot
 
 func (objects) Applications(...imageref.Option) []*appwatch.Application { return nil }
-func (o objects) InNamespace(string) []*unstructured.Unstructured       { return o }
+func (o objects) InNamespace(string) []*appwatch.Snapshot               { return o }
 
 // BenchmarkSelect is what each cycle spends turning 5 ImageUpdaters with 5
 // images each into the settings of the 500 Applications they select.
 func BenchmarkSelect(b *testing.B) {
 	var apps objects
 	for i := range 500 {
-		apps = append(apps, &unstructured.Unstructured{Object: map[string]any{
+		apps = append(apps, appwatch.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 			"metadata": map[string]any{"name": fmt.Sprintf("team-%d-app-%03d", i%5, i), "namespace": "argocd"},
 			"spec": map[string]any{"source": map[string]any{
 				"repoURL": "https://git.example.com/deploy.git", "path": "apps", "kustomize": map[string]any{},
 			}},
-		}})
+		}}))
 	}
 	var resources []*api.ImageUpdater
 	for team := range 5 {

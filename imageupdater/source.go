@@ -31,7 +31,7 @@ import (
 // (appwatch.Watcher with appwatch.KeepUnannotated).
 type Applications interface {
 	Applications(opts ...imageref.Option) []*appwatch.Application
-	InNamespace(namespace string) []*unstructured.Unstructured
+	InNamespace(namespace string) []*appwatch.Snapshot
 }
 
 // Source gives the update cycle the Applications that ImageUpdater
@@ -240,10 +240,10 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 	for _, obj := range source.InNamespace(iu.Namespace) {
 		for _, i := range order {
 			sel := sels[i]
-			if ok, _ := path.Match(sel.pattern, obj.GetName()); !ok || !sel.selector.Matches(labels.Set(obj.GetLabels())) {
+			if ok, _ := path.Match(sel.pattern, obj.Name()); !ok || !sel.selector.Matches(obj.Labels()) {
 				continue
 			}
-			key := obj.GetNamespace() + "/" + obj.GetName()
+			key := obj.Namespace() + "/" + obj.Name()
 			if prev, ok := claimed[key]; ok {
 				if prev.ImageUpdater != name {
 					prev.Annotations.Problems = append(prev.Annotations.Problems, appwatch.Problem{
@@ -253,7 +253,7 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 				}
 				break
 			}
-			app, err := appwatch.FromUnstructured(obj, opts...)
+			app, err := obj.Application(opts...)
 			if err != nil {
 				logger.Warn("cannot read Application", "application", key, "imageUpdater", name, "error", err)
 				break
@@ -261,7 +261,7 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 			app.ImageUpdater = name
 			if ref := iu.Spec.ApplicationRefs[i]; ref.UseAnnotations != nil && *ref.UseAnnotations {
 				app.Annotations.FromAnnotations = true
-				if strings.TrimSpace(obj.GetAnnotations()[appwatch.AnnotationPrefix+appwatch.KeyImageList]) == "" {
+				if strings.TrimSpace(obj.Annotation(appwatch.AnnotationPrefix+appwatch.KeyImageList)) == "" {
 					// As v1.3.0: an error of the resource, not silence.
 					app.Annotations.Problems = append(app.Annotations.Problems, appwatch.Problem{
 						Field:   fmt.Sprintf("ImageUpdater %s spec.applicationRefs[%d].useAnnotations", name, i),

@@ -256,8 +256,8 @@ func (w *world) syncApp(t *testing.T, name string) {
 	rv := w.getApp(t, name).GetResourceVersion()
 	waitUntil(t, func() bool {
 		for _, o := range w.watcher.InNamespace(w.ns) {
-			if o.GetName() == name {
-				return o.GetResourceVersion() == rv
+			if o.Name() == name {
+				return o.GetObjectMeta().GetResourceVersion() == rv
 			}
 		}
 		return false

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -155,8 +156,8 @@ func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u
 			}
 		}
 		if attempt == 0 {
-			readAnnotations = obj.GetAnnotations()
-		} else if !maps.Equal(readAnnotations, obj.GetAnnotations()) {
+			readAnnotations = ownAnnotations(obj)
+		} else if !maps.Equal(readAnnotations, ownAnnotations(obj)) {
 			// Whoever changed the Application meanwhile may have paused
 			// or removed an image: its annotations as they are now decide.
 			u.Images = stillWanted(obj, u.Images)
@@ -202,6 +203,18 @@ func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u
 		log.Debug("Application changed while writing back; retrying", "attempt", attempt+1, "error", err)
 		obj = fresh
 	}
+}
+
+// ownAnnotations are the annotations the updater reads: an object given
+// as cached may hold only those.
+func ownAnnotations(obj *unstructured.Unstructured) map[string]string {
+	own := map[string]string{}
+	for k, v := range obj.GetAnnotations() {
+		if strings.HasPrefix(k, appwatch.AnnotationPrefix) {
+			own[k] = v
+		}
+	}
+	return own
 }
 
 // stillWanted keeps the updates that obj's annotations still ask the
