@@ -14,7 +14,7 @@
 //
 // Other flags:
 //
-//	-scale.only a,b              the scenarios to run
+//	-scale.only a,b              the scenarios to run (d, 50,000 Applications, only when named)
 //	-scale.interval 30s          the controller's --interval instead of each scenario's
 //	-scale.registry-limit 20     the registries.conf limit of the registry
 //	-scale.controller-args "..." more controller flags (--kube-api-qps=500 ...)

@@ -44,6 +44,8 @@ type size struct {
 	// with the controller started again under a long interval.
 	Webhook  int
 	Interval time.Duration
+	// OnRequest: run only when -scale.only names it.
+	OnRequest bool
 }
 
 // The repository kinds, each read by one update strategy.

@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
@@ -428,13 +429,21 @@ func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.H
 	}
 	req := packp.NewReferenceUpdateRequestFromCapabilities(adv.Capabilities)
 	req.Commands = []*packp.Command{{Name: dst, Old: expected, New: head}}
-	var pack bytes.Buffer
-	useRefDeltas := !adv.Capabilities.Supports(capability.OFSDelta)
-	if _, err := packfile.NewEncoder(&pack, c.repo.Storer, useRefDeltas).Encode(objects, 0); err != nil {
-		return fmt.Errorf("pack the commits for %s: %w", branch, err)
-	}
-	req.Packfile = io.NopCloser(&pack)
+	// The pack streams to the session as it is written; closing the
+	// reader when the session is done ends a writer it did not drain.
+	pack, packWriter := io.Pipe()
+	packed := make(chan error, 1)
+	go func() {
+		err := safe.Call(func() error { return writePack(packWriter, c.repo.Storer, objects) })
+		packWriter.CloseWithError(err)
+		packed <- err
+	}()
+	req.Packfile = pack
 	report, err := sess.ReceivePack(ctx, req)
+	pack.Close()
+	if packErr := <-packed; packErr != nil && !errors.Is(packErr, io.ErrClosedPipe) {
+		return fmt.Errorf("pack the commits for %s: %w", branch, packErr)
+	}
 	if err != nil {
 		return fail(err)
 	}
