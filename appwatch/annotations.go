@@ -43,6 +43,11 @@ const (
 	KeyHelmImageTag       = "helm.image-tag"
 	KeyHelmImageSpec      = "helm.image-spec"
 	KeyKustomizeImageName = "kustomize.image-name"
+	// The environment variables of a config management plugin receiving
+	// the image (manifestTargets.plugin of an ImageUpdater).
+	KeyPluginImageName = "plugin.image-name"
+	KeyPluginImageTag  = "plugin.image-tag"
+	KeyPluginImageSpec = "plugin.image-spec"
 
 	// KeyTagMatch is the deprecated name of allow-tags, per image only;
 	// existing Applications still carry it.
@@ -51,7 +56,7 @@ const (
 
 var (
 	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature}
-	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyTagMatch}
+	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImageSpec, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels}
 )
 
@@ -101,6 +106,17 @@ type ImageSpec struct {
 	// KustomizeImageName is the image name a Kustomize override replaces,
 	// when it is not Image (see KustomizeName).
 	KustomizeImageName imageref.Reference
+	// The plugin environment variables receiving the image name, its
+	// version, or both as name:version (which overrides the other two).
+	// Set, they make the image's target a config management plugin's
+	// spec.source.plugin.env (see PluginTarget).
+	PluginEnvName, PluginEnvTag, PluginEnvSpec string
+}
+
+// PluginTarget tells whether the image is written into a config
+// management plugin's environment.
+func (s ImageSpec) PluginTarget() bool {
+	return s.PluginEnvName != "" || s.PluginEnvTag != "" || s.PluginEnvSpec != ""
 }
 
 // Key is how messages name the image: its alias, or the image as written.
@@ -536,6 +552,9 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		spec.HelmImageName, _ = get(prefix + KeyHelmImageName)
 		spec.HelmImageTag, _ = get(prefix + KeyHelmImageTag)
 		spec.HelmImageSpec, _ = get(prefix + KeyHelmImageSpec)
+		spec.PluginEnvName, _ = get(prefix + KeyPluginImageName)
+		spec.PluginEnvTag, _ = get(prefix + KeyPluginImageTag)
+		spec.PluginEnvSpec, _ = get(prefix + KeyPluginImageSpec)
 		if name, _ := get(prefix + KeyKustomizeImageName); name != "" {
 			ref, err := imageref.Parse(name, opts...)
 			if err != nil {

@@ -38,6 +38,8 @@ type Source struct {
 	// helmParameters are spec.source(s)[i].helm.parameters as written
 	// (see HelmParameter).
 	helmParameters []any
+	// pluginEnv is spec.source(s)[i].plugin.env as written (see PluginEnv).
+	pluginEnv []any
 	// blocks are the tool blocks (kustomize, helm...) the spec has.
 	blocks uint8
 }
@@ -85,10 +87,15 @@ func FromUnstructured(obj *unstructured.Unstructured, opts ...imageref.Option) (
 //     the write-back target's type when the target is a kustomization or a
 //     Helm values file), the first in spec.sources order whose overrides
 //     already name the image, else the first. Sources that only provide a
-//     ref for Helm value files are skipped.
+//     ref for Helm value files are skipped;
+//   - an image with a plugin target (see ImageSpec.PluginTarget): the first
+//     config management plugin source, by the same rule.
 //
 // It returns false when no source can hold an override.
 func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
+	if img.PluginTarget() {
+		return a.targetSource(img, SourcePlugin)
+	}
 	if len(a.Sources) == 1 {
 		s := a.Sources[0]
 		return s, s.Type.Writable()
@@ -114,7 +121,7 @@ func (a *Application) targetSource(img ImageSpec, want SourceType) (Source, bool
 	var first *Source
 	for i := range a.Sources {
 		s := &a.Sources[i]
-		if !s.Type.Writable() || (want != "" && s.Type != want) || (s.Ref != "" && s.Path == "" && s.Chart == "") {
+		if !(s.Type.Writable() || want == SourcePlugin) || (want != "" && s.Type != want) || (s.Ref != "" && s.Path == "" && s.Chart == "") {
 			continue
 		}
 		if _, ok := s.CurrentVersion(img); ok {
@@ -164,6 +171,17 @@ func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 		_, param := img.HelmParameters()
 		v, ok := s.HelmParameter(param)
 		return imageref.ParseVersion(v), ok && v != ""
+	case SourcePlugin:
+		switch {
+		case img.PluginEnvSpec != "":
+			if v, ok := s.PluginEnv(img.PluginEnvSpec); ok {
+				_, version := imageref.Split(v)
+				return version, !version.IsZero()
+			}
+		case img.PluginEnvTag != "":
+			v, ok := s.PluginEnv(img.PluginEnvTag)
+			return imageref.ParseVersion(v), ok && v != ""
+		}
 	}
 	return imageref.Version{}, false
 }

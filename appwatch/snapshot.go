@@ -259,6 +259,11 @@ func newSource(index int, s map[string]any, statusType string, str func(string) 
 			src.helmParameters = runtimeCopy(list, str)
 		}
 	}
+	if raw, _, _ := unstructured.NestedFieldNoCopy(s, "plugin", "env"); raw != nil {
+		if list, ok := raw.([]any); ok && len(list) > 0 {
+			src.pluginEnv = runtimeCopy(list, str)
+		}
+	}
 	return src
 }
 
@@ -284,17 +289,28 @@ func (src Source) object() map[string]any {
 		}
 		m["helm"] = h
 	}
-	for _, b := range blocks[2:] {
-		if src.blocks&b.bit != 0 {
-			m[b.name] = map[string]any{}
+	if src.blocks&blockPlugin != 0 {
+		p := map[string]any{}
+		if src.pluginEnv != nil {
+			p["env"] = runtimeCopy(src.pluginEnv, func(s string) string { return s })
 		}
+		m["plugin"] = p
+	}
+	if src.blocks&blockDirectory != 0 {
+		m["directory"] = map[string]any{}
 	}
 	return m
 }
 
 // HelmParameter is the value of the source's Helm parameter name.
-func (src Source) HelmParameter(name string) (string, bool) {
-	for _, p := range src.helmParameters {
+func (src Source) HelmParameter(name string) (string, bool) { return valueOf(src.helmParameters, name) }
+
+// PluginEnv is the value of the source's plugin environment variable name.
+func (src Source) PluginEnv(name string) (string, bool) { return valueOf(src.pluginEnv, name) }
+
+// valueOf finds the entry of a list of {name, value} objects.
+func valueOf(list []any, name string) (string, bool) {
+	for _, p := range list {
 		if m, ok := p.(map[string]any); ok && m["name"] == name {
 			v, _ := m["value"].(string)
 			return v, true

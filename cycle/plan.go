@@ -130,7 +130,18 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	if app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
 		var ok bool
 		if source, ok = app.TargetSource(spec); !ok {
+			if spec.PluginTarget() {
+				return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
+			}
 			return nil, "", fmt.Errorf("no Kustomize or Helm source to hold the override (write-back-method argocd needs one; source types: %s)", sourceTypes(app))
+		}
+	} else if spec.PluginTarget() {
+		var ok bool
+		if source, ok = app.TargetSource(spec); !ok {
+			return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
+		}
+		if k := app.Annotations.WriteBack.Target.Kind; k != appwatch.TargetSourceOverrides && k != appwatch.TargetOverrideFile {
+			return nil, "", fmt.Errorf("a plugin target is written to the .argocd-source file, not to the write-back target %s", app.Annotations.WriteBack.Target)
 		}
 	} else if len(app.Sources) > 0 {
 		source, _ = app.TargetSource(spec)

@@ -617,6 +617,68 @@ func TestCycle(t *testing.T) {
 			t.Errorf("commits %+v, want the newest subject %q", log, "1.1.0 from bbb222")
 		}
 	})
+	t.Run("config management plugin targets: argocd and git write-back", func(t *testing.T) {
+		gitSrv := testenv.StartGitServer(t)
+		gitSrv.CreateRepo(t, "example/cmp", "", map[string]string{"cmp/app/main.jsonnet": "{}\n"})
+		url := strings.Replace(gitSrv.HTTPRepoURL("example/cmp"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "cmp", []string{"*"}, nil)
+		plugin := func(repoURL string) map[string]any {
+			return map[string]any{"source": map[string]any{
+				"repoURL": repoURL, "path": "cmp/app", "targetRevision": "main",
+				"plugin": map[string]any{"name": "tanka", "env": []any{
+					map[string]any{"name": "OTHER", "value": "kept"},
+					map[string]any{"name": "APP_TAG", "value": "1.0.0"},
+				}},
+			}}
+		}
+		w := newWorld(t, k, reg, worldOptions{names: "cmp-*", git: true})
+		viaGit := application("cmp-git", map[string]string{
+			"image-list":            "app=" + repo("chart-app") + ":~1",
+			"app.plugin.image-name": "APP_IMAGE",
+			"app.plugin.image-tag":  "APP_TAG",
+			"write-back-method":     "git",
+		}, plugin(url), repo("chart-app")+":1.0.0")
+		viaGit.Object["spec"].(map[string]any)["project"] = "cmp"
+		w.create(t,
+			application("cmp-argocd", map[string]string{
+				"image-list":            "app=" + repo("chart-app") + ":~1,web=" + repo("eks-web"),
+				"app.plugin.image-name": "APP_IMAGE",
+				"app.plugin.image-tag":  "APP_TAG",
+				"web.plugin.image-spec": "WEB",
+			}, plugin("https://git.example.com/cmp.git"), repo("chart-app")+":1.0.0", repo("eks-web")+":v0.0.1"),
+			// Without a plugin target, the argocd method has nowhere to write.
+			application("cmp-untargeted", map[string]string{"image-list": "app=" + repo("chart-app")},
+				plugin("https://git.example.com/cmp.git"), repo("chart-app")+":1.0.0"),
+			viaGit,
+		)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 3 || sum.Errors != 1 {
+			t.Fatalf("summary %+v, want 3 images updated and 1 error", sum)
+		}
+		// The argocd method patches the plugin's environment only: its
+		// name and the other variable stay.
+		got, _, _ := unstructured.NestedMap(w.get(t, "cmp-argocd").Object, "spec", "source", "plugin")
+		want := map[string]any{"name": "tanka", "env": []any{
+			map[string]any{"name": "OTHER", "value": "kept"},
+			map[string]any{"name": "APP_TAG", "value": "1.1.0"},
+			map[string]any{"name": "APP_IMAGE", "value": repo("chart-app")},
+			map[string]any{"name": "WEB", "value": repo("eks-web") + ":v0.0.3"},
+		}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("spec.source.plugin (-want +got):\n%s", diff)
+		}
+		evs := w.events(t, "cmp-untargeted")
+		waitUntil(t, func() bool { evs = w.events(t, "cmp-untargeted"); return len(evs) > 0 })
+		if !strings.Contains(evs[0].Message, "no Kustomize or Helm source to hold the override") {
+			t.Errorf("event %q", evs[0].Message)
+		}
+		// The git method writes the variables into .argocd-source, which
+		// Argo CD merges into the source.
+		wantFile := "plugin:\n  env:\n  - name: APP_IMAGE\n    value: " + repo("chart-app") + "\n  - name: APP_TAG\n    value: 1.1.0\n"
+		if got := gitSrv.ReadFile(t, "example/cmp", "main", "cmp/app/.argocd-source-cmp-git.yaml"); got != wantFile {
+			t.Errorf(".argocd-source-cmp-git.yaml:\n%s\nwant:\n%s", got, wantFile)
+		}
+	})
 	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {
 		tests := []struct {
 			name string

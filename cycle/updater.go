@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -442,11 +443,17 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
 			continue
 		}
-		au, ok := byApp[app.Key()]
+		key := app.Key()
+		if app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+			// Each source is its own patch: images of one Application
+			// may go to a plugin's environment and to a Helm source.
+			key += "\x00" + strconv.Itoa(o.job.source.Index)
+		}
+		au, ok := byApp[key]
 		if !ok {
 			au = &appUpdate{app: app, source: o.job.source}
-			byApp[app.Key()] = au
-			order = append(order, app.Key())
+			byApp[key] = au
+			order = append(order, key)
 		}
 		au.changes = append(au.changes, writeback.ImageUpdate{
 			ImageSpec: o.job.spec,

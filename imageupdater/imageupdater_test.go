@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,8 +108,9 @@ func testFields(t *testing.T, s *servers) {
 	}
 	unchanged := kustomizeIs(func(string) []string { return nil })
 	cases := []struct {
-		name string
-		helm bool
+		name   string
+		helm   bool
+		plugin bool // a config management plugin source, env OTHER=kept WEB_TAG=1.0.0
 		// running is what the Application runs; 1.0.0 when empty.
 		running string
 		spec    func(img string) api.ImageUpdaterSpec
@@ -217,13 +219,46 @@ func testFields(t *testing.T, s *servers) {
 			},
 		},
 		{
-			name: "manifestTargets.plugin is refused",
+			name:   "manifestTargets.plugin name and tag",
+			plugin: true,
 			spec: func(img string) api.ImageUpdaterSpec {
 				return api.ImageUpdaterSpec{ApplicationRefs: refs(api.ImageConfig{Alias: "web", ImageName: img,
-					ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Name: ptr("image")}}})}
+					ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Name: ptr("WEB_IMAGE"), Tag: ptr("WEB_TAG")}}})}
+			},
+			want: func(t *testing.T, w *world, app *unstructured.Unstructured) {
+				want := []any{
+					map[string]any{"name": "OTHER", "value": "kept"},
+					map[string]any{"name": "WEB_TAG", "value": "2.0.0"},
+					map[string]any{"name": "WEB_IMAGE", "value": w.image("web")},
+				}
+				plugin, _, _ := unstructured.NestedMap(app.Object, "spec", "source", "plugin")
+				if diff := cmp.Diff(map[string]any{"name": "cmp", "env": want}, plugin); diff != "" {
+					t.Errorf("spec.source.plugin (-want +got):\n%s", diff)
+				}
+			},
+		},
+		{
+			name:   "manifestTargets.plugin spec",
+			plugin: true,
+			spec: func(img string) api.ImageUpdaterSpec {
+				return api.ImageUpdaterSpec{ApplicationRefs: refs(api.ImageConfig{Alias: "web", ImageName: img,
+					ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Spec: ptr("WEB")}}})}
+			},
+			want: func(t *testing.T, w *world, app *unstructured.Unstructured) {
+				env, _, _ := unstructured.NestedSlice(app.Object, "spec", "source", "plugin", "env")
+				if got := fmt.Sprint(env); got != fmt.Sprintf("[map[name:OTHER value:kept] map[name:WEB_TAG value:1.0.0] map[name:WEB value:%s:2.0.0]]", w.image("web")) {
+					t.Errorf("plugin env = %s", got)
+				}
+			},
+		},
+		{
+			name: "manifestTargets.plugin without a plugin source",
+			spec: func(img string) api.ImageUpdaterSpec {
+				return api.ImageUpdaterSpec{ApplicationRefs: refs(api.ImageConfig{Alias: "web", ImageName: img,
+					ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Spec: ptr("WEB")}}})}
 			},
 			want:      unchanged,
-			wantError: "spec.applicationRefs[0].images[0].manifestTargets.plugin (image web): config management plugin targets are not supported",
+			wantError: "image web: no config management plugin source to hold the image's plugin environment (source types: Kustomize)",
 		},
 		{
 			name: "pullSecret of another namespace is refused",
@@ -308,6 +343,15 @@ func testFields(t *testing.T, s *servers) {
 			app := w.app("app", nil, nil, running)
 			if tc.helm {
 				app = w.helmApp("app", running)
+			}
+			if tc.plugin {
+				_ = unstructured.SetNestedMap(app.Object, map[string]any{
+					"repoURL": "https://git.example.com/deploy.git", "path": "cmp/app", "targetRevision": "main",
+					"plugin": map[string]any{"name": "cmp", "env": []any{
+						map[string]any{"name": "OTHER", "value": "kept"},
+						map[string]any{"name": "WEB_TAG", "value": "1.0.0"},
+					}},
+				}, "spec", "source")
 			}
 			w.createApps(t, app)
 			w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: tc.spec(w.image("web"))})

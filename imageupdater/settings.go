@@ -147,7 +147,7 @@ func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.
 			}
 			s.KustomizeImageName = ref
 		case t.Plugin != nil:
-			fail(tat.child(".plugin"), "config management plugin targets are not supported; use helm or kustomize")
+			s.PluginEnvName, s.PluginEnvTag, s.PluginEnvSpec = deref(t.Plugin.Name), deref(t.Plugin.Tag), deref(t.Plugin.Spec)
 		}
 	}
 	return s, ok

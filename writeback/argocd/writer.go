@@ -92,7 +92,8 @@ type Update struct {
 	Namespace, Name string
 	// SourceIndex indexes spec.sources; -1 means spec.source.
 	SourceIndex int
-	// SourceType is Kustomize or Helm.
+	// SourceType is Kustomize, Helm, or Plugin for images with a plugin
+	// target (written into spec.source(s)[i].plugin.env).
 	SourceType appwatch.SourceType
 	Images     []writeback.ImageUpdate
 }
@@ -107,8 +108,14 @@ func (u Update) validate() error {
 	if u.SourceIndex < -1 {
 		errs = append(errs, fmt.Errorf("invalid source index %d", u.SourceIndex))
 	}
-	if !u.SourceType.Writable() {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
+	if u.SourceType == appwatch.SourcePlugin {
+		for _, img := range u.Images {
+			if !img.PluginTarget() {
+				errs = append(errs, fmt.Errorf("image %s: a config management plugin source takes only images with a plugin target (the environment variables receiving them)", img.Key()))
+			}
+		}
+	} else if !u.SourceType.Writable() {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
 	return errors.Join(errs...)
@@ -280,9 +287,12 @@ func planWrite(obj *unstructured.Unstructured, u Update) (writePlan, error) {
 	if err != nil {
 		return writePlan{}, err
 	}
-	block, field := "kustomize", "images"
-	if u.SourceType == appwatch.SourceHelm {
-		block, field = "helm", "parameters"
+	block, field, update := "kustomize", "images", manifest.UpdateKustomizeImages
+	switch u.SourceType {
+	case appwatch.SourceHelm:
+		block, field, update = "helm", "parameters", manifest.UpdateHelmParameters
+	case appwatch.SourcePlugin:
+		block, field, update = "plugin", "env", manifest.UpdatePluginEnv
 	}
 	var settings map[string]any
 	if raw, ok := source[block]; ok && raw != nil {
@@ -296,13 +306,7 @@ func planWrite(obj *unstructured.Unstructured, u Update) (writePlan, error) {
 			return writePlan{}, fmt.Errorf("%s.%s.%s is a %T, not a list", path, block, field, raw)
 		}
 	}
-	var next []any
-	var changed []writeback.ImageUpdate
-	if u.SourceType == appwatch.SourceHelm {
-		next, changed = manifest.UpdateHelmParameters(current, u.Images)
-	} else {
-		next, changed = manifest.UpdateKustomizeImages(current, u.Images)
-	}
+	next, changed := update(current, u.Images)
 	p := writePlan{changed: changed, source: sourceIdentity(source)}
 	if len(changed) == 0 {
 		return p, nil

@@ -66,8 +66,8 @@ type Update struct {
 	Branch string
 	// SourcePath is the source's path in the repository.
 	SourcePath string
-	// SourceType is Kustomize or Helm; it chooses the content of the
-	// .argocd-source file.
+	// SourceType is Kustomize, Helm or Plugin; it chooses the content of
+	// the .argocd-source file (see manifest.SetSourceOverrides).
 	SourceType appwatch.SourceType
 	// Target is the file to edit (write-back-target).
 	Target appwatch.WriteBackTarget
@@ -98,8 +98,8 @@ func (u Update) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if (u.Target.Kind == appwatch.TargetSourceOverrides || u.Target.Kind == appwatch.TargetOverrideFile) && !u.SourceType.Writable() {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm))
+	if (u.Target.Kind == appwatch.TargetSourceOverrides || u.Target.Kind == appwatch.TargetOverrideFile) && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
 	}
 	if u.PullRequest != "" {
 		if _, err := forge.ParseKind(string(u.PullRequest)); err != nil {

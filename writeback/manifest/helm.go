@@ -1,6 +1,10 @@
 package manifest
 
-import "github.com/image-updater/argocd-image-updater/writeback"
+import (
+	"maps"
+
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
 
 // helmParameter is one name/value pair an update writes.
 type helmParameter struct {
@@ -18,6 +22,23 @@ func helmParametersFor(img writeback.ImageUpdate) []helmParameter {
 	return []helmParameter{{name: name, value: img.Image.OriginalName(), imageName: true}, {name: tag, value: img.New.String()}}
 }
 
+// pluginEnvFor lists the plugin environment variables an update sets, as
+// helmParametersFor: "name:version" in PluginEnvSpec, else the name and the
+// version in those of PluginEnvName and PluginEnvTag that are set.
+func pluginEnvFor(img writeback.ImageUpdate) []helmParameter {
+	if img.PluginEnvSpec != "" {
+		return []helmParameter{{name: img.PluginEnvSpec, value: img.Written()}}
+	}
+	var env []helmParameter
+	if img.PluginEnvName != "" {
+		env = append(env, helmParameter{name: img.PluginEnvName, value: img.Image.OriginalName(), imageName: true})
+	}
+	if img.PluginEnvTag != "" {
+		env = append(env, helmParameter{name: img.PluginEnvTag, value: img.New.String()})
+	}
+	return env
+}
+
 // UpdateHelmParameters returns the parameter list with each update merged
 // in by name. An entry whose value differs gets the new value and
 // forceString true, keeping every other key it has (even keys unknown to
@@ -25,10 +46,23 @@ func helmParametersFor(img writeback.ImageUpdate) []helmParameter {
 // missing parameters are appended. changed lists the updates that altered
 // the list. current and its entries are not modified.
 func UpdateHelmParameters(current []any, images []writeback.ImageUpdate) (next []any, changed []writeback.ImageUpdate) {
+	return updateNamedValues(current, images, helmParametersFor, map[string]any{"forceString": true})
+}
+
+// UpdatePluginEnv is UpdateHelmParameters for a config management plugin's
+// environment (spec.source.plugin.env): the variables the images' plugin
+// targets name, entries of {name, value}.
+func UpdatePluginEnv(current []any, images []writeback.ImageUpdate) (next []any, changed []writeback.ImageUpdate) {
+	return updateNamedValues(current, images, pluginEnvFor, nil)
+}
+
+// updateNamedValues merges into a list of {name, value} objects the entries
+// each update sets, with the extra keys on every entry it writes.
+func updateNamedValues(current []any, images []writeback.ImageUpdate, entriesFor func(writeback.ImageUpdate) []helmParameter, extra map[string]any) (next []any, changed []writeback.ImageUpdate) {
 	next = append([]any(nil), current...)
 	for _, img := range images {
 		modified := false
-		for _, p := range helmParametersFor(img) {
+		for _, p := range entriesFor(img) {
 			found := false
 			for i, e := range next {
 				entry, ok := e.(map[string]any)
@@ -46,12 +80,14 @@ func UpdateHelmParameters(current []any, images []writeback.ImageUpdate) (next [
 					updated[k] = v
 				}
 				updated["value"] = p.value
-				updated["forceString"] = true
+				maps.Copy(updated, extra)
 				next[i] = updated
 				modified = true
 			}
 			if !found {
-				next = append(next, map[string]any{"name": p.name, "value": p.value, "forceString": true})
+				entry := map[string]any{"name": p.name, "value": p.value}
+				maps.Copy(entry, extra)
+				next = append(next, entry)
 				modified = true
 			}
 		}

@@ -13,23 +13,41 @@ import (
 )
 
 // SetSourceOverrides merges the updates into an override file: the
-// kustomize images or helm parameters list is updated like the argocd
-// method updates the Application (entries of other images and other keys
-// kept), new kustomize images appended in the updates' order and helm
-// parameters sorted by name. src is nil for a file that does not exist
+// kustomize images, helm parameters or plugin env list is updated like the
+// argocd method updates the Application (entries of other images and other
+// keys kept), new kustomize images and plugin variables appended in the
+// updates' order and helm parameters sorted by name. For a plugin source,
+// images without a plugin target become helm parameters. src is nil for a file that does not exist
 // yet. The file is machine-written, so it is re-encoded as a whole when
 // something changed, in the layout Argo CD Image Updater writes (two-space
 // indent, list items at their key's indent, "forcestring"), so that a file
 // it wrote changes only in the values; the lines before a "---" document
 // start are kept as they are.
 func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType, images []writeback.ImageUpdate) ([]byte, []writeback.ImageUpdate, error) {
-	block, field := "kustomize", "images"
+	var edits []listEdit
 	switch sourceType {
 	case appwatch.SourceKustomize:
+		edits = []listEdit{{kustomizeImages, images}}
 	case appwatch.SourceHelm:
-		block, field = "helm", "parameters"
+		edits = []listEdit{{helmParameters, images}}
+	case appwatch.SourcePlugin:
+		// Images without a plugin target are written as Helm parameters,
+		// as Argo CD Image Updater writes them for plugin sources.
+		var env, params []writeback.ImageUpdate
+		for _, img := range images {
+			if img.PluginTarget() {
+				env = append(env, img)
+			} else {
+				params = append(params, img)
+			}
+		}
+		for _, e := range []listEdit{{pluginEnv, env}, {helmParameters, params}} {
+			if len(e.images) > 0 {
+				edits = append(edits, e)
+			}
+		}
 	default:
-		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm)
+		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s, %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin)
 	}
 	if err := checkSize(name, src); err != nil {
 		return nil, nil, err
@@ -51,27 +69,68 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 	if root.Kind != yaml.MappingNode {
 		return nil, nil, fmt.Errorf("%s:%d: the top level is a %s, not a map", name, root.Line, kindName(root))
 	}
-	settings, err := childCollection(name, root, block, yaml.MappingNode)
-	if err != nil {
-		return nil, nil, err
-	}
-	list, err := childCollection(name, settings, field, yaml.SequenceNode)
-	if err != nil {
-		return nil, nil, err
-	}
-	var current []any
-	if err := list.Decode(&current); err != nil {
-		return nil, nil, fmt.Errorf("%s:%d: %s.%s: %w", name, list.Line, block, field, err)
-	}
-	var next []any
 	var changed []writeback.ImageUpdate
-	if sourceType == appwatch.SourceHelm {
-		next, changed = UpdateHelmParameters(current, images)
-	} else {
-		next, changed = UpdateKustomizeImages(current, images)
+	for _, e := range edits {
+		c, err := e.apply(name, root)
+		if err != nil {
+			return nil, nil, err
+		}
+		changed = append(changed, c...)
 	}
 	if len(changed) == 0 {
 		return src, nil, nil
+	}
+	out, err := marshalCompact(&doc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: render: %w", name, err)
+	}
+	return append(prefix, out...), changed, nil
+}
+
+// overrideList is one list of an override file and how updates merge
+// into it.
+type overrideList struct {
+	block, field string
+	update       func(current []any, images []writeback.ImageUpdate) ([]any, []writeback.ImageUpdate)
+	// node renders an entry the update produced; orig is the entry it
+	// replaces, if any.
+	node func(orig *yaml.Node, v any) *yaml.Node
+	// sorted: the entries are kept sorted by name.
+	sorted bool
+}
+
+var (
+	kustomizeImages = overrideList{block: "kustomize", field: "images", update: UpdateKustomizeImages,
+		node: func(_ *yaml.Node, v any) *yaml.Node { s, _ := v.(string); return strNode(s) }}
+	// v1.3.0 keeps the parameters sorted by name.
+	helmParameters = overrideList{block: "helm", field: "parameters", update: UpdateHelmParameters, node: helmParameterNode, sorted: true}
+	pluginEnv      = overrideList{block: "plugin", field: "env", update: UpdatePluginEnv, node: pluginEnvNode}
+)
+
+type listEdit struct {
+	list   overrideList
+	images []writeback.ImageUpdate
+}
+
+// apply merges the updates into the list under root, creating it when
+// missing; entries left as they were keep their nodes.
+func (e listEdit) apply(name string, root *yaml.Node) ([]writeback.ImageUpdate, error) {
+	l := e.list
+	settings, err := childCollection(name, root, l.block, yaml.MappingNode)
+	if err != nil {
+		return nil, err
+	}
+	list, err := childCollection(name, settings, l.field, yaml.SequenceNode)
+	if err != nil {
+		return nil, err
+	}
+	var current []any
+	if err := list.Decode(&current); err != nil {
+		return nil, fmt.Errorf("%s:%d: %s.%s: %w", name, list.Line, l.block, l.field, err)
+	}
+	next, changed := l.update(current, e.images)
+	if len(changed) == 0 {
+		return nil, nil
 	}
 	content := make([]*yaml.Node, len(next))
 	for i, v := range next {
@@ -79,27 +138,18 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 		if i < len(list.Content) {
 			orig = list.Content[i]
 		}
-		switch {
-		case orig != nil && i < len(current) && reflect.DeepEqual(current[i], v):
+		if orig != nil && i < len(current) && reflect.DeepEqual(current[i], v) {
 			content[i] = orig
-		case sourceType == appwatch.SourceHelm:
-			content[i] = helmParameterNode(orig, v)
-		default:
-			s, _ := v.(string)
-			content[i] = strNode(s)
+		} else {
+			content[i] = l.node(orig, v)
 		}
 	}
-	if sourceType == appwatch.SourceHelm {
-		// v1.3.0 keeps the parameters sorted by name.
+	if l.sorted {
 		slices.SortStableFunc(content, func(a, b *yaml.Node) int { return strings.Compare(parameterName(a), parameterName(b)) })
 	}
 	list.Content = content
 	list.Style &^= yaml.FlowStyle
-	out, err := marshalCompact(&doc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: render: %w", name, err)
-	}
-	return append(prefix, out...), changed, nil
+	return changed, nil
 }
 
 // parameterName is a helm parameter entry's name ("" for an entry that is
@@ -180,21 +230,33 @@ func childCollection(file string, parent *yaml.Node, key string, kind yaml.Kind)
 }
 
 // helmParameterNode renders a parameter entry UpdateHelmParameters
-// produced. An existing entry keeps its keys' order and its other keys;
-// only value and forceString change.
+// produced, with "forcestring" (the key as Argo CD Image Updater writes it;
+// Argo CD reads the file through JSON, whose field names match in any
+// case).
 func helmParameterNode(orig *yaml.Node, v any) *yaml.Node {
+	return namedValueNode(orig, v, "forcestring")
+}
+
+// pluginEnvNode renders an environment entry UpdatePluginEnv produced.
+func pluginEnvNode(orig *yaml.Node, v any) *yaml.Node { return namedValueNode(orig, v, "") }
+
+// namedValueNode renders a {name, value} entry, with flag true when set.
+// An existing entry keeps its keys' order and its other keys; only value
+// and flag change.
+func namedValueNode(orig *yaml.Node, v any, flag string) *yaml.Node {
 	entry, _ := v.(map[string]any)
 	name, _ := entry["name"].(string)
 	value, _ := entry["value"].(string)
 	boolNode := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
 	if orig == nil || orig.Kind != yaml.MappingNode {
-		// The key as Argo CD Image Updater writes it; Argo CD reads the
-		// file through JSON, whose field names match in any case.
-		return &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{
 			strNode("name"), strNode(name),
 			strNode("value"), strNode(value),
-			strNode("forcestring"), boolNode,
 		}}
+		if flag != "" {
+			n.Content = append(n.Content, strNode(flag), boolNode)
+		}
+		return n
 	}
 	c := *orig
 	c.Content = append([]*yaml.Node(nil), orig.Content...)
@@ -209,6 +271,8 @@ func helmParameterNode(orig *yaml.Node, v any) *yaml.Node {
 		c.Content = append(c.Content, strNode(key), n)
 	}
 	set("value", strNode(value))
-	set("forcestring", boolNode)
+	if flag != "" {
+		set(flag, boolNode)
+	}
 	return &c
 }

@@ -13,6 +13,8 @@ import (
 func TestSetSourceOverrides(t *testing.T) {
 	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
 	web := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "1.5.0"}}
+	cmpApp := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "cmp-app", Image: mustRef(gitAppImage), PluginEnvName: "APP_IMAGE", PluginEnvTag: "APP_TAG"}, New: imageref.Version{Tag: "v0.0.2"}}
+	cmpWeb := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "cmp-web", Image: mustRef(gitWebImage), PluginEnvSpec: "WEB"}, New: imageref.Version{Tag: "1.5.0"}}
 	tests := []struct {
 		name       string
 		sourceType appwatch.SourceType
@@ -50,6 +52,21 @@ func TestSetSourceOverrides(t *testing.T) {
 				"  - name: replicas\n    value: \"3\"\n" +
 				"  valueFiles: [values-prod.yaml]\n",
 			changed: []string{"app"},
+		},
+		{
+			// Images with a plugin target go to the plugin's environment,
+			// in place and in order; the others to Helm parameters, as
+			// Argo CD Image Updater writes them for plugin sources.
+			name: "plugin environment and parameters", sourceType: appwatch.SourcePlugin, images: []writeback.ImageUpdate{app, cmpApp, cmpWeb},
+			src: "plugin:\n  name: tanka\n  env:\n  - name: OTHER\n    value: kept\n  - name: APP_TAG\n    value: v0.0.1\n    comment: mine\n",
+			want: "plugin:\n  name: tanka\n  env:\n  - name: OTHER\n    value: kept\n" +
+				"  - name: APP_TAG\n    value: v0.0.2\n    comment: mine\n" +
+				"  - name: APP_IMAGE\n    value: " + gitAppImage + "\n" +
+				"  - name: WEB\n    value: " + gitWebImage + ":1.5.0\n" +
+				"helm:\n  parameters:\n" +
+				"  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
+				"  - name: image.tag\n    value: v0.0.2\n    forcestring: true\n",
+			changed: []string{"cmp-app", "cmp-web", "app"},
 		},
 		{
 			name: "nothing to do", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
