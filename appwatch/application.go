@@ -25,8 +25,13 @@ func (t SourceType) Writable() bool { return t == SourceKustomize || t == Source
 
 // Source is one source of an Application, with the overrides it holds.
 type Source struct {
-	// Index is the position in spec.sources, or -1 for spec.source.
-	Index          int
+	// Index is the position in spec.sources, or -1 for spec.source (and
+	// for a dry source).
+	Index int
+	// Dry tells that the source is spec.sourceHydrator.drySource: Argo CD's
+	// Source Hydrator renders it into another branch, from which the
+	// Application syncs.
+	Dry            bool
 	RepoURL        string
 	Path           string
 	Chart          string

@@ -108,6 +108,14 @@ func newSnapshot(obj *unstructured.Unstructured, keepSpec bool, in *interner) *S
 	}
 	if m, ok := mapAt(obj.Object, "spec", "source"); ok {
 		s.sources = []Source{newSource(-1, m, s.statusType, str)}
+		return s
+	}
+	if m, ok := mapAt(obj.Object, "spec", "sourceHydrator", "drySource"); ok {
+		// The status describes the rendered sync source (a directory),
+		// not the dry source: its type is what the dry source says.
+		src := newSource(-1, m, "", str)
+		src.Dry = true
+		s.sources = []Source{src}
 	}
 	return s
 }
@@ -193,6 +201,8 @@ func (s *Snapshot) object() *unstructured.Unstructured {
 	switch {
 	case s.multiSource:
 		spec["sources"] = sources
+	case len(sources) == 1 && s.sources[0].Dry:
+		spec["sourceHydrator"] = map[string]any{"drySource": sources[0]}
 	case len(sources) == 1:
 		spec["source"] = sources[0]
 	}

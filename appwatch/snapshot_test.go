@@ -165,3 +165,28 @@ func benchApplication(i int) []byte {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// An Application rendered by Argo CD's Source Hydrator is written back to
+// its dry source.
+func TestSnapshotDrySource(t *testing.T) {
+	obj := decoded(t, `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application",
+"metadata":{"name":"hydrated","namespace":"argocd","annotations":{"argocd-image-updater.argoproj.io/image-list":"nginx"}},
+"spec":{"sourceHydrator":{"drySource":{"repoURL":"https://git.example.com/dry.git","path":"apps/web","targetRevision":"main"},
+ "syncSource":{"targetBranch":"environments/prod","path":"web"}}},
+"status":{"sourceType":"Directory"}}`)
+	app, err := FromUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Source{Index: -1, Dry: true, RepoURL: "https://git.example.com/dry.git", Path: "apps/web", TargetRevision: "main"}
+	if diff := cmp.Diff([]Source{want}, app.Sources, cmp.AllowUnexported(Source{})); diff != "" {
+		t.Errorf("sources (-want +got):\n%s", diff)
+	}
+	kept, err := FromUnstructured(app.Object())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(app.Sources, kept.Sources, cmp.AllowUnexported(Source{})); diff != "" {
+		t.Errorf("read from what is kept (-object +kept):\n%s", diff)
+	}
+}

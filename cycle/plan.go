@@ -127,6 +127,11 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	}
 
 	var source appwatch.Source
+	if len(app.Sources) == 1 && app.Sources[0].Dry && app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+		// Argo CD's dry source holds no overrides: what the hydrator
+		// renders is what the repository holds.
+		return nil, "", errors.New("a Source Hydrator Application is written back to its dry source in git: set write-back-method git (the argocd method has nowhere to write)")
+	}
 	if app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
 		var ok bool
 		if source, ok = app.TargetSource(spec); !ok {
@@ -147,6 +152,9 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 		source, _ = app.TargetSource(spec)
 		if source.RepoURL == "" {
 			source = app.Sources[0]
+		}
+		if k := app.Annotations.WriteBack.Target.Kind; source.Dry && !source.Type.Writable() && (k == appwatch.TargetSourceOverrides || k == appwatch.TargetOverrideFile) {
+			return nil, "", errors.New("the dry source of a Source Hydrator Application does not tell whether it is Kustomize or Helm (Argo CD reports the rendered one): set write-back-target kustomization or helmvalues:<file>")
 		}
 	}
 

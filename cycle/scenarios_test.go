@@ -679,6 +679,47 @@ func TestCycle(t *testing.T) {
 			t.Errorf(".argocd-source-cmp-git.yaml:\n%s\nwant:\n%s", got, wantFile)
 		}
 	})
+	t.Run("Source Hydrator: written back to the dry source", func(t *testing.T) {
+		gitSrv := testenv.StartGitServer(t)
+		gitSrv.CreateRepo(t, "example/dry", "", map[string]string{"dry/app/kustomization.yaml": "resources: []\n"})
+		url := strings.Replace(gitSrv.HTTPRepoURL("example/dry"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "hydrated", []string{"*"}, nil)
+		hydrated := func(name string, annotations map[string]string) *unstructured.Unstructured {
+			app := application(name, annotations, map[string]any{"sourceHydrator": map[string]any{
+				"drySource":  map[string]any{"repoURL": url, "path": "dry/app", "targetRevision": "main"},
+				"syncSource": map[string]any{"targetBranch": "environments/prod", "path": "app"},
+			}}, repo("chart-app")+":1.0.0")
+			app.Object["spec"].(map[string]any)["project"] = "hydrated"
+			app.Object["status"].(map[string]any)["sourceType"] = "Directory"
+			return app
+		}
+		w := newWorld(t, k, reg, worldOptions{names: "hydrated-*", git: true})
+		w.create(t,
+			hydrated("hydrated-git", map[string]string{
+				"image-list": "app=" + repo("chart-app") + ":~1", "write-back-method": "git", "write-back-target": "kustomization",
+			}),
+			hydrated("hydrated-argocd", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1"}),
+			hydrated("hydrated-default-target", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1", "write-back-method": "git"}),
+		)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.Errors != 2 {
+			t.Fatalf("summary %+v, want 1 image updated and 2 errors", sum)
+		}
+		want := "resources: []\nimages:\n- name: " + repo("chart-app") + "\n  newTag: 1.1.0\n"
+		if got := gitSrv.ReadFile(t, "example/dry", "main", "dry/app/kustomization.yaml"); got != want {
+			t.Errorf("dry source's kustomization.yaml:\n%s\nwant:\n%s", got, want)
+		}
+		for name, msg := range map[string]string{
+			"hydrated-argocd":         "set write-back-method git",
+			"hydrated-default-target": "set write-back-target kustomization or helmvalues:<file>",
+		} {
+			evs := w.events(t, name)
+			waitUntil(t, func() bool { evs = w.events(t, name); return len(evs) > 0 })
+			if !strings.Contains(evs[0].Message, msg) {
+				t.Errorf("%s: event %q, want it to say %q", name, evs[0].Message, msg)
+			}
+		}
+	})
 	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {
 		tests := []struct {
 			name string
