@@ -59,6 +59,10 @@ type Application struct {
 	Sources     []Source
 	// RunningImages are status.summary.images: what runs now.
 	RunningImages []string
+	// ApplicationSet is the ApplicationSet that generated the Application,
+	// which puts back what another client changes in its spec (unless its
+	// ignoreApplicationDifferences says otherwise); "" when none did.
+	ApplicationSet string
 	// ImageUpdater is the ImageUpdater resource that selected the
 	// Application, whose settings Annotations then hold; the zero value
 	// when the Application's own annotations did.

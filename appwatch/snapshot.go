@@ -32,6 +32,9 @@ type Snapshot struct {
 	labels          pairs
 	// annotations are those under AnnotationPrefix.
 	annotations pairs
+	// applicationSet is the ApplicationSet that generated the Application
+	// (its controller owner), if any.
+	applicationSet string
 	// spec tells whether the spec was kept (see KeepUnannotated).
 	spec    bool
 	project string
@@ -75,6 +78,11 @@ func newSnapshot(obj *unstructured.Unstructured, keepSpec bool, in *interner) *S
 	}
 	if m, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations"); m != nil {
 		s.annotations = newPairs(m, func(k string) bool { return strings.HasPrefix(k, AnnotationPrefix) }, str)
+	}
+	for _, o := range obj.GetOwnerReferences() {
+		if o.Kind == "ApplicationSet" && strings.HasPrefix(o.APIVersion, "argoproj.io/") && o.Controller != nil && *o.Controller {
+			s.applicationSet = o.Name
+		}
 	}
 	if !keepSpec && !s.annotations.Has(AnnotationPrefix+KeyImageList) {
 		return s
@@ -157,13 +165,14 @@ func (s *Snapshot) Application(opts ...imageref.Option) (*Application, error) {
 		s.parsed.Store(p)
 	}
 	app := &Application{
-		Namespace:     s.namespace,
-		Name:          s.name,
-		Project:       s.project,
-		Annotations:   p.annotations,
-		Sources:       s.sources,
-		RunningImages: s.running,
-		snapshot:      s,
+		Namespace:      s.namespace,
+		Name:           s.name,
+		Project:        s.project,
+		Annotations:    p.annotations,
+		Sources:        s.sources,
+		RunningImages:  s.running,
+		ApplicationSet: s.applicationSet,
+		snapshot:       s,
 	}
 	app.Annotations.Problems = slices.Clip(app.Annotations.Problems)
 	return app, nil

@@ -60,6 +60,14 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 	if p, bad := writeBackProblem(app); bad {
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
 	}
+	if app.ApplicationSet != "" && app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+		p := appwatch.Problem{Warning: true, Annotation: appwatch.AnnotationPrefix + appwatch.KeyWriteBackMethod}
+		if app.ImageUpdater.Name != "" {
+			p.Annotation, p.Field = "", "ImageUpdater "+app.ImageUpdater.String()+" writeBackConfig.method"
+		}
+		p.Message = fmt.Sprintf("the ApplicationSet %s generates this Application and puts back the images the argocd write-back method sets, unless its ignoreApplicationDifferences lists them (/spec/source/kustomize/images or /spec/source/helm/parameters); write-back-method git keeps them in the repository the ApplicationSet renders from", app.ApplicationSet)
+		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
+	}
 	appBroken := false
 	for _, p := range appProblems {
 		problems = append(problems, p)

@@ -720,6 +720,30 @@ func TestCycle(t *testing.T) {
 			}
 		}
 	})
+	t.Run("an Application an ApplicationSet generates: the argocd method warns, git does not", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "appset-*"})
+		yes := true
+		generated := func(name, method string) *unstructured.Unstructured {
+			app := application(name, map[string]string{"image-list": "app=" + repo("eks-app") + ":~0.1", "write-back-method": method},
+				nil, repo("eks-app")+":v0.1.0")
+			app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "team-apps",
+				UID: "7d1c3a51-0000-4000-8000-000000000001", Controller: &yes, BlockOwnerDeletion: &yes}})
+			return app
+		}
+		w.create(t, generated("appset-argocd", "argocd"), generated("appset-git", "git"))
+		if sum := w.updater.RunOnce(t.Context()); sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		evs := w.events(t, "appset-argocd")
+		waitUntil(t, func() bool { evs = w.events(t, "appset-argocd"); return len(evs) > 0 })
+		if evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, "the ApplicationSet team-apps generates this Application") ||
+			!strings.Contains(evs[0].Message, "annotation "+prefix+"write-back-method") {
+			t.Errorf("event %s %q", evs[0].Type, evs[0].Message)
+		}
+		if evs := w.events(t, "appset-git"); len(evs) != 0 {
+			t.Errorf("events of the git Application: %v", evs)
+		}
+	})
 	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {
 		tests := []struct {
 			name string
