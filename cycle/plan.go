@@ -146,6 +146,9 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 			if spec.PluginTarget() {
 				return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
 			}
+			if len(app.Sources) == 1 && app.Sources[0].Type == appwatch.SourceDirectory {
+				return nil, "", errors.New("a plain-manifest (Directory) source holds no override: set write-back-method git and mark the image's value in the manifests with # {\"$imageupdater\": \"<alias>\"}")
+			}
 			return nil, "", fmt.Errorf("no Kustomize or Helm source to hold the override (write-back-method argocd needs one; source types: %s)", sourceTypes(app))
 		}
 	} else if spec.PluginTarget() {

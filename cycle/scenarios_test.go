@@ -744,6 +744,62 @@ func TestCycle(t *testing.T) {
 			t.Errorf("events of the git Application: %v", evs)
 		}
 	})
+	t.Run("plain manifests: marked values written in place", func(t *testing.T) {
+		gitSrv := testenv.StartGitServer(t)
+		deployment := "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n" +
+			"      - name: app\n        image: " + repo("chart-app") + ":1.0.0 # {\"$imageupdater\": \"app\"}\n"
+		env := "apiVersion: v1\nkind: ConfigMap\ndata:\n  # the version shown in the footer\n  VERSION: \"1.0.0\" # {\"$imageupdater\": \"app:tag\"}\n"
+		gitSrv.CreateRepo(t, "example/plain", "", map[string]string{
+			"plain/app/deployment.yaml":   deployment,
+			"plain/app/config/env.yaml":   env,
+			"plain/app/service.yaml":      "apiVersion: v1\nkind: Service\n",
+			"plain/other/deployment.yaml": strings.ReplaceAll(deployment, "app\"}", "app\"} # not this Application's folder"),
+		})
+		url := strings.Replace(gitSrv.HTTPRepoURL("example/plain"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
+		k.CreateAppProject(t, testenv.ArgoCDNamespace, "plain", []string{"*"}, nil)
+		plain := func(name string, annotations map[string]string) *unstructured.Unstructured {
+			app := application(name, annotations, map[string]any{"source": map[string]any{
+				"repoURL": url, "path": "plain/app", "targetRevision": "main", "directory": map[string]any{"recurse": true},
+			}}, repo("chart-app")+":1.0.0", repo("eks-web")+":v0.0.1")
+			app.Object["spec"].(map[string]any)["project"] = "plain"
+			return app
+		}
+		w := newWorld(t, k, reg, worldOptions{names: "plain-*", git: true})
+		w.create(t,
+			plain("plain-git", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1", "write-back-method": "git"}),
+			plain("plain-argocd", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1"}),
+		)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.Errors != 1 {
+			t.Fatalf("summary %+v, want 1 image updated and 1 error", sum)
+		}
+		for file, want := range map[string]string{
+			"plain/app/deployment.yaml":   strings.Replace(deployment, ":1.0.0 #", ":1.1.0 #", 1),
+			"plain/app/config/env.yaml":   strings.Replace(env, `"1.0.0"`, `"1.1.0"`, 1),
+			"plain/other/deployment.yaml": strings.ReplaceAll(deployment, "app\"}", "app\"} # not this Application's folder"),
+		} {
+			if got := gitSrv.ReadFile(t, "example/plain", "main", file); got != want {
+				t.Errorf("%s:\n%s\nwant:\n%s", file, got, want)
+			}
+		}
+		if log := gitSrv.Log(t, "example/plain", "main"); len(log) != 2 {
+			t.Errorf("commits %+v, want one for the Application", log)
+		}
+		evs := w.events(t, "plain-argocd")
+		waitUntil(t, func() bool { evs = w.events(t, "plain-argocd"); return len(evs) > 0 })
+		if !strings.Contains(evs[0].Message, "set write-back-method git and mark the image's value") {
+			t.Errorf("event %q", evs[0].Message)
+		}
+
+		// An image no file marks is an error naming it.
+		w.create(t, plain("plain-unmarked", map[string]string{"image-list": "web=" + repo("eks-web"), "write-back-method": "git"}))
+		w.updater.RunOnce(t.Context())
+		evs = w.events(t, "plain-unmarked")
+		waitUntil(t, func() bool { evs = w.events(t, "plain-unmarked"); return len(evs) > 0 })
+		if !strings.Contains(evs[0].Message, "no YAML file under plain/app marks the image web") {
+			t.Errorf("event %q", evs[0].Message)
+		}
+	})
 	t.Run("a stopped cycle starts no write and reports no problem", func(t *testing.T) {
 		tests := []struct {
 			name string

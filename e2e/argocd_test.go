@@ -90,6 +90,8 @@ func TestArgoCD(t *testing.T) {
 		}
 		maps.Copy(files, chart("chart", reg))
 		maps.Copy(files, chart("chart-values", reg))
+		files["plain/front.yaml"] = deployment("front",
+			fmt.Sprintf("      - name: app\n        image: %s:v0.0.1 # {\"$imageupdater\": \"app\"}\n", reg.Repo("plain-app")))
 		return files
 	})
 
@@ -144,6 +146,21 @@ func TestArgoCD(t *testing.T) {
 		w.waitDeployed(t, "ksource", "front", app+":v0.3.0", w.reg.Repo("ksource-web")+":v0.0.1")
 		if got := w.git.ReadFile(t, "deploy", "main", "ksource/overlays/production/.argocd-source-ksource.yaml"); !strings.Contains(got, app+":v0.3.0") {
 			t.Errorf(".argocd-source-ksource.yaml after the write-back:\n%s", got)
+		}
+	})
+
+	t.Run("git write-back to a plain manifest, where a comment marks the image", func(t *testing.T) {
+		app := w.push(t, "plain-app", "v0.0.1")
+		w.createApp(t, "plain", "plain", nil, map[string]string{
+			"image-list":        "app=" + app,
+			"write-back-method": "git",
+		})
+		w.waitDeployed(t, "plain", "front", app+":v0.0.1")
+		w.push(t, "plain-app", "v0.4.0")
+		w.runOnce(t, "plain")
+		w.waitDeployed(t, "plain", "front", app+":v0.4.0")
+		if got := w.git.ReadFile(t, "deploy", "main", "plain/front.yaml"); !strings.Contains(got, "image: "+app+":v0.4.0 # {\"$imageupdater\": \"app\"}") {
+			t.Errorf("plain/front.yaml after the write-back:\n%s", got)
 		}
 	})
 

@@ -188,11 +188,21 @@ func sourceOverrideFileName(u Update) string {
 	return ".argocd-source-" + u.Name + ".yaml"
 }
 
-// targetEdit is the change one Application makes: one file's new content.
+// targetEdit is the change one Application makes: one file's new content
+// (path, content), or several files' (files, for marked manifests).
 type targetEdit struct {
 	path    string
 	content []byte
+	files   map[string][]byte
 	changed []writeback.ImageUpdate
+}
+
+// contents are the files the edit writes.
+func (e targetEdit) contents() map[string][]byte {
+	if e.files != nil {
+		return e.files
+	}
+	return map[string][]byte{e.path: e.content}
 }
 
 // planTarget computes the edit of one Application's write-back target.
@@ -205,6 +215,11 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	arg := u.Target.Path
 	switch u.Target.Kind {
 	case appwatch.TargetSourceOverrides:
+		if u.SourceType == appwatch.SourceDirectory {
+			// Argo CD has no overrides for plain manifests: the values
+			// marked with the image are written in the manifests.
+			return planMarkers(t, u, source)
+		}
 		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)))
 	case appwatch.TargetOverrideFile:
 		// From the repository root whether or not it starts with '/', as
@@ -243,6 +258,99 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	default:
 		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>] or the path of an override file", u.Target)
 	}
+}
+
+// Bounds of the walk of a plain-manifest source: files read, and their
+// bytes in all.
+const (
+	maxMarkedFiles = 2000
+	maxMarkedBytes = 64 << 20
+)
+
+// planMarkers writes the images into the values marked with them in the
+// YAML files under dir (see manifest.SetMarkedImages), its sub-folders
+// included. Symbolic links and submodules are not followed. An image
+// that no file marks is an error: there is nowhere else to write it.
+func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
+	d, err := t.stat(dir)
+	switch {
+	case err != nil:
+		return targetEdit{}, err
+	case !d.exists || !d.isDir:
+		return targetEdit{}, fmt.Errorf("folder %s does not exist", d.path)
+	}
+	edit := targetEdit{files: map[string][]byte{}}
+	found := map[string]bool{}
+	changed := map[string]bool{}
+	files, size := 0, 0
+	var walk func(dir string, hash plumbing.Hash) error
+	walk = func(dir string, hash plumbing.Hash) error {
+		tree := t.root
+		if dir != "." {
+			var err error
+			if tree, err = t.trees.get(hash); err != nil {
+				return fmt.Errorf("%s: read folder: %w", dir, err)
+			}
+		}
+		for _, e := range tree.Entries {
+			p := path.Join(dir, e.Name)
+			switch {
+			case e.Mode == filemode.Dir:
+				if err := walk(p, e.Hash); err != nil {
+					return err
+				}
+				continue
+			case !e.Mode.IsFile() || e.Mode == filemode.Symlink:
+				continue
+			case !strings.HasSuffix(e.Name, ".yaml") && !strings.HasSuffix(e.Name, ".yml"):
+				continue
+			}
+			if files++; files > maxMarkedFiles {
+				return fmt.Errorf("%s holds more than %d YAML files, the most read for marked images", d.path, maxMarkedFiles)
+			}
+			content, _, err := t.read(p)
+			if err != nil {
+				return err
+			}
+			if size += len(content); size > maxMarkedBytes {
+				return fmt.Errorf("the YAML files under %s hold more than %d MiB, the most read for marked images", d.path, maxMarkedBytes>>20)
+			}
+			if !manifest.HasMarkers(content) {
+				continue
+			}
+			out, marked, c, err := manifest.SetMarkedImages(p, content, u.Images)
+			if err != nil {
+				return err
+			}
+			for a := range marked {
+				found[a] = true
+			}
+			if len(c) > 0 {
+				edit.files[p] = out
+				for _, img := range c {
+					changed[img.Alias] = true
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(d.path, d.hash); err != nil {
+		return targetEdit{}, err
+	}
+	var missing []string
+	for _, img := range u.Images {
+		switch {
+		case !found[img.Alias]:
+			missing = append(missing, img.Key())
+		case changed[img.Alias]:
+			edit.changed = append(edit.changed, img)
+		}
+	}
+	if len(missing) > 0 {
+		return targetEdit{}, fmt.Errorf("no YAML file under %s marks the image %s: add # {\"%s\": \"<alias>\"} after its value (a plain-manifest source has no override file)", d.path, strings.Join(missing, ", "), manifest.MarkerKey)
+	}
+	edit.path = d.path
+	return edit, nil
 }
 
 // planSourceOverrides edits, or creates (with its folders, as Argo CD

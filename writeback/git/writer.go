@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +99,8 @@ func (u Update) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if (u.Target.Kind == appwatch.TargetSourceOverrides || u.Target.Kind == appwatch.TargetOverrideFile) && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin {
+	if u.Target.Kind == appwatch.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin ||
+		u.Target.Kind == appwatch.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin && u.SourceType != appwatch.SourceDirectory {
 		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
 	}
 	if u.PullRequest != "" {
@@ -737,7 +739,7 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 				a.fail(err)
 				continue
 			}
-			if h, err = clone.commit(head, map[string][]byte{edit.path: edit.content}, msg, w.signature(), w.signer, &created, chain); err != nil {
+			if h, err = clone.commit(head, edit.contents(), msg, w.signature(), w.signer, &created, chain); err != nil {
 				a.fail(fmt.Errorf("commit %s: %w", edit.path, err))
 				continue
 			}
@@ -746,7 +748,7 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 			}
 			head = h
 		}
-		tree.changed[edit.path] = edit.content
+		maps.Copy(tree.changed, edit.contents())
 		pending = append(pending, pendingCommit{app: a, commit: h, path: edit.path, changed: edit.changed})
 	}
 	return head, pending, created, nil
