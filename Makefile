@@ -47,9 +47,10 @@ BENCH_SCENARIOS ?=
 bench: build
 	@set -o pipefail; out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
 	assets="$$(hack/testbin.sh)" || exit 1; export KUBEBUILDER_ASSETS="$$assets"; \
-	$(GO) test -run='^$$' -bench=. -benchmem ./... | tee "$$out" && \
+	$(GO) test -run='^$$' -bench=. -benchmem ./... | tee "$$out"; gobench=$$?; \
 	BENCH_BINARY="$(CURDIR)/$(BINARY)" $(GO) test -count=1 -run '^TestScale$$' -v -timeout 120m ./bench/ \
-		-args -scale -scale.only "$(BENCH_SCENARIOS)" -scale.write "$(CURDIR)/docs/benchmarks.md" -scale.gobench "$$out"
+		-args -scale -scale.only "$(BENCH_SCENARIOS)" -scale.write "$(CURDIR)/docs/benchmarks.md" -scale.gobench "$$out" && \
+	exit $$gobench
 
 ## demo: run the updater against a local API server, registry and git server
 demo: build

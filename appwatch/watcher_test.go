@@ -1,7 +1,6 @@
 package appwatch
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,6 +9,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 func newApp(namespace, name string, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {
@@ -108,13 +109,5 @@ func TestWatcherOptionErrors(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("condition not met within 10s")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	poll.True(t, 10*time.Second, "condition", cond)
 }

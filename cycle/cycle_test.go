@@ -33,6 +33,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 const prefix = appwatch.AnnotationPrefix
@@ -270,13 +272,7 @@ func (w *world) events(t *testing.T, name string) []corev1.Event {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 15s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.True(t, 15*time.Second, "condition", cond)
 }
 
 // startStallingRegistry is a registry API server that stops halfway

@@ -102,9 +102,16 @@ func TestPlanApplication(t *testing.T) {
 		{
 			name:        "argocd write-back needs a Kustomize or Helm source",
 			annotations: map[string]string{"image-list": "a=nginx"},
+			spec:        map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "plugin": map[string]any{}}},
+			status:      running("nginx:1"),
+			problems:    []string{"image a: no Kustomize or Helm source", "Plugin"},
+		},
+		{
+			name:        "plain manifests take the git method and markers",
+			annotations: map[string]string{"image-list": "a=nginx"},
 			spec:        map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "directory": map[string]any{}}},
 			status:      running("nginx:1"),
-			problems:    []string{"image a: no Kustomize or Helm source", "Directory"},
+			problems:    []string{"image a: a plain-manifest (Directory) source holds no override: set write-back-method git"},
 		},
 		{
 			name:        "a bad image setting stops only that image",

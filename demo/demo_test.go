@@ -36,6 +36,8 @@ import (
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/testenv"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // say prints to the demo's output.
@@ -312,13 +314,7 @@ func TestDemo(t *testing.T) {
 // waitFor polls done until it holds, and fails the demo after timeout.
 func waitFor(t *testing.T, timeout time.Duration, what string, done func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !done() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s", what, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.True(t, timeout, what, done)
 }
 
 type row struct{ app, method, image, tag string }

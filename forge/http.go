@@ -68,9 +68,13 @@ type caller struct {
 // call sends in (if not nil) as JSON to base+path and decodes a 2xx
 // answer into out. Other answers become an *Error.
 func (c *caller) call(ctx context.Context, method, path string, in, out any) error {
+	return c.callURL(ctx, method, c.base+path, in, out)
+}
+
+// callURL is call at a whole URL, on the API's host.
+func (c *caller) callURL(ctx context.Context, method, endpoint string, in, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	endpoint := c.base + path
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -32,6 +32,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // servers are the API server (with the ImageUpdater CRD and an audit log)
@@ -299,13 +301,7 @@ func (w *world) statusPatches(t *testing.T) int {
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 15s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.True(t, 15*time.Second, "condition", cond)
 }
 
 func ptr[T any](v T) *T { return &v }

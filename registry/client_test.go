@@ -25,6 +25,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
 	"github.com/image-updater/argocd-image-updater/testenv"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // recorder is a base transport that remembers the requests reaching the
@@ -119,11 +121,7 @@ func envRef(name string) credentials.Ref {
 // waitFor polls cond until it holds or ten seconds have passed.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in time")
-		}
-	}
+	poll.True(t, 10*time.Second, "condition", cond)
 }
 
 func imageRef(t testing.TB, s string) imageref.Reference {

@@ -34,6 +34,7 @@ import (
 // there is no GitHub to run here.
 type GitHubAPI struct {
 	reviewsAPI
+	commits githubCommits
 
 	// URL is the API's base URL in GitHub Enterprise Server's form,
 	// https://HOST/api/v3, served with a certificate of the CA given to
@@ -124,6 +125,14 @@ func githubError(w http.ResponseWriter, status int, message string) {
 }
 
 func (g *GitHubAPI) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/api/graphql" {
+		g.serveGraphQL(w, r)
+		return
+	}
+	if parts := strings.Split(strings.TrimPrefix(r.URL.Path, githubAPIPrefix+"/repos/"), "/"); len(parts) == 4 && parts[2] == "git" && parts[3] == "refs" {
+		g.serveRefs(w, r, parts[0]+"/"+parts[1])
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, githubAPIPrefix+"/repos/") {
 		g.servePulls(w, r)
 		return

@@ -22,6 +22,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/testenv"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // installRBAC creates the Role and RoleBinding of the install manifests in
@@ -187,13 +189,7 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.True(t, timeout, "condition", cond)
 }
 
 func TestHealthAndMetricsEndpoints(t *testing.T) {

@@ -78,6 +78,8 @@ type runOptions struct {
 	gitlabURLs           []string
 	// forgeHosts is built from the two above by validate.
 	forgeHosts *forge.Hosts
+	// gitAPICommits: commits through the GitHub API (--git-commit-method api).
+	gitAPICommits bool
 
 	disableKubeEvents   bool
 	refreshApplications bool

@@ -49,7 +49,7 @@ func (v *v1Options) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&v.maxConcurrentApps, "max-concurrent-apps", 0, "the v1.x line's name of --max-concurrency")
 	f.IntVar(&v.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "accepted from the v1.x line; ImageUpdaters are served by the one update cycle")
 	f.IntVar(&v.maxConcurrentUpdaters, "max-concurrent-updaters", 0, "the v1.x webhook command's name of --max-concurrency")
-	f.StringVar(&v.gitCommitMethod, "git-commit-method", "git", "how commits are made: git (the v1.x line's api, through the GitHub API, is not supported: commits are pushed with git)")
+	f.StringVar(&v.gitCommitMethod, "git-commit-method", "git", "how commits are made: git (pushed), or api (through the GitHub API, for repositories with a GitHub App's credentials, which GitHub then signs; others are pushed)")
 	f.BoolVar(&v.disableTLS, "disable-tls", false, "the v1.x line's switch of webhook TLS: true serves plain HTTP; false serves TLS (the Secret at /app/config/tls, else self-signed) without --webhook-tls-cert-file; unset: TLS only where that Secret is mounted")
 	f.StringVar(&v.tlsMinVersion, "tlsminversion", "", "accepted from the v1.x line; webhook TLS takes 1.2 at least")
 	f.StringVar(&v.tlsMaxVersion, "tlsmaxversion", "", "accepted from the v1.x line; webhook TLS takes up to 1.3")
@@ -113,7 +113,7 @@ func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
 	switch v.gitCommitMethod {
 	case "git", "":
 	case "api":
-		warn("--git-commit-method api: commits through the GitHub API are not supported; they are pushed with git (sign them with --git-commit-signing-key)")
+		o.gitAPICommits = true
 	default:
 		return nil, usageErrorf("invalid value %q for --git-commit-method: want git or api", v.gitCommitMethod)
 	}

@@ -74,9 +74,14 @@ func TestV1FlagsAndVariables(t *testing.T) {
 			wantWarnings: []string{`--health-probe-bind-address "127.0.0.1:9440": the host is not used`},
 		},
 		{
-			name:         "commits through the API",
-			args:         []string{"--git-commit-method", "api"},
-			wantWarnings: []string{"--git-commit-method api: commits through the GitHub API are not supported"},
+			name: "commits through the API",
+			args: []string{"--git-commit-method", "api"},
+			want: func(o *runOptions) string {
+				if !o.gitAPICommits {
+					return "API commits not taken"
+				}
+				return ""
+			},
 		},
 		{
 			name: "v1.x variables",

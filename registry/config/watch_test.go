@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // watchRecorder collects what the watch callbacks report.
@@ -61,11 +63,7 @@ func waitPolls() { time.Sleep(20 * pollEvery) }
 // waitFor polls cond until it holds or ten seconds have passed.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in time")
-		}
-	}
+	poll.True(t, 10*time.Second, "condition", cond)
 }
 
 func writeFile(t *testing.T, path, content string) {

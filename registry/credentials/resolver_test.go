@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // fakeSecrets serves Secrets from a map keyed "namespace/name".
@@ -351,13 +353,7 @@ func TestResolveCached(t *testing.T) {
 // waitFor polls cond until it holds or a deadline passes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in time")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.True(t, 10*time.Second, "condition", cond)
 }
 
 func TestCacheUntil(t *testing.T) {

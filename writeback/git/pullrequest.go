@@ -19,6 +19,17 @@ func WithForgeHosts(h *forge.Hosts) Option {
 	return func(c *writerConfig) { c.forges = h }
 }
 
+// WithAPICommits makes commits through the GitHub API (GraphQL
+// createCommitOnBranch) instead of pushing them, for repositories whose
+// credentials are a GitHub App's and whose host WithForgeHosts knows:
+// GitHub then signs them as the App's. One API commit carries the changes
+// of every Application of a repository and branch in a cycle; a branch
+// that moved meanwhile gets them again on its new tip, as a push does.
+// Other repositories are pushed to with git, with a warning.
+func WithAPICommits(on bool) Option {
+	return func(c *writerConfig) { c.apiCommits = on }
+}
+
 // WithPullRequestTemplate sets the template of pull request titles and
 // descriptions (default DefaultPullRequestTemplate).
 func WithPullRequestTemplate(t *PullRequestTemplate) Option {
@@ -112,14 +123,14 @@ const maxReviewBranches = 100
 // writeBranch does, then opens one request from it into plan.base, or
 // brings the open one's title and description up to date. A failure of
 // the request fails the Applications it would have listed.
-func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite) {
+func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite) {
 	if plan.target == plan.base {
 		failAll(apps, invalidTarget{fmt.Errorf("a %s pull request needs a branch other than its base %s: set git-branch to <base>:<branch>", kind, plan.base)})
 		return
 	}
 	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "base", plan.base)
 	if w.cfg.dryRun {
-		w.writeBranch(ctx, clone, acc, remote, plan, apps)
+		w.writeBranch(ctx, clone, acc, api, remote, plan, apps)
 		log.Info("dry run: not opening a pull request", "service", kind, "branch", plan.target)
 		return
 	}
@@ -144,7 +155,7 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 	for _, a := range apps {
 		a.result.Branch = branch
 	}
-	w.writeBranch(ctx, clone, acc, remote, plan, apps)
+	w.writeBranch(ctx, clone, acc, api, remote, plan, apps)
 
 	var listed []*appWrite
 	var labels []string

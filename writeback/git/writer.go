@@ -155,6 +155,7 @@ type writerConfig struct {
 	fullHistory bool
 	forges      *forge.Hosts
 	pullRequest *PullRequestTemplate
+	apiCommits  bool
 }
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
@@ -472,6 +473,12 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 		fail(err)
 		return
 	}
+	api, closeAPI, err := w.apiCommitter(ctx, creds, url, acc)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer closeAPI()
 	type branchGroup struct {
 		plan branchPlan
 		apps []*appWrite
@@ -502,10 +509,10 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	}
 	for _, g := range groups {
 		if kind := g.apps[0].update.PullRequest; kind != "" {
-			w.writeForReview(ctx, creds, clone, acc, &remote, g.plan, kind, g.apps)
+			w.writeForReview(ctx, creds, clone, acc, api, &remote, g.plan, kind, g.apps)
 			continue
 		}
-		w.writeBranch(ctx, clone, acc, &remote, g.plan, g.apps)
+		w.writeBranch(ctx, clone, acc, api, &remote, g.plan, g.apps)
 	}
 }
 
@@ -520,7 +527,7 @@ type pendingCommit struct {
 // writeBranch commits the Applications of one target branch and pushes
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
-func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, apps []*appWrite) {
+func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, apps []*appWrite) {
 	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
@@ -567,7 +574,18 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 		if w.beforePush != nil {
 			w.beforePush(clone.url, plan.target, attempt)
 		}
-		pushErr := clone.push(ctx, acc, head, created, plan.target, expected)
+		var pushErr error
+		if api != nil {
+			var committed plumbing.Hash
+			if committed, pushErr = w.commitViaAPI(ctx, clone, api, plan, exists, tip, head, pending); pushErr == nil {
+				head = committed
+				for i := range pending {
+					pending[i].commit = committed
+				}
+			}
+		} else {
+			pushErr = clone.push(ctx, acc, head, created, plan.target, expected)
+		}
 		pushed := pushErr == nil
 		// After a failed push, the branch tells what happened: it holds
 		// our commits (the answer was lost), it moved (someone else

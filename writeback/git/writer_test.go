@@ -141,6 +141,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("ssh signing", e.testSSHSigning)
 	t.Run("dry run", e.testDryRun)
 	t.Run("github app", e.testGitHubApp)
+	t.Run("commits through the GitHub API", e.testAPICommits)
 	t.Run("tls", e.testTLS)
 	t.Run("gnupg key id", e.testGnuPGKeyID)
 	t.Run("repo-creds on URL boundaries", e.testRepoCredsBoundaries)

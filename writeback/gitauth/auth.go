@@ -280,6 +280,9 @@ type Remote struct {
 	httpTransport *http.Transport
 }
 
+// GitHubApp tells whether the credentials are a GitHub App's.
+func (acc Remote) GitHubApp() bool { return acc.creds.githubApp() }
+
 // Endpoint is the repository's endpoint for acc's client.
 func (acc Remote) Endpoint(repoURL string) (*transport.Endpoint, error) {
 	ep, err := transport.NewEndpoint(repoURL)
