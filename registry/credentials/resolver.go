@@ -156,6 +156,9 @@ type Resolver struct {
 	sources       map[Kind]Source
 
 	flight coalesce.Group[answer]
+	// joined, when set, is told of each caller joining a resolution
+	// (tests wait on it).
+	joined func(shared bool)
 	mu     sync.Mutex
 	cache  map[cacheKey]cacheEntry
 	gen    map[cacheKey]uint64 // bumped by Invalidate, so that a lookup already under way does not store what it fetched
@@ -281,7 +284,7 @@ func (r *Resolver) ResolveCached(ctx context.Context, ref Ref, t Target, ttl tim
 		}
 	}
 
-	a, err := r.flight.Do(ctx, flightKey(key), nil, func(ctx context.Context) (answer, error) {
+	a, err := r.flight.Do(ctx, flightKey(key), r.joined, func(ctx context.Context) (answer, error) {
 		r.mu.Lock()
 		gen := r.gen[key]
 		r.mu.Unlock()

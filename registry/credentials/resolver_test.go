@@ -313,11 +313,20 @@ func TestResolveCached(t *testing.T) {
 			leaver <- err
 		}()
 		waitFor(t, func() bool { return p.calls.Load() == 1 })
+		// The second caller must have joined before the first leaves:
+		// a resolution nobody waits for any more is stopped.
+		joined := make(chan struct{}, 1)
+		r.joined = func(shared bool) {
+			if shared {
+				joined <- struct{}{}
+			}
+		}
 		stayer := make(chan error, 1)
 		go func() {
 			_, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour)
 			stayer <- err
 		}()
+		<-joined
 		cancel()
 		if err := <-leaver; !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled caller: %v", err)
