@@ -275,12 +275,12 @@ func newSource(index int, s map[string]any, statusType string, str func(string) 
 		if list, ok := raw.([]any); ok && len(list) > 0 {
 			// Kept as written: a write replaces the list, and must keep
 			// the fields of each entry that it does not read.
-			src.helmParameters = runtimeCopy(list, str)
+			src.helmParameters = copyList(list, str)
 		}
 	}
 	if raw, _, _ := unstructured.NestedFieldNoCopy(s, "plugin", "env"); raw != nil {
 		if list, ok := raw.([]any); ok && len(list) > 0 {
-			src.pluginEnv = runtimeCopy(list, str)
+			src.pluginEnv = copyList(list, str)
 		}
 	}
 	return src
@@ -304,14 +304,14 @@ func (src Source) object() map[string]any {
 	if src.blocks&blockHelm != 0 {
 		h := map[string]any{}
 		if src.helmParameters != nil {
-			h["parameters"] = runtimeCopy(src.helmParameters, func(s string) string { return s })
+			h["parameters"] = copyList(src.helmParameters, noInterner.str)
 		}
 		m["helm"] = h
 	}
 	if src.blocks&blockPlugin != 0 {
 		p := map[string]any{}
 		if src.pluginEnv != nil {
-			p["env"] = runtimeCopy(src.pluginEnv, func(s string) string { return s })
+			p["env"] = copyList(src.pluginEnv, noInterner.str)
 		}
 		m["plugin"] = p
 	}
@@ -429,9 +429,12 @@ func anyList(list []string) []any {
 	return out
 }
 
-// runtimeCopy copies a JSON value, its strings through str.
-func runtimeCopy[T any](v T, str func(string) string) T {
-	return copyJSON(any(v), str).(T)
+// noInterner shares nothing: its str is the identity.
+var noInterner *interner
+
+// copyList copies a JSON list, its strings through str.
+func copyList(list []any, str func(string) string) []any {
+	return copyJSON(list, str).([]any)
 }
 
 func copyJSON(v any, str func(string) string) any {

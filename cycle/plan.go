@@ -55,7 +55,7 @@ func (e configError) Unwrap() error { return e.err }
 // Application-level error (a bad write-back setting) stops the whole
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
-func planApplication(app *appwatch.Application, controllerNamespace string, defaultPlatforms []v1.Platform, policies *policyCache) (jobs []*job, skips []skip, problems []error) {
+func planApplication(app *appwatch.Application, controllerNamespace string, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
 	appProblems := app.Annotations.Problems
 	if p, bad := writeBackProblem(app); bad {
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
@@ -82,7 +82,7 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 		return nil, skips, problems
 	}
 	for _, spec := range app.Annotations.Images {
-		j, sk, err := planImage(app, spec, controllerNamespace, defaultPlatforms, policies)
+		j, sk, err := planImage(app, spec, controllerNamespace, defaultPlatforms)
 		var annotationProblem appwatch.Problem
 		switch {
 		case errors.As(err, &annotationProblem):
@@ -98,7 +98,7 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 	return jobs, skips, problems
 }
 
-func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform, policies *policyCache) (*job, string, error) {
+func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
 	var creds credentials.Ref
 	var err error
 	if spec.PullSecret != "" {
@@ -123,7 +123,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	if len(platforms) == 0 {
 		platforms = defaultPlatforms
 	}
-	policy, err := policies.get(strategy.Settings{
+	policy, err := strategy.New(strategy.Settings{
 		Strategy:   spec.Strategy,
 		Constraint: spec.Constraint,
 		AllowTags:  spec.AllowTags,

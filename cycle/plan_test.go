@@ -296,7 +296,7 @@ func TestPlanApplication(t *testing.T) {
 			if tt.noControllerNS {
 				controllerNS = ""
 			}
-			jobs, skips, problems := planApplication(app, controllerNS, linuxAMD64, nil)
+			jobs, skips, problems := planApplication(app, controllerNS, linuxAMD64)
 			got := map[string]string{}
 			for _, j := range jobs {
 				got[j.spec.Alias] = strconv.Itoa(j.source.Index) + " " + j.current.String()

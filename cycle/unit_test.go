@@ -235,32 +235,3 @@ argocd_image_updater_applications_watched_total{image_updater_cr_name="",image_u
 		t.Error(err)
 	}
 }
-
-// Image entries with the same settings share one Policy, within a cycle
-// and across cycles; one not used for a whole cycle is built again.
-func TestPolicyCache(t *testing.T) {
-	c := newPolicyCache()
-	s := strategy.Settings{Strategy: "semver", Constraint: "~1.2", AllowTags: `regexp:^1\.`}
-	a, err := c.get(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := c.get(s); b != a {
-		t.Error("two entries with the same settings got two policies")
-	}
-	if other, _ := c.get(strategy.Settings{Strategy: "semver", Constraint: "~1.3", AllowTags: `regexp:^1\.`}); other == a {
-		t.Error("other settings got the same policy")
-	}
-	c.rotate()
-	if b, _ := c.get(s); b != a {
-		t.Error("the next cycle built the policy again")
-	}
-	c.rotate()
-	c.rotate()
-	if b, _ := c.get(s); b == a {
-		t.Error("a policy unused for a whole cycle was kept")
-	}
-	if _, err := c.get(strategy.Settings{Strategy: "newest"}); err == nil {
-		t.Error("an unknown strategy built a policy")
-	}
-}

@@ -52,7 +52,6 @@ type ApplicationWriter interface {
 
 // Updater runs update cycles.
 type Updater struct {
-	policies            *policyCache
 	apps                Applications
 	registry            Registry
 	argocd              ApplicationWriter
@@ -172,7 +171,6 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 		imageTimeout:   DefaultImageTimeout,
 		logger:         slog.New(slog.DiscardHandler),
 		now:            time.Now,
-		policies:       newPolicyCache(),
 	}
 	for _, opt := range opts {
 		opt(u)
@@ -257,9 +255,6 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 			}
 		}
 	}
-	if sc == nil {
-		u.policies.rotate()
-	}
 	if sc == nil && u.observer != nil {
 		u.results = newResults(apps)
 		defer func() { u.results = nil }()
@@ -267,7 +262,7 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	sum := Summary{Applications: len(apps), Trigger: sc.trigger()}
 	var jobs []*job
 	for _, app := range apps {
-		appJobs, skips, problems := planApplication(app, u.controllerNamespace, u.defaultPlatforms, u.policies)
+		appJobs, skips, problems := planApplication(app, u.controllerNamespace, u.defaultPlatforms)
 		sum.Images += len(app.Annotations.Images)
 		if sc == nil {
 			u.metrics.imagesWatched(app, len(app.Annotations.Images))
