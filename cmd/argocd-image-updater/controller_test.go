@@ -166,8 +166,12 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 		return n
 	}
 	waitFor(t, 30*time.Second, func() bool { return leaders() == 1 && len(w.images(t, "main")) == 1 })
-	// A few more cycles: still one leader.
-	time.Sleep(3 * time.Second)
+	// Two more cycles of the leader: still one leader.
+	cycles := func() int {
+		return strings.Count(out1.String(), "update cycle finished") + strings.Count(out2.String(), "update cycle finished")
+	}
+	seen := cycles()
+	waitFor(t, 30*time.Second, func() bool { return cycles() >= seen+2 })
 	if n := leaders(); n != 1 {
 		t.Fatalf("%d replicas lead", n)
 	}

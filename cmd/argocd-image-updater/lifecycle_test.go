@@ -261,7 +261,13 @@ func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	// The controller is stopping, its push still held: it must wait.
+	waitFor(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "stopping: no new writes") })
+	select {
+	case err := <-exited:
+		t.Fatalf("the controller exited with its push in flight: %v", err)
+	default:
+	}
 	hold.Release()
 	select {
 	case err := <-exited:
