@@ -155,10 +155,15 @@ func (s *Snapshot) Managed() bool { return s.annotations.Has(AnnotationPrefix + 
 // caller's own, but shares its lists with the Snapshot: do not modify
 // them (appending to Problems is safe).
 func (s *Snapshot) Application(opts ...imageref.Option) (*Application, error) {
+	return s.application(imageref.OptionsKey(opts...), opts)
+}
+
+// application is Application with the options' key computed by the
+// caller, once for all the Applications it reads.
+func (s *Snapshot) application(key string, opts []imageref.Option) (*Application, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	key := imageref.OptionsKey(opts...)
 	p := s.parsed.Load()
 	if p == nil || p.options != key {
 		p = &parsedSettings{options: key, annotations: ParseAnnotations(s.annotations.Map(), opts...)}

@@ -120,6 +120,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 // Applications returns the managed Applications, sorted by namespace and
 // name, with image names read with opts (see Snapshot.Application).
 func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
+	key := imageref.OptionsKey(opts...)
 	var apps []*Application
 	for _, inf := range w.informers {
 		for _, item := range inf.GetStore().List() {
@@ -127,7 +128,7 @@ func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
 			if !ok || !s.Managed() || !w.nameMatches(s.name) {
 				continue
 			}
-			app, err := s.Application(opts...)
+			app, err := s.application(key, opts)
 			if err != nil {
 				w.logger.Warn("cannot read Application", "application", s.namespace+"/"+s.name, "error", err)
 				continue

@@ -3,7 +3,6 @@ package forge
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -19,14 +18,10 @@ type Committer interface {
 	CreateBranch(ctx context.Context, branch, sha string) error
 	// Commit creates one commit on branch that writes files (their whole
 	// content) on top of expectedHead, and returns its hash. When the
-	// branch no longer points to expectedHead, nothing is committed and
-	// the error wraps ErrHeadMoved.
+	// branch no longer points to expectedHead, nothing is committed (the
+	// caller reads the branch again to tell).
 	Commit(ctx context.Context, branch, expectedHead, message string, files map[string][]byte) (string, error)
 }
-
-// ErrHeadMoved is wrapped by Commit's error when the branch moved since
-// the commit was computed.
-var ErrHeadMoved = errors.New("the branch moved")
 
 // CreateBranch is POST /repos/{owner}/{repo}/git/refs
 // (https://docs.github.com/rest/git/refs#create-a-reference).
@@ -68,7 +63,6 @@ func (g *gitHub) Commit(ctx context.Context, branch, expectedHead, message strin
 			} `json:"createCommitOnBranch"`
 		} `json:"data"`
 		Errors []struct {
-			Type    string `json:"type"`
 			Message string `json:"message"`
 		} `json:"errors"`
 	}
@@ -78,18 +72,10 @@ func (g *gitHub) Commit(ctx context.Context, branch, expectedHead, message strin
 	}
 	if len(answer.Errors) > 0 {
 		var msgs []string
-		moved := false
 		for _, e := range answer.Errors {
 			msgs = append(msgs, e.Message)
-			// GitHub: "Expected branch to point to "<oid>" but it did
-			// not. Pull and try again."
-			moved = moved || e.Type == "STALE_DATA" || strings.Contains(e.Message, "but it did not")
 		}
-		err := &Error{Service: GitHub, Method: http.MethodPost, URL: endpoint, StatusCode: http.StatusOK, Status: "200 OK (GraphQL errors)", Message: g.scrubText(cut(strings.Join(msgs, "; ")))}
-		if moved {
-			return "", fmt.Errorf("%w: %w", ErrHeadMoved, err)
-		}
-		return "", err
+		return "", &Error{Service: GitHub, Method: http.MethodPost, URL: endpoint, StatusCode: http.StatusOK, Status: "200 OK (GraphQL errors)", Message: g.scrubText(cut(strings.Join(msgs, "; ")))}
 	}
 	oid := answer.Data.CreateCommitOnBranch.Commit.OID
 	if oid == "" {

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -319,20 +318,14 @@ func (g *GitServer) Branches(t testing.TB, repo string) []string {
 // the machine's settings cannot change what the tests see.
 func runGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+	out, err := gitOutput(dir, []string{
 		"GIT_AUTHOR_NAME=fixture", "GIT_AUTHOR_EMAIL=fixture@example.com",
 		"GIT_COMMITTER_NAME=fixture", "GIT_COMMITTER_EMAIL=fixture@example.com",
-	)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	}, nil, args...)
 	if err != nil {
-		t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }
 
 func copyTree(t testing.TB, src, dst string) {

@@ -230,9 +230,16 @@ func commitFiles(dir, branch, expected, headline, body string, files map[string]
 	return commit, false, nil
 }
 
-// gitIn runs git in dir with env added and stdin, returning its trimmed
-// output.
+// gitIn is gitOutput trimmed, for git's plumbing commands.
 func gitIn(dir string, env []string, stdin []byte, args ...string) (string, error) {
+	out, err := gitOutput(dir, env, stdin, args...)
+	return strings.TrimSpace(out), err
+}
+
+// gitOutput runs git in dir with no user or system configuration, env
+// added and stdin, so the machine's settings cannot change what the tests
+// see.
+func gitOutput(dir string, env []string, stdin []byte, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), append([]string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}, env...)...)
@@ -245,5 +252,5 @@ func gitIn(dir string, env []string, stdin []byte, args ...string) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return strings.TrimSpace(string(out)), nil
+	return string(out), nil
 }

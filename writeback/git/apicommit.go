@@ -123,6 +123,9 @@ func (c *gitClone) changedFiles(from, to plumbing.Hash) (map[string][]byte, erro
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", ch.To.Name, err)
 		}
+		if len(content) > maxTargetFileSize {
+			return nil, fmt.Errorf("%s is over %d MiB, the most a write-back writes", ch.To.Name, maxTargetFileSize>>20)
+		}
 		files[ch.To.Name] = content
 	}
 	return files, nil
