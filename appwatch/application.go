@@ -1,12 +1,11 @@
 package appwatch
 
 import (
-	"strings"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // SourceType is how Argo CD renders a source.
@@ -54,9 +53,9 @@ type Application struct {
 	Namespace, Name string
 	// Project is spec.project, the AppProject ("" when unset, which Argo
 	// CD reads as "default").
-	Project     string
-	Annotations Annotations
-	Sources     []Source
+	Project  string
+	Settings settings.Settings
+	Sources  []Source
 	// RunningImages are status.summary.images: what runs now.
 	RunningImages []string
 	// ApplicationSet is the ApplicationSet that generated the Application,
@@ -64,7 +63,7 @@ type Application struct {
 	// ignoreApplicationDifferences says otherwise); "" when none did.
 	ApplicationSet string
 	// ImageUpdater is the ImageUpdater resource that selected the
-	// Application, whose settings Annotations then hold; the zero value
+	// Application, whose settings Settings then hold; the zero value
 	// when the Application's own annotations did.
 	ImageUpdater types.NamespacedName
 
@@ -101,7 +100,7 @@ func FromUnstructured(obj *unstructured.Unstructured, opts ...imageref.Option) (
 //     config management plugin source, by the same rule.
 //
 // It returns false when no source can hold an override.
-func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
+func (a *Application) TargetSource(img settings.ImageSpec) (Source, bool) {
 	if img.PluginTarget() {
 		return a.targetSource(img, SourcePlugin)
 	}
@@ -110,10 +109,10 @@ func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
 		return s, s.Type.Writable()
 	}
 	want := SourceType("")
-	switch a.Annotations.WriteBack.Target.Kind {
-	case TargetKustomization:
+	switch a.Settings.WriteBack.Target.Kind {
+	case settings.TargetKustomization:
 		want = SourceKustomize
-	case TargetHelmValues:
+	case settings.TargetHelmValues:
 		want = SourceHelm
 	}
 	if want != "" {
@@ -126,7 +125,7 @@ func (a *Application) TargetSource(img ImageSpec) (Source, bool) {
 
 // targetSource applies TargetSource's multi-source rule to the sources of
 // type want ("" for both writable types).
-func (a *Application) targetSource(img ImageSpec, want SourceType) (Source, bool) {
+func (a *Application) targetSource(img settings.ImageSpec, want SourceType) (Source, bool) {
 	var first *Source
 	for i := range a.Sources {
 		s := &a.Sources[i]
@@ -150,7 +149,7 @@ func (a *Application) targetSource(img ImageSpec, want SourceType) (Source, bool
 // Application's namespace when the method named none; zero for Argo CD's
 // repository credentials.
 func (a *Application) GitSecret() types.NamespacedName {
-	s := a.Annotations.WriteBack.GitSecret
+	s := a.Settings.WriteBack.GitSecret
 	if s.Name != "" && s.Namespace == "" {
 		s.Namespace = a.Namespace
 	}
@@ -161,11 +160,11 @@ func (a *Application) GitSecret() types.NamespacedName {
 // the image. Kustomize entries are matched by name as the image matches
 // every spelling of itself (imageref.Reference.MatchesName), so
 // "docker.io/library/nginx" in the overrides is the image "nginx".
-func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
+func (s Source) CurrentVersion(img settings.ImageSpec) (imageref.Version, bool) {
 	switch s.Type {
 	case SourceKustomize:
 		if i, _, ok := img.KustomizeEntry(s.KustomizeImages); ok {
-			_, _, version := SplitKustomizeImage(s.KustomizeImages[i])
+			_, _, version := settings.SplitKustomizeImage(s.KustomizeImages[i])
 			return version, !version.IsZero()
 		}
 	case SourceHelm:
@@ -197,8 +196,8 @@ func (s Source) CurrentVersion(img ImageSpec) (imageref.Version, bool) {
 
 // KustomizeStale tells whether the source's Kustomize override of the
 // image must be rewritten whatever its version (see
-// ImageSpec.KustomizeEntryStale).
-func (s Source) KustomizeStale(img ImageSpec) bool {
+// settings.ImageSpec.KustomizeEntryStale).
+func (s Source) KustomizeStale(img settings.ImageSpec) bool {
 	if s.Type != SourceKustomize {
 		return false
 	}
@@ -213,8 +212,8 @@ func (s Source) KustomizeStale(img ImageSpec) bool {
 // (its constraint, for the digest strategy) is this image's; otherwise the
 // first. renamed tells that it runs under its kustomize.image-name, which
 // Argo CD Image Updater answers by writing the override at once.
-func (a *Application) RunningVersion(img ImageSpec) (v imageref.Version, ok, renamed bool) {
-	if img.renamesInKustomize() {
+func (a *Application) RunningVersion(img settings.ImageSpec) (v imageref.Version, ok, renamed bool) {
+	if img.RenamesInKustomize() {
 		if v, ok := a.runningVersion(img.KustomizeImageName, img.Constraint); ok {
 			return v, true, true
 		}
@@ -245,7 +244,7 @@ func (a *Application) runningVersion(name imageref.Reference, constraint string)
 // version of the image: a rollout in progress (or stuck), during which Argo
 // CD lists the Pods of the old and the new ReplicaSet alike, so what runs
 // does not tell which version is desired.
-func (a *Application) RollingOut(img ImageSpec) bool {
+func (a *Application) RollingOut(img settings.ImageSpec) bool {
 	var first string
 	for _, running := range a.RunningImages {
 		if !img.Image.MatchesName(running) {
@@ -260,16 +259,4 @@ func (a *Application) RollingOut(img ImageSpec) bool {
 		}
 	}
 	return false
-}
-
-// SplitKustomizeImage splits a kustomize images entry
-// "[<orig>=]<name>[:<tag>][@<digest>]" into the original name, the new name
-// and the version.
-func SplitKustomizeImage(entry string) (orig, name string, version imageref.Version) {
-	if o, rest, ok := strings.Cut(entry, "="); ok {
-		name, version = imageref.Split(rest)
-		return o, name, version
-	}
-	name, version = imageref.Split(entry)
-	return name, name, version
 }

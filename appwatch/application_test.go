@@ -4,33 +4,16 @@ import (
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
-
-func TestSplitKustomizeImage(t *testing.T) {
-	tests := []struct{ in, orig, name, version string }{
-		{"nginx", "nginx", "nginx", ""},
-		{"nginx=registry.local:5000/mirror/nginx:1.27", "nginx", "registry.local:5000/mirror/nginx", "1.27"},
-		{"localhost:5000/app:v1@sha256:abc", "localhost:5000/app", "localhost:5000/app", "v1@sha256:abc"},
-		{"ghcr.io/x/y@sha256:abc", "ghcr.io/x/y", "ghcr.io/x/y", "sha256:abc"},
-		{"localhost:5000/app:1.0", "localhost:5000/app", "localhost:5000/app", "1.0"},
-		{"localhost:5000/a=localhost:5000/b:1", "localhost:5000/a", "localhost:5000/b", "1"},
-		{"nginx=nginx", "nginx", "nginx", ""},
-	}
-	for _, tt := range tests {
-		orig, name, version := SplitKustomizeImage(tt.in)
-		if orig != tt.orig || name != tt.name || version.String() != tt.version {
-			t.Errorf("SplitKustomizeImage(%q) = %q %q %q", tt.in, orig, name, version)
-		}
-	}
-}
 
 func app(t *testing.T, spec, status map[string]any) *Application {
 	t.Helper()
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": "main", "namespace": "argocd",
-			"annotations": map[string]any{AnnotationPrefix + KeyImageList: "app=example.com/app"}},
+			"annotations": map[string]any{settings.AnnotationPrefix + settings.KeyImageList: "app=example.com/app"}},
 		"spec": spec, "status": status,
 	}}
 	a, err := FromUnstructured(obj)
@@ -41,7 +24,7 @@ func app(t *testing.T, spec, status map[string]any) *Application {
 }
 
 func TestSourcesAndVersions(t *testing.T) {
-	img := ImageSpec{Alias: "app", Image: mustRef("example.com/app"), HelmImageName: DefaultHelmImageName, HelmImageTag: DefaultHelmImageTag}
+	img := settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app"), HelmImageName: settings.DefaultHelmImageName, HelmImageTag: settings.DefaultHelmImageTag}
 
 	t.Run("kustomize override wins over running image", func(t *testing.T) {
 		a := app(t, map[string]any{"source": map[string]any{
@@ -63,7 +46,7 @@ func TestSourcesAndVersions(t *testing.T) {
 	// kustomize.image-name first, and writes the override at once when the
 	// image runs, or is overridden, under that name only.
 	t.Run("kustomize.image-name naming another registry", func(t *testing.T) {
-		moved := ImageSpec{Alias: "foobar", Image: mustRef("gcr.io/jannfis/foobar"), KustomizeImageName: mustRef("jannfis/foobar")}
+		moved := settings.ImageSpec{Alias: "foobar", Image: mustRef("gcr.io/jannfis/foobar"), KustomizeImageName: mustRef("jannfis/foobar")}
 		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p", "kustomize": map[string]any{}}},
 			map[string]any{"summary": map[string]any{"images": []any{"jannfis/foobar:1.0.1"}}})
 		if v, ok, renamed := a.RunningVersion(moved); !ok || !renamed || v.String() != "1.0.1" {
@@ -110,7 +93,7 @@ func TestSourcesAndVersions(t *testing.T) {
 		if !ok || src.Index != 2 {
 			t.Fatalf("target source %+v %v", src, ok)
 		}
-		other := ImageSpec{Image: mustRef("example.com/other"), HelmImageName: DefaultHelmImageName, HelmImageTag: DefaultHelmImageTag}
+		other := settings.ImageSpec{Image: mustRef("example.com/other"), HelmImageName: settings.DefaultHelmImageName, HelmImageTag: settings.DefaultHelmImageTag}
 		if src, ok := a.TargetSource(other); !ok || src.Index != 1 {
 			t.Errorf("first writable source for a new image: %+v %v", src, ok)
 		}
@@ -124,13 +107,13 @@ func TestSourcesAndVersions(t *testing.T) {
 		if v, _ := src.CurrentVersion(img); v.String() != "1.2.3" {
 			t.Errorf("tag parameter version %q", v)
 		}
-		spec := ImageSpec{Image: mustRef("example.com/app"), HelmImageSpec: "images[1].image"}
+		spec := settings.ImageSpec{Image: mustRef("example.com/app"), HelmImageSpec: "images[1].image"}
 		if v, _ := src.CurrentVersion(spec); v.String() != "2.0.0" {
 			t.Errorf("image-spec parameter version %q", v)
 		}
 	})
 	t.Run("kustomize entries in any spelling of the image", func(t *testing.T) {
-		nginx := ImageSpec{Image: mustRef("nginx")}
+		nginx := settings.ImageSpec{Image: mustRef("nginx")}
 		for _, entry := range []string{"nginx:1.26", "docker.io/library/nginx:1.26", "index.docker.io/nginx:1.26", "library/nginx:1.26"} {
 			a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p",
 				"kustomize": map[string]any{"images": []any{"other:1", entry}}}}, nil)
@@ -141,7 +124,7 @@ func TestSourcesAndVersions(t *testing.T) {
 	})
 	t.Run("running images under registries.conf defaults", func(t *testing.T) {
 		opts := []imageref.Option{imageref.WithDefaultRegistry("registry.example.com"), imageref.WithDefaultNamespace("team")}
-		spec := ImageSpec{Image: mustRef("app", opts...)}
+		spec := settings.ImageSpec{Image: mustRef("app", opts...)}
 		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p"}},
 			map[string]any{"summary": map[string]any{"images": []any{"docker.io/library/app:9", "Registry.Example.com/team/app:1.2"}}})
 		if v, ok, _ := a.RunningVersion(spec); !ok || v.String() != "1.2" {
@@ -151,7 +134,7 @@ func TestSourcesAndVersions(t *testing.T) {
 	t.Run("docker hub names", func(t *testing.T) {
 		a := app(t, map[string]any{"source": map[string]any{"repoURL": "r", "path": "p"}},
 			map[string]any{"summary": map[string]any{"images": []any{"docker.io/library/nginx:1.27.0"}}})
-		if v, ok, _ := a.RunningVersion(ImageSpec{Image: mustRef("nginx")}); !ok || v.String() != "1.27.0" {
+		if v, ok, _ := a.RunningVersion(settings.ImageSpec{Image: mustRef("nginx")}); !ok || v.String() != "1.27.0" {
 			t.Errorf("running version %q %v", v, ok)
 		}
 	})
@@ -170,4 +153,12 @@ func TestProject(t *testing.T) {
 			t.Errorf("project %q, want %q", got, tt.want)
 		}
 	}
+}
+
+func mustRef(s string, opts ...imageref.Option) imageref.Reference {
+	r, err := imageref.Parse(s, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }

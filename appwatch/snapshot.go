@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // Snapshot is what the updater keeps of an Application between two of its
@@ -30,7 +31,7 @@ type Snapshot struct {
 	uid             types.UID
 	resourceVersion string
 	labels          pairs
-	// annotations are those under AnnotationPrefix.
+	// annotations are those under settings.AnnotationPrefix.
 	annotations pairs
 	// applicationSet is the ApplicationSet that generated the Application
 	// (its controller owner), if any.
@@ -53,8 +54,8 @@ type Snapshot struct {
 // parsedSettings are the annotations read with one set of reference
 // options (registries.conf's default registry and namespace).
 type parsedSettings struct {
-	options     string
-	annotations Annotations
+	options  string
+	settings settings.Settings
 }
 
 // SnapshotOf keeps what the updater reads of obj, its spec included.
@@ -77,14 +78,14 @@ func newSnapshot(obj *unstructured.Unstructured, keepSpec bool, in *interner) *S
 		s.labels = newPairs(m, func(string) bool { return true }, str)
 	}
 	if m, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "annotations"); m != nil {
-		s.annotations = newPairs(m, func(k string) bool { return strings.HasPrefix(k, AnnotationPrefix) }, str)
+		s.annotations = newPairs(m, func(k string) bool { return strings.HasPrefix(k, settings.AnnotationPrefix) }, str)
 	}
 	for _, o := range obj.GetOwnerReferences() {
 		if o.Kind == "ApplicationSet" && strings.HasPrefix(o.APIVersion, "argoproj.io/") && o.Controller != nil && *o.Controller {
 			s.applicationSet = o.Name
 		}
 	}
-	if !keepSpec && !s.annotations.Has(AnnotationPrefix+KeyImageList) {
+	if !keepSpec && !s.annotations.Has(settings.AnnotationPrefix+settings.KeyImageList) {
 		return s
 	}
 	s.spec = true
@@ -147,7 +148,9 @@ func (s *Snapshot) Labels() labels.Labels { return s.labels }
 func (s *Snapshot) Annotation(key string) string { return s.annotations.Get(key) }
 
 // Managed reports whether the Application has the image-list annotation.
-func (s *Snapshot) Managed() bool { return s.annotations.Has(AnnotationPrefix + KeyImageList) }
+func (s *Snapshot) Managed() bool {
+	return s.annotations.Has(settings.AnnotationPrefix + settings.KeyImageList)
+}
 
 // Application is the Application with its annotations read with opts
 // (registries.conf's default registry and namespace). The settings are
@@ -166,20 +169,20 @@ func (s *Snapshot) application(key string, opts []imageref.Option) (*Application
 	}
 	p := s.parsed.Load()
 	if p == nil || p.options != key {
-		p = &parsedSettings{options: key, annotations: ParseAnnotations(s.annotations.Map(), opts...)}
+		p = &parsedSettings{options: key, settings: settings.ParseAnnotations(s.annotations.Map(), opts...)}
 		s.parsed.Store(p)
 	}
 	app := &Application{
 		Namespace:      s.namespace,
 		Name:           s.name,
 		Project:        s.project,
-		Annotations:    p.annotations,
+		Settings:       p.settings,
 		Sources:        s.sources,
 		RunningImages:  s.running,
 		ApplicationSet: s.applicationSet,
 		snapshot:       s,
 	}
-	app.Annotations.Problems = slices.Clip(app.Annotations.Problems)
+	app.Settings.Problems = slices.Clip(app.Settings.Problems)
 	return app, nil
 }
 

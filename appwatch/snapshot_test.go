@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // decoded is an Application as the informer's decoder gives it: every
@@ -101,7 +102,7 @@ func TestSnapshotSharesRepeatedStrings(t *testing.T) {
 	a := newSnapshot(decoded(t, fullApplication), false, in)
 	b := newSnapshot(decoded(t, fullApplication), false, in)
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
-	if !same(a.Annotation(AnnotationPrefix+KeyImageList), b.Annotation(AnnotationPrefix+KeyImageList)) {
+	if !same(a.Annotation(settings.AnnotationPrefix+settings.KeyImageList), b.Annotation(settings.AnnotationPrefix+settings.KeyImageList)) {
 		t.Error("annotation values not shared")
 	}
 	if !same(a.running[0], b.running[0]) || !same(a.sources[1].RepoURL, b.sources[1].RepoURL) {
@@ -119,16 +120,16 @@ func TestSnapshotReadsSettingsOncePerOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, _ := s.Application()
-	if &first.Annotations.Images[0] != &again.Annotations.Images[0] {
+	if &first.Settings.Images[0] != &again.Settings.Images[0] {
 		t.Error("settings read again with the same options")
 	}
 	// Appending to one Application's problems never reaches another's.
-	first.Annotations.Problems = append(first.Annotations.Problems, Problem{Message: "mine"})
-	if len(again.Annotations.Problems) != 0 {
-		t.Errorf("problems shared: %v", again.Annotations.Problems)
+	first.Settings.Problems = append(first.Settings.Problems, settings.Problem{Message: "mine"})
+	if len(again.Settings.Problems) != 0 {
+		t.Errorf("problems shared: %v", again.Settings.Problems)
 	}
 	other, _ := s.Application(imageref.WithDefaultRegistry("mirror.example.com"))
-	if &other.Annotations.Images[0] == &first.Annotations.Images[0] {
+	if &other.Settings.Images[0] == &first.Settings.Images[0] {
 		t.Error("settings not read again for other options")
 	}
 

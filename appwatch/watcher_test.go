@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -33,7 +34,7 @@ func TestWatcher(t *testing.T) {
 	k.CreateNamespace(t, "team-a")
 	dyn := dynamic.NewForConfigOrDie(k.Config)
 	ctx := t.Context()
-	managed := ann("image-list", "app=example.com/app")
+	managed := map[string]string{settings.AnnotationPrefix + settings.KeyImageList: "app=example.com/app"}
 	create := func(obj *unstructured.Unstructured) {
 		t.Helper()
 		if _, err := dyn.Resource(ApplicationsResource()).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
@@ -64,14 +65,14 @@ func TestWatcher(t *testing.T) {
 		t.Fatalf("applications %v", got)
 	}
 	apps := w.Applications()
-	if len(apps[0].Annotations.Images) != 1 || apps[0].Sources[0].Type != SourceKustomize {
+	if len(apps[0].Settings.Images) != 1 || apps[0].Sources[0].Type != SourceKustomize {
 		t.Errorf("parsed %+v", apps[0])
 	}
 	if _, ok := apps[0].Object().Object["spec"].(map[string]any)["destination"]; ok {
 		t.Error("a field the updater does not read kept in the cache")
 	}
 	// Settings are read once per version of an Application.
-	if again := w.Applications(); &again[0].Annotations.Images[0] != &apps[0].Annotations.Images[0] {
+	if again := w.Applications(); &again[0].Settings.Images[0] != &apps[0].Settings.Images[0] {
 		t.Error("the annotations of an unchanged Application were read again")
 	}
 

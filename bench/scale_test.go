@@ -644,7 +644,7 @@ func checkApplications(ctx context.Context, dyn dynamic.Interface, w *workload) 
 			return err
 		}
 		for i, e := range a.Images {
-			spec := app.Annotations.Images[i]
+			spec := app.Settings.Images[i]
 			got, ok := app.Sources[0].CurrentVersion(spec)
 			if !ok {
 				got, _, _ = app.RunningVersion(spec)

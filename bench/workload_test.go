@@ -17,8 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -216,7 +216,7 @@ func newWorkload(s size, host, gitURL string) (*workload, error) {
 				// parameter; a second image always has its own names.
 				switch j % 3 {
 				case 0:
-					app.HelmName, app.HelmTag = appwatch.DefaultHelmImageName, appwatch.DefaultHelmImageTag
+					app.HelmName, app.HelmTag = settings.DefaultHelmImageName, settings.DefaultHelmImageTag
 				case 1:
 					app.HelmName, app.HelmTag = "app.image.repository", "app.image.tag"
 				default:
@@ -491,7 +491,7 @@ func (w *workload) settle() error {
 // source with or without overrides, and the running images in the status.
 func (w *workload) object(a *application) *unstructured.Unstructured {
 	ann := map[string]any{}
-	set := func(k, v string) { ann[appwatch.AnnotationPrefix+k] = v }
+	set := func(k, v string) { ann[settings.AnnotationPrefix+k] = v }
 	var list, running []string
 	for _, e := range a.Images {
 		entry := e.Alias + "=" + w.ref(e.Repo)
@@ -505,7 +505,7 @@ func (w *workload) object(a *application) *unstructured.Unstructured {
 		}
 		if e.HelmSpec != "" {
 			set(e.Alias+".helm.image-spec", e.HelmSpec)
-		} else if e.HelmName != "" && e.HelmName != appwatch.DefaultHelmImageName {
+		} else if e.HelmName != "" && e.HelmName != settings.DefaultHelmImageName {
 			set(e.Alias+".helm.image-name", e.HelmName)
 			set(e.Alias+".helm.image-tag", e.HelmTag)
 		}

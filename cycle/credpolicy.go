@@ -5,6 +5,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // Whoever may edit an Application's annotations is trusted less than the
@@ -53,14 +54,14 @@ func checkSecretNamespace(app *appwatch.Application, what, namespace string) err
 
 // writeBackProblem checks the Secret of write-back-method git:secret:, whose
 // credentials go to the repository the annotations name.
-func writeBackProblem(app *appwatch.Application) (appwatch.Problem, bool) {
+func writeBackProblem(app *appwatch.Application) (settings.Problem, bool) {
 	s := app.GitSecret()
 	if s.Name == "" {
-		return appwatch.Problem{}, false
+		return settings.Problem{}, false
 	}
 	err := checkSecretNamespace(app, "git:secret:"+s.Namespace+"/"+s.Name, s.Namespace)
 	if err == nil {
-		return appwatch.Problem{}, false
+		return settings.Problem{}, false
 	}
-	return appwatch.Problem{Annotation: appwatch.AnnotationPrefix + appwatch.KeyWriteBackMethod, Field: app.Annotations.WriteBack.MethodField, Message: err.Error()}, true
+	return settings.Problem{Origin: app.Settings.WriteBack.MethodOrigin.Or(settings.AnnotationOrigin(settings.KeyWriteBackMethod)), Message: err.Error()}, true
 }

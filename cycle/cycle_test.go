@@ -28,6 +28,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
@@ -37,7 +38,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
-const prefix = appwatch.AnnotationPrefix
+const prefix = settings.AnnotationPrefix
 
 // world is an API server and a registry with the updater wired to them
 // the way the run command wires it.

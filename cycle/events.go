@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -65,7 +66,7 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 			continue
 		}
 		reason := ReasonUpdateFailed
-		var problem appwatch.Problem
+		var problem settings.Problem
 		var config configError
 		if errors.As(p, &problem) || errors.As(p, &config) || errors.Is(p, writeback.ErrInvalidTarget) {
 			reason = ReasonInvalidConfig

@@ -22,7 +22,7 @@ type GitWriter interface {
 
 // gitUpdate describes the git write-back of one Application.
 func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
-	app, wb := au.app, au.app.Annotations.WriteBack
+	app, wb := au.app, au.app.Settings.WriteBack
 	if au.source.RepoURL == "" && wb.GitRepository == "" {
 		return git.Update{}, fmt.Errorf("git write-back: the Application has no source repository and no git-repository annotation")
 	}

@@ -10,13 +10,14 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // job is one image of one Application, ready to be checked.
 type job struct {
 	app       *appwatch.Application
-	spec      appwatch.ImageSpec
+	spec      settings.ImageSpec
 	ref       imageref.Reference
 	creds     credentials.Ref
 	policy    *strategy.Policy
@@ -31,7 +32,7 @@ type job struct {
 	askTarget bool
 	// sigKey names the key new versions must be signed with, its
 	// namespace filled in; zero when none.
-	sigKey appwatch.SignatureKey
+	sigKey settings.SignatureKey
 }
 
 // repoKey identifies one tag listing: the same repository read with the
@@ -56,15 +57,12 @@ func (e configError) Unwrap() error { return e.err }
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
 func planApplication(app *appwatch.Application, controllerNamespace string, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
-	appProblems := app.Annotations.Problems
+	appProblems := app.Settings.Problems
 	if p, bad := writeBackProblem(app); bad {
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
 	}
-	if app.ApplicationSet != "" && app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
-		p := appwatch.Problem{Warning: true, Annotation: appwatch.AnnotationPrefix + appwatch.KeyWriteBackMethod}
-		if app.ImageUpdater.Name != "" {
-			p.Annotation, p.Field = "", "ImageUpdater "+app.ImageUpdater.String()+" writeBackConfig.method"
-		}
+	if app.ApplicationSet != "" && app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
+		p := settings.Problem{Warning: true, Origin: app.Settings.WriteBack.MethodOrigin.Or(settings.AnnotationOrigin(settings.KeyWriteBackMethod))}
 		p.Message = fmt.Sprintf("the ApplicationSet %s generates this Application and puts back the images the argocd write-back method sets, unless its ignoreApplicationDifferences lists them (/spec/source/kustomize/images or /spec/source/helm/parameters); write-back-method git keeps them in the repository the ApplicationSet renders from", app.ApplicationSet)
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
 	}
@@ -76,14 +74,14 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 		}
 	}
 	if appBroken {
-		for _, spec := range app.Annotations.Images {
+		for _, spec := range app.Settings.Images {
 			skips = append(skips, skip{image: spec.Key(), reason: "the Application's write-back settings are invalid"})
 		}
 		return nil, skips, problems
 	}
-	for _, spec := range app.Annotations.Images {
+	for _, spec := range app.Settings.Images {
 		j, sk, err := planImage(app, spec, controllerNamespace, defaultPlatforms)
-		var annotationProblem appwatch.Problem
+		var annotationProblem settings.Problem
 		switch {
 		case errors.As(err, &annotationProblem):
 			problems = append(problems, annotationProblem)
@@ -98,7 +96,7 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 	return jobs, skips, problems
 }
 
-func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
+func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
 	var creds credentials.Ref
 	var err error
 	if spec.PullSecret != "" {
@@ -107,7 +105,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 			err = checkImageCredentials(app, creds, controllerNamespace)
 		}
 		if err != nil {
-			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: spec.PullSecretAnnotation, Field: spec.PullSecretField, Message: err.Error()}
+			return nil, "", settings.Problem{Image: spec.Key(), Origin: spec.PullSecretOrigin, Message: err.Error()}
 		}
 	}
 	sigKey := spec.SignatureKey
@@ -116,7 +114,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 			sigKey.Namespace = app.Namespace
 		}
 		if err := checkSecretNamespace(app, sigKey.String(), sigKey.Namespace); err != nil {
-			return nil, "", appwatch.Problem{Image: spec.Key(), Annotation: sigKey.Annotation, Field: sigKey.Setting, Message: err.Error()}
+			return nil, "", settings.Problem{Image: spec.Key(), Origin: sigKey.Origin, Message: err.Error()}
 		}
 	}
 	platforms := spec.Platforms
@@ -135,12 +133,12 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	}
 
 	var source appwatch.Source
-	if len(app.Sources) == 1 && app.Sources[0].Dry && app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+	if len(app.Sources) == 1 && app.Sources[0].Dry && app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 		// Argo CD's dry source holds no overrides: what the hydrator
 		// renders is what the repository holds.
 		return nil, "", errors.New("a Source Hydrator Application is written back to its dry source in git: set write-back-method git (the argocd method has nowhere to write)")
 	}
-	if app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+	if app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 		var ok bool
 		if source, ok = app.TargetSource(spec); !ok {
 			if spec.PluginTarget() {
@@ -156,15 +154,15 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 		if source, ok = app.TargetSource(spec); !ok {
 			return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
 		}
-		if k := app.Annotations.WriteBack.Target.Kind; k != appwatch.TargetSourceOverrides && k != appwatch.TargetOverrideFile {
-			return nil, "", fmt.Errorf("a plugin target is written to the .argocd-source file, not to the write-back target %s", app.Annotations.WriteBack.Target)
+		if k := app.Settings.WriteBack.Target.Kind; k != settings.TargetSourceOverrides && k != settings.TargetOverrideFile {
+			return nil, "", fmt.Errorf("a plugin target is written to the .argocd-source file, not to the write-back target %s", app.Settings.WriteBack.Target)
 		}
 	} else if len(app.Sources) > 0 {
 		source, _ = app.TargetSource(spec)
 		if source.RepoURL == "" {
 			source = app.Sources[0]
 		}
-		if k := app.Annotations.WriteBack.Target.Kind; source.Dry && !source.Type.Writable() && (k == appwatch.TargetSourceOverrides || k == appwatch.TargetOverrideFile) {
+		if k := app.Settings.WriteBack.Target.Kind; source.Dry && !source.Type.Writable() && (k == settings.TargetSourceOverrides || k == settings.TargetOverrideFile) {
 			return nil, "", errors.New("the dry source of a Source Hydrator Application does not tell whether it is Kustomize or Helm (Argo CD reports the rendered one): set write-back-target kustomization or helmvalues:<file>")
 		}
 	}
@@ -180,7 +178,7 @@ func planImage(app *appwatch.Application, spec appwatch.ImageSpec, controllerNam
 	if !found {
 		var renamed bool
 		current, found, renamed = app.RunningVersion(spec)
-		askTarget = found && (renamed || app.Annotations.WriteBack.Method == appwatch.WriteBackGit && app.RollingOut(spec))
+		askTarget = found && (renamed || app.Settings.WriteBack.Method == settings.WriteBackGit && app.RollingOut(spec))
 	}
 	if !found && !spec.ForceUpdate {
 		return nil, "not running in the Application (set force-update to update it anyway)", nil

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // planApp builds an Application the way the watcher reads one.
@@ -19,7 +20,7 @@ func planApp(t *testing.T, namespace string, annotations map[string]string, spec
 	}
 	ann := map[string]any{}
 	for k, v := range annotations {
-		ann[appwatch.AnnotationPrefix+k] = v
+		ann[settings.AnnotationPrefix+k] = v
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",

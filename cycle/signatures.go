@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 	"github.com/image-updater/argocd-image-updater/strategy"
@@ -141,8 +141,8 @@ type loadedKey struct {
 
 // loadKeys reads, once per cycle, each public key the jobs name. A key
 // that cannot be read fails only the images that name it.
-func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[appwatch.SignatureKey]loadedKey {
-	keys := map[appwatch.SignatureKey]loadedKey{}
+func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[settings.SignatureKey]loadedKey {
+	keys := map[settings.SignatureKey]loadedKey{}
 	for _, j := range jobs {
 		if j.sigKey.IsZero() {
 			continue
@@ -152,7 +152,7 @@ func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[appwatch.Signat
 		}
 		var k loadedKey
 		if u.signatures == nil {
-			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Where())}
+			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Origin)}
 		} else {
 			kctx, cancel := u.withImageTimeout(ctx)
 			k.key, k.err = signature.LoadKey(kctx, u.keySecrets, j.sigKey.Namespace, j.sigKey.Name, j.sigKey.Field)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // CheckRepositories checks now the images, of every managed Application,
@@ -56,8 +57,8 @@ func (s *scope) includes(ref imageref.Reference) bool {
 func (s *scope) applications(apps []*appwatch.Application) []*appwatch.Application {
 	var out []*appwatch.Application
 	for _, app := range apps {
-		var images []appwatch.ImageSpec
-		for _, spec := range app.Annotations.Images {
+		var images []settings.ImageSpec
+		for _, spec := range app.Settings.Images {
 			if s.includes(spec.Image) {
 				images = append(images, spec)
 			}
@@ -66,11 +67,11 @@ func (s *scope) applications(apps []*appwatch.Application) []*appwatch.Applicati
 			continue
 		}
 		reduced := *app
-		reduced.Annotations.Images = images
-		reduced.Annotations.Problems = nil
-		for _, p := range app.Annotations.Problems {
+		reduced.Settings.Images = images
+		reduced.Settings.Problems = nil
+		for _, p := range app.Settings.Problems {
 			if p.Image == "" {
-				reduced.Annotations.Problems = append(reduced.Annotations.Problems, p)
+				reduced.Settings.Problems = append(reduced.Settings.Problems, p)
 			}
 		}
 		out = append(out, &reduced)

@@ -15,6 +15,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -184,7 +185,7 @@ func TestGitUpdateRevision(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			app := &appwatch.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
-			app.Annotations.WriteBack = appwatch.WriteBackSpec{Method: appwatch.WriteBackGit, GitRepository: tt.repo}
+			app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, GitRepository: tt.repo}
 			u, err := gitUpdate(&appUpdate{app: app, source: tt.sources[0]}, "argocd")
 			if err != nil || u.TargetRevision != tt.revision {
 				t.Errorf("revision %q, %v; want %q", u.TargetRevision, err, tt.revision)

@@ -21,6 +21,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
@@ -263,9 +264,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	var jobs []*job
 	for _, app := range apps {
 		appJobs, skips, problems := planApplication(app, u.controllerNamespace, u.defaultPlatforms)
-		sum.Images += len(app.Annotations.Images)
+		sum.Images += len(app.Settings.Images)
 		if sc == nil {
-			u.metrics.imagesWatched(app, len(app.Annotations.Images))
+			u.metrics.imagesWatched(app, len(app.Settings.Images))
 		}
 		u.reportProblems(app, problems)
 		for _, p := range problems {
@@ -444,7 +445,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 			continue
 		}
 		key := app.Key()
-		if app.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+		if app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 			// Each source is its own patch: images of one Application
 			// may go to a plugin's environment and to a Helm source.
 			key += "\x00" + strconv.Itoa(o.job.source.Index)
@@ -480,7 +481,7 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 	g.SetLimit(u.maxConcurrency)
 	for _, au := range updates {
 		u.logChanges(au)
-		if au.app.Annotations.WriteBack.Method == appwatch.WriteBackGit {
+		if au.app.Settings.WriteBack.Method == settings.WriteBackGit {
 			viaGit = append(viaGit, au)
 			continue
 		}
@@ -547,7 +548,7 @@ func (u *Updater) logChanges(au *appUpdate) {
 	for _, c := range au.changes {
 		u.logger.Info("new version", "application", au.app.Key(), "image", c.Image.OriginalName(), "alias", c.Alias,
 			"from", c.Old.String(), "to", c.New.String(),
-			"writeBack", au.app.Annotations.WriteBack.Method, "dryRun", u.dryRun)
+			"writeBack", au.app.Settings.WriteBack.Method, "dryRun", u.dryRun)
 	}
 }
 
@@ -614,7 +615,7 @@ func (u *Updater) guard(what string, f func() error) error {
 }
 
 func isWarning(err error) bool {
-	var p appwatch.Problem
+	var p settings.Problem
 	return errors.As(err, &p) && p.Warning
 }
 

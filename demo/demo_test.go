@@ -35,6 +35,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
@@ -343,26 +344,26 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 		if err != nil {
 			t.Fatal(err)
 		}
-		method := string(a.Annotations.WriteBack.Method)
+		method := string(a.Settings.WriteBack.Method)
 		if name == "main-resource" {
 			// Its images are the ImageUpdater's.
 			for _, img := range images {
-				spec, err := appwatch.ParseImage(img)
+				spec, err := settings.ParseImage(img)
 				if err != nil {
 					t.Fatal(err)
 				}
-				a.Annotations.Images = append(a.Annotations.Images, spec)
+				a.Settings.Images = append(a.Settings.Images, spec)
 			}
 			method = "argocd (ImageUpdater)"
 		}
-		for _, img := range a.Annotations.Images {
+		for _, img := range a.Settings.Images {
 			r := row{app: name, method: method, image: img.Image.OriginalName()}
 			running, _, _ := a.RunningVersion(img)
 			r.tag = running.String()
-			if v, ok := a.Sources[0].CurrentVersion(img); ok && a.Annotations.WriteBack.Method == appwatch.WriteBackArgoCD {
+			if v, ok := a.Sources[0].CurrentVersion(img); ok && a.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 				r.tag = v.String()
 			}
-			if a.Annotations.WriteBack.Method == appwatch.WriteBackGit {
+			if a.Settings.WriteBack.Method == settings.WriteBackGit {
 				for _, ki := range k.Images {
 					if img.Image.MatchesName(ki.Name) {
 						r.tag = ki.NewTag
@@ -382,7 +383,7 @@ func createApp(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, name, repoU
 	k.CreateNamespace(t, name)
 	ann := map[string]string{}
 	for k, v := range annotations {
-		ann[appwatch.AnnotationPrefix+k] = v
+		ann[settings.AnnotationPrefix+k] = v
 	}
 	obj := testenv.SyncedApplication(name, testenv.InCluster, map[string]any{"source": map[string]any{
 		"repoURL": repoURL, "path": "main/overlays/production", "targetRevision": "main", "kustomize": map[string]any{},

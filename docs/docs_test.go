@@ -99,6 +99,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
@@ -409,14 +410,14 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 		if obj.GetName() == "" || obj.GetNamespace() == "" {
 			return errors.New("metadata.name and metadata.namespace are required in examples")
 		}
-		if !appwatch.Managed(obj.GetAnnotations()) {
+		if !settings.Managed(obj.GetAnnotations()) {
 			return errors.New("the Application has no image-list annotation")
 		}
 		app, err := appwatch.FromUnstructured(obj)
 		if err != nil {
 			return err
 		}
-		if err := checkBranchTemplate(app.Annotations.WriteBack.GitBranch); err != nil {
+		if err := checkBranchTemplate(app.Settings.WriteBack.GitBranch); err != nil {
 			return err
 		}
 		apps = append(apps, app)

@@ -30,6 +30,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -476,7 +477,7 @@ func (w *world) createAppSpec(t testing.TB, name string, sources map[string]any,
 func prefixed(annotations map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range annotations {
-		out[appwatch.AnnotationPrefix+k] = v
+		out[settings.AnnotationPrefix+k] = v
 	}
 	return out
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
@@ -53,7 +54,7 @@ func testSignatures(t *testing.T, s *servers) {
 	s.reg.PushImage(t, repo, []string{"2.0.0"}) // unsigned
 	s.k.Create(t, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "cosign"},
-		Data:       map[string][]byte{imageupdater.DefaultCosignKeyField: key.PublicPEM},
+		Data:       map[string][]byte{settings.DefaultCosignKeyField: key.PublicPEM},
 	})
 	running := w.image("web") + ":1.0.0"
 	w.createApps(t, w.app("verified", map[string]string{"verify": "yes"}, nil, running), w.app("unverified", map[string]string{"verify": "no"}, nil, running))

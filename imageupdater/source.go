@@ -24,6 +24,7 @@ import (
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // Applications is the watched Applications: those annotated for the
@@ -191,9 +192,9 @@ func selectApps(resources []resource, source Applications, logger *slog.Logger, 
 		if !ok {
 			continue
 		}
-		if !c.Annotations.FromAnnotations {
-			c.Annotations.Problems = append(c.Annotations.Problems, appwatch.Problem{
-				Annotation: appwatch.AnnotationPrefix + appwatch.KeyImageList, Warning: true,
+		if !c.Settings.FromAnnotations {
+			c.Settings.Problems = append(c.Settings.Problems, settings.Problem{
+				Origin: settings.AnnotationOrigin(settings.KeyImageList), Warning: true,
 				Message: fmt.Sprintf("ignored: ImageUpdater %s selects this Application and configures its images (set useAnnotations: true there to use the annotations)", c.ImageUpdater),
 			})
 		}
@@ -236,7 +237,7 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 	slices.SortStableFunc(order, func(a, b int) int {
 		return cmp.Compare(specificity(iu.Spec.ApplicationRefs[b]), specificity(iu.Spec.ApplicationRefs[a]))
 	})
-	configs := make([]*appwatch.Annotations, len(sels))
+	configs := make([]*settings.Settings, len(sels))
 	for _, obj := range source.InNamespace(iu.Namespace) {
 		for _, i := range order {
 			sel := sels[i]
@@ -246,8 +247,8 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 			key := obj.Namespace() + "/" + obj.Name()
 			if prev, ok := claimed[key]; ok {
 				if prev.ImageUpdater != name {
-					prev.Annotations.Problems = append(prev.Annotations.Problems, appwatch.Problem{
-						Field: fmt.Sprintf("ImageUpdater %s spec.applicationRefs[%d]", name, i), Warning: true,
+					prev.Settings.Problems = append(prev.Settings.Problems, settings.Problem{
+						Origin: settings.FieldOrigin(name, fmt.Sprintf("spec.applicationRefs[%d]", i)), Warning: true,
 						Message: fmt.Sprintf("also selects this Application, which ImageUpdater %s handles (of several ImageUpdaters, the first by name does)", prev.ImageUpdater),
 					})
 				}
@@ -260,12 +261,12 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 			}
 			app.ImageUpdater = name
 			if ref := iu.Spec.ApplicationRefs[i]; ref.UseAnnotations != nil && *ref.UseAnnotations {
-				app.Annotations.FromAnnotations = true
-				if strings.TrimSpace(obj.Annotation(appwatch.AnnotationPrefix+appwatch.KeyImageList)) == "" {
+				app.Settings.FromAnnotations = true
+				if strings.TrimSpace(obj.Annotation(settings.AnnotationPrefix+settings.KeyImageList)) == "" {
 					// As v1.3.0: an error of the resource, not silence.
-					app.Annotations.Problems = append(app.Annotations.Problems, appwatch.Problem{
-						Field:   fmt.Sprintf("ImageUpdater %s spec.applicationRefs[%d].useAnnotations", name, i),
-						Message: "the Application has no " + appwatch.AnnotationPrefix + appwatch.KeyImageList + " annotation to read its images from",
+					app.Settings.Problems = append(app.Settings.Problems, settings.Problem{
+						Origin:  settings.FieldOrigin(name, fmt.Sprintf("spec.applicationRefs[%d].useAnnotations", i)),
+						Message: "the Application has no " + settings.AnnotationPrefix + settings.KeyImageList + " annotation to read its images from",
 					})
 				}
 			} else {
@@ -273,11 +274,11 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 				// by its Applications (their Images are never modified;
 				// Problems are appended to copies).
 				if configs[i] == nil {
-					c := refConfig(iu, i, opts)
+					c := settings.ParseImageUpdater(iu, i, opts...)
 					configs[i] = &c
 				}
-				app.Annotations = *configs[i]
-				app.Annotations.Problems = slices.Clip(app.Annotations.Problems)
+				app.Settings = *configs[i]
+				app.Settings.Problems = slices.Clip(app.Settings.Problems)
 			}
 			claimed[key] = app
 			break

@@ -115,7 +115,7 @@ func nextStatus(iu *api.ImageUpdater, invalid error, results []cycle.AppResult, 
 	var errs []string
 	updated := 0
 	for _, r := range results {
-		st.ImagesManaged += int32(len(r.App.Annotations.Images))
+		st.ImagesManaged += int32(len(r.App.Settings.Images))
 		for _, e := range r.Errors {
 			errs = append(errs, r.App.Key()+": "+e.Error())
 		}

@@ -29,6 +29,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
@@ -169,7 +170,7 @@ func (w *world) app(name string, labels, annotations map[string]string, running 
 	obj.SetLabels(labels)
 	a := map[string]string{}
 	for k, v := range annotations {
-		a[appwatch.AnnotationPrefix+k] = v
+		a[settings.AnnotationPrefix+k] = v
 	}
 	obj.SetAnnotations(a)
 	return obj

@@ -9,14 +9,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // ImageUpdate is one image whose new version should be written: the image
 // as the Application's annotations describe it, and its versions.
 type ImageUpdate struct {
-	appwatch.ImageSpec
+	settings.ImageSpec
 	// New is written; Old is only reported.
 	New, Old imageref.Version
 	// Labels are the new version's image labels, when the strategy read

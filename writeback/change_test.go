@@ -3,8 +3,8 @@ package writeback
 import (
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // mustRef parses an image name as the annotations would.
@@ -57,7 +57,7 @@ func TestReportedChange(t *testing.T) {
 				old, new = tags("v1.0.0", "v1.1.0")
 				tt.want.OldTag, tt.want.NewTag = "v1.0.0", "v1.1.0"
 			}
-			u := ImageUpdate{ImageSpec: appwatch.ImageSpec{Image: mustRef(tt.image), Constraint: tt.constraint}, Old: old, New: new}
+			u := ImageUpdate{ImageSpec: settings.ImageSpec{Image: mustRef(tt.image), Constraint: tt.constraint}, Old: old, New: new}
 			if got := u.Reported(); got != tt.want {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}

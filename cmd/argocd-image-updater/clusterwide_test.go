@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -57,7 +58,7 @@ func TestRunWithTheClusterWideInstall(t *testing.T) {
 	for _, ns := range []string{testenv.ArgoCDNamespace, "team-a"} {
 		w.k.CreateNamespace(t, ns)
 		w.createPullSecret(t, ns, "regcred")
-		w.createAppIn(t, ns, "shop", map[string]string{appwatch.AnnotationPrefix + "app.pull-secret": "pullsecret:" + ns + "/regcred"})
+		w.createAppIn(t, ns, "shop", map[string]string{settings.AnnotationPrefix + "app.pull-secret": "pullsecret:" + ns + "/regcred"})
 	}
 
 	ctx, stop := context.WithCancel(t.Context())

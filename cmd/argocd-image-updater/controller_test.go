@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
@@ -71,7 +72,7 @@ func (w *controllerWorld) createApp(t *testing.T, name string) {
 func (w *controllerWorld) createAppIn(t *testing.T, namespace, name string, annotations map[string]string) {
 	t.Helper()
 	img := w.reg.Repo("eks-app")
-	ann := map[string]any{appwatch.AnnotationPrefix + "image-list": "app=" + img}
+	ann := map[string]any{settings.AnnotationPrefix + "image-list": "app=" + img}
 	for k, v := range annotations {
 		ann[k] = v
 	}
@@ -156,6 +157,11 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 	done1, done2 := make(chan int, 1), make(chan int, 1)
 	go func() { done1 <- w.run(ctx1, &out1, "--interval", "1s") }()
 	go func() { done2 <- w.run(ctx2, &out2, "--interval", "1s") }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("replica 1:\n%s\nreplica 2:\n%s", out1.String(), out2.String())
+		}
+	})
 
 	leaders := func() (n int) {
 		for _, s := range []string{out1.String(), out2.String()} {
@@ -252,8 +258,8 @@ func TestRunOnceExitCode(t *testing.T) {
 	}
 	// A second image with a strategy that does not exist, next to the good one.
 	obj.SetAnnotations(map[string]string{
-		appwatch.AnnotationPrefix + "image-list":             "app=" + w.reg.Repo("eks-app") + ",broken=" + w.reg.Repo("eks-app"),
-		appwatch.AnnotationPrefix + "broken.update-strategy": "newest",
+		settings.AnnotationPrefix + "image-list":             "app=" + w.reg.Repo("eks-app") + ",broken=" + w.reg.Repo("eks-app"),
+		settings.AnnotationPrefix + "broken.update-strategy": "newest",
 	})
 	if _, err := apps.Update(t.Context(), obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -102,10 +102,10 @@ func TestAnnotationsReachOnlyWhatTheyMay(t *testing.T) {
 			wantEvent: `annotation argocd-image-updater.argoproj.io/app.pull-secret (image app): invalid credential reference "<redacted>"`},
 	}
 	for _, tt := range tests {
-		ann := map[string]string{appwatch.AnnotationPrefix + "app.pull-secret": tt.pullSecret}
+		ann := map[string]string{settings.AnnotationPrefix + "app.pull-secret": tt.pullSecret}
 		if tt.image != "" {
-			ann[appwatch.AnnotationPrefix+"image-list"] = "app=" + tt.image
-			ann[appwatch.AnnotationPrefix+"app.force-update"] = "true"
+			ann[settings.AnnotationPrefix+"image-list"] = "app=" + tt.image
+			ann[settings.AnnotationPrefix+"app.force-update"] = "true"
 		}
 		w.createAppIn(t, tt.namespace, tt.name, ann)
 	}

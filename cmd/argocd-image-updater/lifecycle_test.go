@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -393,11 +394,11 @@ func TestDeploymentLeavesRoomForShutdown(t *testing.T) {
 func createKustomizeApp(t *testing.T, dyn dynamic.Interface, namespace, name, image, repoURL, method string, more map[string]string) {
 	t.Helper()
 	ann := map[string]any{
-		appwatch.AnnotationPrefix + "image-list":        "app=" + image,
-		appwatch.AnnotationPrefix + "write-back-method": method,
+		settings.AnnotationPrefix + "image-list":        "app=" + image,
+		settings.AnnotationPrefix + "write-back-method": method,
 	}
 	for k, v := range more {
-		ann[appwatch.AnnotationPrefix+k] = v
+		ann[settings.AnnotationPrefix+k] = v
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",

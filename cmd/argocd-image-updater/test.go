@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
@@ -22,6 +21,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -210,7 +210,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 // a Secret's field.
 func loadTestKey(ctx context.Context, s string, secrets credentials.SecretGetter) (*signature.PublicKey, error) {
 	if strings.HasPrefix(s, "secret:") {
-		k, err := appwatch.ParseSignatureKey(s)
+		k, err := settings.ParseSignatureKey(s)
 		if err != nil {
 			return nil, fmt.Errorf("--verify-signature: %w", err)
 		}

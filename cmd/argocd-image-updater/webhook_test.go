@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -311,7 +312,7 @@ func createApplication(t *testing.T, dyn dynamic.Interface, name, image, running
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": name, "namespace": testenv.ArgoCDNamespace, "annotations": map[string]any{
-			appwatch.AnnotationPrefix + "image-list": "app=" + image,
+			settings.AnnotationPrefix + "image-list": "app=" + image,
 		}},
 		"spec": map[string]any{
 			"project":     "default",

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -41,7 +42,7 @@ spec:
     helm: {parameters: [{name: image.tag, value: "1"}]}
   - {repoURL: "https://git.example.com/app.git", path: overlays/prod}
 `
-	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "2"}}
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "2"}}
 	tests := []struct {
 		name, app string
 		update    Update
@@ -148,7 +149,7 @@ spec: {sources: [{repoURL: "https://git.example.com/app.git", helm: [1]}]}`,
 }
 
 func TestApplicationUpdateValidate(t *testing.T) {
-	ok := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "a", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}
+	ok := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "a", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}
 	tests := []struct {
 		name    string
 		update  Update
@@ -158,8 +159,8 @@ func TestApplicationUpdateValidate(t *testing.T) {
 		{"no name", Update{Namespace: "argocd", SourceIndex: -1, SourceType: appwatch.SourceHelm}, "namespace and name are required"},
 		{"bad index", Update{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: appwatch.SourceHelm}, "invalid source index -2"},
 		{"directory source", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: "Directory"}, `source type "Directory" cannot be written`},
-		{"no version", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "a", Image: mustRef("nginx")}}}}, "image nginx: neither a tag nor a digest"},
-		{"no image", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "a"}, New: imageref.Version{Tag: "1"}}}}, `image "a": empty image name`},
+		{"no version", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "a", Image: mustRef("nginx")}}}}, "image nginx: neither a tag nor a digest"},
+		{"no image", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "a"}, New: imageref.Version{Tag: "1"}}}}, `image "a": empty image name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

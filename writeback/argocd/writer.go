@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -217,7 +218,7 @@ func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u
 func ownAnnotations(obj *unstructured.Unstructured) map[string]string {
 	own := map[string]string{}
 	for k, v := range obj.GetAnnotations() {
-		if strings.HasPrefix(k, appwatch.AnnotationPrefix) {
+		if strings.HasPrefix(k, settings.AnnotationPrefix) {
 			own[k] = v
 		}
 	}
@@ -228,8 +229,8 @@ func ownAnnotations(obj *unstructured.Unstructured) map[string]string {
 // argocd write-back for: the image is still listed (by alias, else by
 // name), not paused with ignore-tags "*", and the method is still argocd.
 func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate) []writeback.ImageUpdate {
-	now := appwatch.ParseAnnotations(obj.GetAnnotations())
-	if now.WriteBack.Method != appwatch.WriteBackArgoCD {
+	now := settings.ParseAnnotations(obj.GetAnnotations())
+	if now.WriteBack.Method != settings.WriteBackArgoCD {
 		return nil
 	}
 	var keep []writeback.ImageUpdate

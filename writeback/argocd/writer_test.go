@@ -20,6 +20,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -216,8 +217,8 @@ func TestArgoCDWriter(t *testing.T) {
 		dc, count := countingClient(t, c.kube.Config)
 		w := NewWriter(dc)
 		u := Update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
-			{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
+			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
 		}}
 		snapshot := before.DeepCopy()
 		res, err := w.Write(t.Context(), before, u)
@@ -279,11 +280,11 @@ spec:
 `)
 		w := NewWriter(c.other)
 		res, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "nginx", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}},
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}},
-			{ImageSpec: appwatch.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Tag: "v1", Digest: digestB}},
-			{ImageSpec: appwatch.ImageSpec{Alias: "new", Image: mustRef("ghcr.io/org/new")}, New: imageref.Version{Tag: "0.1.0"}},
-			{ImageSpec: appwatch.ImageSpec{Alias: "same", Image: mustRef("quay.io/org/untouched")}, New: imageref.Version{Tag: "3"}},
+			{ImageSpec: settings.ImageSpec{Alias: "nginx", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}},
+			{ImageSpec: settings.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Tag: "v1", Digest: digestB}},
+			{ImageSpec: settings.ImageSpec{Alias: "new", Image: mustRef("ghcr.io/org/new")}, New: imageref.Version{Tag: "0.1.0"}},
+			{ImageSpec: settings.ImageSpec{Alias: "same", Image: mustRef("quay.io/org/untouched")}, New: imageref.Version{Tag: "3"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -315,13 +316,13 @@ spec:
 		}{
 			{
 				name:   "default names, no helm block yet",
-				images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
+				images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 				want:   []any{param("image.name", ecrApp), param("image.tag", "v0.0.2")},
 			},
 			{
 				name:   "custom names, other parameters kept",
 				helm:   `{releaseName: web, parameters: [{name: replicaCount, value: "2"}, {name: app.image.tag, value: v0.0.1}, {name: debug, value: "true", forceString: true}]}`,
-				images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}}},
+				images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}}},
 				want: []any{
 					map[string]any{"name": "replicaCount", "value": "2"},
 					param("app.image.tag", "v0.0.2"),
@@ -334,18 +335,18 @@ spec:
 				// tag parameter still gets the image in image.name.
 				name:   "only helm.image-tag set",
 				helm:   `{parameters: [{name: app.version, value: v0.0.1}]}`,
-				images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageTag: "app.version"}, New: imageref.Version{Tag: "v0.0.2"}}},
+				images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageTag: "app.version"}, New: imageref.Version{Tag: "v0.0.2"}}},
 				want:   []any{param("app.version", "v0.0.2"), param("image.name", ecrApp)},
 			},
 			{
 				name:   "only helm.image-name set",
-				images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.repository"}, New: imageref.Version{Tag: "v0.0.2"}}},
+				images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.repository"}, New: imageref.Version{Tag: "v0.0.2"}}},
 				want:   []any{param("app.repository", ecrApp), param("image.tag", "v0.0.2")},
 			},
 			{
 				name:   "image spec with a list index",
 				helm:   `{valueFiles: [values-prod.yaml], parameters: [{name: "images[0].image", value: "nginx:1.25"}, {name: "images[1].image", value: "nginx:1.25"}]}`,
-				images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},
+				images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},
 				want: []any{
 					map[string]any{"name": "images[0].image", "value": "nginx:1.25"},
 					param("images[1].image", ecrWeb+":v0.0.3"),
@@ -411,7 +412,7 @@ spec:
     kustomize: {images: [busybox:1.36]}
 `)
 		w := NewWriter(c.other)
-		img := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
+		img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
 		if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
@@ -450,8 +451,8 @@ spec:
 		stale := c.create(t, seedApp("paused"))
 		c.mergePatch(t, "paused", `{"metadata":{"annotations":{"argocd-image-updater.argoproj.io/app.ignore-tags":"*"}}}`)
 		res, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "paused", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
-			{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -474,7 +475,7 @@ spec:
 		c.mergePatch(t, "conflict", `{"metadata":{"labels":{"team":"web"}},"spec":{"source":{"kustomize":{"images":["busybox:1.36"]}}}}`)
 		dc, count := countingClient(t, c.kube.Config)
 		res, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -498,7 +499,7 @@ spec:
 		stale := c.create(t, seedApp("conflict-limit"))
 		c.mergePatch(t, "conflict-limit", `{"metadata":{"labels":{"team":"web"}}}`)
 		_, err := NewWriter(c.other, WithConflictRetries(0)).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "argocd/conflict-limit") {
 			t.Fatalf("error = %v, want a conflict naming argocd/conflict-limit", err)
@@ -523,7 +524,7 @@ spec:
 			{"repoURL":"https://charts.example.com","chart":"web","targetRevision":"1.2.3"}]}}`)
 		current := c.get(t, "reordered")
 		_, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "source 1 changed while writing") || !strings.Contains(err.Error(), "argocd/reordered") {
 			t.Fatalf("error = %v, want one saying source 1 of argocd/reordered changed", err)
@@ -549,7 +550,7 @@ spec:
 		// writer must still see the conflict and re-read.
 		dc, count := countingClient(t, c.kube.Config)
 		_, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "spec.sources has 1 entries, no index 1") || !strings.Contains(err.Error(), "argocd/removed") {
 			t.Fatalf("error = %v, want one saying argocd/removed has no source 1", err)
@@ -563,7 +564,7 @@ spec:
 		before := c.create(t, seedApp("dry-run"))
 		dc, count := countingClient(t, c.kube.Config)
 		res, err := NewWriter(dc, WithDryRun(true)).Write(t.Context(), before, Update{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -585,7 +586,7 @@ spec:
 
 	t.Run("missing Application", func(t *testing.T) {
 		_, err := NewWriter(c.other).Write(t.Context(), nil, Update{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "argocd/absent") {
 			t.Fatalf("error = %v, want not found naming argocd/absent", err)
@@ -595,7 +596,7 @@ spec:
 	t.Run("invalid update is refused before any request", func(t *testing.T) {
 		dc, count := countingClient(t, c.kube.Config)
 		_, err := NewWriter(dc).Write(context.Background(), nil, Update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: "Plugin", Images: []writeback.ImageUpdate{
-			{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "argocd/main") {
 			t.Fatalf("error = %v, want one naming argocd/main", err)
@@ -657,7 +658,7 @@ spec:
 	}
 
 	w := NewWriter(c.other)
-	img := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
+	img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
 	if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // maxBranchNameLength cuts rendered branch names, as the git-branch
@@ -116,7 +116,7 @@ func targetKey(u Update) string {
 // the source path.
 func upstreamTargetPath(u Update) string {
 	switch p := u.Target.Path; u.Target.Kind {
-	case appwatch.TargetHelmValues:
+	case settings.TargetHelmValues:
 		switch {
 		case p == "":
 			return filepath.Join(u.SourcePath, "values.yaml")
@@ -124,7 +124,7 @@ func upstreamTargetPath(u Update) string {
 			return p[1:]
 		}
 		return filepath.Join(u.SourcePath, p)
-	case appwatch.TargetOverrideFile:
+	case settings.TargetOverrideFile:
 		return p
 	}
 	return filepath.Join(u.SourcePath, sourceOverrideFileName(u))

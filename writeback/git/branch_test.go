@@ -5,15 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func TestPlanBranches(t *testing.T) {
 	images := []writeback.ImageUpdate{
-		{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}, Old: imageref.ParseVersion("1.0")},
-		{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.1"}, Old: imageref.ParseVersion("2.0")},
+		{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}, Old: imageref.ParseVersion("1.0")},
+		{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.1"}, Old: imageref.ParseVersion("2.0")},
 	}
 	sha := newBranchTemplateData(Update{Images: images}).SHA256
 	tests := []struct {
@@ -86,16 +86,16 @@ func TestBranchTemplateSHA256(t *testing.T) {
 		{
 			name: "tags, registry host dropped",
 			images: []writeback.ImageUpdate{
-				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, Old: imageref.Version{Tag: "1.0"}, New: imageref.Version{Tag: "1.1"}},
-				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, Old: imageref.Version{Tag: "2.0"}, New: imageref.Version{Tag: "2.1"}},
+				{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, Old: imageref.Version{Tag: "1.0"}, New: imageref.Version{Tag: "1.1"}},
+				{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, Old: imageref.Version{Tag: "2.0"}, New: imageref.Version{Tag: "2.1"}},
 			},
 			want: "ef33e20ea49e9670b1c2f6862c22e071679ef8430dda9eec2b6086b6c7b0a908",
 		},
 		{
 			name: "semver range and a digest",
 			images: []writeback.ImageUpdate{
-				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("quay.io/org/app"), Constraint: "^1"}, Old: imageref.Version{Tag: "v1.2.0"}, New: imageref.Version{Tag: "v1.3.0"}},
-				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("nginx"), Constraint: "stable"}, Old: imageref.Version{Tag: "stable"}, New: imageref.Version{Tag: "stable", Digest: digest}},
+				{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("quay.io/org/app"), Constraint: "^1"}, Old: imageref.Version{Tag: "v1.2.0"}, New: imageref.Version{Tag: "v1.3.0"}},
+				{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("nginx"), Constraint: "stable"}, Old: imageref.Version{Tag: "stable"}, New: imageref.Version{Tag: "stable", Digest: digest}},
 			},
 			want: "a16741fb18c60911415f47887e270212850852c921b6af442d16d2ef91f50cf1",
 		},
@@ -119,19 +119,19 @@ func TestBranchTemplateSHA256(t *testing.T) {
 //	printf '%s' 'https://git.example.com/repo.git|main|apps/web/.argocd-source-web.yaml' | sha256sum | cut -c1-8
 //	printf '%s' 'https://git.example.com/repo.git||apps/web/values-prod.yaml' | sha256sum | cut -c1-8
 func TestBranchTemplateV1Fields(t *testing.T) {
-	images := []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}}}
+	images := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}}}
 	base := Update{Namespace: "team-a", Name: "web", ControllerNamespace: "team-a", RepoURL: "https://git.example.com/repo.git", SourcePath: "apps/web", Images: images}
 	tests := []struct {
 		name   string
 		branch string
-		target appwatch.WriteBackTarget
+		target settings.WriteBackTarget
 		want   string
 	}{
-		{"names", "main:{{.AppNamespace}}/{{.AppName}}", appwatch.WriteBackTarget{}, "team-a/web"},
-		{"key of the default target", "main:upd-{{.TargetKey}}", appwatch.WriteBackTarget{}, "upd-19e0ba2d"},
-		{"a kustomization is keyed by the default target", "main:upd-{{.TargetKey}}", appwatch.WriteBackTarget{Kind: appwatch.TargetKustomization}, "upd-19e0ba2d"},
-		{"key of a values file", ":upd-{{.TargetKey}}", appwatch.WriteBackTarget{Kind: appwatch.TargetHelmValues, Path: "values-prod.yaml"}, "upd-ccd453a0"},
-		{"same file from the root", ":upd-{{.TargetKey}}", appwatch.WriteBackTarget{Kind: appwatch.TargetHelmValues, Path: "/apps/web/values-prod.yaml"}, "upd-ccd453a0"},
+		{"names", "main:{{.AppNamespace}}/{{.AppName}}", settings.WriteBackTarget{}, "team-a/web"},
+		{"key of the default target", "main:upd-{{.TargetKey}}", settings.WriteBackTarget{}, "upd-19e0ba2d"},
+		{"a kustomization is keyed by the default target", "main:upd-{{.TargetKey}}", settings.WriteBackTarget{Kind: settings.TargetKustomization}, "upd-19e0ba2d"},
+		{"key of a values file", ":upd-{{.TargetKey}}", settings.WriteBackTarget{Kind: settings.TargetHelmValues, Path: "values-prod.yaml"}, "upd-ccd453a0"},
+		{"same file from the root", ":upd-{{.TargetKey}}", settings.WriteBackTarget{Kind: settings.TargetHelmValues, Path: "/apps/web/values-prod.yaml"}, "upd-ccd453a0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

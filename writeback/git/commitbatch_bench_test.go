@@ -12,6 +12,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
@@ -35,9 +36,9 @@ func BenchmarkCommitBatch(b *testing.B) {
 						Namespace: "argocd", Name: fmt.Sprintf("app-%04d", j), ControllerNamespace: "argocd",
 						RepoURL: "https://git.example.com/deploy.git", TargetRevision: "main",
 						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: appwatch.SourceKustomize,
-						Target: appwatch.WriteBackTarget{Kind: appwatch.TargetKustomization},
+						Target: settings.WriteBackTarget{Kind: settings.TargetKustomization},
 						Images: []writeback.ImageUpdate{{
-							ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("registry.example.com/app")},
+							ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("registry.example.com/app")},
 							New:       imageref.Version{Tag: fmt.Sprintf("1.0.%d", i+1)},
 							Old:       imageref.ParseVersion("1.0.0"),
 						}},

@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 )
@@ -214,14 +215,14 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	}
 	arg := u.Target.Path
 	switch u.Target.Kind {
-	case appwatch.TargetSourceOverrides:
+	case settings.TargetSourceOverrides:
 		if u.SourceType == appwatch.SourceDirectory {
 			// Argo CD has no overrides for plain manifests: the values
 			// marked with the image are written in the manifests.
 			return planMarkers(t, u, source)
 		}
 		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)))
-	case appwatch.TargetOverrideFile:
+	case settings.TargetOverrideFile:
 		// From the repository root whether or not it starts with '/', as
 		// Argo CD Image Updater has always read it.
 		file, err := repoPath(".", arg)
@@ -229,7 +230,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
 		}
 		return planSourceOverrides(t, u, file)
-	case appwatch.TargetKustomization:
+	case settings.TargetKustomization:
 		dir := source
 		if arg != "" {
 			if dir, err = repoPath(source, arg); err != nil {
@@ -243,7 +244,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 		return planFileEdit(t, file, false, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
 			return manifest.SetKustomizationImages(name, src, u.Images)
 		})
-	case appwatch.TargetHelmValues:
+	case settings.TargetHelmValues:
 		file := path.Join(source, "values.yaml")
 		if arg != "" {
 			if file, err = repoPath(source, arg); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -160,11 +161,11 @@ func TestRepoTreeStat(t *testing.T) {
 	}
 	// A missing folder is created with the file, as Argo CD Image Updater
 	// does.
-	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err != nil || edit.path != "missing/dir/.argocd-source-app.yaml" || string(edit.content) != "kustomize:\n  images:\n  - a:1\n" {
 		t.Errorf("missing source path: %q %q %v", edit.path, edit.content, err)
 	}
-	_, err = planTarget(tree, Update{Name: "app", Target: appwatch.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	_, err = planTarget(tree, Update{Name: "app", Target: settings.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err == nil || !strings.Contains(err.Error(), `unknown write-back-target "values:x"`) {
 		t.Errorf("unknown target: %v", err)
 	}

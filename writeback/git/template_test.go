@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func manyImages(n int) []writeback.ImageUpdate {
 	out := make([]writeback.ImageUpdate, n)
 	for i := range out {
-		out[i] = writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: fmt.Sprintf("a%d", i), Image: mustRef(fmt.Sprintf("ghcr.io/org/app%d", i))}, New: imageref.Version{Tag: "v2"}, Old: imageref.Version{Tag: "v1"}}
+		out[i] = writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: fmt.Sprintf("a%d", i), Image: mustRef(fmt.Sprintf("ghcr.io/org/app%d", i))}, New: imageref.Version{Tag: "v2"}, Old: imageref.Version{Tag: "v1"}}
 	}
 	return out
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
@@ -71,7 +72,7 @@ type Update struct {
 	// the .argocd-source file (see manifest.SetSourceOverrides).
 	SourceType appwatch.SourceType
 	// Target is the file to edit (write-back-target).
-	Target appwatch.WriteBackTarget
+	Target settings.WriteBackTarget
 	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
 	// the zero value uses Argo CD's repository credentials. It must be in
 	// the Application's namespace.
@@ -99,8 +100,8 @@ func (u Update) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if u.Target.Kind == appwatch.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin ||
-		u.Target.Kind == appwatch.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin && u.SourceType != appwatch.SourceDirectory {
+	if u.Target.Kind == settings.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin ||
+		u.Target.Kind == settings.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin && u.SourceType != appwatch.SourceDirectory {
 		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
 	}
 	if u.PullRequest != "" {

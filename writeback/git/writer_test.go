@@ -31,6 +31,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
@@ -71,8 +72,8 @@ func (noObjects) AppProject(_ context.Context, _, name string) (*gitauth.AppProj
 const gitAppImage = "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"
 
 // mustTarget parses a write-back-target as the annotations would.
-func mustTarget(s string) appwatch.WriteBackTarget {
-	t, err := appwatch.ParseWriteBackTarget(s)
+func mustTarget(s string) settings.WriteBackTarget {
+	t, err := settings.ParseWriteBackTarget(s)
 	if err != nil {
 		panic(err)
 	}
@@ -201,7 +202,7 @@ func appUpdate(name, repoURL string) Update {
 		Namespace: "argocd", Name: name, ControllerNamespace: "argocd",
 		RepoURL: repoURL, TargetRevision: "main",
 		SourcePath: "main/overlays/production", SourceType: appwatch.SourceKustomize,
-		Images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}},
+		Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}},
 	}
 }
 
@@ -271,7 +272,7 @@ func (e *gitEnv) testSourceFiles(t *testing.T) {
 	w := e.writer(t, ns)
 
 	kustomize := appUpdate("main", url)
-	kustomize.Images = append(kustomize.Images, writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "v0.0.3"}, Old: imageref.ParseVersion("v0.0.1")})
+	kustomize.Images = append(kustomize.Images, writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "v0.0.3"}, Old: imageref.ParseVersion("v0.0.1")})
 	helm := appUpdate("main-helm", url)
 	helm.SourcePath, helm.SourceType = "charts/main", appwatch.SourceHelm
 	otherNS := appUpdate("main", url)
@@ -330,7 +331,7 @@ func (e *gitEnv) testKustomizationTargets(t *testing.T) {
 	relative.Images[0].New.Tag = "v0.0.5"
 	rooted := appUpdate("rooted", url)
 	rooted.SourcePath, rooted.Target = "charts/main", mustTarget("kustomization:/main/overlays/production")
-	rooted.Images = []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web")}, New: imageref.Version{Tag: "v0.0.2"}}}
+	rooted.Images = []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web")}, New: imageref.Version{Tag: "v0.0.2"}}}
 	// Seed 003's own annotation: relative to the source path it names
 	// main/main/overlays/production, which does not exist.
 	seed := appUpdate("seed", url)
@@ -401,8 +402,8 @@ func (e *gitEnv) testHelmValues(t *testing.T) {
 	web := appUpdate("main-web", url)
 	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", appwatch.SourceHelm, mustTarget("helmvalues:/charts/main/values.yaml")
 	web.Images = []writeback.ImageUpdate{
-		{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), HelmImageSpec: "sidecars[1].image"}, New: imageref.Version{Tag: "v0.0.2"}},
-		{ImageSpec: appwatch.ImageSpec{Alias: "probe", Image: mustRef("ghcr.io/example/probe"), HelmImageName: "probe.image.repository", HelmImageTag: "probe.image.tag"}, New: imageref.Version{Tag: "1.0"}},
+		{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), HelmImageSpec: "sidecars[1].image"}, New: imageref.Version{Tag: "v0.0.2"}},
+		{ImageSpec: settings.ImageSpec{Alias: "probe", Image: mustRef("ghcr.io/example/probe"), HelmImageName: "probe.image.repository", HelmImageTag: "probe.image.tag"}, New: imageref.Version{Tag: "1.0"}},
 	}
 	results := mustWrite(t, w, app, web)
 	want := `# Values of the main chart (the Helm variant of seed 003's application).
@@ -655,7 +656,7 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 	a.Target = mustTarget("kustomization")
 	b := appUpdate("main-web", url)
 	b.Target = mustTarget("kustomization")
-	b.Images = []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web")}, New: imageref.Version{Tag: "v0.0.2"}}}
+	b.Images = []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web")}, New: imageref.Version{Tag: "v0.0.2"}}}
 	var attempts []int
 	w.beforePush = func(_, branch string, attempt int) {
 		attempts = append(attempts, attempt)

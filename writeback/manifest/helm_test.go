@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -23,31 +23,31 @@ func TestUpdateHelmParameters(t *testing.T) {
 	}{
 		{
 			name:        "default names appended",
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want:        []any{param("image.name", ecrApp), param("image.tag", "v0.0.2")},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "custom names",
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want:        []any{param("app.image.repository", ecrApp), param("app.image.tag", "v0.0.2")},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "image spec with a list index wins over the other names",
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageName: "ignored", HelmImageTag: "ignored", HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageName: "ignored", HelmImageTag: "ignored", HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "v0.0.3"}}},
 			want:        []any{param("images[1].image", ecrWeb+":v0.0.3")},
 			wantChanged: []string{"web"},
 		},
 		{
 			name:        "tag with digest",
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
 			want:        []any{param("image.name", "nginx"), param("image.tag", "latest@"+digestA)},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "image spec with digest",
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image"}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image"}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
 			want:        []any{param("image", "nginx:latest@"+digestA)},
 			wantChanged: []string{"app"},
 		},
@@ -58,7 +58,7 @@ func TestUpdateHelmParameters(t *testing.T) {
 				map[string]any{"name": "image.tag", "value": "v0.0.1", "futureField": map[string]any{"x": int64(1)}},
 				map[string]any{"name": "service.port", "value": "8080", "forceString": false},
 			},
-			images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
+			images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want: []any{
 				map[string]any{"name": "replicaCount", "value": "2"},
 				map[string]any{"name": "image.tag", "value": "v0.0.2", "forceString": true, "futureField": map[string]any{"x": int64(1)}},
@@ -70,20 +70,20 @@ func TestUpdateHelmParameters(t *testing.T) {
 		{
 			name:    "already written, forceString left as the user set it",
 			current: []any{map[string]any{"name": "image.name", "value": ecrApp}, param("image.tag", "v0.0.2")},
-			images:  []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
+			images:  []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}},
 			want:    []any{map[string]any{"name": "image.name", "value": ecrApp}, param("image.tag", "v0.0.2")},
 		},
 		{
 			name:        "every entry of a repeated name is updated",
 			current:     []any{param("image.tag", "1"), param("image.tag", "2")},
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageName: "image.repository"}, New: imageref.Version{Tag: "3"}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageName: "image.repository"}, New: imageref.Version{Tag: "3"}}},
 			want:        []any{param("image.tag", "3"), param("image.tag", "3"), param("image.repository", "nginx")},
 			wantChanged: []string{"app"},
 		},
 		{
 			name:        "a non-string value is replaced",
 			current:     []any{map[string]any{"name": "image.tag", "value": int64(2)}},
-			images:      []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "2"}}},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "2"}}},
 			want:        []any{param("image.tag", "nginx:2")},
 			wantChanged: []string{"app"},
 		},
@@ -94,8 +94,8 @@ func TestUpdateHelmParameters(t *testing.T) {
 				param("web.image", ecrWeb+":v0.0.2"),
 			},
 			images: []writeback.ImageUpdate{
-				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageSpec: "app.image"}, New: imageref.Version{Tag: "v0.0.2"}},
-				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp), HelmImageSpec: "app.image"}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "v0.0.2"}},
 			},
 			want: []any{
 				param("app.image", ecrApp+":v0.0.2"),

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -53,14 +54,14 @@ func TestHelmValuesGolden(t *testing.T) {
 	}{
 		"values.yaml": {
 			images: []writeback.ImageUpdate{
-				{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), HelmImageName: "app.image.name", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}},
-				{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "1.5.0"}},
-				{ImageSpec: appwatch.ImageSpec{Alias: "worker", Image: mustRef("ghcr.io/example/worker"), HelmImageName: "worker.image.repository", HelmImageTag: "worker.image.tag"}, New: imageref.Version{Tag: "2.0"}},
+				{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), HelmImageName: "app.image.name", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2"}},
+				{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "images[1].image"}, New: imageref.Version{Tag: "1.5.0"}},
+				{ImageSpec: settings.ImageSpec{Alias: "worker", Image: mustRef("ghcr.io/example/worker"), HelmImageName: "worker.image.repository", HelmImageTag: "worker.image.tag"}, New: imageref.Version{Tag: "2.0"}},
 			},
 			changed: []string{"app", "web", "worker"},
 		},
 		"null-parent.yaml": {
-			images:  []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}},
+			images:  []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag"}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}},
 			changed: []string{"app"},
 		},
 	}
@@ -83,7 +84,7 @@ func TestHelmValuesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := SetHelmValues("values.yaml", []byte(tt.src), []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("nginx"), HelmImageSpec: tt.param}, New: imageref.Version{Tag: "1"}}})
+			_, _, err := SetHelmValues("values.yaml", []byte(tt.src), []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx"), HelmImageSpec: tt.param}, New: imageref.Version{Tag: "1"}}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -102,7 +103,7 @@ func TestHelmValuesInPlace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, changed, err := SetHelmValues("values.yaml", []byte(tt.src), []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("nginx"), HelmImageName: "unused", HelmImageTag: tt.param}, New: imageref.Version{Tag: "v2"}}})
+			got, changed, err := SetHelmValues("values.yaml", []byte(tt.src), []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx"), HelmImageName: "unused", HelmImageTag: tt.param}, New: imageref.Version{Tag: "v2"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +199,7 @@ func TestHelmValuesUpstreamAnswers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := appwatch.ImageSpec{Alias: "a", Image: mustRef(tt.image), HelmImageName: tt.nameParam, HelmImageTag: tt.tagParam}
+			spec := settings.ImageSpec{Alias: "a", Image: mustRef(tt.image), HelmImageName: tt.nameParam, HelmImageTag: tt.tagParam}
 			img := writeback.ImageUpdate{ImageSpec: spec, New: imageref.Version{Tag: "v2.0.0"}}
 			got, changed, err := setValues(t, tt.src, img, tt.nameParam == "")
 			if err != nil {
@@ -233,7 +234,7 @@ func setValues(t *testing.T, src string, img writeback.ImageUpdate, tagOnly bool
 // before it is parsed, whatever the edit; one within the bound is edited.
 // The heap an edit costs at the bound is measured by BenchmarkEditAtBound.
 func TestSizeBound(t *testing.T) {
-	img := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "v2"}}
+	img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "v2"}}
 	zeros := func(n int) []byte { return []byte("image:\n  tag: v1\nzeros: [" + strings.Repeat("0,", n) + "0]\n") }
 	huge := zeros(4 << 20) // 8 MiB, the largest file a write-back reads
 	edits := map[string]func([]byte) error{
@@ -263,7 +264,7 @@ func TestSizeBound(t *testing.T) {
 // BenchmarkEditAtBound is one values-file edit of a flow list at the
 // bound: the memory a file from a repository can make one edit take.
 func BenchmarkEditAtBound(b *testing.B) {
-	img := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "v2"}}
+	img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image.tag"}, New: imageref.Version{Tag: "v2"}}
 	src := []byte("image:\n  tag: v1\nzeros: [" + strings.Repeat("0,", maxYAMLValues-100) + "0]\n")
 	b.ReportAllocs()
 	for b.Loop() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -25,8 +25,8 @@ func goldenUpdate() bool { return os.Getenv("UPDATE_GOLDEN") != "" }
 // testdata/kustomization/original and compares the result byte for byte
 // with testdata/kustomization/expected: only the images entries change.
 func TestKustomizationGolden(t *testing.T) {
-	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}
-	web := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}, Old: imageref.ParseVersion("1.4.0")}
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}
+	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}, Old: imageref.ParseVersion("1.4.0")}
 	tests := map[string]struct {
 		images  []writeback.ImageUpdate
 		changed []string
@@ -37,7 +37,7 @@ func TestKustomizationGolden(t *testing.T) {
 		"flow.yaml":          {[]writeback.ImageUpdate{app}, []string{"app"}},
 		"null-images.yaml":   {[]writeback.ImageUpdate{app}, []string{"app"}},
 		"crlf.yaml":          {[]writeback.ImageUpdate{app, web}, []string{"app", "web"}},
-		"rename-digest.yaml": {[]writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "1.5.0"}}, {ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}}, []string{"web", "app"}},
+		"rename-digest.yaml": {[]writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "1.5.0"}}, {ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2", Digest: gitDigest}}}, []string{"web", "app"}},
 	}
 	files, err := filepath.Glob("testdata/kustomization/original/*")
 	if err != nil {
@@ -97,7 +97,7 @@ func TestKustomizationOnlyImagesBlockChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _, err := SetKustomizationImages("commented.yaml", src, []writeback.ImageUpdate{
-		{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}, {ImageSpec: appwatch.ImageSpec{Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}},
+		{ImageSpec: settings.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}, {ImageSpec: settings.ImageSpec{Image: mustRef(gitWebImage)}, New: imageref.Version{Tag: "1.5.0"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func TestKustomizationOnlyImagesBlockChanges(t *testing.T) {
 }
 
 func TestKustomizationErrors(t *testing.T) {
-	app := []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v1"}}}
+	app := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v1"}}}
 	tests := []struct {
 		name, src, want string
 	}{
@@ -149,7 +149,7 @@ func TestKustomizationErrors(t *testing.T) {
 }
 
 func TestKustomizationEmptyFile(t *testing.T) {
-	got, changed, err := SetKustomizationImages("k.yaml", []byte("# only a comment\n"), []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "1.0"}}})
+	got, changed, err := SetKustomizationImages("k.yaml", []byte("# only a comment\n"), []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "1.0"}}})
 	if err != nil || len(changed) != 1 {
 		t.Fatalf("changed %d, err %v", len(changed), err)
 	}
@@ -162,7 +162,7 @@ func TestKustomizationEmptyFile(t *testing.T) {
 // TestKustomizationDocumentStart: a leading "---" and a %YAML directive
 // stay, whichever edit the images list needs.
 func TestKustomizationDocumentStart(t *testing.T) {
-	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
 	tests := []struct{ name, src, want string }{
 		{"entry updated", "---\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.1\n", "---\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.2\n"},
 		{"list added", "%YAML 1.2\n---\nresources: []\n", "%YAML 1.2\n---\nresources: []\nimages:\n- name: " + gitAppImage + "\n  newTag: v0.0.2\n"},

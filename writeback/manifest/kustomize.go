@@ -1,8 +1,8 @@
 package manifest
 
 import (
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -37,7 +37,7 @@ func kustomizeOverride(img writeback.ImageUpdate, spelling string) string {
 // every entry overriding the update's image (in any spelling of its name,
 // see imageref.Reference.MatchesName) is rewritten in place; without one,
 // a plain entry naming the image's repository on another registry is
-// replaced, the image having moved there (appwatch.ImageSpec.KustomizeEntry);
+// replaced, the image having moved there (settings.ImageSpec.KustomizeEntry);
 // else the update is appended. All other entries (including ones that are
 // not strings) are kept in place. changed lists the updates that altered
 // the list. current is not modified.
@@ -52,7 +52,7 @@ func UpdateKustomizeImages(current []any, images []writeback.ImageUpdate) (next 
 		moved, byName, found := img.KustomizeEntry(entries)
 		modified := false
 		for i, s := range entries {
-			orig, _, _ := appwatch.SplitKustomizeImage(s)
+			orig, _, _ := settings.SplitKustomizeImage(s)
 			want := ""
 			switch {
 			case s == "":

@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func TestSetMarkedImages(t *testing.T) {
-	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("ghcr.io/example/app")}, New: imageref.Version{Tag: "1.5.0"}}
-	web := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1.27", Digest: "sha256:" + strings.Repeat("a", 64)}}
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("ghcr.io/example/app")}, New: imageref.Version{Tag: "1.5.0"}}
+	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1.27", Digest: "sha256:" + strings.Repeat("a", 64)}}
 	tests := []struct {
 		name, src, want string
 		changed         []string
@@ -75,7 +75,7 @@ func TestSetMarkedImages(t *testing.T) {
 func FuzzSetMarkedImages(f *testing.F) {
 	f.Add([]byte("image: ghcr.io/example/app:1.4.0 # {\"$imageupdater\": \"app\"}\n"))
 	f.Add([]byte("- x # {\"$imageupdater\": \"app:tag\"}\n- # {\"$imageupdater\": \"app\"}"))
-	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef("ghcr.io/example/app")}, New: imageref.Version{Tag: "1.5.0"}}
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("ghcr.io/example/app")}, New: imageref.Version{Tag: "1.5.0"}}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		out, _, changed, err := SetMarkedImages("x.yaml", src, []writeback.ImageUpdate{app})
 		if err != nil {

@@ -7,14 +7,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 func TestSetSourceOverrides(t *testing.T) {
-	app := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
-	web := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "1.5.0"}}
-	cmpApp := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "cmp-app", Image: mustRef(gitAppImage), PluginEnvName: "APP_IMAGE", PluginEnvTag: "APP_TAG"}, New: imageref.Version{Tag: "v0.0.2"}}
-	cmpWeb := writeback.ImageUpdate{ImageSpec: appwatch.ImageSpec{Alias: "cmp-web", Image: mustRef(gitWebImage), PluginEnvSpec: "WEB"}, New: imageref.Version{Tag: "1.5.0"}}
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
+	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "1.5.0"}}
+	cmpApp := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "cmp-app", Image: mustRef(gitAppImage), PluginEnvName: "APP_IMAGE", PluginEnvTag: "APP_TAG"}, New: imageref.Version{Tag: "v0.0.2"}}
+	cmpWeb := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "cmp-web", Image: mustRef(gitWebImage), PluginEnvSpec: "WEB"}, New: imageref.Version{Tag: "1.5.0"}}
 	tests := []struct {
 		name       string
 		sourceType appwatch.SourceType
@@ -75,7 +76,7 @@ func TestSetSourceOverrides(t *testing.T) {
 		},
 		{
 			name: "kustomize override with an original name", sourceType: appwatch.SourceKustomize,
-			images: []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "v2", Digest: gitDigest}}},
+			images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "v2", Digest: gitDigest}}},
 			src:    "kustomize:\n  images:\n  - app=" + gitAppImage + ":v1\n",
 			want:   "kustomize:\n  images:\n  - app=" + gitAppImage + ":v2@" + gitDigest + "\n", changed: []string{"app"},
 		},
@@ -136,7 +137,7 @@ func TestSetSourceOverridesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := SetSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), appwatch.SourceKustomize, []writeback.ImageUpdate{{ImageSpec: appwatch.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}})
+			_, _, err := SetSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), appwatch.SourceKustomize, []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}

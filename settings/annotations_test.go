@@ -1,4 +1,4 @@
-package appwatch
+package settings
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func TestParseAnnotations(t *testing.T) {
 		name         string
 		annotations  map[string]string
 		wantImages   []ImageSpec
-		wantWB       WriteBackSpec
+		wantWB       WriteBack
 		wantProblems []string // substrings, in order
 	}{
 		{
@@ -44,7 +44,7 @@ func TestParseAnnotations(t *testing.T) {
 				{Alias: "app", Image: mustRef(ecr + "/eks-app"), Strategy: "semver"},
 				{Alias: "web", Image: mustRef(ecr + "/eks-web"), Strategy: "semver"},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackArgoCD, Target: WriteBackTarget{Kind: TargetKustomization, Path: "../../main/overlays/production"}, GitBranch: "main"},
+			wantWB: WriteBack{Method: WriteBackArgoCD, Target: WriteBackTarget{Kind: TargetKustomization, Path: "../../main/overlays/production"}, GitBranch: "main"},
 			wantProblems: []string{
 				"write-back-target: has no effect with write-back-method argocd",
 				"git-branch: has no effect",
@@ -67,11 +67,11 @@ func TestParseAnnotations(t *testing.T) {
 				{Image: mustRef("nginx"), Constraint: "~1.26", Strategy: "newest-build", AllowTags: "regexp:^v"},
 				{Alias: "reg", Image: mustRef("localhost:5000/team/app"), Constraint: "^2", Strategy: "semver", AllowTags: "regexp:^v",
 					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred",
-					PullSecretAnnotation: AnnotationPrefix + "reg.pull-secret"},
+					PullSecretOrigin: AnnotationOrigin("reg.pull-secret")},
 				{Alias: "pinned", Image: mustRef("ghcr.io/x/y"), Constraint: "stable", Strategy: "digest", AllowTags: "regexp:^v", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}},
 				{Alias: "plain", Image: mustRef("quay.io/org/app"), Strategy: "newest-build", AllowTags: "regexp:^v"},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB: WriteBack{Method: WriteBackArgoCD},
 		},
 		{
 			name: "signature keys",
@@ -84,11 +84,11 @@ func TestParseAnnotations(t *testing.T) {
 				"e.verify-signature", "secret:/x#k",
 			),
 			wantImages: []ImageSpec{
-				{Alias: "a", Image: mustRef("example.com/a"), SignatureKey: SignatureKey{Name: "cosign", Field: "cosign.pub", Annotation: AnnotationPrefix + "verify-signature"}},
-				{Alias: "b", Image: mustRef("example.com/b"), SignatureKey: SignatureKey{Namespace: "team", Name: "keys", Field: "release.pub", Annotation: AnnotationPrefix + "b.verify-signature"}},
-				{Alias: "c", Image: mustRef("example.com/c"), SignatureKey: SignatureKey{Annotation: AnnotationPrefix + "c.verify-signature"}},
+				{Alias: "a", Image: mustRef("example.com/a"), SignatureKey: SignatureKey{Name: "cosign", Field: "cosign.pub", Origin: AnnotationOrigin("verify-signature")}},
+				{Alias: "b", Image: mustRef("example.com/b"), SignatureKey: SignatureKey{Namespace: "team", Name: "keys", Field: "release.pub", Origin: AnnotationOrigin("b.verify-signature")}},
+				{Alias: "c", Image: mustRef("example.com/c"), SignatureKey: SignatureKey{Origin: AnnotationOrigin("c.verify-signature")}},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB: WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{
 				`d.verify-signature (image d): "cosign.pub" must name the public key as secret:[<namespace>/]<name>#<field>`,
 				`e.verify-signature (image e): "secret:/x#k" must name`,
@@ -110,7 +110,7 @@ func TestParseAnnotations(t *testing.T) {
 				{Alias: "org/app", Image: mustRef("example.com/org/app"), HelmImageName: "app.image.repository", HelmImageTag: "app.image.tag", KustomizeImageName: mustRef("original/app")},
 				{Alias: "spec", Image: mustRef("example.com/spec"), HelmImageSpec: "images[1].image"},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "argocd", Name: "git-creds"}, Target: WriteBackTarget{Kind: TargetHelmValues, Path: "/charts/app/values.yaml"}, GitBranch: "main:image-updater-{{.SHA256}}"},
+			wantWB: WriteBack{Method: WriteBackGit, GitSecret: types.NamespacedName{Namespace: "argocd", Name: "git-creds"}, Target: WriteBackTarget{Kind: TargetHelmValues, Path: "/charts/app/values.yaml"}, GitBranch: "main:image-updater-{{.SHA256}}"},
 		},
 		{
 			name: "bad entries affect only themselves",
@@ -126,7 +126,7 @@ func TestParseAnnotations(t *testing.T) {
 				{Image: mustRef("nginx")},
 				{Alias: "dup", Image: mustRef("a")},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB: WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{
 				`alias "dup" is used twice`,
 				`"has space" is not an image name`,
@@ -149,7 +149,7 @@ func TestParseAnnotations(t *testing.T) {
 				{Alias: "web", Image: mustRef("redis"), AllowTags: "regexp:^7"},
 				{Alias: "api", Image: mustRef("quay.io/org/api"), AllowTags: "^2"},
 			},
-			wantWB: WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB: WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{
 				"app.tag-match (image app): deprecated: read as allow-tags",
 				"web.tag-match (image web): ignored: " + AnnotationPrefix + "web.allow-tags is set",
@@ -165,7 +165,7 @@ func TestParseAnnotations(t *testing.T) {
 				"tag-match", "regexp:^3",
 			),
 			wantImages: []ImageSpec{{Alias: "app", Image: mustRef("nginx"), AllowTags: "regexp:^1"}},
-			wantWB:     WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB:     WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{
 				"app.tag-match (image app): ignored: " + AnnotationPrefix + "allow-tags is set",
 				"/tag-match: unknown annotation: tag-match exists only per image",
@@ -175,55 +175,55 @@ func TestParseAnnotations(t *testing.T) {
 			name:         "bad write-back method",
 			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB:       WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{`unknown method "svn"`},
 		},
 		{
 			name:        "pull request",
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", "main:image-updater-{{.SHA256}}", "git-pull-request", "gitlab"),
 			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:      WriteBackSpec{Method: WriteBackGit, GitBranch: "main:image-updater-{{.SHA256}}", PullRequest: forge.GitLab},
+			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: "main:image-updater-{{.SHA256}}", PullRequest: forge.GitLab},
 		},
 		{
 			name: "pull request labels",
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "github",
 				"git-pull-request-labels", " image-update, team-a,,image-update"),
 			wantImages: []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:     WriteBackSpec{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.GitHub, PullRequestLabels: []string{"image-update", "team-a"}},
+			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.GitHub, PullRequestLabels: []string{"image-update", "team-a"}},
 		},
 		{
 			name:         "pull request labels without a pull request",
 			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-pull-request-labels", "image-update"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackGit},
+			wantWB:       WriteBack{Method: WriteBackGit},
 			wantProblems: []string{"git-pull-request-labels: has no effect without " + AnnotationPrefix + "git-pull-request"},
 		},
 		{
 			name:         "pull request without a branch of its own",
 			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", "main", "git-pull-request", "github"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackGit, GitBranch: "main"},
+			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: "main"},
 			wantProblems: []string{AnnotationPrefix + "git-pull-request: a pull request needs a branch of its own: set " + AnnotationPrefix + "git-branch to <base>:<branch>"},
 		},
 		{
 			name:         "unknown pull request service",
 			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackGit, GitBranch: ":updates"},
+			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates"},
 			wantProblems: []string{`git-pull-request: unknown pull request service "bitbucket": use github or gitlab`},
 		},
 		{
 			name:         "pull request with the argocd method",
 			annotations:  ann("image-list", "nginx", "git-pull-request", "github"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackArgoCD},
+			wantWB:       WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{"git-pull-request: has no effect with write-back-method argocd"},
 		},
 		{
 			name:         "bad git secret and target",
 			annotations:  ann("image-list", "nginx", "write-back-method", "git:secret:/name", "write-back-target", "kustomization.yaml"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Name: "name"}},
+			wantWB:       WriteBack{Method: WriteBackGit, GitSecret: types.NamespacedName{Name: "name"}},
 			wantProblems: []string{"git:secret:<namespace>/<name>", `unknown target "kustomization.yaml"`},
 		},
 		{
@@ -232,12 +232,16 @@ func TestParseAnnotations(t *testing.T) {
 			name:        "git secret without a namespace",
 			annotations: ann("image-list", "nginx", "write-back-method", "git:secret:git-creds"),
 			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:      WriteBackSpec{Method: WriteBackGit, GitSecret: types.NamespacedName{Name: "git-creds"}},
+			wantWB:      WriteBack{Method: WriteBackGit, GitSecret: types.NamespacedName{Name: "git-creds"}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := ParseAnnotations(tt.annotations)
+			if got.WriteBack.MethodOrigin != AnnotationOrigin(KeyWriteBackMethod) {
+				t.Errorf("method origin %q", got.WriteBack.MethodOrigin)
+			}
+			got.WriteBack.MethodOrigin = ""
 			if diff := cmp.Diff(tt.wantImages, got.Images, cmpRefs); diff != "" {
 				t.Errorf("images (-want +got):\n%s", diff)
 			}

@@ -1,4 +1,4 @@
-package imageupdater
+package settings
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
@@ -18,38 +17,27 @@ import (
 // where `cosign generate-key-pair k8s://` puts the public key.
 const DefaultCosignKeyField = "cosign.pub"
 
-// field names a field of one ImageUpdater in messages.
-type field struct {
-	resource types.NamespacedName
-	path     string
-}
-
-func (f field) String() string { return "ImageUpdater " + f.resource.String() + " " + f.path }
-
-func (f field) child(format string, args ...any) field {
-	return field{resource: f.resource, path: f.path + fmt.Sprintf(format, args...)}
-}
-
 // level is one level of settings (spec, applicationRef, image) with where
 // it is written.
 type level struct {
 	common *api.CommonUpdateSettings
 	verify *api.ImagesVerification
-	at     field
+	at     Origin
 }
 
-// refConfig reads the settings an applicationRef (index i) gives an
-// Application: images[] with each setting taken from the most specific
-// level that sets it (image, then ref, then spec). Bad values are
-// problems that disable only what they concern, as with annotations.
-func refConfig(iu *api.ImageUpdater, i int, opts []imageref.Option) appwatch.Annotations {
-	var a appwatch.Annotations
-	spec := field{resource: types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}, path: "spec"}
+// ParseImageUpdater reads the settings the applicationRef i of an
+// ImageUpdater gives the Applications it selects: images[] with each
+// setting taken from the most specific level that sets it (image, then
+// ref, then spec); image names are read with opts. Bad values are problems
+// that disable only what they concern, as with annotations.
+func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Settings {
+	var a Settings
+	spec := FieldOrigin(types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}, "spec")
 	ref := iu.Spec.ApplicationRefs[i]
-	refAt := spec.child(".applicationRefs[%d]", i)
+	refAt := spec.Child(".applicationRefs[%d]", i)
 	a.WriteBack = writeBack(
 		[]*api.WriteBackConfig{ref.WriteBackConfig, iu.Spec.WriteBackConfig},
-		[]field{refAt.child(".writeBackConfig"), spec.child(".writeBackConfig")},
+		[]Origin{refAt.Child(".writeBackConfig"), spec.Child(".writeBackConfig")},
 		&a.Problems)
 
 	levels := []level{
@@ -57,7 +45,7 @@ func refConfig(iu *api.ImageUpdater, i int, opts []imageref.Option) appwatch.Ann
 		{common: iu.Spec.CommonUpdateSettings, verify: iu.Spec.ImagesVerification, at: spec},
 	}
 	for j, img := range ref.Images {
-		imgAt := refAt.child(".images[%d]", j)
+		imgAt := refAt.Child(".images[%d]", j)
 		all := append([]level{{common: img.CommonUpdateSettings, verify: img.ImagesVerification, at: imgAt}}, levels...)
 		if s, ok := imageConfig(img, imgAt, all, opts, &a.Problems); ok {
 			a.Images = append(a.Images, s)
@@ -66,15 +54,15 @@ func refConfig(iu *api.ImageUpdater, i int, opts []imageref.Option) appwatch.Ann
 	return a
 }
 
-func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.Option, problems *[]appwatch.Problem) (appwatch.ImageSpec, bool) {
+func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref.Option, problems *[]Problem) (ImageSpec, bool) {
 	ok := true
-	fail := func(f field, format string, args ...any) {
-		*problems = append(*problems, appwatch.Problem{Image: img.Alias, Field: f.String(), Message: fmt.Sprintf(format, args...)})
+	fail := func(at Origin, format string, args ...any) {
+		*problems = append(*problems, Problem{Image: img.Alias, Origin: at, Message: fmt.Sprintf(format, args...)})
 		ok = false
 	}
-	s, err := appwatch.ParseImage(strings.TrimSpace(img.ImageName), opts...)
+	s, err := ParseImage(strings.TrimSpace(img.ImageName), opts...)
 	if err != nil {
-		fail(at.child(".imageName"), "%v", err)
+		fail(at.Child(".imageName"), "%v", err)
 		return s, false
 	}
 	s.Alias = img.Alias
@@ -85,7 +73,7 @@ func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.
 		if c == nil {
 			continue
 		}
-		cat := l.at.child(".commonUpdateSettings")
+		cat := l.at.Child(".commonUpdateSettings")
 		if s.Strategy == "" && c.UpdateStrategy != nil {
 			s.Strategy = *c.UpdateStrategy
 		}
@@ -96,12 +84,12 @@ func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.
 			s.IgnoreTags = c.IgnoreTags
 		}
 		if s.PullSecret == "" && c.PullSecret != nil && *c.PullSecret != "" {
-			s.PullSecret, s.PullSecretField = *c.PullSecret, cat.child(".pullSecret").String()
+			s.PullSecret, s.PullSecretOrigin = *c.PullSecret, cat.Child(".pullSecret")
 		}
 		if s.Platforms == nil && c.Platforms != nil {
 			ps, err := platform.Parse(strings.Join(c.Platforms, ","))
 			if err != nil {
-				fail(cat.child(".platforms"), "%v", err)
+				fail(cat.Child(".platforms"), "%v", err)
 			}
 			if ps == nil {
 				ps = []v1.Platform{}
@@ -120,15 +108,15 @@ func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.
 		if l.verify.Enabled != nil && !*l.verify.Enabled {
 			break
 		}
-		vat := l.at.child(".imagesVerification")
+		vat := l.at.Child(".imagesVerification")
 		k := l.verify.CosignKey
 		if k == nil || k.SecretName == "" {
 			// Fail closed: whoever asked for verified images must not
 			// get unverified ones, and keyless signatures are not checked.
-			fail(vat.child(".cosignKey"), "verification is enabled but names no key: set cosignKey.secretName (keyless signatures are not checked), or enabled: false")
+			fail(vat.Child(".cosignKey"), "verification is enabled but names no key: set cosignKey.secretName (keyless signatures are not checked), or enabled: false")
 			break
 		}
-		s.SignatureKey = appwatch.SignatureKey{Name: k.SecretName, Field: k.Key, Setting: vat.child(".cosignKey").String()}
+		s.SignatureKey = SignatureKey{Name: k.SecretName, Field: k.Key, Origin: vat.Child(".cosignKey")}
 		if s.SignatureKey.Field == "" {
 			s.SignatureKey.Field = DefaultCosignKeyField
 		}
@@ -136,14 +124,14 @@ func imageConfig(img api.ImageConfig, at field, levels []level, opts []imageref.
 	}
 
 	if t := img.ManifestTarget; t != nil {
-		tat := at.child(".manifestTargets")
+		tat := at.Child(".manifestTargets")
 		switch {
 		case t.Helm != nil:
 			s.HelmImageName, s.HelmImageTag, s.HelmImageSpec = deref(t.Helm.Name), deref(t.Helm.Tag), deref(t.Helm.Spec)
 		case t.Kustomize != nil && deref(t.Kustomize.Name) != "":
 			ref, err := imageref.Parse(deref(t.Kustomize.Name), opts...)
 			if err != nil {
-				fail(tat.child(".kustomize.name"), "%v", err)
+				fail(tat.Child(".kustomize.name"), "%v", err)
 			}
 			s.KustomizeImageName = ref
 		case t.Plugin != nil:
@@ -164,24 +152,24 @@ func forceUpdate(levels []level) bool {
 
 // writeBack reads the write-back settings of levels, most specific first,
 // each setting from the first level that sets it.
-func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.Problem) appwatch.WriteBackSpec {
-	var wb appwatch.WriteBackSpec
+func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) WriteBack {
+	var wb WriteBack
 	var method, target string
-	var methodAt, targetAt field
-	var pr field
+	var targetAt Origin
+	var pr Origin
 	var kind forge.Kind
 	for i, l := range levels {
 		if l == nil {
 			continue
 		}
 		if method == "" && l.Method != nil {
-			method, methodAt = *l.Method, at[i].child(".method")
+			method, wb.MethodOrigin = *l.Method, at[i].Child(".method")
 		}
 		g := l.GitConfig
 		if g == nil {
 			continue
 		}
-		gat := at[i].child(".gitConfig")
+		gat := at[i].Child(".gitConfig")
 		if wb.GitRepository == "" && g.Repository != nil {
 			wb.GitRepository = *g.Repository
 		}
@@ -189,10 +177,10 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 			wb.GitBranch = *g.Branch
 		}
 		if target == "" && g.WriteBackTarget != nil {
-			target, targetAt = *g.WriteBackTarget, gat.child(".writeBackTarget")
+			target, targetAt = *g.WriteBackTarget, gat.Child(".writeBackTarget")
 		}
-		if pr.path == "" && g.PullRequest != nil {
-			pr = gat.child(".pullRequest")
+		if pr == "" && g.PullRequest != nil {
+			pr = gat.Child(".pullRequest")
 			kind = forge.GitLab
 			if g.PullRequest.GitHub != nil {
 				kind = forge.GitHub
@@ -200,17 +188,16 @@ func writeBack(levels []*api.WriteBackConfig, at []field, problems *[]appwatch.P
 			wb.PullRequestLabels = g.PullRequest.Labels
 		}
 	}
+	// Unset, the method is argocd, which the most general level would say.
+	wb.MethodOrigin = wb.MethodOrigin.Or(at[len(at)-1].Child(".method"))
 	var err error
-	if wb.Method, wb.GitSecret, err = appwatch.ParseWriteBackMethod(method); err != nil {
-		*problems = append(*problems, appwatch.Problem{Field: methodAt.String(), Message: err.Error()})
+	if wb.Method, wb.GitSecret, err = ParseWriteBackMethod(method); err != nil {
+		*problems = append(*problems, Problem{Origin: wb.MethodOrigin, Message: err.Error()})
 	}
-	if method != "" {
-		wb.MethodField = methodAt.String()
+	if wb.Target, err = ParseWriteBackTarget(target); err != nil {
+		*problems = append(*problems, Problem{Origin: targetAt, Message: err.Error()})
 	}
-	if wb.Target, err = appwatch.ParseWriteBackTarget(target); err != nil {
-		*problems = append(*problems, appwatch.Problem{Field: targetAt.String(), Message: err.Error()})
-	}
-	if pr.path != "" && wb.Method == appwatch.WriteBackGit {
+	if pr != "" && wb.Method == WriteBackGit {
 		wb.PullRequest = kind
 		if !strings.Contains(wb.GitBranch, ":") {
 			// As v1.3.0: branch is the request's base, and the request

@@ -1,4 +1,4 @@
-package imageupdater
+package settings
 
 import (
 	"slices"
@@ -8,14 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/forge"
 )
 
-// FuzzRefConfig feeds refConfig what a tenant may write in a resource: it
+// FuzzParseImageUpdater feeds ParseImageUpdater what a tenant may write in a resource: it
 // must never panic, and each image is either configured or named in a
 // problem.
-func FuzzRefConfig(f *testing.F) {
+func FuzzParseImageUpdater(f *testing.F) {
 	f.Add("nginx:~1.26", "regexp:^1\\.", "pullsecret:ns/name", "git:secret:ns/name", "kustomization:/apps", "linux/amd64", "web")
 	f.Add("localhost:5000/app@sha256:abc", "any", "env:X", "git", "helmvalues", "linux/arm64/v8,windows/amd64", "")
 	f.Add(":", "regexp:(", "", "git:secret:", "kustomization.yaml", "/", "a=b")
@@ -31,7 +30,7 @@ func FuzzRefConfig(f *testing.F) {
 				}}}},
 			},
 		}
-		a := refConfig(iu, 0, nil)
+		a := ParseImageUpdater(iu, 0)
 		if len(a.Images) == 0 && len(a.Problems) == 0 {
 			t.Fatalf("image %q neither configured nor reported", imageName)
 		}
@@ -76,7 +75,7 @@ func TestWriteBackPullRequest(t *testing.T) {
 					ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx"}}}},
 				},
 			}
-			a := refConfig(iu, 0, nil)
+			a := ParseImageUpdater(iu, 0)
 			if a.WriteBack.PullRequest != tt.want || a.WriteBack.GitBranch != tt.wantBranch || !slices.Equal(a.WriteBack.PullRequestLabels, tt.wantLabels) {
 				t.Errorf("PullRequest %q, branch %q, labels %q; want %q, %q, %q", a.WriteBack.PullRequest, a.WriteBack.GitBranch, a.WriteBack.PullRequestLabels, tt.want, tt.wantBranch, tt.wantLabels)
 			}
@@ -101,13 +100,13 @@ func TestImagesVerificationKey(t *testing.T) {
 			}}},
 		},
 	}
-	a := refConfig(iu, 0, nil)
+	a := ParseImageUpdater(iu, 0)
 	if len(a.Problems) != 0 || len(a.Images) != 3 {
 		t.Fatalf("images %d, problems %v", len(a.Images), a.Problems)
 	}
-	want := []appwatch.SignatureKey{
-		{Name: "spec-key", Field: DefaultCosignKeyField, Setting: "ImageUpdater ns/iu spec.imagesVerification.cosignKey"},
-		{Name: "own", Field: "pub", Setting: "ImageUpdater ns/iu spec.applicationRefs[0].images[1].imagesVerification.cosignKey"},
+	want := []SignatureKey{
+		{Name: "spec-key", Field: DefaultCosignKeyField, Origin: "ImageUpdater ns/iu spec.imagesVerification.cosignKey"},
+		{Name: "own", Field: "pub", Origin: "ImageUpdater ns/iu spec.applicationRefs[0].images[1].imagesVerification.cosignKey"},
 		{},
 	}
 	for i, s := range a.Images {
@@ -119,27 +118,52 @@ func TestImagesVerificationKey(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-// TestSpecificity: v1.3.0's order of applicationRefs selecting one
-// Application: an exact name, then label selectors, then longer literals.
-func TestSpecificity(t *testing.T) {
-	sel := func(labels int) *metav1.LabelSelector {
-		s := &metav1.LabelSelector{MatchLabels: map[string]string{}}
-		for i := range labels {
-			s.MatchLabels[string(rune('a'+i))] = "x"
-		}
-		return s
+// TestOriginsNameTheirSource: the same bad value reads the same from
+// either source, each problem naming where it is written.
+func TestOriginsNameTheirSource(t *testing.T) {
+	tests := []struct {
+		name         string
+		annotations  map[string]string
+		resource     *api.ImageUpdaterSpec
+		annotationAt string
+		resourceAt   string
+	}{
+		{
+			name:         "write-back method",
+			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),
+			resource:     &api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{Method: ptr("svn")}},
+			annotationAt: "annotation " + AnnotationPrefix + "write-back-method",
+			resourceAt:   "ImageUpdater ns/iu spec.writeBackConfig.method",
+		},
+		{
+			name:         "platforms",
+			annotations:  ann("image-list", "web=nginx", "web.platforms", "linux/"),
+			resource:     &api.ImageUpdaterSpec{CommonUpdateSettings: &api.CommonUpdateSettings{Platforms: []string{"linux/"}}},
+			annotationAt: "annotation " + AnnotationPrefix + "web.platforms (image web)",
+			resourceAt:   "ImageUpdater ns/iu spec.commonUpdateSettings.platforms (image web)",
+		},
 	}
-	ordered := []api.ApplicationRef{
-		{NamePattern: "app-prod"},
-		{NamePattern: "*", LabelSelectors: sel(2)},
-		{NamePattern: "*", LabelSelectors: sel(1)},
-		{NamePattern: "app-prod-*"},
-		{NamePattern: "app-[a-z]*"},
-		{NamePattern: "*"},
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fromAnnotations := ParseAnnotations(tt.annotations)
+			iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"}, Spec: *tt.resource}
+			iu.Spec.ApplicationRefs = []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx"}}}}
+			fromResource := ParseImageUpdater(iu, 0)
+			if len(fromAnnotations.Problems) != 1 || len(fromResource.Problems) != 1 {
+				t.Fatalf("problems: %q and %q, want one each", fromAnnotations.Problems, fromResource.Problems)
+			}
+			a, r := fromAnnotations.Problems[0].Error(), fromResource.Problems[0].Error()
+			msgA, okA := strings.CutPrefix(a, tt.annotationAt+": ")
+			msgR, okR := strings.CutPrefix(r, tt.resourceAt+": ")
+			if !okA || !okR || msgA != msgR {
+				t.Errorf("problems\n  %q\n  %q\nwant %q and %q, then the same message", a, r, tt.annotationAt, tt.resourceAt)
+			}
+		})
 	}
-	for i := 1; i < len(ordered); i++ {
-		if a, b := specificity(ordered[i-1]), specificity(ordered[i]); a <= b {
-			t.Errorf("%+v (%d) should rank above %+v (%d)", ordered[i-1], a, ordered[i], b)
-		}
+	// Unset, the method is where the resource would set it.
+	iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+		Spec: api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "*"}}}}
+	if got := ParseImageUpdater(iu, 0).WriteBack.MethodOrigin; got != "ImageUpdater ns/iu spec.writeBackConfig.method" {
+		t.Errorf("method origin %q", got)
 	}
 }

@@ -1,0 +1,350 @@
+package settings
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
+)
+
+// AnnotationPrefix starts every annotation the updater reads.
+const AnnotationPrefix = "argocd-image-updater.argoproj.io/"
+
+// Annotation keys, without the prefix.
+const (
+	KeyImageList       = "image-list"
+	KeyWriteBackMethod = "write-back-method"
+	KeyWriteBackTarget = "write-back-target"
+	KeyGitBranch       = "git-branch"
+	KeyGitRepository   = "git-repository"
+	KeyGitPullRequest  = "git-pull-request"
+	// KeyGitPullRequestLabels is "label,label...": the labels of the
+	// request git-pull-request opens (pullRequest.labels of the resource).
+	KeyGitPullRequestLabels = "git-pull-request-labels"
+
+	// Per-image keys: "<alias>.<key>", falling back to "<key>".
+	KeyUpdateStrategy  = "update-strategy"
+	KeyAllowTags       = "allow-tags"
+	KeyIgnoreTags      = "ignore-tags"
+	KeyForceUpdate     = "force-update"
+	KeyPullSecret      = "pull-secret"
+	KeyPlatforms       = "platforms"
+	KeyVerifySignature = "verify-signature"
+
+	// Per-image only: "<alias>.<key>".
+	KeyHelmImageName      = "helm.image-name"
+	KeyHelmImageTag       = "helm.image-tag"
+	KeyHelmImageSpec      = "helm.image-spec"
+	KeyKustomizeImageName = "kustomize.image-name"
+	// The environment variables of a config management plugin receiving
+	// the image (manifestTargets.plugin of an ImageUpdater).
+	KeyPluginImageName = "plugin.image-name"
+	KeyPluginImageTag  = "plugin.image-tag"
+	KeyPluginImage     = "plugin.image-spec"
+
+	// KeyTagMatch is the deprecated name of allow-tags, per image only;
+	// existing Applications still carry it.
+	KeyTagMatch = "tag-match"
+)
+
+var (
+	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature}
+	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels}
+)
+
+// Default Helm parameter names, as Helm charts commonly name them.
+const (
+	DefaultHelmImageName = "image.name"
+	DefaultHelmImageTag  = "image.tag"
+)
+
+// Settings are an Application's settings: what the updater understands of
+// its annotations (ParseAnnotations), or of the ImageUpdater that selected
+// it (ParseImageUpdater).
+type Settings struct {
+	Images    []ImageSpec
+	WriteBack WriteBack
+	// Problems lists what could not be understood. Images with a
+	// non-warning problem are not in Images.
+	Problems []Problem
+	// FromAnnotations is true when an ImageUpdater selected the
+	// Application and reads its annotations (useAnnotations).
+	FromAnnotations bool
+}
+
+// Managed reports whether an Application carries the image-list annotation.
+func Managed(annotations map[string]string) bool {
+	_, ok := annotations[AnnotationPrefix+KeyImageList]
+	return ok
+}
+
+// ParseAnnotations reads the updater's annotations; image names are read
+// with opts (registries.conf's default registry and namespace). It never
+// fails as a whole: a bad entry is a Problem that disables only what it
+// concerns.
+func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Settings {
+	var a Settings
+	get := func(key string) (string, bool) {
+		v, ok := annotations[AnnotationPrefix+key]
+		return strings.TrimSpace(v), ok
+	}
+
+	a.WriteBack = parseWriteBack(get, &a.Problems)
+
+	list, _ := get(KeyImageList)
+	seenAlias := map[string]bool{}
+	for i, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			if strings.TrimSpace(list) != "" {
+				a.Problems = append(a.Problems, Problem{
+					Origin:  AnnotationOrigin(KeyImageList),
+					Message: fmt.Sprintf("entry %d is empty", i+1), Warning: true,
+				})
+			}
+			continue
+		}
+		spec, err := parseImageEntry(entry, opts)
+		if err != nil {
+			a.Problems = append(a.Problems, Problem{Image: entry, Origin: AnnotationOrigin(KeyImageList), Message: err.Error()})
+			continue
+		}
+		if spec.Alias != "" {
+			if seenAlias[spec.Alias] {
+				a.Problems = append(a.Problems, Problem{
+					Image: spec.Alias, Origin: AnnotationOrigin(KeyImageList),
+					Message: fmt.Sprintf("alias %q is used twice; aliases must be unique within an Application", spec.Alias),
+				})
+				continue
+			}
+			seenAlias[spec.Alias] = true
+		}
+		if ok := readImageSettings(&spec, get, opts, &a.Problems); ok {
+			a.Images = append(a.Images, spec)
+		}
+	}
+	a.Problems = append(a.Problems, unknownKeys(annotations, seenAlias)...)
+	return a
+}
+
+// parseImageEntry splits "[<alias>=]<image>[:<constraint>]" (see
+// ParseImage).
+func parseImageEntry(entry string, opts []imageref.Option) (ImageSpec, error) {
+	var spec ImageSpec
+	if alias, rest, ok := strings.Cut(entry, "="); ok {
+		// An empty alias ("=nginx:1.21") is no alias, as v1.3.0 reads it.
+		spec.Alias = strings.TrimSpace(alias)
+		entry = strings.TrimSpace(rest)
+		if strings.ContainsAny(spec.Alias, " .:@") {
+			return spec, fmt.Errorf("alias %q must not contain spaces, '.', ':' or '@'", spec.Alias)
+		}
+	}
+	if entry == "" {
+		return spec, fmt.Errorf("alias %q names no image", spec.Alias)
+	}
+	img, err := ParseImage(entry, opts...)
+	img.Alias = spec.Alias
+	return img, err
+}
+
+// aliasKey is how an alias appears in annotation keys: '/' is written '_'.
+func aliasKey(alias string) string { return strings.ReplaceAll(alias, "/", "_") }
+
+func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []imageref.Option, problems *[]Problem) bool {
+	// value reads "<alias>.<key>", falling back to the Application-wide
+	// "<key>", and tells which it read.
+	value := func(key string) (string, string) {
+		if spec.Alias != "" {
+			k := aliasKey(spec.Alias) + "." + key
+			if v, ok := get(k); ok {
+				return v, k
+			}
+		}
+		v, _ := get(key)
+		return v, key
+	}
+	ok := true
+	fail := func(key, format string, args ...any) {
+		*problems = append(*problems, Problem{Image: spec.Key(), Origin: AnnotationOrigin(key), Message: fmt.Sprintf(format, args...)})
+		ok = false
+	}
+
+	spec.Strategy, _ = value(KeyUpdateStrategy)
+	var allowKey string
+	spec.AllowTags, allowKey = value(KeyAllowTags)
+	if spec.Alias != "" {
+		readTagMatch(spec, allowKey, get, problems)
+	}
+	if v, _ := value(KeyIgnoreTags); v != "" {
+		for _, g := range strings.Split(v, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				spec.IgnoreTags = append(spec.IgnoreTags, g)
+			}
+		}
+	}
+	if v, key := value(KeyForceUpdate); v != "" {
+		switch strings.ToLower(v) {
+		case "true":
+			spec.ForceUpdate = true
+		case "false":
+		default:
+			fail(key, "value %q is not true or false", v)
+		}
+	}
+	if v, key := value(KeyPullSecret); v != "" {
+		spec.PullSecret, spec.PullSecretOrigin = v, AnnotationOrigin(key)
+	}
+	if v, key := value(KeyPlatforms); v != "" {
+		ps, err := platform.Parse(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		spec.Platforms = ps
+	}
+
+	if v, key := value(KeyVerifySignature); v != "" {
+		k, err := ParseSignatureKey(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		k.Origin = AnnotationOrigin(key)
+		spec.SignatureKey = k
+	}
+
+	if spec.Alias != "" {
+		prefix := aliasKey(spec.Alias) + "."
+		spec.HelmImageName, _ = get(prefix + KeyHelmImageName)
+		spec.HelmImageTag, _ = get(prefix + KeyHelmImageTag)
+		spec.HelmImageSpec, _ = get(prefix + KeyHelmImageSpec)
+		spec.PluginEnvName, _ = get(prefix + KeyPluginImageName)
+		spec.PluginEnvTag, _ = get(prefix + KeyPluginImageTag)
+		spec.PluginEnvSpec, _ = get(prefix + KeyPluginImage)
+		if name, _ := get(prefix + KeyKustomizeImageName); name != "" {
+			ref, err := imageref.Parse(name, opts...)
+			if err != nil {
+				fail(prefix+KeyKustomizeImageName, "%v", err)
+			}
+			spec.KustomizeImageName = ref
+		}
+	}
+	return ok
+}
+
+// readTagMatch applies "<alias>.tag-match", the old name of allow-tags with
+// the same values: without it a filter users still rely on would silently
+// stop filtering. allow-tags, per image or Application-wide, wins.
+func readTagMatch(spec *ImageSpec, allowKey string, get func(string) (string, bool), problems *[]Problem) {
+	key := aliasKey(spec.Alias) + "." + KeyTagMatch
+	v, ok := get(key)
+	if !ok {
+		return
+	}
+	p := Problem{Image: spec.Key(), Origin: AnnotationOrigin(key), Warning: true}
+	if spec.AllowTags != "" {
+		p.Message = fmt.Sprintf("ignored: %s%s is set and takes precedence; remove %s", AnnotationPrefix, allowKey, key)
+	} else {
+		spec.AllowTags = v
+		p.Message = fmt.Sprintf("deprecated: read as allow-tags; rename it to %s.%s", aliasKey(spec.Alias), KeyAllowTags)
+	}
+	*problems = append(*problems, p)
+}
+
+func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteBack {
+	wb := WriteBack{MethodOrigin: AnnotationOrigin(KeyWriteBackMethod)}
+	method, _ := get(KeyWriteBackMethod)
+	var err error
+	if wb.Method, wb.GitSecret, err = ParseWriteBackMethod(method); err != nil {
+		*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyWriteBackMethod), Message: err.Error()})
+	}
+	target, _ := get(KeyWriteBackTarget)
+	wb.GitBranch, _ = get(KeyGitBranch)
+	wb.GitRepository, _ = get(KeyGitRepository)
+	if v, _ := get(KeyGitPullRequest); v != "" && wb.Method == WriteBackGit {
+		kind, err := forge.ParseKind(v)
+		switch {
+		case err != nil:
+			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequest), Message: err.Error()})
+		case !strings.Contains(wb.GitBranch, ":"):
+			*problems = append(*problems, Problem{
+				Origin:  AnnotationOrigin(KeyGitPullRequest),
+				Message: fmt.Sprintf("a pull request needs a branch of its own: set %s%s to <base>:<branch> or :<branch>", AnnotationPrefix, KeyGitBranch),
+			})
+		default:
+			wb.PullRequest = kind
+		}
+	}
+	if v, _ := get(KeyGitPullRequestLabels); v != "" {
+		labels, err := ParsePullRequestLabels(v)
+		switch {
+		case err != nil:
+			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequestLabels), Message: err.Error()})
+		case wb.PullRequest != "":
+			wb.PullRequestLabels = labels
+		case wb.Method == WriteBackGit:
+			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequestLabels), Warning: true,
+				Message: "has no effect without " + AnnotationPrefix + KeyGitPullRequest})
+		}
+	}
+	if wb.Method == WriteBackArgoCD {
+		for _, k := range []string{KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels} {
+			if v, ok := get(k); ok && v != "" {
+				*problems = append(*problems, Problem{
+					Origin:  AnnotationOrigin(k),
+					Message: "has no effect with write-back-method argocd (it applies to git write-back only)",
+					Warning: true,
+				})
+			}
+		}
+	}
+	if wb.Target, err = ParseWriteBackTarget(target); err != nil {
+		*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyWriteBackTarget), Message: err.Error()})
+	}
+	return wb
+}
+
+// unknownKeys warns about annotations with our prefix that nothing reads,
+// which are usually typos ("app.update-stratgey") or aliases missing from
+// image-list.
+func unknownKeys(annotations map[string]string, aliases map[string]bool) []Problem {
+	known := map[string]bool{}
+	for _, k := range append(append([]string{}, appKeys...), imageKeys...) {
+		known[k] = true
+	}
+	var problems []Problem
+	for full := range annotations {
+		key, ok := strings.CutPrefix(full, AnnotationPrefix)
+		if !ok || known[key] {
+			continue
+		}
+		if alias, rest, ok := strings.Cut(key, "."); ok && (slices.Contains(imageKeys, rest) || slices.Contains(imageOnlyKeys, rest)) {
+			if !aliasKnown(aliases, alias) {
+				problems = append(problems, Problem{
+					Origin: Origin("annotation " + full), Warning: true,
+					Message: fmt.Sprintf("no image in image-list has the alias %q", alias),
+				})
+			}
+			continue
+		}
+		msg := "unknown annotation"
+		if key == KeyTagMatch {
+			msg += ": tag-match exists only per image (<alias>.tag-match) and is deprecated; use allow-tags"
+		}
+		problems = append(problems, Problem{Origin: Origin("annotation " + full), Warning: true, Message: msg})
+	}
+	sort.Slice(problems, func(i, j int) bool { return problems[i].Origin < problems[j].Origin })
+	return problems
+}
+
+func aliasKnown(aliases map[string]bool, key string) bool {
+	for a := range aliases {
+		if aliasKey(a) == key {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,216 @@
+package settings
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
+
+// ImageSpec is one image of an Application with its settings: an entry of the
+// image-list annotation, or of an ImageUpdater's images. The image names
+// are parsed here, once; the other values are as the user wrote them, and
+// the update cycle validates those that need a strategy to make sense of.
+type ImageSpec struct {
+	// Alias names the image in per-image annotation keys and messages; may
+	// be empty.
+	Alias string
+	// Image is the image without the constraint ("nginx",
+	// "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app"); its
+	// OriginalName is the spelling written back.
+	Image imageref.Reference
+	// Constraint is what followed the image's last ':' (a semver range, or
+	// the tag the digest strategy follows).
+	Constraint string
+
+	Strategy    string
+	AllowTags   string
+	IgnoreTags  []string
+	ForceUpdate bool
+	PullSecret  string
+	// PullSecretOrigin is where PullSecret is written; "" when it is unset.
+	PullSecretOrigin Origin
+	// Platforms are those the image must be built for; empty means the
+	// controller's default.
+	Platforms []v1.Platform
+	// SignatureKey, when set, restricts the candidates to versions with a
+	// cosign signature made with this key.
+	SignatureKey SignatureKey
+
+	HelmImageName string // Helm parameter receiving the image name (see HelmParameters)
+	HelmImageTag  string // Helm parameter receiving the tag (see HelmParameters)
+	HelmImageSpec string // one Helm parameter receiving name:tag; overrides the two above
+	// KustomizeImageName is the image name a Kustomize override replaces,
+	// when it is not Image (see KustomizeName).
+	KustomizeImageName imageref.Reference
+	// The plugin environment variables receiving the image name, its
+	// version, or both as name:version (which overrides the other two).
+	// Set, they make the image's target a config management plugin's
+	// spec.source.plugin.env (see PluginTarget).
+	PluginEnvName, PluginEnvTag, PluginEnvSpec string
+}
+
+// PluginTarget tells whether the image is written into a config
+// management plugin's environment.
+func (s ImageSpec) PluginTarget() bool {
+	return s.PluginEnvName != "" || s.PluginEnvTag != "" || s.PluginEnvSpec != ""
+}
+
+// Key is how messages name the image: its alias, or the image as written.
+func (s ImageSpec) Key() string {
+	if s.Alias != "" {
+		return s.Alias
+	}
+	return s.Image.OriginalName()
+}
+
+// HelmParameters names the Helm parameters receiving the image name and
+// its version: helm.image-name and helm.image-tag, each defaulting on its
+// own to the names most charts use. Unused when HelmImageSpec is set.
+func (s ImageSpec) HelmParameters() (name, tag string) {
+	name, tag = s.HelmImageName, s.HelmImageTag
+	if name == "" {
+		name = DefaultHelmImageName
+	}
+	if tag == "" {
+		tag = DefaultHelmImageTag
+	}
+	return name, tag
+}
+
+// KustomizeName is the image name whose Kustomize override the image's
+// version goes into: kustomize.image-name, else the image itself.
+func (s ImageSpec) KustomizeName() imageref.Reference {
+	if !s.KustomizeImageName.IsZero() {
+		return s.KustomizeImageName
+	}
+	return s.Image
+}
+
+// RenamesInKustomize tells whether the image's Kustomize override gives
+// another image name a new one (kustomize.image-name differs).
+func (s ImageSpec) RenamesInKustomize() bool {
+	return !s.KustomizeImageName.IsZero() && !s.KustomizeImageName.SameName(s.Image)
+}
+
+// KustomizeEntry finds the image's entry among an Application's kustomize
+// images ("[<orig>=]<name>[:<tag>]"), as Argo CD Image Updater matches
+// them: the entry whose original name is the image's Kustomize name in
+// any spelling; else a plain entry naming the image's repository path on
+// another registry (the image has moved there, and the entry is replaced).
+// byName tells which of the two was found.
+func (s ImageSpec) KustomizeEntry(entries []string) (i int, byName, ok bool) {
+	k := s.KustomizeName()
+	for i, e := range entries {
+		if orig, _, _ := SplitKustomizeImage(e); k.MatchesName(orig) {
+			return i, true, true
+		}
+	}
+	for i, e := range entries {
+		orig, name, _ := SplitKustomizeImage(e)
+		if orig != name || strings.Contains(e, "=") {
+			continue
+		}
+		if ref, err := imageref.Parse(name); err == nil && ref.Repository() == s.Image.Repository() {
+			return i, false, true
+		}
+	}
+	return -1, false, false
+}
+
+// KustomizeEntryStale tells whether an entry found by KustomizeEntry must
+// be rewritten whatever its version: it does not yet name the image under
+// the name it overrides (a new registry through kustomize.image-name, or
+// the image moved to another registry), which Argo CD Image Updater
+// writes at once rather than at the next new tag.
+func (s ImageSpec) KustomizeEntryStale(entry string) bool {
+	orig, name, _ := SplitKustomizeImage(entry)
+	if !s.Image.MatchesName(name) {
+		return true
+	}
+	return s.RenamesInKustomize() && orig == name
+}
+
+// ParseImage reads "<image>[:<constraint>]", an image-list entry without
+// its alias, as an ImageUpdater's imageName is written too. The constraint
+// is what follows the first ':' of the last path element, so a registry
+// port ("localhost:5000/app") is not mistaken for one.
+func ParseImage(entry string, opts ...imageref.Option) (ImageSpec, error) {
+	var spec ImageSpec
+	name := entry
+	if at := strings.LastIndex(name, "@"); at >= 0 {
+		// A digest pins the image; what runs is looked up by name anyway.
+		name = name[:at]
+	}
+	lastSlash := strings.LastIndex(name, "/")
+	if colon := strings.Index(name[lastSlash+1:], ":"); colon >= 0 {
+		colon += lastSlash + 1
+		spec.Constraint = strings.TrimSpace(name[colon+1:])
+		name = name[:colon]
+	}
+	if name == "" || strings.ContainsAny(name, " \t") {
+		return spec, fmt.Errorf("%q is not an image name", entry)
+	}
+	ref, err := imageref.Parse(name, opts...)
+	if err != nil {
+		return spec, err
+	}
+	spec.Image = ref
+	return spec, nil
+}
+
+// SignatureKey names the public key versions of an image must be signed
+// with: a field of a Secret holding it in PEM, as cosign.pub.
+type SignatureKey struct {
+	// Namespace is the Secret's; "" means the Application's own.
+	Namespace string
+	Name      string
+	Field     string
+	// Origin is where the key is named.
+	Origin Origin
+}
+
+// IsZero reports whether no key is set: versions need no signature.
+func (k SignatureKey) IsZero() bool { return k.Name == "" }
+
+// String is the key as written in the annotation.
+func (k SignatureKey) String() string {
+	if k.Namespace == "" {
+		return "secret:" + k.Name + "#" + k.Field
+	}
+	return "secret:" + k.Namespace + "/" + k.Name + "#" + k.Field
+}
+
+// ParseSignatureKey reads a verify-signature value:
+// secret:[<namespace>/]<name>#<field>. "false" or "none" set no key, so
+// that one image can opt out of an Application-wide setting.
+func ParseSignatureKey(s string) (SignatureKey, error) {
+	switch s {
+	case "false", "none":
+		return SignatureKey{}, nil
+	}
+	rest, ok := strings.CutPrefix(s, "secret:")
+	secret, field, hasField := strings.Cut(rest, "#")
+	ns, name, hasNS := strings.Cut(secret, "/")
+	if !hasNS {
+		ns, name = "", secret
+	}
+	if !ok || !hasField || field == "" || name == "" || (hasNS && ns == "") || strings.Contains(name, "/") {
+		return SignatureKey{}, fmt.Errorf("%q must name the public key as secret:[<namespace>/]<name>#<field>, or be none", s)
+	}
+	return SignatureKey{Namespace: ns, Name: name, Field: field}, nil
+}
+
+// SplitKustomizeImage splits a kustomize images entry
+// "[<orig>=]<name>[:<tag>][@<digest>]" into the original name, the new name
+// and the version.
+func SplitKustomizeImage(entry string) (orig, name string, version imageref.Version) {
+	if o, rest, ok := strings.Cut(entry, "="); ok {
+		name, version = imageref.Split(rest)
+		return o, name, version
+	}
+	name, version = imageref.Split(entry)
+	return name, name, version
+}

@@ -1,0 +1,146 @@
+package settings
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/image-updater/argocd-image-updater/forge"
+)
+
+// WriteBackMethod says where a chosen version is written.
+type WriteBackMethod string
+
+const (
+	WriteBackArgoCD WriteBackMethod = "argocd"
+	WriteBackGit    WriteBackMethod = "git"
+)
+
+// WriteBack is the Application-level write-back configuration.
+type WriteBack struct {
+	Method WriteBackMethod
+	// GitSecret names the Secret of git:secret:<namespace>/<name>, with
+	// an empty namespace for git:secret:<name> (Application.GitSecret
+	// fills it); the zero value means Argo CD's repository credentials.
+	GitSecret     types.NamespacedName
+	Target        WriteBackTarget
+	GitBranch     string
+	GitRepository string
+	// PullRequest, when set, has the git write-back push to a branch of
+	// its own and open (or update) a pull request on GitHub or a merge
+	// request on GitLab from it into the base branch; GitBranch must then
+	// name both ("base:branch" or ":branch").
+	PullRequest forge.Kind
+	// PullRequestLabels are put on the request when it is opened.
+	PullRequestLabels []string
+	// MethodOrigin is where the method is written, or would be.
+	MethodOrigin Origin
+}
+
+// TargetKind is the kind of file the git write-back edits.
+type TargetKind string
+
+const (
+	// TargetSourceOverrides is Argo CD's .argocd-source-<app>.yaml, the
+	// default.
+	TargetSourceOverrides TargetKind = ""
+	// TargetKustomization is the images list of a kustomization.
+	TargetKustomization TargetKind = "kustomization"
+	// TargetHelmValues is a Helm values file.
+	TargetHelmValues TargetKind = "helmvalues"
+	// TargetOverrideFile is an override file in the format of
+	// .argocd-source-<app>.yaml at a path of the user's choosing: any
+	// write-back-target that names neither kind above.
+	TargetOverrideFile TargetKind = "file"
+)
+
+// WriteBackTarget is the write-back-target annotation, parsed.
+type WriteBackTarget struct {
+	Kind TargetKind
+	// Path is, for a kustomization or Helm values target, what followed
+	// "<kind>:", relative to the source path or, starting with '/', to the
+	// repository root; "" means the default (the source folder, or its
+	// values.yaml). For an override file it is the whole annotation value,
+	// a file path from the repository root.
+	Path string
+}
+
+// String is the annotation value the target was read from.
+func (t WriteBackTarget) String() string {
+	switch {
+	case t.Kind == TargetOverrideFile:
+		return t.Path
+	case t.Path == "":
+		return string(t.Kind)
+	}
+	return string(t.Kind) + ":" + t.Path
+}
+
+// ParseWriteBackTarget reads a write-back-target value: kustomization[:<dir>],
+// helmvalues[:<file>], or else the path of an override file, as Argo CD
+// Image Updater has always read other values.
+func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
+	if s == "" {
+		return WriteBackTarget{}, nil
+	}
+	kind, path, _ := strings.Cut(s, ":")
+	switch t := TargetKind(kind); t {
+	case TargetKustomization, TargetHelmValues:
+		return WriteBackTarget{Kind: t, Path: path}, nil
+	}
+	// "kustomization.yaml" or "helmvalues-prod.yaml" is a misspelt kind
+	// far more often than a file meant to hold parameter overrides.
+	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) {
+		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], or the path of an override file", s)
+	}
+	return WriteBackTarget{Kind: TargetOverrideFile, Path: s}, nil
+}
+
+// ParseWriteBackMethod reads a write-back method: argocd (also ""), git,
+// git:repocreds, git:secret:<namespace>/<name> or git:secret:<name> (a
+// Secret in the Application's namespace, as the resource-based updater
+// writes it; the namespace is then empty, see Application.GitSecret). On
+// error the method is still git for a malformed git:secret:, so that
+// nothing is written with other credentials, and argocd otherwise.
+func ParseWriteBackMethod(method string) (WriteBackMethod, types.NamespacedName, error) {
+	switch {
+	case method == "" || method == string(WriteBackArgoCD):
+		return WriteBackArgoCD, types.NamespacedName{}, nil
+	case method == "git" || method == "git:repocreds":
+		return WriteBackGit, types.NamespacedName{}, nil
+	case strings.HasPrefix(method, "git:secret:"):
+		ref := strings.TrimPrefix(method, "git:secret:")
+		ns, name, ok := strings.Cut(ref, "/")
+		if !ok {
+			ns, name = "", ref
+		}
+		secret := types.NamespacedName{Namespace: ns, Name: name}
+		if (ok && ns == "") || name == "" || strings.Contains(name, "/") {
+			return WriteBackGit, secret, fmt.Errorf("%q must name a Secret as git:secret:<namespace>/<name> or git:secret:<name>", method)
+		}
+		return WriteBackGit, secret, nil
+	}
+	return WriteBackArgoCD, types.NamespacedName{}, fmt.Errorf("unknown method %q: use argocd, git, git:repocreds, git:secret:<namespace>/<name> or git:secret:<name>", method)
+}
+
+// ParsePullRequestLabels reads "label,label...": names trimmed, each once,
+// within the bounds GitHub and GitLab and the ImageUpdater CRD keep.
+func ParsePullRequestLabels(s string) ([]string, error) {
+	var labels []string
+	for l := range strings.SplitSeq(s, ",") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "" || slices.Contains(labels, l):
+			continue
+		case len(l) > 255:
+			return nil, fmt.Errorf("label %.40q... is longer than 255 characters", l)
+		}
+		labels = append(labels, l)
+	}
+	if len(labels) > 100 {
+		return nil, fmt.Errorf("%d labels, more than 100", len(labels))
+	}
+	return labels, nil
+}
