@@ -24,9 +24,12 @@ testbin:
 	@hack/testbin.sh >/dev/null
 
 ## test: lint, the unit tests under the race detector, then every test,
-## including those against real servers
+## including those against real servers. Four packages at a time, and four
+## parallel tests in a package: most of their time is spent waiting on
+## servers starting, lease and grace timings, not on the CPU (2m33s instead
+## of 3m35s on 2 cores).
 test: lint unit
-	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout 20m ./...
+	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -p 4 -parallel 4 -timeout 20m ./...
 
 ## unit: the tests that need no test servers, under the race detector
 unit:

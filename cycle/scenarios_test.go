@@ -27,7 +27,7 @@ import (
 )
 
 func TestCycle(t *testing.T) {
-	k := testenv.StartKube(t)
+	k := testenv.SharedKube(t)
 	reg := testenv.StartRegistry(t)
 	repo := func(name string) string { return reg.Repo(name) }
 	reg.PushImage(t, "eks-app", []string{"v0.0.1"})

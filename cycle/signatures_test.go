@@ -18,7 +18,7 @@ import (
 )
 
 func TestSignedImagesOnly(t *testing.T) {
-	k := testenv.StartKube(t)
+	k := testenv.SharedKube(t)
 	reg := testenv.StartRegistry(t)
 	key, other := testenv.NewSigningKey(t), testenv.NewSigningKey(t)
 	repo := reg.Repo("signed")

@@ -24,7 +24,7 @@ import (
 // A targeted check runs the cycle's pipeline over the named repositories
 // only: other images and Applications are neither listed nor written.
 func TestCheckRepositories(t *testing.T) {
-	k := testenv.StartKube(t)
+	k := testenv.SharedKube(t)
 	reg := testenv.StartRegistry(t)
 	for _, repo := range []string{"tc-app", "tc-web", "tc-idle"} {
 		reg.PushImage(t, repo, []string{"1.0.0"})
@@ -124,7 +124,7 @@ func TestCheckRepositories(t *testing.T) {
 // the next check ask again, and so finds a tag pushed again to a newer
 // image, which the tag list does not show.
 func TestSteadyCyclesAndPushNotification(t *testing.T) {
-	k := testenv.StartKube(t)
+	k := testenv.SharedKube(t)
 	reg := testenv.StartRegistry(t)
 	old, newer := testenv.Created(time.Unix(1e9, 0)), testenv.Created(time.Unix(1.1e9, 0))
 	reg.PushImage(t, "hd-app", []string{"build-1"}, old)

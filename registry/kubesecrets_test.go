@@ -17,7 +17,7 @@ import (
 )
 
 func TestKubeSecrets(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	reg := testenv.StartRegistry(t)
 	reg.PushTags(t, "app", []string{"1.0"})
 	cs, err := kubernetes.NewForConfig(kube.Config)

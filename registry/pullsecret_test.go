@@ -16,7 +16,7 @@ import (
 // registry, and each robot may only pull its own organisation's
 // repositories: every repository must be read with its own entry.
 func TestPullSecretEntriesByRepository(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	reg := testenv.StartRegistry(t, testenv.WithTokenAuth("updater", "updater-password"))
 	for _, repo := range []string{"org-a/app", "org-b/app", "org-c/app"} {
 		reg.PushTags(t, repo, []string{"1.0"})

@@ -254,31 +254,6 @@ func ImageUpdaterCRD(t testing.TB) string {
 	return path
 }
 
-// UpdaterBinary is the updater's binary: the one DEMO_BINARY names (what
-// `make build` made, as `make demo` passes it), or one built now from this
-// module into the test's folder.
-func UpdaterBinary(t testing.TB) string {
-	t.Helper()
-	if bin := os.Getenv("DEMO_BINARY"); bin != "" {
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	_, file, _, ok := goruntime.Caller(0)
-	if !ok {
-		t.Fatal("cannot locate the testenv package's source")
-	}
-	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/argocd-image-updater")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the updater: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // WriteKubeconfig writes a kubeconfig file for cfg (bearer token or client
 // certificate) whose context's namespace is namespace, for commands that
 // take --kubeconfig.

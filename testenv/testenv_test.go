@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,17 +87,10 @@ func TestKubeServiceAccountHasOnlyItsRole(t *testing.T) {
 		},
 	)
 	// RBAC changes reach the authorizer's cache shortly after they are written.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err = sa.List(ctx, apps, client.InNamespace(ArgoCDNamespace))
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("list with the role: %v", err)
-	}
+	WaitFor(t, 10*time.Second, "the Role to be authorised", func() (bool, string) {
+		err := sa.List(ctx, apps, client.InNamespace(ArgoCDNamespace))
+		return err == nil, fmt.Sprint(err)
+	})
 	if err := sa.List(ctx, apps, client.InNamespace("default")); !apierrors.IsForbidden(err) {
 		t.Errorf("list in another namespace: got %v, want forbidden", err)
 	}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -33,21 +34,18 @@ func TestDistributionRegistryNotifies(t *testing.T) {
 				map[string]string{"Authorization": tt.header}))
 			reg.PushImage(t, "team/api", []string{"v1"})
 
-			deadline := time.Now().Add(15 * time.Second)
-			for time.Now().Before(deadline) {
-				if tt.want && slices.Contains(n.repositories(), reg.Repo("team/api")) {
-					return
+			testenv.WaitFor(t, 15*time.Second, "an outcome", func() (bool, string) {
+				if tt.want {
+					return slices.Contains(n.repositories(), reg.Repo("team/api")), fmt.Sprintf("notified %v", n.repositories())
 				}
-				if !tt.want && testutil.ToFloat64(m.rejected.WithLabelValues(Distribution, RejectUnauthorized)) > 0 {
-					if got := n.repositories(); len(got) != 0 {
-						t.Fatalf("notified %v without the secret", got)
-					}
-					return
+				rejected := testutil.ToFloat64(m.rejected.WithLabelValues(Distribution, RejectUnauthorized)) > 0
+				return rejected, fmt.Sprintf("%v requests", testutil.ToFloat64(m.received.WithLabelValues(Distribution)))
+			})
+			if !tt.want {
+				if got := n.repositories(); len(got) != 0 {
+					t.Fatalf("notified %v without the secret", got)
 				}
-				time.Sleep(50 * time.Millisecond)
 			}
-			t.Fatalf("no outcome within 15s: notified %v, %v requests", n.repositories(),
-				testutil.ToFloat64(m.received.WithLabelValues(Distribution)))
 		})
 	}
 }

@@ -48,6 +48,7 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 // updated, with its pull Secret and its events in that namespace, and the
 // ServiceAccount may do nothing more there.
 func TestRunWithTheClusterWideInstall(t *testing.T) {
+	t.Parallel()
 	w := newClusterWideWorld(t)
 
 	// Credentials only from pull Secrets beside the Applications, so that

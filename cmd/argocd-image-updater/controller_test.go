@@ -112,6 +112,7 @@ func (w *controllerWorld) run(ctx context.Context, stderr *testenv.SyncBuffer, e
 }
 
 func TestRunOnceWithTheInstallRole(t *testing.T) {
+	t.Parallel()
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
 	var stderr testenv.SyncBuffer
@@ -147,6 +148,7 @@ func TestRunOnceWithTheInstallRole(t *testing.T) {
 func errOf[T any](_ T, err error) error { return err }
 
 func TestLeaderElectionOneWriter(t *testing.T) {
+	t.Parallel()
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
 
@@ -203,6 +205,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 }
 
 func TestHealthAndMetricsEndpoints(t *testing.T) {
+	t.Parallel()
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
 	ports := []string{loopbackPort(t), loopbackPort(t)}
@@ -249,6 +252,7 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 // images had problems (those go to events, logs and metrics), as cron jobs
 // and scripts around the old tool expect.
 func TestRunOnceExitCode(t *testing.T) {
+	t.Parallel()
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
 	apps := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)

@@ -56,6 +56,7 @@ func startConnCounter(t *testing.T) *connCounter {
 // credentials they were not given; none of them is resolved, and nothing
 // is sent to that host. Applications naming what they may still work.
 func TestAnnotationsReachOnlyWhatTheyMay(t *testing.T) {
+	t.Parallel()
 	w := newClusterWideWorld(t)
 	thief := startConnCounter(t)
 	if err := os.WriteFile(w.conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n", w.reg.Host, w.reg.Host)), 0o600); err != nil {

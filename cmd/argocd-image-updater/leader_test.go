@@ -62,6 +62,7 @@ func startV1Elector(t *testing.T, cs kubernetes.Interface) *v1Elector {
 // while: whichever holds v1.x's Lease first keeps the other from writing
 // until it stops.
 func TestOneWriterWithV1(t *testing.T) {
+	t.Parallel()
 	w := newControllerWorld(t)
 	cs := kubernetes.NewForConfigOrDie(w.k.Config)
 	want := []string{w.reg.Repo("eks-app") + ":v0.1.0"}

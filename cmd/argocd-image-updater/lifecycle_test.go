@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -28,18 +27,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
-
-// buildController builds the controller binary of this package, for tests
-// that send it signals.
-func buildController(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "argocd-image-updater")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build the controller: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // isGitPush matches the request of a git push that carries the commits.
 func isGitPush(r *http.Request) bool {
@@ -135,7 +122,8 @@ func (w *writeWorld) startBinary(t *testing.T, bin string, grace time.Duration, 
 // is abandoned after it, no write starts after the signal, the process
 // exits 0 in time, and the Lease is released only after the write.
 func TestShutdown(t *testing.T) {
-	bin := buildController(t)
+	t.Parallel()
+	bin := testenv.UpdaterBinary(t)
 	tests := []struct {
 		name  string
 		hold  func(*http.Request) bool
@@ -154,6 +142,7 @@ func TestShutdown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			w := newWriteWorld(t)
 			w.createWriteApp(t, testenv.ArgoCDNamespace, "patched", "argocd", nil)
 			w.createWriteApp(t, testenv.ArgoCDNamespace, "committed", "git", nil)
@@ -236,7 +225,8 @@ func TestShutdown(t *testing.T) {
 // asked for writes like a cycle, and SIGTERM lets its push in flight
 // finish too, though no cycle is running then.
 func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
-	bin := buildController(t)
+	t.Parallel()
+	bin := testenv.UpdaterBinary(t)
 	const secret = "distribution-notification-secret"
 	webhookPort := loopbackPort(t)
 	w := newWriteWorld(t, testenv.WithNotifications("http://127.0.0.1:"+webhookPort+"/webhook?type=distribution",
@@ -294,6 +284,7 @@ func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
 // seconds), it writes nothing, although client-go's elector ends its
 // context only 10 seconds after the failed renewals began.
 func TestLostLeaseStopsWrites(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		method string
 	}{
@@ -302,6 +293,7 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.method, func(t *testing.T) {
+			t.Parallel()
 			w := newWriteWorld(t)
 			w.createWriteApp(t, testenv.ArgoCDNamespace, "main", tt.method, nil)
 			hold := w.regProxy.Hold(isTagListing)
@@ -331,9 +323,11 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// More than one renewal period, less than client-go's
-			// renewDeadline.
-			time.Sleep(5 * time.Second)
+			// Once a renewal has found the other holder, before client-go's
+			// renewDeadline ends the election: the cycle goes on to write.
+			waitFor(t, 8*time.Second, func() bool {
+				return strings.Contains(out.String(), "the leader Lease is held by another replica; writing no more")
+			})
 			hold.Release()
 
 			select {

@@ -149,6 +149,7 @@ func manifestRules(t *testing.T, path, kind string) []rbacv1.PolicyRule {
 // objects happens in a second namespace too, and the ClusterRole is held
 // to that.
 func TestRBACIsWhatTheControllerUses(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		clusterWide bool
@@ -158,6 +159,7 @@ func TestRBACIsWhatTheControllerUses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			k := testenv.StartKube(t, testenv.WithAuditLog(), testenv.WithImageUpdaterCRD())
 			installRBAC(t, k)
 			namespaces := []string{testenv.ArgoCDNamespace}

@@ -21,6 +21,7 @@ import (
 // scraper the API server authorizes for GET /metrics, as v1.x does, with
 // the ClusterRoles of manifests/metrics-auth; everyone else is refused.
 func TestSecureMetrics(t *testing.T) {
+	t.Parallel()
 	w := newControllerWorld(t)
 	w.k.Apply(t, "kubectl", testenv.ArgoCDNamespace, testenv.DecodeYAML(t, testenv.Kustomize(t, "../../manifests/metrics-auth")))
 	scraper := w.k.ServiceAccountConfig(t, "default", "prometheus").BearerToken

@@ -191,6 +191,7 @@ func loopbackPort(t *testing.T) string {
 // interval is an hour; the other Application's repository is not listed
 // again. Both commands that serve the endpoint, under leader election.
 func TestWebhookEndToEnd(t *testing.T) {
+	t.Parallel()
 	k := testenv.StartKube(t)
 	installRBAC(t, k)
 	kubeconfig := testenv.WriteKubeconfig(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)

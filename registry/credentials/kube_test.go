@@ -15,7 +15,7 @@ import (
 )
 
 func TestKubeSecretGetter(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func (g *countingGetter) GetSecret(ctx context.Context, namespace, name string) 
 // API server whose entries name registries in the ways Docker and the
 // kubelet accept, and checks which entry serves which repository.
 func TestPullSecretEntriesByRepository(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)

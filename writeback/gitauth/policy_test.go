@@ -203,7 +203,7 @@ func TestHasDotSegment(t *testing.T) {
 // under its URL on whole host, port and path-segment boundaries, never to
 // a host or path that merely starts with the same characters.
 func TestRepoCredsBoundaries(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestRepoCredsBoundaries(t *testing.T) {
 // gives project-scoped repositories; a project's own Secret wins over an
 // unscoped one.
 func TestProjectScopedCredentials(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,8 @@ type cachedSecretLister struct {
 	// calls shares a namespace's read among the callers that want it
 	// while it runs, none of whose deadline ends it for the others.
 	calls coalesce.Group[[]corev1.Secret]
+	// joined, when set, is told of each caller joining a read (tests).
+	joined func(shared bool)
 
 	mu    sync.Mutex
 	lists map[string]secretList // by namespace: the last list read
@@ -53,7 +55,7 @@ func (c *cachedSecretLister) RepositorySecrets(ctx context.Context, namespace st
 	c.mu.Unlock()
 	if !ok || c.now().Sub(l.at) >= c.ttl {
 		var err error
-		l.secrets, err = c.calls.Do(ctx, namespace, nil, func(ctx context.Context) ([]corev1.Secret, error) {
+		l.secrets, err = c.calls.Do(ctx, namespace, c.joined, func(ctx context.Context) ([]corev1.Secret, error) {
 			at := c.now()
 			secrets, err := c.SecretLister.RepositorySecrets(ctx, namespace)
 			if err == nil {

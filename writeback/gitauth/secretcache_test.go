@@ -101,7 +101,7 @@ func (h heldLister) RepositorySecrets(ctx context.Context, namespace string) ([]
 // A caller that gives up on a list it started does not fail the callers
 // that wait for the same list.
 func TestCachedSecretListerFirstCallerGivesUp(t *testing.T) {
-	kube := testenv.StartKube(t)
+	kube := testenv.SharedKube(t)
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +114,14 @@ func TestCachedSecretListerFirstCallerGivesUp(t *testing.T) {
 	})
 	held := heldLister{SecretLister: NewKubeSecretLister(cs), started: make(chan struct{}, 1), release: make(chan struct{})}
 	l := NewCachedSecretLister(held, time.Minute)
+	// The second caller must have joined before the first gives up: a read
+	// nobody waits for any more is stopped.
+	joined := make(chan struct{}, 1)
+	l.(*cachedSecretLister).joined = func(shared bool) {
+		if shared {
+			joined <- struct{}{}
+		}
+	}
 
 	firstCtx, giveUp := context.WithCancel(context.Background())
 	first := make(chan error, 1)
@@ -129,7 +137,7 @@ func TestCachedSecretListerFirstCallerGivesUp(t *testing.T) {
 		got, err = l.RepositorySecrets(context.Background(), ns)
 		second <- err
 	}()
-	time.Sleep(50 * time.Millisecond) // let the second caller join the list under way
+	<-joined
 	giveUp()
 	if err := <-first; err == nil {
 		t.Error("the caller that gave up got no error")
