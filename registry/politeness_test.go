@@ -27,12 +27,22 @@ func TestRequestsInFlightBoundedWithoutLimit(t *testing.T) {
 		reg.PushTags(t, fmt.Sprintf("app%d", i), []string{"v1"})
 	}
 	var inFlight, peak atomic.Int32
+	// The first requests are held until the window is full, so that a
+	// window that let more through would show it.
+	full := make(chan struct{})
+	var fullOnce sync.Once
 	rec := newRecorder()
 	rec.setHold(func(r *http.Request) {
 		n := inFlight.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(20 * time.Millisecond) // long enough for the others to pile up
+		if n >= 3 {
+			fullOnce.Do(func() { close(full) })
+		}
+		select {
+		case <-full:
+		case <-time.After(10 * time.Second):
+		}
 		inFlight.Add(-1)
 	})
 	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec), WithMaxInFlight(3))

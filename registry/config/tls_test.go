@@ -149,7 +149,7 @@ func TestWatchTLSFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := w.Current().endpoints()[0].TLS.ID
-	waitPolls()
+	waitPolls(t, w)
 	if _, reloads := rec.counts(); reloads != 0 {
 		t.Fatalf("%d reloads without a change", reloads)
 	}

@@ -56,6 +56,9 @@ type Watcher struct {
 	cur     atomic.Pointer[Config]
 	stopped chan struct{}
 
+	// polls counts the polls done, for tests that wait for some to pass.
+	polls atomic.Int64
+
 	// Used by the polling goroutine only.
 	goodSum [sha256.Size]byte
 	badSum  [sha256.Size]byte
@@ -104,6 +107,7 @@ func (s *Watcher) run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.poll()
+			s.polls.Add(1)
 		}
 	}
 }

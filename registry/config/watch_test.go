@@ -57,8 +57,13 @@ func confWithName(name string) string {
 
 const pollEvery = 5 * time.Millisecond
 
-// waitPolls waits long enough for several polls to have happened.
-func waitPolls() { time.Sleep(20 * pollEvery) }
+// waitPolls waits for three more polls of w: what a change would have
+// caused has happened by then.
+func waitPolls(t *testing.T, w *Watcher) {
+	t.Helper()
+	want := w.polls.Load() + 3
+	waitFor(t, func() bool { return w.polls.Load() >= want })
+}
 
 // waitFor polls cond until it holds or ten seconds have passed.
 func waitFor(t *testing.T, cond func() bool) {
@@ -98,7 +103,7 @@ func TestWatch(t *testing.T) {
 	// A broken version: the last good one stays, and it is reported once.
 	writeFile(t, path, "registries:\n- name: three\n  prefix: ghcr.io\n  colour: red\n")
 	waitFor(t, func() bool { n, _ := rec.counts(); return n == 1 })
-	waitPolls()
+	waitPolls(t, src)
 	if n, _ := rec.counts(); n != 1 {
 		t.Fatalf("the same broken content was reported %d times", n)
 	}
@@ -146,7 +151,7 @@ func TestWatchBrokenAgainAfterFix(t *testing.T) {
 	writeFile(t, path, broken)
 	waitFor(t, func() bool { n, _ := rec.counts(); return n == 1 })
 	writeFile(t, path, confWithName("good"))
-	waitPolls()
+	waitPolls(t, src)
 	writeFile(t, path, broken)
 	waitFor(t, func() bool { n, _ := rec.counts(); return n == 2 })
 	if firstName(src.Current()) != "good" {

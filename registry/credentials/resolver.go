@@ -127,7 +127,7 @@ func withScriptTimeout(d time.Duration) Option {
 }
 
 // withClock sets the clock for cache expiry. A nil function keeps time.Now.
-func withClock(now func() time.Time) Option {
+func WithClock(now func() time.Time) Option {
 	return func(r *Resolver) {
 		if now != nil {
 			r.now = now

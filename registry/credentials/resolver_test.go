@@ -210,7 +210,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("ttl", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		get := func() string {
 			t.Helper()
 			c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
@@ -243,7 +243,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("no expiry", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		for range 3 {
 			if _, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 0); err != nil {
 				t.Fatal(err)
@@ -258,7 +258,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("provider expiry before ttl", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, lifetime: time.Hour}
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		get := func() string {
 			c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
 			if err != nil {
@@ -280,7 +280,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("expired at once is not cached", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, lifetime: -time.Minute}
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		r.ResolveCached(t.Context(), ref, Target{Host: host}, 0)
 		r.ResolveCached(t.Context(), ref, Target{Host: host}, 0)
 		if p.calls.Load() != 2 {
@@ -292,7 +292,7 @@ func TestResolveCached(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
 		p.failing.Store(true)
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		if _, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour); err == nil || !strings.Contains(err.Error(), "provider unavailable") {
 			t.Fatalf("got %v", err)
 		}
@@ -305,7 +305,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("caller leaving does not stop the others", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, block: make(chan struct{})}
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		ctx, cancel := context.WithCancel(t.Context())
 		leaver := make(chan error, 1)
 		go func() {
@@ -343,7 +343,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("invalidate during a resolution", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, block: make(chan struct{})}
-		r := NewResolver(withClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
 		done := make(chan struct{})
 		go func() {
 			r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour)

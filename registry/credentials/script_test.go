@@ -190,7 +190,7 @@ func TestExtScriptCachedConcurrently(t *testing.T) {
 		return strings.Count(string(b), "run")
 	}
 	clock := newFakeClock()
-	r := NewResolver(withClock(clock.Now), withScriptTimeout(10*time.Second))
+	r := NewResolver(WithClock(clock.Now), withScriptTimeout(10*time.Second))
 	ref := extRef(path)
 	host := "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"
 

@@ -35,6 +35,7 @@ type Gate struct {
 	mu       sync.Mutex
 	window   int
 	inFlight int
+	waiting  int // requests waiting for a place in the window
 	good     int // answers without 429 or 503 since the window last changed
 	until    time.Time
 	wake     chan struct{} // closed when a slot frees or the window widens
@@ -114,11 +115,19 @@ func (g *Gate) acquire(ctx context.Context, host string) error {
 			return nil
 		}
 		wake := g.wake
+		g.waiting++
 		g.mu.Unlock()
+		var err error
 		select {
 		case <-wake:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
+		}
+		g.mu.Lock()
+		g.waiting--
+		g.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }

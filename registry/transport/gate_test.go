@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 func TestGateWindow(t *testing.T) {
@@ -142,7 +144,8 @@ func TestGateBoundsRequestsInFlight(t *testing.T) {
 				inFlight.Add(-1)
 			}))
 			defer srv.Close()
-			rt := NewGated(http.DefaultTransport, NewGate(WithMaxInFlight(4)))
+			gate := NewGate(WithMaxInFlight(4))
+			rt := NewGated(http.DefaultTransport, gate)
 			do := func() {
 				req := httptest.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v2/", nil)
 				if resp, err := rt.RoundTrip(req); err == nil {
@@ -154,11 +157,14 @@ func TestGateBoundsRequestsInFlight(t *testing.T) {
 			for range 12 {
 				wg.Go(do)
 			}
-			// Wait until the window is full, then let everything finish.
-			for inFlight.Load() < int32(tc.want) {
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(20 * time.Millisecond)
+			// Wait until the window is full and every other request waits
+			// at the gate, then let everything finish.
+			poll.True(t, 10*time.Second, "a full window", func() bool {
+				gate.mu.Lock()
+				waiting := gate.waiting
+				gate.mu.Unlock()
+				return inFlight.Load() == int32(tc.want) && waiting == 12-tc.want
+			})
 			close(release)
 			wg.Wait()
 			if p := peak.Load(); p != int32(tc.want) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,7 +239,7 @@ func TestECRProviderErrors(t *testing.T) {
 
 // Through the resolver: a token is reused until 90% of its life has
 // passed, then fetched anew, with the provider's clients kept. The
-// stand-in's first token lives a few seconds, so the real clock is used.
+// resolver's clock is the test's.
 func TestECRResolveCachedRefresh(t *testing.T) {
 	s := newAWSStandIn(t)
 	setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
@@ -251,28 +252,31 @@ func TestECRResolveCachedRefresh(t *testing.T) {
 		mu.Unlock()
 		return config.LoadDefaultConfig(ctx, opts...)
 	}
-	r := credentials.NewResolver(credentials.WithNative(credentials.KindECR, newProvider(withConfigLoader(load))))
+	// The answer carries whole seconds.
+	start := time.Now().Truncate(time.Second)
+	var clock atomic.Pointer[time.Time]
+	clock.Store(&start)
+	now := func() time.Time { return *clock.Load() }
+	r := credentials.NewResolver(credentials.WithClock(now), credentials.WithNative(credentials.KindECR, newProvider(withConfigLoader(load), withClock(now))))
 	ref, target := credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost, Repository: "app"}
 
-	start := time.Now()
-	// The answer carries whole seconds.
-	expiry := start.Add(5 * time.Second).Truncate(time.Second)
-	life := expiry.Sub(start)
-	s.ECRExpiresAt = expiry
+	const life = 12 * time.Hour // ECR's
+	s.ECRExpiresAt = start.Add(life)
 	for i, step := range []struct {
 		at    time.Duration // since start
 		next  time.Duration // lifetime of the tokens handed out from now on; 0 keeps it
 		calls int
 	}{
-		{0, 0, 1},                       // first use fetches
-		{0, 0, 1},                       // cached
-		{life / 2, 0, 1},                // half-way: still cached
-		{life * 95 / 100, time.Hour, 2}, // past 90%: refreshed
-		{life * 95 / 100, 0, 2},         // the new token is cached again
+		{0, 0, 1},                  // first use fetches
+		{0, 0, 1},                  // cached
+		{life / 2, 0, 1},           // half-way: still cached
+		{life * 95 / 100, life, 2}, // past 90%: refreshed
+		{life * 95 / 100, 0, 2},    // the new token is cached again
 	} {
-		time.Sleep(time.Until(start.Add(step.at)))
+		at := start.Add(step.at)
+		clock.Store(&at)
 		if step.next != 0 {
-			s.ECRExpiresAt = time.Now().Add(step.next)
+			s.ECRExpiresAt = at.Add(step.next)
 		}
 		c, err := r.ResolveCached(t.Context(), ref, target, 0)
 		if err != nil {
@@ -282,7 +286,7 @@ func TestECRResolveCachedRefresh(t *testing.T) {
 			t.Fatalf("step %d: wrong credential %v", i, c)
 		}
 		if got := len(s.CallsOf("GetAuthorizationToken")); got != step.calls {
-			t.Errorf("step %d (%v of a %v token life): %d GetAuthorizationToken calls, want %d", i, time.Since(start).Round(time.Millisecond), life, got, step.calls)
+			t.Errorf("step %d (%v of a %v token life): %d GetAuthorizationToken calls, want %d", i, step.at, life, got, step.calls)
 		}
 	}
 	if loads != 1 {
