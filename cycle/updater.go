@@ -361,13 +361,6 @@ type appUpdate struct {
 }
 
 func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagResult, sum *Summary) []*appUpdate {
-	type outcome struct {
-		job     *job
-		result  strategy.Result
-		labels  map[string]string
-		skipped []Skipped
-		err     error
-	}
 	outcomes := make([]outcome, len(jobs))
 	memo := newMetadataMemo()
 	keys := u.loadKeys(ctx, jobs)
@@ -375,55 +368,76 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 	g.SetLimit(u.maxConcurrency)
 	for i, j := range jobs {
 		g.Go(func() error {
-			tr := tags[j.repoKey()]
-			if tr.err != nil {
-				outcomes[i] = outcome{job: j, err: tr.err}
-				return nil
-			}
-			var opts []registry.MetadataOption
-			if j.policy.Name() == strategy.Digest {
-				// It follows the tag: ask where it points each time.
-				opts = append(opts, registry.FollowTag())
-			}
-			fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, opts...)
-			meta := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
-				return memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
-			}
-			if j.policy.Name() == strategy.NewestBuild {
-				if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != config.TagSortNone {
-					meta = orderedMetadata(tr.tags, mode)
-				}
-			}
-			ctx, cancel := u.withImageTimeout(ctx)
-			defer cancel()
-			var res strategy.Result
-			var skipped []Skipped
-			err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
-				if j.sigKey.IsZero() {
-					res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
-					return err
-				}
-				k := keys[j.sigKey]
-				if k.err != nil {
-					return k.err
-				}
-				digest := func(ctx context.Context, tag string) (string, error) {
-					info, err := memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
-					return info.Digest, err
-				}
-				verify := func(ctx context.Context, d string) error { return u.signatures.Verify(ctx, j.ref, j.creds, d, k.key) }
-				res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify})
-				return err
-			})
-			// The chosen tag's labels, when the strategy read its metadata;
-			// never a request of their own.
-			info, _ := memo.known(j.metadataKey(res.Tag))
-			outcomes[i] = outcome{job: j, result: res, labels: info.Labels, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
+			outcomes[i] = u.chooseOne(ctx, j, tags[j.repoKey()], memo, keys)
 			return nil
 		})
 	}
 	_ = g.Wait()
+	return u.collect(ctx, outcomes, sum)
+}
 
+// outcome is what choosing a version for one job gave.
+type outcome struct {
+	job     *job
+	result  strategy.Result
+	labels  map[string]string
+	skipped []Skipped
+	err     error
+}
+
+// chooseOne runs the job's strategy over its repository's tags, with
+// metadata asked for once per cycle (memo) and, when a signature key is
+// set, only among signed versions.
+func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[settings.SignatureKey]loadedKey) outcome {
+	if tr.err != nil {
+		return outcome{job: j, err: tr.err}
+	}
+	var opts []registry.MetadataOption
+	if j.policy.Name() == strategy.Digest {
+		// It follows the tag: ask where it points each time.
+		opts = append(opts, registry.FollowTag())
+	}
+	fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, opts...)
+	remembered := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
+		return memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
+	}
+	meta := remembered
+	if j.policy.Name() == strategy.NewestBuild {
+		if mode := u.registry.Endpoint(j.ref).TagSortMode; mode != config.TagSortNone {
+			meta = orderedMetadata(tr.tags, mode)
+		}
+	}
+	ctx, cancel := u.withImageTimeout(ctx)
+	defer cancel()
+	var res strategy.Result
+	var skipped []Skipped
+	err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
+		if j.sigKey.IsZero() {
+			res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
+			return err
+		}
+		k := keys[j.sigKey]
+		if k.err != nil {
+			return k.err
+		}
+		digest := func(ctx context.Context, tag string) (string, error) {
+			info, err := remembered(ctx, tag)
+			return info.Digest, err
+		}
+		verify := func(ctx context.Context, d string) error { return u.signatures.Verify(ctx, j.ref, j.creds, d, k.key) }
+		res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify})
+		return err
+	})
+	// The chosen tag's labels, when the strategy read its metadata; never
+	// a request of their own.
+	info, _ := memo.known(j.metadataKey(res.Tag))
+	return outcome{job: j, result: res, labels: info.Labels, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
+}
+
+// collect reports the outcomes' errors and skipped versions, and groups
+// the updates by what one write carries: an Application (git), or one
+// source of an Application (argocd), in a stable order.
+func (u *Updater) collect(ctx context.Context, outcomes []outcome, sum *Summary) []*appUpdate {
 	byApp := map[string]*appUpdate{}
 	var order []string
 	for _, o := range outcomes {

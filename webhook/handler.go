@@ -197,11 +197,47 @@ type response struct {
 	Repositories []string `json:"repositories"`
 }
 
+// ServeHTTP answers one notification through its steps: which registry
+// sent it, its authentication (what the headers carry, then the payload's
+// signature), the payload, and the checks it asks for. Each step that
+// refuses the request has answered it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.admit(w, r)
+	if !ok {
+		return
+	}
+	release, ok := q.authenticateHeaders()
+	if !ok {
+		return
+	}
+	defer release()
+	body, ok := q.readBody()
+	if !ok || !q.authenticateSignature(body) {
+		return
+	}
+	q.dispatch(body)
+}
+
+// webhookRequest is one request ServeHTTP is answering.
+type webhookRequest struct {
+	h        *Handler
+	w        http.ResponseWriter
+	r        *http.Request
+	received time.Time
+	source   string // as the request names it; known
+	format   format
+	// authenticate tells that the source has a secret or an OIDC issuer.
+	authenticate bool
+	log          *slog.Logger
+}
+
+// admit reads which registry sent the request and refuses what no
+// registry sends.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*webhookRequest, bool) {
 	received := h.now()
 	if r.URL.Path != Path {
 		http.NotFound(w, r)
-		return
+		return nil, false
 	}
 	source := r.URL.Query().Get("type")
 	if source == "" {
@@ -214,105 +250,125 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.metrics.request(label)
 	// The query may hold a secret: log the path alone.
-	log := h.logger.With("source", label, "remote", r.RemoteAddr)
-	reject := func(status int, reason, msg string) {
-		h.metrics.reject(label, reason)
-		level := slog.LevelWarn
-		if reason == RejectRateLimited || reason == RejectMethod {
-			level = slog.LevelDebug
-		}
-		log.Log(r.Context(), level, "webhook request rejected", "status", status, "reason", reason, "message", msg)
-		http.Error(w, msg, status)
-	}
-
+	q := &webhookRequest{h: h, w: w, r: r, received: received, source: label, format: f,
+		log: h.logger.With("source", label, "remote", r.RemoteAddr)}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		reject(http.StatusMethodNotAllowed, RejectMethod, "only POST is accepted")
-		return
+		q.reject(http.StatusMethodNotAllowed, RejectMethod, "only POST is accepted")
+		return nil, false
 	}
 	if !known {
-		reject(http.StatusBadRequest, RejectUnknownSource,
+		q.reject(http.StatusBadRequest, RejectUnknownSource,
 			fmt.Sprintf("unknown registry type %q: give ?type= or the X-Registry-Type header, one of %s", source, strings.Join(Sources(), ", ")))
-		return
+		return nil, false
 	}
-	// Each budget is spent only by the requests it is for: a forged
-	// request spends the failure budget, never the registry's.
-	limited := func(lim *rate.Limiter, what string) bool {
-		if lim.AllowN(received, 1) {
-			return false
-		}
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfter(lim, received)))
-		reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many %s from %s: the limit is %g per hour", what, source, perHour(lim)))
-		return true
-	}
-	unauthorized := func(msg string) {
-		if !limited(h.failures[source], "failed authentications") {
-			reject(http.StatusUnauthorized, RejectUnauthorized, msg)
-		}
-	}
-	secret, verifier := h.secrets[source], h.oidc[source]
-	authenticate := h.authenticated(source)
-	if !authenticate && !h.open {
-		reject(http.StatusForbidden, RejectNoSecret,
+	q.authenticate = h.authenticated(source)
+	if !q.authenticate && !h.open {
+		q.reject(http.StatusForbidden, RejectNoSecret,
 			fmt.Sprintf("webhooks of type %s are not enabled: the controller has no secret for them", source))
-		return
+		return nil, false
 	}
-	if authenticate && f.auth != authSignature {
-		if secret != "" && !h.authentic(f.auth, r, nil, secret) {
-			unauthorized(fmt.Sprintf("%s does not carry the secret for %s", f.auth, source))
-			return
+	return q, true
+}
+
+func (q *webhookRequest) reject(status int, reason, msg string) {
+	q.h.metrics.reject(q.source, reason)
+	level := slog.LevelWarn
+	if reason == RejectRateLimited || reason == RejectMethod {
+		level = slog.LevelDebug
+	}
+	q.log.Log(q.r.Context(), level, "webhook request rejected", "status", status, "reason", reason, "message", msg)
+	http.Error(q.w, msg, status)
+}
+
+// limited spends one request of lim's budget, refusing the request when
+// it is spent. Each budget is spent only by the requests it is for: a
+// forged request spends the failure budget, never the registry's.
+func (q *webhookRequest) limited(lim *rate.Limiter, what string) bool {
+	if lim.AllowN(q.received, 1) {
+		return false
+	}
+	q.w.Header().Set("Retry-After", strconv.Itoa(retryAfter(lim, q.received)))
+	q.reject(http.StatusTooManyRequests, RejectRateLimited, fmt.Sprintf("too many %s from %s: the limit is %g per hour", what, q.source, perHour(lim)))
+	return true
+}
+
+func (q *webhookRequest) unauthorized(msg string) {
+	if !q.limited(q.h.failures[q.source], "failed authentications") {
+		q.reject(http.StatusUnauthorized, RejectUnauthorized, msg)
+	}
+}
+
+// authenticateHeaders checks the secret or OIDC token the headers or query
+// carry, and the registry's request budget; a payload whose signature is
+// the proof is read only within the bound of payloads being checked, which
+// release frees.
+func (q *webhookRequest) authenticateHeaders() (release func(), ok bool) {
+	h, source := q.h, q.source
+	secret, verifier := h.secrets[source], h.oidc[source]
+	if q.authenticate && q.format.auth != authSignature {
+		if secret != "" && !h.authentic(q.format.auth, q.r, nil, secret) {
+			q.unauthorized(fmt.Sprintf("%s does not carry the secret for %s", q.format.auth, source))
+			return nil, false
 		}
 		if verifier != nil {
-			if err := verifier.Verify(r.Context(), r.Header.Get("Authorization")); err != nil {
-				unauthorized(fmt.Sprintf("the Authorization header does not carry a valid OIDC token for %s: %v", source, err))
-				return
+			if err := verifier.Verify(q.r.Context(), q.r.Header.Get("Authorization")); err != nil {
+				q.unauthorized(fmt.Sprintf("the Authorization header does not carry a valid OIDC token for %s: %v", source, err))
+				return nil, false
 			}
 		}
-		if limited(h.limiters[source], "requests") {
-			return
-		}
 	}
-	if !authenticate && limited(h.limiters[source], "requests") {
-		return
+	if q.format.auth != authSignature || !q.authenticate {
+		return func() {}, !q.limited(h.limiters[source], "requests")
 	}
+	select {
+	case h.unverified <- struct{}{}:
+		return func() { <-h.unverified }, true
+	default:
+		q.w.Header().Set("Retry-After", "1")
+		q.reject(http.StatusServiceUnavailable, RejectUnavailable,
+			fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
+		return nil, false
+	}
+}
 
-	if authenticate && f.auth == authSignature {
-		select {
-		case h.unverified <- struct{}{}:
-			defer func() { <-h.unverified }()
-		default:
-			w.Header().Set("Retry-After", "1")
-			reject(http.StatusServiceUnavailable, RejectUnavailable,
-				fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
-			return
-		}
+// readBody reads the payload within the size and time bounds.
+func (q *webhookRequest) readBody() ([]byte, bool) {
+	if rc := http.NewResponseController(q.w); q.h.readTimeout > 0 {
+		_ = rc.SetReadDeadline(q.received.Add(q.h.readTimeout))
 	}
-	if rc := http.NewResponseController(w); h.readTimeout > 0 {
-		_ = rc.SetReadDeadline(received.Add(h.readTimeout))
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(q.w, q.r.Body, q.h.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			reject(http.StatusRequestEntityTooLarge, RejectTooLarge, fmt.Sprintf("the payload exceeds %d bytes", h.maxBody))
-			return
+			q.reject(http.StatusRequestEntityTooLarge, RejectTooLarge, fmt.Sprintf("the payload exceeds %d bytes", q.h.maxBody))
+			return nil, false
 		}
-		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("reading the payload: %v", err))
-		return
+		q.reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("reading the payload: %v", err))
+		return nil, false
 	}
-	if authenticate && f.auth == authSignature {
-		if !h.authentic(f.auth, r, body, secret) {
-			unauthorized(fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", f.auth, source))
-			return
-		}
-		if limited(h.limiters[source], "requests") {
-			return
-		}
-	}
+	return body, true
+}
 
-	repos, err := f.parse(r, body)
+// authenticateSignature checks a payload's signature, for the sources
+// that sign theirs, then spends the registry's request budget.
+func (q *webhookRequest) authenticateSignature(body []byte) bool {
+	if !q.authenticate || q.format.auth != authSignature {
+		return true
+	}
+	if !q.h.authentic(q.format.auth, q.r, body, q.h.secrets[q.source]) {
+		q.unauthorized(fmt.Sprintf("%s is missing or is not the signature of the payload with the secret for %s", q.format.auth, q.source))
+		return false
+	}
+	return !q.limited(q.h.limiters[q.source], "requests")
+}
+
+// dispatch parses the payload and hands the repositories it names to the
+// notifier: 202 when checks will run, 200 when it names none.
+func (q *webhookRequest) dispatch(body []byte) {
+	repos, err := q.format.parse(q.r, body)
 	if err != nil {
-		reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("malformed %s payload: %v", source, err))
+		q.reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("malformed %s payload: %v", q.source, err))
 		return
 	}
 	names := make([]string, len(repos))
@@ -321,18 +377,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	if len(repos) > 0 {
-		if err := h.notifier.Notify(Notification{Source: source, Repositories: repos, Received: received}); err != nil {
-			reject(http.StatusServiceUnavailable, RejectUnavailable, err.Error())
+		if err := q.h.notifier.Notify(Notification{Source: q.source, Repositories: repos, Received: q.received}); err != nil {
+			q.reject(http.StatusServiceUnavailable, RejectUnavailable, err.Error())
 			return
 		}
 		status = http.StatusAccepted
-		log.Info("push notification accepted", "repositories", names)
+		q.log.Info("push notification accepted", "repositories", names)
 	} else {
-		log.Debug("notification names no push to check")
+		q.log.Debug("notification names no push to check")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(response{Source: source, Repositories: names})
+	q.w.Header().Set("Content-Type", "application/json")
+	q.w.WriteHeader(status)
+	_ = json.NewEncoder(q.w).Encode(response{Source: q.source, Repositories: names})
 }
 
 // authentic checks the request's proof of the secret in constant time.
