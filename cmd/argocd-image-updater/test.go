@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -104,90 +105,20 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	if err != nil {
 		return err
 	}
-	badInput := func(err error) error { return &exitError{code: 2, err: err} }
-
-	cfg := &config.Config{}
-	if o.registriesConfPath != "" {
-		if cfg, err = config.Load(o.registriesConfPath); err != nil {
-			return badInput(err)
-		}
-	}
-	ref, err := imageref.Parse(image, cfg.ReferenceOptions()...)
+	in, err := o.input(image)
 	if err != nil {
 		return badInput(err)
 	}
-	var creds credentials.Ref
-	if o.credentials != "" {
-		if creds, err = credentials.ParseRef(o.credentials); err != nil {
-			return badInput(err)
-		}
-	}
-	platforms := []v1.Platform{{OS: runtime.GOOS, Architecture: runtime.GOARCH}}
-	if len(o.platforms) > 0 {
-		if platforms, err = platform.Parse(strings.Join(o.platforms, ",")); err != nil {
-			return badInput(err)
-		}
-	}
-	policy, err := strategy.New(strategy.Settings{
-		Strategy: o.strategy, Constraint: o.constraint, AllowTags: o.allowTags,
-		IgnoreTags: o.ignoreTags, Platforms: platforms,
-	})
+	client, secrets, err := o.client(in.cfg, lookupEnv, logger)
 	if err != nil {
 		return badInput(err)
 	}
-
-	resolverOpts := []credentials.Option{credentials.WithEnv(lookupEnv)}
-	var secrets credentials.SecretGetter
-	if o.kubeconfig != "" {
-		restConfig, _, err := kubeConfig(o.kubeconfig)
-		if err != nil {
-			return badInput(err)
-		}
-		cs, err := kubernetes.NewForConfig(restConfig)
-		if err != nil {
-			return badInput(err)
-		}
-		secrets = credentials.NewKubeSecretGetter(cs)
-		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(secrets))
-	}
-	resolverOpts = append(resolverOpts,
-		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
-		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()))
-	client := registry.NewClient(
-		registry.WithConfig(func() *config.Config { return cfg }),
-		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),
-		registry.WithLogger(logger),
-		registry.WithDefaultLimit(float64(o.rateLimit)),
-	)
-
-	tags, err := client.Tags(ctx, ref, creds)
-	if err != nil {
-		return badInput(err)
-	}
-	meta := cycle.MetadataFunc(client, ref, creds, platforms)
-	var res strategy.Result
-	var skipped []cycle.Skipped
-	if o.verifySignature == "" {
-		res, err = policy.Choose(ctx, tags, ref.Version(), meta)
-	} else {
-		key, kerr := loadTestKey(ctx, o.verifySignature, secrets)
-		if kerr != nil {
-			return badInput(kerr)
-		}
-		v := signature.NewVerifier(client)
-		res, skipped, err = cycle.ChooseVerified(ctx, policy, tags, ref.Version(), meta, cycle.SignatureCheck{
-			Digest: func(ctx context.Context, tag string) (string, error) {
-				info, err := meta(ctx, tag)
-				return info.Digest, err
-			},
-			Verify: func(ctx context.Context, digest string) error { return v.Verify(ctx, ref, creds, digest, key) },
-		})
-	}
+	res, skipped, err := o.choose(ctx, in, client, secrets)
 	if err != nil {
 		return badInput(err)
 	}
 	out := testOutput{
-		Image: ref.Name(), Strategy: string(policy.Name()), Constraint: o.constraint,
+		Image: in.ref.Name(), Strategy: string(in.policy.Name()), Constraint: o.constraint,
 		Tag: res.Tag, Digest: res.Digest, TagsSeen: res.Seen, TagsConsidered: res.Considered, Reason: res.Reason,
 		Skipped: skipped,
 	}
@@ -204,6 +135,100 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		return &exitError{code: 1, err: fmt.Errorf("no version of %s qualifies: %s", out.Image, res.Reason)}
 	}
 	return nil
+}
+
+// badInput is an error of the command's input: exit code 2.
+func badInput(err error) error { return &exitError{code: 2, err: err} }
+
+// testInput is what the test command's arguments and flags ask for.
+type testInput struct {
+	cfg       *config.Config
+	ref       imageref.Reference
+	creds     credentials.Ref
+	platforms []v1.Platform
+	policy    *strategy.Policy
+}
+
+func (o *testOptions) input(image string) (testInput, error) {
+	in := testInput{cfg: &config.Config{}, platforms: []v1.Platform{{OS: runtime.GOOS, Architecture: runtime.GOARCH}}}
+	var err error
+	if o.registriesConfPath != "" {
+		if in.cfg, err = config.Load(o.registriesConfPath); err != nil {
+			return in, err
+		}
+	}
+	if in.ref, err = imageref.Parse(image, in.cfg.ReferenceOptions()...); err != nil {
+		return in, err
+	}
+	if o.credentials != "" {
+		if in.creds, err = credentials.ParseRef(o.credentials); err != nil {
+			return in, err
+		}
+	}
+	if len(o.platforms) > 0 {
+		if in.platforms, err = platform.Parse(strings.Join(o.platforms, ",")); err != nil {
+			return in, err
+		}
+	}
+	in.policy, err = strategy.New(strategy.Settings{
+		Strategy: o.strategy, Constraint: o.constraint, AllowTags: o.allowTags,
+		IgnoreTags: o.ignoreTags, Platforms: in.platforms,
+	})
+	return in, err
+}
+
+// client is the registry client the controller would use with cfg, with
+// Secrets read through --kubeconfig when it is given.
+func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string, bool), logger *slog.Logger) (*registry.Client, credentials.SecretGetter, error) {
+	resolverOpts := []credentials.Option{credentials.WithEnv(lookupEnv)}
+	var secrets credentials.SecretGetter
+	if o.kubeconfig != "" {
+		restConfig, _, err := kubeConfig(o.kubeconfig)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs, err := kubernetes.NewForConfig(restConfig)
+		if err != nil {
+			return nil, nil, err
+		}
+		secrets = credentials.NewKubeSecretGetter(cs)
+		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(secrets))
+	}
+	resolverOpts = append(resolverOpts,
+		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()))
+	return registry.NewClient(
+		registry.WithConfig(func() *config.Config { return cfg }),
+		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),
+		registry.WithLogger(logger),
+		registry.WithDefaultLimit(float64(o.rateLimit)),
+	), secrets, nil
+}
+
+// choose lists the tags and chooses as the cycle does, among signed
+// versions only with --verify-signature.
+func (o *testOptions) choose(ctx context.Context, in testInput, client *registry.Client, secrets credentials.SecretGetter) (strategy.Result, []cycle.Skipped, error) {
+	tags, err := client.Tags(ctx, in.ref, in.creds)
+	if err != nil {
+		return strategy.Result{}, nil, err
+	}
+	meta := cycle.MetadataFunc(client, in.ref, in.creds, in.platforms)
+	if o.verifySignature == "" {
+		res, err := in.policy.Choose(ctx, tags, in.ref.Version(), meta)
+		return res, nil, err
+	}
+	key, err := loadTestKey(ctx, o.verifySignature, secrets)
+	if err != nil {
+		return strategy.Result{}, nil, err
+	}
+	v := signature.NewVerifier(client)
+	return cycle.ChooseVerified(ctx, in.policy, tags, in.ref.Version(), meta, cycle.SignatureCheck{
+		Digest: func(ctx context.Context, tag string) (string, error) {
+			info, err := meta(ctx, tag)
+			return info.Digest, err
+		},
+		Verify: func(ctx context.Context, digest string) error { return v.Verify(ctx, in.ref, in.creds, digest, key) },
+	})
 }
 
 // loadTestKey reads the public key of --verify-signature: a PEM file, or
