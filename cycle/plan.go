@@ -42,7 +42,15 @@ func (j *job) repoKey() string { return j.ref.Name() + "\x00" + j.creds.String()
 // skip is an image left alone this cycle for a reason that is not an error.
 type skip struct {
 	image, reason string
+	// notRunning is the image's repository when it was skipped for not
+	// running in the Application (reasonNotRunning).
+	notRunning imageref.Reference
 }
+
+// reasonNotRunning skips an image the Application does not run, which may
+// be for a moment only: while Argo CD rolls out another version, its
+// status may list none of the image's.
+const reasonNotRunning = "not running in the Application (set force-update to update it anyway)"
 
 // configError is a setting the user must fix: reported once as an
 // InvalidConfiguration event, not retried differently next cycle.
@@ -87,6 +95,8 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 			problems = append(problems, annotationProblem)
 		case err != nil:
 			problems = append(problems, configError{fmt.Errorf("image %s: %w", spec.Key(), err)})
+		case sk == reasonNotRunning:
+			skips = append(skips, skip{image: spec.Key(), reason: sk, notRunning: spec.Image})
 		case sk != "":
 			skips = append(skips, skip{image: spec.Key(), reason: sk})
 		default:
@@ -181,7 +191,7 @@ func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNam
 		askTarget = found && (renamed || app.Settings.WriteBack.Method == settings.WriteBackGit && app.RollingOut(spec))
 	}
 	if !found && !spec.ForceUpdate {
-		return nil, "not running in the Application (set force-update to update it anyway)", nil
+		return nil, reasonNotRunning, nil
 	}
 	if policy.Name() == strategy.Digest && current.Tag == "" {
 		// A running image known by digest alone still follows its tag.

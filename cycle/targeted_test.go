@@ -119,6 +119,30 @@ func TestCheckRepositories(t *testing.T) {
 	}
 }
 
+// An image its Application does not run is skipped, and the summary names
+// its repository once, so that the check can be made again (Argo CD may be
+// rolling out another version).
+func TestCheckRepositoriesNotRunning(t *testing.T) {
+	k := testenv.SharedKube(t)
+	reg := testenv.StartRegistry(t)
+	reg.PushImage(t, "nr-app", []string{"1.0.0", "1.1.0"})
+	reg.PushImage(t, "nr-web", []string{"1.0.0", "1.1.0"})
+	w := newWorld(t, k, reg, worldOptions{names: "nr-*"})
+	w.create(t,
+		application("nr-a", map[string]string{"image-list": "app=" + reg.Repo("nr-app")}, nil),
+		application("nr-b", map[string]string{"image-list": "app=" + reg.Repo("nr-app")}, nil),
+		application("nr-w", map[string]string{"image-list": "web=" + reg.Repo("nr-web")}, nil, reg.Repo("nr-web")+":1.0.0"),
+	)
+	refs := []imageref.Reference{mustParse(t, reg.Repo("nr-app")), mustParse(t, reg.Repo("nr-web"))}
+	sum := w.updater.CheckRepositories(t.Context(), refs, "a push notification from test")
+	if sum.Skipped != 2 || sum.Updated != 1 {
+		t.Errorf("summary %+v, want 2 images skipped and 1 Application updated", sum)
+	}
+	if len(sum.NotRunning) != 1 || !sum.NotRunning[0].SameName(refs[0]) {
+		t.Errorf("not running %v, want %s once", sum.NotRunning, refs[0].Name())
+	}
+}
+
 // A steady cycle asks no tag's digest it learnt while the tag list stayed
 // the same, but a digest image's tag every time; a push notification makes
 // the next check ask again, and so finds a tag pushed again to a newer

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -191,6 +192,9 @@ type Summary struct {
 	// Trigger is what asked for a targeted check (CheckRepositories);
 	// empty for a cycle.
 	Trigger string
+	// NotRunning are the repositories of images skipped because their
+	// Application does not run them, once each.
+	NotRunning []imageref.Reference
 }
 
 // Run runs a cycle every interval until ctx ends. A cycle never overlaps
@@ -279,6 +283,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 		for _, s := range skips {
 			sum.Skipped++
 			u.logger.Debug("image skipped", "application", app.Key(), "image", s.image, "reason", s.reason)
+			if !s.notRunning.IsZero() && !slices.ContainsFunc(sum.NotRunning, s.notRunning.SameName) {
+				sum.NotRunning = append(sum.NotRunning, s.notRunning)
+			}
 		}
 		jobs = append(jobs, appJobs...)
 	}

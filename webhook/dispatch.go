@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,15 @@ import (
 // more before it checks: a push of several tags, or of one image to
 // several repositories, arrives as a burst and is checked once.
 const DefaultWindow = 500 * time.Millisecond
+
+// Rechecks: a repository one of whose images was skipped because its
+// Application does not run it is checked again, a few times. Argo CD's
+// status can list none of an image's versions while it rolls one out, and
+// a push during that time would otherwise wait for the next cycle.
+const (
+	DefaultRecheckAfter = 10 * time.Second
+	DefaultRechecks     = 3
+)
 
 // maxPending bounds the repositories waiting for a check; a sender that
 // names more while a long cycle holds the checks is told to retry.
@@ -43,11 +53,13 @@ type Checker interface {
 // while Run runs, which is where the update cycles run: on the replica
 // that holds the leader Lease.
 type Dispatcher struct {
-	checker Checker
-	window  time.Duration
-	metrics *Metrics
-	logger  *slog.Logger
-	now     func() time.Time
+	checker      Checker
+	window       time.Duration
+	recheckAfter time.Duration
+	rechecks     int
+	metrics      *Metrics
+	logger       *slog.Logger
+	now          func() time.Time
 
 	mu      sync.Mutex
 	running bool
@@ -59,6 +71,9 @@ type pendingRepo struct {
 	ref      imageref.Reference
 	sources  map[string]bool
 	received []time.Time
+	// recheck counts the checks of this repository before, for images
+	// skipped as not running (see DefaultRechecks).
+	recheck int
 }
 
 // DispatcherOption configures a Dispatcher.
@@ -66,6 +81,13 @@ type DispatcherOption func(*Dispatcher)
 
 // WithWindow sets how long to wait for more notifications before a check.
 func WithWindow(d time.Duration) DispatcherOption { return func(x *Dispatcher) { x.window = d } }
+
+// WithRechecks sets how many times, and how long after a check, a
+// repository is checked again when an Application it notified about did
+// not run the image (see DefaultRechecks); n = 0 disables rechecks.
+func WithRechecks(n int, after time.Duration) DispatcherOption {
+	return func(x *Dispatcher) { x.rechecks, x.recheckAfter = n, after }
+}
 
 // WithDispatcherMetrics records checks and their latency; nil records nothing.
 func WithDispatcherMetrics(m *Metrics) DispatcherOption {
@@ -85,12 +107,14 @@ func WithDispatcherClock(now func() time.Time) DispatcherOption {
 // NewDispatcher returns a Dispatcher that checks through c.
 func NewDispatcher(c Checker, opts ...DispatcherOption) *Dispatcher {
 	d := &Dispatcher{
-		checker: c,
-		window:  DefaultWindow,
-		logger:  slog.New(slog.DiscardHandler),
-		now:     time.Now,
-		pending: map[string]*pendingRepo{},
-		wake:    make(chan struct{}, 1),
+		checker:      c,
+		window:       DefaultWindow,
+		recheckAfter: DefaultRecheckAfter,
+		rechecks:     DefaultRechecks,
+		logger:       slog.New(slog.DiscardHandler),
+		now:          time.Now,
+		pending:      map[string]*pendingRepo{},
+		wake:         make(chan struct{}, 1),
 	}
 	for _, opt := range opts {
 		opt(d)
@@ -190,6 +214,51 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 	d.logger.Info("checking after push notifications", "repositories", sortedNames(refs), "trigger", trigger)
 	sum := d.checker.CheckRepositories(ctx, refs, trigger)
 	d.metrics.checked(sum.Updated > 0, received, d.now())
+
+	var again []*pendingRepo
+	for _, p := range batch {
+		if p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName) {
+			again = append(again, &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1})
+			if sum.Updated == 0 {
+				// The latency of a push is observed once, when it updates.
+				again[len(again)-1].received = p.received
+			}
+		}
+	}
+	if len(again) > 0 {
+		d.logger.Debug("an Application does not run the image yet; checking again", "repositories", len(again), "after", d.recheckAfter)
+		safe.Go(d.logger, "rechecking after a push notification", func() { d.requeue(ctx, again) })
+	}
+}
+
+// requeue queues repositories for a check again after recheckAfter, unless
+// ctx ends first or the checks stopped meanwhile.
+func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo) {
+	timer := time.NewTimer(d.recheckAfter)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		return
+	}
+	for _, a := range again {
+		if _, ok := d.pending[a.ref.Name()]; ok {
+			continue // notified again meanwhile: checked anyway
+		}
+		if len(d.pending) >= maxPending {
+			return
+		}
+		d.pending[a.ref.Name()] = a
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
 }
 
 // describe names what triggered a check, for events and logs: "a push

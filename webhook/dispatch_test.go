@@ -28,8 +28,10 @@ type fakeChecker struct {
 	start   time.Time
 	hold    time.Duration
 	updated int
-	mu      sync.Mutex
-	checks  []check
+	// notRunning are repositories whose images no Application runs.
+	notRunning []string
+	mu         sync.Mutex
+	checks     []check
 }
 
 func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Reference, trigger string) cycle.Summary {
@@ -37,7 +39,13 @@ func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Refe
 	c.checks = append(c.checks, check{at: time.Since(c.start), repos: sortedNames(repos), trigger: trigger})
 	c.mu.Unlock()
 	time.Sleep(c.hold)
-	return cycle.Summary{Updated: c.updated, Trigger: trigger}
+	sum := cycle.Summary{Updated: c.updated, Trigger: trigger}
+	for _, r := range repos {
+		if slices.Contains(c.notRunning, r.Name()) {
+			sum.NotRunning = append(sum.NotRunning, r)
+		}
+	}
+	return sum
 }
 
 func mustRef(t *testing.T, s string) imageref.Reference {
@@ -128,6 +136,40 @@ func TestDispatcher(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A repository whose image an Application does not run (yet: Argo CD may
+// be rolling out another version) is checked again, three times at most;
+// the others are not.
+func TestDispatcherRechecks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &fakeChecker{start: time.Now(), notRunning: []string{"quay.io/a/rolling"}}
+		d := NewDispatcher(c, WithWindow(time.Second))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		synctest.Wait()
+		refs := []imageref.Reference{mustRef(t, "quay.io/a/rolling"), mustRef(t, "quay.io/a/running")}
+		if err := d.Notify(Notification{Source: Quay, Repositories: refs, Received: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Minute)
+		cancel()
+		<-done
+		const trigger = "a push notification from quay.io"
+		want := []check{
+			{at: time.Second, repos: []string{"quay.io/a/rolling", "quay.io/a/running"}, trigger: trigger},
+			// Each recheck: DefaultRecheckAfter after the check, then the window.
+			{at: 12 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+			{at: 23 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+			{at: 34 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+		}
+		if !slices.EqualFunc(c.checks, want, func(a, b check) bool {
+			return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
+		}) {
+			t.Errorf("checks\n%+v\nwant\n%+v", c.checks, want)
+		}
+	})
 }
 
 // Notifications are taken only while Run runs: on the leader.
