@@ -56,7 +56,8 @@ const (
 	TargetOverrideFile TargetKind = "file"
 )
 
-// WriteBackTarget is the write-back-target annotation, parsed.
+// WriteBackTarget is a write-back target (the write-back-target annotation,
+// or gitConfig.writeBackTarget of an ImageUpdater), parsed.
 type WriteBackTarget struct {
 	Kind TargetKind
 	// Path is, for a kustomization or Helm values target, what followed
