@@ -142,34 +142,54 @@ func TestDispatcher(t *testing.T) {
 // be rolling out another version) is checked again, three times at most;
 // the others are not.
 func TestDispatcherRechecks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := &fakeChecker{start: time.Now(), notRunning: []string{"quay.io/a/rolling"}}
-		d := NewDispatcher(c, WithWindow(time.Second))
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { d.Run(ctx); close(done) }()
-		synctest.Wait()
-		refs := []imageref.Reference{mustRef(t, "quay.io/a/rolling"), mustRef(t, "quay.io/a/running")}
-		if err := d.Notify(Notification{Source: Quay, Repositories: refs, Received: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Minute)
-		cancel()
-		<-done
-		const trigger = "a push notification from quay.io"
-		want := []check{
-			{at: time.Second, repos: []string{"quay.io/a/rolling", "quay.io/a/running"}, trigger: trigger},
-			// Each recheck: DefaultRecheckAfter after the check, then the window.
-			{at: 12 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-			{at: 23 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-			{at: 34 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-		}
-		if !slices.EqualFunc(c.checks, want, func(a, b check) bool {
-			return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
-		}) {
-			t.Errorf("checks\n%+v\nwant\n%+v", c.checks, want)
-		}
-	})
+	const trigger = "a push notification from quay.io"
+	first := check{at: time.Second, repos: []string{"quay.io/a/rolling", "quay.io/a/running"}, trigger: trigger}
+	tests := []struct {
+		name string
+		opts []DispatcherOption
+		want []check
+	}{
+		{
+			name: "by default",
+			want: []check{
+				first,
+				// Each recheck: DefaultRecheckAfter after the check, then the window.
+				{at: 12 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 23 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 34 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+			},
+		},
+		{
+			name: "once, a minute later",
+			opts: []DispatcherOption{WithRechecks(1, time.Minute)},
+			want: []check{first, {at: 62 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger}},
+		},
+		{name: "disabled", opts: []DispatcherOption{WithRechecks(0, 0)}, want: []check{first}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &fakeChecker{start: time.Now(), notRunning: []string{"quay.io/a/rolling"}}
+				d := NewDispatcher(c, append([]DispatcherOption{WithWindow(time.Second)}, tt.opts...)...)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { d.Run(ctx); close(done) }()
+				synctest.Wait()
+				refs := []imageref.Reference{mustRef(t, "quay.io/a/rolling"), mustRef(t, "quay.io/a/running")}
+				if err := d.Notify(Notification{Source: Quay, Repositories: refs, Received: time.Now()}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(5 * time.Minute)
+				cancel()
+				<-done
+				if !slices.EqualFunc(c.checks, tt.want, func(a, b check) bool {
+					return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
+				}) {
+					t.Errorf("checks\n%+v\nwant\n%+v", c.checks, tt.want)
+				}
+			})
+		})
+	}
 }
 
 // Notifications are taken only while Run runs: on the leader.
