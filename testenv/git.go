@@ -80,7 +80,12 @@ func StartGitServer(t testing.TB) *GitServer {
 	t.Helper()
 	backend := gitHTTPBackend(t)
 	g := &GitServer{Root: t.TempDir(), Username: "git-user", Password: randomString(t, 16)}
+	// Requests in flight, whose git processes may still write into Root
+	// after the server closed (a push the client gave up on).
+	var inFlight sync.WaitGroup
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Done()
 		user, pass, ok := r.BasicAuth()
 		if !ok || !g.authorized(user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test git server"`)
@@ -116,7 +121,17 @@ func StartGitServer(t testing.TB) *GitServer {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		_ = srv.Close()
+		// Before the repositories' folder is removed.
+		waited := make(chan struct{})
+		go func() { inFlight.Wait(); close(waited) }()
+		select {
+		case <-waited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("git server: requests still running 30s after it closed")
+		}
+	})
 	g.HTTPURL = "http://" + l.Addr().String()
 	return g
 }
