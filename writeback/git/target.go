@@ -261,11 +261,12 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	}
 }
 
-// Bounds of the walk of a plain-manifest source: files read, and their
-// bytes in all.
+// Bounds of the walk of a plain-manifest source: entries looked at (files
+// and folders), YAML files read, and their bytes in all.
 const (
-	maxMarkedFiles = 2000
-	maxMarkedBytes = 64 << 20
+	maxMarkedEntries = 20000
+	maxMarkedFiles   = 2000
+	maxMarkedBytes   = 64 << 20
 )
 
 // planMarkers writes the images into the values marked with them in the
@@ -283,7 +284,7 @@ func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
 	edit := targetEdit{files: map[string][]byte{}}
 	found := map[string]bool{}
 	changed := map[string]bool{}
-	files, size := 0, 0
+	entries, files, size := 0, 0, 0
 	var walk func(dir string, hash plumbing.Hash) error
 	walk = func(dir string, hash plumbing.Hash) error {
 		tree := t.root
@@ -294,6 +295,9 @@ func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
 			}
 		}
 		for _, e := range tree.Entries {
+			if entries++; entries > maxMarkedEntries {
+				return fmt.Errorf("%s holds more than %d files and folders, the most looked at for marked images", d.path, maxMarkedEntries)
+			}
 			p := path.Join(dir, e.Name)
 			switch {
 			case e.Mode == filemode.Dir:
@@ -309,9 +313,14 @@ func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
 			if files++; files > maxMarkedFiles {
 				return fmt.Errorf("%s holds more than %d YAML files, the most read for marked images", d.path, maxMarkedFiles)
 			}
-			content, _, err := t.read(p)
-			if err != nil {
-				return err
+			// The entry names the blob: no walk from the root per file,
+			// unless another Application of the batch changed the file.
+			content, ok := t.changed[p]
+			if !ok {
+				var err error
+				if content, err = t.readBlob(e.Hash); err != nil {
+					return fmt.Errorf("%s: %w", p, err)
+				}
 			}
 			if size += len(content); size > maxMarkedBytes {
 				return fmt.Errorf("the YAML files under %s hold more than %d MiB, the most read for marked images", d.path, maxMarkedBytes>>20)

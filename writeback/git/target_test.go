@@ -1,6 +1,8 @@
 package git
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -184,5 +186,71 @@ func TestSourceOverrideFileName(t *testing.T) {
 		if got := sourceOverrideFileName(tt.u); got != tt.want {
 			t.Errorf("%+v: got %s, want %s", tt.u, got, tt.want)
 		}
+	}
+}
+
+// The values marked in a plain-manifest source are written in every YAML
+// file under it, a file an earlier Application of the batch changed read
+// as changed; symbolic links are not followed; the walk is bounded.
+func TestPlanMarkers(t *testing.T) {
+	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.0"}}
+	update := Update{Name: "app", SourcePath: "apps", SourceType: appwatch.SourceDirectory, Images: []writeback.ImageUpdate{web}}
+	tree := memoryTree(t, map[string]string{
+		"apps/deploy.yaml":      "image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n",
+		"apps/sub/job.yaml":     "image: example.com/web:1.0\n",
+		"apps/sub/cron.yml":     "tag: \"1.0\" # {\"$imageupdater\": \"web:tag\"}\n",
+		"elsewhere/deploy.yaml": "image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n",
+		"apps/notes.txt":        "# {\"$imageupdater\": \"web\"}\n",
+	}, map[string]string{"apps/link.yaml": "../elsewhere/deploy.yaml"})
+	tree.changed["apps/sub/job.yaml"] = []byte("image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n")
+	edit, err := planTarget(tree, update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"apps/deploy.yaml":  "image: example.com/web:2.0 # {\"$imageupdater\": \"web\"}\n",
+		"apps/sub/job.yaml": "image: example.com/web:2.0 # {\"$imageupdater\": \"web\"}\n",
+		"apps/sub/cron.yml": "tag: \"2.0\" # {\"$imageupdater\": \"web:tag\"}\n",
+	}
+	got := map[string]string{}
+	for p, c := range edit.contents() {
+		got[p] = string(c)
+	}
+	if !maps.Equal(got, want) || len(edit.changed) != 1 {
+		t.Errorf("edit %q (changed %d), want %q", got, len(edit.changed), want)
+	}
+
+	files := map[string]string{}
+	for i := range maxMarkedFiles + 1 {
+		files[fmt.Sprintf("many/f%d.yaml", i)] = "x: 1\n"
+	}
+	update.SourcePath = "many"
+	if _, err := planTarget(memoryTree(t, files, nil), update); err == nil || !strings.Contains(err.Error(), "more than 2000 YAML files") {
+		t.Errorf("too many YAML files: %v", err)
+	}
+	// A folder of empty folders, written as one tree object.
+	st := memory.NewStorage()
+	storeTree := func(entries []object.TreeEntry) plumbing.Hash {
+		obj := st.NewEncodedObject()
+		if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := st.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	empty := storeTree(nil)
+	var dirs []object.TreeEntry
+	for i := range maxMarkedEntries + 1 {
+		dirs = append(dirs, object.TreeEntry{Name: fmt.Sprintf("d%05d", i), Mode: filemode.Dir, Hash: empty})
+	}
+	root, err := object.GetTree(st, storeTree([]object.TreeEntry{{Name: "many", Mode: filemode.Dir, Hash: storeTree(dirs)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := planTarget(newRepoTree(st, root), update); err == nil || !strings.Contains(err.Error(), "more than 20000 files and folders") {
+		t.Errorf("too many entries: %v", err)
 	}
 }
