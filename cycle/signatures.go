@@ -139,29 +139,35 @@ type loadedKey struct {
 	err error
 }
 
+// keyID is a public key's Secret field, by which loadKeys reads it once
+// however many images, under whatever annotations or fields, name it.
+type keyID struct{ namespace, name, field string }
+
+func keyOf(k settings.SignatureKey) keyID { return keyID{k.Namespace, k.Name, k.Field} }
+
 // loadKeys reads, once per cycle, each public key the jobs name. A key
 // that cannot be read fails only the images that name it.
-func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[settings.SignatureKey]loadedKey {
-	keys := map[settings.SignatureKey]loadedKey{}
+func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[keyID]loadedKey {
+	keys := map[keyID]loadedKey{}
+	if u.signatures == nil {
+		return keys // chooseOne fails the images that name a key
+	}
 	for _, j := range jobs {
 		if j.sigKey.IsZero() {
 			continue
 		}
-		if _, done := keys[j.sigKey]; done {
+		id := keyOf(j.sigKey)
+		if _, done := keys[id]; done {
 			continue
 		}
 		var k loadedKey
-		if u.signatures == nil {
-			k.err = configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Origin)}
-		} else {
-			kctx, cancel := u.withImageTimeout(ctx)
-			k.key, k.err = signature.LoadKey(kctx, u.keySecrets, j.sigKey.Namespace, j.sigKey.Name, j.sigKey.Field)
-			cancel()
-			if errors.Is(k.err, signature.ErrBadKey) || errors.Is(k.err, credentials.ErrSecretNotFound) {
-				k.err = configError{fmt.Errorf("signature key: %w", k.err)}
-			}
+		kctx, cancel := u.withImageTimeout(ctx)
+		k.key, k.err = signature.LoadKey(kctx, u.keySecrets, id.namespace, id.name, id.field)
+		cancel()
+		if errors.Is(k.err, signature.ErrBadKey) || errors.Is(k.err, credentials.ErrSecretNotFound) {
+			k.err = configError{fmt.Errorf("signature key: %w", k.err)}
 		}
-		keys[j.sigKey] = k
+		keys[id] = k
 	}
 	return keys
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -213,5 +214,44 @@ func TestChooseVerified(t *testing.T) {
 				t.Errorf("reason %q does not tell of the skipped versions", res.Reason)
 			}
 		})
+	}
+}
+
+// countingSecrets serves one Secret and counts the reads.
+type countingSecrets struct {
+	data  map[string][]byte
+	reads int
+}
+
+func (c *countingSecrets) GetSecret(context.Context, string, string) (map[string][]byte, error) {
+	c.reads++
+	return c.data, nil
+}
+
+// A key is read once per cycle however many images name it, under
+// whatever annotation; without signature checks, each image's error names
+// its own annotation.
+func TestLoadKeysOncePerSecret(t *testing.T) {
+	key := testenv.NewSigningKey(t)
+	newJob := func(origin string) *job {
+		return &job{sigKey: settings.SignatureKey{Namespace: "argocd", Name: "cosign", Field: "cosign.pub", Origin: settings.Origin(origin)}}
+	}
+	jobs := []*job{newJob("annotation a"), newJob("annotation b"), newJob("annotation a")}
+
+	secrets := &countingSecrets{data: map[string][]byte{"cosign.pub": key.PublicPEM}}
+	u := New(nil, nil, nil, WithSignatures(signature.NewVerifier(nil), secrets))
+	keys := u.loadKeys(t.Context(), jobs)
+	if k := keys[keyOf(jobs[1].sigKey)]; secrets.reads != 1 || k.err != nil || k.key == nil {
+		t.Errorf("%d reads, key %+v; want one read and the key", secrets.reads, k)
+	}
+
+	u = New(nil, nil, nil)
+	memo := newMetadataMemo()
+	for _, j := range jobs[:2] {
+		j.policy, _ = strategy.New(strategy.Settings{})
+		o := u.chooseOne(t.Context(), j, tagResult{tags: []string{"1.0.0"}}, memo, u.loadKeys(t.Context(), jobs))
+		if o.err == nil || !strings.HasPrefix(o.err.Error(), string(j.sigKey.Origin)+" names a signature key") {
+			t.Errorf("error %v, want one naming %s", o.err, j.sigKey.Origin)
+		}
 	}
 }

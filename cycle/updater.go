@@ -395,7 +395,7 @@ type outcome struct {
 // chooseOne runs the job's strategy over its repository's tags, with
 // metadata asked for once per cycle (memo) and, when a signature key is
 // set, only among signed versions.
-func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[settings.SignatureKey]loadedKey) outcome {
+func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[keyID]loadedKey) outcome {
 	if tr.err != nil {
 		return outcome{job: j, err: tr.err}
 	}
@@ -423,7 +423,10 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 			res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
 			return err
 		}
-		k := keys[j.sigKey]
+		if u.signatures == nil {
+			return configError{fmt.Errorf("%s names a signature key, and this controller does not check signatures", j.sigKey.Origin)}
+		}
+		k := keys[keyOf(j.sigKey)]
 		if k.err != nil {
 			return k.err
 		}
