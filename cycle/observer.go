@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -13,8 +15,10 @@ import (
 // the status of the resources that configured the Applications.
 type Observer interface {
 	// CycleDone is called when a cycle that started at start has written
-	// everything, with a result for every Application it planned.
-	CycleDone(ctx context.Context, start time.Time, results []AppResult)
+	// everything, with a result for every Application it planned. only
+	// names the ImageUpdaters a check was limited to (CheckImageUpdaters);
+	// nil after a full cycle, which covers them all.
+	CycleDone(ctx context.Context, start time.Time, results []AppResult, only []types.NamespacedName)
 }
 
 // AppResult is what one cycle did for one Application.

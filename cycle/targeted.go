@@ -2,6 +2,9 @@ package cycle
 
 import (
 	"context"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -28,10 +31,25 @@ func (u *Updater) CheckRepositories(ctx context.Context, repos []imageref.Refere
 	return u.run(ctx, &scope{repos: repos, why: trigger})
 }
 
-// scope restricts a run to some repositories; a nil scope is a full cycle.
+// CheckImageUpdaters checks now every image of the Applications that the
+// named ImageUpdater resources select, through the same steps as a cycle,
+// and writes those resources' status (that of a resource that cannot be
+// used at all too, naming why). It is how a resource that was created or
+// changed takes effect without waiting for the next cycle, and with the
+// v1.x line's interval 0 the only way it takes effect.
+func (u *Updater) CheckImageUpdaters(ctx context.Context, names []types.NamespacedName, trigger string) Summary {
+	if len(names) == 0 {
+		return Summary{Trigger: trigger}
+	}
+	return u.run(ctx, &scope{updaters: names, why: trigger})
+}
+
+// scope restricts a run to some repositories, or to the Applications of
+// some ImageUpdaters; a nil scope is a full cycle.
 type scope struct {
-	repos []imageref.Reference
-	why   string
+	repos    []imageref.Reference
+	updaters []types.NamespacedName
+	why      string
 }
 
 func (s *scope) trigger() string {
@@ -55,6 +73,11 @@ func (s *scope) includes(ref imageref.Reference) bool {
 // nothing else. Problems of the other images are left to the cycles; those
 // of the Application itself stay, since they stop its write-back.
 func (s *scope) applications(apps []*appwatch.Application) []*appwatch.Application {
+	if len(s.updaters) > 0 {
+		return slices.DeleteFunc(apps, func(app *appwatch.Application) bool {
+			return app.ImageUpdater.Name == "" || !slices.Contains(s.updaters, app.ImageUpdater)
+		})
+	}
 	var out []*appwatch.Application
 	for _, app := range apps {
 		var images []settings.ImageSpec

@@ -260,7 +260,8 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 			}
 		}
 	}
-	if sc == nil && u.observer != nil {
+	observed := sc == nil || len(sc.updaters) > 0
+	if observed && u.observer != nil {
 		u.results = newResults(apps)
 		defer func() { u.results = nil }()
 	}
@@ -309,6 +310,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 
 	sum.Duration = u.now().Sub(start)
 	if sc != nil {
+		if u.results != nil {
+			u.observer.CycleDone(ctx, start, u.results.list(), sc.updaters)
+		}
 		u.logger.Info("targeted check finished", "trigger", sum.Trigger,
 			"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
 			"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,
@@ -320,7 +324,7 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	}
 	u.metrics.cycleDone(sum)
 	if u.results != nil {
-		u.observer.CycleDone(ctx, start, u.results.list())
+		u.observer.CycleDone(ctx, start, u.results.list(), nil)
 	}
 	u.logger.Info("update cycle finished",
 		"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,

@@ -58,6 +58,10 @@ type Source struct {
 	// last is what the last call to Applications read: the resources and
 	// the error of each that could not be used at all.
 	last []resource
+	// changed are the resources created or whose spec changed since the
+	// last TakeChanged; wake tells that there are some.
+	changed map[types.NamespacedName]bool
+	wake    chan struct{}
 }
 
 // resource is one ImageUpdater as a cycle read it.
@@ -89,7 +93,7 @@ func WithFinalizerRelease(on bool) Option { return func(s *Source) { s.release =
 
 // NewSource reads ImageUpdaters through client and selects among apps.
 func NewSource(client dynamic.Interface, apps Applications, opts ...Option) *Source {
-	s := &Source{client: client, apps: apps, logger: slog.New(slog.DiscardHandler)}
+	s := &Source{client: client, apps: apps, logger: slog.New(slog.DiscardHandler), wake: make(chan struct{}, 1)}
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -109,8 +113,32 @@ func (s *Source) Start(ctx context.Context) error {
 		Logger:   s.logger,
 	}.Start(ctx, s.namespaces)
 	s.informers = informers
-	if err != nil || !s.release {
+	if err != nil {
 		return err
+	}
+	for _, inf := range informers {
+		// Those listed at the start are the first cycle's; a later add is
+		// a new resource. An update counts when the spec changed (the
+		// generation), not for a status the controller wrote.
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if !initial {
+					s.markChanged(obj)
+				}
+			},
+			UpdateFunc: func(old, obj any) {
+				o, ok1 := old.(*unstructured.Unstructured)
+				n, ok2 := obj.(*unstructured.Unstructured)
+				if ok1 && ok2 && o.GetGeneration() != n.GetGeneration() {
+					s.markChanged(obj)
+				}
+			},
+		}); err != nil {
+			return err
+		}
+	}
+	if !s.release {
+		return nil
 	}
 	for _, inf := range informers {
 		// Each deletion is seen as an update that sets deletionTimestamp;
@@ -123,6 +151,43 @@ func (s *Source) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func (s *Source) markChanged(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetDeletionTimestamp() != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.changed == nil {
+		s.changed = map[types.NamespacedName]bool{}
+	}
+	s.changed[types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}] = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Changed receives when an ImageUpdater was created, or its spec changed,
+// after the resources were first listed; TakeChanged says which.
+func (s *Source) Changed() <-chan struct{} { return s.wake }
+
+// TakeChanged returns the resources created or changed since it was last
+// called, sorted, and forgets them.
+func (s *Source) TakeChanged() []types.NamespacedName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]types.NamespacedName, 0, len(s.changed))
+	for n := range s.changed {
+		names = append(names, n)
+	}
+	s.changed = nil
+	slices.SortFunc(names, func(a, b types.NamespacedName) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return names
 }
 
 // releaseFinalizer removes V1Finalizer from an ImageUpdater being deleted.

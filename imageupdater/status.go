@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,8 +73,9 @@ func NewStatus(client dynamic.Interface, source *Source, opts ...StatusOption) *
 
 var _ cycle.Observer = (*Status)(nil)
 
-// CycleDone writes the status of every resource the cycle read.
-func (s *Status) CycleDone(ctx context.Context, start time.Time, results []cycle.AppResult) {
+// CycleDone writes the status of every resource the cycle read, or of
+// those named in only.
+func (s *Status) CycleDone(ctx context.Context, start time.Time, results []cycle.AppResult, only []types.NamespacedName) {
 	byResource := map[types.NamespacedName][]cycle.AppResult{}
 	for _, r := range results {
 		if r.App.ImageUpdater.Name != "" {
@@ -83,6 +85,9 @@ func (s *Status) CycleDone(ctx context.Context, start time.Time, results []cycle
 	now := metav1.NewTime(start.Truncate(time.Second))
 	for _, r := range s.source.resources() {
 		name := types.NamespacedName{Namespace: r.obj.Namespace, Name: r.obj.Name}
+		if only != nil && !slices.Contains(only, name) {
+			continue
+		}
 		next := nextStatus(r.obj, r.err, byResource[name], now, s.checked)
 		if next == nil {
 			continue

@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -267,7 +269,7 @@ func (c *controller) handleShutdown(ctx context.Context) error {
 
 // electLeader prepares the Lease; a one-off cycle writes without it.
 func (c *controller) electLeader(context.Context) (err error) {
-	if !c.o.leaderElection || c.o.interval == 0 && !c.o.webhookOnly {
+	if !c.o.leaderElection || c.o.oneCycle() {
 		return nil
 	}
 	c.lead, err = newLeadership(c.clientset, cmp.Or(c.o.leaseNamespace, c.namespace), c.logger)
@@ -358,8 +360,12 @@ func (c *controller) startServers(ctx context.Context) (err error) {
 // startWatches lists the Applications (and ImageUpdaters) and waits for
 // the lists before anything is checked; then the controller is ready.
 func (c *controller) startWatches(context.Context) error {
-	c.logger.Info("starting", "version", version, "namespace", c.namespace, "interval", c.o.interval, "dryRun", c.o.dryRun,
-		"registriesConf", c.o.registriesConfPath)
+	interval := c.o.interval.String()
+	if c.o.onChangeOnly {
+		interval = "none (ImageUpdaters are checked when created or changed)"
+	}
+	c.logger.Info("starting", "version", version, "namespace", c.namespace, "interval", interval, "dryRun", c.o.dryRun,
+		"registriesConf", c.o.registriesConfPath, "health", c.o.healthPort, "metrics", c.o.metricsPort)
 	if err := c.watcher.Start(c.runCtx); err != nil {
 		return err
 	}
@@ -375,7 +381,7 @@ func (c *controller) startWatches(context.Context) error {
 // run runs the one cycle of --once, or the cycles (and webhook checks)
 // until the controller stops, under the Lease when there is one.
 func (c *controller) run() error {
-	if c.o.interval == 0 && !c.o.webhookOnly {
+	if c.o.oneCycle() {
 		// A cycle that ran is a success whatever it found: problems of
 		// single images are in the events, the log and the metrics, and
 		// the old tool's scripts and jobs treat a non-zero exit as "could
@@ -393,7 +399,11 @@ func (c *controller) run() error {
 		case <-c.runCtx.Done():
 		}
 	}()
-	work := controllerWork(c.o, c.updater, c.dispatcher)
+	var changes imageUpdaterChanges
+	if c.source != nil {
+		changes = c.source
+	}
+	work := controllerWork(c.o, c.updater, c.dispatcher, changes)
 	if c.lead != nil {
 		if err := c.lead.run(c.runCtx, func() { c.stop(errNotLeader) }, work); err != nil {
 			return err
@@ -405,6 +415,56 @@ func (c *controller) run() error {
 		return cause
 	}
 	return nil
+}
+
+// controllerWork is what the replica that holds the Lease runs: the cycles
+// (or, with onChangeOnly, the first), and the checks that notifications and
+// changed ImageUpdaters ask for.
+func controllerWork(o *runOptions, updater *cycle.Updater, d *webhook.Dispatcher, changes imageUpdaterChanges) func(context.Context) {
+	return func(ctx context.Context) {
+		if d != nil && o.webhookOnly {
+			d.Run(ctx)
+			return
+		}
+		// Returning means no write of this replica is in flight, so the
+		// checks' writes are waited for as a cycle's are.
+		var checks sync.WaitGroup
+		defer checks.Wait()
+		if d != nil {
+			checks.Go(func() { d.Run(ctx) })
+		}
+		if changes != nil {
+			checks.Go(func() { checkChangedImageUpdaters(ctx, updater, changes) })
+		}
+		if o.onChangeOnly {
+			updater.RunOnce(ctx)
+			<-ctx.Done()
+			return
+		}
+		updater.Run(ctx, o.interval)
+	}
+}
+
+// imageUpdaterChanges tells which ImageUpdaters were created or changed
+// (imageupdater.Source).
+type imageUpdaterChanges interface {
+	Changed() <-chan struct{}
+	TakeChanged() []types.NamespacedName
+}
+
+// checkChangedImageUpdaters checks the Applications of each ImageUpdater
+// when it is created or its spec changes, as the v1.x line reconciles a
+// resource then, rather than at the next cycle; those changed while a
+// check runs are checked together after it.
+func checkChangedImageUpdaters(ctx context.Context, updater *cycle.Updater, changes imageUpdaterChanges) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes.Changed():
+			updater.CheckImageUpdaters(ctx, changes.TakeChanged(), "an ImageUpdater was created or changed")
+		}
+	}
 }
 
 // imageUpdatersServed tells whether the API server serves the ImageUpdater

@@ -45,7 +45,13 @@ type controllerWorld struct {
 
 func newControllerWorld(t *testing.T, regOpts ...testenv.RegistryOption) *controllerWorld {
 	t.Helper()
-	w := &controllerWorld{k: testenv.StartKube(t), reg: testenv.StartRegistry(t, regOpts...)}
+	return newControllerWorldOn(t, testenv.StartKube(t), regOpts...)
+}
+
+// newControllerWorldOn is newControllerWorld on the API server k.
+func newControllerWorldOn(t *testing.T, k *testenv.Kube, regOpts ...testenv.RegistryOption) *controllerWorld {
+	t.Helper()
+	w := &controllerWorld{k: k, reg: testenv.StartRegistry(t, regOpts...)}
 	installRBAC(t, w.k)
 	// The controller runs with only the Role's permissions, as in a pod.
 	saConfig := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")

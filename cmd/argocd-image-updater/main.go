@@ -9,12 +9,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := execute(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	code := executeAs(ctx, filepath.Base(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
 	stop()
 	os.Exit(code)
 }
@@ -23,7 +24,15 @@ func main() {
 // success, 2 for bad input (unknown flag, bad value, wrong arguments), and
 // the code carried by an exitError otherwise (1 by default).
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	return executeAs(ctx, "argocd-image-updater", args, stdout, stderr, lookupEnv)
+}
+
+// executeAs is execute for a program run under the name program: as
+// "manager", the name of the v1.x line's binary, run means what it means
+// there (see runOptions.v1Run).
+func executeAs(ctx context.Context, program string, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	root := newRootCommand(lookupEnv)
+	root.Use = program
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

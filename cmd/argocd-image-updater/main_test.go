@@ -47,8 +47,9 @@ func TestExecute(t *testing.T) {
 			wantCode: 2, wantStderr: "invalid value -1m0s for --image-timeout: must be positive",
 		},
 		{
-			name: "bad environment", args: []string{"run"}, env: map[string]string{"IMAGE_UPDATER_INTERVAL": "often"},
-			wantCode: 2, wantStderr: "environment variable IMAGE_UPDATER_INTERVAL",
+			// As both upstream lines: the variable is ignored with a warning.
+			name: "bad environment", args: []string{"run", "--kubeconfig", filepath.Join(t.TempDir(), "none")}, env: map[string]string{"IMAGE_UPDATER_INTERVAL": "often"},
+			wantCode: 1, wantStderr: `for environment variable IMAGE_UPDATER_INTERVAL (flag --interval): invalid duration`,
 		},
 		{name: "run extra argument", args: []string{"run", "extra"}, wantCode: 2, wantStderr: "unexpected arguments: extra"},
 		{name: "test without image", args: []string{"test"}, wantCode: 2, wantStderr: "expected exactly one argument"},

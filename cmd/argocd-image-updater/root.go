@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -36,15 +37,17 @@ func newRootCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 }
 
 // envFlags binds flags to environment variables: an environment variable
-// sets the flag unless the flag was given on the command line. A bad value
-// in the environment is a usage error that names the variable.
+// sets the flag unless the flag was given on the command line. A value the
+// flag cannot take is ignored with a warning that names the variable, and
+// the flag keeps its default, as both lines of Argo CD Image Updater do: a
+// typo in the ConfigMap the install reads them from does not stop the
+// controller. A bad value on the command line is a usage error.
 type envFlags map[string]string // flag name -> environment variable
 
-func (e envFlags) apply(flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) error {
-	var err error
+func (e envFlags) apply(flags *pflag.FlagSet, lookupEnv func(string) (string, bool)) (warnings []string) {
 	flags.VisitAll(func(f *pflag.Flag) {
 		name, ok := e[f.Name]
-		if !ok || f.Changed || err != nil {
+		if !ok || f.Changed {
 			return
 		}
 		value, set := lookupEnv(name)
@@ -54,11 +57,27 @@ func (e envFlags) apply(flags *pflag.FlagSet, lookupEnv func(string) (string, bo
 		// Set through the flag set, so that the flag counts as given, as
 		// given on the command line, and a later set of variables for the
 		// same flag (the v1.x line's names) does not replace it.
-		if setErr := flags.Set(f.Name, value); setErr != nil {
-			err = usageErrorf("invalid value %q for environment variable %s (flag --%s): %v", value, name, f.Name, setErr)
+		if err := flags.Set(f.Name, value); err != nil {
+			// pflag's scalar values are assigned even when they fail to
+			// parse (a duration becomes 0); its lists are left as they were.
+			if !strings.HasSuffix(f.Value.Type(), "Slice") {
+				_ = f.Value.Set(f.DefValue)
+			}
+			warnings = append(warnings, fmt.Sprintf("invalid value %q for environment variable %s (flag --%s): %v; using the default %q",
+				value, name, f.Name, setErrorReason(err), f.DefValue))
 		}
 	})
-	return err
+	return warnings
+}
+
+// setErrorReason is why pflag refused a value, without the value, which
+// the warning already quotes.
+func setErrorReason(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
 }
 
 // exactlyOneArg is cobra.ExactArgs(1) reporting a usage error.

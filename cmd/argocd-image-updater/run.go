@@ -109,7 +109,20 @@ type runOptions struct {
 	// webhookOnly: the webhook command, which runs checks on notifications
 	// and no periodic cycles.
 	webhookOnly bool
+	// v1Run: run as the v1.x line runs, because the program is named as
+	// that line's binary (/manager, which argocd-operator starts) or a
+	// flag only that line has is on the command line. The health server
+	// then listens on 8081 and metrics are off unless asked for, and
+	// --interval 0 means no periodic cycle rather than one cycle.
+	v1Run bool
+	// onChangeOnly is the v1.x line's --interval 0: one cycle at the
+	// start, then each ImageUpdater when it is created or changed (and
+	// the webhook's checks); the controller keeps running.
+	onChangeOnly bool
 }
+
+// oneCycle: run one cycle and exit (--once, or v0.18's --interval 0).
+func (o *runOptions) oneCycle() bool { return o.interval == 0 && !o.webhookOnly && !o.onChangeOnly }
 
 // runEnv maps run flags to the environment variables the install manifest
 // fills from the argocd-image-updater-config ConfigMap and Secret.
@@ -162,21 +175,19 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 		Short: "Run the update loop against the Applications of the cluster",
 		Args:  noArgs,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := runEnv.apply(cmd.Flags(), lookupEnv); err != nil {
-				return err
-			}
-			if err := webhookEnv.apply(cmd.Flags(), lookupEnv); err != nil {
-				return err
-			}
-			if err := v1Env.apply(cmd.Flags(), lookupEnv); err != nil {
-				return err
+			o.webhookOnly = cmd.Name() == "webhook"
+			// Before the environment is applied: only the command line
+			// tells how the controller is run.
+			o.v1Run = !o.webhookOnly && (cmd.Root().Name() == v1Program || anyChanged(cmd.Flags(), v1OnlyFlags))
+			o.warnings = nil
+			for _, env := range []envFlags{runEnv, webhookEnv, v1Env} {
+				o.warnings = append(o.warnings, env.apply(cmd.Flags(), lookupEnv)...)
 			}
 			warnings, err := o.v1.apply(o, cmd.Flags())
 			if err != nil {
 				return err
 			}
-			o.warnings = warnings
-			o.webhookOnly = cmd.Name() == "webhook"
+			o.warnings = append(o.warnings, warnings...)
 			return o.validate()
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -191,7 +202,7 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&o.interval, "interval", 2*time.Minute, "how often to check for updates (0 runs one cycle and exits)")
+	f.DurationVar(&o.interval, "interval", 2*time.Minute, "how often to check for updates (0: one cycle, then exit; run as the v1.x line, no periodic cycle)")
 	f.BoolVar(&o.once, "once", false, "run one cycle and exit; same as --interval=0 --health-port=0")
 	f.BoolVar(&o.dryRun, "dry-run", false, "compute and log every change, write nothing")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: in-cluster configuration)")
@@ -327,6 +338,10 @@ func (o *runOptions) validate() error {
 	if o.once {
 		o.interval = 0
 		o.healthPort = 0
+	}
+	o.onChangeOnly = o.v1Run && !o.once && o.interval == 0
+	if o.healthPort > 0 && o.healthPort == o.metricsPort {
+		return usageErrorf("the health and metrics servers are both on port %d: give them different ports (--health-port, --metrics-port or the v1.x line's bind addresses)", o.healthPort)
 	}
 	return nil
 }

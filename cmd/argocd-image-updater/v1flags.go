@@ -29,6 +29,35 @@ type v1Options struct {
 	tlsCiphers              string
 }
 
+// v1Program is the name of the v1.x line's binary in its image, /manager,
+// which argocd-operator's Deployment runs.
+const v1Program = "manager"
+
+// v1OnlyFlags are the flags only the v1.x line has: one of them on the
+// command line means the controller is run as that line runs it (its
+// install passes --metrics-bind-address, the community chart both bind
+// addresses). Its environment variables do not count: this project's own
+// install fills them from ConfigMap keys too.
+var v1OnlyFlags = []string{
+	"metrics-bind-address", "health-probe-bind-address", "metrics-secure", "enable-http2",
+	"leader-election-namespace", "max-concurrent-apps", "max-concurrent-reconciles",
+	"max-concurrent-updaters", "watch-namespaces", "git-commit-method", "disable-tls",
+	"tlsminversion", "tlsmaxversion", "tlsciphers",
+}
+
+// v1HealthPort is the v1.x line's health probe port, which its install,
+// its chart and argocd-operator probe.
+const v1HealthPort = 8081
+
+func anyChanged(f *pflag.FlagSet, names []string) bool {
+	for _, name := range names {
+		if fl := f.Lookup(name); fl != nil && fl.Changed {
+			return true
+		}
+	}
+	return false
+}
+
 // v1Env maps the v1.x line's environment variables (which its install
 // fills from the argocd-image-updater-config ConfigMap) to flags.
 var v1Env = envFlags{
@@ -62,6 +91,17 @@ func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
 	var warnings []string
 	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
 	changed := func(name string) bool { fl := f.Lookup(name); return fl != nil && fl.Changed }
+
+	// The v1.x line's defaults: health probes on 8081, no metrics server
+	// (its install asks for one on 8443).
+	if o.v1Run {
+		if !changed("health-port") {
+			o.healthPort = v1HealthPort
+		}
+		if !changed("metrics-port") {
+			o.metricsPort = 0
+		}
+	}
 
 	for _, b := range []struct {
 		flag, portFlag string

@@ -1,10 +1,33 @@
 package main
 
 import (
+	"cmp"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 )
+
+// runsAs checks how the options say the controller runs.
+func runsAs(v1 bool, health, metrics int, onChangeOnly bool, interval time.Duration) func(*runOptions) string {
+	return func(o *runOptions) string {
+		if o.v1Run != v1 || o.healthPort != health || o.metricsPort != metrics || o.onChangeOnly != onChangeOnly || o.interval != interval {
+			return fmt.Sprintf("v1Run %t, health %d, metrics %d, onChangeOnly %t, interval %s; want %t, %d, %d, %t, %s",
+				o.v1Run, o.healthPort, o.metricsPort, o.onChangeOnly, o.interval, v1, health, metrics, onChangeOnly, interval)
+		}
+		return ""
+	}
+}
+
+func ifNot(ok bool, what string) string {
+	if ok {
+		return ""
+	}
+	return what
+}
 
 // The arguments and variables of the v1.x line's install start this
 // controller: each means what it can here, the rest is one warning each,
@@ -13,6 +36,7 @@ func TestV1FlagsAndVariables(t *testing.T) {
 	tests := []struct {
 		name         string
 		command      string
+		program      string // the name the binary runs under; default argocd-image-updater
 		args         []string
 		env          map[string]string
 		want         func(o *runOptions) string // "" when o is as expected
@@ -143,6 +167,51 @@ func TestV1FlagsAndVariables(t *testing.T) {
 		{name: "disagreeing ports", args: []string{"--metrics-bind-address=:8443", "--metrics-port=9000"}, wantErr: "disagree"},
 		{name: "a bad bind address", args: []string{"--health-probe-bind-address=8081"}, wantErr: "invalid value \"8081\" for --health-probe-bind-address"},
 		{name: "an unknown commit method", args: []string{"--git-commit-method=svn"}, wantErr: "want git or api"},
+
+		// How the controller is run: as /manager (argocd-operator) or with
+		// a v1.x flag, as the v1.x line runs; else as v0.18 does.
+		{
+			name: "run as /manager: probes on 8081, no metrics server", program: "manager",
+			want: runsAs(true, 8081, 0, false, 2*time.Minute),
+		},
+		{
+			name: "run as /manager, interval 0: no periodic cycle, the controller keeps running", program: "manager",
+			env:  map[string]string{"IMAGE_UPDATER_INTERVAL": "0"},
+			want: runsAs(true, 8081, 0, true, 0),
+		},
+		{
+			name: "run as /manager, --once: one cycle", program: "manager", args: []string{"--once"},
+			want: runsAs(true, 0, 0, false, 0),
+		},
+		{
+			name: "a v1.x flag, interval 0: no periodic cycle", args: []string{"--metrics-bind-address=:8443"},
+			env:  map[string]string{"IMAGE_UPDATER_INTERVAL": "0"},
+			want: runsAs(true, 8081, 8443, true, 0),
+		},
+		{
+			name: "v0.18's interval 0: one cycle", env: map[string]string{"IMAGE_UPDATER_INTERVAL": "0"},
+			want: runsAs(false, 8080, 8081, false, 0),
+		},
+		{
+			name: "v1.x variables alone do not change how it runs (this install fills them too)",
+			env:  map[string]string{"IMAGE_UPDATER_WATCH_NAMESPACES": "team-a", "ARGOCD_NAMESPACE": "argocd", "MAX_CONCURRENT_APPS": "4"},
+			want: runsAs(false, 8080, 8081, false, 2*time.Minute),
+		},
+		{
+			name: "an interval without a unit in the environment: a warning, and the default", program: "manager",
+			env:          map[string]string{"IMAGE_UPDATER_INTERVAL": "30"},
+			want:         runsAs(true, 8081, 0, false, 2*time.Minute),
+			wantWarnings: []string{`invalid value "30" for environment variable IMAGE_UPDATER_INTERVAL (flag --interval): missing unit in duration "30"; using the default "2m0s"`},
+		},
+		{
+			name: "an unreadable number in the environment: a warning, and the default",
+			env:  map[string]string{"MAX_CONCURRENT_APPS": "many", "IMAGE_UPDATER_KUBE_API_QPS": "fast"},
+			want: func(o *runOptions) string {
+				return cmp.Or(ifNot(o.maxConcurrency == 10, "concurrency"), ifNot(o.kubeQPS == 50, "qps"))
+			},
+			wantWarnings: []string{"MAX_CONCURRENT_APPS", "IMAGE_UPDATER_KUBE_API_QPS"},
+		},
+		{name: "run as /manager with metrics on the probes' port", program: "manager", args: []string{"--metrics-port=8081"}, wantErr: "both on port 8081"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,6 +221,8 @@ func TestV1FlagsAndVariables(t *testing.T) {
 			if tt.command == "webhook" {
 				cmd.Use = "webhook"
 			}
+			root := &cobra.Command{Use: cmp.Or(tt.program, "argocd-image-updater")}
+			root.AddCommand(cmd)
 			if !preRun(t, cmd, tt.args, tt.wantErr) {
 				return
 			}

@@ -254,25 +254,3 @@ func fileSizes(files ...string) (full, present bool) {
 	}
 	return full, true
 }
-
-// controllerWork is what the replica that holds the Lease runs: the cycles,
-// the checks that notifications ask for, or both.
-func controllerWork(o *runOptions, updater *cycle.Updater, d *webhook.Dispatcher) func(context.Context) {
-	return func(ctx context.Context) {
-		if d != nil {
-			if o.webhookOnly {
-				d.Run(ctx)
-				return
-			}
-			// Returning means no write of this replica is in flight, so
-			// a check's writes are waited for as a cycle's are.
-			checking := make(chan struct{})
-			go func() {
-				defer close(checking)
-				d.Run(ctx)
-			}()
-			defer func() { <-checking }()
-		}
-		updater.Run(ctx, o.interval)
-	}
-}

@@ -107,7 +107,7 @@ func TestWebhookFlags(t *testing.T) {
 		{name: "audience without service account", command: "webhook", args: []string{"--artifact-registry-webhook-audience", "https://u.example.com/webhook"}, wantErr: "the audience alone admits a token any Google account can obtain"},
 		{name: "TLS certificate without key", command: "webhook", args: []string{"--webhook-tls-cert-file", "/tls/tls.crt"}, wantErr: "give both or neither"},
 		{name: "TLS key without certificate", command: "run", args: []string{"--enable-webhook", "--webhook-tls-key-file", "/tls/tls.key"}, wantErr: "give both or neither"},
-		{name: "bad environment value", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, wantErr: "environment variable WEBHOOK_PORT"},
+		{name: "bad environment value: the default", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, want: map[string]string{"webhook-port": "8082"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
