@@ -178,7 +178,7 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 
 // watchApplications makes the Application watcher and, where the API
 // server serves the resource, the ImageUpdater source over it.
-func (c *controller) watchApplications(context.Context) error {
+func (c *controller) watchApplications(ctx context.Context) error {
 	namespaces := []string{c.namespace}
 	if len(c.o.applicationNamespaces) > 0 {
 		namespaces = c.o.applicationNamespaces
@@ -192,7 +192,11 @@ func (c *controller) watchApplications(context.Context) error {
 	serveImageUpdaters := false
 	if c.o.imageUpdaters {
 		var err error
-		if serveImageUpdaters, err = imageUpdatersServed(c.clientset.Discovery()); err != nil {
+		err = retryStartup(ctx, c.logger, "whether the API server serves ImageUpdaters", func(context.Context) (err error) {
+			serveImageUpdaters, err = imageUpdatersServed(c.clientset.Discovery())
+			return err
+		})
+		if err != nil {
 			return err
 		}
 		if !serveImageUpdaters {
