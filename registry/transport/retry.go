@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,6 +25,20 @@ const (
 	defaultBaseDelay = 200 * time.Millisecond
 	defaultMaxDelay  = 10 * time.Second
 )
+
+// defaultReadAhead is how much of a successful answer's body the retry
+// layer reads before it hands the answer on, so that a body cut short
+// (a reset, a proxy that gave up) is retried like a failed request. A tag
+// list page or a manifest fits; a larger body is handed on as it streams,
+// and a cut past this point is the caller's error. The caller would read
+// the body whole anyway, so reading it first costs no more memory.
+const defaultReadAhead = 4 << 20
+
+// WithReadAhead sets how much of a successful answer's body is read, and
+// retried when cut short, before the answer is handed on; 0 reads none.
+func WithReadAhead(n int64) RetryOption {
+	return func(r *retry) { r.readAhead = max(n, 0) }
+}
 
 // RetryOption configures NewRetry.
 type RetryOption func(*retry)
@@ -68,7 +83,7 @@ func WithRetryHook(f RetryHook) RetryOption {
 // when the caller's deadline would pass during the wait. Other methods are
 // sent once: their bodies are never replayed.
 func NewRetry(next http.RoundTripper, opts ...RetryOption) http.RoundTripper {
-	r := &retry{next: next, attempts: defaultAttempts, base: defaultBaseDelay, max: defaultMaxDelay}
+	r := &retry{next: next, attempts: defaultAttempts, base: defaultBaseDelay, max: defaultMaxDelay, readAhead: defaultReadAhead}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -82,6 +97,8 @@ type retry struct {
 	base     time.Duration
 	max      time.Duration
 	hook     RetryHook
+	// readAhead: see WithReadAhead.
+	readAhead int64
 }
 
 func (t *retry) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -91,7 +108,11 @@ func (t *retry) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	for attempt := 1; ; attempt++ {
 		resp, err := t.next.RoundTrip(req)
-		if attempt >= t.attempts || !shouldRetry(ctx, resp, err) {
+		last := attempt >= t.attempts
+		if err == nil && !last {
+			resp, err = t.readAheadBody(req, resp)
+		}
+		if last || !shouldRetry(ctx, resp, err) {
 			return resp, err
 		}
 		delay := backoff(attempt, t.base, t.max)
@@ -118,6 +139,31 @@ func (t *retry) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("waiting to retry %s %s: %w", req.Method, req.URL.Redacted(), err)
 		}
 	}
+}
+
+// readAheadBody reads the start of a successful answer's body (see
+// WithReadAhead). A body cut short becomes the attempt's error, so that
+// shouldRetry sees it; a whole body is handed on from memory, the rest of a
+// longer one from the connection after what was read.
+func (t *retry) readAheadBody(req *http.Request, resp *http.Response) (*http.Response, error) {
+	if t.readAhead == 0 || req.Method != http.MethodGet || resp.StatusCode < 200 || resp.StatusCode > 299 || resp.Body == nil {
+		return resp, nil
+	}
+	buf, err := io.ReadAll(io.LimitReader(resp.Body, t.readAhead+1))
+	if err != nil {
+		resp.Body.Close()
+		return nil, fmt.Errorf("reading the answer to %s %s: %w", req.Method, req.URL.Redacted(), err)
+	}
+	if int64(len(buf)) <= t.readAhead {
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(buf))
+		return resp, nil
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), resp.Body), resp.Body}
+	return resp, nil
 }
 
 func replayable(req *http.Request) bool {
@@ -165,7 +211,11 @@ func retryableError(err error) bool {
 		return true
 	}
 	var opErr *net.OpError
-	return errors.As(err, &opErr)
+	if errors.As(err, &opErr) {
+		return true
+	}
+	// An HTTP/2 stream the server reset reaches here as text only.
+	return strings.Contains(err.Error(), "stream error:")
 }
 
 // backoff is base·2^(attempt-1), capped at max, with "equal jitter": a

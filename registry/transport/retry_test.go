@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -142,5 +143,60 @@ func TestRetryableError(t *testing.T) {
 		if got := retryableError(tc.err); got != tc.want {
 			t.Errorf("%s: retryableError = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A body cut short is retried like a failed request (a reset, a proxy that
+// gave up in the middle of a tag list); a body past the read-ahead is
+// handed on as it streams.
+func TestRetryBodyCutShort(t *testing.T) {
+	const body = `{"name":"team/web","tags":["v1","v2","v3","v4","v5","v6","v7","v8"]}`
+	for _, tc := range []struct {
+		name      string
+		cuts      int // answers cut short before a whole one
+		readAhead int64
+		http2     bool
+		wantCalls int
+		wantErr   bool
+	}{
+		{name: "cut once", cuts: 1, readAhead: defaultReadAhead, wantCalls: 2},
+		{name: "cut once over HTTP/2", cuts: 1, readAhead: defaultReadAhead, http2: true, wantCalls: 2},
+		{name: "cut every time", cuts: 4, readAhead: defaultReadAhead, wantCalls: 4, wantErr: true},
+		{name: "longer than the read-ahead", cuts: 1, readAhead: 8, wantCalls: 1, wantErr: true},
+		{name: "whole", readAhead: defaultReadAhead, wantCalls: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls int
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				calls++
+				w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+				if calls <= tc.cuts {
+					_, _ = io.WriteString(w, body[:len(body)/2])
+					w.(http.Flusher).Flush()
+					panic(http.ErrAbortHandler)
+				}
+				_, _ = io.WriteString(w, body)
+			}))
+			srv.EnableHTTP2 = tc.http2
+			srv.StartTLS()
+			defer srv.Close()
+			base := srv.Client().Transport
+			client := &http.Client{Transport: NewRetry(base, WithAttempts(4), WithBackoff(time.Microsecond, time.Millisecond), WithReadAhead(tc.readAhead))}
+			resp, err := client.Get(srv.URL + "/v2/team/web/tags/list")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, err := io.ReadAll(resp.Body)
+			if tc.wantErr != (err != nil) {
+				t.Errorf("reading the body: %v", err)
+			}
+			if !tc.wantErr && string(got) != body {
+				t.Errorf("body %q, want %q", got, body)
+			}
+			if calls != tc.wantCalls {
+				t.Errorf("%d requests, want %d", calls, tc.wantCalls)
+			}
+		})
 	}
 }
