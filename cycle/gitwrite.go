@@ -103,10 +103,23 @@ func (u *Updater) writeGit(ctx context.Context, updates []*appUpdate, sum *Summa
 		return
 	}
 	var pushed []*appUpdate
+	logged := map[*git.BatchError]bool{}
 	for i, res := range results {
 		au := batched[i]
 		if errors.Is(res.Err, writeback.ErrWriteNotStarted) {
 			u.notWritten(au, res.Err)
+			continue
+		}
+		// A repository that failed a whole batch is logged once; each
+		// Application still gets its event and its error count.
+		if be := (*git.BatchError)(nil); errors.As(res.Err, &be) {
+			if !logged[be] {
+				logged[be] = true
+				u.logger.Error("git write-back failed for a batch of Applications", "applications", be.Applications, "error", be.Err)
+			}
+			u.countWriteFailure(au, sum)
+			u.events.problems(au.app, []error{res.Err})
+			u.results.problems(au.app, []error{res.Err})
 			continue
 		}
 		if res.Err != nil {

@@ -582,11 +582,16 @@ func (u *Updater) logChanges(au *appUpdate) {
 
 // writeFailed records a failed write-back of all of an Application's changes.
 func (u *Updater) writeFailed(au *appUpdate, err error, sum *Summary) {
+	u.countWriteFailure(au, sum)
+	u.reportProblems(au.app, []error{err})
+}
+
+// countWriteFailure counts the images of a write that failed as errors.
+func (u *Updater) countWriteFailure(au *appUpdate, sum *Summary) {
 	sum.Errors += len(au.changes)
 	for range au.changes {
 		u.metrics.imageError(au.app)
 	}
-	u.reportProblems(au.app, []error{err})
 }
 
 // written records a successful write-back. persisted is false in dry-run

@@ -123,14 +123,14 @@ const maxReviewBranches = 100
 // writeBranch does, then opens one request from it into plan.base, or
 // brings the open one's title and description up to date. A failure of
 // the request fails the Applications it would have listed.
-func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite) {
+func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite, retry *transientRetry) {
 	if plan.target == plan.base {
 		failAll(apps, invalidTarget{fmt.Errorf("a %s pull request needs a branch other than its base %s: set git-branch to <base>:<branch>", kind, plan.base)})
 		return
 	}
 	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "base", plan.base)
 	if w.cfg.dryRun {
-		w.writeBranch(ctx, clone, acc, api, remote, plan, apps)
+		w.writeBranch(ctx, clone, acc, api, remote, plan, apps, retry)
 		log.Info("dry run: not opening a pull request", "service", kind, "branch", plan.target)
 		return
 	}
@@ -155,7 +155,7 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 	for _, a := range apps {
 		a.result.Branch = branch
 	}
-	w.writeBranch(ctx, clone, acc, api, remote, plan, apps)
+	w.writeBranch(ctx, clone, acc, api, remote, plan, apps, retry)
 
 	var listed []*appWrite
 	var labels []string

@@ -145,6 +145,8 @@ type writerConfig struct {
 	gnupgHome             string
 	signOff               bool
 	pushRetries           int
+	transientRetries      int
+	transientBackoff      time.Duration
 	dryRun                bool
 	log                   *slog.Logger
 	insecureIgnoreHostKey bool
@@ -289,13 +291,15 @@ type Writer struct {
 // the Applications' AppProjects through projects.
 func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, opts ...Option) (*Writer, error) {
 	cfg := writerConfig{
-		argoCDNamespace: DefaultArgoCDNamespace,
-		authorName:      DefaultGitAuthorName,
-		authorEmail:     DefaultGitAuthorEmail,
-		pushRetries:     DefaultPushRetries,
-		log:             slog.New(slog.DiscardHandler),
-		now:             time.Now,
-		cloneCacheSize:  DefaultCloneCacheSize,
+		argoCDNamespace:  DefaultArgoCDNamespace,
+		authorName:       DefaultGitAuthorName,
+		authorEmail:      DefaultGitAuthorEmail,
+		pushRetries:      DefaultPushRetries,
+		transientRetries: DefaultTransientRetries,
+		transientBackoff: transientBackoff,
+		log:              slog.New(slog.DiscardHandler),
+		now:              time.Now,
+		cloneCacheSize:   DefaultCloneCacheSize,
 	}
 	for _, opt := range opts {
 		opt(&cfg)
@@ -434,7 +438,10 @@ type appWrite struct {
 
 func (a *appWrite) fail(err error) { a.result.Err = appError(a.update, err) }
 
+// failAll fails apps with one error, reported once by callers that look
+// for a BatchError.
 func failAll(apps []*appWrite, err error) {
+	err = batchError(err, len(apps))
 	for _, a := range apps {
 		a.fail(err)
 	}
@@ -469,8 +476,10 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	}
 	clone.fullHistory = w.cfg.fullHistory
 	defer w.cache.done(clone)
-	remote, err := clone.list(ctx, acc)
-	if err != nil {
+	retry := &transientRetry{max: w.cfg.transientRetries, base: w.cfg.transientBackoff,
+		log: w.cfg.log.With("repository", gitauth.RedactURL(url))}
+	var remote remoteBranches
+	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.list(ctx, acc); return err }); err != nil {
 		fail(err)
 		return
 	}
@@ -510,10 +519,10 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	}
 	for _, g := range groups {
 		if kind := g.apps[0].update.PullRequest; kind != "" {
-			w.writeForReview(ctx, creds, clone, acc, api, &remote, g.plan, kind, g.apps)
+			w.writeForReview(ctx, creds, clone, acc, api, &remote, g.plan, kind, g.apps, retry)
 			continue
 		}
-		w.writeBranch(ctx, clone, acc, api, &remote, g.plan, g.apps)
+		w.writeBranch(ctx, clone, acc, api, &remote, g.plan, g.apps, retry)
 	}
 }
 
@@ -528,7 +537,7 @@ type pendingCommit struct {
 // writeBranch commits the Applications of one target branch and pushes
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
-func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, apps []*appWrite) {
+func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
 	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
@@ -542,8 +551,8 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 				return
 			}
 		}
-		tip, err := clone.tip(ctx, acc, from, listed)
-		if err != nil {
+		var tip plumbing.Hash
+		if err := retry.do(ctx, "fetch branch "+from, func() (err error) { tip, err = clone.tip(ctx, acc, from, listed); return err }); err != nil {
 			fail(err)
 			return
 		}
@@ -593,8 +602,8 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 		// pushed), or it did not move (a real failure).
 		var fresh remoteBranches
 		moved := false
+		var listErr error
 		if !pushed {
-			var listErr error
 			if fresh, listErr = clone.list(ctx, acc); listErr == nil {
 				now, stillExists := fresh.heads[plan.target]
 				pushed = stillExists && now == head
@@ -605,6 +614,12 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 			remote.heads[plan.target] = head
 			landed(log, pending)
 			return
+		}
+		// Lost on the way (a reset, a 5xx, a 429), or unknown because the
+		// listing after it failed too: push again, which finds the branch
+		// moved if the lost push landed after all.
+		if !moved && (retry.wait(ctx, "push branch "+plan.target, pushErr) || listErr != nil && retry.wait(ctx, "list branches after a push", listErr)) {
+			continue
 		}
 		if !moved && len(pending) > 1 && refusedByServer(pushErr) {
 			w.landAround(ctx, clone, acc, remote, plan, expected, pending, created, pushErr, log)

@@ -127,6 +127,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("shallow fetch figures", e.testShallowFigures)
 	t.Run("push raced by another writer", e.testPushRace)
 	t.Run("push gate", e.testPushGate)
+	t.Run("transient failures retried", e.testTransientFailures)
 	t.Run("one commit refused by a pre-receive hook", e.testRefusedCommit)
 	t.Run("credentials from repository Secret", e.testRepositorySecret)
 	t.Run("credentials from repo-creds prefix", e.testRepoCredsPrefix)
