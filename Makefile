@@ -11,7 +11,7 @@ GO       ?= go
 TESTBIN  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/argocd-image-updater/testbin
 export TESTBIN
 
-.PHONY: all build test unit lint bench testbin demo generate manifests clean
+.PHONY: all build test unit lint bench soak testbin demo generate manifests clean
 
 all: build
 
@@ -54,6 +54,14 @@ bench: build
 	BENCH_BINARY="$(CURDIR)/$(BINARY)" $(GO) test -count=1 -run '^TestScale$$' -v -timeout 120m ./bench/ \
 		-args -scale -scale.only "$(BENCH_SCENARIOS)" -scale.write "$(CURDIR)/docs/benchmarks.md" -scale.gobench "$$out" && \
 	exit $$gobench
+
+## soak: the long run of the robustness suite (robustness/: faults, kills and
+## other writers against real servers; make test runs a short one); it logs
+## its figures (docs/robustness.md). ROBUSTNESS_SEED=n replays a run's faults.
+ROBUSTNESS_SEED ?= 0
+soak:
+	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -run '^TestRobustness$$' -v -timeout 60m ./robustness/ \
+		-args -robustness.long -robustness.seed $(ROBUSTNESS_SEED)
 
 ## demo: run the updater against a local API server, registry and git server
 demo: build

@@ -1,8 +1,12 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -111,8 +115,32 @@ func StartKubeFaultProxy(t testing.TB, cfg *rest.Config) (*FaultProxy, *rest.Con
 }
 
 func newFaultProxy(rp *httputil.ReverseProxy) *FaultProxy {
+	// A cut answer is read whole from the server first, so that the
+	// server is never left writing to a connection nobody reads; the
+	// client gets half of it and a dropped connection.
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Context().Value(truncateKey{}) == nil {
+			return nil
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:len(body)/2]), failingReader{}))
+		return nil
+	}
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	return &FaultProxy{rp: rp, injected: map[Fault]int{}}
 }
+
+type truncateKey struct{}
+
+// failingReader ends a cut answer's body with an error, which makes the
+// reverse proxy drop the client's connection.
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
 // Inject fails the next requests that match accepts, one fault each, in
 // the order given; after them, matching requests go through.
@@ -129,6 +157,24 @@ func (p *FaultProxy) InjectRate(match func(*http.Request) bool, seed uint64, rat
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.rules = append(p.rules, &faultRule{match: match, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), rate: rate, mix: mix})
+}
+
+// Clear stops every fault: from now on all requests go through.
+func (p *FaultProxy) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = nil
+}
+
+// Total is how many requests failed so far, in every way.
+func (p *FaultProxy) Total() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.injected {
+		n += c
+	}
+	return n
 }
 
 // Injected is how many requests failed with f so far.
@@ -172,22 +218,8 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case FaultReset:
 		panic(http.ErrAbortHandler)
 	case FaultTruncate:
-		p.rp.ServeHTTP(&truncatingWriter{ResponseWriter: w}, r)
+		p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), truncateKey{}, true)))
 	default:
 		p.rp.ServeHTTP(w, r)
 	}
-}
-
-// truncatingWriter passes the answer's status and headers (a
-// Content-Length that promises the whole body, where the server sent one),
-// writes half of the first piece of the body, then drops the connection.
-type truncatingWriter struct{ http.ResponseWriter }
-
-func (w *truncatingWriter) Write(b []byte) (int, error) {
-	half := len(b) / 2
-	_, _ = w.ResponseWriter.Write(b[:half])
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-	panic(http.ErrAbortHandler)
 }
