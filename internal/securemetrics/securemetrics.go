@@ -40,6 +40,15 @@ const (
 	reviewBurst = 10
 )
 
+// A token the API server allowed before is reviewed again, once its review
+// expires, within a budget of its own: unknown tokens, which anyone who
+// reaches the port can send, must not use up the reviews of the scraper
+// that is known to be good.
+const (
+	knownRate  = rate.Limit(1)
+	knownBurst = 10
+)
+
 // errTooManyReviews answers a token past the review rate.
 var errTooManyReviews = errors.New("too many tokens to review")
 
@@ -49,7 +58,8 @@ type Guard struct {
 	cs  kubernetes.Interface
 	now func() time.Time
 
-	limit *rate.Limiter
+	limit *rate.Limiter // unknown tokens
+	known *rate.Limiter // tokens allowed before
 
 	mu      sync.Mutex
 	reviews map[[sha256.Size]byte]review
@@ -63,7 +73,8 @@ type review struct {
 // NewGuard reviews tokens through cs, which needs create on tokenreviews
 // and subjectaccessreviews.
 func NewGuard(cs kubernetes.Interface) *Guard {
-	return &Guard{cs: cs, now: time.Now, limit: rate.NewLimiter(reviewRate, reviewBurst), reviews: map[[sha256.Size]byte]review{}}
+	return &Guard{cs: cs, now: time.Now, limit: rate.NewLimiter(reviewRate, reviewBurst),
+		known: rate.NewLimiter(knownRate, knownBurst), reviews: map[[sha256.Size]byte]review{}}
 }
 
 // Wrap answers 401 without a bearer token, 403 for one not allowed GET on
@@ -100,7 +111,11 @@ func (g *Guard) allowed(ctx context.Context, token, path string) (bool, error) {
 	if ok && g.now().Sub(rv.at) < reviewTTL {
 		return rv.allowed, nil
 	}
-	if !g.limit.Allow() {
+	budget := g.limit
+	if ok && rv.allowed {
+		budget = g.known
+	}
+	if !budget.Allow() {
 		return false, errTooManyReviews
 	}
 	allowed, err := g.review(ctx, token, path)
