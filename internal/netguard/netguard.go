@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -28,7 +29,7 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	if e.Name {
-		return fmt.Sprintf("refusing to connect to %s, a name of the machine's, the cluster's or a private network's own", e.Host)
+		return fmt.Sprintf("refusing to connect to the internal host %s", e.Host)
 	}
 	return fmt.Sprintf("refusing to connect to the internal address %s", e.Host)
 }
@@ -187,8 +188,9 @@ func Control(_, address string, _ syscall.RawConn) error {
 
 type publicOnlyKey struct{}
 
-// PublicOnly marks ctx so that a connection a DialContext of this package
-// opens for it may only reach a public address.
+// PublicOnly marks ctx so that a request made with it goes through the
+// public transport of NewTransport: its connection may only reach a public
+// address.
 func PublicOnly(ctx context.Context) context.Context {
 	return context.WithValue(ctx, publicOnlyKey{}, true)
 }
@@ -199,13 +201,12 @@ func IsPublicOnly(ctx context.Context) bool {
 	return v
 }
 
-// DialContext returns a dial function, for an http.Transport, that dials
-// with d, and for contexts marked by PublicOnly refuses internal
-// addresses (Control, after d's own Control if it has one).
-func DialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	guarded := *d
+// PublicDialer is a copy of d that refuses internal addresses (Control,
+// before d's own Control if it has one).
+func PublicDialer(d *net.Dialer) *net.Dialer {
+	public := *d
 	own := d.Control
-	guarded.Control = func(network, address string, c syscall.RawConn) error {
+	public.Control = func(network, address string, c syscall.RawConn) error {
 		if err := Control(network, address, c); err != nil {
 			return err
 		}
@@ -214,10 +215,32 @@ func DialContext(d *net.Dialer) func(ctx context.Context, network, addr string) 
 		}
 		return nil
 	}
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if IsPublicOnly(ctx) {
-			return guarded.DialContext(ctx, network, addr)
+	return &public
+}
+
+// NewTransport sends the requests whose context PublicOnly marked through
+// public, whose dialer must be a PublicDialer, and all others through
+// direct. Two transports keep two sets of connections: a connection
+// opened for a host the operator configured is never reused for a marked
+// request that names the same host.
+func NewTransport(direct, public http.RoundTripper) http.RoundTripper {
+	return &split{direct: direct, public: public}
+}
+
+type split struct{ direct, public http.RoundTripper }
+
+func (s *split) RoundTrip(req *http.Request) (*http.Response, error) {
+	if IsPublicOnly(req.Context()) {
+		return s.public.RoundTrip(req)
+	}
+	return s.direct.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of both transports.
+func (s *split) CloseIdleConnections() {
+	for _, rt := range []http.RoundTripper{s.direct, s.public} {
+		if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
 		}
-		return d.DialContext(ctx, network, addr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -199,35 +200,45 @@ func TestControl(t *testing.T) {
 	}
 }
 
-// A connection for a context marked PublicOnly may not reach an internal
-// address, whatever name led there; other contexts connect as usual.
-func TestDialContext(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "internal answer") }))
+// A request for a context marked PublicOnly may not reach an internal
+// address, whatever name led there, and reuses no connection an unmarked
+// request opened; other requests connect as usual.
+func TestTransport(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "internal answer") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	defer srv.Close()
-	dial := DialContext(&net.Dialer{Timeout: 5 * time.Second})
-	tr := &http.Transport{DialContext: dial}
-	defer tr.CloseIdleConnections()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	rt := NewTransport(&http.Transport{DialContext: d.DialContext}, &http.Transport{DialContext: PublicDialer(d).DialContext})
+	defer rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 	// "localhost" resolves to the loopback address; the name alone
 	// passes the dialer, the address does not.
 	url := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
-
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := tr.RoundTrip(req)
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		t.Fatalf("an unmarked request: %v", err)
 	}
-	_ = resp.Body.Close()
-	tr.CloseIdleConnections()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close() // the connection stays open, idle
 
-	resp, err = tr.RoundTrip(req.WithContext(PublicOnly(req.Context())))
+	resp, err = rt.RoundTrip(req.WithContext(PublicOnly(req.Context())))
 	if err == nil {
 		_ = resp.Body.Close()
 		t.Fatal("a public-only request reached the loopback address")
 	}
 	if !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "refusing to connect to the internal address") {
 		t.Errorf("got %v, want the internal address refused", err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("the server saw %d connections, want the unmarked request's only", n)
 	}
 }
