@@ -236,6 +236,47 @@ func TestHostsLookup(t *testing.T) {
 	}
 }
 
+// A base URL from credentials (a GitHub App's githubAppEnterpriseBaseUrl)
+// must be one of the APIs the operator allows.
+func TestHostsAPIURL(t *testing.T) {
+	hosts, err := forge.NewHosts([]string{"https://GitHub.Example.com/api/v3/", "http://127.0.0.1:8080/api/v3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		url  string
+		want string // the API's URL; "" when refused
+	}{
+		{"https://api.github.com", "https://api.github.com"},
+		{"https://API.GITHUB.COM/", "https://api.github.com"},
+		{"https://api.github.com:443", "https://api.github.com"},
+		{"https://github.example.com/api/v3", "https://GitHub.Example.com/api/v3"},
+		{" https://github.example.com/api/v3/ ", "https://GitHub.Example.com/api/v3"},
+		{"http://127.0.0.1:8080/api/v3", "http://127.0.0.1:8080/api/v3"},
+		{"https://evil.example.com/api/v3", ""},
+		{"https://github.example.com/api/v4", ""},
+		{"https://github.example.com", ""},
+		{"https://github.example.com:8443/api/v3", ""},
+		{"http://github.example.com/api/v3", ""},
+		{"https://user:pw@github.example.com/api/v3", ""},
+		{"https://github.example.com/api/v3?x=1", ""},
+		{"http://127.0.0.1:8081/api/v3", ""},
+		{"http://localhost:8080/api/v3", ""},
+		{"https://gitlab.com/api/v4", ""},
+		{"::", ""},
+	} {
+		got, err := hosts.APIURL(forge.GitHub, tt.url)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%q: allowed as %s", tt.url, got)
+		case tt.want == "" && !strings.Contains(err.Error(), "not a github API the controller may use (http://127.0.0.1:8080/api/v3, https://GitHub.Example.com/api/v3, https://api.github.com)"):
+			t.Errorf("%q: %v", tt.url, err)
+		case tt.want != "" && (err != nil || got.String() != tt.want):
+			t.Errorf("%q: got %v, %v; want %s", tt.url, got, err, tt.want)
+		}
+	}
+}
+
 func TestNewHostsRefuses(t *testing.T) {
 	for _, tt := range []struct{ github, gitlab, want string }{
 		{github: "http://github.example.com/api/v3", want: "tokens go only over https"},
