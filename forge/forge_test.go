@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -189,6 +191,43 @@ func TestErrors(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// What a service answers reaches memory and errors bounded: an answer
+// past 4 MiB is not read on, and a message is quoted on one line and cut
+// short.
+func TestAnswerBounds(t *testing.T) {
+	long := strings.Repeat("internal ", 1000)
+	for _, tt := range []struct {
+		name    string
+		status  int
+		answer  string
+		want    string
+		notWant string
+	}{
+		{"an answer past 4 MiB", http.StatusOK, `[` + strings.Repeat(`{"number":1},`, 400_000) + `{}]`, "the github API answer is larger than 4 MiB, the most the client reads", ""},
+		{"a long message on several lines", http.StatusForbidden, `{"message":"denied\n` + long + `"}`, `403 Forbidden: "denied internal internal`, strings.Repeat("internal ", 40)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.answer)
+			}))
+			defer srv.Close()
+			c, err := forge.Repository{Kind: forge.GitHub, API: srv.URL, Project: "o/r"}.Client("token", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Find(t.Context(), "head", "main")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") || tt.notWant != "" && strings.Contains(err.Error(), tt.notWant) {
+				t.Errorf("the error quotes too much of the answer: %.200s...", err)
+			}
+		})
 	}
 }
 
