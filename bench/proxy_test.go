@@ -57,8 +57,11 @@ const (
 // requests by kind. The registry's token realm is rewritten to point at
 // the proxy too, so that token requests are counted with the rest.
 type registryProxy struct {
-	URL   string
-	count counter
+	URL string
+	// RealmHost is the host of the rewritten realm, which registries.conf
+	// lists under internal_hosts.
+	RealmHost string
+	count     counter
 
 	mu      sync.Mutex
 	fetched map[string]bool // repository + digest whose content was sent
@@ -85,7 +88,8 @@ func startRegistryProxy(t testing.TB, registryHost, tokenRealm string) *registry
 		}
 		// ggcr refuses loopback IP literals as realms; "localhost" resolves
 		// to the proxy's address all the same.
-		proxyRealm = "http://localhost:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port) + tokenURL.Path
+		p.RealmHost = "localhost:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		proxyRealm = "http://" + p.RealmHost + tokenURL.Path
 	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 256

@@ -293,7 +293,7 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 	saConfig.Host, saConfig.CAData = kp.URL, kp.CA
 	kubeconfig := testenv.WriteKubeconfig(t, saConfig, argocdNS)
 	conf := filepath.Join(t.TempDir(), "registries.conf")
-	entry := fmt.Sprintf("registries:\n- name: bench\n  prefix: %s\n  api_url: %s\n  credentials: env:REGISTRY_CREDS\n", reg.Host, rp.URL)
+	entry := fmt.Sprintf("registries:\n- name: bench\n  prefix: %s\n  api_url: %s\n  credentials: env:REGISTRY_CREDS\n  internal_hosts: [%s]\n", reg.Host, rp.URL, rp.RealmHost)
 	if *flagLimit > 0 {
 		entry += fmt.Sprintf("  limit: %g\n", *flagLimit)
 	}

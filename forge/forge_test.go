@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -192,6 +194,43 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// What a service answers reaches memory and errors bounded: an answer
+// past 4 MiB is not read on, and a message is quoted on one line and cut
+// short.
+func TestAnswerBounds(t *testing.T) {
+	long := strings.Repeat("internal ", 1000)
+	for _, tt := range []struct {
+		name    string
+		status  int
+		answer  string
+		want    string
+		notWant string
+	}{
+		{"an answer past 4 MiB", http.StatusOK, `[` + strings.Repeat(`{"number":1},`, 400_000) + `{}]`, "the github API answer is larger than 4 MiB, the most the client reads", ""},
+		{"a long message on several lines", http.StatusForbidden, `{"message":"denied\n` + long + `"}`, `403 Forbidden: "denied internal internal`, strings.Repeat("internal ", 40)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.answer)
+			}))
+			defer srv.Close()
+			c, err := forge.Repository{Kind: forge.GitHub, API: srv.URL, Project: "o/r"}.Client("token", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Find(t.Context(), "head", "main")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "\n") || tt.notWant != "" && strings.Contains(err.Error(), tt.notWant) {
+				t.Errorf("the error quotes too much of the answer: %.200s...", err)
+			}
+		})
+	}
+}
+
 func TestHostsLookup(t *testing.T) {
 	hosts, err := forge.NewHosts([]string{"https://GitHub.Example.com/api/v3/"}, []string{"https://example.org/gitlab"})
 	if err != nil {
@@ -233,6 +272,47 @@ func TestHostsLookup(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A base URL from credentials (a GitHub App's githubAppEnterpriseBaseUrl)
+// must be one of the APIs the operator allows.
+func TestHostsAPIURL(t *testing.T) {
+	hosts, err := forge.NewHosts([]string{"https://GitHub.Example.com/api/v3/", "http://127.0.0.1:8080/api/v3"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		url  string
+		want string // the API's URL; "" when refused
+	}{
+		{"https://api.github.com", "https://api.github.com"},
+		{"https://API.GITHUB.COM/", "https://api.github.com"},
+		{"https://api.github.com:443", "https://api.github.com"},
+		{"https://github.example.com/api/v3", "https://GitHub.Example.com/api/v3"},
+		{" https://github.example.com/api/v3/ ", "https://GitHub.Example.com/api/v3"},
+		{"http://127.0.0.1:8080/api/v3", "http://127.0.0.1:8080/api/v3"},
+		{"https://evil.example.com/api/v3", ""},
+		{"https://github.example.com/api/v4", ""},
+		{"https://github.example.com", ""},
+		{"https://github.example.com:8443/api/v3", ""},
+		{"http://github.example.com/api/v3", ""},
+		{"https://user:pw@github.example.com/api/v3", ""},
+		{"https://github.example.com/api/v3?x=1", ""},
+		{"http://127.0.0.1:8081/api/v3", ""},
+		{"http://localhost:8080/api/v3", ""},
+		{"https://gitlab.com/api/v4", ""},
+		{"::", ""},
+	} {
+		got, err := hosts.APIURL(forge.GitHub, tt.url)
+		switch {
+		case tt.want == "" && err == nil:
+			t.Errorf("%q: allowed as %s", tt.url, got)
+		case tt.want == "" && !strings.Contains(err.Error(), "not a github API the controller may use (http://127.0.0.1:8080/api/v3, https://GitHub.Example.com/api/v3, https://api.github.com)"):
+			t.Errorf("%q: %v", tt.url, err)
+		case tt.want != "" && (err != nil || got.String() != tt.want):
+			t.Errorf("%q: got %v, %v; want %s", tt.url, got, err, tt.want)
+		}
 	}
 }
 

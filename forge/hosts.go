@@ -139,6 +139,48 @@ func githubName(s string) bool {
 	})
 }
 
+// APIURL finds the API of kind whose URL is raw: the same scheme, host,
+// port and path as one the operator allows (github.com's and gitlab.com's
+// included), whatever the case of the host or a final slash. Credentials
+// that name their own API (a GitHub App's githubAppEnterpriseBaseUrl) may
+// only name one of these: the hosts the controller sends tokens to, and
+// whose answers it reads, are the operator's choice alone.
+func (h *Hosts) APIURL(kind Kind, raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSuffix(strings.TrimSpace(raw), "/"))
+	if err == nil {
+		for k, api := range h.apis {
+			if k.kind == kind && sameAPI(api, u) {
+				return api, nil
+			}
+		}
+	}
+	var known []string
+	for k, api := range h.apis {
+		if k.kind == kind {
+			known = append(known, api.String())
+		}
+	}
+	slices.Sort(known)
+	return nil, fmt.Errorf("not a %s API the controller may use (%s)", kind, strings.Join(known, ", "))
+}
+
+// sameAPI tells whether u is api, with a port left out meaning the
+// scheme's default.
+func sameAPI(api, u *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if u.Scheme == "http" {
+			return "80"
+		}
+		return "443"
+	}
+	return u.Scheme == api.Scheme && u.User == nil && u.RawQuery == "" && u.Fragment == "" &&
+		strings.EqualFold(u.Hostname(), api.Hostname()) && port(u) == port(api) &&
+		strings.TrimSuffix(u.Path, "/") == strings.TrimSuffix(api.Path, "/")
+}
+
 func (h *Hosts) known(kind Kind) []string {
 	var out []string
 	for k := range h.apis {

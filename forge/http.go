@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 )
 
 // Client returns a client of the repository's requests that authenticates
@@ -97,12 +98,9 @@ func (c *caller) callURL(ctx context.Context, method, endpoint string, in, out a
 		return c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	answer, err := bounded.ReadAll(resp.Body, maxAnswer, string(c.kind)+" API answer")
 	if err != nil {
 		return c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
-	}
-	if len(answer) > maxAnswer {
-		return fmt.Errorf("%s %s: answer over %d bytes", method, endpoint, maxAnswer)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &Error{
@@ -130,16 +128,7 @@ func (c *caller) scrub(err error) error {
 func (c *caller) scrubText(s string) string { return strings.ReplaceAll(s, c.token, "xxxxx") }
 
 // cut keeps a service's message short and on one line, quoted.
-func cut(msg string) string {
-	msg = strings.Join(strings.Fields(msg), " ")
-	if msg == "" {
-		return ""
-	}
-	if len(msg) > 300 {
-		msg = msg[:300] + "..."
-	}
-	return strconv.Quote(msg)
-}
+func cut(msg string) string { return bounded.Excerpt(msg, bounded.MessageLength) }
 
 func statusOf(err error) int {
 	var e *Error

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
@@ -83,15 +83,8 @@ func (c *Client) Blob(ctx context.Context, ref imageref.Reference, creds credent
 		defer rc.Close()
 		// Read to the end when within bounds, so that the library's
 		// reader checks the digest.
-		body, err = io.ReadAll(io.LimitReader(rc, maxBytes+1))
-		switch {
-		case err != nil:
-			return err
-		case int64(len(body)) > maxBytes:
-			body = nil
-			return limitError(fmt.Sprintf("blob %s is larger than %d bytes, the most read for it", digest, maxBytes))
-		}
-		return nil
+		body, err = bounded.ReadAll(rc, maxBytes, "blob "+digest)
+		return err
 	})
 	if err != nil {
 		e := t.wrap(op, err).(*Error)

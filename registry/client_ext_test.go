@@ -105,7 +105,7 @@ func TestUnauthorizedRefetchesCachedCredentials(t *testing.T) {
 			ref := imageRef(t, reg.Host+"/app:1.0")
 
 			script, log := staleThenFreshScript(t, reg)
-			c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: ext:"+script, "credsexpire: 10h")))
+			c := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg, "credentials: ext:"+script, "credsexpire: 10h")...)))
 			if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
 				t.Fatalf("the client should have fetched the credentials again after a 401: %v", err)
 			}
@@ -122,7 +122,7 @@ func TestUnauthorizedRefetchesCachedCredentials(t *testing.T) {
 
 			// Image-level credentials are not cached, so a 401 is final.
 			script, log = staleThenFreshScript(t, reg)
-			_, err := NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, credentials.Ref{Kind: credentials.KindExt, Path: script})
+			_, err := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...))).Tags(t.Context(), ref, credentials.Ref{Kind: credentials.KindExt, Path: script})
 			checkUnauthorized(t, err, reg.Host, "app", "stale-password")
 			if n := runs(t, log); n != 1 {
 				t.Errorf("the script ran %d times for image-level credentials, want once", n)

@@ -104,6 +104,15 @@ func testConfigPrefix(t testing.TB, prefix, host string, fields ...string) func(
 	return func() *config.Config { return cfg }
 }
 
+// regFields are fields and what reg needs besides: its token server, on
+// another loopback port, under internal_hosts.
+func regFields(reg *testenv.Registry, fields ...string) []string {
+	if reg.Tokens != nil {
+		fields = append(fields, "internal_hosts: ["+reg.Tokens.Host()+"]")
+	}
+	return fields
+}
+
 // envResolver resolves env: references from vars only.
 func envResolver(vars map[string]string, opts ...credentials.Option) *credentials.Resolver {
 	lookup := func(k string) (string, bool) {
@@ -224,7 +233,7 @@ func TestTagsAuth(t *testing.T) {
 			reg.PushTags(t, "team/app", []string{"1.0.0", "1.1.0", "2.0.0"})
 			const wrongPassword = "not-the-password-42"
 			c := NewClient(
-				WithConfig(testConfig(t, reg.Host, "credentials: env:REG_CREDS")),
+				WithConfig(testConfig(t, reg.Host, regFields(reg, "credentials: env:REG_CREDS")...)),
 				WithCredentialResolver(envResolver(map[string]string{
 					"REG_CREDS": reg.Username + ":" + reg.Password,
 					"WRONG":     reg.Username + ":" + wrongPassword,
@@ -255,7 +264,7 @@ func TestTagsAuth(t *testing.T) {
 			}
 
 			// Without credentials the registry refuses too.
-			_, err = NewClient(WithConfig(testConfig(t, reg.Host))).Tags(t.Context(), ref, credentials.Ref{})
+			_, err = NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...))).Tags(t.Context(), ref, credentials.Ref{})
 			checkUnauthorized(t, err, reg.Host, "team/app", reg.Password)
 			if !strings.Contains(err.Error(), "anonymously") {
 				t.Errorf("error does not say the call was anonymous: %v", err)

@@ -54,7 +54,7 @@ func TestPullSecretEntriesByRepository(t *testing.T) {
 		{"registry-level", []string{"credentials: " + pullSecret.String()}, credentials.Ref{}},
 	} {
 		t.Run(level.name, func(t *testing.T) {
-			c := NewClient(WithConfig(testConfig(t, reg.Host, level.conf...)), WithCredentialResolver(resolver))
+			c := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg, level.conf...)...)), WithCredentialResolver(resolver))
 			for _, tc := range []struct {
 				repo string
 				ok   bool // false: the host-only entry is used, which the registry refuses
@@ -76,7 +76,7 @@ func TestPullSecretEntriesByRepository(t *testing.T) {
 	}
 
 	// The registry does tell the robots apart.
-	c := NewClient(WithConfig(testConfig(t, reg.Host)),
+	c := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...)),
 		WithCredentialResolver(envResolver(map[string]string{"ROBOT_A": "robot-a:robot-a-password"})))
 	_, err = c.Tags(t.Context(), imageRef(t, reg.Host+"/org-b/app"), envRef("ROBOT_A"))
 	checkUnauthorized(t, err, reg.Host, "org-b/app", "robot-a-password")

@@ -118,7 +118,7 @@ func newCompareSetup(b *testing.B) *compareSetup {
 		reg: reg,
 		// One connection pool for both sides, so neither pays for dialling.
 		counter:  &countingTransport{next: transport.NewHTTP(false)},
-		config:   testConfig(b, reg.Host, benchLimit, "credentials: env:REG_CREDS"),
+		config:   testConfig(b, reg.Host, regFields(reg, benchLimit, "credentials: env:REG_CREDS")...),
 		resolver: envResolver(map[string]string{"REG_CREDS": reg.Username + ":" + reg.Password}),
 	}
 }

@@ -19,9 +19,12 @@ import (
 // endpointStack is the HTTP stack of one registry endpoint, shared by every
 // repository and credential served by it. From the outside in:
 //
-//	redirect guard → metrics → [rate limit] → deadline → body limit → retry →
+//	host guard → metrics → [rate limit] → deadline → body limit → retry →
 //	gate → [tag-list scheme] → scheme pin → User-Agent → base transport
 //
+// The host guard (transport.NewHostGuard) is outermost so that every
+// request to another host than the API's, a token realm or a redirect,
+// whoever makes it, is checked there before it costs anything else.
 // The deadline comes after the rate limit, so that waiting for a slow
 // limit is not a timeout, and before the retries, which stop when it
 // nears. The gate (transport.Gate: requests in flight, Retry-After) is
@@ -46,6 +49,7 @@ type stackSettings struct {
 	insecure bool
 	rps      float64
 	tls      string // config.TLS.ID; "" for the defaults
+	internal config.Hosts
 }
 
 func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
@@ -53,7 +57,7 @@ func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
 	if ep.Limit <= 0 && c.defaultLimit > 0 {
 		rps = c.defaultLimit
 	}
-	s := stackSettings{apiURL: ep.APIURL, insecure: ep.Insecure, rps: rps}
+	s := stackSettings{apiURL: ep.APIURL, insecure: ep.Insecure, rps: rps, internal: ep.InternalHosts}
 	if ep.TLS != nil {
 		s.tls = ep.TLS.ID
 	}
@@ -120,7 +124,7 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 		rt = transport.NewRateLimit(rt, st.limiter)
 	}
 	rt = transport.NewMetrics(rt, func(d time.Duration, failed bool) { c.metrics.request(label, d, failed) })
-	st.rt = transport.NewRedirectGuard(rt)
+	st.rt = transport.NewHostGuard(rt, u.Host, ep.InternalHosts.List())
 	return st, nil
 }
 

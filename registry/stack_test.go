@@ -202,6 +202,11 @@ func TestStackReloadKeepsTheGate(t *testing.T) {
 	if st2.gate != st.gate || st.gate.Window() != 7 {
 		t.Errorf("gate shared %v, window %d, want the same gate with 7 places", st2.gate == st.gate, st.gate.Window())
 	}
+	// internal_hosts belongs to the stack's host guard.
+	current = testConfig(t, "registry.test:5000", "internal_hosts: [auth.registry.test]")
+	if st3, err := c.stackFor(c.Endpoint(ref)); err != nil || st3 == st2 || st3.gate != st.gate {
+		t.Errorf("after reload with internal_hosts: %v, same stack %v, same gate %v", err, st3 == st2, st3.gate == st.gate)
+	}
 }
 
 // An image names its registry host: hosts without a registries.conf entry

@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"crypto/tls"
 	"net/http"
 
 	"github.com/image-updater/argocd-image-updater/registry/config"
@@ -16,12 +15,12 @@ func (c *Client) endpointTransport(ep config.Endpoint) http.RoundTripper {
 	if ep.TLS == nil || c.base != nil {
 		return c.baseTransport(ep.Insecure)
 	}
-	t := transport.NewHTTP(ep.Insecure)
+	var opts []transport.HTTPOption
 	if ep.TLS.RootCAs != nil {
-		t.TLSClientConfig.RootCAs = ep.TLS.RootCAs
+		opts = append(opts, transport.WithRootCAs(ep.TLS.RootCAs))
 	}
 	if ep.TLS.Certificate != nil {
-		t.TLSClientConfig.Certificates = []tls.Certificate{*ep.TLS.Certificate}
+		opts = append(opts, transport.WithClientCertificate(*ep.TLS.Certificate))
 	}
-	return t
+	return transport.NewHTTP(ep.Insecure, opts...)
 }

@@ -104,7 +104,14 @@ func (ts *TokenServer) AddUser(username, password, prefix string) {
 
 // Realm is the URL the registry sends clients to.
 func (ts *TokenServer) Realm() string {
-	return "http://localhost:" + strconv.Itoa(ts.port) + "/token"
+	return "http://" + ts.Host() + "/token"
+}
+
+// Host is the realm's host and port. It is internal: the client reaches
+// it only when the registry's registries.conf entry lists it under
+// internal_hosts.
+func (ts *TokenServer) Host() string {
+	return "localhost:" + strconv.Itoa(ts.port)
 }
 
 // authenticate checks a client's credentials and says which repositories

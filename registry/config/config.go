@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -93,6 +95,22 @@ type Endpoint struct {
 	// trusting what it learnt while the listing stays the same.
 	MutableTags bool
 	TLS         *TLS // ca_file, ca_data and the client certificate; nil: the defaults
+	// InternalHosts are the hosts in the operator's own network that the
+	// registry may send the client to, as its token realm or in a
+	// redirect: other hosts must be public.
+	InternalHosts Hosts
+}
+
+// Hosts is a list of host or host:port, kept in one string (joined by
+// commas) so that an Endpoint stays comparable.
+type Hosts string
+
+// List is the hosts one by one.
+func (h Hosts) List() []string {
+	if h == "" {
+		return nil
+	}
+	return strings.Split(string(h), ",")
 }
 
 // RateLimit is the endpoint's rate limit in requests per second: Limit
@@ -310,7 +328,7 @@ type parsedEntry struct {
 }
 
 var entryFields = []string{"name", "prefix", "api_url", "credentials", "credsexpire", "insecure", "limit", "defaultns", "default", "tagsortmode",
-	"mutabletags", "ca_file", "ca_data", "client_cert_file", "client_key_file", "ping"}
+	"mutabletags", "ca_file", "ca_data", "client_cert_file", "client_key_file", "internal_hosts", "ping"}
 
 // entry parses registries[i]. ok is false when it had errors (already
 // recorded), so that it takes no part in the duplicate checks.
@@ -377,6 +395,8 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 			tlsNodes.certFile = v
 		case "client_key_file":
 			tlsNodes.keyFile = v
+		case "internal_hosts":
+			e.ep.InternalHosts = p.hosts(v, f)
 		case "ping":
 			// Read by older versions; nothing to do with it.
 		}
@@ -501,6 +521,64 @@ func (p *configParser) apiURL(v *yaml.Node, f string) string {
 		return ""
 	}
 	return strings.TrimRight(s, "/")
+}
+
+// hosts reads a list of host or host:port, without scheme or path; names
+// in lower case.
+func (p *configParser) hosts(v *yaml.Node, f string) Hosts {
+	if isNull(v) {
+		return ""
+	}
+	if v.Kind != yaml.SequenceNode {
+		p.errorf(v, f, "expected a list of host or host:port, got %s", kindName(v))
+		return ""
+	}
+	var out []string
+	for i, n := range v.Content {
+		n = deref(n)
+		fi := fmt.Sprintf("%s[%d]", f, i)
+		s, ok := p.scalar(n, fi, "a host or host:port")
+		if !ok {
+			continue
+		}
+		h, err := parseHost(s)
+		if err != nil {
+			p.errorf(n, fi, "%q %v", s, err)
+			continue
+		}
+		out = append(out, h)
+	}
+	return Hosts(strings.Join(out, ","))
+}
+
+// hostNameRE is a DNS name: labels of letters, digits and '-'.
+var hostNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+
+var errNotHost = errors.New("is not a host or host:port (no scheme, path or user)")
+
+// parseHost checks a host or host:port and gives it in lower case.
+func parseHost(s string) (string, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" || strings.ContainsAny(s, "/@?#") {
+		return "", errNotHost
+	}
+	name, port := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]"), ""
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		name, port = h, p
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", errors.New("has no port from 1 to 65535 after its ':'")
+		}
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		if port != "" {
+			return net.JoinHostPort(name, port), nil
+		}
+		return name, nil
+	}
+	if !hostNameRE.MatchString(strings.TrimSuffix(name, ".")) {
+		return "", errNotHost
+	}
+	return s, nil
 }
 
 func (p *configParser) credentials(v *yaml.Node, f string) string {

@@ -72,6 +72,7 @@ registries:
   credentials:
   default: false
   ping: false
+  internal_hosts: [auth.registry.internal, "LOCALHOST:5001", "[::1]:5002", 10.0.0.5, "::1"]
 `
 	cfg, err := Parse("registries.conf", []byte(file))
 	if err != nil {
@@ -83,7 +84,7 @@ registries:
 		{Name: "GitHub", Prefix: "ghcr.io/", APIURL: "https://ghcr.io", Credentials: "pullsecret:argocd/ghcr", Insecure: true,
 			TagSortMode: TagSortLatestFirst, Limit: 7},
 		{Name: "Internal", Prefix: "registry.internal:5000/team", APIURL: "http://registry.internal:5000", TagSortMode: TagSortLatestLast,
-			MutableTags: true},
+			MutableTags: true, InternalHosts: "auth.registry.internal,localhost:5001,[::1]:5002,10.0.0.5,::1"},
 	}
 	got := cfg.endpoints()
 	if len(got) != len(want) {
@@ -162,6 +163,16 @@ func TestParseErrors(t *testing.T) {
 			[]string{`registries.conf:4: registries[0].credentials: invalid credential reference "<redacted>": unknown kind; want one of`}},
 		{"relative ext", "registries:\n- name: a\n  prefix: a.io\n  credentials: ext:login.sh\n",
 			[]string{`registries.conf:4: registries[0].credentials: invalid credential reference "ext:<redacted>": the script path is not absolute`}},
+		{"internal_hosts not a list", "registries:\n- name: a\n  prefix: a.io\n  internal_hosts: auth.a.io\n",
+			[]string{`registries.conf:4: registries[0].internal_hosts: expected a list of host or host:port, got "auth.a.io"`}},
+		{"internal_hosts with a URL, a path, a bad port", "registries:\n- name: a\n  prefix: a.io\n  internal_hosts:\n  - https://auth.a.io\n  - auth.a.io/token\n  - auth.a.io:0\n  - [x]\n  - auth_a.io\n",
+			[]string{
+				`registries.conf:5: registries[0].internal_hosts[0]: "https://auth.a.io" is not a host or host:port (no scheme, path or user)`,
+				`registries.conf:6: registries[0].internal_hosts[1]: "auth.a.io/token" is not a host or host:port`,
+				`registries.conf:7: registries[0].internal_hosts[2]: "auth.a.io:0" has no port from 1 to 65535 after its ':'`,
+				`registries.conf:8: registries[0].internal_hosts[3]: expected a host or host:port, got a list`,
+				`registries.conf:9: registries[0].internal_hosts[4]: "auth_a.io" is not a host or host:port`,
+			}},
 		{"registries not a list", "registries:\n  name: a\n",
 			[]string{"registries.conf:2: registries: expected a list, got a mapping"}},
 		{"entry not a mapping", "registries:\n- ghcr.io\n",

@@ -1,17 +1,19 @@
 package transport
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 )
 
 // ErrBodyTooLarge is wrapped by the error of a response body that went
-// past its limit.
-var ErrBodyTooLarge = errors.New("response body too large")
+// past its limit; it is bounded.ErrTooLarge, which every answer read past
+// its size matches.
+var ErrBodyTooLarge = bounded.ErrTooLarge
 
 // BodyTooLargeError is the error of reading a response body past its
 // limit (or of a Content-Length announcing as much). errors.Is finds
@@ -33,7 +35,7 @@ func (e *BodyTooLargeError) Error() string {
 	if e.Shared {
 		in = " in all"
 	}
-	msg := fmt.Sprintf("the %s is larger than %s%s, the most the client reads", what, FormatBytes(e.Limit), in)
+	msg := fmt.Sprintf("the %s is larger than %s%s, the most the client reads", what, bounded.FormatBytes(e.Limit), in)
 	if e.URL == "" {
 		return msg
 	}
@@ -41,17 +43,6 @@ func (e *BodyTooLargeError) Error() string {
 }
 
 func (e *BodyTooLargeError) Is(target error) bool { return target == ErrBodyTooLarge }
-
-// FormatBytes writes n in MiB or KiB when it is a whole number of them.
-func FormatBytes(n int64) string {
-	switch {
-	case n > 0 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n > 0 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
 
 // Budget is a number of bytes that several response bodies share, such
 // as the pages of one tag list. It is safe for concurrent use.

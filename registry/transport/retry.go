@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/netguard"
 )
 
 // Retry defaults: a request is tried four times in all, after backoffs
@@ -189,8 +191,12 @@ func shouldRetry(ctx context.Context, resp *http.Response, err error) bool {
 }
 
 // retryableError tells connection trouble, which may pass, from TLS
-// verification failures and malformed requests, which will not.
+// verification failures, malformed requests and refused internal
+// addresses, which will not.
 func retryableError(err error) bool {
+	if errors.Is(err, netguard.ErrInternal) {
+		return false
+	}
 	var (
 		certErr     *tls.CertificateVerificationError
 		recordErr   tls.RecordHeaderError

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/netguard"
 )
 
 // roundTripFunc adapts a function to http.RoundTripper, the one-method seam
@@ -139,6 +141,7 @@ func TestRetryableError(t *testing.T) {
 		{"unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
 		{"plain HTTP answer to TLS", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, false},
 		{"other", errors.New("unsupported protocol scheme"), false},
+		{"internal address", &net.OpError{Op: "dial", Err: &netguard.RefusedError{Host: "127.0.0.1"}}, false},
 	} {
 		if got := retryableError(tc.err); got != tc.want {
 			t.Errorf("%s: retryableError = %v, want %v", tc.name, got, tc.want)

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
@@ -37,6 +38,12 @@ func (e *gitEnv) writeVersion(w *Writer, url, tag string) Result {
 func (e *gitEnv) testGitHubApp(t *testing.T) {
 	ca := testenv.NewCA(t, "GitHub Enterprise CA")
 	api := testenv.StartGitHubAPI(t, ca, func(token string) { e.git.AcceptCredentials(githubTokenUser, token) })
+	// The operator names the GitHub Enterprise Server, as
+	// --github-enterprise-api-url does.
+	hosts, err := forge.NewHosts([]string{api.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name     string
@@ -71,7 +78,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 			t.Cleanup(func() { api.FailWith(0) })
 			requests := api.Requests.Load()
 			pushes := e.git.Pushes.Load()
-			w := e.writer(t, ns)
+			w := e.writer(t, ns, WithForgeHosts(hosts))
 
 			for _, tag := range []string{"v0.0.2", "v0.0.3"} {
 				r := e.writeVersion(w, url, tag)
@@ -125,7 +132,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 			})
 		}
 		api.SetTokenLifetime(time.Hour)
-		w := e.writer(t, ns)
+		w := e.writer(t, ns, WithForgeHosts(hosts))
 		if r := e.writeVersion(w, good, "v0.0.2"); r.Err != nil {
 			t.Fatal(r.Err)
 		}
@@ -136,6 +143,34 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 		}
 		if p := api.Problems(); len(p) != problems+1 || !strings.Contains(p[len(p)-1], "not signed by the app's key") {
 			t.Errorf("the API saw %v", p[problems:])
+		}
+	})
+
+	// A Secret may only name an API the operator allows: the Secret can be
+	// a tenant's (git:secret:), and the controller would POST the app's
+	// JWT to any host it names and quote the answer. Nothing is sent.
+	t.Run("an API URL the operator did not name", func(t *testing.T) {
+		ns := e.argoNamespace(t, "github-app-other-api", false)
+		url := e.repo(t, ns, nil)
+		e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+		e.secret(t, ns, "github-app", argoCDSecretTypeRepoCreds, map[string]string{
+			"url":                        e.git.HTTPURL + "/",
+			"githubAppID":                api.AppID,
+			"githubAppInstallationID":    fmt.Sprint(api.InstallationID),
+			"githubAppPrivateKey":        string(api.PrivateKey),
+			"githubAppEnterpriseBaseUrl": api.URL + "/api/v3",
+		})
+		requests, pushes := api.Requests.Load(), e.git.Pushes.Load()
+		for _, w := range []*Writer{e.writer(t, ns), e.writer(t, ns, WithForgeHosts(hosts))} {
+			r := e.writeVersion(w, url, "v0.0.2")
+			for _, want := range []string{`githubAppEnterpriseBaseUrl "` + api.URL + `/api/v3" in Secret ` + ns + "/github-app", "not a github API the controller may use", "--github-enterprise-api-url"} {
+				if r.Err == nil || !strings.Contains(r.Err.Error(), want) {
+					t.Errorf("got %v, want an error containing %q", r.Err, want)
+				}
+			}
+		}
+		if api.Requests.Load() != requests || e.git.Pushes.Load() != pushes {
+			t.Errorf("%d token requests, %d pushes; want none", api.Requests.Load()-requests, e.git.Pushes.Load()-pushes)
 		}
 	})
 

@@ -304,7 +304,7 @@ func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	w := &Writer{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message, github: gitauth.NewGitHubTokens()}
+	w := &Writer{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message}
 	var errs []error
 	if secrets == nil {
 		errs = append(errs, errors.New("a gitauth.SecretLister is required"))
@@ -327,6 +327,7 @@ func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 	if err := w.cfg.pullRequestDefaults(); err != nil {
 		errs = append(errs, err)
 	}
+	w.github = gitauth.NewGitHubTokens(w.cfg.forges)
 	switch {
 	case cfg.signingKey != "":
 		home := cfg.gnupgHome

@@ -163,7 +163,7 @@ type Resolver struct {
 // writer's token cache, which outlives it.
 func NewResolver(lister SecretLister, namespace, tempDir string, github *GitHubTokens) *Resolver {
 	if github == nil {
-		github = NewGitHubTokens()
+		github = NewGitHubTokens(nil)
 	}
 	return &Resolver{lister: lister, namespace: namespace, tempDir: tempDir, github: github}
 }

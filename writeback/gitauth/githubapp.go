@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v4"
 
+	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 )
 
@@ -31,6 +32,11 @@ const githubTokenRefreshMargin = 5 * time.Minute
 
 // githubAPITimeout bounds one token request.
 const githubAPITimeout = 30 * time.Second
+
+// maxGitHubAnswer bounds what is read of the token request's answer: a
+// token, its expiry and permissions, and the repositories it is limited
+// to, if any.
+const maxGitHubAnswer = 1 << 20
 
 // githubApp is the GitHub App of an Argo CD repository Secret.
 type githubApp struct {
@@ -96,9 +102,10 @@ func (a githubApp) cacheKey() string {
 
 // GitHubTokens mints and caches GitHub App installation tokens. One lives
 // as long as its Writer, so a token serves every write until shortly
-// before it expires.
+// before it expires. It asks only the GitHub APIs the operator allows.
 type GitHubTokens struct {
 	now  func() time.Time
+	apis *forge.Hosts
 	mint coalesce.Group[githubToken]
 
 	mu     sync.Mutex
@@ -110,16 +117,26 @@ type githubToken struct {
 	expires time.Time
 }
 
-// NewGitHubTokens returns an empty token cache.
-func NewGitHubTokens() *GitHubTokens {
-	return &GitHubTokens{now: time.Now, tokens: map[string]githubToken{}}
+// NewGitHubTokens returns an empty token cache that mints tokens at the
+// GitHub APIs apis knows (api.github.com and the GitHub Enterprise Servers
+// the operator names); nil: api.github.com alone.
+func NewGitHubTokens(apis *forge.Hosts) *GitHubTokens {
+	if apis == nil {
+		apis, _ = forge.NewHosts(nil, nil)
+	}
+	return &GitHubTokens{now: time.Now, apis: apis, tokens: map[string]githubToken{}}
 }
 
 // token returns a valid installation token for app, minting one through
 // the GitHub REST API with rt (which carries the TLS and proxy settings
 // for the API host) when none is cached. Concurrent writes to repositories
-// of one installation share one request.
+// of one installation share one request. An API the operator does not
+// allow is refused before anything is sent: the Secret that names it may
+// be a tenant's, and the answer would reach the tenant's errors.
 func (g *GitHubTokens) token(ctx context.Context, app githubApp, source string, rt http.RoundTripper) (string, error) {
+	if _, err := g.apis.APIURL(forge.GitHub, app.baseURL); err != nil {
+		return "", fmt.Errorf("githubAppEnterpriseBaseUrl %q in %s: %v; the operator allows a GitHub Enterprise Server with --github-enterprise-api-url", app.baseURL, source, err)
+	}
 	key := app.cacheKey()
 	g.mu.Lock()
 	t, ok := g.tokens[key]
@@ -177,7 +194,7 @@ func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.Round
 		return githubToken{}, fmt.Errorf("POST %s: %w", endpoint, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := bounded.ReadAll(resp.Body, maxGitHubAnswer, "GitHub API answer")
 	if err != nil {
 		return githubToken{}, fmt.Errorf("POST %s: %w", endpoint, err)
 	}
@@ -196,17 +213,16 @@ func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.Round
 
 // githubErrorMessage is the "message" GitHub gives with an error, which
 // says what is wrong ("Not Found", "A JSON web token could not be
-// decoded"), cut short; the rest of the body is left out.
+// decoded"), on one line and cut short; the rest of the body is left out.
 func githubErrorMessage(body []byte) string {
 	var e struct {
 		Message string `json:"message"`
 	}
-	if json.Unmarshal(body, &e) != nil || e.Message == "" {
+	if json.Unmarshal(body, &e) != nil {
 		return ""
 	}
-	msg := e.Message
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
+	if msg := bounded.Excerpt(e.Message, bounded.MessageLength); msg != "" {
+		return ": " + msg
 	}
-	return ": " + strconv.Quote(msg)
+	return ""
 }

@@ -1,8 +1,18 @@
 package gitauth
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/image-updater/argocd-image-updater/forge"
 )
 
 func TestParseGitHubAppBaseURL(t *testing.T) {
@@ -25,5 +35,78 @@ func TestParseGitHubAppBaseURL(t *testing.T) {
 		case tt.err == "" && app.baseURL != tt.want:
 			t.Errorf("%q: base URL %q, want %q", tt.in, app.baseURL, tt.want)
 		}
+	}
+}
+
+// The token request goes only to a GitHub API the operator allows, and
+// what it answers reaches the error bounded: GitHub's message on one line
+// and cut short, an answer past 1 MiB not read on.
+func TestGitHubTokenRequest(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	var requests atomic.Int64
+	answer := func(w http.ResponseWriter, r *http.Request) {}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		answer(w, r)
+	}))
+	defer api.Close()
+	allowed, err := forge.NewHosts([]string{api.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("internal ", 1000)
+	for _, tc := range []struct {
+		name    string
+		apis    *forge.Hosts
+		answer  func(w http.ResponseWriter, r *http.Request)
+		sent    bool
+		want    []string
+		notWant string
+	}{
+		{name: "not allowed", apis: nil, sent: false,
+			want: []string{`githubAppEnterpriseBaseUrl "` + api.URL + `" in Secret argocd/app: not a github API the controller may use (https://api.github.com); the operator allows a GitHub Enterprise Server with --github-enterprise-api-url`}},
+		{name: "a token", apis: allowed, sent: true, answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"token":"ghs_x","expires_at":"2099-01-01T00:00:00Z"}`)
+		}},
+		{name: "a long refusal on several lines", apis: allowed, sent: true, answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"message":"Bad\ncredentials `+long+`"}`)
+		}, want: []string{`401 Unauthorized: "Bad credentials internal internal`, `..."`}, notWant: strings.Repeat("internal ", 40)},
+		{name: "an answer past 1 MiB", apis: allowed, sent: true, answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"token":"`+strings.Repeat("x", 2<<20)+`"}`)
+		}, want: []string{"the GitHub API answer is larger than 1 MiB, the most the client reads"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app, err := parseGitHubApp("Secret argocd/app", "1", "2", keyPEM, api.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answer = tc.answer
+			before := requests.Load()
+			tok, err := NewGitHubTokens(tc.apis).token(t.Context(), app, "Secret argocd/app", http.DefaultTransport)
+			if sent := requests.Load() > before; sent != tc.sent {
+				t.Errorf("sent %v, want %v", sent, tc.sent)
+			}
+			if len(tc.want) == 0 {
+				if err != nil || tok != "ghs_x" {
+					t.Errorf("got %q, %v", tok, err)
+				}
+				return
+			}
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("got %v, want an error containing %q", err, w)
+				}
+			}
+			if err != nil && (strings.Contains(err.Error(), "\n") || tc.notWant != "" && strings.Contains(err.Error(), tc.notWant)) {
+				t.Errorf("the error quotes too much of the answer: %d bytes", len(err.Error()))
+			}
+		})
 	}
 }
