@@ -113,7 +113,10 @@ func isCloneName(name string) bool {
 type cloneCache struct {
 	root    string
 	maxSize int64 // <= 0: no bound
-	log     *slog.Logger
+	// inFlight is what fetches in flight hold on disk beyond the clones'
+	// recorded sizes (charge); guarded by mu.
+	inFlight int64
+	log      *slog.Logger
 	// private: root is this writer's own temporary folder, removed by
 	// close.
 	private bool
@@ -268,7 +271,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 		repo, err := openBare(dir)
 		if err == nil {
 			if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{key}) {
-				return &gitClone{url: repoURL, name: name, dir: dir, repo: repo, maxFetch: c.maxSize}, nil
+				return &gitClone{url: repoURL, name: name, dir: dir, repo: repo, maxFetch: c.maxSize, disk: c}, nil
 			}
 		}
 	}
@@ -290,7 +293,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("create clone of %s in %s: %w", gitauth.RedactURL(repoURL), tmp, err)
 	}
-	return &gitClone{url: repoURL, name: name, dir: dir, building: tmp, repo: repo, maxFetch: c.maxSize}, nil
+	return &gitClone{url: repoURL, name: name, dir: dir, building: tmp, repo: repo, maxFetch: c.maxSize, disk: c}, nil
 }
 
 // done records the use of a clone, or removes it if it never got its
@@ -315,27 +318,53 @@ func (c *cloneCache) done(clone *gitClone) {
 	c.evict()
 }
 
-// evict removes the least recently used clones not in use until the
-// clones fit maxSize, or only clones in use are left.
-func (c *cloneCache) evict() {
+// charge counts n more bytes that a fetch in flight holds on disk: the
+// clones and every fetch in flight share the one bound, maxSize. Idle
+// clones are removed to make room; false when there is none, and then
+// nothing is counted.
+func (c *cloneCache) charge(n int64) bool {
 	if c.maxSize <= 0 {
-		return
+		return true
+	}
+	c.mu.Lock()
+	c.inFlight += n
+	c.mu.Unlock()
+	if c.evict() <= c.maxSize {
+		return true
+	}
+	c.uncharge(n)
+	return false
+}
+
+// uncharge gives back what charge counted.
+func (c *cloneCache) uncharge(n int64) {
+	c.mu.Lock()
+	c.inFlight -= n
+	c.mu.Unlock()
+}
+
+// evict removes the least recently used clones not in use until the
+// clones and the fetches in flight fit maxSize, or only clones in use are
+// left, and returns the space they take then.
+func (c *cloneCache) evict() int64 {
+	if c.maxSize <= 0 {
+		return 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var total int64
+	total := c.inFlight
 	names := make([]string, 0, len(c.clones))
 	for name, cl := range c.clones {
 		total += cl.size
 		names = append(names, name)
 	}
 	if total <= c.maxSize {
-		return
+		return total
 	}
 	slices.SortFunc(names, func(a, b string) int { return c.clones[a].lastUse.Compare(c.clones[b].lastUse) })
 	for _, name := range names {
 		if total <= c.maxSize {
-			return
+			return total
 		}
 		l := c.cloneLockLocked(name)
 		if !l.TryLock() {
@@ -353,7 +382,8 @@ func (c *cloneCache) evict() {
 		c.log.Info("removed the least recently used clone: the clones outgrew their bound", "repository", gitauth.RedactURL(cl.key),
 			"size", cl.size, "last_use", cl.lastUse, "bound", c.maxSize)
 	}
-	c.log.Warn("the clones in use outgrow their bound", "size", total, "bound", c.maxSize)
+	c.log.Warn("the clones in use and the fetches in flight outgrow their bound", "size", total, "bound", c.maxSize)
+	return total
 }
 
 // diskUsage is the disk space the files under dir take.

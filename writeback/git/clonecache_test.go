@@ -502,7 +502,9 @@ func (e *gitEnv) testFetchBound(t *testing.T) {
 	if r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]; r.Err == nil {
 		t.Error("the second try was not refused")
 	}
-	mustWrite(t, e.writer(t, ns, WithWorkDir(t.TempDir()), WithCloneCacheSize(64<<20)), appUpdate("main", url))
+	// While it runs, a fetch holds its pack twice (the spool, the stored
+	// copy): 40 MiB needs 80 of the folder's bound.
+	mustWrite(t, e.writer(t, ns, WithWorkDir(t.TempDir()), WithCloneCacheSize(96<<20)), appUpdate("main", url))
 }
 
 // TestCloneFolderOwner: a clone folder another user owns or may write is
@@ -535,5 +537,37 @@ func TestCloneFolderOwner(t *testing.T) {
 				t.Errorf("clones in %s (private %v), want the folder used: %v", c.root, c.private, tt.used)
 			}
 		})
+	}
+}
+
+// The clones and the fetches in flight share one bound: a fetch's bytes
+// are charged as it spools them (twice: the spool and the stored copy),
+// idle clones make room, and past the bound the fetch is refused.
+func TestCloneFolderOneBound(t *testing.T) {
+	c, err := openCloneCache(t.TempDir(), 1000, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	if !c.charge(600) {
+		t.Fatal("a first fetch within the bound was refused")
+	}
+	if c.charge(600) {
+		t.Fatal("a second fetch past the bound, with no idle clone to remove, was allowed")
+	}
+	c.uncharge(600)
+	// An idle clone of 800 bytes is removed to make room.
+	idle := filepath.Join(c.root, "idle")
+	if err := os.MkdirAll(idle, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.clones["idle"] = &cachedClone{key: "https://git.example.com/idle.git", size: 800}
+	c.mu.Unlock()
+	if !c.charge(600) {
+		t.Fatal("a fetch was refused although an idle clone could make room")
+	}
+	if _, err := os.Stat(idle); !os.IsNotExist(err) {
+		t.Errorf("the idle clone is still there: %v", err)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
@@ -48,6 +50,11 @@ type gitClone struct {
 	// maxFetch bounds what one fetch may bring, packed and unpacked
 	// (the clones' bound); <= 0: no bound.
 	maxFetch int64
+	// disk is the one bound of the clones' folder, which every fetch in
+	// flight shares; nil: none. charged is what this clone's fetch in
+	// flight counts against it.
+	disk    *cloneCache
+	charged int64
 }
 
 // finish moves a new clone, whose first fetch just landed, to its folder.
@@ -229,6 +236,14 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
 	if c.maxFetch > 0 {
+		// What the fetch holds on disk counts against the folder's bound
+		// until the clone's size is recorded after it (cloneCache.done).
+		defer func() {
+			if c.disk != nil {
+				c.disk.uncharge(c.charged)
+			}
+			c.charged = 0
+		}()
 		spooled, err := c.boundedPack(pack)
 		if err != nil {
 			return err
@@ -248,6 +263,26 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 	shallow = slices.DeleteFunc(shallow, func(h plumbing.Hash) bool { return slices.Contains(resp.Unshallows, h) })
 	slices.SortFunc(shallow, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
 	return c.repo.Storer.SetShallow(slices.Compact(shallow))
+}
+
+// chargedWriter spools a fetched pack, counting each byte twice against
+// the folder's bound: the spooled pack, and the copy the store will make
+// of it before the spool is removed.
+type chargedWriter struct {
+	w       io.Writer
+	disk    *cloneCache
+	charged *int64
+}
+
+func (w *chargedWriter) Write(p []byte) (int, error) {
+	if w.disk != nil {
+		if !w.disk.charge(2 * int64(len(p))) {
+			return 0, fmt.Errorf("%w: the clones and the fetches in flight would take more than the %s the clones' folder may hold (--git-clone-max-size)",
+				errFetchTooLarge, resource.NewQuantity(w.disk.maxSize, resource.BinarySI))
+		}
+		*w.charged += 2 * int64(len(p))
+	}
+	return w.w.Write(p)
 }
 
 // maxFetchedObject bounds one object of a fetch, whatever the clones'
@@ -292,7 +327,7 @@ func (c *gitClone) boundedPack(pack io.Reader) (_ *os.File, err error) {
 			_ = os.Remove(f.Name())
 		}
 	}()
-	n, err := io.Copy(f, io.LimitReader(pack, c.maxFetch+1))
+	n, err := io.Copy(&chargedWriter{w: f, disk: c.disk, charged: &c.charged}, io.LimitReader(pack, c.maxFetch+1))
 	if err != nil {
 		return nil, err
 	}
