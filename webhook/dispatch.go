@@ -15,11 +15,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
-// DefaultWindow is how long the Dispatcher waits after a notification for
-// more before it checks: a push of several tags, or of one image to
-// several repositories, arrives as a burst and is checked once.
-const DefaultWindow = 500 * time.Millisecond
-
 // Rechecks: a repository one of whose images was skipped because its
 // Application does not run it is checked again, a few times. Argo CD's
 // status can list none of an image's versions while it rolls one out, and
@@ -52,9 +47,15 @@ type Checker interface {
 // Dispatcher coalesces notifications into checks. It accepts them only
 // while Run runs, which is where the update cycles run: on the replica
 // that holds the leader Lease.
+//
+// A notification's check starts at once when no check runs (the leading
+// edge). What is notified while a check runs, or while one waits to start,
+// is merged, by repository, into the one check that follows it (the
+// trailing edge): a burst of notifications, such as a push of several tags
+// or of one image to several repositories, costs at most two checks of
+// each repository, and the repositories notified meanwhile share one call.
 type Dispatcher struct {
 	checker      Checker
-	window       time.Duration
 	recheckAfter time.Duration
 	rechecks     int
 	metrics      *Metrics
@@ -78,9 +79,6 @@ type pendingRepo struct {
 
 // DispatcherOption configures a Dispatcher.
 type DispatcherOption func(*Dispatcher)
-
-// WithWindow sets how long to wait for more notifications before a check.
-func WithWindow(d time.Duration) DispatcherOption { return func(x *Dispatcher) { x.window = d } }
 
 // WithRechecks sets how many times, and how long after a check, a
 // repository is checked again when an Application it notified about did
@@ -108,7 +106,6 @@ func WithDispatcherClock(now func() time.Time) DispatcherOption {
 func NewDispatcher(c Checker, opts ...DispatcherOption) *Dispatcher {
 	d := &Dispatcher{
 		checker:      c,
-		window:       DefaultWindow,
 		recheckAfter: DefaultRecheckAfter,
 		rechecks:     DefaultRechecks,
 		logger:       slog.New(slog.DiscardHandler),
@@ -150,10 +147,9 @@ func (d *Dispatcher) Notify(n Notification) error {
 	return nil
 }
 
-// Run checks what was notified until ctx ends: a window after the first
-// notification of a batch, and again after each check for what arrived
-// meanwhile. What is still pending when ctx ends is dropped; the cycles
-// will see it.
+// Run checks what was notified until ctx ends: at once, and again after
+// each check for what arrived meanwhile. What is still pending when ctx
+// ends is dropped; the cycles will see it.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.mu.Lock()
 	d.running = true
@@ -169,13 +165,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
-		}
-		timer := time.NewTimer(d.window)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
 		}
 		// A batch named by notifications must not stop the checks of
 		// later ones.
