@@ -48,6 +48,13 @@ func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Refe
 	return sum
 }
 
+// recorded are the checks so far.
+func (c *fakeChecker) recorded() []check {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.checks)
+}
+
 func mustRef(t *testing.T, s string) imageref.Reference {
 	t.Helper()
 	r, err := imageref.Parse(s)
