@@ -17,4 +17,10 @@
 // through a Checker, the update cycle's CheckRepositories, which never
 // overlaps a cycle; what is notified while a check runs or waits is merged
 // into the one check that follows it.
+//
+// Checks run on the replica that holds the leader Lease. A replica that
+// does not lead relays (WithRelay, Forward): it forwards the repositories
+// of what it accepts, signed with a key derived from the webhook secrets,
+// to the leader's RelayHandler, or keeps them, bounded in number and time,
+// while no replica leads.
 package webhook

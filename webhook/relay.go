@@ -481,11 +481,18 @@ func readRelayed(msg relayMessage, now time.Time) ([]*pendingRepo, error) {
 	return batch, nil
 }
 
-// pendingNames are the names of batch's repositories, for the log.
+// maxLoggedNames bounds the repository names one log line lists.
+const maxLoggedNames = 20
+
+// pendingNames are the names of batch's repositories, for the log: the
+// first maxLoggedNames, and how many more.
 func pendingNames(batch []*pendingRepo) []string {
-	out := make([]string, len(batch))
-	for i, p := range batch {
-		out[i] = p.ref.Name()
+	out := make([]string, 0, min(len(batch), maxLoggedNames+1))
+	for _, p := range batch[:min(len(batch), maxLoggedNames)] {
+		out = append(out, p.ref.Name())
+	}
+	if more := len(batch) - maxLoggedNames; more > 0 {
+		out = append(out, fmt.Sprintf("and %d more", more))
 	}
 	return out
 }
