@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/image-updater/argocd-image-updater/webhook"
 )
 
 // The issue's targets.
@@ -673,7 +671,7 @@ func (r *report) webhooks(p func(string, ...any)) {
 	p("no cycle runs after its first. Then, one at a time, a new tag is pushed to a semver repository that")
 	p("argocd Applications use and the harness posts the Distribution registry's notification of it")
 	p("(`?type=distribution`, with the secret). Latency: from posting the notification until the API server")
-	p("received the last patch of the Applications it changes. It includes the webhook's collection window of %s.", webhook.DefaultWindow)
+	p("received the last patch of the Applications it changes. The check starts as the notification is accepted.")
 	p("")
 	p("| scenario | Applications | notifications | Applications patched each | p50 s | p99 s | max s | registry requests per notification (mean) |")
 	p("|---|--:|--:|--:|--:|--:|--:|--:|")

@@ -304,7 +304,7 @@ func TestDemo(t *testing.T) {
 		}
 	}
 	say("  (The registry kept the notifications of the earlier pushes while nothing listened, and delivers them too;")
-	say("  notifications within half a second are checked together.)")
+	say("  those that arrive while a check runs are checked together by the next.)")
 	say("  Every Application of eks-app was written v0.2.0 %s after the push, though the next cycle is an hour away;", delay.Round(10*time.Millisecond))
 	say("  Argo CD's Deployments run it %s after the push:", running.Round(10*time.Millisecond))
 	deployed().print()

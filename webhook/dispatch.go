@@ -15,11 +15,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
-// DefaultWindow is how long the Dispatcher waits after a notification for
-// more before it checks: a push of several tags, or of one image to
-// several repositories, arrives as a burst and is checked once.
-const DefaultWindow = 500 * time.Millisecond
-
 // Rechecks: a repository one of whose images was skipped because its
 // Application does not run it is checked again, a few times. Argo CD's
 // status can list none of an image's versions while it rolls one out, and
@@ -40,7 +35,7 @@ const maxReceived = 100
 
 // Errors Notify returns; the handler answers them with 503.
 var (
-	ErrNotRunning = errors.New("this replica runs no checks now (it does not hold the leader Lease); the registry should retry")
+	ErrNotRunning = errors.New("this replica runs no checks now (it does not hold the leader Lease) and cannot forward the notification to the replica that does; the registry should retry")
 	ErrBusy       = errors.New("too many repositories are waiting for a check; retry later")
 )
 
@@ -49,28 +44,41 @@ type Checker interface {
 	CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) cycle.Summary
 }
 
-// Dispatcher coalesces notifications into checks. It accepts them only
-// while Run runs, which is where the update cycles run: on the replica
-// that holds the leader Lease.
+// Dispatcher coalesces notifications into checks. Checks run only while
+// Run runs, which is where the update cycles run: on the replica that
+// holds the leader Lease. Without a relay (WithRelay) it accepts
+// notifications only then; with one, a replica that does not lead keeps
+// them and Forward hands them to the leader.
+//
+// A notification's check starts at once when no check runs (the leading
+// edge). What is notified while a check runs, or while one waits to start,
+// is merged, by repository, into the one check that follows it (the
+// trailing edge): a burst of notifications, such as a push of several tags
+// or of one image to several repositories, costs at most two checks of
+// each repository, and the repositories notified meanwhile share one call.
 type Dispatcher struct {
 	checker      Checker
-	window       time.Duration
 	recheckAfter time.Duration
 	rechecks     int
 	metrics      *Metrics
 	logger       *slog.Logger
 	now          func() time.Time
+	relay        *relay // nil: notifications are refused while not leading
 
 	mu      sync.Mutex
 	running bool
 	pending map[string]*pendingRepo // by repository name
-	wake    chan struct{}
+	wake    chan struct{}           // Run's, while running
+	forward chan struct{}           // Forward's, while not running
 }
 
 type pendingRepo struct {
 	ref      imageref.Reference
 	sources  map[string]bool
 	received []time.Time
+	// last is when its latest notification arrived: one kept while no
+	// replica can take it expires relayMaxAge after that.
+	last time.Time
 	// recheck counts the checks of this repository before, for images
 	// skipped as not running (see DefaultRechecks).
 	recheck int
@@ -78,9 +86,6 @@ type pendingRepo struct {
 
 // DispatcherOption configures a Dispatcher.
 type DispatcherOption func(*Dispatcher)
-
-// WithWindow sets how long to wait for more notifications before a check.
-func WithWindow(d time.Duration) DispatcherOption { return func(x *Dispatcher) { x.window = d } }
 
 // WithRechecks sets how many times, and how long after a check, a
 // repository is checked again when an Application it notified about did
@@ -108,13 +113,13 @@ func WithDispatcherClock(now func() time.Time) DispatcherOption {
 func NewDispatcher(c Checker, opts ...DispatcherOption) *Dispatcher {
 	d := &Dispatcher{
 		checker:      c,
-		window:       DefaultWindow,
 		recheckAfter: DefaultRecheckAfter,
 		rechecks:     DefaultRechecks,
 		logger:       slog.New(slog.DiscardHandler),
 		now:          time.Now,
 		pending:      map[string]*pendingRepo{},
 		wake:         make(chan struct{}, 1),
+		forward:      make(chan struct{}, 1),
 	}
 	for _, opt := range opts {
 		opt(d)
@@ -122,41 +127,73 @@ func NewDispatcher(c Checker, opts ...DispatcherOption) *Dispatcher {
 	return d
 }
 
-// Notify queues the repositories of n for the next check.
+// Notify queues the repositories of n for the next check: this replica's
+// when it leads; otherwise, with a relay, the leader's, through Forward.
 func (d *Dispatcher) Notify(n Notification) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.running {
-		return ErrNotRunning
+		if err := d.relay.admit(); err != nil {
+			return err
+		}
 	}
 	for _, ref := range n.Repositories {
-		p, ok := d.pending[ref.Name()]
-		if !ok {
-			if len(d.pending) >= maxPending {
-				return ErrBusy
-			}
-			p = &pendingRepo{ref: ref, sources: map[string]bool{}}
-			d.pending[ref.Name()] = p
-		}
-		p.sources[n.Source] = true
-		if len(p.received) < maxReceived {
-			p.received = append(p.received, n.Received)
+		p := &pendingRepo{ref: ref, sources: map[string]bool{n.Source: true}, received: []time.Time{n.Received}, last: n.Received}
+		if !d.merge(p) {
+			return ErrBusy
 		}
 	}
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	d.signal()
 	return nil
 }
 
-// Run checks what was notified until ctx ends: a window after the first
-// notification of a batch, and again after each check for what arrived
-// meanwhile. What is still pending when ctx ends is dropped; the cycles
-// will see it.
+// merge adds p to what is pending, merged with what is pending for its
+// repository; false when too many repositories are pending. d.mu is held.
+func (d *Dispatcher) merge(p *pendingRepo) bool {
+	q, ok := d.pending[p.ref.Name()]
+	if !ok {
+		if len(d.pending) >= maxPending {
+			return false
+		}
+		q = &pendingRepo{ref: p.ref, sources: map[string]bool{}, recheck: p.recheck}
+		d.pending[p.ref.Name()] = q
+	}
+	for s := range p.sources {
+		q.sources[s] = true
+	}
+	// The earliest receipts are kept, for the latency metric.
+	q.received = append(q.received, p.received...)
+	slices.SortFunc(q.received, time.Time.Compare)
+	q.received = q.received[:min(len(q.received), maxReceived)]
+	if p.last.After(q.last) {
+		q.last = p.last
+	}
+	return true
+}
+
+// signal wakes whichever loop takes what is pending: Run while it runs,
+// Forward otherwise. d.mu is held.
+func (d *Dispatcher) signal() {
+	ch := d.wake
+	if !d.running {
+		ch = d.forward
+	}
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run checks what was notified until ctx ends: at once, and again after
+// each check for what arrived meanwhile. What was kept before, while
+// another replica led or none did, is checked at once too. What is still
+// pending when ctx ends is dropped; the cycles will see it.
 func (d *Dispatcher) Run(ctx context.Context) {
 	d.mu.Lock()
 	d.running = true
+	if len(d.pending) > 0 {
+		d.signal()
+	}
 	d.mu.Unlock()
 	defer func() {
 		d.mu.Lock()
@@ -169,13 +206,6 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.wake:
-		}
-		timer := time.NewTimer(d.window)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
 		}
 		// A batch named by notifications must not stop the checks of
 		// later ones.
@@ -250,15 +280,11 @@ func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo) {
 		if _, ok := d.pending[a.ref.Name()]; ok {
 			continue // notified again meanwhile: checked anyway
 		}
-		if len(d.pending) >= maxPending {
-			return
+		if !d.merge(a) {
+			break
 		}
-		d.pending[a.ref.Name()] = a
 	}
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
+	d.signal()
 }
 
 // describe names what triggered a check, for events and logs: "a push

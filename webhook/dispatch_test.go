@@ -48,6 +48,13 @@ func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Refe
 	return sum
 }
 
+// recorded are the checks so far.
+func (c *fakeChecker) recorded() []check {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.checks)
+}
+
 func mustRef(t *testing.T, s string) imageref.Reference {
 	t.Helper()
 	r, err := imageref.Parse(s)
@@ -62,6 +69,7 @@ func TestDispatcher(t *testing.T) {
 		at     time.Duration
 		source string
 		repos  []string
+		times  int // how many times it is sent; 0 means once
 	}
 	tests := []struct {
 		name  string
@@ -70,14 +78,9 @@ func TestDispatcher(t *testing.T) {
 		want  []check
 	}{
 		{
-			name: "a burst is one check",
-			notes: []note{
-				{at: 0, source: Quay, repos: []string{"quay.io/a/x"}},
-				{at: 300 * time.Millisecond, source: Quay, repos: []string{"quay.io/a/y", "quay.io/a/x"}},
-				{at: 900 * time.Millisecond, source: Harbor, repos: []string{"harbor.example.com/p/z"}},
-			},
-			want: []check{{at: time.Second, repos: []string{"harbor.example.com/p/z", "quay.io/a/x", "quay.io/a/y"},
-				trigger: "push notifications from harbor and quay.io"}},
+			name:  "the first check starts at once",
+			notes: []note{{at: 0, source: Quay, repos: []string{"quay.io/a/x"}}},
+			want:  []check{{at: 0, repos: []string{"quay.io/a/x"}, trigger: "a push notification from quay.io"}},
 		},
 		{
 			name: "notifications further apart are checked apart",
@@ -86,22 +89,51 @@ func TestDispatcher(t *testing.T) {
 				{at: 2 * time.Second, source: DockerHub, repos: []string{"docker.io/a/x"}},
 			},
 			want: []check{
-				{at: time.Second, repos: []string{"docker.io/a/x"}, trigger: "a push notification from docker.io"},
-				{at: 3 * time.Second, repos: []string{"docker.io/a/x"}, trigger: "a push notification from docker.io"},
+				{at: 0, repos: []string{"docker.io/a/x"}, trigger: "a push notification from docker.io"},
+				{at: 2 * time.Second, repos: []string{"docker.io/a/x"}, trigger: "a push notification from docker.io"},
 			},
 		},
 		{
-			name: "what arrives during a check waits for the next",
+			name: "what arrives during a check is merged into the next",
 			hold: 5 * time.Second,
 			notes: []note{
 				{at: 0, source: Distribution, repos: []string{"r.example.com/a"}},
-				{at: 2 * time.Second, source: Distribution, repos: []string{"r.example.com/b"}},
+				{at: 2 * time.Second, source: Distribution, repos: []string{"r.example.com/b", "r.example.com/a"}},
 				{at: 3 * time.Second, source: GHCR, repos: []string{"ghcr.io/o/c"}},
+				{at: 4 * time.Second, source: Distribution, repos: []string{"r.example.com/a"}},
 			},
 			want: []check{
-				{at: time.Second, repos: []string{"r.example.com/a"}, trigger: "a push notification from distribution"},
-				// The first check ends at 6s; the window runs from then.
-				{at: 7 * time.Second, repos: []string{"ghcr.io/o/c", "r.example.com/b"}, trigger: "push notifications from distribution and ghcr.io"},
+				{at: 0, repos: []string{"r.example.com/a"}, trigger: "a push notification from distribution"},
+				// The first check ends at 5s; the next starts then.
+				{at: 5 * time.Second, repos: []string{"ghcr.io/o/c", "r.example.com/a", "r.example.com/b"},
+					trigger: "push notifications from distribution and ghcr.io"},
+			},
+		},
+		{
+			name: "a burst of 100 is two checks",
+			hold: time.Second,
+			notes: []note{
+				{at: 0, source: Harbor, repos: []string{"harbor.example.com/p/z"}, times: 100},
+				{at: 0, source: Harbor, repos: []string{"harbor.example.com/p/y"}},
+				{at: 10 * time.Millisecond, source: Harbor, repos: []string{"harbor.example.com/p/z"}, times: 100},
+			},
+			want: []check{
+				{at: 0, repos: []string{"harbor.example.com/p/z"}, trigger: "a push notification from harbor"},
+				{at: time.Second, repos: []string{"harbor.example.com/p/y", "harbor.example.com/p/z"}, trigger: "a push notification from harbor"},
+			},
+		},
+		{
+			name: "a notification during the trailing check gets one more",
+			hold: time.Second,
+			notes: []note{
+				{at: 0, source: Quay, repos: []string{"quay.io/a/x"}},
+				{at: 500 * time.Millisecond, source: Quay, repos: []string{"quay.io/a/x"}},
+				{at: 1500 * time.Millisecond, source: Quay, repos: []string{"quay.io/a/x"}},
+			},
+			want: []check{
+				{at: 0, repos: []string{"quay.io/a/x"}, trigger: "a push notification from quay.io"},
+				{at: time.Second, repos: []string{"quay.io/a/x"}, trigger: "a push notification from quay.io"},
+				{at: 2 * time.Second, repos: []string{"quay.io/a/x"}, trigger: "a push notification from quay.io"},
 			},
 		},
 	}
@@ -109,7 +141,7 @@ func TestDispatcher(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &fakeChecker{start: time.Now(), hold: tt.hold}
-				d := NewDispatcher(c, WithWindow(time.Second))
+				d := NewDispatcher(c)
 				ctx, cancel := context.WithCancel(t.Context())
 				done := make(chan struct{})
 				go func() { d.Run(ctx); close(done) }()
@@ -121,8 +153,13 @@ func TestDispatcher(t *testing.T) {
 					for _, r := range n.repos {
 						refs = append(refs, mustRef(t, r))
 					}
-					if err := d.Notify(Notification{Source: n.source, Repositories: refs, Received: time.Now()}); err != nil {
-						t.Fatal(err)
+					for range max(n.times, 1) {
+						if err := d.Notify(Notification{Source: n.source, Repositories: refs, Received: time.Now()}); err != nil {
+							t.Fatal(err)
+						}
+						// Whatever the dispatcher does at once is done
+						// before the next notification.
+						synctest.Wait()
 					}
 				}
 				time.Sleep(time.Minute)
@@ -138,12 +175,63 @@ func TestDispatcher(t *testing.T) {
 	}
 }
 
+// Notifications sent all at once, from many senders, while checks take
+// time: each repository is checked at most twice, and every notification
+// is followed by a check of its repository that started after it arrived.
+func TestDispatcherConcurrentBurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &fakeChecker{start: time.Now(), hold: 200 * time.Millisecond}
+		d := NewDispatcher(c)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		synctest.Wait()
+		repos := []string{"quay.io/a/x", "quay.io/a/y", "quay.io/a/z"}
+		last := map[string]time.Duration{}
+		var mu sync.Mutex
+		var senders sync.WaitGroup
+		for i := range 300 {
+			senders.Go(func() {
+				// Three waves, the last while the first check runs.
+				time.Sleep(time.Duration(i%3) * 50 * time.Millisecond)
+				r := repos[i%len(repos)]
+				if err := d.Notify(Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, r)}, Received: time.Now()}); err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				last[r] = max(last[r], time.Since(c.start))
+				mu.Unlock()
+			})
+		}
+		senders.Wait()
+		time.Sleep(time.Minute)
+		cancel()
+		<-done
+		for _, r := range repos {
+			var n int
+			var lastCheck time.Duration
+			for _, ch := range c.checks {
+				if slices.Contains(ch.repos, r) {
+					n++
+					lastCheck = ch.at
+				}
+			}
+			if n == 0 || n > 2 {
+				t.Errorf("%s: checked %d times, want 1 or 2: %+v", r, n, c.checks)
+			}
+			if lastCheck < last[r] {
+				t.Errorf("%s: notified at %s, last checked at %s: %+v", r, last[r], lastCheck, c.checks)
+			}
+		}
+	})
+}
+
 // A repository whose image an Application does not run (yet: Argo CD may
 // be rolling out another version) is checked again, three times at most;
 // the others are not.
 func TestDispatcherRechecks(t *testing.T) {
 	const trigger = "a push notification from quay.io"
-	first := check{at: time.Second, repos: []string{"quay.io/a/rolling", "quay.io/a/running"}, trigger: trigger}
+	first := check{at: 0, repos: []string{"quay.io/a/rolling", "quay.io/a/running"}, trigger: trigger}
 	tests := []struct {
 		name string
 		opts []DispatcherOption
@@ -153,16 +241,16 @@ func TestDispatcherRechecks(t *testing.T) {
 			name: "by default",
 			want: []check{
 				first,
-				// Each recheck: DefaultRecheckAfter after the check, then the window.
-				{at: 12 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-				{at: 23 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-				{at: 34 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				// Each recheck: DefaultRecheckAfter after the check.
+				{at: 10 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 20 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 30 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
 			},
 		},
 		{
 			name: "once, a minute later",
 			opts: []DispatcherOption{WithRechecks(1, time.Minute)},
-			want: []check{first, {at: 62 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger}},
+			want: []check{first, {at: 60 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger}},
 		},
 		{name: "disabled", opts: []DispatcherOption{WithRechecks(0, 0)}, want: []check{first}},
 	}
@@ -170,7 +258,7 @@ func TestDispatcherRechecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &fakeChecker{start: time.Now(), notRunning: []string{"quay.io/a/rolling"}}
-				d := NewDispatcher(c, append([]DispatcherOption{WithWindow(time.Second)}, tt.opts...)...)
+				d := NewDispatcher(c, tt.opts...)
 				ctx, cancel := context.WithCancel(t.Context())
 				done := make(chan struct{})
 				go func() { d.Run(ctx); close(done) }()
@@ -216,7 +304,7 @@ func TestDispatcherNotRunning(t *testing.T) {
 }
 
 // Checks are counted; the latency from receipt to the end of the write-back
-// is observed for checks that wrote.
+// is observed for checks that wrote, waiting for a check included.
 func TestDispatcherMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, err := NewMetrics(prometheus.NewRegistry())
@@ -224,30 +312,31 @@ func TestDispatcherMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: 1}
-		d := NewDispatcher(c, WithWindow(time.Second), WithDispatcherMetrics(m))
+		d := NewDispatcher(c, WithDispatcherMetrics(m))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { d.Run(ctx); close(done) }()
 		synctest.Wait()
+		// x is checked from 0 to 2s; y, notified at 1s, from 2s to 4s.
 		for _, r := range []string{"quay.io/a/x", "quay.io/a/y"} {
 			if err := d.Notify(Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, r)}, Received: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
+			time.Sleep(time.Second)
 		}
 		time.Sleep(time.Minute)
 		cancel()
 		<-done
-		if got := testutil.ToFloat64(m.checks); got != 1 {
-			t.Errorf("checks %v, want 1", got)
+		if got := testutil.ToFloat64(m.checks); got != 2 {
+			t.Errorf("checks %v, want 2", got)
 		}
-		// Two notifications, each 1s of window and 2s of check.
 		want := `
 # HELP argocd_image_updater_webhook_update_latency_seconds Time from receiving a push notification to the end of the write-back of the check it caused, for checks that updated images.
 # TYPE argocd_image_updater_webhook_update_latency_seconds histogram
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="0.25"} 0
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="0.5"} 0
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="1"} 0
-argocd_image_updater_webhook_update_latency_seconds_bucket{le="2"} 0
+argocd_image_updater_webhook_update_latency_seconds_bucket{le="2"} 1
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="4"} 2
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="8"} 2
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="16"} 2
@@ -257,7 +346,7 @@ argocd_image_updater_webhook_update_latency_seconds_bucket{le="128"} 2
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="256"} 2
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="512"} 2
 argocd_image_updater_webhook_update_latency_seconds_bucket{le="+Inf"} 2
-argocd_image_updater_webhook_update_latency_seconds_sum 6
+argocd_image_updater_webhook_update_latency_seconds_sum 5
 argocd_image_updater_webhook_update_latency_seconds_count 2
 `
 		if err := testutil.CollectAndCompare(m.latency, strings.NewReader(want)); err != nil {
@@ -275,7 +364,12 @@ func TestDispatcherBoundsReceived(t *testing.T) {
 		done := make(chan struct{})
 		go func() { d.Run(ctx); close(done) }()
 		synctest.Wait()
-		n := Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, "quay.io/a/x")}}
+		n := Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, "quay.io/a/x")}, Received: time.Now()}
+		// The first is being checked; the others wait for the next check.
+		if err := d.Notify(n); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
 		for range 10 * maxReceived {
 			n.Received = time.Now()
 			if err := d.Notify(n); err != nil {

@@ -13,7 +13,14 @@
 // each image's strategy and filters choose as a cycle would. A forged or
 // replayed notification can therefore cause at most one extra check.
 //
-// The Dispatcher collects the repositories named within a short window
-// (DefaultWindow) and checks them together through a Checker, the update
-// cycle's CheckRepositories, which never overlaps a cycle.
+// The Dispatcher checks the repositories a notification names at once,
+// through a Checker, the update cycle's CheckRepositories, which never
+// overlaps a cycle; what is notified while a check runs or waits is merged
+// into the one check that follows it.
+//
+// Checks run on the replica that holds the leader Lease. A replica that
+// does not lead relays (WithRelay, Forward): it forwards the repositories
+// of what it accepts, signed with a key derived from the webhook secrets,
+// to the leader's RelayHandler, or keeps them, bounded in number and time,
+// while no replica leads.
 package webhook

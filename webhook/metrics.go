@@ -44,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"source", "reason"}),
 		checks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "argocd_image_updater_webhook_checks_total",
-			Help: "Targeted checks run for push notifications; notifications within the coalescing window share one.",
+			Help: "Targeted checks run for push notifications; notifications that arrive while one runs share the next.",
 		}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "argocd_image_updater_webhook_update_latency_seconds",

@@ -357,7 +357,8 @@ func (c *controller) startServers(ctx context.Context) (err error) {
 		})
 		go serve(serveCtx, "health", c.o.listenAddress, c.o.healthPort, mux, nil, c.logger, c.serveErr)
 	}
-	c.dispatcher, err = startWebhook(c.runCtx, c.o, c.updater, c.reg, c.logger, c.serveErr)
+	podIP, _ := c.lookupEnv("POD_IP")
+	c.dispatcher, err = startWebhook(c.runCtx, c.o, c.updater, c.reg, c.logger, c.serveErr, c.lead, podIP)
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -43,6 +44,9 @@ var errNotLeader = errors.New("this replica does not hold the leader Lease")
 type leadership struct {
 	lock   *trackedLease
 	logger *slog.Logger
+	// observer advertises this replica's webhook address on the Lease
+	// while it leads, and tells the others where the leader is.
+	observer *leaseObserver
 }
 
 func newLeadership(cs kubernetes.Interface, namespace string, logger *slog.Logger) (*leadership, error) {
@@ -51,21 +55,25 @@ func newLeadership(cs kubernetes.Interface, namespace string, logger *slog.Logge
 		return nil, err
 	}
 	id += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	lease := func(name string) resourcelock.Interface {
+	observer := &leaseObserver{id: id, now: time.Now}
+	lease := func(name string, client coordinationv1client.LeasesGetter) resourcelock.Interface {
 		return &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
-			Client:     cs.CoordinationV1(),
+			Client:     client,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		}
 	}
 	// client-go's MultiLock: held only when both name this replica; a
 	// holder of either keeps the others waiting.
 	lock := &trackedLease{
-		Interface: &resourcelock.MultiLock{Primary: lease(leaseName), Secondary: lease(v1LeaseName)},
-		logger:    logger,
-		now:       time.Now,
+		Interface: &resourcelock.MultiLock{
+			Primary:   lease(leaseName, observedLeases{LeasesGetter: cs.CoordinationV1(), o: observer}),
+			Secondary: lease(v1LeaseName, cs.CoordinationV1()),
+		},
+		logger: logger,
+		now:    time.Now,
 	}
-	return &leadership{lock: lock, logger: logger}, nil
+	return &leadership{lock: lock, logger: logger, observer: observer}, nil
 }
 
 // check answers nil while this replica holds the Lease, errNotLeader

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
 	"github.com/image-updater/argocd-image-updater/webhook"
 )
@@ -156,8 +158,12 @@ func (o *runOptions) validateWebhookOnly() error {
 
 // startWebhook serves the webhook endpoint when it is enabled and returns
 // the dispatcher that turns notifications into checks; nil when disabled.
-// Its metrics are registered only then.
-func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, reg prometheus.Registerer, logger *slog.Logger, serveErr chan<- error) (*webhook.Dispatcher, error) {
+// Its metrics are registered only then. Under leader election (lead), a
+// replica that does not lead relays what it accepts to the one that does,
+// which it finds on the Lease, where it advertises its own address (its
+// podIP) while it leads.
+func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, reg prometheus.Registerer, logger *slog.Logger, serveErr chan<- error,
+	lead *leadership, podIP string) (*webhook.Dispatcher, error) {
 	if !o.webhook.enable {
 		return nil, nil
 	}
@@ -173,7 +179,12 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 	for source, s := range o.webhook.secrets {
 		secrets[source] = *s
 	}
-	dispatcher := webhook.NewDispatcher(updater, webhook.WithDispatcherMetrics(metrics), webhook.WithDispatcherLogger(logger))
+	opts := []webhook.DispatcherOption{webhook.WithDispatcherMetrics(metrics), webhook.WithDispatcherLogger(logger)}
+	relayKey := webhook.RelayKey(secrets)
+	if lead != nil {
+		opts = append(opts, webhook.WithRelay(relayKey, lead.observer.leader))
+	}
+	dispatcher := webhook.NewDispatcher(updater, opts...)
 	oidc := map[string]*webhook.OIDCVerifier{}
 	if o.webhook.pubsubAudience != "" {
 		v, err := webhook.NewOIDCVerifier(o.webhook.pubsubAudience, o.webhook.pubsubAccount, o.webhook.pubsubJWKS, nil)
@@ -205,8 +216,35 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 	if err != nil {
 		return nil, err
 	}
-	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, handler, tlsConfig, logger, serveErr)
+	if lead != nil {
+		advertiseRelay(lead, relayKey, relayURL(podIP, o.listenAddress, o.webhook.port, tlsConfig != nil), logger)
+		safe.Go(logger, "forwarding push notifications to the leader", func() { dispatcher.Forward(ctx) })
+	}
+	relay := dispatcher.RelayHandler()
+	endpoint := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == webhook.RelayPath {
+			relay.ServeHTTP(w, r)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	})
+	go serve(ctx, "webhook", o.listenAddress, o.webhook.port, endpoint, tlsConfig, logger, serveErr)
 	return dispatcher, nil
+}
+
+// advertiseRelay puts this replica's address for forwarded notifications
+// on the Lease while it leads, and says in the log what a replica that
+// does not lead does with notifications.
+func advertiseRelay(lead *leadership, key []byte, url string, logger *slog.Logger) {
+	switch {
+	case key == nil:
+		logger.Warn("no webhook secret: a replica that does not hold the leader Lease cannot forward notifications to the one that does, and answers them 503 (the key that signs forwarded notifications is derived from the secrets)")
+	case url == "":
+		logger.Info("this replica advertises no address for forwarded notifications (POD_IP is not set, or --listen-address is not the Pod's): while it leads, other replicas answer notifications 503")
+	default:
+		lead.observer.advertise(url)
+		logger.Info("while this replica leads, the others forward the notifications they receive to it", "address", url)
+	}
 }
 
 // serverTLS chooses how the endpoint is served: nil for plain HTTP. The

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -418,4 +419,69 @@ func handshakeIssuer(t *testing.T, cfg *tls.Config) string {
 		t.Fatalf("handshake: %v", err)
 	}
 	return client.ConnectionState().PeerCertificates[0].Issuer.CommonName
+}
+
+// Two replicas, and the registry notifies the one that does not lead (as
+// a Service in front of both may send it there): it forwards the
+// notification to the leader, which checks it and updates the
+// Application at once, though the interval is an hour. Each replica
+// advertises its address on the Lease from POD_IP.
+func TestWebhookRelaysToTheLeader(t *testing.T) {
+	t.Parallel()
+	k := testenv.StartKube(t)
+	installRBAC(t, k)
+	kubeconfig := testenv.WriteKubeconfig(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
+	dyn := dynamic.NewForConfigOrDie(k.Config)
+	const secret = "distribution-notification-secret"
+	leaderPort, followerPort := loopbackPort(t), loopbackPort(t)
+	reg := testenv.StartRegistry(t, testenv.WithNotifications(
+		"http://127.0.0.1:"+followerPort+"/webhook?type=distribution", map[string]string{"Authorization": "Bearer " + secret}))
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n",
+		reg.Host, reg.Host)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"REGISTRY_CREDS": reg.Username + ":" + reg.Password, "DISTRIBUTION_WEBHOOK_SECRET": secret, "POD_IP": "127.0.0.1"}
+	reg.PushImage(t, "relayed", []string{"1.0.0"})
+	createApplication(t, dyn, "relayed", reg.Repo("relayed"), "1.0.0")
+
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	start := func(port string, out *testenv.SyncBuffer) <-chan int {
+		done := make(chan int, 1)
+		args := []string{"run", "--enable-webhook", "--interval", "1h", "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
+			"--listen-address", "127.0.0.1", "--health-port", "0", "--metrics-port", loopbackPort(t),
+			"--webhook-port", port, "--match-application-name", "relayed"}
+		go func() {
+			done <- execute(ctx, args, &bytes.Buffer{}, out, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		}()
+		return done
+	}
+	var leaderOut, followerOut testenv.SyncBuffer
+	leaderDone := start(leaderPort, &leaderOut)
+	waitFor(t, 60*time.Second, func() bool { return strings.Contains(leaderOut.String(), "update cycle finished") })
+	followerDone := start(followerPort, &followerOut)
+	waitFor(t, 60*time.Second, func() bool { return strings.Contains(followerOut.String(), "another replica leads; waiting") })
+
+	reg.PushImage(t, "relayed", []string{"1.1.0"})
+	want := []string{reg.Repo("relayed") + ":1.1.0"}
+	poll.Until(t, 30*time.Second, "the leader to update the Application after the notification the other replica received", func() (bool, string) {
+		got := applicationImages(t, dyn, "relayed")
+		return slices.Equal(got, want), strings.Join(got, ",")
+	})
+	if !strings.Contains(followerOut.String(), "push notifications forwarded to the leader") {
+		t.Error("the replica that does not lead did not log forwarding")
+	}
+	if strings.Contains(followerOut.String(), "checking after push notifications") {
+		t.Error("the replica that does not lead ran a check")
+	}
+	stop()
+	for name, done := range map[string]<-chan int{"leader": leaderDone, "follower": followerDone} {
+		if code := <-done; code != 0 {
+			t.Errorf("%s: exit code %d", name, code)
+		}
+	}
+	if t.Failed() {
+		t.Logf("leader's log:\n%s\nother replica's log:\n%s", leaderOut.String(), followerOut.String())
+	}
 }

@@ -1,0 +1,438 @@
+package webhook
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
+)
+
+// inProcess sends a client's requests to a handler in this process, as a
+// server would hand them over, so that the relay runs inside a synctest
+// bubble; requests counts them.
+type inProcess struct {
+	h        http.Handler
+	requests atomic.Int32
+}
+
+func (t *inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.requests.Add(1)
+	sr := r.Clone(r.Context())
+	sr.RequestURI = r.URL.RequestURI()
+	sr.RemoteAddr = "192.0.2.7:40000"
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, sr)
+	return rec.Result(), nil
+}
+
+// leaderView is what a replica knows of the leader, changed by a test.
+type leaderView struct {
+	mu sync.Mutex
+	l  Leader
+}
+
+func (v *leaderView) set(l Leader) { v.mu.Lock(); v.l = l; v.mu.Unlock() }
+func (v *leaderView) get() Leader  { v.mu.Lock(); defer v.mu.Unlock(); return v.l }
+
+var relayTestKey = RelayKey(map[string]string{Quay: "quay-secret", Harbor: "harbor-secret"})
+
+// replicas are two replicas' dispatchers: the leader, whose checks run
+// (Run), and a follower that relays through Forward to the leader's
+// RelayHandler.
+type replicas struct {
+	leader, follower        *Dispatcher
+	leaderChecks, ownChecks *fakeChecker
+	view                    *leaderView
+	transport               *inProcess
+	ctx                     context.Context
+	done                    sync.WaitGroup
+}
+
+func startReplicas(t *testing.T, followerKey []byte, view Leader, leaderRuns bool) *replicas {
+	t.Helper()
+	r := &replicas{
+		leaderChecks: &fakeChecker{start: time.Now()},
+		ownChecks:    &fakeChecker{start: time.Now()},
+		view:         &leaderView{l: view},
+	}
+	r.leader = NewDispatcher(r.leaderChecks, WithRelay(relayTestKey, func() Leader { return Leader{} }))
+	r.follower = NewDispatcher(r.ownChecks, WithRelay(followerKey, r.view.get))
+	r.transport = &inProcess{h: r.leader.RelayHandler()}
+	r.follower.relay.client.Transport = r.transport
+	var cancel context.CancelFunc
+	r.ctx, cancel = context.WithCancel(t.Context())
+	if leaderRuns {
+		r.runLeader()
+	}
+	r.done.Go(func() { r.follower.Forward(r.ctx) })
+	t.Cleanup(func() { cancel(); r.done.Wait() })
+	synctest.Wait()
+	return r
+}
+
+func (r *replicas) runLeader() { r.done.Go(func() { r.leader.Run(r.ctx) }) }
+
+func (r *replicas) runFollower() { r.done.Go(func() { r.follower.Run(r.ctx) }) }
+
+func notification(t *testing.T, source string, repos ...string) Notification {
+	t.Helper()
+	n := Notification{Source: source, Received: time.Now()}
+	for _, s := range repos {
+		n.Repositories = append(n.Repositories, mustRef(t, s))
+	}
+	return n
+}
+
+func sameChecks(got, want []check) bool {
+	return slices.EqualFunc(got, want, func(a, b check) bool {
+		return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
+	})
+}
+
+// A replica that does not lead takes a notification and it is checked:
+// forwarded to the leader, or kept while no replica leads and checked by
+// whichever comes to lead, within relayMaxAge; never by two replicas.
+func TestRelay(t *testing.T) {
+	const leaderURL = "http://10.0.0.5:8082"
+	const trigger = "a push notification from quay.io"
+	x := []string{"quay.io/a/x"}
+	tests := []struct {
+		name        string
+		followerKey []byte
+		view        Leader
+		leaderRuns  bool
+		// then, 20.5 seconds after the notification
+		thenView         *Leader
+		thenLeaderRuns   bool
+		thenFollowerRuns bool
+		after            time.Duration // when "then" happens; 20.5s by default
+		wantErr          error
+		wantLeader       []check
+		wantOwn          []check
+	}{
+		{
+			name: "forwarded to the leader at once",
+			view: Leader{Known: true, URL: leaderURL}, leaderRuns: true,
+			wantLeader: []check{{at: 0, repos: x, trigger: trigger}},
+		},
+		{
+			name: "no leader yet; this replica comes to lead and checks it at once",
+			view: Leader{}, thenFollowerRuns: true,
+			wantOwn: []check{{at: 20500 * time.Millisecond, repos: x, trigger: trigger}},
+		},
+		{
+			name: "no leader yet; another comes to lead and is forwarded it",
+			view: Leader{}, leaderRuns: true, thenView: &Leader{Known: true, URL: leaderURL},
+			// Tried again every relayRetry.
+			wantLeader: []check{{at: 21 * time.Second, repos: x, trigger: trigger}},
+		},
+		{
+			name: "the leader has not started its checks: forwarded again until it has",
+			view: Leader{Known: true, URL: leaderURL}, thenLeaderRuns: true, after: 5 * time.Second,
+			// Tries at 0, 1, 3 and 7 s (backoff): taken at 7 s.
+			wantLeader: []check{{at: 7 * time.Second, repos: x, trigger: trigger}},
+		},
+		{
+			name: "kept for relayMaxAge at most",
+			view: Leader{}, thenFollowerRuns: true, after: relayMaxAge + 2*time.Second,
+		},
+		{
+			name: "a leader that advertises no address: refused, as before",
+			view: Leader{Known: true}, leaderRuns: true,
+			wantErr: ErrNotRunning,
+		},
+		{
+			name: "no relay key: nothing is forwarded",
+			view: Leader{Known: true, URL: leaderURL}, followerKey: []byte{}, leaderRuns: true,
+			wantErr: ErrNotRunning,
+		},
+		{
+			name: "another key: the leader refuses; kept until this replica leads",
+			view: Leader{Known: true, URL: leaderURL}, followerKey: RelayKey(map[string]string{Quay: "another"}), leaderRuns: true,
+			thenView: &Leader{}, thenFollowerRuns: true,
+			wantOwn: []check{{at: 20500 * time.Millisecond, repos: x, trigger: trigger}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				key := relayTestKey
+				if tt.followerKey != nil {
+					key = tt.followerKey
+				}
+				if len(key) == 0 {
+					key = nil
+				}
+				r := startReplicas(t, key, tt.view, tt.leaderRuns)
+				err := r.follower.Notify(notification(t, Quay, x...))
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Notify: %v, want %v", err, tt.wantErr)
+				}
+				time.Sleep(cmp.Or(tt.after, 20500*time.Millisecond))
+				if tt.thenView != nil {
+					r.view.set(*tt.thenView)
+				}
+				if tt.thenLeaderRuns {
+					r.runLeader()
+				}
+				if tt.thenFollowerRuns {
+					r.runFollower()
+				}
+				time.Sleep(10 * time.Minute)
+				if !sameChecks(r.leaderChecks.recorded(), tt.wantLeader) {
+					t.Errorf("the leader's checks\n%+v\nwant\n%+v", r.leaderChecks.recorded(), tt.wantLeader)
+				}
+				if !sameChecks(r.ownChecks.recorded(), tt.wantOwn) {
+					t.Errorf("this replica's checks\n%+v\nwant\n%+v", r.ownChecks.recorded(), tt.wantOwn)
+				}
+			})
+		})
+	}
+}
+
+// Notifications kept while the leader cannot be reached are merged and
+// forwarded together, in bounded messages; attempts back off.
+func TestRelayBatchesAndBacksOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startReplicas(t, relayTestKey, Leader{Known: true, URL: "https://10.0.0.5:8082"}, false)
+		var repos []string
+		for i := range 3 * relayBatch / 2 {
+			repos = append(repos, fmt.Sprintf("harbor.example.com/p/r%03d", i))
+		}
+		for i := 0; i < len(repos); i += 50 {
+			if err := r.follower.Notify(notification(t, Harbor, repos[i:i+50]...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Again and again for one of them: one repository, many receipts.
+		for range 3 * maxReceived {
+			if err := r.follower.Notify(notification(t, Quay, "harbor.example.com/p/r000")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		synctest.Wait()
+		before := r.transport.requests.Load()
+		time.Sleep(time.Minute)
+		// relayRetry after the first failure, then doubling up to
+		// relayMaxRetry: 1, 2, 4, 8, 10, 10... seconds.
+		if n := r.transport.requests.Load() - before; n < 5 || n > 10 {
+			t.Errorf("%d attempts in a minute, want 5 to 10", n)
+		}
+		r.runLeader()
+		time.Sleep(time.Minute)
+		var got []string
+		for _, c := range r.leaderChecks.recorded() {
+			got = append(got, c.repos...)
+		}
+		slices.Sort(got)
+		got = slices.Compact(got)
+		if !slices.Equal(got, repos) {
+			t.Errorf("checked %d repositories, want %d", len(got), len(repos))
+		}
+		// Two messages (relayBatch each at most), then nothing more.
+		if n := len(r.leaderChecks.recorded()); n > 2 {
+			t.Errorf("%d checks on the leader, want 2 at most", n)
+		}
+		if n := len(r.ownChecks.recorded()); n != 0 {
+			t.Errorf("%d checks on the follower", n)
+		}
+	})
+}
+
+func relayRequest(t *testing.T, key []byte, msg any, sig string) *http.Request {
+	t.Helper()
+	body, ok := msg.([]byte)
+	if !ok {
+		var err error
+		if body, err = json.Marshal(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req := httptest.NewRequest(http.MethodPost, RelayPath, bytes.NewReader(body))
+	switch sig {
+	case "":
+		req.Header.Set(relaySignatureHeader, "sha256="+hex.EncodeToString(relayMAC(key, body)))
+	case "none":
+	default:
+		req.Header.Set(relaySignatureHeader, sig)
+	}
+	return req
+}
+
+// What a replica accepts as forwarded by another: signed with the relay
+// key, recent, well formed, and only while it leads.
+func TestRelayHandler(t *testing.T) {
+	good := func() relayMessage {
+		return relayMessage{Sent: time.Now(), Repositories: []relayRepository{
+			{Name: "quay.io/a/x", Sources: []string{Quay}, Received: []time.Time{time.Now().Add(-time.Second)}},
+		}}
+	}
+	tests := []struct {
+		name       string
+		method     string
+		key        []byte // the dispatcher's; relayTestKey unless set
+		notRunning bool
+		msg        func() any
+		sig        string
+		wantStatus int
+		wantBody   string
+	}{
+		{name: "accepted", msg: func() any { return good() }, wantStatus: http.StatusAccepted},
+		{name: "no signature", msg: func() any { return good() }, sig: "none", wantStatus: http.StatusUnauthorized, wantBody: relaySignatureHeader},
+		{name: "wrong signature", msg: func() any { return good() }, sig: "sha256=" + strings.Repeat("00", 32), wantStatus: http.StatusUnauthorized},
+		{name: "signed with another key", key: RelayKey(map[string]string{Quay: "another"}), msg: func() any { return good() },
+			wantStatus: http.StatusUnauthorized, wantBody: "same webhook secrets"},
+		{name: "replayed later", msg: func() any { m := good(); m.Sent = m.Sent.Add(-relayMaxSkew - time.Second); return m },
+			wantStatus: http.StatusUnauthorized, wantBody: "from this replica's clock"},
+		{name: "from the future", msg: func() any { m := good(); m.Sent = m.Sent.Add(relayMaxSkew + time.Second); return m },
+			wantStatus: http.StatusUnauthorized},
+		{name: "not JSON", msg: func() any { return []byte("{") }, wantStatus: http.StatusBadRequest},
+		{name: "a tag in the name", msg: func() any { m := good(); m.Repositories[0].Name = "quay.io/a/x:1.0"; return m },
+			wantStatus: http.StatusBadRequest, wantBody: "repositories[0].name"},
+		{name: "unknown source", msg: func() any { m := good(); m.Repositories[0].Sources = []string{"gitlab"}; return m },
+			wantStatus: http.StatusBadRequest, wantBody: "unknown source"},
+		{name: "no source", msg: func() any { m := good(); m.Repositories[0].Sources = nil; return m }, wantStatus: http.StatusBadRequest},
+		{name: "too many receipts", msg: func() any {
+			m := good()
+			m.Repositories[0].Received = make([]time.Time, maxReceived+1)
+			return m
+		}, wantStatus: http.StatusBadRequest},
+		{name: "too many repositories", msg: func() any {
+			m := good()
+			for i := range relayBatch {
+				m.Repositories = append(m.Repositories, relayRepository{Name: fmt.Sprintf("quay.io/a/r%d", i), Sources: []string{Quay}})
+			}
+			return m
+		}, wantStatus: http.StatusBadRequest, wantBody: "more than"},
+		{name: "too large", msg: func() any { return bytes.Repeat([]byte(" "), relayMaxBody+1) }, wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "not POST", method: http.MethodGet, msg: func() any { return good() }, wantStatus: http.StatusMethodNotAllowed},
+		{name: "not leading", notRunning: true, msg: func() any { return good() }, wantStatus: http.StatusServiceUnavailable, wantBody: "does not lead"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &fakeChecker{start: time.Now()}
+				d := NewDispatcher(c, WithRelay(relayTestKey, func() Leader { return Leader{} }))
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				if !tt.notRunning {
+					go d.Run(ctx)
+					synctest.Wait()
+				}
+				key := relayTestKey
+				if tt.key != nil {
+					key = tt.key
+				}
+				req := relayRequest(t, key, tt.msg(), tt.sig)
+				if tt.method != "" {
+					req.Method = tt.method
+				}
+				rec := httptest.NewRecorder()
+				d.RelayHandler().ServeHTTP(rec, req)
+				if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
+					t.Errorf("status %d %q, want %d with %q", rec.Code, rec.Body.String(), tt.wantStatus, tt.wantBody)
+				}
+				synctest.Wait()
+				wantChecks := 0
+				if tt.wantStatus == http.StatusAccepted {
+					wantChecks = 1
+				}
+				if len(c.recorded()) != wantChecks {
+					t.Errorf("%d checks, want %d", len(c.recorded()), wantChecks)
+				}
+			})
+		})
+	}
+}
+
+// Without a relay key (no webhook secret), nothing is taken from other
+// replicas.
+func TestRelayHandlerWithoutKey(t *testing.T) {
+	for _, d := range []*Dispatcher{
+		NewDispatcher(&fakeChecker{}),
+		NewDispatcher(&fakeChecker{}, WithRelay(nil, func() Leader { return Leader{} })),
+	} {
+		rec := httptest.NewRecorder()
+		d.RelayHandler().ServeHTTP(rec, relayRequest(t, nil, relayMessage{Sent: time.Now()}, ""))
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("status %d, want 404", rec.Code)
+		}
+	}
+}
+
+// The relay key takes every secret: one registry's secret does not give
+// it, and it does not depend on which source holds which secret.
+func TestRelayKey(t *testing.T) {
+	both := RelayKey(map[string]string{Quay: "q", Harbor: "h"})
+	for name, other := range map[string][]byte{
+		"one of them":   RelayKey(map[string]string{Quay: "q"}),
+		"swapped":       RelayKey(map[string]string{Quay: "h", Harbor: "q"}),
+		"another split": RelayKey(map[string]string{Quay: "qh", Harbor: ""}),
+	} {
+		if bytes.Equal(both, other) {
+			t.Errorf("%s: the same key", name)
+		}
+	}
+	if again := RelayKey(map[string]string{Harbor: "h", Quay: "q", DockerHub: ""}); !bytes.Equal(both, again) {
+		t.Error("the same secrets give another key")
+	}
+	if k := RelayKey(map[string]string{Quay: ""}); k != nil {
+		t.Errorf("a key without secrets: %x", k)
+	}
+}
+
+// The address a leader advertises must be an http(s) address and nothing
+// more; only RelayPath is asked.
+func TestRelayURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://10.0.0.5:8082":      "http://10.0.0.5:8082" + RelayPath,
+		"https://[fd00::5]:8082/":   "https://[fd00::5]:8082" + RelayPath,
+		"ftp://10.0.0.5":            "",
+		"http://u:p@10.0.0.5:8082":  "",
+		"http://10.0.0.5:8082/x":    "",
+		"http://10.0.0.5:8082/?a=b": "",
+		"10.0.0.5:8082":             "",
+		"":                          "",
+	} {
+		got, err := relayURL(in)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("relayURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// Over a real connection: a leader that serves TLS with a certificate
+// for another name (its public one, or self-signed) takes what is
+// forwarded to its Pod address.
+func TestRelayOverTLS(t *testing.T) {
+	c := &fakeChecker{start: time.Now()}
+	leader := NewDispatcher(c, WithRelay(relayTestKey, func() Leader { return Leader{} }))
+	srv := httptest.NewTLSServer(leader.RelayHandler())
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go leader.Run(ctx)
+	follower := NewDispatcher(&fakeChecker{}, WithRelay(relayTestKey, func() Leader { return Leader{Known: true, URL: srv.URL} }))
+	go follower.Forward(ctx)
+	if err := follower.Notify(Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, "quay.io/a/x")}, Received: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	poll.True(t, 30*time.Second, "a check on the leader", func() bool {
+		return len(c.recorded()) == 1
+	})
+}
