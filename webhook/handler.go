@@ -11,10 +11,12 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -87,6 +89,9 @@ type Handler struct {
 	// know no secret cannot make the controller hold more than that many
 	// bodies.
 	unverified chan struct{}
+	// senders counts the places each sender address holds.
+	sendersMu sync.Mutex
+	senders   map[string]int
 }
 
 // MaxUnverifiedReads is how many payloads of signed types are read at once
@@ -121,6 +126,7 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 		open:        cfg.AllowUnauthenticated,
 		maxBody:     cfg.MaxBodySize,
 		unverified:  make(chan struct{}, MaxUnverifiedReads),
+		senders:     map[string]int{},
 		limiters:    map[string]*rate.Limiter{},
 		failures:    map[string]*rate.Limiter{},
 		logger:      slog.New(slog.DiscardHandler),
@@ -224,8 +230,11 @@ type webhookRequest struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	received time.Time
-	source   string // as the request names it; known
-	format   format
+	// throttled: the payload is read before the sender is proven, in one
+	// of the places of Handler.unverified.
+	throttled bool
+	source    string // as the request names it; known
+	format    format
 	// authenticate tells that the source has a secret or an OIDC issuer.
 	authenticate bool
 	log          *slog.Logger
@@ -321,23 +330,78 @@ func (q *webhookRequest) authenticateHeaders() (release func(), ok bool) {
 	if q.format.auth != authSignature || !q.authenticate {
 		return func() {}, !q.limited(h.limiters[source], "requests")
 	}
-	select {
-	case h.unverified <- struct{}{}:
-		return func() { <-h.unverified }, true
-	default:
+	// One sender holds at most half the places, so that senders who know
+	// no secret, from one address, leave room for the registry's.
+	sender := senderAddr(q.r)
+	if !h.admitSender(sender) {
 		q.w.Header().Set("Retry-After", "1")
 		q.reject(http.StatusServiceUnavailable, RejectUnavailable,
-			fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
+			fmt.Sprintf("too many %s payloads from one sender are being read before their signature is checked; retry", source))
 		return nil, false
+	}
+	// A place frees within slowSenderGrace at the latest (readBody cuts a
+	// sender slower than minSenderRate), so a request waits that long for
+	// one rather than being refused while slow senders hold them all.
+	wait := time.NewTimer(slowSenderGrace + time.Second)
+	defer wait.Stop()
+	select {
+	case h.unverified <- struct{}{}:
+		q.throttled = true
+		return func() { <-h.unverified; h.releaseSender(sender) }, true
+	case <-wait.C:
+	case <-q.r.Context().Done():
+	}
+	h.releaseSender(sender)
+	q.w.Header().Set("Retry-After", "1")
+	q.reject(http.StatusServiceUnavailable, RejectUnavailable,
+		fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
+	return nil, false
+}
+
+// senderAddr is the address a request came from (the peer's: behind a
+// proxy, the proxy's).
+func senderAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// admitSender counts a payload of sender read before its signature is
+// checked; false past maxUnverifiedPerSender.
+func (h *Handler) admitSender(sender string) bool {
+	h.sendersMu.Lock()
+	defer h.sendersMu.Unlock()
+	if h.senders[sender] >= maxUnverifiedPerSender {
+		return false
+	}
+	h.senders[sender]++
+	return true
+}
+
+func (h *Handler) releaseSender(sender string) {
+	h.sendersMu.Lock()
+	defer h.sendersMu.Unlock()
+	if h.senders[sender]--; h.senders[sender] <= 0 {
+		delete(h.senders, sender)
 	}
 }
 
 // readBody reads the payload within the size and time bounds.
 func (q *webhookRequest) readBody() ([]byte, bool) {
-	if rc := http.NewResponseController(q.w); q.h.readTimeout > 0 {
+	rc := http.NewResponseController(q.w)
+	if q.h.readTimeout > 0 {
 		_ = rc.SetReadDeadline(q.received.Add(q.h.readTimeout))
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(q.w, q.r.Body, q.h.maxBody))
+	var body io.Reader = http.MaxBytesReader(q.w, q.r.Body, q.h.maxBody)
+	if q.throttled {
+		// A payload read before its sender is proven holds a place that
+		// genuine deliveries need: it must keep up minSenderRate after
+		// slowSenderGrace, or the read is cut.
+		body = &paceReader{r: body, rc: rc, start: q.received, limit: q.received.Add(q.h.readTimeout)}
+	}
+	data, err := io.ReadAll(body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -347,7 +411,40 @@ func (q *webhookRequest) readBody() ([]byte, bool) {
 		q.reject(http.StatusBadRequest, RejectMalformed, fmt.Sprintf("reading the payload: %v", err))
 		return nil, false
 	}
-	return body, true
+	return data, true
+}
+
+// A payload read before its sender is proven must arrive at
+// minSenderRate once slowSenderGrace has passed: a sender trickling bytes
+// holds its place for about slowSenderGrace, not readTimeout.
+const (
+	slowSenderGrace = 2 * time.Second
+	minSenderRate   = 32 << 10 // bytes per second
+)
+
+// maxUnverifiedPerSender is how many of the MaxUnverifiedReads places one
+// sender address may hold.
+const maxUnverifiedPerSender = MaxUnverifiedReads / 2
+
+// paceReader moves the connection's read deadline as bytes arrive, so
+// that each read must bring the body up to minSenderRate since start.
+type paceReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	limit time.Time
+	n     int64
+}
+
+func (p *paceReader) Read(b []byte) (int, error) {
+	deadline := p.start.Add(slowSenderGrace + time.Duration((p.n+int64(len(b)))*int64(time.Second)/minSenderRate))
+	if deadline.After(p.limit) {
+		deadline = p.limit
+	}
+	_ = p.rc.SetReadDeadline(deadline)
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	return n, err
 }
 
 // authenticateSignature checks a payload's signature, for the sources

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -502,29 +503,26 @@ func TestHeaderOrQuerySecret(t *testing.T) {
 }
 
 // Senders that know no secret cannot make the controller hold more than
-// MaxUnverifiedReads payloads of a signed type: those are read before the
-// signature can be checked, and past the bound a request is refused at
-// once instead of read.
+// MaxUnverifiedReads payloads of a signed type, which are read before the
+// signature can be checked; one sender address holds at most half of them;
+// and senders who trickle their payload are cut after slowSenderGrace, so
+// that a genuine delivery waiting for a place gets one instead of a 503.
 func TestUnverifiedReadsAreBounded(t *testing.T) {
 	var n recorder
 	h, m := newTestHandler(t, &n, Config{Secrets: allSecrets()})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	// Each stalled sender announces 1 MiB and sends 10 bytes of it.
-	var stalled []net.Conn
-	for range MaxUnverifiedReads {
-		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	// stall announces 1 MiB from address from and sends 10 bytes of it.
+	stall := func(from string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		c, err := d.Dial("tcp", srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		fmt.Fprintf(c, "POST %s?type=%s HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n0123456789", Path, GHCR, DefaultMaxBodySize)
-		stalled = append(stalled, c)
+		return c
 	}
-	testenv.WaitFor(t, 10*time.Second, "every place held by a stalled read", func() (bool, string) {
-		n := len(h.unverified)
-		return n == MaxUnverifiedReads, fmt.Sprintf("%d of %d", n, MaxUnverifiedReads)
-	})
 	ghcr := senders[slices.IndexFunc(senders, func(s sender) bool { return s.source == GHCR })]
 	body := readPayload(t, ghcr.file)
 	send := func() *http.Response {
@@ -541,21 +539,34 @@ func TestUnverifiedReadsAreBounded(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	if resp := send(); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("with %d payloads being read: status %d, want 503 with Retry-After", MaxUnverifiedReads, resp.StatusCode)
+
+	// From one address: half the places, then 503 at once.
+	for range maxUnverifiedPerSender {
+		stall("127.0.0.2")
+	}
+	testenv.WaitFor(t, 10*time.Second, "the places one sender may hold", func() (bool, string) {
+		n := len(h.unverified)
+		return n == maxUnverifiedPerSender, fmt.Sprintf("%d of %d", n, maxUnverifiedPerSender)
+	})
+	c := stall("127.0.0.2")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a sender past its share: %v %v, want 503 with Retry-After", resp, err)
 	}
 	if c := testutil.ToFloat64(m.rejected.WithLabelValues(GHCR, RejectUnavailable)); c != 1 {
 		t.Errorf("rejected{ghcr,unavailable} = %v", c)
 	}
-	// The places are given back when the stalled senders go.
-	for _, c := range stalled {
-		c.Close()
+
+	// From many addresses, every place held: a genuine delivery waits for
+	// the trickling senders to be cut, and is accepted.
+	for i := range MaxUnverifiedReads {
+		stall(fmt.Sprintf("127.0.0.%d", 10+i))
 	}
-	testenv.WaitFor(t, 10*time.Second, "the places given back after the senders left", func() (bool, string) {
+	if resp := send(); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a genuine delivery while slow senders held the places: status %d, want 202", resp.StatusCode)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the places given back after the slow senders were cut", func() (bool, string) {
 		n := len(h.unverified)
 		return n == 0, fmt.Sprintf("%d still held", n)
 	})
-	if resp := send(); resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("after the stalled senders left: status %d, want 202", resp.StatusCode)
-	}
 }
