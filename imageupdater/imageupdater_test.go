@@ -635,7 +635,7 @@ func testStatus(t *testing.T, s *servers) {
 	w.push(t, "web", "1.0.1")
 	iu = run()
 	check("after an update", iu, 1, "True", imageupdater.ReasonSucceeded, "False", imageupdater.ReasonNoErrors)
-	want := []api.RecentUpdate{{Alias: "web", Image: w.image("web"), NewVersion: "1.0.1", ApplicationsUpdated: 1, Message: "updated from 1.0.0 to 1.0.1"}}
+	want := []api.RecentUpdate{{Alias: "web", Image: w.image("web"), NewVersion: "1.0.1", ApplicationsUpdated: 1, Message: "Updated from 1.0.0 to 1.0.1."}}
 	got := slices.Clone(iu.Status.RecentUpdates)
 	for i := range got {
 		got[i].UpdatedAt = metav1.Time{}
@@ -667,9 +667,17 @@ func testStatus(t *testing.T, s *servers) {
 	iu.Spec.ApplicationRefs[0].NamePattern = "[app"
 	update(iu)
 	iu = run()
+	// The messages v1.3.0's users and tests match on.
 	if c := condition(iu, imageupdater.ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != imageupdater.ReasonFailed ||
-		!strings.Contains(c.Message, `spec.applicationRefs[0].namePattern "[app"`) {
+		!strings.Contains(c.Message, `spec.applicationRefs[0].namePattern: invalid application name pattern "[app"`) ||
+		!strings.HasPrefix(c.Message, "Reconciliation failed: ") {
 		t.Errorf("bad namePattern: Ready = %+v", c)
+	}
+	if c := condition(iu, imageupdater.ConditionError); c.Reason != imageupdater.ReasonReconcileError || !strings.Contains(c.Message, "invalid application name pattern") {
+		t.Errorf("bad namePattern: Error = %+v", c)
+	}
+	if c := condition(iu, imageupdater.ConditionReconciling); c.Message != "Last check completed. Awaiting next cycle." {
+		t.Errorf("Reconciling = %+v", c)
 	}
 }
 

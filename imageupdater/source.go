@@ -284,7 +284,7 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 	sels := make([]selector, len(iu.Spec.ApplicationRefs))
 	for i, ref := range iu.Spec.ApplicationRefs {
 		if _, err := path.Match(ref.NamePattern, ""); err != nil {
-			return fmt.Errorf("spec.applicationRefs[%d].namePattern %q: %w", i, ref.NamePattern, err)
+			return fmt.Errorf("spec.applicationRefs[%d].namePattern: invalid application name pattern %q: %w", i, ref.NamePattern, err)
 		}
 		sel := labels.Everything()
 		if ref.LabelSelectors != nil {

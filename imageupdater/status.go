@@ -21,7 +21,8 @@ import (
 )
 
 // Condition types and reasons, as the resource-based Argo CD Image
-// Updater reports them.
+// Updater reports them; their messages read as v1.3.0's, which users and
+// its tests match on.
 const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
@@ -162,7 +163,7 @@ func recentUpdates(results []cycle.AppResult, now metav1.Time) []api.RecentUpdat
 				NewVersion:          c.New.String(),
 				ApplicationsUpdated: 1,
 				UpdatedAt:           now,
-				Message:             fmt.Sprintf("updated from %s to %s", c.Old, c.New),
+				Message:             fmt.Sprintf("Updated from %s to %s.", c.Old, c.New),
 			})
 		}
 	}
@@ -173,26 +174,26 @@ func setConditions(st *api.ImageUpdaterStatus, gen int64, invalid error, errs []
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
 		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
-	set(ConditionReconciling, metav1.ConditionFalse, ReasonIdle, "Last check completed; waiting for the next cycle.")
+	set(ConditionReconciling, metav1.ConditionFalse, ReasonIdle, "Last check completed. Awaiting next cycle.")
 	switch {
 	case invalid != nil:
 		set(ConditionError, metav1.ConditionTrue, ReasonReconcileError, invalid.Error())
-		set(ConditionReady, metav1.ConditionFalse, ReasonFailed, "The resource cannot be used: "+invalid.Error())
+		set(ConditionReady, metav1.ConditionFalse, ReasonFailed, "Reconciliation failed: "+invalid.Error())
 	case len(errs) > 0:
 		set(ConditionError, metav1.ConditionTrue, ReasonPartialErrors, errorsMessage(errs))
 		set(ConditionReady, metav1.ConditionTrue, ReasonCompletedErrors,
-			fmt.Sprintf("Checked %d Applications with %d errors; %d images updated.", st.ApplicationsMatched, len(errs), updated))
+			fmt.Sprintf("Reconciled %d applications with %d errors, %d images updated.", st.ApplicationsMatched, len(errs), updated))
 	default:
-		set(ConditionError, metav1.ConditionFalse, ReasonNoErrors, "No errors in the last check.")
+		set(ConditionError, metav1.ConditionFalse, ReasonNoErrors, "No errors during last reconciliation.")
 		set(ConditionReady, metav1.ConditionTrue, ReasonSucceeded,
-			fmt.Sprintf("Checked %d Applications; %d images updated.", st.ApplicationsMatched, updated))
+			fmt.Sprintf("Reconciled %d applications, %d images updated.", st.ApplicationsMatched, updated))
 	}
 }
 
 // errorsMessage names the first errors, so that the status tells what to
 // fix without the events.
 func errorsMessage(errs []string) string {
-	msg := fmt.Sprintf("%d errors in the last check: %s", len(errs), strings.Join(errs[:min(len(errs), maxErrorsInMessage)], "; "))
+	msg := fmt.Sprintf("%d error(s) occurred during image update checks: %s", len(errs), strings.Join(errs[:min(len(errs), maxErrorsInMessage)], "; "))
 	if len(errs) > maxErrorsInMessage {
 		msg += "; ..."
 	}
