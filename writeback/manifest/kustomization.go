@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
@@ -53,7 +54,7 @@ func (e kustomizeImage) fields() []yamlField {
 // that each update's image has its entry, changing only those entries'
 // text. changed lists the updates whose entry was not yet as wanted.
 func SetKustomizationImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, changed []writeback.ImageUpdate, _ error) {
-	if err := checkSize(name, src); err != nil {
+	if err := repoyaml.CheckSize(name, src); err != nil {
 		return nil, nil, err
 	}
 	out = src
@@ -66,9 +67,9 @@ func SetKustomizationImages(name string, src []byte, images []writeback.ImageUpd
 		if err := checkKustomizationShape(y); err != nil {
 			return nil, nil, err
 		}
-		before, err := decodeAny(out)
+		before, err := decodeAny(name, out)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
+			return nil, nil, err
 		}
 		expected, err := withKustomizeImage(before, want)
 		if err != nil {
@@ -111,9 +112,9 @@ func editUntil(name string, src []byte, expected any, step func(*yamlText) ([]by
 	for i := 0; ; i++ {
 		y, err := parseYAMLText(name, src)
 		if err != nil {
-			return nil, fmt.Errorf("%s: editing it in place would produce invalid YAML (%v); not written", name, err)
+			return nil, fmt.Errorf("%s: editing it in place would produce invalid YAML (%v); not written", name, strings.TrimPrefix(err.Error(), name+": "))
 		}
-		if got, err := decodeAny(src); err == nil && reflect.DeepEqual(normalizeYAMLValue(got), expected) {
+		if got, err := decodeAny(name, src); err == nil && reflect.DeepEqual(normalizeYAMLValue(got), expected) {
 			return src, nil
 		}
 		if i == maxSteps {
