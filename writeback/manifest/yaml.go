@@ -2,8 +2,10 @@ package manifest
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -195,6 +197,41 @@ func (y *yamlText) splice(start, end int, text string) []byte {
 	out = append(out, y.src[:start]...)
 	out = append(out, text...)
 	return append(out, y.src[end:]...)
+}
+
+// textEdit replaces src[start:end] with text. Insertions at one offset
+// (start == end) go in the order of order, then of the edits' list.
+type textEdit struct {
+	start, end int
+	text       string
+	order      int
+}
+
+// applyEdits makes edits computed on the same text all at once; ok is
+// false when two of them overlap.
+func (y *yamlText) applyEdits(edits []textEdit) (_ []byte, ok bool) {
+	slices.SortStableFunc(edits, func(a, b textEdit) int {
+		if c := cmp.Compare(a.start, b.start); c != 0 {
+			return c
+		}
+		// An insertion before a replacement that starts where it is.
+		if c := cmp.Compare(a.end-a.start, b.end-b.start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.order, b.order)
+	})
+	var out bytes.Buffer
+	at := 0
+	for _, e := range edits {
+		if e.start < at {
+			return nil, false
+		}
+		out.Write(y.src[at:e.start])
+		out.WriteString(e.text)
+		at = e.end
+	}
+	out.Write(y.src[at:])
+	return out.Bytes(), true
 }
 
 // insertAfterLine inserts whole lines after a line (0 = at the top),
