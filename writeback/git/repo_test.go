@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -55,9 +56,9 @@ func TestAdvertisementBound(t *testing.T) {
 		want    string // "" lists the branches
 	}{
 		{"within the bounds", advertise(1000, 0), ""},
-		{"too many references", advertise(1_000_000, 0), "the reference advertisement lists more than 100000 references, the most read"},
+		{"too many references", advertise(1_000_000, 0), "the reference advertisement lists more than 100000 references, the most the client reads"},
 		{"no end of references", advertise(-1, 0), "the reference advertisement lists more than"},
-		{"too many bytes", advertise(400, 60_000), "the reference advertisement is larger than 16 MiB"},
+		{"too many bytes", advertise(400, 60_000), "the reference advertisement is larger than 16 MiB, the most the client reads"},
 		{"an error body without end", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusInternalServerError)
 			line := []byte(strings.Repeat("e", 1023) + "\n")
@@ -91,8 +92,8 @@ func TestAdvertisementBound(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "list branches of "+url) {
 				t.Fatalf("got %v, want an error naming %s with %q", err, url, tt.want)
 			}
-			if strings.Contains(tt.want, "advertisement") && !errors.Is(err, gitauth.ErrAnswerTooLarge) {
-				t.Errorf("%v is not gitauth.ErrAnswerTooLarge", err)
+			if strings.Contains(tt.want, "advertisement") && !errors.Is(err, bounded.ErrTooLarge) {
+				t.Errorf("%v is not bounded.ErrTooLarge", err)
 			}
 			if len(err.Error()) > 8<<10 {
 				t.Errorf("the error holds %d bytes", len(err.Error()))

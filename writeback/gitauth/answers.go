@@ -1,12 +1,13 @@
 package gitauth
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 )
 
 // A repository's server, which a tenant may choose, answers before any
@@ -29,14 +30,12 @@ const (
 	maxErrorBody = 4 << 10
 )
 
-// ErrAnswerTooLarge is what the errors of answers past the bounds are
-// (errors.Is).
-var ErrAnswerTooLarge = errors.New("answer too large")
-
+// answerTooLarge is the error of an answer with more lines than are read,
+// or (over SSH) more bytes: it is bounded.ErrTooLarge.
 type answerTooLarge struct{ msg string }
 
 func (e answerTooLarge) Error() string        { return e.msg }
-func (e answerTooLarge) Is(target error) bool { return target == ErrAnswerTooLarge }
+func (e answerTooLarge) Is(target error) bool { return target == bounded.ErrTooLarge }
 
 // boundedAnswers bounds the answers of a repository's HTTP server that
 // go-git reads whole: GET .../info/refs (the advertisement) and POST
@@ -107,13 +106,13 @@ func (b *pktLineBound) Read(p []byte) (int, error) {
 	}
 	n, err := b.body.Read(p)
 	if b.read += int64(n); b.read > b.maxBytes {
-		b.err = answerTooLarge{fmt.Sprintf("the %s is larger than %d MiB, the most read", b.what, b.maxBytes>>20)}
+		b.err = &bounded.TooLargeError{What: b.what, Limit: b.maxBytes}
 		return 0, b.err
 	}
 	if !b.broken {
 		b.count(p[:n])
 		if b.seen > b.maxLines {
-			b.err = answerTooLarge{fmt.Sprintf("the %s lists more than %d %s, the most read", b.what, b.maxLines-b.extraLines, b.lines)}
+			b.err = answerTooLarge{fmt.Sprintf("the %s lists more than %d %s, the most the client reads", b.what, b.maxLines-b.extraLines, b.lines)}
 			return 0, b.err
 		}
 	}

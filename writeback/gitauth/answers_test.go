@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -84,7 +85,7 @@ func TestBoundedAnswers(t *testing.T) {
 				got, err := io.ReadAll(r)
 				resp.Body.Close()
 				switch {
-				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrAnswerTooLarge)):
+				case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, bounded.ErrTooLarge)):
 					t.Errorf("one byte at a time %v: got %v, want an error with %q", oneByte, err, tt.want)
 				case tt.want == "" && err != nil:
 					t.Errorf("one byte at a time %v: %v", oneByte, err)
@@ -188,7 +189,7 @@ func TestSSHAnswersBounded(t *testing.T) {
 		maxMiB uint64
 	}{
 		{name: "within the bounds", refs: 10},
-		{name: "without end", refs: -1, want: "the server sent more than 16 MiB before the fetch or during the push", maxMiB: 160},
+		{name: "without end", refs: -1, want: "the server sent more than 16 MiB before the fetch or during the push, the most the client reads", maxMiB: 160},
 	}
 	r := NewResolver(noObjects{}, "argocd", t.TempDir(), nil)
 	key := string(testSSHKey(t))
@@ -244,7 +245,7 @@ func TestSSHAnswersBounded(t *testing.T) {
 					}
 					continue
 				}
-				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrAnswerTooLarge) {
+				if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, bounded.ErrTooLarge) {
 					t.Errorf("push %v: got %v, want an error with %q", pushing, err, tt.want)
 				}
 				if grew > tt.maxMiB {

@@ -13,6 +13,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/net/proxy"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 )
 
 // UploadPack opens a fetch session with the repository and reads the
@@ -118,7 +120,7 @@ func (b *readBound) release() {
 	b.mu.Unlock()
 }
 
-var errSSHAnswerTooLarge = answerTooLarge{fmt.Sprintf("the server sent more than %d MiB before the fetch or during the push, the most read", MaxAnswerBytes>>20)}
+var errSSHAnswerTooLarge = answerTooLarge{fmt.Sprintf("the server sent more than %s before the fetch or during the push, the most the client reads", bounded.FormatBytes(MaxAnswerBytes))}
 
 // explain replaces the error of a session whose connection the bound
 // closed: go-git sees only the connection end.
@@ -128,7 +130,7 @@ func (b *readBound) explain(err error) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.tripped && !errors.Is(err, ErrAnswerTooLarge) {
+	if b.tripped && !errors.Is(err, bounded.ErrTooLarge) {
 		return errSSHAnswerTooLarge
 	}
 	return err
