@@ -315,12 +315,22 @@ func (r Reference) OriginalName() string { return r.originalName }
 // when read with the defaults r was read with. A value that does not parse
 // matches only when spelt exactly as r's name was.
 func (r Reference) MatchesName(s string) bool {
-	if name, _ := Split(s); name == r.originalName {
+	name, _ := Split(s)
+	if name == r.originalName {
 		return true
+	}
+	// Spellings of one repository differ in the host and the namespaces
+	// before its last path element, never in that: a name ending otherwise
+	// is no match, without the cost of parsing it (a write-back compares
+	// every entry of a file with every image).
+	if lastElement(name) != lastElement(r.repository) {
+		return false
 	}
 	o, err := parse(s, r.opts)
 	return err == nil && r.SameName(o)
 }
+
+func lastElement(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
 
 // Version is the tag and digest of the reference.
 func (r Reference) Version() Version { return Version{Tag: r.tag, Digest: r.digest} }

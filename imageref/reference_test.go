@@ -318,3 +318,31 @@ func TestMatchesName(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMatchesName: the shortcut on the last path element never changes
+// MatchesName's answer from that of parsing the other name.
+func FuzzMatchesName(f *testing.F) {
+	for _, p := range [][2]string{
+		{"nginx", "docker.io/library/nginx:1"}, {"ghcr.io/org/app", "ghcr.io/org/app2"}, {"app", "registry.example.com/team/app"},
+		{"localhost:5000/app", "localhost:5000/app:v1"}, {"nginx", "NGINX"}, {"a/b", "b"}, {"host:5000", "library/host"},
+	} {
+		f.Add(p[0], p[1], false)
+		f.Add(p[0], p[1], true)
+	}
+	f.Fuzz(func(t *testing.T, ref, other string, withDefaults bool) {
+		var opts []Option
+		if withDefaults {
+			opts = []Option{WithDefaultRegistry("registry.example.com/base"), WithDefaultNamespace("team")}
+		}
+		r, err := Parse(ref, opts...)
+		if err != nil {
+			return
+		}
+		name, _ := Split(other)
+		o, err := parse(other, r.opts)
+		want := name == r.OriginalName() || (err == nil && r.SameName(o))
+		if got := r.MatchesName(other); got != want {
+			t.Fatalf("%q MatchesName(%q) = %v, parsing says %v", ref, other, got, want)
+		}
+	})
+}

@@ -97,6 +97,10 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 	a.WriteBack = parseWriteBack(get, &a.Problems)
 
 	list, _ := get(KeyImageList)
+	if p, ok := tooManyImages(countEntries(list), AnnotationOrigin(KeyImageList)); !ok {
+		a.Problems = append(a.Problems, p)
+		return a
+	}
 	seenAlias := map[string]bool{}
 	for i, entry := range strings.Split(list, ",") {
 		entry = strings.TrimSpace(entry)
@@ -130,6 +134,34 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 	}
 	a.Problems = append(a.Problems, unknownKeys(annotations, seenAlias)...)
 	return a
+}
+
+// MaxImages bounds the images of one Application (image-list entries, or
+// an applicationRef's images). Each image costs a registry listing, a
+// choice and an edit of the write-back target every cycle, and an
+// Application's annotations hold thousands of entries: without a bound
+// one Application could make a cycle outlast --stall-timeout.
+const MaxImages = 200
+
+// tooManyImages is the problem of an Application with more than
+// MaxImages images; none of them is then updated, so that the cost is
+// known before any entry is read.
+func tooManyImages(n int, at Origin) (Problem, bool) {
+	if n <= MaxImages {
+		return Problem{}, true
+	}
+	return Problem{Origin: at, Message: fmt.Sprintf("%d images, more than the %d one Application may have; none of its images is updated (split the images among several Applications or ImageUpdater refs)", n, MaxImages)}, false
+}
+
+// countEntries counts the non-empty entries of a comma-separated list.
+func countEntries(list string) int {
+	n := 0
+	for e := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(e) != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // parseImageEntry splits "[<alias>=]<image>[:<constraint>]" (see

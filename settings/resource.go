@@ -44,6 +44,10 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 		{common: ref.CommonUpdateSettings, verify: ref.ImagesVerification, at: refAt},
 		{common: iu.Spec.CommonUpdateSettings, verify: iu.Spec.ImagesVerification, at: spec},
 	}
+	if p, ok := tooManyImages(len(ref.Images), refAt.Child(".images")); !ok {
+		a.Problems = append(a.Problems, p)
+		return a
+	}
 	for j, img := range ref.Images {
 		imgAt := refAt.Child(".images[%d]", j)
 		all := append([]level{{common: img.CommonUpdateSettings, verify: img.ImagesVerification, at: imgAt}}, levels...)

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -165,5 +166,51 @@ func TestOriginsNameTheirSource(t *testing.T) {
 		Spec: api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "*"}}}}
 	if got := ParseImageUpdater(iu, 0).WriteBack.MethodOrigin; got != "ImageUpdater ns/iu spec.writeBackConfig.method" {
 		t.Errorf("method origin %q", got)
+	}
+}
+
+// TestImageBound: an Application with more than MaxImages images, from
+// its annotations or an ImageUpdater, has none updated and one problem
+// naming where the list is written; one at the bound is read as usual.
+func TestImageBound(t *testing.T) {
+	list := func(n int) (string, []api.ImageConfig) {
+		entries := make([]string, n)
+		refs := make([]api.ImageConfig, n)
+		for i := range n {
+			entries[i] = fmt.Sprintf("a%d=example.com/app%d", i, i)
+			refs[i] = api.ImageConfig{Alias: fmt.Sprintf("a%d", i), ImageName: fmt.Sprintf("example.com/app%d", i)}
+		}
+		return strings.Join(entries, ", ") + ", ", refs
+	}
+	for _, tt := range []struct {
+		n            int
+		annotationAt string
+		resourceAt   string
+	}{
+		{n: MaxImages},
+		{n: MaxImages + 1, annotationAt: "annotation " + AnnotationPrefix + "image-list", resourceAt: "ImageUpdater ns/iu spec.applicationRefs[0].images"},
+		{n: 6000, annotationAt: "annotation " + AnnotationPrefix + "image-list", resourceAt: "ImageUpdater ns/iu spec.applicationRefs[0].images"},
+	} {
+		t.Run(fmt.Sprint(tt.n), func(t *testing.T) {
+			entries, refs := list(tt.n)
+			annotations := ann("image-list", entries, "a0.update-strategy", "semver", "a5999.update-strategy", "semver")
+			iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+				Spec: api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: refs}}}}
+			for _, got := range []struct {
+				s  Settings
+				at string
+			}{{ParseAnnotations(annotations), tt.annotationAt}, {ParseImageUpdater(iu, 0), tt.resourceAt}} {
+				if tt.annotationAt == "" {
+					if len(got.s.Images) != tt.n {
+						t.Errorf("%d images read, want %d", len(got.s.Images), tt.n)
+					}
+					continue
+				}
+				want := fmt.Sprintf("%s: %d images, more than the %d one Application may have; none of its images is updated", got.at, tt.n, MaxImages)
+				if len(got.s.Images) != 0 || len(got.s.Problems) != 1 || !strings.HasPrefix(got.s.Problems[0].Error(), want) {
+					t.Errorf("%d images, problems %q; want none, and one problem starting %q", len(got.s.Images), got.s.Problems, want)
+				}
+			}
+		})
 	}
 }

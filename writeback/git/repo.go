@@ -113,14 +113,11 @@ func (c *gitClone) list(ctx context.Context, acc gitauth.Remote) (remoteBranches
 }
 
 // uploadPack opens a fetch session and hands the advertised references to
-// use. Sessions are opened here rather than through go-git's Remote so
-// that they use acc's client, with its TLS settings.
+// use. Sessions are opened through acc rather than go-git's Remote so
+// that they use acc's client, with its TLS settings, and the bounds on
+// what the server answers.
 func (c *gitClone) uploadPack(ctx context.Context, acc gitauth.Remote, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
-	ep, err := acc.Endpoint(c.url)
-	if err != nil {
-		return err
-	}
-	sess, err := acc.Client.NewUploadPackSession(ep, acc.Auth)
+	sess, adv, err := acc.UploadPack(ctx, c.url)
 	if err != nil {
 		return err
 	}
@@ -129,10 +126,6 @@ func (c *gitClone) uploadPack(ctx context.Context, acc gitauth.Remote, use func(
 			err = cerr
 		}
 	}()
-	adv, err := sess.AdvertisedReferencesContext(ctx)
-	if err != nil {
-		return err
-	}
 	refs, err := adv.AllReferences()
 	if err != nil {
 		return err
@@ -433,11 +426,7 @@ func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.H
 	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
 	defer cancel()
 	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
-	ep, err := acc.Endpoint(c.url)
-	if err != nil {
-		return fail(err)
-	}
-	sess, err := acc.Client.NewReceivePackSession(ep, acc.Auth)
+	sess, adv, err := acc.ReceivePack(ctx, c.url)
 	if err != nil {
 		return fail(err)
 	}
@@ -446,10 +435,6 @@ func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.H
 			err = fail(cerr)
 		}
 	}()
-	adv, err := sess.AdvertisedReferencesContext(ctx)
-	if err != nil {
-		return fail(err)
-	}
 	refs, err := adv.AllReferences()
 	if err != nil {
 		return fail(err)

@@ -3,11 +3,13 @@ package git
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -42,7 +44,13 @@ func TestTemplateLimits(t *testing.T) {
 		{name: "printf width bomb", text: `{{printf "%0999999999d" 1}}`, wantErr: "width or precision 0999999999"},
 		{name: "printf precision bomb", text: `{{printf "%.999999999f" 1.0}}`, wantErr: "width or precision"},
 		{name: "printf width from an argument", text: `{{printf "%*d" 999999999 1}}`, wantErr: "from an argument"},
-		{name: "output bomb", text: `{{range .Images}}{{range $.Images}}{{range $.Images}}{{printf "%256s" "x"}}{{end}}{{end}}{{end}}`, images: 40, wantErr: "output over"},
+		{name: "output bomb", text: `{{range .Images}}{{range $.Images}}{{printf "%256s" "x"}}{{end}}{{end}}`, images: 40, wantErr: "output over"},
+		{name: "ranges nested over many images", text: "{{range .Images}}{{range $.Images}}{{range $.Images}}{{end}}{{end}}{{end}}x", images: 1000, wantErr: "could take more than 200000 steps"},
+		{name: "ranges nested over few images", text: "{{range .Images}}{{range $.Images}}{{range $.Images}}{{end}}{{end}}{{end}}x", images: 20},
+		{name: "a variable doubled in a range", text: `{{$x := "ab"}}{{range .Images}}{{$x = printf "%s%s" $x $x}}{{end}}{{len $x}}`, images: 24, wantErr: "a string over 65536 bytes"},
+		{name: "a variable doubled by print", text: `{{$x := "ab"}}{{range .Images}}{{$x = print $x $x}}{{end}}{{len $x}}`, images: 24, wantErr: "a string over 65536 bytes"},
+		{name: "a variable grown by js", text: `{{$x := "<<<<"}}{{range .Images}}{{$x = js $x}}{{end}}{{len $x}}`, images: 24, wantErr: "a string over 65536 bytes"},
+		{name: "printf with many wide verbs", text: `{{printf "` + strings.Repeat("%256d", 300) + `"}}`, images: 1, wantErr: "a string over 65536 bytes"},
 		{name: "recursion", text: `{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}`, images: 1, wantErr: "not allowed"},
 		{name: "2^62 nested calls writing nothing", text: nestedCalls(62), images: 1, wantErr: "not allowed"},
 	}
@@ -69,6 +77,40 @@ func TestTemplateLimits(t *testing.T) {
 	}
 	if _, err := ParseCommitMessageTemplate("{{range 99999999}}{{end}}"); err == nil || !errors.Is(err, errTemplateLimit) {
 		t.Errorf("commit message template: %v, want the range refused", err)
+	}
+}
+
+// TestTemplateStopped: a render that breaks a limit has stopped when it
+// returns, whether refused before it runs (ranges nested three deep over
+// 1,000 images, a billion steps that write nothing) or stopped by its
+// time running out, and leaves no goroutine behind to burn a core.
+func TestTemplateStopped(t *testing.T) {
+	data := newBranchTemplateData(Update{Images: manyImages(1000)})
+	tests := []struct {
+		name, text string
+		timeout    time.Duration
+		wantErr    string
+	}{
+		{"a billion steps writing nothing", "{{range .Images}}{{range $.Images}}{{range $.Images}}{{end}}{{end}}{{end}}x", templateTimeout, "could take more than"},
+		{"writes after the time is up", "{{range .Images}}{{.Alias}}{{end}}", -time.Second, "still running after"},
+		{"calls after the time is up", `{{range .Images}}{{$x := printf "%s" .Alias}}{{end}}`, -time.Second, "still running after"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			tmpl, err := parseLimitedTemplate("git-branch", tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = renderWithin(tmpl, data, tt.timeout)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, errTemplateLimit) {
+				t.Errorf("got %v, want an error with %q", err, tt.wantErr)
+			}
+			poll.Until(t, 5*time.Second, "the render's goroutines to end", func() (bool, string) {
+				n := runtime.NumGoroutine()
+				return n <= before, fmt.Sprintf("%d goroutines, %d before", n, before)
+			})
+		})
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 )
 
 // Retries of a repository's transient failures within one Write: one 429,
@@ -43,7 +45,8 @@ func withTransientBackoff(d time.Duration) Option {
 // 403, 404), a push the server rejected for its content, a moved branch
 // and our own deadline are not.
 func transientGitError(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBranchMoved) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBranchMoved) ||
+		errors.Is(err, bounded.ErrTooLarge) {
 		return false
 	}
 	if httpErr := gitHTTPError(err); httpErr != nil {

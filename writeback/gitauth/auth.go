@@ -346,7 +346,7 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ig
 			return Remote{}, err
 		}
 		acc.httpTransport = tr
-		acc.Client = githttp.NewClient(&http.Client{Transport: tr, CheckRedirect: checkRedirect})
+		acc.Client = githttp.NewClient(&http.Client{Transport: boundedAnswers{next: tr}, CheckRedirect: checkRedirect})
 		if useApp {
 			if password, err = r.githubAppToken(ctx, c); err != nil {
 				return Remote{}, err

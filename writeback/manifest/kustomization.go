@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
@@ -52,39 +53,177 @@ func (e kustomizeImage) fields() []yamlField {
 // SetKustomizationImages sets the images list of a kustomization file so
 // that each update's image has its entry, changing only those entries'
 // text. changed lists the updates whose entry was not yet as wanted.
+//
+// The file is parsed once, and the entries of all images are edited from
+// that one parse and checked once, when their layout allows (block style,
+// values in place); the others are edited one image at a time, each edit
+// parsed and checked. A 95 KB kustomization took 0.1 s per image that way.
 func SetKustomizationImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, changed []writeback.ImageUpdate, _ error) {
-	if err := checkSize(name, src); err != nil {
+	if err := repoyaml.CheckSize(name, src); err != nil {
 		return nil, nil, err
 	}
-	out = src
+	y, err := parseYAMLText(name, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkKustomizationShape(y); err != nil {
+		return nil, nil, err
+	}
+	var before any
+	if err := y.doc.Decode(&before); err != nil {
+		return nil, nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
+	}
+	expected, err := withKustomizeImages(before, images, &changed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(changed) == 0 {
+		return src, nil, nil
+	}
+	if out, ok := y.kustomizeEditsAtOnce(changed); ok && checkEdit(name, out, expected) == nil {
+		return out, changed, nil
+	}
+	out, err = setKustomizationImagesEach(name, src, changed)
+	return out, changed, err
+}
+
+// withKustomizeImages is the meaning of a kustomization after setting the
+// images' entries in turn; changed gets the images whose entry was not
+// yet as wanted.
+func withKustomizeImages(doc any, images []writeback.ImageUpdate, changed *[]writeback.ImageUpdate) (any, error) {
+	v := copyYAMLValue(doc)
+	if v == nil {
+		v = map[string]any{}
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("not a kustomization: the top level is not a map")
+	}
+	for _, img := range images {
+		modified, err := setKustomizeImage(m, kustomizeImageFor(img))
+		if err != nil {
+			return nil, err
+		}
+		if modified {
+			*changed = append(*changed, img)
+		}
+	}
+	return m, nil
+}
+
+// setKustomizationImagesEach edits one image at a time, parsing the text
+// anew after each edit: the way for layouts the edits from one parse do
+// not handle.
+func setKustomizationImagesEach(name string, src []byte, images []writeback.ImageUpdate) ([]byte, error) {
+	out := src
 	for _, img := range images {
 		want := kustomizeImageFor(img)
 		y, err := parseYAMLText(name, out)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := checkKustomizationShape(y); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		before, err := decodeAny(out)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
+		var before any
+		if err := y.doc.Decode(&before); err != nil {
+			return nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
 		}
 		expected, err := withKustomizeImage(before, want)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if reflect.DeepEqual(normalizeYAMLValue(before), expected) {
 			continue
 		}
-		next, err := editUntil(name, out, expected, func(y *yamlText) ([]byte, error) { return nextKustomizeEdit(y, want) })
-		if err != nil {
-			return nil, nil, err
+		if out, err = editUntil(name, out, expected, func(y *yamlText) ([]byte, error) { return nextKustomizeEdit(y, want) }); err != nil {
+			return nil, err
 		}
-		out = next
-		changed = append(changed, img)
 	}
-	return out, changed, nil
+	return out, nil
+}
+
+// kustomizeEditsAtOnce makes the text edits of every image's entry from
+// the one parse y: values replaced in place, fields added or removed as
+// whole lines, new entries appended to the block. ok is false for a
+// layout that needs an edit parsed before the next (flow style, a field
+// sharing its line, an entry two images name, no block list to add to).
+func (y *yamlText) kustomizeEditsAtOnce(images []writeback.ImageUpdate) (_ []byte, ok bool) {
+	root := y.root()
+	if root == nil || root.Kind != yaml.MappingNode || root.Style&yaml.FlowStyle != 0 {
+		return nil, false
+	}
+	key, val := mappingGet(root, "images")
+	if key == nil || val.Kind != yaml.SequenceNode || val.Style&yaml.FlowStyle != 0 || len(val.Content) == 0 {
+		return nil, false
+	}
+	if len(y.src) > 0 && y.src[len(y.src)-1] != '\n' {
+		return nil, false // an insertion at the end would need a line end first
+	}
+	first := val.Content[0]
+	dash, dashOK := y.dashColumn(first)
+	nl := y.newline()
+	var edits []textEdit
+	// Inserted at one offset: the fields of an entry before a new entry
+	// appended after it, and each in the images' order.
+	const fieldInsert, entryAppend = 0, 1
+	claimed := map[*yaml.Node]bool{}
+	for _, img := range images {
+		want := kustomizeImageFor(img)
+		named := false
+		for _, e := range val.Content {
+			if !want.entryOf(e) {
+				continue
+			}
+			named = true
+			if claimed[e] || e.Style&yaml.FlowStyle != 0 || e.Kind != yaml.MappingNode {
+				return nil, false
+			}
+			claimed[e] = true
+			var added []string
+			for _, f := range want.fields() {
+				k, v := mappingGet(e, f.key)
+				switch {
+				case k == nil && f.value == "":
+				case k == nil:
+					r, err := renderString(f.value, 0)
+					if err != nil {
+						return nil, false
+					}
+					added = append(added, pad(e.Column-1)+f.key+": "+r+nl)
+				case f.value == "":
+					if k.Line == e.Line || maxLine(v) != k.Line {
+						return nil, false
+					}
+					edits = append(edits, textEdit{start: y.lineStart(k.Line), end: y.lineStart(k.Line + 1)})
+				case v.ShortTag() == "!!str" && v.Value == f.value:
+				default:
+					ed, err := y.replaceValueEdit(k, v, f.value, false)
+					if err != nil {
+						return nil, false
+					}
+					edits = append(edits, ed)
+				}
+			}
+			if len(added) > 0 {
+				at := y.lineStart(maxLine(e) + 1)
+				edits = append(edits, textEdit{start: at, end: at, text: strings.Join(added, ""), order: fieldInsert})
+			}
+		}
+		if named {
+			continue
+		}
+		if !dashOK || first.Kind != yaml.MappingNode || first.Style&yaml.FlowStyle != 0 {
+			return nil, false
+		}
+		lines, err := renderKustomizeEntry(want, dash, first.Column-1)
+		if err != nil {
+			return nil, false
+		}
+		at := y.lineStart(maxLine(val) + 1)
+		edits = append(edits, textEdit{start: at, end: at, text: strings.Join(lines, nl) + nl, order: entryAppend})
+	}
+	return y.applyEdits(edits)
 }
 
 // checkKustomizationShape reports, with its line, a kustomization whose
@@ -111,9 +250,9 @@ func editUntil(name string, src []byte, expected any, step func(*yamlText) ([]by
 	for i := 0; ; i++ {
 		y, err := parseYAMLText(name, src)
 		if err != nil {
-			return nil, fmt.Errorf("%s: editing it in place would produce invalid YAML (%v); not written", name, err)
+			return nil, fmt.Errorf("%s: editing it in place would produce invalid YAML (%v); not written", name, strings.TrimPrefix(err.Error(), name+": "))
 		}
-		if got, err := decodeAny(src); err == nil && reflect.DeepEqual(normalizeYAMLValue(got), expected) {
+		if got, err := decodeAny(name, src); err == nil && reflect.DeepEqual(normalizeYAMLValue(got), expected) {
 			return src, nil
 		}
 		if i == maxSteps {
@@ -137,13 +276,22 @@ func withKustomizeImage(doc any, want kustomizeImage) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("not a kustomization: the top level is not a map")
 	}
+	if _, err := setKustomizeImage(m, want); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// setKustomizeImage sets one image entry in a kustomization's meaning,
+// and tells whether that changed it.
+func setKustomizeImage(m map[string]any, want kustomizeImage) (modified bool, _ error) {
 	var list []any
 	switch l := m["images"].(type) {
 	case nil:
 	case []any:
 		list = l
 	default:
-		return nil, fmt.Errorf("images is a %T, not a list", l)
+		return false, fmt.Errorf("images is a %T, not a list", l)
 	}
 	found := false
 	for i, e := range list {
@@ -156,9 +304,12 @@ func withKustomizeImage(doc any, want kustomizeImage) (any, error) {
 		}
 		found = true
 		for _, f := range want.fields() {
+			old, had := entry[f.key]
 			if f.value == "" {
+				modified = modified || had
 				delete(entry, f.key)
 			} else {
+				modified = modified || !had || old != any(f.value)
 				entry[f.key] = f.value
 			}
 		}
@@ -172,9 +323,10 @@ func withKustomizeImage(doc any, want kustomizeImage) (any, error) {
 			}
 		}
 		list = append(list, entry)
+		modified = true
 	}
 	m["images"] = list
-	return m, nil
+	return modified, nil
 }
 
 // nextKustomizeEdit makes one text edit toward the wanted entry.
@@ -282,18 +434,27 @@ func (y *yamlText) editKustomizeEntry(key, val, e *yaml.Node, want kustomizeImag
 
 // replaceValue rewrites one scalar value in place, keeping its quoting.
 func (y *yamlText) replaceValue(k, v *yaml.Node, value string, inFlow bool) ([]byte, error) {
+	ed, err := y.replaceValueEdit(k, v, value, inFlow)
+	if err != nil {
+		return nil, err
+	}
+	return y.splice(ed.start, ed.end, ed.text), nil
+}
+
+// replaceValueEdit is the text edit of replaceValue.
+func (y *yamlText) replaceValueEdit(k, v *yaml.Node, value string, inFlow bool) (textEdit, error) {
 	if isNull(v) {
 		if colon, empty := y.emptyValueAfter(k); empty {
 			r, err := renderString(value, 0)
 			if err != nil {
-				return nil, err
+				return textEdit{}, err
 			}
-			return y.splice(colon, colon, " "+r), nil
+			return textEdit{start: colon, end: colon, text: " " + r}, nil
 		}
 	}
 	start, end, ok := y.scalarSpan(v, inFlow)
 	if !ok {
-		return nil, fmt.Errorf("%s: the value of %s cannot be rewritten in place (it spans lines, or has an anchor or a tag)", y.where(v), k.Value)
+		return textEdit{}, fmt.Errorf("%s: the value of %s cannot be rewritten in place (it spans lines, or has an anchor or a tag)", y.where(v), k.Value)
 	}
 	var quote byte
 	if c := y.src[start]; c == '"' || c == '\'' {
@@ -301,9 +462,9 @@ func (y *yamlText) replaceValue(k, v *yaml.Node, value string, inFlow bool) ([]b
 	}
 	r, err := renderString(value, quote)
 	if err != nil {
-		return nil, err
+		return textEdit{}, err
 	}
-	return y.splice(start, end, r), nil
+	return textEdit{start: start, end: end, text: r}, nil
 }
 
 // dashColumn finds the column of the "-" that starts a sequence entry.

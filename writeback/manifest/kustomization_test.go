@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,5 +180,96 @@ func TestKustomizationDocumentStart(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// bigKustomization is a 95 KB kustomization naming n images at v1 after
+// its resources.
+func bigKustomization(n int) ([]byte, []writeback.ImageUpdate) {
+	var b strings.Builder
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
+	for i := 0; b.Len() < 90_000; i++ {
+		fmt.Fprintf(&b, "- manifests/deployment-%d.yaml\n", i)
+	}
+	b.WriteString("images:\n")
+	var images []writeback.ImageUpdate
+	for i := range n {
+		fmt.Fprintf(&b, "- name: ghcr.io/org/app%d\n  newTag: v1\n", i)
+		images = append(images, writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: fmt.Sprintf("a%d", i), Image: mustRef(fmt.Sprintf("ghcr.io/org/app%d", i))}, New: imageref.Version{Tag: "v2"}})
+	}
+	return []byte(b.String()), images
+}
+
+// TestKustomizationImagesOneParse: the entries of all images are edited
+// from one parse of the file, so 200 images cost about what one does
+// (measured: 3.7 MiB allocated for one image, 5.5 MiB and 0.1 s for 200).
+// Edited one at a time, as before, each parsing and checking the file
+// again and each image's name compared by parsing every entry's, 200
+// images of this 95 KB kustomization allocated 1.7 GiB and took 19 s.
+func TestKustomizationImagesOneParse(t *testing.T) {
+	src, images := bigKustomization(200)
+	cost := func(n int) uint64 {
+		var out []byte
+		var changed []writeback.ImageUpdate
+		var err error
+		grew := allocated(func() { out, changed, err = SetKustomizationImages("kustomization.yaml", src, images[:n]) })
+		if err != nil || len(changed) != n || bytes.Count(out, []byte("newTag: v2\n")) != n {
+			t.Fatalf("%d images: %d changed, %v", n, len(changed), err)
+		}
+		return grew
+	}
+	one, all := cost(1), cost(200)
+	t.Logf("allocated: %d KiB for one image, %d KiB for 200", one>>10, all>>10)
+	if all > 3*one {
+		t.Errorf("200 images allocated %d KiB, more than three times the %d KiB of one", all>>10, one>>10)
+	}
+}
+
+// TestKustomizationAtOnceMatchesEach: the edits made from one parse give
+// the bytes the edits made one image at a time give, for the layouts of
+// the golden files and for entries added, changed and cleared together.
+func TestKustomizationAtOnceMatchesEach(t *testing.T) {
+	img := func(alias, name, tag, digest string) writeback.ImageUpdate {
+		return writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: alias, Image: mustRef(name)}, New: imageref.Version{Tag: tag, Digest: digest}}
+	}
+	renamed := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "1.5.0"}}
+	sets := [][]writeback.ImageUpdate{
+		{img("app", gitAppImage, "v0.0.2", "")},
+		{img("app", gitAppImage, "v0.0.2", gitDigest), img("nginx", "nginx", "1.27.0", "")},
+		{img("new1", "ghcr.io/x/new1", "1", ""), img("app", gitAppImage, "v0.0.3", ""), img("new2", "ghcr.io/x/new2", "2", gitDigest)},
+		{renamed, img("app", gitAppImage, "v0.0.1", "")},
+		{img("nginx", "nginx", "1.25.3", ""), img("app", gitAppImage, "v0.0.1", "")},
+	}
+	files, err := filepath.Glob("testdata/kustomization/original/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, bigImages := bigKustomization(20)
+	inputs := map[string][]byte{"big": big}
+	for _, f := range files {
+		if inputs[filepath.Base(f)], err = os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sets = append(sets, bigImages, append(bigImages[:5:5], img("added", "ghcr.io/x/added", "3", "")))
+	for name, src := range inputs {
+		for i, images := range sets {
+			got, changed, err := SetKustomizationImages(name, src, images)
+			if err != nil {
+				t.Errorf("%s, set %d: %v", name, i, err)
+				continue
+			}
+			want, err := setKustomizationImagesEach(name, src, images)
+			if err != nil {
+				t.Errorf("%s, set %d, one at a time: %v", name, i, err)
+				continue
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("%s, set %d (-one at a time +at once):\n%s", name, i, diff)
+			}
+			if len(changed) == 0 && string(got) != string(src) {
+				t.Errorf("%s, set %d: nothing changed, but the bytes did", name, i)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -27,7 +28,7 @@ func HasMarkers(src []byte) bool { return bytes.Contains(src, []byte(`"`+MarkerK
 // alone. found lists the aliases marked in the file; changed the updates
 // that altered it.
 func SetMarkedImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, found map[string]bool, changed []writeback.ImageUpdate, _ error) {
-	if err := checkSize(name, src); err != nil {
+	if err := repoyaml.CheckSize(name, src); err != nil {
 		return nil, nil, nil, err
 	}
 	byAlias := map[string]writeback.ImageUpdate{}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
@@ -49,15 +50,16 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 	default:
 		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s, %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin)
 	}
-	if err := checkSize(name, src); err != nil {
-		return nil, nil, err
-	}
 	prefix, body := splitDocumentStart(src)
 	var doc yaml.Node
 	if len(bytes.TrimSpace(body)) > 0 {
-		if err := yaml.Unmarshal(body, &doc); err != nil {
-			return nil, nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
+		parsed, err := repoyaml.Parse(name, body)
+		if err != nil {
+			return nil, nil, err
 		}
+		doc = *parsed
+	} else if err := repoyaml.CheckSize(name, src); err != nil {
+		return nil, nil, err
 	}
 	var root *yaml.Node
 	if doc.Kind == yaml.DocumentNode && len(doc.Content) > 0 && !isNull(doc.Content[0]) {

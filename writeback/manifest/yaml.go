@@ -2,11 +2,14 @@ package manifest
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
 )
 
@@ -18,30 +21,8 @@ import (
 // and comparing its meaning with what the edit intended, so a layout the
 // text edit does not understand is an error, never a silently wrong file.
 
-// maxYAMLValues bounds the values of a file an edit parses, estimated by
-// checkSize. Parsing and checking an edit allocates about 1.2 KB per
-// value (measured: 118 MiB for a flow list of 100,000), so a file of a
-// few megabytes of "0,0,0..." would cost gigabytes; 50,000 is ample for
-// real values files and kustomizations (25,000 lines of block YAML) and
-// keeps one edit under about 60 MiB.
-const maxYAMLValues = 50_000
-
-// checkSize refuses a file with more values than an edit parses. The
-// estimate counts the characters that separate or open values (",:-[{"
-// and line ends), never fewer than the values there are.
-func checkSize(name string, src []byte) error {
-	n := 1
-	for _, c := range src {
-		switch c {
-		case ',', ':', '-', '[', '{', '\n':
-			n++
-		}
-	}
-	if n > maxYAMLValues {
-		return fmt.Errorf("%s: about %d values, more than the %d a write-back edits (a file this large is refused so that it cannot exhaust the controller's memory)", name, n, maxYAMLValues)
-	}
-	return nil
-}
+// Every file is parsed through repoyaml, which bounds its values with
+// aliases expanded: the edits decode, copy and compare whole documents.
 
 // yamlText is a YAML file's text with its first document parsed.
 type yamlText struct {
@@ -52,10 +33,11 @@ type yamlText struct {
 }
 
 func parseYAMLText(name string, src []byte) (*yamlText, error) {
-	y := &yamlText{name: name, src: src, lineStarts: []int{0}}
-	if err := yaml.Unmarshal(withoutDirectives(src), &y.doc); err != nil {
-		return nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
+	doc, err := repoyaml.Parse(name, withoutDirectives(src))
+	if err != nil {
+		return nil, err
 	}
+	y := &yamlText{name: name, src: src, lineStarts: []int{0}, doc: *doc}
 	for i, b := range src {
 		if b == '\n' {
 			y.lineStarts = append(y.lineStarts, i+1)
@@ -154,7 +136,7 @@ func (y *yamlText) scalarSpan(n *yaml.Node, inFlow bool) (start, end int, ok boo
 				}
 				end = i + 1
 				var v string
-				if yaml.Unmarshal(y.src[start:end], &v) != nil || v != n.Value {
+				if repoyaml.Unmarshal(y.name, y.src[start:end], &v) != nil || v != n.Value {
 					return 0, 0, false
 				}
 				return start, end, true
@@ -215,6 +197,41 @@ func (y *yamlText) splice(start, end int, text string) []byte {
 	out = append(out, y.src[:start]...)
 	out = append(out, text...)
 	return append(out, y.src[end:]...)
+}
+
+// textEdit replaces src[start:end] with text. Insertions at one offset
+// (start == end) go in the order of order, then of the edits' list.
+type textEdit struct {
+	start, end int
+	text       string
+	order      int
+}
+
+// applyEdits makes edits computed on the same text all at once; ok is
+// false when two of them overlap.
+func (y *yamlText) applyEdits(edits []textEdit) (_ []byte, ok bool) {
+	slices.SortStableFunc(edits, func(a, b textEdit) int {
+		if c := cmp.Compare(a.start, b.start); c != 0 {
+			return c
+		}
+		// An insertion before a replacement that starts where it is.
+		if c := cmp.Compare(a.end-a.start, b.end-b.start); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.order, b.order)
+	})
+	var out bytes.Buffer
+	at := 0
+	for _, e := range edits {
+		if e.start < at {
+			return nil, false
+		}
+		out.Write(y.src[at:e.start])
+		out.WriteString(e.text)
+		at = e.end
+	}
+	out.Write(y.src[at:])
+	return out.Bytes(), true
 }
 
 // insertAfterLine inserts whole lines after a line (0 = at the top),
@@ -336,9 +353,9 @@ func withoutDirectives(src []byte) []byte {
 }
 
 // decodeAny is a file's meaning, for checking an edit.
-func decodeAny(src []byte) (any, error) {
+func decodeAny(name string, src []byte) (any, error) {
 	var v any
-	if err := yaml.Unmarshal(withoutDirectives(src), &v); err != nil {
+	if err := repoyaml.Unmarshal(name, withoutDirectives(src), &v); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -347,9 +364,9 @@ func decodeAny(src []byte) (any, error) {
 // checkEdit verifies that the edited text means exactly what the edit
 // intended: want is the original's meaning with the intended change made.
 func checkEdit(name string, edited []byte, want any) error {
-	got, err := decodeAny(edited)
+	got, err := decodeAny(name, edited)
 	if err != nil {
-		return fmt.Errorf("%s: editing it in place would produce invalid YAML (%v); not written", name, err)
+		return fmt.Errorf("%s: editing it in place would produce invalid YAML (%v); not written", name, strings.TrimPrefix(err.Error(), name+": "))
 	}
 	if !reflect.DeepEqual(normalizeYAMLValue(got), normalizeYAMLValue(want)) {
 		return fmt.Errorf("%s: editing it in place would change more than the intended values (unusual layout); not written", name)
