@@ -98,13 +98,25 @@ func testRefs(cell string) ([]testRef, error) {
 	return refs, nil
 }
 
+// sourcePathRE matches the files an "enforced in" cell names.
+var sourcePathRE = regexp.MustCompile("`([a-z0-9_.-]+(?:/[a-z0-9_.-]+)*\\.go)`")
+
 // checkThreatRow says what a row lacks; tests tells whether a package
-// folder declares a test.
-func checkThreatRow(r threatRow, tests func(pkg, name string) error) []error {
+// folder declares a test, exists whether a file of the repository does.
+func checkThreatRow(r threatRow, tests func(pkg, name string) error, exists func(path string) bool) []error {
 	var errs []error
 	for _, col := range threatColumns {
 		if v := r.cells[col]; v == "" || strings.Trim(v, "-—– ") == "" {
 			errs = append(errs, fmt.Errorf("line %d: the %s cell is empty", r.line, col))
+		}
+	}
+	place := sourcePathRE.FindAllStringSubmatch(r.cells["enforced in"], -1)
+	if r.cells["enforced in"] != "" && len(place) == 0 {
+		errs = append(errs, fmt.Errorf("line %d: the enforced in cell names no file (`package/file.go`)", r.line))
+	}
+	for _, m := range place {
+		if !exists(m[1]) {
+			errs = append(errs, fmt.Errorf("line %d: %s: no such file", r.line, m[1]))
 		}
 	}
 	if r.cells["tests"] == "" {
@@ -166,8 +178,12 @@ func TestThreatModel(t *testing.T) {
 		t.Fatalf("threat-model.md: %v", err)
 	}
 	tests := repoTests("..")
+	exists := func(path string) bool {
+		_, err := os.Stat(filepath.Join("..", filepath.FromSlash(path)))
+		return err == nil
+	}
 	for _, r := range rows {
-		for _, err := range checkThreatRow(r, tests) {
+		for _, err := range checkThreatRow(r, tests, exists) {
 			t.Errorf("threat-model.md:%v", strings.TrimPrefix(err.Error(), "line "))
 		}
 	}
@@ -176,12 +192,13 @@ func TestThreatModel(t *testing.T) {
 // TestThreatModelChecks guards the checks themselves: rows that lack a
 // cell, cite a test that does not exist, or cite it without its package.
 func TestThreatModelChecks(t *testing.T) {
-	exists := func(pkg, name string) error {
+	tested := func(pkg, name string) error {
 		if pkg == "registry" && (name == "TestA" || name == "FuzzB") {
 			return nil
 		}
 		return fmt.Errorf("%s: no func %s in %s/*_test.go", name, name, pkg)
 	}
+	exists := func(path string) bool { return path == "registry/limits.go" }
 	header := "| input | controlled by | bound | enforced in | tests |\n|---|---|---|---|---|\n"
 	tests := []struct {
 		name, row string
@@ -196,6 +213,8 @@ func TestThreatModelChecks(t *testing.T) {
 		{name: "in another package", row: "| tags | registry | 100 | `registry/limits.go` | `TestA` (webhook) |", want: "no func TestA in webhook"},
 		{name: "without its package", row: "| tags | registry | 100 | `registry/limits.go` | `TestA` |", want: "want test names followed by their package"},
 		{name: "not a test name", row: "| tags | registry | 100 | `registry/limits.go` | `helper` (registry) |", want: "not a test, fuzz test or benchmark name"},
+		{name: "a place that is no file", row: "| tags | registry | 100 | the registry client | `TestA` (registry) |", want: "names no file"},
+		{name: "a file that does not exist", row: "| tags | registry | 100 | `registry/gone.go` (`f`) | `TestA` (registry) |", want: "registry/gone.go: no such file"},
 		{name: "a missing cell", row: "| tags | registry | 100 | `TestA` (registry) |", want: "4 cells, want 5"},
 	}
 	for _, tt := range tests {
@@ -206,7 +225,7 @@ func TestThreatModelChecks(t *testing.T) {
 				errs = []error{err}
 			} else {
 				for _, r := range rows {
-					errs = append(errs, checkThreatRow(r, exists)...)
+					errs = append(errs, checkThreatRow(r, tested, exists)...)
 				}
 			}
 			switch {
