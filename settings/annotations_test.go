@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -335,5 +336,27 @@ func TestParseWriteBackTarget(t *testing.T) {
 				t.Errorf("String() = %q, want %q", got.String(), tt.value)
 			}
 		})
+	}
+}
+
+// Labels are refused past 100 distinct ones as they are met, so that the
+// duplicate check over a long annotation costs no more than 100 labels
+// each.
+func TestPullRequestLabelsBound(t *testing.T) {
+	labels := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf("l%d", i)
+		}
+		return strings.Join(parts, ",")
+	}
+	for _, tc := range []struct {
+		n       int
+		wantErr bool
+	}{{100, false}, {101, true}, {52000, true}} {
+		got, err := ParsePullRequestLabels(labels(tc.n) + ",l0")
+		if (err != nil) != tc.wantErr || !tc.wantErr && len(got) != tc.n {
+			t.Errorf("%d labels: %d kept, error %v", tc.n, len(got), err)
+		}
 	}
 }

@@ -137,11 +137,15 @@ func ParsePullRequestLabels(s string) ([]string, error) {
 			continue
 		case len(l) > 255:
 			return nil, fmt.Errorf("label %.40q... is longer than 255 characters", l)
+		case len(labels) == maxPullRequestLabels:
+			// Refused as the 101st distinct label is met: the duplicate
+			// check stays over at most 100 labels, whatever the length.
+			return nil, fmt.Errorf("more than %d labels", maxPullRequestLabels)
 		}
 		labels = append(labels, l)
 	}
-	if len(labels) > 100 {
-		return nil, fmt.Errorf("%d labels, more than 100", len(labels))
-	}
 	return labels, nil
 }
+
+// maxPullRequestLabels bounds the labels of a pull request.
+const maxPullRequestLabels = 100
