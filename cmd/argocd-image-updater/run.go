@@ -14,6 +14,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
@@ -99,6 +100,9 @@ type runOptions struct {
 	disableKubernetes bool
 
 	webhook webhookOptions
+	// serverTLS: the versions, cipher suites and HTTP/2 of every HTTPS
+	// server (webhook, secure metrics), from the v1.x line's flags.
+	serverTLS servertls.Settings
 	// v1 are the v1.x line's flags; warnings what they cannot mean here,
 	// logged once at start.
 	v1       v1Options
