@@ -173,6 +173,7 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 		registry.WithLogger(c.logger),
 		registry.WithUserAgent("argocd-image-updater/"+version),
 		registry.WithRequestTimeout(c.o.requestTimeout),
+		registry.WithHostCAs(c.o.registryCAsDir),
 	)
 	return nil
 }

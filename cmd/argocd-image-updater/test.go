@@ -46,10 +46,12 @@ type testOptions struct {
 	// given and it is a file: the path run and webhook read by default, so
 	// that test, run in the controller's container, sees what they see.
 	defaultRegistriesConf string
+	// registryCAsDir holds CA files named after registry hosts, as for run.
+	registryCAsDir string
 }
 
 func newTestCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
-	return newTestCommandFor(&testOptions{defaultRegistriesConf: defaultRegistriesConfPath}, lookupEnv)
+	return newTestCommandFor(&testOptions{defaultRegistriesConf: defaultRegistriesConfPath, registryCAsDir: defaultRegistryCAsDir}, lookupEnv)
 }
 
 // newTestCommandFor fills o from the flags.
@@ -229,6 +231,7 @@ func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string,
 		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),
 		registry.WithLogger(logger),
 		registry.WithDefaultLimit(float64(o.rateLimit)),
+		registry.WithHostCAs(o.registryCAsDir),
 	), secrets, nil
 }
 
