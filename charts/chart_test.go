@@ -655,6 +655,34 @@ func convertObject[T any](t *testing.T, o *unstructured.Unstructured) *T {
 	return v
 }
 
+// dualStack sets the IP families of both Services, the metrics one too as
+// argo-helm's 1.x chart does from 1.3.1; by default neither has any.
+func TestDualStack(t *testing.T) {
+	for _, tt := range []struct {
+		set        string
+		wantPolicy string
+		families   []corev1.IPFamily
+	}{
+		{set: "metrics.enabled=true,service.enabled=true"},
+		{set: "metrics.enabled=true,service.enabled=true,dualStack.ipFamilyPolicy=PreferDualStack,dualStack.ipFamilies={IPv6,IPv4}",
+			wantPolicy: "PreferDualStack", families: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}},
+	} {
+		t.Run(tt.set, func(t *testing.T) {
+			objs := render(t, releaseName, "--set", tt.set)
+			for _, name := range []string{"argocd-image-updater-metrics", "argocd-image-updater"} {
+				svc := get[corev1.Service](t, objs, "Service", name)
+				policy := ""
+				if svc.Spec.IPFamilyPolicy != nil {
+					policy = string(*svc.Spec.IPFamilyPolicy)
+				}
+				if policy != tt.wantPolicy || !slices.Equal(svc.Spec.IPFamilies, tt.families) {
+					t.Errorf("Service %s: ipFamilyPolicy %q, ipFamilies %v; want %q, %v", name, policy, svc.Spec.IPFamilies, tt.wantPolicy, tt.families)
+				}
+			}
+		})
+	}
+}
+
 // TestServerSideDryRun has a real API server validate what the chart
 // renders, with a minimal ServiceMonitor CRD so that object is checked too.
 func TestServerSideDryRun(t *testing.T) {
