@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,11 +98,7 @@ func get[T any](t *testing.T, objs objects, kind, name string) *T {
 	if o == nil {
 		t.Fatalf("no %s %s among %v", kind, name, objs.names())
 	}
-	v := new(T)
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, v); err != nil {
-		t.Fatalf("%s %s: %v", kind, name, err)
-	}
-	return v
+	return convertObject[T](t, o)
 }
 
 // installObjects are the objects of a file under manifests/.
@@ -581,6 +578,106 @@ func TestMetrics(t *testing.T) {
 			endpoints, _, _ := unstructured.NestedSlice(smObj.Object, "spec", "endpoints")
 			if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != svc.Spec.Ports[0].Name {
 				t.Errorf("ServiceMonitor endpoints %v", endpoints)
+			}
+		})
+	}
+}
+
+// TestNetworkPolicy: networkPolicy.enabled renders v1.x's
+// allow-metrics-traffic and allow-webhook-traffic, which select the
+// controller's pods and admit what manifests/network-policy admits to the
+// install's: its metrics and webhook ports, wherever containerPorts put
+// them, from v1.x's namespaces or the peers given.
+func TestNetworkPolicy(t *testing.T) {
+	install := map[string][]string{}
+	var dep *appsv1.Deployment
+	var policies []networkingv1.NetworkPolicy
+	for _, o := range testenv.DecodeYAML(t, testenv.Kustomize(t, "../manifests/testdata/network-policy")) {
+		switch o.GetKind() {
+		case "Deployment":
+			dep = convertObject[appsv1.Deployment](t, o)
+		case "NetworkPolicy":
+			policies = append(policies, *convertObject[networkingv1.NetworkPolicy](t, o))
+		}
+	}
+	for _, p := range policies {
+		install[p.Name] = testenv.Admitted(t, p, dep.Spec.Template)
+	}
+	if len(install) != 2 {
+		t.Fatalf("the install's policies: %v", install)
+	}
+	if objs := render(t, releaseName); slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "NetworkPolicy" }) {
+		t.Errorf("NetworkPolicies by default: %v", objs.names())
+	}
+	for _, tt := range []struct {
+		release, set string
+		prefix       string
+		want         map[string][]string // nil: the install's
+	}{
+		{release: releaseName, set: "networkPolicy.enabled=true"},
+		{release: releaseName, set: "networkPolicy.enabled=true,containerPorts.metrics=8443,containerPorts.webhook=9443"},
+		{release: "team", set: "networkPolicy.enabled=true", prefix: "team-argocd-image-updater-"},
+		{release: releaseName, set: "networkPolicy.enabled=true,networkPolicy.webhookFrom=null", want: map[string][]string{
+			"allow-metrics-traffic": install["allow-metrics-traffic"], "allow-webhook-traffic": {"webhook from anywhere"}}},
+	} {
+		t.Run(tt.release+"/"+tt.set, func(t *testing.T) {
+			objs := render(t, tt.release, "--set", tt.set)
+			var dep *appsv1.Deployment
+			got := map[string][]string{}
+			for _, o := range objs {
+				if o.GetKind() == "Deployment" {
+					dep = convertObject[appsv1.Deployment](t, o)
+				}
+			}
+			for _, o := range objs {
+				if o.GetKind() == "NetworkPolicy" {
+					got[strings.TrimPrefix(o.GetName(), tt.prefix)] = testenv.Admitted(t, *convertObject[networkingv1.NetworkPolicy](t, o), dep.Spec.Template)
+				}
+			}
+			want := tt.want
+			if want == nil {
+				want = install
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("what the policies admit to the pods (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// convertObject decodes an object into a typed value.
+func convertObject[T any](t *testing.T, o *unstructured.Unstructured) *T {
+	t.Helper()
+	v := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, v); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+	return v
+}
+
+// dualStack sets the IP families of both Services, the metrics one too as
+// argo-helm's 1.x chart does from 1.3.1; by default neither has any.
+func TestDualStack(t *testing.T) {
+	for _, tt := range []struct {
+		set        string
+		wantPolicy string
+		families   []corev1.IPFamily
+	}{
+		{set: "metrics.enabled=true,service.enabled=true"},
+		{set: "metrics.enabled=true,service.enabled=true,dualStack.ipFamilyPolicy=PreferDualStack,dualStack.ipFamilies={IPv6,IPv4}",
+			wantPolicy: "PreferDualStack", families: []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}},
+	} {
+		t.Run(tt.set, func(t *testing.T) {
+			objs := render(t, releaseName, "--set", tt.set)
+			for _, name := range []string{"argocd-image-updater-metrics", "argocd-image-updater"} {
+				svc := get[corev1.Service](t, objs, "Service", name)
+				policy := ""
+				if svc.Spec.IPFamilyPolicy != nil {
+					policy = string(*svc.Spec.IPFamilyPolicy)
+				}
+				if policy != tt.wantPolicy || !slices.Equal(svc.Spec.IPFamilies, tt.families) {
+					t.Errorf("Service %s: ipFamilyPolicy %q, ipFamilies %v; want %q, %v", name, policy, svc.Spec.IPFamilies, tt.wantPolicy, tt.families)
+				}
 			}
 		})
 	}

@@ -182,9 +182,14 @@ func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNam
 	// is not written again.
 	current, found := source.CurrentVersion(spec)
 	// A Kustomize override that does not yet name the image where
-	// kustomize.image-name says it now lives is written at the running
-	// version already, as Argo CD Image Updater writes it.
-	askTarget := found && source.KustomizeStale(spec)
+	// kustomize.image-name says it now lives is written at once, at the
+	// version already there, while the image runs under that name: Argo CD
+	// Image Updater decides from what runs, and leaves the override of an
+	// image that already runs under its own name until a new version.
+	askTarget := false
+	if found && source.KustomizeStale(spec) {
+		_, _, askTarget = app.RunningVersion(spec)
+	}
 	if !found {
 		var renamed bool
 		current, found, renamed = app.RunningVersion(spec)

@@ -114,7 +114,17 @@ func TestCycle(t *testing.T) {
 			}, map[string]any{"source": map[string]any{
 				"repoURL": "https://git.example.com/deploy.git", "path": "main/overlays/production", "targetRevision": "main",
 				"kustomize": map[string]any{"images": []any{"jannfis/foobar:1.0.1"}},
-			}}, "jannfis/foobar:1.0.1"))
+			}}, "jannfis/foobar:1.0.1"),
+			// The override under the Kustomize name alone of an image that
+			// already runs, under its own name, the newest version is left
+			// until a new version comes, as upstream leaves it.
+			application("moved-runs-own-name", map[string]string{
+				"image-list":                  "foobar=" + repo("jannfis/foobar") + ":>=1.0.1",
+				"foobar.kustomize.image-name": "jannfis/foobar",
+			}, map[string]any{"source": map[string]any{
+				"repoURL": "https://git.example.com/deploy.git", "path": "main/overlays/production", "targetRevision": "main",
+				"kustomize": map[string]any{"images": []any{"jannfis/foobar:1.0.1"}},
+			}}, repo("jannfis/foobar")+":1.0.1"))
 		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 2 || sum.Errors != 0 {
 			t.Fatalf("summary %+v", sum)
 		}
@@ -123,6 +133,9 @@ func TestCycle(t *testing.T) {
 			if got := testenv.KustomizeImages(t, w.get(t, name)); !slices.Equal(got, want) {
 				t.Errorf("%s: kustomize images %v, want %v", name, got, want)
 			}
+		}
+		if got := testenv.KustomizeImages(t, w.get(t, "moved-runs-own-name")); !slices.Equal(got, []string{"jannfis/foobar:1.0.1"}) {
+			t.Errorf("moved-runs-own-name: kustomize images %v, want the override left as it was", got)
 		}
 		// Written once: the override now names the image where it lives.
 		w.syncWatcher(t, "moved-running")

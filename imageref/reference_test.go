@@ -33,6 +33,13 @@ func TestParse(t *testing.T) {
 		{in: "nginx:1.25@" + testDigest, registry: "docker.io", repository: "library/nginx", tag: "1.25", digest: testDigest, canonicalForm: "docker.io/library/nginx:1.25@" + testDigest},
 		{in: "localhost:5000/a/b:v1@" + testDigest, registry: "localhost:5000", repository: "a/b", tag: "v1", digest: testDigest, canonicalForm: "localhost:5000/a/b:v1@" + testDigest},
 		{in: "host:5000", registry: "docker.io", repository: "library/host", tag: "5000", canonicalForm: "docker.io/library/host:5000"},
+		// library/ is Docker Hub's namespace of single names only: on any
+		// other registry it is a path element like another, kept as written
+		// (upstream main #1783).
+		{in: "harbor.example.com/library/test-image:0.1", registry: "harbor.example.com", repository: "library/test-image", tag: "0.1", canonicalForm: "harbor.example.com/library/test-image:0.1"},
+		{in: "harbor.example.com/library/nested/test-image", registry: "harbor.example.com", repository: "library/nested/test-image", canonicalForm: "harbor.example.com/library/nested/test-image"},
+		{in: "localhost:5000/library/app", registry: "localhost:5000", repository: "library/app", canonicalForm: "localhost:5000/library/app"},
+		{in: "harbor.example.com/app", registry: "harbor.example.com", repository: "app", canonicalForm: "harbor.example.com/app"},
 
 		{in: "app", opts: []Option{WithDefaultRegistry("registry.example.com")}, registry: "registry.example.com", repository: "app", canonicalForm: "registry.example.com/app"},
 		{in: "app:1", opts: []Option{WithDefaultRegistry("registry.example.com"), WithDefaultNamespace("team")}, registry: "registry.example.com", repository: "team/app", tag: "1", canonicalForm: "registry.example.com/team/app:1"},
@@ -41,6 +48,7 @@ func TestParse(t *testing.T) {
 		{in: "app", opts: []Option{WithDefaultRegistry("registry.example.com/base/")}, registry: "registry.example.com", repository: "base/app", canonicalForm: "registry.example.com/base/app"},
 		{in: "nginx", opts: []Option{WithDefaultRegistry("index.docker.io"), WithDefaultNamespace("library")}, registry: "docker.io", repository: "library/nginx", canonicalForm: "docker.io/library/nginx"},
 		{in: "app", opts: []Option{WithDefaultRegistry("localhost:5000")}, registry: "localhost:5000", repository: "app", canonicalForm: "localhost:5000/app"},
+		{in: "library/app", opts: []Option{WithDefaultRegistry("harbor.example.com")}, registry: "harbor.example.com", repository: "library/app", canonicalForm: "harbor.example.com/library/app"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -302,6 +310,10 @@ func TestMatchesName(t *testing.T) {
 		{ref: "nginx", other: "myorg/nginx", want: false},
 		{ref: "localhost:5000/app", other: "localhost:5000/app:v1", want: true},
 		{ref: "localhost:5000/app", other: "localhost:5001/app", want: false},
+		// Elsewhere than Docker Hub, library/ names another repository.
+		{ref: "harbor.example.com/library/app", other: "harbor.example.com/app", want: false},
+		{ref: "harbor.example.com/app", other: "harbor.example.com/library/app:1.0", want: false},
+		{ref: "harbor.example.com/library/app", other: "harbor.example.com/library/app:1.0", want: true},
 		// registries.conf's default registry and namespace apply to both sides.
 		{ref: "app", opts: []Option{WithDefaultRegistry("registry.example.com"), WithDefaultNamespace("team")}, other: "registry.example.com/team/app:1", want: true},
 		{ref: "app", opts: []Option{WithDefaultRegistry("registry.example.com")}, other: "docker.io/library/app", want: false},

@@ -528,6 +528,30 @@ func testSelection(t *testing.T, s *servers) {
 			}
 		}
 	})
+
+	// An empty image-list is reported once, as the annotation's problem
+	// (v1.3.0: "annotation is empty"), not as a missing annotation.
+	t.Run("useAnnotations with an empty image-list", func(t *testing.T) {
+		w := s.world(t, "selection-empty-list")
+		w.push(t, "web", "1.0.0")
+		w.createApps(t, w.app("empty", nil, map[string]string{"image-list": " "}, w.image("web")+":1.0.0"))
+		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
+			ApplicationRefs: []api.ApplicationRef{{NamePattern: "empty", UseAnnotations: ptr(true)}},
+		}})
+
+		w.updater.RunOnce(t.Context())
+
+		var warnings []string
+		for _, e := range w.events(t, "empty") {
+			if e.Type == "Warning" {
+				warnings = append(warnings, e.Message)
+			}
+		}
+		if len(warnings) != 1 || !strings.Contains(warnings[0], "annotation argocd-image-updater.argoproj.io/image-list: is empty") ||
+			strings.Contains(warnings[0], "has no argocd-image-updater.argoproj.io/image-list annotation") {
+			t.Errorf("warnings %q, want one naming the empty annotation", warnings)
+		}
+	})
 }
 
 // testOverlap: an Application that several resources select, or a

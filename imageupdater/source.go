@@ -327,8 +327,9 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwat
 			app.ImageUpdater = name
 			if ref := iu.Spec.ApplicationRefs[i]; ref.UseAnnotations != nil && *ref.UseAnnotations {
 				app.Settings.FromAnnotations = true
-				if strings.TrimSpace(obj.Annotation(settings.AnnotationPrefix+settings.KeyImageList)) == "" {
-					// As v1.3.0: an error of the resource, not silence.
+				if !obj.Managed() {
+					// As v1.3.0: an error of the resource, not silence. An
+					// empty annotation is the annotation's own problem.
 					app.Settings.Problems = append(app.Settings.Problems, settings.Problem{
 						Origin:  settings.FieldOrigin(name, fmt.Sprintf("spec.applicationRefs[%d].useAnnotations", i)),
 						Message: "the Application has no " + settings.AnnotationPrefix + settings.KeyImageList + " annotation to read its images from",

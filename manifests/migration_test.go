@@ -1,12 +1,15 @@
 package manifests
 
 import (
+	"maps"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -97,6 +100,23 @@ func TestSwitching(t *testing.T) {
 			if want := []string{"RoleBinding/argocd-image-updater->argocd-image-updater"}; !slices.Equal(bound, want) {
 				t.Errorf("bindings of %s: %v, want %v", tt.serviceAcct, bound, want)
 			}
+			// v1.x's NetworkPolicies, updated by the apply, admit this
+			// controller's metrics and webhook ports.
+			dep := convert[appsv1.Deployment](t, &deps[0])
+			got := map[string][]string{}
+			for _, o := range list(t, dyn, resources["networkpolicy"]) {
+				got[o.GetName()] = testenv.Admitted(t, *convert[networkingv1.NetworkPolicy](t, &o), dep.Spec.Template)
+			}
+			want := map[string][]string{}
+			if tt.from == "v1.3.0" {
+				want = map[string][]string{
+					"allow-metrics-traffic": {"metrics from namespaces metrics=enabled"},
+					"allow-webhook-traffic": {"webhook from namespaces webhooks=enabled"},
+				}
+			}
+			if !maps.EqualFunc(got, want, slices.Equal) {
+				t.Errorf("what the NetworkPolicies admit to the controller's Pods:\n got %v\nwant %v", got, want)
+			}
 			// The user's settings stay.
 			cm := get(t, dyn, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "argocd-image-updater-config", "namespace": "argocd"}}})
 			if conf, _, _ := unstructured.NestedString(cm.Object, "data", "registries.conf"); !strings.Contains(conf, "ext:/app/scripts/ecr-login.sh") {
@@ -146,7 +166,7 @@ func switchingSteps(t *testing.T) steps {
 			}
 		}
 	}
-	if len(s.applied) != 1 || len(s.deleted) < 10 {
+	if len(s.applied) != 1 || len(s.deleted) < 9 {
 		t.Fatalf("the switch from v1.x in docs/configuration.md was misread: %+v", s)
 	}
 	return s

@@ -84,8 +84,9 @@ type Client struct {
 	retryBase     time.Duration // 0: the retry layer's default
 	retryMax      time.Duration // 0: the retry layer's default
 	userAgent     string
-	defaultLimit  float64 // 0: config.Endpoint.RateLimit
-	maxInFlight   int     // 0: transport.DefaultMaxInFlight
+	defaultLimit  float64  // 0: config.Endpoint.RateLimit
+	maxInFlight   int      // 0: transport.DefaultMaxInFlight
+	hostCAs       *hostCAs // nil: WithHostCAs not given
 
 	requestTimeout time.Duration
 	maxTags        int

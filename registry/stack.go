@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"math"
@@ -50,6 +51,7 @@ type stackSettings struct {
 	rps      float64
 	tls      string // config.TLS.ID; "" for the defaults
 	internal config.Hosts
+	hostCA   string // the host's CA file's hash (WithHostCAs); "" for none
 }
 
 func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
@@ -68,12 +70,19 @@ func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
 // endpoint's settings changed.
 func (c *Client) stackFor(ep config.Endpoint) (*endpointStack, error) {
 	s := c.settingsOf(ep)
+	ca, err := c.hostCAs.forEndpoint(ep)
+	if err != nil {
+		return nil, fmt.Errorf("registry %s: %w", cmp.Or(ep.Prefix, ep.APIURL), err)
+	}
+	if ca != nil {
+		s.hostCA = ca.id
+	}
 	c.stacksMu.Lock()
 	defer c.stacksMu.Unlock()
 	if v, ok := c.stacks.Get(ep.Prefix); ok && v.(*endpointStack).settings == s {
 		return v.(*endpointStack), nil
 	}
-	st, err := c.newStack(ep, s)
+	st, err := c.newStack(ep, s, ca)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +90,7 @@ func (c *Client) stackFor(ep config.Endpoint) (*endpointStack, error) {
 	return st, nil
 }
 
-func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, error) {
+func (c *Client) newStack(ep config.Endpoint, s stackSettings, ca *hostCA) (*endpointStack, error) {
 	u, err := url.Parse(ep.APIURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("registry %s: api_url %q is not an absolute http(s) URL", ep.Prefix, ep.APIURL)
@@ -102,7 +111,7 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings) (*endpointStack, 
 		// first page) go out at once while the average stays at the limit.
 		st.limiter = rate.NewLimiter(rate.Limit(s.rps), max(1, int(math.Ceil(s.rps))))
 	}
-	rt := transport.NewUserAgent(c.endpointTransport(ep), c.userAgent)
+	rt := transport.NewUserAgent(c.endpointTransport(ep, ca), c.userAgent)
 	rt = transport.NewSchemePin(rt, u.Scheme, u.Host)
 	if seen := libraryScheme(u); seen != u.Scheme {
 		rt = &tagListScheme{next: rt, host: u.Host, scheme: seen}

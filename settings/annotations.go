@@ -96,16 +96,23 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 
 	a.WriteBack = parseWriteBack(get, &a.Problems)
 
-	list, _ := get(KeyImageList)
+	list, listed := get(KeyImageList)
 	if p, ok := tooManyImages(countEntries(list), AnnotationOrigin(KeyImageList)); !ok {
 		a.Problems = append(a.Problems, p)
 		return a
 	}
+	entries := strings.Split(list, ",")
+	named := slices.ContainsFunc(entries, func(e string) bool { return strings.TrimSpace(e) != "" })
+	if listed && !named {
+		// As v1.3.0 reports it: an Application marked for updates whose
+		// list names nothing is a mistake, not a silent no-op.
+		a.Problems = append(a.Problems, Problem{Origin: AnnotationOrigin(KeyImageList), Message: "is empty: it names no image to update"})
+	}
 	seenAlias := map[string]bool{}
-	for i, entry := range strings.Split(list, ",") {
+	for i, entry := range entries {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
-			if strings.TrimSpace(list) != "" {
+			if named {
 				a.Problems = append(a.Problems, Problem{
 					Origin:  AnnotationOrigin(KeyImageList),
 					Message: fmt.Sprintf("entry %d is empty", i+1), Warning: true,

@@ -172,6 +172,32 @@ func TestParseAnnotations(t *testing.T) {
 				"/tag-match: unknown annotation: tag-match exists only per image",
 			},
 		},
+		// v1.3.0 reports an image-list that names no image ("annotation is
+		// empty"); an empty entry beside images is only a warning.
+		{
+			name:         "empty image-list",
+			annotations:  ann("image-list", ""),
+			wantWB:       WriteBack{Method: WriteBackArgoCD},
+			wantProblems: []string{"annotation " + AnnotationPrefix + "image-list: is empty: it names no image to update"},
+		},
+		{
+			name:         "image-list of blank entries",
+			annotations:  ann("image-list", "  ,  ,  "),
+			wantWB:       WriteBack{Method: WriteBackArgoCD},
+			wantProblems: []string{"annotation " + AnnotationPrefix + "image-list: is empty"},
+		},
+		{
+			name:         "an empty entry beside an image",
+			annotations:  ann("image-list", "nginx,,"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBack{Method: WriteBackArgoCD},
+			wantProblems: []string{"entry 2 is empty", "entry 3 is empty"},
+		},
+		{
+			name:        "no image-list",
+			annotations: ann("write-back-method", "argocd"),
+			wantWB:      WriteBack{Method: WriteBackArgoCD},
+		},
 		{
 			name:         "bad write-back method",
 			annotations:  ann("image-list", "nginx", "write-back-method", "svn"),

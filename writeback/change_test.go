@@ -37,6 +37,9 @@ func TestReportedChange(t *testing.T) {
 		{image: "docker.io/library/nginx", constraint: "^1", want: ReportedChange{FullName: "docker.io/library/nginx", Name: "library/nginx"}},
 		{image: "index.docker.io/bitnami/redis", want: ReportedChange{FullName: "bitnami/redis", Name: "bitnami/redis"}},
 		{image: "quay.io/org/app", constraint: "^2", want: ReportedChange{FullName: "quay.io/org/app", Name: "org/app"}},
+		// Elsewhere than Docker Hub, library/ is kept (upstream main #1783).
+		{image: "harbor.example.com/library/test-image", constraint: "0.1", want: ReportedChange{FullName: "harbor.example.com/library/test-image", Name: "library/test-image"}},
+		{image: "harbor.example.com/library/nested/test-image", constraint: "^1", want: ReportedChange{FullName: "harbor.example.com/library/nested/test-image", Name: "library/nested/test-image"}},
 		{image: ecr + "/eks-app", want: ReportedChange{FullName: ecr + "/eks-app", Name: "eks-app"}},
 		{image: "localhost:5000/team/app", constraint: "stable", want: ReportedChange{FullName: "localhost:5000/team/app", Name: "team/app"}},
 		{image: "reg.example.com:5000/app", constraint: ">=1.2 <2", want: ReportedChange{FullName: "reg.example.com:5000/app", Name: "app"}},
@@ -62,5 +65,21 @@ func TestReportedChange(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// The image written back keeps its name as written: library/ on a
+// registry other than Docker Hub included (upstream main #1783).
+func TestWrittenKeepsSpelling(t *testing.T) {
+	for image, want := range map[string]string{
+		"harbor.example.com/library/test-image": "harbor.example.com/library/test-image:v2",
+		"harbor.example.com/library/a/b":        "harbor.example.com/library/a/b:v2",
+		"nginx":                                 "nginx:v2",
+		"docker.io/library/nginx":               "docker.io/library/nginx:v2",
+	} {
+		u := ImageUpdate{ImageSpec: settings.ImageSpec{Image: mustRef(image)}, New: imageref.Version{Tag: "v2"}}
+		if got := u.Written(); got != want {
+			t.Errorf("%s written as %q, want %q", image, got, want)
+		}
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/internal/securemetrics"
 	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -172,6 +173,7 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 		registry.WithLogger(c.logger),
 		registry.WithUserAgent("argocd-image-updater/"+version),
 		registry.WithRequestTimeout(c.o.requestTimeout),
+		registry.WithHostCAs(c.o.registryCAsDir),
 	)
 	return nil
 }
@@ -333,6 +335,11 @@ func (c *controller) startServers(ctx context.Context) (err error) {
 		if c.o.metricsSecure {
 			if tlsConfig, err = selfsigned.Config("argocd-image-updater metrics"); err != nil {
 				return fmt.Errorf("metrics certificate: %w", err)
+			}
+			// Go's versions by default (TLS 1.2 and 1.3), as the v1.x
+			// line's metrics server.
+			if c.o.serverTLS.Apply(tlsConfig, servertls.Defaults{}) {
+				c.logger.Warn("--tlsciphers does not apply to the metrics server: it takes TLS 1.3 only, whose cipher suites are not configurable")
 			}
 			metrics = securemetrics.NewGuard(c.clientset).Wrap(metrics)
 		}
@@ -577,6 +584,10 @@ func serve(ctx context.Context, name, host string, port int, handler http.Handle
 func serveWithin(ctx context.Context, lim serverLimits, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
 	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: lim.read, IdleTimeout: lim.idle, MaxHeaderBytes: lim.headerBytes}
+	if tlsConfig != nil {
+		// HTTP/2 only where the configuration offers it (--enable-http2).
+		srv.Protocols = servertls.Protocols(tlsConfig)
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)

@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -33,6 +35,11 @@ func execute(ctx context.Context, args []string, stdout, stderr io.Writer, looku
 func executeAs(ctx context.Context, program string, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
 	root := newRootCommand(lookupEnv)
 	root.Use = program
+	return executeRoot(ctx, root, args, stdout, stderr)
+}
+
+// executeRoot runs root with args and returns the exit code (see execute).
+func executeRoot(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
@@ -23,6 +24,9 @@ const (
 	defaultRegistriesConfPath = "/app/config/registries.conf"
 	defaultCommitMessagePath  = "/app/config/commit.template"
 	defaultPullRequestPath    = "/app/config/pull-request.template"
+	// defaultRegistryCAsDir is where argocd-operator mounts Argo CD's
+	// argocd-tls-certs-cm: a registry host's CAs in a file of its name.
+	defaultRegistryCAsDir = "/app/config/tls"
 	// defaultShutdownGrace leaves room, within the Deployment's
 	// terminationGracePeriodSeconds (60), for releasing the Lease after
 	// the writes (at most renewDeadline).
@@ -38,13 +42,16 @@ type runOptions struct {
 	kubeconfig         string
 	argocdNamespace    string
 	registriesConfPath string
-	maxConcurrency     int
-	healthPort         int
-	stallTimeout       time.Duration
-	shutdownGrace      time.Duration
-	requestTimeout     time.Duration
-	imageTimeout       time.Duration
-	metricsPort        int
+	// registryCAsDir holds CA files named after registry hosts
+	// (registry.WithHostCAs).
+	registryCAsDir string
+	maxConcurrency int
+	healthPort     int
+	stallTimeout   time.Duration
+	shutdownGrace  time.Duration
+	requestTimeout time.Duration
+	imageTimeout   time.Duration
+	metricsPort    int
 	// metricsSecure serves the metrics over HTTPS to callers the API
 	// server authorizes (the v1.x line's --metrics-secure).
 	metricsSecure   bool
@@ -99,6 +106,9 @@ type runOptions struct {
 	disableKubernetes bool
 
 	webhook webhookOptions
+	// serverTLS: the versions, cipher suites and HTTP/2 of every HTTPS
+	// server (webhook, secure metrics), from the v1.x line's flags.
+	serverTLS servertls.Settings
 	// v1 are the v1.x line's flags; warnings what they cannot mean here,
 	// logged once at start.
 	v1       v1Options
@@ -250,6 +260,7 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
 	o.webhook.addFlags(f)
 	o.v1.addFlags(f)
+	o.registryCAsDir = defaultRegistryCAsDir
 	return cmd
 }
 

@@ -42,10 +42,20 @@ type testOptions struct {
 	logLevel           string
 	output             string
 	verifySignature    string
+	// defaultRegistriesConf is read when --registries-conf-path is not
+	// given and it is a file: the path run and webhook read by default, so
+	// that test, run in the controller's container, sees what they see.
+	defaultRegistriesConf string
+	// registryCAsDir holds CA files named after registry hosts, as for run.
+	registryCAsDir string
 }
 
 func newTestCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
-	o := &testOptions{}
+	return newTestCommandFor(&testOptions{defaultRegistriesConf: defaultRegistriesConfPath, registryCAsDir: defaultRegistryCAsDir}, lookupEnv)
+}
+
+// newTestCommandFor fills o from the flags.
+func newTestCommandFor(o *testOptions, lookupEnv func(string) (string, bool)) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test IMAGE",
 		Short: "Ask the registry which version of IMAGE would be chosen",
@@ -75,7 +85,7 @@ func newTestCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 	f.StringSliceVar(&o.ignoreTags, "ignore-tags", nil, "drop tags matching these globs (repeatable, comma-separated)")
 	f.StringSliceVar(&o.platforms, "platforms", nil, "platforms to consider: os/arch[/variant] (default: this machine's)")
 	f.StringVar(&o.credentials, "credentials", "", "credentials reference: pullsecret:, secret:, env:, ext:, ecr, ecr:<role-arn> or gcp")
-	f.StringVar(&o.registriesConfPath, "registries-conf-path", "", "path to a registries configuration file")
+	f.StringVar(&o.registriesConfPath, "registries-conf-path", "", "path to a registries configuration file (default: "+o.defaultRegistriesConf+" when that file exists; \"\" for none)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig used to read pull secrets and secrets")
 	f.IntVar(&o.rateLimit, "rate-limit", 20, "requests per second to the registry")
 	f.StringVar(&o.logLevel, "loglevel", "warn", "log level: trace, debug, info, warn or error")
@@ -104,6 +114,9 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, "text")
 	if err != nil {
 		return err
+	}
+	if !cmd.Flags().Changed("registries-conf-path") {
+		o.registriesConfPath = o.registriesConfDefault(logger)
 	}
 	in, err := o.input(image)
 	if err != nil {
@@ -135,6 +148,22 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		return &exitError{code: 1, err: fmt.Errorf("no version of %s qualifies: %s", out.Image, res.Reason)}
 	}
 	return nil
+}
+
+// registriesConfDefault is the registries configuration test reads when
+// the flag is not given: the default file when there is one, else none
+// (the built-in defaults). A file that is there but does not load is an
+// error later, not skipped.
+func (o *testOptions) registriesConfDefault(logger *slog.Logger) string {
+	if o.defaultRegistriesConf == "" {
+		return ""
+	}
+	if st, err := os.Stat(o.defaultRegistriesConf); err == nil && !st.IsDir() {
+		logger.Debug("reading the default registries configuration", "path", o.defaultRegistriesConf)
+		return o.defaultRegistriesConf
+	}
+	logger.Debug("no registries configuration at the default path, using the built-in defaults", "path", o.defaultRegistriesConf)
+	return ""
 }
 
 // badInput is an error of the command's input: exit code 2.
@@ -202,6 +231,7 @@ func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string,
 		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),
 		registry.WithLogger(logger),
 		registry.WithDefaultLimit(float64(o.rateLimit)),
+		registry.WithHostCAs(o.registryCAsDir),
 	), secrets, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -63,6 +64,37 @@ func TestTestCommand(t *testing.T) {
 		})
 	}
 
+	// Without --registries-conf-path, test reads the file run reads by
+	// default when there is one: here the entry that gives the registry's
+	// plain HTTP and credentials, without which it is asked anonymously.
+	t.Run("default registries.conf", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, tt := range []struct {
+			name        string
+			defaultConf string
+			args        []string
+			wantCode    int
+			wantStderr  string
+		}{
+			{name: "the default file exists", defaultConf: conf, wantCode: 0},
+			{name: "no file at the default path", defaultConf: filepath.Join(dir, "missing.conf"), wantCode: 2, wantStderr: "anonymously"},
+			{name: "a folder at the default path", defaultConf: dir, wantCode: 2, wantStderr: "anonymously"},
+			{name: "an explicit empty path reads none", defaultConf: conf, args: []string{"--registries-conf-path", ""}, wantCode: 2, wantStderr: "anonymously"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				code := executeTestWithDefaultConf(tt.defaultConf, append([]string{image}, tt.args...), &stdout, &stderr,
+					func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+				if code != tt.wantCode || !strings.Contains(stderr.String(), tt.wantStderr) {
+					t.Errorf("exit code %d (want %d), stderr %q (want %q); stdout %q", code, tt.wantCode, stderr.String(), tt.wantStderr, stdout.String())
+				}
+				if tt.wantCode == 0 && !strings.Contains(stdout.String(), "result:      v2.0.0") {
+					t.Errorf("stdout %q", stdout.String())
+				}
+			})
+		}
+	})
+
 	t.Run("json", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		code := execute(context.Background(), []string{"test", "--registries-conf-path", conf, "--output", "json", image, "--semver-constraint", "^1"},
@@ -112,4 +144,31 @@ func TestTestCommand(t *testing.T) {
 			t.Errorf("a missing key file: exit code %d, stderr %q", code, stderr.String())
 		}
 	})
+}
+
+// A file at the default path that does not load is an error naming it,
+// not skipped: the operator who put it there meant it to be read.
+func TestTestCommandDefaultConfInvalid(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "registries.conf")
+	if err := os.WriteFile(conf, []byte("registries:\n- name: x\n  prefix: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := executeTestWithDefaultConf(conf, []string{"registry.invalid/team/web"}, &stdout, &stderr, func(string) (string, bool) { return "", false })
+	if code != 2 || !strings.Contains(stderr.String(), conf) {
+		t.Errorf("exit code %d, stderr %q: want 2 and the file's path", code, stderr.String())
+	}
+}
+
+// executeTestWithDefaultConf runs the test command with args as execute
+// does, with defaultConf as the default registries configuration.
+func executeTestWithDefaultConf(defaultConf string, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
+	root := newRootCommand(lookupEnv)
+	for _, c := range root.Commands() {
+		if c.Name() == "test" {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(newTestCommandFor(&testOptions{defaultRegistriesConf: defaultConf}, lookupEnv))
+	return executeRoot(context.Background(), root, append([]string{"test"}, args...), stdout, stderr)
 }

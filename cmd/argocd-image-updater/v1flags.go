@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 )
 
 // v1Options are the flags that the resource-based updater's (v1.x) install
@@ -17,16 +20,15 @@ type v1Options struct {
 	metricsBindAddress      string
 	healthProbeBindAddress  string
 	metricsSecure           bool
-	enableHTTP2             bool
 	leaderElectionNamespace string
 	maxConcurrentApps       int
 	maxConcurrentReconciles int
 	maxConcurrentUpdaters   int
 	gitCommitMethod         string
 	disableTLS              bool
-	tlsMinVersion           string
-	tlsMaxVersion           string
-	tlsCiphers              string
+	// tls are the settings of every HTTPS server: --tlsminversion,
+	// --tlsmaxversion, --tlsciphers and --enable-http2.
+	tls servertls.Settings
 }
 
 // v1Program is the name of the v1.x line's binary in its image, /manager,
@@ -37,12 +39,12 @@ const v1Program = "manager"
 // command line means the controller is run as that line runs it (its
 // install passes --metrics-bind-address, the community chart both bind
 // addresses). Its environment variables do not count: this project's own
-// install fills them from ConfigMap keys too.
+// install fills them from ConfigMap keys too. The TLS flags do not count
+// either: they set the webhook endpoint's TLS under either line's install.
 var v1OnlyFlags = []string{
-	"metrics-bind-address", "health-probe-bind-address", "metrics-secure", "enable-http2",
+	"metrics-bind-address", "health-probe-bind-address", "metrics-secure",
 	"leader-election-namespace", "max-concurrent-apps", "max-concurrent-reconciles",
 	"max-concurrent-updaters", "watch-namespaces", "git-commit-method", "disable-tls",
-	"tlsminversion", "tlsmaxversion", "tlsciphers",
 }
 
 // v1HealthPort is the v1.x line's health probe port, which its install,
@@ -67,22 +69,25 @@ var v1Env = envFlags{
 	"max-concurrent-reconciles": "MAX_CONCURRENT_RECONCILES",
 	"git-commit-method":         "GIT_COMMIT_METHOD",
 	"disable-tls":               "DISABLE_TLS",
+	"tlsminversion":             "TLS_MIN_VERSION",
+	"tlsmaxversion":             "TLS_MAX_VERSION",
+	"tlsciphers":                "TLS_CIPHERS",
 }
 
 func (v *v1Options) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&v.metricsBindAddress, "metrics-bind-address", "", "the v1.x line's address of the metrics server ([host]:port, 0 disables it): sets --metrics-port")
 	f.StringVar(&v.healthProbeBindAddress, "health-probe-bind-address", "", "the v1.x line's address of the health server ([host]:port, 0 disables it): sets --health-port")
 	f.BoolVar(&v.metricsSecure, "metrics-secure", false, "serve the metrics over HTTPS (a self-signed certificate) to callers the API server authenticates and authorizes for GET /metrics (needs create on tokenreviews and subjectaccessreviews); on by default with --metrics-bind-address, as in the v1.x line")
-	f.BoolVar(&v.enableHTTP2, "enable-http2", false, "accepted from the v1.x line; the servers speak HTTP/1.1")
+	f.BoolVar(&v.tls.HTTP2, "enable-http2", false, "offer HTTP/2 on the HTTPS servers (webhook, secure metrics); they speak HTTP/1.1 only by default")
 	f.StringVar(&v.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the Argo CD namespace)")
 	f.IntVar(&v.maxConcurrentApps, "max-concurrent-apps", 0, "the v1.x line's name of --max-concurrency")
 	f.IntVar(&v.maxConcurrentReconciles, "max-concurrent-reconciles", 0, "accepted from the v1.x line; ImageUpdaters are served by the one update cycle")
 	f.IntVar(&v.maxConcurrentUpdaters, "max-concurrent-updaters", 0, "the v1.x webhook command's name of --max-concurrency")
 	f.StringVar(&v.gitCommitMethod, "git-commit-method", "git", "how commits are made: git (pushed), or api (through the GitHub API, for repositories with a GitHub App's credentials, which GitHub then signs; others are pushed)")
 	f.BoolVar(&v.disableTLS, "disable-tls", false, "the v1.x line's switch of webhook TLS: true serves plain HTTP; false serves TLS (the Secret at /app/config/tls, else self-signed) without --webhook-tls-cert-file; unset: TLS only where that Secret is mounted")
-	f.StringVar(&v.tlsMinVersion, "tlsminversion", "", "accepted from the v1.x line; webhook TLS takes 1.2 at least")
-	f.StringVar(&v.tlsMaxVersion, "tlsmaxversion", "", "accepted from the v1.x line; webhook TLS takes up to 1.3")
-	f.StringVar(&v.tlsCiphers, "tlsciphers", "", "accepted from the v1.x line; webhook TLS uses Go's default cipher suites")
+	f.Var(&tlsVersionFlag{v: &v.tls.MinVersion}, "tlsminversion", "lowest TLS version of the HTTPS servers: 1.1, 1.2 or 1.3 (default: 1.3 for the webhook endpoint, 1.2 for the secure metrics)")
+	f.Var(&tlsVersionFlag{v: &v.tls.MaxVersion}, "tlsmaxversion", "highest TLS version of the HTTPS servers: 1.1, 1.2 or 1.3 (default 1.3)")
+	f.Var(&cipherSuitesFlag{v: &v.tls.CipherSuites}, "tlsciphers", "colon-separated cipher suites of the HTTPS servers below TLS 1.3, by Go's names (TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:...; default: Go's)")
 }
 
 // apply turns the v1.x flags given into settings of o, and returns a
@@ -129,9 +134,6 @@ func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
 	// The v1.x line serves its metrics securely unless told otherwise;
 	// v0.18 and this controller's own flags, over plain HTTP.
 	o.metricsSecure = v.metricsSecure || !changed("metrics-secure") && changed("metrics-bind-address")
-	if changed("enable-http2") && v.enableHTTP2 {
-		warn("--enable-http2: the servers speak HTTP/1.1")
-	}
 	if changed("max-concurrent-reconciles") {
 		warn("--max-concurrent-reconciles %d: ImageUpdaters are not reconciled one by one here; one update cycle serves them all, bounded by --max-concurrency", v.maxConcurrentReconciles)
 	}
@@ -166,11 +168,16 @@ func (v *v1Options) apply(o *runOptions, f *pflag.FlagSet) ([]string, error) {
 	default:
 		o.webhook.v1TLS = v1TLSOn
 	}
-	for _, name := range []string{"tlsminversion", "tlsmaxversion", "tlsciphers"} {
-		if changed(name) {
-			warn("--%s: webhook TLS takes TLS 1.2 to 1.3 with Go's default cipher suites", name)
-		}
+	if err := v.tls.CheckVersions(); err != nil {
+		return nil, usageErrorf("--tlsminversion and --tlsmaxversion: %v", err)
 	}
+	if err := v.tls.CheckCipherSuites(); err != nil {
+		return nil, usageErrorf("--tlsciphers with --tlsminversion: %v", err)
+	}
+	if err := v.tls.CheckHTTP2(); err != nil {
+		return nil, usageErrorf("--tlsciphers with --enable-http2: %v", err)
+	}
+	o.serverTLS = v.tls
 	o.leaseNamespace = v.leaderElectionNamespace
 	return warnings, nil
 }
@@ -191,3 +198,43 @@ func bindPort(addr string) (port int, host string, err error) {
 	}
 	return port, host, nil
 }
+
+// tlsVersionFlag is a TLS version flag: a value servertls.ParseVersion
+// does not read is refused as the flag is set, so that the command line
+// gets a usage error and an environment variable the warning and default
+// of every other flag.
+type tlsVersionFlag struct {
+	v    *uint16
+	text string
+}
+
+func (f *tlsVersionFlag) Set(s string) error {
+	v, err := servertls.ParseVersion(s)
+	if err != nil {
+		return err
+	}
+	*f.v, f.text = v, strings.TrimSpace(s)
+	return nil
+}
+
+func (f *tlsVersionFlag) String() string { return f.text }
+func (f *tlsVersionFlag) Type() string   { return "version" }
+
+// cipherSuitesFlag is a colon-separated list of cipher suites, refused as
+// tlsVersionFlag is.
+type cipherSuitesFlag struct {
+	v    *[]uint16
+	text string
+}
+
+func (f *cipherSuitesFlag) Set(s string) error {
+	ids, err := servertls.ParseCipherSuites(s)
+	if err != nil {
+		return err
+	}
+	*f.v, f.text = ids, s
+	return nil
+}
+
+func (f *cipherSuitesFlag) String() string { return f.text }
+func (f *cipherSuitesFlag) Type() string   { return "suites" }

@@ -2,13 +2,17 @@ package main
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 )
 
 // runsAs checks how the options say the controller runs.
@@ -47,14 +51,18 @@ func TestV1FlagsAndVariables(t *testing.T) {
 			name: "v1.3.0's Deployment arguments",
 			args: []string{"--metrics-bind-address=:8443", "--health-probe-bind-address=:8081", "--metrics-secure", "--enable-http2=false",
 				"--leader-election-namespace=argocd", "--max-concurrent-apps=7", "--max-concurrent-reconciles=3", "--git-commit-method=git",
-				"--disable-tls", "--tlsminversion=1.2", "--tlsmaxversion=1.3", "--tlsciphers=TLS_AES_128_GCM_SHA256"},
+				"--disable-tls", "--tlsminversion=1.2", "--tlsmaxversion=1.3", "--tlsciphers=TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"},
 			want: func(o *runOptions) string {
 				if o.metricsPort != 8443 || o.healthPort != 8081 || o.maxConcurrency != 7 || o.leaseNamespace != "argocd" || !o.metricsSecure {
 					return "metrics, health, concurrency, lease namespace or secure metrics not taken"
 				}
+				want := servertls.Settings{MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS13, CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384}}
+				if !reflect.DeepEqual(o.serverTLS, want) {
+					return "TLS settings not taken"
+				}
 				return ""
 			},
-			wantWarnings: []string{"--max-concurrent-reconciles 3", "--tlsminversion", "--tlsmaxversion", "--tlsciphers"},
+			wantWarnings: []string{"--max-concurrent-reconciles 3"},
 		},
 		{
 			name: "a v1.x bind address serves the metrics securely, as there",
@@ -212,6 +220,42 @@ func TestV1FlagsAndVariables(t *testing.T) {
 			wantWarnings: []string{"MAX_CONCURRENT_APPS", "IMAGE_UPDATER_KUBE_API_QPS"},
 		},
 		{name: "run as /manager with metrics on the probes' port", program: "manager", args: []string{"--metrics-port=8081"}, wantErr: "both on port 8081"},
+
+		// The TLS settings of the HTTPS servers, from the flags or from
+		// the variables v1.3.0's install fills from the ConfigMap keys
+		// tls.min-version, tls.max-version and tls.ciphers.
+		{
+			name: "TLS from the environment",
+			env: map[string]string{"TLS_MIN_VERSION": "1.2", "TLS_MAX_VERSION": "TLS1.2",
+				"TLS_CIPHERS": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256:TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"},
+			want: func(o *runOptions) string {
+				want := servertls.Settings{MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12,
+					CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}
+				return ifNot(reflect.DeepEqual(o.serverTLS, want), "TLS settings not taken")
+			},
+		},
+		{
+			name: "the TLS flags do not change how it runs",
+			args: []string{"--tlsminversion=1.3", "--enable-http2"},
+			want: func(o *runOptions) string {
+				return cmp.Or(runsAs(false, 8080, 8081, false, 2*time.Minute)(o),
+					ifNot(reflect.DeepEqual(o.serverTLS, servertls.Settings{MinVersion: tls.VersionTLS13, HTTP2: true}), "TLS settings not taken"))
+			},
+		},
+		{
+			name: "an unreadable TLS variable: a warning, and the default",
+			env:  map[string]string{"TLS_MIN_VERSION": "VersionTLS12", "TLS_CIPHERS": "RC4"},
+			want: func(o *runOptions) string {
+				return ifNot(reflect.DeepEqual(o.serverTLS, servertls.Settings{}), "TLS settings taken")
+			},
+			wantWarnings: []string{"environment variable TLS_MIN_VERSION (flag --tlsminversion)", "environment variable TLS_CIPHERS (flag --tlsciphers)"},
+		},
+		{name: "a minimum above the maximum", args: []string{"--tlsminversion=1.3", "--tlsmaxversion=1.2"},
+			wantErr: "--tlsminversion and --tlsmaxversion: the minimum TLS version 1.3 is above the maximum 1.2"},
+		{name: "HTTP/2 without the suite it needs", args: []string{"--enable-http2", "--tlsciphers=TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256"},
+			wantErr: "--tlsciphers with --enable-http2: HTTP/2 needs"},
+		{name: "a cipher suite the minimum cannot use", env: map[string]string{"TLS_MIN_VERSION": "1.2", "TLS_CIPHERS": "TLS_AES_128_GCM_SHA256"},
+			wantErr: "--tlsciphers with --tlsminversion: cipher suite TLS_AES_128_GCM_SHA256 cannot be used with TLS 1.2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -240,5 +284,23 @@ func TestV1FlagsAndVariables(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A TLS value the flag cannot read is a usage error that names the flag.
+func TestTLSFlagValues(t *testing.T) {
+	for _, args := range [][]string{
+		{"--tlsminversion", "1.0"},
+		{"--tlsmaxversion", "VersionTLS13"},
+		{"--tlsciphers", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"},
+		{"--tlsciphers", "TLS_RSA_WITH_RC4_128_SHA"},
+	} {
+		for _, command := range []string{"run", "webhook"} {
+			var stdout, stderr strings.Builder
+			code := execute(t.Context(), append([]string{command}, args...), &stdout, &stderr, func(string) (string, bool) { return "", false })
+			if code != 2 || !strings.Contains(stderr.String(), args[0]) || !strings.Contains(stderr.String(), "Usage:") {
+				t.Errorf("%s %q: exit code %d, stderr %q; want 2 and usage naming the flag", command, args, code, stderr.String())
+			}
+		}
 	}
 }

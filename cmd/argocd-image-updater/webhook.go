@@ -16,6 +16,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/webhook"
 )
 
@@ -212,7 +213,7 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 		logger.Info("webhook endpoint enabled", "port", o.webhook.port, "path", webhook.Path, "types", strings.Join(enabled, ","),
 			"rateLimitPerHour", o.webhook.rateLimit)
 	}
-	tlsConfig, err := o.webhook.serverTLS(logger)
+	tlsConfig, err := o.webhook.serverTLS(o.serverTLS, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +254,25 @@ func advertiseRelay(lead *leadership, key []byte, url string, logger *slog.Logge
 // mounted at /app/config/tls is served, and when its files are empty (as
 // that install creates it) or --disable-tls=false is given, a self-signed
 // certificate, unless --disable-tls. Without either, plain HTTP, as v0.18
-// serves it, so that its users' webhook URLs keep working.
-func (w *webhookOptions) serverTLS(logger *slog.Logger) (*tls.Config, error) {
+// serves it, so that its users' webhook URLs keep working. TLS takes the
+// operator's settings, by default TLS 1.3 only, as the v1.x line's
+// endpoint does.
+func (w *webhookOptions) serverTLS(settings servertls.Settings, logger *slog.Logger) (*tls.Config, error) {
+	cfg, err := w.certificateTLS(logger)
+	if cfg == nil || err != nil {
+		return cfg, err
+	}
+	if settings.Apply(cfg, webhookTLSDefaults) {
+		logger.Warn("--tlsciphers does not apply to the webhook endpoint: it takes TLS 1.3 only, whose cipher suites are not configurable (set --tlsminversion 1.2 for them to apply)")
+	}
+	return cfg, nil
+}
+
+// webhookTLSDefaults are the v1.x line's versions of the endpoint.
+var webhookTLSDefaults = servertls.Defaults{MinVersion: tls.VersionTLS13, MaxVersion: tls.VersionTLS13}
+
+// certificateTLS is serverTLS's choice of certificate.
+func (w *webhookOptions) certificateTLS(logger *slog.Logger) (*tls.Config, error) {
 	certFile, keyFile := w.tlsCertFile, w.tlsKeyFile
 	if certFile == "" {
 		if w.v1TLS == v1TLSOff {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -386,7 +387,7 @@ func TestWebhookTLSChoice(t *testing.T) {
 			if tt.operator {
 				w.tlsCertFile, w.tlsKeyFile = filepath.Join(operatorDir, "tls.crt"), filepath.Join(operatorDir, "tls.key")
 			}
-			cfg, err := w.serverTLS(slog.New(slog.DiscardHandler))
+			cfg, err := w.serverTLS(servertls.Settings{}, slog.New(slog.DiscardHandler))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one naming %q", err, tt.wantErr)
@@ -399,8 +400,22 @@ func TestWebhookTLSChoice(t *testing.T) {
 			if got := handshakeIssuer(t, cfg); got != tt.wantIssuer {
 				t.Errorf("served a certificate issued by %q, want %q", got, tt.wantIssuer)
 			}
+			// TLS 1.3 only by default, as v1.3.0's endpoint.
+			if cfg != nil && handshake(cfg, &tls.Config{MaxVersion: tls.VersionTLS12}) == nil {
+				t.Error("a TLS 1.2 client was served")
+			}
 		})
 	}
+}
+
+// handshake is the error of a client's handshake with a server with cfg.
+func handshake(cfg, client *tls.Config) error {
+	serverConn, clientConn := net.Pipe()
+	defer serverConn.Close()
+	defer clientConn.Close()
+	go func() { _ = tls.Server(serverConn, cfg).Handshake(); serverConn.Close() }()
+	client.InsecureSkipVerify = true
+	return tls.Client(clientConn, client).Handshake()
 }
 
 // handshakeIssuer is the issuer of the certificate a server with cfg

@@ -27,6 +27,10 @@ type TLS struct {
 	// ID is the same for the same material and differs otherwise, so that
 	// a reload that changes nothing keeps the registry's connections.
 	ID string
+	// CAFile tells that the entry names a ca_file: the CAs of its host's
+	// file in the folder of Argo CD's TLS certificates are then not added
+	// (as v1.3.0 does; ca_data adds to them).
+	CAFile bool
 }
 
 // tlsFields are the TLS fields of one entry as found in the file.
@@ -96,7 +100,7 @@ func (p *configParser) tls(path string, f tlsFields) (*TLS, []string) {
 	if len(p.errs) > before || (roots == nil && cert == nil) {
 		return nil, files
 	}
-	return &TLS{RootCAs: roots, Certificate: cert, ID: hex.EncodeToString(id.Sum(nil))}, files
+	return &TLS{RootCAs: roots, Certificate: cert, ID: hex.EncodeToString(id.Sum(nil)), CAFile: f.caFile != nil}, files
 }
 
 // readFile reads the file a field names, which must be an absolute path:
