@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
-	"syscall"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/image-updater/argocd-image-updater/internal/transient"
 )
 
 // startupBudget bounds how long the start-up keeps retrying one request
@@ -69,25 +67,5 @@ func transientKubeError(err error) bool {
 		code := status.Status().Code
 		return code == 429 || code >= 500
 	}
-	var netErr net.Error
-	var opErr *net.OpError
-	switch {
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return false
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return true
-	case errors.As(err, &opErr), errors.As(err, &netErr) && netErr.Timeout():
-		// A dial, read or write that failed, or timed out; not a TLS
-		// certificate the client refused.
-		return true
-	}
-	// HTTP/2 stream resets and the like reach here as text only.
-	msg := err.Error()
-	for _, s := range []string{"unexpected EOF", "connection reset", "stream error", "GOAWAY", "use of closed network connection", "broken pipe"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return transient.Network(err)
 }

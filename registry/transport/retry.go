@@ -14,10 +14,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/netguard"
+	"github.com/image-updater/argocd-image-updater/internal/transient"
 )
 
 // Retry defaults: a request is tried four times in all, after backoffs
@@ -208,20 +208,13 @@ func retryableError(err error) bool {
 		errors.As(err, &hostErr) || errors.As(err, &invalidErr) {
 		return false
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
+	// An attempt that timed out is retried whatever its cause: the
+	// caller's own deadline is checked before (shouldRetry).
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return true
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		return true
-	}
-	// An HTTP/2 stream the server reset reaches here as text only.
-	return strings.Contains(err.Error(), "stream error:")
+	return transient.Network(err)
 }
 
 // backoff is base·2^(attempt-1), capped at max, with "equal jitter": a

@@ -3,18 +3,16 @@ package git
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/internal/transient"
 )
 
 // Retries of a repository's transient failures within one Write: one 429,
@@ -53,24 +51,7 @@ func transientGitError(err error) bool {
 		code := httpErr.Response.StatusCode
 		return code == 429 || code >= 500 && code != 501 && code != 505
 	}
-	var netErr net.Error
-	var opErr *net.OpError
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
-		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return true
-	case errors.As(err, &opErr), errors.As(err, &netErr) && netErr.Timeout():
-		return true
-	}
-	// HTTP/2 resets, and pkt-lines cut short inside go-git, reach here as
-	// text only.
-	msg := err.Error()
-	for _, s := range []string{"unexpected EOF", "connection reset", "stream error:", "broken pipe"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return transient.Network(err)
 }
 
 // gitHTTPError finds the answer go-git's HTTP transport refused, which it
