@@ -13,9 +13,11 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,9 +85,12 @@ func StartGitServer(t testing.TB) *GitServer {
 	// Requests in flight, whose git processes may still write into Root
 	// after the server closed (a push the client gave up on).
 	var inFlight sync.WaitGroup
+	var running sync.Map // *http.Request → what it asks, for the report
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		inFlight.Add(1)
 		defer inFlight.Done()
+		running.Store(r, r.Method+" "+r.URL.Path)
+		defer running.Delete(r)
 		user, pass, ok := r.BasicAuth()
 		if !ok || !g.authorized(user, pass) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="test git server"`)
@@ -123,17 +128,55 @@ func StartGitServer(t testing.TB) *GitServer {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() {
 		_ = srv.Close()
-		// Before the repositories' folder is removed.
+		// A git process whose client went away can wait on a pipe that
+		// nothing drains any more (http-backend's child keeps the
+		// request's stdin open after http-backend is killed), holding
+		// its handler: every process of this server is stopped, again
+		// while handlers remain, before the repositories' folder is
+		// removed.
 		waited := make(chan struct{})
 		go func() { inFlight.Wait(); close(waited) }()
-		select {
-		case <-waited:
-		case <-time.After(30 * time.Second):
-			t.Errorf("git server: requests still running 30s after it closed")
+		deadline := time.After(30 * time.Second)
+		for {
+			killProcessesWithEnv("GIT_PROJECT_ROOT=" + g.Root)
+			select {
+			case <-waited:
+				return
+			case <-time.After(time.Second):
+			case <-deadline:
+				var reqs []string
+				running.Range(func(_, v any) bool { reqs = append(reqs, v.(string)); return true })
+				t.Errorf("git server: requests still running 30s after it closed: %s", strings.Join(reqs, ", "))
+				return
+			}
 		}
 	})
 	g.HTTPURL = "http://" + l.Addr().String()
 	return g
+}
+
+// killProcessesWithEnv sends SIGKILL to every process of this user whose
+// environment holds entry; the processes a CGI handler starts, and
+// theirs, inherit it.
+func killProcessesWithEnv(entry string) {
+	dirs, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == entry {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				break
+			}
+		}
+	}
 }
 
 // countingWriter adds the bytes of a response body to n.
