@@ -47,7 +47,7 @@ var (
 // each cycle reads pull secrets as it would in a default install; it also
 // leaves room for the longest cycle.
 var scenarios = []size{
-	{Name: "a", Title: "1,000 Applications, 100 images", Apps: 1000, Images: 100, Tags: 200, GitApps: 100,
+	{Name: "a", Title: "1,000 Applications, 100 images", Apps: 1000, Images: 100, Tags: 200, GitApps: 100, Webhook: 20,
 		Interval: 75 * time.Second},
 	{Name: "b", Title: "5,000 Applications, 500 images (5 with 5,000 tags)", Apps: 5000, Images: 500, Tags: 200,
 		BigRepos: 5, BigTags: 5000, GitApps: 500, Change: true, Webhook: 20, Interval: 75 * time.Second},
