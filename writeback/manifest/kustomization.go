@@ -57,7 +57,9 @@ func (e kustomizeImage) fields() []yamlField {
 // The file is parsed once, and the entries of all images are edited from
 // that one parse and checked once, when their layout allows (block style,
 // values in place); the others are edited one image at a time, each edit
-// parsed and checked. A 95 KB kustomization took 0.1 s per image that way.
+// parsed and checked, up to maxChainedEdits images (a 95 KB kustomization
+// took 0.1 s per image that way), and past it the images block is
+// rendered anew once.
 func SetKustomizationImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, changed []writeback.ImageUpdate, _ error) {
 	if err := repoyaml.CheckSize(name, src); err != nil {
 		return nil, nil, err
@@ -83,8 +85,50 @@ func SetKustomizationImages(name string, src []byte, images []writeback.ImageUpd
 	if out, ok := y.kustomizeEditsAtOnce(changed); ok && checkEdit(name, out, expected) == nil {
 		return out, changed, nil
 	}
+	if len(changed) > maxChainedEdits {
+		// One parse per image would make the file's size times the
+		// number of images the cost of one write-back.
+		out, err = y.rewriteAllImages(changed)
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, changed, checkEdit(name, out, expected)
+	}
 	out, err = setKustomizationImagesEach(name, src, changed)
 	return out, changed, err
+}
+
+// rewriteAllImages renders the images block anew with every image's
+// entry set, or adds the block: the one edit for a layout the edits from
+// one parse do not handle, when too many images change to edit them one
+// at a time.
+func (y *yamlText) rewriteAllImages(images []writeback.ImageUpdate) ([]byte, error) {
+	wants := make([]kustomizeImage, len(images))
+	for i, img := range images {
+		wants[i] = kustomizeImageFor(img)
+	}
+	root := y.root()
+	if root != nil && !isNull(root) && (len(root.Content) == 0 || root.Style&yaml.FlowStyle != 0) {
+		return nil, fmt.Errorf("%s: the kustomization is a flow-style map ({...}); write it in block style to let images be added", y.where(root))
+	}
+	if root != nil && !isNull(root) {
+		if key, val := mappingGet(root, "images"); key != nil {
+			return y.rewriteImagesBlock(key, val, wants...)
+		}
+	}
+	indent := 0
+	if root != nil && !isNull(root) {
+		indent = root.Content[0].Column - 1
+	}
+	lines := []string{pad(indent) + "images:"}
+	for _, want := range wants {
+		entry, err := renderKustomizeEntry(want, indent, indent+2)
+		if err != nil {
+			return nil, err
+		}
+		lines = append(lines, entry...)
+	}
+	return y.insertAfterLine(y.lines(), lines), nil
 }
 
 // withKustomizeImages is the meaning of a kustomization after setting the
@@ -484,7 +528,7 @@ func (y *yamlText) dashColumn(entry *yaml.Node) (int, bool) {
 // own layout, for layouts the line edits do not handle (flow style, for
 // example). Everything outside the block is kept; comments inside it are
 // lost.
-func (y *yamlText) rewriteImagesBlock(key, val *yaml.Node, want kustomizeImage) ([]byte, error) {
+func (y *yamlText) rewriteImagesBlock(key, val *yaml.Node, wants ...kustomizeImage) ([]byte, error) {
 	var entries []*yaml.Node
 	switch {
 	case val.Kind == yaml.SequenceNode:
@@ -492,21 +536,26 @@ func (y *yamlText) rewriteImagesBlock(key, val *yaml.Node, want kustomizeImage) 
 	case !isNull(val):
 		return nil, fmt.Errorf("%s: images is a %s, not a list", y.where(val), kindName(val))
 	}
-	found := false
-	for i, e := range entries {
-		if want.entryOf(e) {
-			entries[i] = withKustomizeFields(e, want)
-			found = true
+	for _, want := range wants {
+		found := false
+		for i, e := range entries {
+			if want.entryOf(e) {
+				entries[i] = withKustomizeFields(e, want)
+				found = true
+			}
 		}
-	}
-	if !found {
-		entries = append(entries, withKustomizeFields(&yaml.Node{
-			Kind: yaml.MappingNode, Tag: "!!map",
-			Content: []*yaml.Node{strNode("name"), strNode(want.name)},
-		}, want))
+		if !found {
+			entries = append(entries, withKustomizeFields(&yaml.Node{
+				Kind: yaml.MappingNode, Tag: "!!map",
+				Content: []*yaml.Node{strNode("name"), strNode(want.name)},
+			}, want))
+		}
 	}
 	indent := key.Column - 1
 	lines := []string{pad(indent) + "images:"}
+	if _, empty := y.emptyValueAfter(key); empty {
+		lines[0] = y.lineText(key.Line) // its comment kept
+	}
 	for _, e := range entries {
 		e.Style &^= yaml.FlowStyle
 		out, err := marshalNode(e)

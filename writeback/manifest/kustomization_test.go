@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -271,5 +272,56 @@ func TestKustomizationAtOnceMatchesEach(t *testing.T) {
 				t.Errorf("%s, set %d: nothing changed, but the bytes did", name, i)
 			}
 		}
+	}
+}
+
+// TestManyImagesFlowKustomization: a kustomization whose layout the edits
+// from one parse do not handle (a flow-style list) and that names many
+// images is edited with one rewrite of its images block, not one parse
+// and check per image.
+func TestManyImagesFlowKustomization(t *testing.T) {
+	var b strings.Builder
+	var entries []string
+	var images []writeback.ImageUpdate
+	b.WriteString("# the team's overlay\nresources:\n- ../../base\n")
+	for i := range 200 {
+		name := fmt.Sprintf("example.com/team/app%d", i)
+		fmt.Fprintf(&b, "# %s\n", strings.Repeat("n", 400))
+		entries = append(entries, fmt.Sprintf("{name: %s, newTag: v1}", name))
+		images = append(images, writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: fmt.Sprintf("app%d", i), Image: mustRef(name)}, New: imageref.Version{Tag: "v2"}})
+	}
+	b.WriteString("images: [" + strings.Join(entries, ", ") + "]\n")
+	src := []byte(b.String())
+	var out []byte
+	var changed []writeback.ImageUpdate
+	var err error
+	grew := allocated(func() { out, changed, err = SetKustomizationImages("kustomization.yaml", src, images) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != len(images) {
+		t.Errorf("%d images changed, want %d", len(changed), len(images))
+	}
+	var got struct {
+		Resources []string
+		Images    []map[string]string
+	}
+	if err := repoyaml.Unmarshal("kustomization.yaml", out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Images) != len(images) || len(got.Resources) != 1 {
+		t.Fatalf("%d images, %d resources", len(got.Images), len(got.Resources))
+	}
+	for i, e := range got.Images {
+		if e["name"] != fmt.Sprintf("example.com/team/app%d", i) || e["newTag"] != "v2" {
+			t.Fatalf("entry %d: %v", i, e)
+		}
+	}
+	if !strings.HasPrefix(string(out), "# the team's overlay\n") {
+		t.Error("the lines before the images block changed")
+	}
+	t.Logf("%d KB file, %d images: %d MiB allocated", len(src)>>10, len(images), grew>>20)
+	if grew > 256<<20 {
+		t.Errorf("the edit allocated %d MiB", grew>>20)
 	}
 }

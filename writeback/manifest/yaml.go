@@ -237,13 +237,19 @@ func (y *yamlText) applyEdits(edits []textEdit) (_ []byte, ok bool) {
 // insertAfterLine inserts whole lines after a line (0 = at the top),
 // adding a final newline to the text first when it lacks one.
 func (y *yamlText) insertAfterLine(line int, lines []string) []byte {
+	e := y.insertAfterLineEdit(line, lines)
+	return y.splice(e.start, e.end, e.text)
+}
+
+// insertAfterLineEdit is the text edit of insertAfterLine.
+func (y *yamlText) insertAfterLineEdit(line int, lines []string) textEdit {
 	nl := y.newline()
 	block := strings.Join(lines, nl) + nl
 	at := y.lineStart(line + 1)
 	if at == len(y.src) && len(y.src) > 0 && y.src[len(y.src)-1] != '\n' {
 		block = nl + block
 	}
-	return y.splice(at, at, block)
+	return textEdit{start: at, end: at, text: block}
 }
 
 // deleteLines removes lines first..last.
