@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	awsecr "github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
@@ -22,6 +24,15 @@ import (
 // roleSessionName is the session name used when assuming the role of an
 // ecr:<role ARN> reference; it shows up in the target account's CloudTrail.
 const roleSessionName = "argocd-image-updater"
+
+// maxAnswer bounds each answer the SDK reads from STS, ECR and the
+// instance metadata service: theirs are a few KiB; an endpoint that sends
+// without end must not grow the heap.
+const maxAnswer = 1 << 20
+
+// requestTimeout bounds each request to them, besides the deadline of the
+// work that needs the credentials.
+const requestTimeout = 30 * time.Second
 
 // tokenLifetime is what ECR documents for an authorization token; it is
 // only used when an answer lacks expiresAt.
@@ -62,6 +73,7 @@ func withClock(now func() time.Time) option { return func(p *Provider) { p.now =
 type Provider struct {
 	load configLoader
 	now  func() time.Time
+	http *http.Client
 
 	mu      sync.Mutex
 	clients map[clientKey]*awsecr.Client
@@ -83,6 +95,10 @@ func newProvider(opts ...option) *Provider {
 		load:    config.LoadDefaultConfig,
 		now:     time.Now,
 		clients: map[clientKey]*awsecr.Client{},
+		http: &http.Client{
+			Transport: bounded.Transport(http.DefaultTransport.(*http.Transport).Clone(), maxAnswer, "AWS answer"),
+			Timeout:   requestTimeout,
+		},
 	}
 	for _, opt := range opts {
 		opt(p)
@@ -159,7 +175,7 @@ func (p *Provider) client(ctx context.Context, region, roleARN string) (*awsecr.
 	if c, ok := p.clients[key]; ok {
 		return c, nil
 	}
-	cfg, err := p.load(ctx, config.WithRegion(region))
+	cfg, err := p.load(ctx, config.WithRegion(region), config.WithHTTPClient(p.http))
 	if err != nil {
 		return nil, err
 	}

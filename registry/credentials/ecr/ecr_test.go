@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,4 +296,58 @@ func TestECRResolveCachedRefresh(t *testing.T) {
 	if n := len(s.CallsOf("AssumeRoleWithWebIdentity")); n != 1 {
 		t.Errorf("%d web identity calls, want 1 (the SDK keeps the keys until they expire)", n)
 	}
+}
+
+// TestECRProviderMisbehavingEndpoints: an AWS endpoint that answers
+// without end is read no further than the bound, and one that never
+// answers is given up on at the caller's deadline, or at the request's
+// own for STS, whose answer the SDK's credential cache waits for past
+// the caller's deadline; no error quotes what was sent.
+func TestECRProviderMisbehavingEndpoints(t *testing.T) {
+	tests := []struct {
+		name, action, how, want string
+	}{
+		{"endless ECR answer", "GetAuthorizationToken", "endless", "AWS answer is larger than 1 MiB"},
+		{"endless STS answer", "AssumeRoleWithWebIdentity", "endless", "AWS answer is larger than 1 MiB"},
+		{"stalled ECR", "GetAuthorizationToken", "stall", "deadline exceeded"},
+		{"stalled STS", "AssumeRoleWithWebIdentity", "stall", "deadline exceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newAWSStandIn(t)
+			setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
+			s.Misbehave = map[string]string{tt.action: tt.how}
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			var err error
+			p := NewProvider()
+			p.http.Timeout = 3 * time.Second
+			start := time.Now()
+			grew := allocated(func() {
+				_, _, err = p.Credential(ctx, credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
+			})
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("took %s", took)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error with %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "AAAA") {
+				t.Errorf("the error quotes the answer: %.200s", err)
+			}
+			// The SDK retries a failed read three times.
+			if grew > 64<<20 {
+				t.Errorf("allocated %d MiB", grew>>20)
+			}
+		})
+	}
+}
+
+// allocated is how many bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

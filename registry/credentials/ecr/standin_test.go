@@ -69,6 +69,10 @@ type awsStandIn struct {
 	ECRToken        string    // if set, sent instead of base64("AWS:"+ECRPassword)
 	FailSTS         string    // an STS action that answers 403 AccessDenied
 	FailECR         bool      // GetAuthorizationToken answers 400
+	// Misbehave names an action whose answer never ends ("endless": a
+	// token that goes on) or never comes ("stall": nothing is sent until
+	// the client gives up).
+	Misbehave map[string]string
 }
 
 const stsNamespace = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -127,6 +131,21 @@ func (s *awsStandIn) serve(w http.ResponseWriter, r *http.Request) {
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
 
+	switch s.Misbehave[call.Action] {
+	case "stall":
+		<-r.Context().Done()
+		return
+	case "endless":
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = io.WriteString(w, `{"authorizationData":[{"authorizationToken":"`)
+		chunk := bytes.Repeat([]byte("A"), 64<<10)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		return
+	}
 	switch {
 	case r.Method != http.MethodPost:
 		s.t.Errorf("AWS stand-in: unexpected %s %s", r.Method, r.URL)

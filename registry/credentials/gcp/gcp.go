@@ -2,7 +2,11 @@ package gcp
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -14,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -24,6 +29,15 @@ import (
 const accessTokenUser = "oauth2accesstoken"
 
 const cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
+
+// maxAnswer bounds each answer read from Google's token endpoints and the
+// metadata server: theirs are a few KiB; an endpoint that sends without
+// end must not grow the heap.
+const maxAnswer = 1 << 20
+
+// requestTimeout bounds each request to them: a token refresh takes no
+// context of the caller's.
+const requestTimeout = 30 * time.Second
 
 // option configures a Provider in tests.
 type option func(*Provider)
@@ -57,6 +71,7 @@ func withGCEDetection(onGCE func(ctx context.Context) bool) option {
 // all. It is safe for concurrent use.
 type Provider struct {
 	onGCE func(ctx context.Context) bool
+	http  *http.Client
 
 	mu sync.Mutex
 	ts oauth2.TokenSource
@@ -73,6 +88,10 @@ func newProvider(opts ...option) *Provider {
 		// The library memoizes its answer for the process; a caller's
 		// deadline must not end the probe early and pin a false "not on GCE".
 		onGCE: func(context.Context) bool { return metadata.OnGCE() },
+		http: &http.Client{
+			Transport: bounded.Transport(http.DefaultTransport.(*http.Transport).Clone(), maxAnswer, "Google answer"),
+			Timeout:   requestTimeout,
+		},
 	}
 	for _, opt := range opts {
 		opt(p)
@@ -119,17 +138,56 @@ func (p *Provider) tokenSource(ctx context.Context) (oauth2.TokenSource, error) 
 	// FindDefaultCredentials would end with its own metadata probe and
 	// report "nothing found" only as text; checking its sources here, in the
 	// same order, gives a sentinel and routes the probe through p.onGCE.
-	if !googleCredentialsFilePresent() && !p.onGCE(ctx) {
-		return nil, fmt.Errorf("%w: no Google credentials file (GOOGLE_APPLICATION_CREDENTIALS or gcloud application default credentials) and no metadata server", credentials.ErrNoNative)
+	if !googleCredentialsFilePresent() {
+		if !p.onGCE(ctx) {
+			return nil, fmt.Errorf("%w: no Google credentials file (GOOGLE_APPLICATION_CREDENTIALS or gcloud application default credentials) and no metadata server", credentials.ErrNoNative)
+		}
+		// The library's own metadata token source reads through a client
+		// of its own, without a bound on the answer.
+		p.ts = oauth2.ReuseTokenSource(nil, &metadataTokens{client: metadata.NewClient(p.http), scope: cloudPlatformScope})
+		return p.ts, nil
 	}
 	// The token source keeps this context for later refreshes, so it must
-	// outlive the current call.
-	creds, err := google.FindDefaultCredentials(context.WithoutCancel(ctx), cloudPlatformScope)
+	// outlive the current call; the token endpoint is read through p.http.
+	ctx = context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, p.http)
+	creds, err := google.FindDefaultCredentials(ctx, cloudPlatformScope)
 	if err != nil {
 		return nil, err
 	}
 	p.ts = oauth2.ReuseTokenSource(nil, creds.TokenSource)
 	return p.ts, nil
+}
+
+// metadataTokens fetches access tokens of the instance's default service
+// account from the metadata server (on GKE, the Workload Identity
+// server), as the metadata server documents the request.
+type metadataTokens struct {
+	client *metadata.Client
+	scope  string
+}
+
+func (m *metadataTokens) Token() (*oauth2.Token, error) {
+	body, err := m.client.GetWithContext(context.Background(), "instance/service-accounts/default/token?scopes="+url.QueryEscape(m.scope))
+	var me *metadata.Error
+	if errors.As(err, &me) {
+		// Its message is the server's answer, quoted within a length.
+		return nil, fmt.Errorf("metadata server token: status %d: %s", me.Code, bounded.Excerpt(me.Message, bounded.MessageLength))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metadata server token: %w", err)
+	}
+	var answer struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int64  `json:"expires_in"`
+		TokenType   string `json:"token_type"`
+	}
+	if err := json.Unmarshal([]byte(body), &answer); err != nil {
+		return nil, errors.New("metadata server token: the answer is not the token's JSON")
+	}
+	if answer.AccessToken == "" || answer.ExpiresIn <= 0 {
+		return nil, errors.New("metadata server token: the answer holds no access token or no lifetime")
+	}
+	return &oauth2.Token{AccessToken: answer.AccessToken, TokenType: answer.TokenType, Expiry: time.Now().Add(time.Duration(answer.ExpiresIn) * time.Second)}, nil
 }
 
 // googleCredentialsFilePresent reports whether FindDefaultCredentials will

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -185,5 +186,47 @@ func writeCloudTestFile(t *testing.T, path, content string) {
 	}
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGCPProviderMisbehavingMetadataServer: a metadata server whose token
+// answer never ends is read no further than the bound, one that never
+// answers is given up on, and one that fails with a long message is
+// quoted within a length.
+func TestGCPProviderMisbehavingMetadataServer(t *testing.T) {
+	tests := []struct{ how, want string }{
+		{"endless", "Google answer is larger than 1 MiB"},
+		{"stall", "deadline exceeded"},
+		{"error", `status 500: "internal error detail detail`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.how, func(t *testing.T) {
+			setGoogleTestEnv(t)
+			md := newGCEMetadataStandIn(t)
+			md.Misbehave = tt.how
+			t.Setenv("GCE_METADATA_HOST", md.Host)
+			p := NewProvider()
+			p.http.Timeout = time.Second
+			var err error
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			_, _, err = p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "europe-docker.pkg.dev"})
+			took := time.Since(start)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %.300v, want an error with %q", err, tt.want)
+			}
+			if len(err.Error()) > 1000 {
+				t.Errorf("the error is %d characters long", len(err.Error()))
+			}
+			// The metadata library tries a failed request again, a few times.
+			if took > 30*time.Second {
+				t.Errorf("took %s", took)
+			}
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+				t.Errorf("allocated %d MiB", grew>>20)
+			}
+		})
 	}
 }

@@ -34,6 +34,9 @@ type gceMetadataStandIn struct {
 	mu          sync.Mutex
 	tokenCalls  []*http.Request
 	AccessToken string
+	// Misbehave makes the token answer never end ("endless"), never come
+	// ("stall"), or a 500 with a long message ("error").
+	Misbehave string
 }
 
 func newGCEMetadataStandIn(t *testing.T) *gceMetadataStandIn {
@@ -64,6 +67,24 @@ func (s *gceMetadataStandIn) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.tokenCalls = append(s.tokenCalls, r.Clone(context.Background()))
 		s.mu.Unlock()
+		switch s.Misbehave {
+		case "stall":
+			<-r.Context().Done()
+			return
+		case "endless":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"access_token":"`)
+			chunk := strings.Repeat("y", 64<<10)
+			for r.Context().Err() == nil {
+				if _, err := fmt.Fprint(w, chunk); err != nil {
+					return
+				}
+			}
+			return
+		case "error":
+			http.Error(w, "internal error\n"+strings.Repeat("detail ", 100000), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, s.AccessToken)
 	case "/computeMetadata/v1/project/project-id":
