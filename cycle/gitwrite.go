@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
@@ -56,13 +56,13 @@ func gitUpdate(au *appUpdate, controllerNamespace string) (git.Update, error) {
 
 // sourceOf is the first of spec.sources whose repository is repoURL;
 // false for a single-source Application.
-func sourceOf(app *appwatch.Application, repoURL string) (appwatch.Source, bool) {
+func sourceOf(app *application.Application, repoURL string) (application.Source, bool) {
 	for _, s := range app.Sources {
 		if s.Index >= 0 && gitauth.SameRepository(s.RepoURL, repoURL) {
 			return s, true
 		}
 	}
-	return appwatch.Source{}, false
+	return application.Source{}, false
 }
 
 // writeGit sends the git updates of a cycle and reports each result.

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -150,7 +150,7 @@ type blockingApps struct {
 	once    sync.Once
 }
 
-func (b *blockingApps) Applications(...imageref.Option) []*appwatch.Application {
+func (b *blockingApps) Applications(...imageref.Option) []*application.Application {
 	b.once.Do(func() { close(b.entered) })
 	<-b.block
 	return nil
@@ -160,23 +160,23 @@ func (b *blockingApps) Applications(...imageref.Option) []*appwatch.Application 
 // a multi-source Application commits to that source's revision, as Argo
 // CD Image Updater does, not to the written source's (a chart version).
 func TestGitUpdateRevision(t *testing.T) {
-	chart := appwatch.Source{Index: 0, RepoURL: "https://charts.example.com", Chart: "web", TargetRevision: "18.2.3", Type: appwatch.SourceHelm}
-	values := appwatch.Source{Index: 1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "main", Ref: "values"}
+	chart := application.Source{Index: 0, RepoURL: "https://charts.example.com", Chart: "web", TargetRevision: "18.2.3", Type: application.SourceHelm}
+	values := application.Source{Index: 1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "main", Ref: "values"}
 	tests := []struct {
 		name     string
-		sources  []appwatch.Source
+		sources  []application.Source
 		repo     string
 		revision string
 	}{
-		{"the values source", []appwatch.Source{chart, values}, "https://git.example.com/team/values.git", "main"},
-		{"spelt otherwise", []appwatch.Source{chart, values}, "https://Git.example.com/team/values/", "main"},
-		{"no such source: the written one's", []appwatch.Source{chart, values}, "https://git.example.com/other.git", "18.2.3"},
-		{"no git-repository", []appwatch.Source{chart, values}, "", "18.2.3"},
-		{"one source", []appwatch.Source{{Index: -1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "release", Type: appwatch.SourceKustomize}}, "https://git.example.com/team/values.git", "release"},
+		{"the values source", []application.Source{chart, values}, "https://git.example.com/team/values.git", "main"},
+		{"spelt otherwise", []application.Source{chart, values}, "https://Git.example.com/team/values/", "main"},
+		{"no such source: the written one's", []application.Source{chart, values}, "https://git.example.com/other.git", "18.2.3"},
+		{"no git-repository", []application.Source{chart, values}, "", "18.2.3"},
+		{"one source", []application.Source{{Index: -1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "release", Type: application.SourceKustomize}}, "https://git.example.com/team/values.git", "release"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			app := &appwatch.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
+			app := &application.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
 			app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, GitRepository: tt.repo}
 			u, err := gitUpdate(&appUpdate{app: app, source: tt.sources[0]}, "argocd")
 			if err != nil || u.TargetRevision != tt.revision {
@@ -195,9 +195,9 @@ func TestMetricLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotated := &appwatch.Application{Namespace: "argocd", Name: "web"}
-	byResource := &appwatch.Application{Namespace: "team-a", Name: "shop", ImageUpdater: types.NamespacedName{Namespace: "team-a", Name: "updater"}}
-	m.applicationsWatched([]*appwatch.Application{annotated, byResource})
+	annotated := &application.Application{Namespace: "argocd", Name: "web"}
+	byResource := &application.Application{Namespace: "team-a", Name: "shop", ImageUpdater: types.NamespacedName{Namespace: "team-a", Name: "updater"}}
+	m.applicationsWatched([]*application.Application{annotated, byResource})
 	m.imagesUpdated(byResource, 2)
 	m.imagesWatched(annotated, 1)
 	want := `

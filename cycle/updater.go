@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry"
@@ -31,7 +31,7 @@ import (
 // Applications is where the cycle finds the managed Applications, with
 // image names read with opts.
 type Applications interface {
-	Applications(opts ...imageref.Option) []*appwatch.Application
+	Applications(opts ...imageref.Option) []*application.Application
 }
 
 // Registry answers questions about image repositories.
@@ -366,8 +366,8 @@ func (u *Updater) listTags(ctx context.Context, byRepo map[string][]*job) map[st
 
 // appUpdate collects the changes of one Application.
 type appUpdate struct {
-	app     *appwatch.Application
-	source  appwatch.Source
+	app     *application.Application
+	source  application.Source
 	changes []writeback.ImageUpdate
 }
 
@@ -596,7 +596,7 @@ func (u *Updater) countWriteFailure(au *appUpdate, sum *Summary) {
 
 // written records a successful write-back. persisted is false in dry-run
 // mode, where nothing was written and no event is recorded.
-func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUpdate, persisted bool, sum *Summary) {
+func (u *Updater) written(app *application.Application, changed []writeback.ImageUpdate, persisted bool, sum *Summary) {
 	if len(changed) == 0 {
 		return
 	}
@@ -608,7 +608,7 @@ func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUp
 	}
 }
 
-func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
+func (u *Updater) reportProblems(app *application.Application, problems []error) {
 	for _, p := range problems {
 		level := slog.LevelError
 		if isWarning(p) {

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
@@ -95,7 +95,7 @@ type Update struct {
 	SourceIndex int
 	// SourceType is Kustomize, Helm, or Plugin for images with a plugin
 	// target (written into spec.source(s)[i].plugin.env).
-	SourceType appwatch.SourceType
+	SourceType application.SourceType
 	Images     []writeback.ImageUpdate
 }
 
@@ -109,14 +109,14 @@ func (u Update) validate() error {
 	if u.SourceIndex < -1 {
 		errs = append(errs, fmt.Errorf("invalid source index %d", u.SourceIndex))
 	}
-	if u.SourceType == appwatch.SourcePlugin {
+	if u.SourceType == application.SourcePlugin {
 		for _, img := range u.Images {
 			if !img.PluginTarget() {
 				errs = append(errs, fmt.Errorf("image %s: a config management plugin source takes only images with a plugin target (the environment variables receiving them)", img.Key()))
 			}
 		}
 	} else if !u.SourceType.Writable() {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
+		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
 	return errors.Join(errs...)
@@ -145,7 +145,7 @@ func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u
 	if len(u.Images) == 0 {
 		return Result{}, nil
 	}
-	apps := w.client.Resource(appwatch.ApplicationsResource()).Namespace(u.Namespace)
+	apps := w.client.Resource(application.Resource()).Namespace(u.Namespace)
 	obj := cached
 	if obj != nil && (obj.GetNamespace() != u.Namespace || obj.GetName() != u.Name) {
 		return Result{}, fmt.Errorf("write back to Application %s: the object given is %s/%s", u.key(), obj.GetNamespace(), obj.GetName())
@@ -290,9 +290,9 @@ func planWrite(obj *unstructured.Unstructured, u Update) (writePlan, error) {
 	}
 	block, field, update := "kustomize", "images", manifest.UpdateKustomizeImages
 	switch u.SourceType {
-	case appwatch.SourceHelm:
+	case application.SourceHelm:
 		block, field, update = "helm", "parameters", manifest.UpdateHelmParameters
-	case appwatch.SourcePlugin:
+	case application.SourcePlugin:
 		block, field, update = "plugin", "env", manifest.UpdatePluginEnv
 	}
 	var settings map[string]any
@@ -384,7 +384,7 @@ func (w *Writer) Refresh(ctx context.Context, namespace, name string) error {
 		return nil
 	}
 	patch := []byte(`{"metadata":{"annotations":{"` + RefreshAnnotation + `":"normal"}}}`)
-	_, err := w.client.Resource(appwatch.ApplicationsResource()).Namespace(namespace).
+	_, err := w.client.Resource(application.Resource()).Namespace(namespace).
 		Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)

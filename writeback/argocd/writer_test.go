@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -110,7 +110,7 @@ func startCluster(t *testing.T, opts ...testenv.KubeOption) *cluster {
 }
 
 func (c *cluster) apps() dynamic.ResourceInterface {
-	return c.other.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	return c.other.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 }
 
 func (c *cluster) create(t *testing.T, text string) *unstructured.Unstructured {
@@ -216,7 +216,7 @@ func TestArgoCDWriter(t *testing.T) {
 		before := c.create(t, seedApp("main"))
 		dc, count := countingClient(t, c.kube.Config)
 		w := NewWriter(dc)
-		u := Update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		u := Update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
 			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
 		}}
@@ -279,7 +279,7 @@ spec:
       - quay.io/org/untouched:3
 `)
 		w := NewWriter(c.other)
-		res, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "nginx", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}},
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}},
 			{ImageSpec: settings.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Tag: "v1", Digest: digestB}},
@@ -371,7 +371,7 @@ spec:
     targetRevision: 1.2.3`+helm+`
 `)
 				res, err := NewWriter(c.other).Write(t.Context(), before, Update{
-					Namespace: "argocd", Name: name, SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: tt.images,
+					Namespace: "argocd", Name: name, SourceIndex: -1, SourceType: application.SourceHelm, Images: tt.images,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -413,7 +413,7 @@ spec:
 `)
 		w := NewWriter(c.other)
 		img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
-		if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
+		if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
 		mid := c.get(t, "multi")
@@ -426,7 +426,7 @@ spec:
 				t.Errorf("source %d changed (-before +after):\n%s", i, d)
 			}
 		}
-		if _, err := w.Write(t.Context(), mid, Update{Namespace: "argocd", Name: "multi", SourceIndex: 2, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
+		if _, err := w.Write(t.Context(), mid, Update{Namespace: "argocd", Name: "multi", SourceIndex: 2, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
 		after := c.get(t, "multi")
@@ -450,7 +450,7 @@ spec:
 	t.Run("an image paused during a conflict is not written", func(t *testing.T) {
 		stale := c.create(t, seedApp("paused"))
 		c.mergePatch(t, "paused", `{"metadata":{"annotations":{"argocd-image-updater.argoproj.io/app.ignore-tags":"*"}}}`)
-		res, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "paused", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "paused", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
@@ -474,7 +474,7 @@ spec:
 		// list, after our cached copy was taken.
 		c.mergePatch(t, "conflict", `{"metadata":{"labels":{"team":"web"}},"spec":{"source":{"kustomize":{"images":["busybox:1.36"]}}}}`)
 		dc, count := countingClient(t, c.kube.Config)
-		res, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
@@ -498,7 +498,7 @@ spec:
 	t.Run("conflict beyond the retry limit", func(t *testing.T) {
 		stale := c.create(t, seedApp("conflict-limit"))
 		c.mergePatch(t, "conflict-limit", `{"metadata":{"labels":{"team":"web"}}}`)
-		_, err := NewWriter(c.other, WithConflictRetries(0)).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(c.other, WithConflictRetries(0)).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "argocd/conflict-limit") {
@@ -523,7 +523,7 @@ spec:
 			{"repoURL":"https://github.com/example/manifests","path":"overlays/prod","targetRevision":"main"},
 			{"repoURL":"https://charts.example.com","chart":"web","targetRevision":"1.2.3"}]}}`)
 		current := c.get(t, "reordered")
-		_, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "source 1 changed while writing") || !strings.Contains(err.Error(), "argocd/reordered") {
@@ -549,7 +549,7 @@ spec:
 		// API server rejects with 422 before it compares versions; the
 		// writer must still see the conflict and re-read.
 		dc, count := countingClient(t, c.kube.Config)
-		_, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "spec.sources has 1 entries, no index 1") || !strings.Contains(err.Error(), "argocd/removed") {
@@ -563,7 +563,7 @@ spec:
 	t.Run("dry run sends nothing", func(t *testing.T) {
 		before := c.create(t, seedApp("dry-run"))
 		dc, count := countingClient(t, c.kube.Config)
-		res, err := NewWriter(dc, WithDryRun(true)).Write(t.Context(), before, Update{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := NewWriter(dc, WithDryRun(true)).Write(t.Context(), before, Update{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
@@ -585,7 +585,7 @@ spec:
 	})
 
 	t.Run("missing Application", func(t *testing.T) {
-		_, err := NewWriter(c.other).Write(t.Context(), nil, Update{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(c.other).Write(t.Context(), nil, Update{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "argocd/absent") {
@@ -659,10 +659,10 @@ spec:
 
 	w := NewWriter(c.other)
 	img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
-	if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
+	if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
+	if _, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}
 	after := c.get(t, "v3-fields")

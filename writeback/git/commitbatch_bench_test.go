@@ -10,7 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -35,7 +35,7 @@ func BenchmarkCommitBatch(b *testing.B) {
 					apps[j] = &appWrite{update: Update{
 						Namespace: "argocd", Name: fmt.Sprintf("app-%04d", j), ControllerNamespace: "argocd",
 						RepoURL: "https://git.example.com/deploy.git", TargetRevision: "main",
-						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: appwatch.SourceKustomize,
+						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: application.SourceKustomize,
 						Target: settings.WriteBackTarget{Kind: settings.TargetKustomization},
 						Images: []writeback.ImageUpdate{{
 							ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("registry.example.com/app")},

@@ -11,7 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
@@ -216,7 +216,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	arg := u.Target.Path
 	switch u.Target.Kind {
 	case settings.TargetSourceOverrides:
-		if u.SourceType == appwatch.SourceDirectory {
+		if u.SourceType == application.SourceDirectory {
 			// Argo CD has no overrides for plain manifests: the values
 			// marked with the image are written in the manifests.
 			return planMarkers(t, u, source)

@@ -10,7 +10,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -163,7 +163,7 @@ func TestRepoTreeStat(t *testing.T) {
 	}
 	// A missing folder is created with the file, as Argo CD Image Updater
 	// does.
-	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err != nil || edit.path != "missing/dir/.argocd-source-app.yaml" || string(edit.content) != "kustomize:\n  images:\n  - a:1\n" {
 		t.Errorf("missing source path: %q %q %v", edit.path, edit.content, err)
 	}
@@ -194,7 +194,7 @@ func TestSourceOverrideFileName(t *testing.T) {
 // as changed; symbolic links are not followed; the walk is bounded.
 func TestPlanMarkers(t *testing.T) {
 	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.0"}}
-	update := Update{Name: "app", SourcePath: "apps", SourceType: appwatch.SourceDirectory, Images: []writeback.ImageUpdate{web}}
+	update := Update{Name: "app", SourcePath: "apps", SourceType: application.SourceDirectory, Images: []writeback.ImageUpdate{web}}
 	tree := memoryTree(t, map[string]string{
 		"apps/deploy.yaml":      "image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n",
 		"apps/sub/job.yaml":     "image: example.com/web:1.0\n",

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -70,7 +70,7 @@ type Update struct {
 	SourcePath string
 	// SourceType is Kustomize, Helm or Plugin; it chooses the content of
 	// the .argocd-source file (see manifest.SetSourceOverrides).
-	SourceType appwatch.SourceType
+	SourceType application.SourceType
 	// Target is the file to edit (write-back-target).
 	Target settings.WriteBackTarget
 	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
@@ -100,9 +100,9 @@ func (u Update) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if u.Target.Kind == settings.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin ||
-		u.Target.Kind == settings.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin && u.SourceType != appwatch.SourceDirectory {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
+	if u.Target.Kind == settings.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin ||
+		u.Target.Kind == settings.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin && u.SourceType != application.SourceDirectory {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	if u.PullRequest != "" {
 		if _, err := forge.ParseKind(string(u.PullRequest)); err != nil {

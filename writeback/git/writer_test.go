@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -202,7 +202,7 @@ func appUpdate(name, repoURL string) Update {
 	return Update{
 		Namespace: "argocd", Name: name, ControllerNamespace: "argocd",
 		RepoURL: repoURL, TargetRevision: "main",
-		SourcePath: "main/overlays/production", SourceType: appwatch.SourceKustomize,
+		SourcePath: "main/overlays/production", SourceType: application.SourceKustomize,
 		Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}},
 	}
 }
@@ -275,7 +275,7 @@ func (e *gitEnv) testSourceFiles(t *testing.T) {
 	kustomize := appUpdate("main", url)
 	kustomize.Images = append(kustomize.Images, writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "v0.0.3"}, Old: imageref.ParseVersion("v0.0.1")})
 	helm := appUpdate("main-helm", url)
-	helm.SourcePath, helm.SourceType = "charts/main", appwatch.SourceHelm
+	helm.SourcePath, helm.SourceType = "charts/main", application.SourceHelm
 	otherNS := appUpdate("main", url)
 	otherNS.Namespace = "team-a"
 
@@ -396,12 +396,12 @@ func (e *gitEnv) testHelmValues(t *testing.T) {
 	url := e.repo(t, "helm-values", nil)
 	w := e.writer(t, ns)
 	app := appUpdate("main-app", url)
-	app.SourcePath, app.SourceType, app.Target = "charts/main", appwatch.SourceHelm, mustTarget("helmvalues")
+	app.SourcePath, app.SourceType, app.Target = "charts/main", application.SourceHelm, mustTarget("helmvalues")
 	app.Images[0].HelmImageName, app.Images[0].HelmImageTag = "app.image.name", "app.image.tag"
 	// A second Application writes the same file by its rooted path; its
 	// edit builds on the first one's.
 	web := appUpdate("main-web", url)
-	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", appwatch.SourceHelm, mustTarget("helmvalues:/charts/main/values.yaml")
+	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", application.SourceHelm, mustTarget("helmvalues:/charts/main/values.yaml")
 	web.Images = []writeback.ImageUpdate{
 		{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), HelmImageSpec: "sidecars[1].image"}, New: imageref.Version{Tag: "v0.0.2"}},
 		{ImageSpec: settings.ImageSpec{Alias: "probe", Image: mustRef("ghcr.io/example/probe"), HelmImageName: "probe.image.repository", HelmImageTag: "probe.image.tag"}, New: imageref.Version{Tag: "1.0"}},
@@ -449,7 +449,7 @@ func (e *gitEnv) testOverrideFileTargets(t *testing.T) {
 	created := appUpdate("created", url)
 	created.Target = mustTarget("config/main-images.yaml")
 	merged := appUpdate("merged", url)
-	merged.SourcePath, merged.SourceType, merged.Target = "charts/main", appwatch.SourceHelm, mustTarget("/charts/main/overrides.yaml")
+	merged.SourcePath, merged.SourceType, merged.Target = "charts/main", application.SourceHelm, mustTarget("/charts/main/overrides.yaml")
 	escaping := appUpdate("escaping", url)
 	escaping.Target = mustTarget("../outside.yaml")
 	// Its folders are created, as Argo CD Image Updater creates them.
@@ -504,7 +504,7 @@ func (e *gitEnv) testInvalidTargets(t *testing.T) {
 	w := e.writer(t, ns)
 	good := appUpdate("good", url)
 	missing := appUpdate("missing", url)
-	missing.SourceType, missing.Target = appwatch.SourceHelm, mustTarget("helmvalues")
+	missing.SourceType, missing.Target = application.SourceHelm, mustTarget("helmvalues")
 	invalid := appUpdate("invalid", url)
 	invalid.SourcePath, invalid.Target = "main/overlays/broken", mustTarget("kustomization")
 	escaping := appUpdate("escaping", url)
