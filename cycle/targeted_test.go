@@ -18,7 +18,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 // A targeted check runs the cycle's pipeline over the named repositories
@@ -278,9 +278,9 @@ func TestCheckRepositoriesBatchesGitWrites(t *testing.T) {
 	}
 	var names []string
 	for _, gu := range git.batches[0] {
-		names = append(names, gu.Name)
+		names = append(names, gu.App.Name)
 		if len(gu.Images) != 1 || gu.Images[0].New.Tag != "1.1.0" {
-			t.Errorf("%s: images %+v", gu.Name, gu.Images)
+			t.Errorf("%s: images %+v", gu.App.Name, gu.Images)
 		}
 	}
 	if !slices.Equal(names, []string{"git-a", "git-b"}) {
@@ -320,15 +320,15 @@ func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credenti
 
 func (r *listingRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
-// batchRecorder is a GitWriter that keeps each batch and reports every
+// batchRecorder is a git writer that keeps each batch and reports every
 // change as pushed.
-type batchRecorder struct{ batches [][]git.Update }
+type batchRecorder struct{ batches [][]writeback.Change }
 
-func (b *batchRecorder) Write(_ context.Context, updates []git.Update) []git.Result {
-	b.batches = append(b.batches, updates)
-	results := make([]git.Result, len(updates))
-	for i, gu := range updates {
-		results[i] = git.Result{Namespace: gu.Namespace, Name: gu.Name, Changed: gu.Images, Commit: "0123abcd", Branch: "main"}
+func (b *batchRecorder) Write(_ context.Context, changes []writeback.Change) []writeback.Result {
+	b.batches = append(b.batches, changes)
+	results := make([]writeback.Result, len(changes))
+	for i, c := range changes {
+		results[i] = writeback.Result{Namespace: c.App.Namespace, Name: c.App.Name, Changed: c.Images, Written: true, Commit: "0123abcd", Branch: "main"}
 	}
 	return results
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -154,36 +153,6 @@ func (b *blockingApps) Applications(...imageref.Option) []*application.Applicati
 	b.once.Do(func() { close(b.entered) })
 	<-b.block
 	return nil
-}
-
-// TestGitUpdateRevision: a git-repository that names another source of
-// a multi-source Application commits to that source's revision, as Argo
-// CD Image Updater does, not to the written source's (a chart version).
-func TestGitUpdateRevision(t *testing.T) {
-	chart := application.Source{Index: 0, RepoURL: "https://charts.example.com", Chart: "web", TargetRevision: "18.2.3", Type: application.SourceHelm}
-	values := application.Source{Index: 1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "main", Ref: "values"}
-	tests := []struct {
-		name     string
-		sources  []application.Source
-		repo     string
-		revision string
-	}{
-		{"the values source", []application.Source{chart, values}, "https://git.example.com/team/values.git", "main"},
-		{"spelt otherwise", []application.Source{chart, values}, "https://Git.example.com/team/values/", "main"},
-		{"no such source: the written one's", []application.Source{chart, values}, "https://git.example.com/other.git", "18.2.3"},
-		{"no git-repository", []application.Source{chart, values}, "", "18.2.3"},
-		{"one source", []application.Source{{Index: -1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "release", Type: application.SourceKustomize}}, "https://git.example.com/team/values.git", "release"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			app := &application.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
-			app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, GitRepository: tt.repo}
-			u, err := gitUpdate(&appUpdate{app: app, source: tt.sources[0]}, "argocd")
-			if err != nil || u.TargetRevision != tt.revision {
-				t.Errorf("revision %q, %v; want %q", u.TargetRevision, err, tt.revision)
-			}
-		})
-	}
 }
 
 // TestMetricLabels: the per-Application series carry v0.18's application

@@ -101,7 +101,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
-	"github.com/image-updater/argocd-image-updater/writeback/argocd"
+	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
@@ -378,8 +378,12 @@ func (docSecrets) GetSecret(context.Context, string, string) (map[string][]byte,
 
 type refusingWriter struct{}
 
-func (refusingWriter) Write(context.Context, *unstructured.Unstructured, argocd.Update) (argocd.Result, error) {
-	return argocd.Result{}, errors.New("docs test: nothing should be written")
+func (refusingWriter) Write(_ context.Context, changes []writeback.Change) []writeback.Result {
+	results := make([]writeback.Result, len(changes))
+	for i := range results {
+		results[i].Err = errors.New("docs test: nothing should be written")
+	}
+	return results
 }
 
 func (refusingWriter) Refresh(context.Context, string, string) error {

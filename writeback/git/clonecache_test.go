@@ -481,7 +481,7 @@ func (e *gitEnv) testFetchBound(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r := w.write(context.Background(), []update{appUpdate("main", url)})[0]
 	runtime.ReadMemStats(&after)
 	if r.Err == nil || !errors.Is(r.Err, errFetchTooLarge) || !strings.Contains(r.Err.Error(), "--git-clone-max-size") {
 		t.Fatalf("got %v, want the fetch refused for the clones' bound", r.Err)
@@ -499,7 +499,7 @@ func (e *gitEnv) testFetchBound(t *testing.T) {
 	if left > 1<<20 {
 		t.Errorf("%d bytes left on disk", left)
 	}
-	if r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]; r.Err == nil {
+	if r := w.write(context.Background(), []update{appUpdate("main", url)})[0]; r.Err == nil {
 		t.Error("the second try was not refused")
 	}
 	// While it runs, a fetch holds its pack twice (the spool, the stored

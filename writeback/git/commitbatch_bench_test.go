@@ -32,7 +32,7 @@ func BenchmarkCommitBatch(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				apps := make([]*appWrite, n)
 				for j := range apps {
-					apps[j] = &appWrite{update: Update{
+					apps[j] = &appWrite{update: update{
 						Namespace: "argocd", Name: fmt.Sprintf("app-%04d", j), ControllerNamespace: "argocd",
 						RepoURL: "https://git.example.com/deploy.git", TargetRevision: "main",
 						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: application.SourceKustomize,

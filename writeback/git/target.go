@@ -182,7 +182,7 @@ func sourceDir(sourcePath string) (string, error) {
 // an Application: .argocd-source-<app>.yaml, or
 // .argocd-source-<namespace>_<app>.yaml for an Application outside the
 // controller's namespace (Argo CD's "apps in any namespace" naming).
-func sourceOverrideFileName(u Update) string {
+func sourceOverrideFileName(u update) string {
 	if u.ControllerNamespace != "" && u.Namespace != u.ControllerNamespace {
 		return ".argocd-source-" + u.Namespace + "_" + u.Name + ".yaml"
 	}
@@ -208,7 +208,7 @@ func (e targetEdit) contents() map[string][]byte {
 
 // planTarget computes the edit of one Application's write-back target.
 // No edit (changed empty) means the target already holds every version.
-func planTarget(t *repoTree, u Update) (targetEdit, error) {
+func planTarget(t *repoTree, u update) (targetEdit, error) {
 	source, err := sourceDir(u.SourcePath)
 	if err != nil {
 		return targetEdit{}, fmt.Errorf("source path: %w", err)
@@ -273,7 +273,7 @@ const (
 // YAML files under dir (see manifest.SetMarkedImages), its sub-folders
 // included. Symbolic links and submodules are not followed. An image
 // that no file marks is an error: there is nowhere else to write it.
-func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
+func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 	d, err := t.stat(dir)
 	switch {
 	case err != nil:
@@ -365,7 +365,7 @@ func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
 
 // planSourceOverrides edits, or creates (with its folders, as Argo CD
 // Image Updater does), a file in the .argocd-source format.
-func planSourceOverrides(t *repoTree, u Update, file string) (targetEdit, error) {
+func planSourceOverrides(t *repoTree, u update, file string) (targetEdit, error) {
 	content, f, err := t.read(file)
 	switch {
 	case err != nil:

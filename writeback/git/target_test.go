@@ -163,11 +163,11 @@ func TestRepoTreeStat(t *testing.T) {
 	}
 	// A missing folder is created with the file, as Argo CD Image Updater
 	// does.
-	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	edit, err := planTarget(tree, update{Name: "app", SourcePath: "missing/dir", SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err != nil || edit.path != "missing/dir/.argocd-source-app.yaml" || string(edit.content) != "kustomize:\n  images:\n  - a:1\n" {
 		t.Errorf("missing source path: %q %q %v", edit.path, edit.content, err)
 	}
-	_, err = planTarget(tree, Update{Name: "app", Target: settings.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	_, err = planTarget(tree, update{Name: "app", Target: settings.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err == nil || !strings.Contains(err.Error(), `unknown write-back-target "values:x"`) {
 		t.Errorf("unknown target: %v", err)
 	}
@@ -175,12 +175,12 @@ func TestRepoTreeStat(t *testing.T) {
 
 func TestSourceOverrideFileName(t *testing.T) {
 	tests := []struct {
-		u    Update
+		u    update
 		want string
 	}{
-		{Update{Namespace: "argocd", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-main.yaml"},
-		{Update{Namespace: "argocd", Name: "main"}, ".argocd-source-main.yaml"},
-		{Update{Namespace: "team-a", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-team-a_main.yaml"},
+		{update{Namespace: "argocd", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-main.yaml"},
+		{update{Namespace: "argocd", Name: "main"}, ".argocd-source-main.yaml"},
+		{update{Namespace: "team-a", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-team-a_main.yaml"},
 	}
 	for _, tt := range tests {
 		if got := sourceOverrideFileName(tt.u); got != tt.want {
@@ -194,7 +194,7 @@ func TestSourceOverrideFileName(t *testing.T) {
 // as changed; symbolic links are not followed; the walk is bounded.
 func TestPlanMarkers(t *testing.T) {
 	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.0"}}
-	update := Update{Name: "app", SourcePath: "apps", SourceType: application.SourceDirectory, Images: []writeback.ImageUpdate{web}}
+	upd := update{Name: "app", SourcePath: "apps", SourceType: application.SourceDirectory, Images: []writeback.ImageUpdate{web}}
 	tree := memoryTree(t, map[string]string{
 		"apps/deploy.yaml":      "image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n",
 		"apps/sub/job.yaml":     "image: example.com/web:1.0\n",
@@ -203,7 +203,7 @@ func TestPlanMarkers(t *testing.T) {
 		"apps/notes.txt":        "# {\"$imageupdater\": \"web\"}\n",
 	}, map[string]string{"apps/link.yaml": "../elsewhere/deploy.yaml"})
 	tree.changed["apps/sub/job.yaml"] = []byte("image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n")
-	edit, err := planTarget(tree, update)
+	edit, err := planTarget(tree, upd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +224,8 @@ func TestPlanMarkers(t *testing.T) {
 	for i := range maxMarkedFiles + 1 {
 		files[fmt.Sprintf("many/f%d.yaml", i)] = "x: 1\n"
 	}
-	update.SourcePath = "many"
-	if _, err := planTarget(memoryTree(t, files, nil), update); err == nil || !strings.Contains(err.Error(), "more than 2000 YAML files") {
+	upd.SourcePath = "many"
+	if _, err := planTarget(memoryTree(t, files, nil), upd); err == nil || !strings.Contains(err.Error(), "more than 2000 YAML files") {
 		t.Errorf("too many YAML files: %v", err)
 	}
 	// A folder of empty folders, written as one tree object.
@@ -250,7 +250,7 @@ func TestPlanMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := planTarget(newRepoTree(st, root), update); err == nil || !strings.Contains(err.Error(), "more than 20000 files and folders") {
+	if _, err := planTarget(newRepoTree(st, root), upd); err == nil || !strings.Contains(err.Error(), "more than 20000 files and folders") {
 		t.Errorf("too many entries: %v", err)
 	}
 }

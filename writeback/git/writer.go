@@ -49,8 +49,9 @@ const maxParallelRepositories = 4
 // stops answering cannot stall the update cycle.
 const gitNetworkTimeout = 5 * time.Minute
 
-// Update is what to write for one Application with the git method.
-type Update struct {
+// update is what the git method writes for one Application: its Change
+// with the repository, revision and credentials resolved.
+type update struct {
 	// Namespace and Name are the Application's.
 	Namespace, Name string
 	// ControllerNamespace is Argo CD's namespace: an Application in
@@ -90,9 +91,9 @@ type Update struct {
 	Images            []writeback.ImageUpdate
 }
 
-func (u Update) key() string { return u.Namespace + "/" + u.Name }
+func (u update) key() string { return u.Namespace + "/" + u.Name }
 
-func (u Update) validate() error {
+func (u update) validate() error {
 	var errs []error
 	if u.Namespace == "" || u.Name == "" {
 		errs = append(errs, errors.New("namespace and name are required"))
@@ -111,24 +112,6 @@ func (u Update) validate() error {
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
 	return errors.Join(errs...)
-}
-
-// Result is what a Write did for one Application; Write returns them in
-// the order of its updates.
-type Result struct {
-	Namespace, Name string
-	// Changed lists the images whose versions were committed and pushed
-	// (in dry-run mode: would have been); empty when the target already
-	// held every version or when Err is set.
-	Changed []writeback.ImageUpdate
-	// Commit is the pushed commit holding this Application's change.
-	Commit string
-	// Branch is the branch written to.
-	Branch string
-	// PullRequest is the web page of the pull request opened or updated
-	// for Branch, when the update asked for one.
-	PullRequest string
-	Err         error
 }
 
 // Option configures a Writer.
@@ -163,7 +146,8 @@ type writerConfig struct {
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
 // argocd-ssh-known-hosts-cm and argocd-tls-certs-cm are read (default
-// "argocd").
+// "argocd"); an Application in another namespace writes its overrides to
+// .argocd-source-<namespace>_<name>.yaml.
 func WithArgoCDNamespace(ns string) Option {
 	return func(c *writerConfig) { c.argoCDNamespace = ns }
 }
@@ -364,10 +348,78 @@ func (w *Writer) WorkDir() string { return w.cache.root }
 // after.
 func (w *Writer) Close() error { return w.cache.close() }
 
-// Write writes all updates of one cycle and returns one result per
-// update, in order. Repositories are written in parallel; one failing
+// Write writes all changes of one cycle and returns one result per
+// change, in order. Repositories are written in parallel; one failing
 // repository, branch or Application does not stop the others.
-func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
+func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeback.Result {
+	results := make([]writeback.Result, len(changes))
+	var updates []update
+	var at []int
+	for i, c := range changes {
+		u, err := w.updateOf(c)
+		if err != nil {
+			results[i] = writeback.Result{Namespace: u.Namespace, Name: u.Name, Err: err}
+			continue
+		}
+		updates = append(updates, u)
+		at = append(at, i)
+	}
+	if len(updates) == 0 {
+		return results
+	}
+	for i, res := range w.write(ctx, updates) {
+		results[at[i]] = res
+	}
+	return results
+}
+
+// updateOf resolves what c writes: the repository is the git-repository
+// annotation's, else the source's. A git-repository that names another
+// source of a multi-source Application (the values of a chart from a Helm
+// repository, say) is committed to at that source's revision, as Argo CD
+// Image Updater does, not at the chart's version.
+func (w *Writer) updateOf(c writeback.Change) (update, error) {
+	app, wb := c.App, c.App.Settings.WriteBack
+	u := update{
+		Namespace:           app.Namespace,
+		Name:                app.Name,
+		ControllerNamespace: w.cfg.argoCDNamespace,
+		RepoURL:             wb.GitRepository,
+		TargetRevision:      c.Source.TargetRevision,
+		Branch:              wb.GitBranch,
+		SourcePath:          c.Source.Path,
+		SourceType:          c.Source.Type,
+		Target:              wb.Target,
+		CredentialsSecret:   app.GitSecret(),
+		Project:             app.Project,
+		PullRequest:         wb.PullRequest,
+		PullRequestLabels:   wb.PullRequestLabels,
+		Images:              c.Images,
+	}
+	if u.RepoURL == "" {
+		u.RepoURL = c.Source.RepoURL
+	} else if s, ok := sourceOf(app, u.RepoURL); ok {
+		u.TargetRevision = s.TargetRevision
+	}
+	if u.RepoURL == "" {
+		return u, errors.New("git write-back: the Application has no source repository and no git-repository annotation")
+	}
+	return u, nil
+}
+
+// sourceOf is the first of spec.sources whose repository is repoURL;
+// false for a single-source Application.
+func sourceOf(app *application.Application, repoURL string) (application.Source, bool) {
+	for _, s := range app.Sources {
+		if s.Index >= 0 && gitauth.SameRepository(s.RepoURL, repoURL) {
+			return s, true
+		}
+	}
+	return application.Source{}, false
+}
+
+// write writes updates as Write writes changes.
+func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result {
 	// Applications of different AppProjects may reach one repository
 	// with different credentials (project-scoped Secrets): each project
 	// writes apart.
@@ -381,7 +433,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 	byRepo := map[repoKey][]*appWrite{}
 	policy := gitauth.NewPolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
-		a := &appWrite{update: u, result: Result{Namespace: u.Namespace, Name: u.Name}}
+		a := &appWrite{update: u, result: writeback.Result{Namespace: u.Namespace, Name: u.Name}}
 		writes[i] = a
 		if err := u.validate(); err != nil {
 			a.result.Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
@@ -423,7 +475,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 		})
 	}
 	_ = g.Wait()
-	results := make([]Result, len(writes))
+	results := make([]writeback.Result, len(writes))
 	for i, a := range writes {
 		results[i] = a.result
 	}
@@ -433,8 +485,8 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 // appWrite is one Application's update and what became of it. Each is
 // written by the one goroutine that handles its repository.
 type appWrite struct {
-	update Update
-	result Result
+	update update
+	result writeback.Result
 }
 
 func (a *appWrite) fail(err error) { a.result.Err = appError(a.update, err) }
@@ -656,6 +708,7 @@ func landed(log *slog.Logger, pending []pendingCommit) {
 	for _, p := range pending {
 		p.app.result.Changed = p.changed
 		p.app.result.Commit = p.commit.String()
+		p.app.result.Written = true
 		log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", writeback.ImageList(p.changed))
 	}
 }
@@ -758,7 +811,7 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 	head = tip
 	for _, a := range apps {
 		u := a.update
-		a.result.Err, a.result.Changed, a.result.Commit = nil, nil, ""
+		a.result.Err, a.result.Changed, a.result.Commit, a.result.Written = nil, nil, "", false
 		edit, err := w.planGuarded(tree, a)
 		if err != nil {
 			a.fail(invalidTarget{err})
@@ -802,7 +855,7 @@ func (w *Writer) signature() object.Signature {
 }
 
 // commitMessage renders the template for one Application's changes.
-func (w *Writer) commitMessage(u Update, changed []writeback.ImageUpdate) (string, error) {
+func (w *Writer) commitMessage(u update, changed []writeback.ImageUpdate) (string, error) {
 	msg, err := w.message.Render(commitMessageData(u, changed))
 	if err != nil {
 		return "", err
@@ -814,7 +867,7 @@ func (w *Writer) commitMessage(u Update, changed []writeback.ImageUpdate) (strin
 }
 
 // commitMessageData is what templates see of one Application's changes.
-func commitMessageData(u Update, changed []writeback.ImageUpdate) CommitMessageData {
+func commitMessageData(u update, changed []writeback.ImageUpdate) CommitMessageData {
 	data := CommitMessageData{AppName: u.Name}
 	for _, img := range changed {
 		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String(), Labels: img.Labels})
@@ -829,6 +882,6 @@ type invalidTarget struct{ err error }
 func (e invalidTarget) Error() string   { return e.err.Error() }
 func (e invalidTarget) Unwrap() []error { return []error{writeback.ErrInvalidTarget, e.err} }
 
-func appError(u Update, err error) error {
+func appError(u update, err error) error {
 	return gitauth.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), gitauth.RedactURL(u.RepoURL), err))
 }

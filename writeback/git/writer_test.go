@@ -198,8 +198,8 @@ func (e *gitEnv) repo(t *testing.T, name string, files map[string]string) string
 func (e *gitEnv) bare(name string) string { return filepath.Join(e.git.Root, name+".git") }
 
 // appUpdate is seed 003's main Application moving eks-app to v0.0.2.
-func appUpdate(name, repoURL string) Update {
-	return Update{
+func appUpdate(name, repoURL string) update {
+	return update{
 		Namespace: "argocd", Name: name, ControllerNamespace: "argocd",
 		RepoURL: repoURL, TargetRevision: "main",
 		SourcePath: "main/overlays/production", SourceType: application.SourceKustomize,
@@ -207,9 +207,9 @@ func appUpdate(name, repoURL string) Update {
 	}
 }
 
-func mustWrite(t *testing.T, w *Writer, updates ...Update) []Result {
+func mustWrite(t *testing.T, w *Writer, updates ...update) []writeback.Result {
 	t.Helper()
-	results := w.Write(context.Background(), updates)
+	results := w.write(context.Background(), updates)
 	for _, r := range results {
 		if r.Err != nil {
 			t.Fatalf("%s/%s: %v", r.Namespace, r.Name, r.Err)
@@ -338,7 +338,7 @@ func (e *gitEnv) testKustomizationTargets(t *testing.T) {
 	seed := appUpdate("seed", url)
 	seed.Target = mustTarget("kustomization:../../main/overlays/production")
 
-	results := w.Write(context.Background(), []Update{inSource, relative, rooted, seed})
+	results := w.write(context.Background(), []update{inSource, relative, rooted, seed})
 	for _, r := range results[:3] {
 		if r.Err != nil {
 			t.Fatalf("%s: %v", r.Name, r.Err)
@@ -372,7 +372,7 @@ func (e *gitEnv) testKustomizationFileNames(t *testing.T) {
 	url := e.repo(t, "kustomization-names", files)
 	w := e.writer(t, ns)
 	pushes := e.git.Pushes.Load()
-	var updates []Update
+	var updates []update
 	// main, HEAD and "" all name the default branch: one push.
 	for dir, revision := range map[string]string{"a": "main", "b": "HEAD", "c": ""} {
 		u := appUpdate("app-"+dir, url)
@@ -456,7 +456,7 @@ func (e *gitEnv) testOverrideFileTargets(t *testing.T) {
 	noFolder := appUpdate("no-folder", url)
 	noFolder.Target = mustTarget("nowhere/deep/images.yaml")
 
-	results := w.Write(context.Background(), []Update{created, merged, escaping, noFolder})
+	results := w.write(context.Background(), []update{created, merged, escaping, noFolder})
 	wantErr := map[string]string{
 		"escaping": `write-back-target "../outside.yaml": path "../outside.yaml" (from ".") leaves the repository`,
 	}
@@ -518,7 +518,7 @@ func (e *gitEnv) testInvalidTargets(t *testing.T) {
 	staging.SourcePath = "main/overlays/staging"
 
 	before := e.git.Log(t, "invalid-targets", "main")
-	results := w.Write(context.Background(), []Update{good, missing, invalid, escaping, symlinkUp, symlinkAbs, staging})
+	results := w.write(context.Background(), []update{good, missing, invalid, escaping, symlinkUp, symlinkAbs, staging})
 	wantErr := map[string]string{
 		"invalid":          "main/overlays/broken/kustomization.yaml: invalid YAML: yaml: line 3",
 		"escaping":         `path "../../../../elsewhere" (from "main/overlays/production") leaves the repository`,
@@ -559,7 +559,7 @@ func (e *gitEnv) testFiftyApplications(t *testing.T) {
 	ns := e.argoNamespace(t, "fifty", true)
 	url := e.repo(t, "fifty", nil)
 	w := e.writer(t, ns)
-	var updates []Update
+	var updates []update
 	for i := range 50 {
 		updates = append(updates, appUpdate(fmt.Sprintf("app-%02d", i), url))
 	}
@@ -703,7 +703,7 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 		})
 	}
 	a.Images[0].New.Tag = "v0.0.9"
-	r := w.Write(context.Background(), []Update{a})[0]
+	r := w.write(context.Background(), []update{a})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "after 1 retries") || !errors.Is(r.Err, ErrBranchMoved) || r.Commit != "" {
 		t.Errorf("busy branch: commit %q, err %v", r.Commit, r.Err)
 	}
@@ -749,7 +749,7 @@ func (e *gitEnv) testPushGate(t *testing.T) {
 				}
 				attempt = n + 1
 			}
-			r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]
+			r := w.write(context.Background(), []update{appUpdate("main", url)})[0]
 			if tt.wantPushed {
 				if r.Err != nil || r.Commit == "" {
 					t.Errorf("commit %q, err %v", r.Commit, r.Err)
@@ -798,7 +798,7 @@ func (e *gitEnv) testProjectScopedCredentials(t *testing.T) {
 	a.Project, b.Project = "team-a", "team-b"
 	b.SourcePath = "main/overlays/staging"
 	pushes := e.git.Pushes.Load()
-	results := e.writer(t, ns).Write(context.Background(), []Update{a, b})
+	results := e.writer(t, ns).write(context.Background(), []update{a, b})
 	if results[0].Err != nil || results[0].Commit == "" {
 		t.Errorf("team-a: %+v", results[0])
 	}
@@ -816,7 +816,7 @@ func (e *gitEnv) testWrongPassword(t *testing.T) {
 	const password = "not-the-password-4711"
 	e.secret(t, ns, "creds", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL, "username": e.git.Username, "password": password})
 	pushes := e.git.Pushes.Load()
-	r := e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r := e.writer(t, ns).write(context.Background(), []update{appUpdate("main", url)})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "authentication required") || !strings.Contains(r.Err.Error(), "Secret "+ns+"/creds") || !strings.Contains(r.Err.Error(), "Application argocd/main") {
 		t.Errorf("got %v, want an authentication error naming the Application and the Secret", r.Err)
 	}
@@ -839,7 +839,7 @@ func (e *gitEnv) testSSH(t *testing.T) {
 	host := e.sshd.Addr
 
 	// No known hosts at all.
-	r := e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r := e.writer(t, ns).write(context.Background(), []update{appUpdate("main", url)})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "of "+host) || !strings.Contains(r.Err.Error(), "ConfigMap ssh/argocd-ssh-known-hosts-cm does not exist") {
 		t.Errorf("no known hosts: %v", r.Err)
 	}
@@ -857,7 +857,7 @@ func (e *gitEnv) testSSH(t *testing.T) {
 		Data:       map[string]string{argoCDKnownHostsKey: "github.com " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(otherKey))) + "\n"},
 	}
 	e.kube.Create(t, cm)
-	r = e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r = e.writer(t, ns).write(context.Background(), []update{appUpdate("main", url)})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "of "+host+" is unknown") || !strings.Contains(r.Err.Error(), ssh.FingerprintSHA256(e.sshd.HostKey)) {
 		t.Errorf("unknown host key: %v", r.Err)
 	}
@@ -1033,12 +1033,12 @@ done
 		t.Fatal(err)
 	}
 	w := e.writer(t, ns)
-	var updates []Update
+	var updates []update
 	for i := range 21 {
 		updates = append(updates, appUpdate(fmt.Sprintf("app-%02d", i), url))
 	}
 	pushes := e.git.Pushes.Load()
-	results := w.Write(context.Background(), updates)
+	results := w.write(context.Background(), updates)
 	for _, r := range results {
 		switch {
 		case r.Name == "app-13" && (r.Err == nil || !strings.Contains(r.Err.Error(), "pre-receive hook declined") || r.Commit != ""):
