@@ -14,6 +14,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 )
 
@@ -31,11 +32,11 @@ type repoTree struct {
 	store   storer.EncodedObjectStorer
 	root    *object.Tree
 	changed map[string][]byte
-	trees   *treeCache // the folders read, each decoded once
+	trees   *gitwire.TreeCache // the folders read, each decoded once
 }
 
 func newRepoTree(store storer.EncodedObjectStorer, root *object.Tree) *repoTree {
-	return &repoTree{store: store, root: root, changed: map[string][]byte{}, trees: newTreeCache(store)}
+	return &repoTree{store: store, root: root, changed: map[string][]byte{}, trees: gitwire.NewTreeCache(store)}
 }
 
 // treeFile is what a path names in a repoTree.
@@ -55,7 +56,7 @@ var errLeavesRepository = errors.New("leaves the repository")
 // the repository is an error, as a checkout would read a file that is not
 // versioned with it.
 func (t *repoTree) stat(p string) (treeFile, error) {
-	parts := splitRepoPath(p)
+	parts := gitwire.SplitPath(p)
 	hops := 0
 restart:
 	tree := t.root
@@ -92,10 +93,10 @@ restart:
 			if resolved == ".." || strings.HasPrefix(resolved, "../") {
 				return treeFile{}, fmt.Errorf("%s is a symbolic link to %s, which %w", here, link, errLeavesRepository)
 			}
-			parts = append(splitRepoPath(resolved), parts[i+1:]...)
+			parts = append(gitwire.SplitPath(resolved), parts[i+1:]...)
 			goto restart
 		case filemode.Dir:
-			sub, err := t.trees.get(entry.Hash)
+			sub, err := t.trees.Get(entry.Hash)
 			if err != nil {
 				return treeFile{}, fmt.Errorf("%s: read folder: %w", here, err)
 			}
@@ -145,13 +146,6 @@ func (t *repoTree) readBlob(h plumbing.Hash) ([]byte, error) {
 	}
 	defer r.Close()
 	return io.ReadAll(r)
-}
-
-func splitRepoPath(p string) []string {
-	if p == "" || p == "." {
-		return nil
-	}
-	return strings.Split(p, "/")
 }
 
 // repoPath resolves a path from an annotation: relative to base (the
@@ -290,7 +284,7 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 		tree := t.root
 		if dir != "." {
 			var err error
-			if tree, err = t.trees.get(hash); err != nil {
+			if tree, err = t.trees.Get(hash); err != nil {
 				return fmt.Errorf("%s: read folder: %w", dir, err)
 			}
 		}

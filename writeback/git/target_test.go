@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -14,6 +15,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // mustRef parses an image name as the annotations would.
@@ -58,33 +60,65 @@ func TestRepoPath(t *testing.T) {
 func memoryTree(t *testing.T, files, symlinks map[string]string, submodules ...string) *repoTree {
 	t.Helper()
 	s := memory.NewStorage()
-	var root plumbing.Hash
-	put := func(path string, content []byte, mode filemode.FileMode) {
-		blob, err := storeBlob(s, content)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if root, err = putTreeFile(newChainTrees(s), root, splitRepoPath(path), blob, new([]plumbing.Hash)); err != nil {
-			t.Fatal(err)
-		}
-		if mode != filemode.Regular {
-			root = setMode(t, s, root, splitRepoPath(path), mode)
-		}
-	}
+	all := map[string][]byte{}
+	modes := map[string]filemode.FileMode{}
 	for p, c := range files {
-		put(p, []byte(c), filemode.Regular)
+		all[p] = []byte(c)
 	}
 	for p, target := range symlinks {
-		put(p, []byte(target), filemode.Symlink)
+		all[p], modes[p] = []byte(target), filemode.Symlink
 	}
 	for _, p := range submodules {
-		put(p, nil, filemode.Submodule)
+		all[p], modes[p] = nil, filemode.Submodule
+	}
+	root := commitFiles(t, s, all)
+	for p, mode := range modes {
+		root = setMode(t, s, root, gitwire.SplitPath(p), mode)
 	}
 	tree, err := object.GetTree(s, root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return newRepoTree(s, tree)
+}
+
+// commitFiles commits files as regular files on an empty first commit in
+// s, and returns the tree of the commit.
+func commitFiles(tb testing.TB, s *memory.Storage, files map[string][]byte) plumbing.Hash {
+	tb.Helper()
+	tip := emptyCommit(tb, s)
+	clone := &gitwire.Clone{Repo: &gogit.Repository{Storer: s}}
+	h, err := clone.Commit(tip, files, "fixture", object.Signature{Name: "fixture", Email: "fixture@example.com", When: testClock}, nil, new([]plumbing.Hash), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !h.IsZero() {
+		tip = h
+	}
+	commit, err := object.GetCommit(s, tip)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return commit.TreeHash
+}
+
+// emptyCommit stores a commit of the empty tree, without parents.
+func emptyCommit(tb testing.TB, s *memory.Storage) plumbing.Hash {
+	tb.Helper()
+	empty, err := gitwire.NewChainTrees(s).Put(nil, plumbing.ZeroHash)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sig := object.Signature{Name: "fixture", Email: "fixture@example.com", When: testClock}
+	obj := s.NewEncodedObject()
+	if err := (&object.Commit{Author: sig, Committer: sig, Message: "empty", TreeHash: empty}).Encode(obj); err != nil {
+		tb.Fatal(err)
+	}
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
 }
 
 // setMode changes the mode of an existing entry (putTreeFile only writes

@@ -14,6 +14,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // Retries of a repository's transient failures within one Write: one 429,
@@ -44,7 +45,7 @@ func withTransientBackoff(d time.Duration) Option {
 // 403, 404), a push the server rejected for its content, a moved branch
 // and our own deadline are not.
 func transientGitError(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBranchMoved) ||
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, gitwire.ErrBranchMoved) ||
 		errors.Is(err, bounded.ErrTooLarge) {
 		return false
 	}

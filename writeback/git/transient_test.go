@@ -16,6 +16,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // testTransientFailures: a reset listing, a 503 fetch and a 500 push are
@@ -75,7 +76,7 @@ func TestTransientGitError(t *testing.T) {
 		{fmt.Errorf("fetch: %w", plumbing.NewUnexpectedError(&githttp.Err{Response: &http.Response{StatusCode: 503, Request: &http.Request{URL: &url.URL{}}}})), true},
 		{fmt.Errorf("fetch: %w", plumbing.NewUnexpectedError(&githttp.Err{Response: &http.Response{StatusCode: 501, Request: &http.Request{URL: &url.URL{}}}})), false},
 		{context.DeadlineExceeded, false},
-		{ErrBranchMoved, false},
+		{gitwire.ErrBranchMoved, false},
 		{errors.New("command error on refs/heads/main: pre-receive hook declined"), false},
 	} {
 		if got := transientGitError(tc.err); got != tc.want {

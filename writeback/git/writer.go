@@ -1,7 +1,8 @@
 // Package git writes new image versions to an Application's git
-// repository (write-back method "git"): cached clones, the edit of the
-// write-back target, commits (signed with gitsign), pushes and pull
-// requests, reaching the repository as gitauth allows.
+// repository (write-back method "git"): the folder of cached clones and
+// its bound, the edit of the write-back target, commits (signed with
+// gitsign), pushes and pull requests, reaching the repository as gitauth
+// allows, through gitwire's fetches, commits and pushes.
 package git
 
 import (
@@ -28,6 +29,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // Defaults of the git write-back.
@@ -44,10 +46,6 @@ const (
 // at once; each is network-bound, and one repository is always handled by
 // one goroutine.
 const maxParallelRepositories = 4
-
-// gitNetworkTimeout bounds one list, fetch or push, so that a server that
-// stops answering cannot stall the update cycle.
-const gitNetworkTimeout = 5 * time.Minute
 
 // update is what the git method writes for one Application: its Change
 // with the repository, revision and credentials resolved.
@@ -527,12 +525,12 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 		fail(err)
 		return
 	}
-	clone.fullHistory = w.cfg.fullHistory
+	clone.FullHistory = w.cfg.fullHistory
 	defer w.cache.done(clone)
 	retry := &transientRetry{max: w.cfg.transientRetries, base: w.cfg.transientBackoff,
 		log: w.cfg.log.With("repository", gitauth.RedactURL(url))}
-	var remote remoteBranches
-	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.list(ctx, acc); return err }); err != nil {
+	var remote gitwire.Branches
+	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.List(ctx, acc); return err }); err != nil {
 		fail(err)
 		return
 	}
@@ -553,7 +551,7 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	var groups []*branchGroup
 	byTarget := map[groupKey]*branchGroup{}
 	for _, a := range apps {
-		plan, err := planBranches(a.update, remote.defaultBranch)
+		plan, err := planBranches(a.update, remote.Default)
 		if err != nil {
 			a.fail(invalidTarget{err})
 			continue
@@ -590,17 +588,17 @@ type pendingCommit struct {
 // writeBranch commits the Applications of one target branch and pushes
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
-func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
-	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "branch", plan.target)
+func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
+	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.URL), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
 		from := plan.target
-		listed, exists := remote.heads[plan.target]
+		listed, exists := remote.Heads[plan.target]
 		if !exists {
 			from = plan.base
 			var ok bool
-			if listed, ok = remote.heads[plan.base]; !ok {
-				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, gitauth.RedactURL(clone.url))})
+			if listed, ok = remote.Heads[plan.base]; !ok {
+				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, gitauth.RedactURL(clone.URL))})
 				return
 			}
 		}
@@ -635,7 +633,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 			return
 		}
 		if w.beforePush != nil {
-			w.beforePush(clone.url, plan.target, attempt)
+			w.beforePush(clone.URL, plan.target, attempt)
 		}
 		var pushErr error
 		if api != nil {
@@ -647,24 +645,24 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 				}
 			}
 		} else {
-			pushErr = clone.push(ctx, acc, head, created, plan.target, expected)
+			pushErr = clone.Push(ctx, acc, head, created, plan.target, expected)
 		}
 		pushed := pushErr == nil
 		// After a failed push, the branch tells what happened: it holds
 		// our commits (the answer was lost), it moved (someone else
 		// pushed), or it did not move (a real failure).
-		var fresh remoteBranches
+		var fresh gitwire.Branches
 		moved := false
 		var listErr error
 		if !pushed {
-			if fresh, listErr = clone.list(ctx, acc); listErr == nil {
-				now, stillExists := fresh.heads[plan.target]
+			if fresh, listErr = clone.List(ctx, acc); listErr == nil {
+				now, stillExists := fresh.Heads[plan.target]
 				pushed = stillExists && now == head
 				moved = stillExists != exists || (exists && now != expected)
 			}
 		}
 		if pushed {
-			remote.heads[plan.target] = head
+			remote.Heads[plan.target] = head
 			landed(log, pending)
 			return
 		}
@@ -728,7 +726,7 @@ func refusedByServer(err error) bool {
 // halving), the commit after it is reported as refused, and the rest is
 // committed again on the new tip and pushed the same way. Each refused
 // Application costs about log2(n) extra pushes.
-func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
+func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *gitwire.Branches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
 	for len(pending) > 0 {
 		// The first lo commits are pushed; the first hi are refused.
 		lo, hi, refusal := 0, len(pending), pushErr
@@ -736,13 +734,13 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 			mid := (lo + hi) / 2
 			err := w.mayPush()
 			if err == nil {
-				err = clone.push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
+				err = clone.Push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
 			}
 			switch {
 			case err == nil:
 				landed(log, pending[lo:mid])
 				expected = pending[mid-1].commit
-				remote.heads[plan.target] = expected
+				remote.Heads[plan.target] = expected
 				lo = mid
 			case refusedByServer(err):
 				hi, refusal = mid, err
@@ -774,11 +772,11 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 		created = append(created, more...)
 		err = w.mayPush()
 		if err == nil {
-			err = clone.push(ctx, acc, head, created, plan.target, expected)
+			err = clone.Push(ctx, acc, head, created, plan.target, expected)
 		}
 		switch {
 		case err == nil:
-			remote.heads[plan.target] = head
+			remote.Heads[plan.target] = head
 			landed(log, again)
 			return
 		case len(again) == 1 || !refusedByServer(err):
@@ -796,7 +794,7 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 // Application whose target cannot be edited gets its error and no commit;
 // the others go on. In dry-run mode edits are computed but not committed.
 func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*appWrite) (head plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, _ error) {
-	commit, err := object.GetCommit(clone.repo.Storer, tip)
+	commit, err := object.GetCommit(clone.Repo.Storer, tip)
 	if err != nil {
 		return plumbing.ZeroHash, nil, nil, fmt.Errorf("read commit %s: %w", tip, err)
 	}
@@ -806,8 +804,8 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 	}
 	// One walk of the tip's trees for the whole batch, and one chain of
 	// trees for its commits: no tree is decoded once per Application.
-	tree := newRepoTree(clone.repo.Storer, root)
-	chain := newChainTrees(clone.repo.Storer)
+	tree := newRepoTree(clone.Repo.Storer, root)
+	chain := gitwire.NewChainTrees(clone.Repo.Storer)
 	head = tip
 	for _, a := range apps {
 		u := a.update
@@ -827,7 +825,7 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 				a.fail(err)
 				continue
 			}
-			if h, err = clone.commit(head, edit.contents(), msg, w.signature(), w.signer, &created, chain); err != nil {
+			if h, err = clone.Commit(head, edit.contents(), msg, w.signature(), w.signer, &created, chain); err != nil {
 				a.fail(fmt.Errorf("commit %s: %w", edit.path, err))
 				continue
 			}

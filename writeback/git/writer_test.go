@@ -36,6 +36,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // Names Argo CD gives its repository credentials and SSH known hosts,
@@ -704,7 +705,7 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 	}
 	a.Images[0].New.Tag = "v0.0.9"
 	r := w.write(context.Background(), []update{a})[0]
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "after 1 retries") || !errors.Is(r.Err, ErrBranchMoved) || r.Commit != "" {
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "after 1 retries") || !errors.Is(r.Err, gitwire.ErrBranchMoved) || r.Commit != "" {
 		t.Errorf("busy branch: commit %q, err %v", r.Commit, r.Err)
 	}
 	if got := subjects(e.git.Log(t, "push-race", "main"))[:2]; !slices.Equal(got, []string{"busy 1", "busy 0"}) {
