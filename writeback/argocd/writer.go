@@ -156,7 +156,7 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 	for i, c := range changes {
 		results[i] = writeback.Result{Namespace: c.App.Namespace, Name: c.App.Name}
 		g.Go(func() error {
-			if err := w.mayWrite(); err != nil {
+			if err := w.mayWrite(ctx); err != nil {
 				results[i].Err = err
 				return nil
 			}
@@ -177,8 +177,12 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 	return results
 }
 
-// mayWrite asks the write gate whether a patch may start.
-func (w *Writer) mayWrite() error {
+// mayWrite tells whether a patch may start: not once ctx has ended, nor
+// when the write gate refuses.
+func (w *Writer) mayWrite(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", writeback.ErrWriteNotStarted, context.Cause(ctx))
+	}
 	if w.gate == nil {
 		return nil
 	}

@@ -322,6 +322,18 @@ func TestArgoCDWriter(t *testing.T) {
 		if count.total() != before {
 			t.Errorf("%d requests after the gate refused", count.total()-before)
 		}
+
+		// Nor once the writes' context has ended.
+		ended, cancel := context.WithCancel(t.Context())
+		cancel()
+		for i, r := range NewWriter(dc).Write(ended, changes) {
+			if !errors.Is(r.Err, writeback.ErrWriteNotStarted) || !errors.Is(r.Err, context.Canceled) {
+				t.Errorf("change %d: %+v, want writeback.ErrWriteNotStarted", i, r)
+			}
+		}
+		if count.total() != before {
+			t.Errorf("%d requests after the context ended", count.total()-before)
+		}
 	})
 
 	t.Run("kustomize with existing entries", func(t *testing.T) {

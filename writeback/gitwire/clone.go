@@ -83,7 +83,8 @@ type Clone struct {
 	// MaxFetch bounds what one fetch may bring, packed and unpacked;
 	// <= 0: no bound.
 	MaxFetch int64
-	// Disk is the bound that every fetch in flight shares; nil: none.
+	// Disk is the bound that every fetch in flight shares, counted while
+	// a fetch bounded by MaxFetch spools its pack; nil: none.
 	Disk Budget
 	// SpoolDir is where a bounded fetch spools its pack ("": the
 	// system's temporary folder).
