@@ -1,3 +1,6 @@
+// Package appwatch keeps the managed Applications through informers: one
+// list and a watch per namespace, each Application kept as an
+// application.Snapshot, its strings shared (interner).
 package appwatch
 
 import (
@@ -8,19 +11,15 @@ import (
 	"path"
 	"slices"
 
-	"github.com/image-updater/argocd-image-updater/imageref"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-)
 
-// ApplicationsResource is Argo CD's Application resource.
-func ApplicationsResource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
-}
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/imageref"
+)
 
 // Watcher keeps an up-to-date view of the managed Applications through
 // informers: one list and a watch per namespace at start, not a list per
@@ -106,7 +105,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	selector := w.selector.String()
 	informers, err := InformerSet{
 		Client:    w.client,
-		Resource:  ApplicationsResource(),
+		Resource:  application.Resource(),
 		Kind:      "Applications",
 		Hint:      "check the API server and the RBAC rules for applications.argoproj.io (list, watch)",
 		Tweak:     func(o *metav1.ListOptions) { o.LabelSelector = selector },
@@ -118,25 +117,24 @@ func (w *Watcher) Start(ctx context.Context) error {
 }
 
 // Applications returns the managed Applications, sorted by namespace and
-// name, with image names read with opts (see Snapshot.Application).
-func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
-	key := imageref.OptionsKey(opts...)
-	var apps []*Application
+// name, with image names read with opts (see application.Snapshot.Application).
+func (w *Watcher) Applications(opts ...imageref.Option) []*application.Application {
+	var apps []*application.Application
 	for _, inf := range w.informers {
 		for _, item := range inf.GetStore().List() {
-			s, ok := item.(*Snapshot)
-			if !ok || !s.Managed() || !w.nameMatches(s.name) {
+			s, ok := item.(*application.Snapshot)
+			if !ok || !s.Managed() || !w.nameMatches(s.Name()) {
 				continue
 			}
-			app, err := s.application(key, opts)
+			app, err := s.Application(opts...)
 			if err != nil {
-				w.logger.Warn("cannot read Application", "application", s.namespace+"/"+s.name, "error", err)
+				w.logger.Warn("cannot read Application", "application", s.Namespace()+"/"+s.Name(), "error", err)
 				continue
 			}
 			apps = append(apps, app)
 		}
 	}
-	slices.SortFunc(apps, func(a, b *Application) int {
+	slices.SortFunc(apps, func(a, b *application.Application) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	return apps
@@ -145,21 +143,21 @@ func (w *Watcher) Applications(opts ...imageref.Option) []*Application {
 // InNamespace returns the Applications of a namespace whose names the
 // watcher's name patterns match, whatever their annotations, sorted by
 // name.
-func (w *Watcher) InNamespace(namespace string) []*Snapshot {
-	var snaps []*Snapshot
+func (w *Watcher) InNamespace(namespace string) []*application.Snapshot {
+	var snaps []*application.Snapshot
 	for _, inf := range w.informers {
 		items, err := inf.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 		if err != nil {
 			continue
 		}
 		for _, item := range items {
-			if s, ok := item.(*Snapshot); ok && w.nameMatches(s.name) {
+			if s, ok := item.(*application.Snapshot); ok && w.nameMatches(s.Name()) {
 				snaps = append(snaps, s)
 			}
 		}
 	}
-	slices.SortFunc(snaps, func(a, b *Snapshot) int { return cmp.Compare(a.name, b.name) })
-	return slices.CompactFunc(snaps, func(a, b *Snapshot) bool { return a.name == b.name })
+	slices.SortFunc(snaps, func(a, b *application.Snapshot) int { return cmp.Compare(a.Name(), b.Name()) })
+	return slices.CompactFunc(snaps, func(a, b *application.Snapshot) bool { return a.Name() == b.Name() })
 }
 
 func (w *Watcher) nameMatches(name string) bool {
@@ -175,12 +173,12 @@ func (w *Watcher) nameMatches(name string) bool {
 }
 
 // transform keeps a Snapshot of an Application instead of the object
-// (see Snapshot), sharing the strings Applications repeat. It may be given
-// what it returned before.
+// (see application.Snapshot), sharing the strings Applications repeat. It
+// may be given what it returned before.
 func (w *Watcher) transform(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
-	return newSnapshot(u, w.keepAll, w.strings), nil
+	return application.SnapshotOf(u, application.KeepSpec(w.keepAll), application.InternStrings(w.strings.str)), nil
 }

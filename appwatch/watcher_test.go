@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,7 +38,7 @@ func TestWatcher(t *testing.T) {
 	managed := map[string]string{settings.AnnotationPrefix + settings.KeyImageList: "app=example.com/app"}
 	create := func(obj *unstructured.Unstructured) {
 		t.Helper()
-		if _, err := dyn.Resource(ApplicationsResource()).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(application.Resource()).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +66,7 @@ func TestWatcher(t *testing.T) {
 		t.Fatalf("applications %v", got)
 	}
 	apps := w.Applications()
-	if len(apps[0].Settings.Images) != 1 || apps[0].Sources[0].Type != SourceKustomize {
+	if len(apps[0].Settings.Images) != 1 || apps[0].Sources[0].Type != application.SourceKustomize {
 		t.Errorf("parsed %+v", apps[0])
 	}
 	if _, ok := apps[0].Object().Object["spec"].(map[string]any)["destination"]; ok {
@@ -77,12 +78,12 @@ func TestWatcher(t *testing.T) {
 	}
 
 	// A change reaches the view without a new list.
-	obj, err := dyn.Resource(ApplicationsResource()).Namespace("argocd").Get(ctx, "main-staging", metav1.GetOptions{})
+	obj, err := dyn.Resource(application.Resource()).Namespace("argocd").Get(ctx, "main-staging", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj.SetAnnotations(nil)
-	if _, err := dyn.Resource(ApplicationsResource()).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(application.Resource()).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return len(keys()) == 1 })

@@ -23,7 +23,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -621,7 +621,7 @@ func (res *scenarioResult) phase(name string) *phaseResult {
 // checkApplications reads every argocd Application back and compares its
 // override (or running image) with the model.
 func checkApplications(ctx context.Context, dyn dynamic.Interface, w *workload) error {
-	list, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(argocdNS).List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(application.Resource()).Namespace(argocdNS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -639,7 +639,7 @@ func checkApplications(ctx context.Context, dyn dynamic.Interface, w *workload) 
 			errs = append(errs, fmt.Errorf("%s is missing", a.Name))
 			continue
 		}
-		app, err := appwatch.FromUnstructured(obj)
+		app, err := application.FromUnstructured(obj)
 		if err != nil {
 			return err
 		}
@@ -734,8 +734,8 @@ func createSecrets(t *testing.T, k *testenv.Kube, reg *testenv.Registry, g *test
 
 // createApplications creates the Applications, several at a time.
 func createApplications(ctx context.Context, dyn dynamic.Interface, w *workload) error {
-	apps := dyn.Resource(appwatch.ApplicationsResource()).Namespace(argocdNS)
-	work := make(chan *application)
+	apps := dyn.Resource(application.Resource()).Namespace(argocdNS)
+	work := make(chan *benchApp)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
 	for range 16 {

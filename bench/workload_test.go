@@ -89,7 +89,7 @@ type imageEntry struct {
 	policy                      *strategy.Policy
 }
 
-type application struct {
+type benchApp struct {
 	Name     string
 	Git      bool
 	Helm     bool
@@ -106,7 +106,7 @@ type workload struct {
 	layer   []byte // one shared layer blob
 	diffID  string
 	repos   []*repo
-	apps    []*application
+	apps    []*benchApp
 	nextImg int // images created so far, so that every image differs
 }
 
@@ -177,7 +177,7 @@ func newWorkload(s size, host, gitURL string) (*workload, error) {
 	}
 	for i := 0; i < s.Apps; i++ {
 		if i < s.GitApps {
-			a := &application{Name: fmt.Sprintf("git-%05d", i), Git: true, Override: false}
+			a := &benchApp{Name: fmt.Sprintf("git-%05d", i), Git: true, Override: false}
 			a.Images = []*imageEntry{{Alias: "app", Repo: pick(kindGit), Strategy: "semver", Constraint: "^1.0"}}
 			w.apps = append(w.apps, a)
 			continue
@@ -185,7 +185,7 @@ func newWorkload(s size, host, gitURL string) (*workload, error) {
 		// j numbers the argocd Applications; every mix below is by j, so
 		// that even the smoke size has each kind.
 		j := i - s.GitApps
-		a := &application{Name: fmt.Sprintf("app-%05d", i), Override: j%2 == 0}
+		a := &benchApp{Name: fmt.Sprintf("app-%05d", i), Override: j%2 == 0}
 		switch r := j % 100; {
 		case r == 0:
 			a.Images = []*imageEntry{{Alias: "app", Repo: pick(kindBuild), Strategy: "newest-build", AllowTags: "regexp:^build-"}}
@@ -489,7 +489,7 @@ func (w *workload) settle() error {
 
 // object is the Application as Argo CD would hold it: annotations, a
 // source with or without overrides, and the running images in the status.
-func (w *workload) object(a *application) *unstructured.Unstructured {
+func (w *workload) object(a *benchApp) *unstructured.Unstructured {
 	ann := map[string]any{}
 	set := func(k, v string) { ann[settings.AnnotationPrefix+k] = v }
 	var list, running []string

@@ -3,7 +3,7 @@ package cycle
 import (
 	"fmt"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
@@ -23,7 +23,7 @@ import (
 // identity may assume but a tenant must not choose. Plain ecr and gcp are
 // the pod's cloud identity, which their sources only send to that cloud's
 // registries; an image at such a host gets them without asking.
-func checkImageCredentials(app *appwatch.Application, ref credentials.Ref, controllerNamespace string) error {
+func checkImageCredentials(app *application.Application, ref credentials.Ref, controllerNamespace string) error {
 	switch ref.Kind {
 	case credentials.KindPullSecret, credentials.KindSecret:
 		return checkSecretNamespace(app, ref.String(), ref.Namespace)
@@ -44,7 +44,7 @@ func checkImageCredentials(app *appwatch.Application, ref credentials.Ref, contr
 
 // checkSecretNamespace says whether an Application's annotations may name
 // a Secret in namespace; what is the reference as written.
-func checkSecretNamespace(app *appwatch.Application, what, namespace string) error {
+func checkSecretNamespace(app *application.Application, what, namespace string) error {
 	if namespace == app.Namespace {
 		return nil
 	}
@@ -54,7 +54,7 @@ func checkSecretNamespace(app *appwatch.Application, what, namespace string) err
 
 // writeBackProblem checks the Secret of write-back-method git:secret:, whose
 // credentials go to the repository the annotations name.
-func writeBackProblem(app *appwatch.Application) (settings.Problem, bool) {
+func writeBackProblem(app *application.Application) (settings.Problem, bool) {
 	s := app.GitSecret()
 	if s.Name == "" {
 		return settings.Problem{}, false

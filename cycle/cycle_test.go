@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
@@ -188,7 +189,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 
 // application builds an Application with a kustomize source unless spec
 // says otherwise.
-func application(name string, annotations map[string]string, spec map[string]any, running ...string) *unstructured.Unstructured {
+func appObject(name string, annotations map[string]string, spec map[string]any, running ...string) *unstructured.Unstructured {
 	if spec == nil {
 		spec = map[string]any{"source": map[string]any{
 			"repoURL": "https://git.example.com/deploy.git", "path": "main/overlays/production", "targetRevision": "main",
@@ -220,7 +221,7 @@ func application(name string, annotations map[string]string, spec map[string]any
 func (w *world) create(t *testing.T, objs ...*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objs {
-		if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(obj.GetNamespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		if _, err := w.dyn.Resource(application.Resource()).Namespace(obj.GetNamespace()).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -240,7 +241,7 @@ func (w *world) create(t *testing.T, objs ...*unstructured.Unstructured) {
 
 func (w *world) get(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

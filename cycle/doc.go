@@ -9,7 +9,9 @@
 //  2. list: one tag listing per distinct (repository, credentials), however
 //     many Applications use it, with bounded concurrency;
 //  3. choose: the strategy picks a version per job;
-//  4. write: one write-back per changed Application.
+//  4. write: each write-back method's writer (a writeback.Writer) gets all
+//     of its changes at once: a writeback.Change per changed Application
+//     (per changed source, for the argocd method).
 //
 // One failing image or Application never stops the others.
 package cycle

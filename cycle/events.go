@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -54,7 +54,7 @@ func (e *EventReporter) beginCycle() {
 	e.previous, e.current = e.current, map[string]map[string]bool{}
 }
 
-func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
+func (e *EventReporter) problems(app *application.Application, problems []error) {
 	if e == nil || len(problems) == 0 {
 		return
 	}
@@ -78,7 +78,7 @@ func (e *EventReporter) problems(app *appwatch.Application, problems []error) {
 // first records msg for app in this cycle and reports whether it is new:
 // neither reported already this cycle nor the cycle before. The caller
 // holds e.mu.
-func (e *EventReporter) first(app *appwatch.Application, msg string) bool {
+func (e *EventReporter) first(app *application.Application, msg string) bool {
 	key := app.Key()
 	if e.current[key] == nil {
 		e.current[key] = map[string]bool{}
@@ -92,7 +92,7 @@ func (e *EventReporter) first(app *appwatch.Application, msg string) bool {
 
 // signaturesSkipped reports the new versions of image passed over for
 // their signatures, one Warning event for each version when first seen.
-func (e *EventReporter) signaturesSkipped(app *appwatch.Application, image string, skipped []Skipped) {
+func (e *EventReporter) signaturesSkipped(app *application.Application, image string, skipped []Skipped) {
 	if e == nil || len(skipped) == 0 {
 		return
 	}
@@ -108,7 +108,7 @@ func (e *EventReporter) signaturesSkipped(app *appwatch.Application, image strin
 
 // imagesUpdated reports a write-back; trigger, when not empty, says what
 // asked for the targeted check that found the new versions.
-func (e *EventReporter) imagesUpdated(app *appwatch.Application, changed []writeback.ImageUpdate, trigger string) {
+func (e *EventReporter) imagesUpdated(app *application.Application, changed []writeback.ImageUpdate, trigger string) {
 	if e == nil || len(changed) == 0 {
 		return
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 )
 
 // Metrics of the update cycle. The names are those users of Argo CD Image
@@ -44,7 +44,7 @@ const (
 var appLabels = []string{labelApplication, labelCRName, labelCRNamespace}
 
 // appLabelValues are an Application's values of appLabels.
-func appLabelValues(app *appwatch.Application) []string {
+func appLabelValues(app *application.Application) []string {
 	return []string{app.Key(), app.ImageUpdater.Name, app.ImageUpdater.Namespace}
 }
 
@@ -101,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // applicationsWatched records the Applications of this cycle and deletes
 // the per-Application series of those that are gone, so that deleted
 // Applications do not stay on dashboards and in alerts.
-func (m *Metrics) applicationsWatched(apps []*appwatch.Application) {
+func (m *Metrics) applicationsWatched(apps []*application.Application) {
 	if m == nil {
 		return
 	}
@@ -134,19 +134,19 @@ func (m *Metrics) applicationsWatched(apps []*appwatch.Application) {
 	}
 }
 
-func (m *Metrics) imagesWatched(app *appwatch.Application, n int) {
+func (m *Metrics) imagesWatched(app *application.Application, n int) {
 	if m != nil {
 		m.imagesWatchedVec.WithLabelValues(appLabelValues(app)...).Set(float64(n))
 	}
 }
 
-func (m *Metrics) imagesUpdated(app *appwatch.Application, n int) {
+func (m *Metrics) imagesUpdated(app *application.Application, n int) {
 	if m != nil {
 		m.imagesUpdatedVec.WithLabelValues(appLabelValues(app)...).Add(float64(n))
 	}
 }
 
-func (m *Metrics) imageError(app *appwatch.Application) {
+func (m *Metrics) imageError(app *application.Application) {
 	if m != nil {
 		m.imagesErrorsVec.WithLabelValues(appLabelValues(app)...).Inc()
 	}

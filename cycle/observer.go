@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -23,7 +23,7 @@ type Observer interface {
 
 // AppResult is what one cycle did for one Application.
 type AppResult struct {
-	App *appwatch.Application
+	App *application.Application
 	// Errors are the problems that kept an image (or the Application)
 	// from being checked or written; warnings are not among them.
 	Errors []error
@@ -39,7 +39,7 @@ type results struct {
 	byKey map[string]*AppResult
 }
 
-func newResults(apps []*appwatch.Application) *results {
+func newResults(apps []*application.Application) *results {
 	r := &results{byKey: make(map[string]*AppResult, len(apps))}
 	for _, app := range apps {
 		ar := &AppResult{App: app}
@@ -49,7 +49,7 @@ func newResults(apps []*appwatch.Application) *results {
 	return r
 }
 
-func (r *results) problems(app *appwatch.Application, problems []error) {
+func (r *results) problems(app *application.Application, problems []error) {
 	if r == nil {
 		return
 	}
@@ -66,7 +66,7 @@ func (r *results) problems(app *appwatch.Application, problems []error) {
 	}
 }
 
-func (r *results) updated(app *appwatch.Application, changed []writeback.ImageUpdate) {
+func (r *results) updated(app *application.Application, changed []writeback.ImageUpdate) {
 	if r == nil {
 		return
 	}

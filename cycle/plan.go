@@ -7,7 +7,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -16,13 +16,13 @@ import (
 
 // job is one image of one Application, ready to be checked.
 type job struct {
-	app       *appwatch.Application
+	app       *application.Application
 	spec      settings.ImageSpec
 	ref       imageref.Reference
 	creds     credentials.Ref
 	policy    *strategy.Policy
 	platforms []v1.Platform
-	source    appwatch.Source
+	source    application.Source
 	current   imageref.Version
 	// askTarget hands the chosen version to the write-back even when it
 	// is current, which then writes only what its target lacks: the
@@ -64,7 +64,7 @@ func (e configError) Unwrap() error { return e.err }
 // Application-level error (a bad write-back setting) stops the whole
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
-func planApplication(app *appwatch.Application, controllerNamespace string, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+func planApplication(app *application.Application, controllerNamespace string, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
 	appProblems := app.Settings.Problems
 	if p, bad := writeBackProblem(app); bad {
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
@@ -106,7 +106,7 @@ func planApplication(app *appwatch.Application, controllerNamespace string, defa
 	return jobs, skips, problems
 }
 
-func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
+func planImage(app *application.Application, spec settings.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
 	var creds credentials.Ref
 	var err error
 	if spec.PullSecret != "" {
@@ -142,7 +142,7 @@ func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNam
 		return nil, "", err
 	}
 
-	var source appwatch.Source
+	var source application.Source
 	if len(app.Sources) == 1 && app.Sources[0].Dry && app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 		// Argo CD's dry source holds no overrides: what the hydrator
 		// renders is what the repository holds.
@@ -154,7 +154,7 @@ func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNam
 			if spec.PluginTarget() {
 				return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
 			}
-			if len(app.Sources) == 1 && app.Sources[0].Type == appwatch.SourceDirectory {
+			if len(app.Sources) == 1 && app.Sources[0].Type == application.SourceDirectory {
 				return nil, "", errors.New("a plain-manifest (Directory) source holds no override: set write-back-method git and mark the image's value in the manifests with # {\"$imageupdater\": \"<alias>\"}")
 			}
 			return nil, "", fmt.Errorf("no Kustomize or Helm source to hold the override (write-back-method argocd needs one; source types: %s)", sourceTypes(app))
@@ -205,7 +205,7 @@ func planImage(app *appwatch.Application, spec settings.ImageSpec, controllerNam
 	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, askTarget: askTarget, sigKey: sigKey}, "", nil
 }
 
-func sourceTypes(app *appwatch.Application) string {
+func sourceTypes(app *application.Application) string {
 	var types []string
 	for _, s := range app.Sources {
 		t := string(s.Type)

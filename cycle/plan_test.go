@@ -8,12 +8,12 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // planApp builds an Application the way the watcher reads one.
-func planApp(t *testing.T, namespace string, annotations map[string]string, spec, status map[string]any) *appwatch.Application {
+func planApp(t *testing.T, namespace string, annotations map[string]string, spec, status map[string]any) *application.Application {
 	t.Helper()
 	if namespace == "" {
 		namespace = "argocd"
@@ -27,7 +27,7 @@ func planApp(t *testing.T, namespace string, annotations map[string]string, spec
 		"metadata": map[string]any{"name": "app", "namespace": namespace, "annotations": ann},
 		"spec":     spec, "status": status,
 	}}
-	a, err := appwatch.FromUnstructured(obj)
+	a, err := application.FromUnstructured(obj)
 	if err != nil {
 		t.Fatal(err)
 	}

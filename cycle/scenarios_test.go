@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -40,7 +40,7 @@ func TestCycle(t *testing.T) {
 
 	t.Run("seed 003: two images with semver, argocd write-back", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "seed003*"})
-		w.create(t, application("seed003", map[string]string{
+		w.create(t, appObject("seed003", map[string]string{
 			"write-back-method":   "argocd",
 			"image-list":          "app=" + repo("eks-app") + ",web=" + repo("eks-web"),
 			"app.update-strategy": "semver",
@@ -104,11 +104,11 @@ func TestCycle(t *testing.T) {
 		reg.PushImage(t, "jannfis/foobar", []string{"1.0.1"})
 		w := newWorld(t, k, reg, worldOptions{names: "moved-*"})
 		w.create(t,
-			application("moved-running", map[string]string{
+			appObject("moved-running", map[string]string{
 				"image-list":                  "foobar=" + repo("jannfis/foobar") + ":>=1.0.1",
 				"foobar.kustomize.image-name": "jannfis/foobar",
 			}, nil, "jannfis/foobar:1.0.1"),
-			application("moved-override", map[string]string{
+			appObject("moved-override", map[string]string{
 				"image-list":                  "foobar=" + repo("jannfis/foobar") + ":>=1.0.1",
 				"foobar.kustomize.image-name": "jannfis/foobar",
 			}, map[string]any{"source": map[string]any{
@@ -118,7 +118,7 @@ func TestCycle(t *testing.T) {
 			// The override under the Kustomize name alone of an image that
 			// already runs, under its own name, the newest version is left
 			// until a new version comes, as upstream leaves it.
-			application("moved-runs-own-name", map[string]string{
+			appObject("moved-runs-own-name", map[string]string{
 				"image-list":                  "foobar=" + repo("jannfis/foobar") + ":>=1.0.1",
 				"foobar.kustomize.image-name": "jannfis/foobar",
 			}, map[string]any{"source": map[string]any{
@@ -152,19 +152,19 @@ func TestCycle(t *testing.T) {
 			"helm": map[string]any{"parameters": []any{map[string]any{"name": "replicaCount", "value": "2"}}},
 		}}
 		w.create(t,
-			application("helm-default", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1"},
+			appObject("helm-default", map[string]string{"image-list": "app=" + repo("chart-app") + ":~1"},
 				deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
-			application("helm-custom", map[string]string{
+			appObject("helm-custom", map[string]string{
 				"image-list":          "app=" + repo("chart-app") + ":^1",
 				"app.helm.image-name": "app.image.repository",
 				"app.helm.image-tag":  "app.image.tag",
 			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
-			application("helm-spec", map[string]string{
+			appObject("helm-spec", map[string]string{
 				"image-list":          "app=" + repo("chart-app"),
 				"app.helm.image-spec": "images[1].image",
 			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
 			// Only the tag's name given: the image name goes to image.name.
-			application("helm-tag-only", map[string]string{
+			appObject("helm-tag-only", map[string]string{
 				"image-list":         "app=" + repo("chart-app") + ":~1",
 				"app.helm.image-tag": "app.version",
 			}, deepCopy(helmSpec), repo("chart-app")+":1.0.0"),
@@ -196,7 +196,7 @@ func TestCycle(t *testing.T) {
 
 	t.Run("multi-source: the source naming the image changes", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "multi*"})
-		w.create(t, application("multi", map[string]string{"image-list": "web=" + repo("eks-web")}, map[string]any{"sources": []any{
+		w.create(t, appObject("multi", map[string]string{"image-list": "web=" + repo("eks-web")}, map[string]any{"sources": []any{
 			map[string]any{"repoURL": "https://git.example.com/values.git", "ref": "values", "targetRevision": "main"},
 			map[string]any{"repoURL": "https://charts.example.com", "chart": "other", "targetRevision": "1.0.0", "helm": map[string]any{}},
 			map[string]any{"repoURL": "https://git.example.com/deploy.git", "path": "web", "targetRevision": "main",
@@ -219,9 +219,9 @@ func TestCycle(t *testing.T) {
 	t.Run("not running is skipped unless force-update; ignore-tags * pauses", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "skip*"})
 		w.create(t,
-			application("skip-not-running", map[string]string{"image-list": "app=" + repo("eks-app")}, nil),
-			application("skip-forced", map[string]string{"image-list": "app=" + repo("eks-app"), "app.force-update": "true"}, nil),
-			application("skip-paused", map[string]string{"image-list": "app=" + repo("eks-app"), "app.ignore-tags": "*"}, nil, repo("eks-app")+":v0.0.1"),
+			appObject("skip-not-running", map[string]string{"image-list": "app=" + repo("eks-app")}, nil),
+			appObject("skip-forced", map[string]string{"image-list": "app=" + repo("eks-app"), "app.force-update": "true"}, nil),
+			appObject("skip-paused", map[string]string{"image-list": "app=" + repo("eks-app"), "app.ignore-tags": "*"}, nil, repo("eks-app")+":v0.0.1"),
 		)
 		sum := w.updater.RunOnce(t.Context())
 		if sum.Updated != 1 || sum.Skipped != 1 || sum.Errors != 0 {
@@ -239,7 +239,7 @@ func TestCycle(t *testing.T) {
 
 	t.Run("a bad annotation affects only its image", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "bad*"})
-		w.create(t, application("bad-one", map[string]string{
+		w.create(t, appObject("bad-one", map[string]string{
 			"image-list":          "app=" + repo("eks-app") + ",web=" + repo("eks-web"),
 			"app.update-strategy": "newest",
 			"web.allow-tags":      "regexp:^v0\\.0\\.",
@@ -280,7 +280,7 @@ func TestCycle(t *testing.T) {
 
 	t.Run("a bad write-back setting stops the whole Application", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "badwb*"})
-		w.create(t, application("badwb", map[string]string{
+		w.create(t, appObject("badwb", map[string]string{
 			"image-list": "app=" + repo("eks-app"), "write-back-method": "svn",
 		}, nil, repo("eks-app")+":v0.0.1"))
 		sum := w.updater.RunOnce(t.Context())
@@ -294,7 +294,7 @@ func TestCycle(t *testing.T) {
 
 	t.Run("dry-run writes nothing", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "dry*", dryRun: true})
-		w.create(t, application("dry", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
+		w.create(t, appObject("dry", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
 		before := w.get(t, "dry").GetResourceVersion()
 		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 {
 			t.Fatalf("summary %+v", sum)
@@ -315,7 +315,7 @@ func TestCycle(t *testing.T) {
 		}
 		// newest-build reads the metadata of every tag: one tag listing
 		// and five metadata requests, each with the image's credentials.
-		w.create(t, application("extonce", map[string]string{
+		w.create(t, appObject("extonce", map[string]string{
 			"image-list":          "app=" + repo("eks-app"),
 			"app.update-strategy": "newest-build",
 			"app.pull-secret":     "ext:" + script,
@@ -342,7 +342,7 @@ func TestCycle(t *testing.T) {
 		var apps []*unstructured.Unstructured
 		for i := range 50 {
 			img := repo(fmt.Sprintf("fleet/img-%d", i%5))
-			apps = append(apps, application(fmt.Sprintf("fleet-%02d", i), map[string]string{"image-list": "x=" + img}, nil, img+":v0.0.1"))
+			apps = append(apps, appObject(fmt.Sprintf("fleet-%02d", i), map[string]string{"image-list": "x=" + img}, nil, img+":v0.0.1"))
 		}
 		w.create(t, apps...)
 		w.requests.tagLists.Store(0)
@@ -358,8 +358,8 @@ func TestCycle(t *testing.T) {
 	t.Run("series of a deleted Application are removed", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "gone*"})
 		w.create(t,
-			application("gone-one", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"),
-			application("gone-two", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
+			appObject("gone-one", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"),
+			appObject("gone-two", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
 		w.updater.RunOnce(t.Context())
 		count := func() int {
 			return testutil.CollectAndCount(w.metrics.imagesUpdatedVec) + testutil.CollectAndCount(w.metrics.imagesWatchedVec)
@@ -367,7 +367,7 @@ func TestCycle(t *testing.T) {
 		if got := count(); got != 4 {
 			t.Fatalf("%d series, want updated and watched for both", got)
 		}
-		if err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "gone-one", metav1.DeleteOptions{}); err != nil {
+		if err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "gone-one", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, func() bool { return len(w.watcher.Applications()) == 1 })
@@ -392,8 +392,8 @@ func TestCycle(t *testing.T) {
 				updater:    []Option{WithImageTimeout(timeout)},
 			})
 			w.create(t,
-				application("stall-"+stallOn+"-good", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"),
-				application("stall-"+stallOn+"-stalled", map[string]string{
+				appObject("stall-"+stallOn+"-good", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"),
+				appObject("stall-"+stallOn+"-stalled", map[string]string{
 					"image-list":          "app=" + stalled + "/app:latest",
 					"app.update-strategy": "digest",
 				}, nil, stalled+"/app:latest"))
@@ -442,7 +442,7 @@ func TestCycle(t *testing.T) {
   api_url: http://%s
   credentials: env:%s
 `, other, reg.Host, panicEnv)})
-		w.create(t, application("panic-one", map[string]string{
+		w.create(t, appObject("panic-one", map[string]string{
 			"image-list": "app=" + repo("eks-app") + ",web=" + other + "/eks-web",
 		}, nil, repo("eks-app")+":v0.0.1", other+"/eks-web:v0.0.1"))
 		sum := w.updater.RunOnce(t.Context())
@@ -492,7 +492,7 @@ func TestCycle(t *testing.T) {
 		}
 		w := newWorld(t, k, reg, worldOptions{names: "gitwb-*", git: true})
 		for _, tt := range tests {
-			app := application(tt.name, map[string]string{
+			app := appObject(tt.name, map[string]string{
 				"image-list":        "app=" + repo("eks-app"),
 				"write-back-method": tt.method,
 				"git-repository":    tt.repository,
@@ -558,7 +558,7 @@ func TestCycle(t *testing.T) {
 				gh.FailReviewsWith(tt.status)
 				t.Cleanup(func() { gh.FailReviewsWith(0) })
 				w := newWorld(t, k, reg, worldOptions{names: tt.name, git: true, gitOptions: []git.Option{git.WithForgeHosts(hosts)}})
-				app := application(tt.name, map[string]string{
+				app := appObject(tt.name, map[string]string{
 					"image-list":        "app=" + repo("eks-app"),
 					"write-back-method": "git",
 					"git-repository":    url,
@@ -615,7 +615,7 @@ func TestCycle(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := newWorld(t, k, reg, worldOptions{names: "labels", git: true, gitOptions: []git.Option{git.WithCommitMessageTemplate(tmpl)}})
-		app := application("labels", map[string]string{
+		app := appObject("labels", map[string]string{
 			"image-list":          "app=" + repo("labelled"),
 			"app.update-strategy": "newest-build",
 			"write-back-method":   "git",
@@ -645,7 +645,7 @@ func TestCycle(t *testing.T) {
 			}}
 		}
 		w := newWorld(t, k, reg, worldOptions{names: "cmp-*", git: true})
-		viaGit := application("cmp-git", map[string]string{
+		viaGit := appObject("cmp-git", map[string]string{
 			"image-list":            "app=" + repo("chart-app") + ":~1",
 			"app.plugin.image-name": "APP_IMAGE",
 			"app.plugin.image-tag":  "APP_TAG",
@@ -653,14 +653,14 @@ func TestCycle(t *testing.T) {
 		}, plugin(url), repo("chart-app")+":1.0.0")
 		viaGit.Object["spec"].(map[string]any)["project"] = "cmp"
 		w.create(t,
-			application("cmp-argocd", map[string]string{
+			appObject("cmp-argocd", map[string]string{
 				"image-list":            "app=" + repo("chart-app") + ":~1,web=" + repo("eks-web"),
 				"app.plugin.image-name": "APP_IMAGE",
 				"app.plugin.image-tag":  "APP_TAG",
 				"web.plugin.image-spec": "WEB",
 			}, plugin("https://git.example.com/cmp.git"), repo("chart-app")+":1.0.0", repo("eks-web")+":v0.0.1"),
 			// Without a plugin target, the argocd method has nowhere to write.
-			application("cmp-untargeted", map[string]string{"image-list": "app=" + repo("chart-app")},
+			appObject("cmp-untargeted", map[string]string{"image-list": "app=" + repo("chart-app")},
 				plugin("https://git.example.com/cmp.git"), repo("chart-app")+":1.0.0"),
 			viaGit,
 		)
@@ -698,7 +698,7 @@ func TestCycle(t *testing.T) {
 		url := strings.Replace(gitSrv.HTTPRepoURL("example/dry"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
 		k.CreateAppProject(t, testenv.ArgoCDNamespace, "hydrated", []string{"*"}, nil)
 		hydrated := func(name string, annotations map[string]string) *unstructured.Unstructured {
-			app := application(name, annotations, map[string]any{"sourceHydrator": map[string]any{
+			app := appObject(name, annotations, map[string]any{"sourceHydrator": map[string]any{
 				"drySource":  map[string]any{"repoURL": url, "path": "dry/app", "targetRevision": "main"},
 				"syncSource": map[string]any{"targetBranch": "environments/prod", "path": "app"},
 			}}, repo("chart-app")+":1.0.0")
@@ -737,7 +737,7 @@ func TestCycle(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "appset-*"})
 		yes := true
 		generated := func(name, method string) *unstructured.Unstructured {
-			app := application(name, map[string]string{"image-list": "app=" + repo("eks-app") + ":~0.1", "write-back-method": method},
+			app := appObject(name, map[string]string{"image-list": "app=" + repo("eks-app") + ":~0.1", "write-back-method": method},
 				nil, repo("eks-app")+":v0.1.0")
 			app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "team-apps",
 				UID: "7d1c3a51-0000-4000-8000-000000000001", Controller: &yes, BlockOwnerDeletion: &yes}})
@@ -771,7 +771,7 @@ func TestCycle(t *testing.T) {
 		url := strings.Replace(gitSrv.HTTPRepoURL("example/plain"), "://", "://"+gitSrv.Username+":"+gitSrv.Password+"@", 1)
 		k.CreateAppProject(t, testenv.ArgoCDNamespace, "plain", []string{"*"}, nil)
 		plain := func(name string, annotations map[string]string) *unstructured.Unstructured {
-			app := application(name, annotations, map[string]any{"source": map[string]any{
+			app := appObject(name, annotations, map[string]any{"source": map[string]any{
 				"repoURL": url, "path": "plain/app", "targetRevision": "main", "directory": map[string]any{"recurse": true},
 			}}, repo("chart-app")+":1.0.0", repo("eks-web")+":v0.0.1")
 			app.Object["spec"].(map[string]any)["project"] = "plain"
@@ -831,7 +831,7 @@ func TestCycle(t *testing.T) {
 				w := newWorld(t, k, reg, worldOptions{names: name, wrap: func(r Registry) Registry {
 					return stoppingRegistry{Registry: r, stop: stop, whileListing: tt.whileListing}
 				}})
-				w.create(t, application(name, map[string]string{
+				w.create(t, appObject(name, map[string]string{
 					"write-back-method": "argocd",
 					"image-list":        "app=" + repo("eks-app"),
 				}, nil, repo("eks-app")+":v0.0.1"))

@@ -90,7 +90,7 @@ func TestSignedImagesOnly(t *testing.T) {
 			if tt.verify != "" {
 				ann["app.verify-signature"] = tt.verify
 			}
-			w.create(t, application(name, ann, nil, tt.image+":"+tt.running))
+			w.create(t, appObject(name, ann, nil, tt.image+":"+tt.running))
 			sum := w.updater.RunOnce(t.Context())
 			if sum.Errors != tt.wantErrors {
 				t.Errorf("errors %d, want %d; logs:\n%s", sum.Errors, tt.wantErrors, w.logs.String())

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
@@ -72,13 +72,13 @@ func (s *scope) includes(ref imageref.Reference) bool {
 // reduced to those images, so that planning, listing and writing see
 // nothing else. Problems of the other images are left to the cycles; those
 // of the Application itself stay, since they stop its write-back.
-func (s *scope) applications(apps []*appwatch.Application) []*appwatch.Application {
+func (s *scope) applications(apps []*application.Application) []*application.Application {
 	if len(s.updaters) > 0 {
-		return slices.DeleteFunc(apps, func(app *appwatch.Application) bool {
+		return slices.DeleteFunc(apps, func(app *application.Application) bool {
 			return app.ImageUpdater.Name == "" || !slices.Contains(s.updaters, app.ImageUpdater)
 		})
 	}
-	var out []*appwatch.Application
+	var out []*application.Application
 	for _, app := range apps {
 		var images []settings.ImageSpec
 		for _, spec := range app.Settings.Images {

@@ -12,13 +12,13 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 // A targeted check runs the cycle's pipeline over the named repositories
@@ -72,11 +72,11 @@ func TestCheckRepositories(t *testing.T) {
 			prefix := "tc" + string(rune('a'+i)) + "-"
 			w := newWorld(t, k, reg, worldOptions{names: prefix + "*"})
 			w.create(t,
-				application(prefix+"a", map[string]string{"image-list": "app=" + reg.Repo("tc-app")}, nil, reg.Repo("tc-app")+":1.0.0"),
-				application(prefix+"w", map[string]string{"image-list": "web=" + reg.Repo("tc-web")}, nil, reg.Repo("tc-web")+":1.0.0"),
-				application(prefix+"both", map[string]string{"image-list": "app=" + reg.Repo("tc-app") + ",web=" + reg.Repo("tc-web")}, nil,
+				appObject(prefix+"a", map[string]string{"image-list": "app=" + reg.Repo("tc-app")}, nil, reg.Repo("tc-app")+":1.0.0"),
+				appObject(prefix+"w", map[string]string{"image-list": "web=" + reg.Repo("tc-web")}, nil, reg.Repo("tc-web")+":1.0.0"),
+				appObject(prefix+"both", map[string]string{"image-list": "app=" + reg.Repo("tc-app") + ",web=" + reg.Repo("tc-web")}, nil,
 					reg.Repo("tc-app")+":1.0.0", reg.Repo("tc-web")+":1.0.0"),
-				application(prefix+"idle", map[string]string{"image-list": "idle=" + reg.Repo("tc-idle")}, nil, reg.Repo("tc-idle")+":1.0.0"),
+				appObject(prefix+"idle", map[string]string{"image-list": "idle=" + reg.Repo("tc-idle")}, nil, reg.Repo("tc-idle")+":1.0.0"),
 			)
 			var repos []imageref.Reference
 			for _, r := range tt.repos {
@@ -129,9 +129,9 @@ func TestCheckRepositoriesNotRunning(t *testing.T) {
 	reg.PushImage(t, "nr-web", []string{"1.0.0", "1.1.0"})
 	w := newWorld(t, k, reg, worldOptions{names: "nr-*"})
 	w.create(t,
-		application("nr-a", map[string]string{"image-list": "app=" + reg.Repo("nr-app")}, nil),
-		application("nr-b", map[string]string{"image-list": "app=" + reg.Repo("nr-app")}, nil),
-		application("nr-w", map[string]string{"image-list": "web=" + reg.Repo("nr-web")}, nil, reg.Repo("nr-web")+":1.0.0"),
+		appObject("nr-a", map[string]string{"image-list": "app=" + reg.Repo("nr-app")}, nil),
+		appObject("nr-b", map[string]string{"image-list": "app=" + reg.Repo("nr-app")}, nil),
+		appObject("nr-w", map[string]string{"image-list": "web=" + reg.Repo("nr-web")}, nil, reg.Repo("nr-web")+":1.0.0"),
 	)
 	refs := []imageref.Reference{mustParse(t, reg.Repo("nr-app")), mustParse(t, reg.Repo("nr-web"))}
 	sum := w.updater.CheckRepositories(t.Context(), refs, "a push notification from test")
@@ -157,12 +157,12 @@ func TestSteadyCyclesAndPushNotification(t *testing.T) {
 	w := newWorld(t, k, reg, worldOptions{names: "hd-*"})
 	repo := reg.Repo("hd-app")
 	w.create(t,
-		application("hd-newest", map[string]string{
+		appObject("hd-newest", map[string]string{
 			"image-list":          "app=" + repo,
 			"app.update-strategy": "newest-build",
 			"app.allow-tags":      "regexp:^build-",
 		}, nil, repo+":build-2"),
-		application("hd-digest", map[string]string{
+		appObject("hd-digest", map[string]string{
 			"image-list":          "app=" + repo + ":latest",
 			"app.update-strategy": "digest",
 		}, nil, repo+":latest"),
@@ -241,7 +241,7 @@ type countingApps struct {
 	calls   atomic.Int32
 }
 
-func (c *countingApps) Applications(...imageref.Option) []*appwatch.Application {
+func (c *countingApps) Applications(...imageref.Option) []*application.Application {
 	c.calls.Add(1)
 	c.entered <- struct{}{}
 	<-c.block
@@ -258,8 +258,8 @@ func TestCheckRepositoriesBatchesGitWrites(t *testing.T) {
 		if name == "git-other" {
 			image = "registry.example.com/team/web"
 		}
-		obj := application(name, map[string]string{"write-back-method": "git", "image-list": "app=" + image}, nil, image+":1.0.0")
-		app, err := appwatch.FromUnstructured(obj)
+		obj := appObject(name, map[string]string{"write-back-method": "git", "image-list": "app=" + image}, nil, image+":1.0.0")
+		app, err := application.FromUnstructured(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,9 +278,9 @@ func TestCheckRepositoriesBatchesGitWrites(t *testing.T) {
 	}
 	var names []string
 	for _, gu := range git.batches[0] {
-		names = append(names, gu.Name)
+		names = append(names, gu.App.Name)
 		if len(gu.Images) != 1 || gu.Images[0].New.Tag != "1.1.0" {
-			t.Errorf("%s: images %+v", gu.Name, gu.Images)
+			t.Errorf("%s: images %+v", gu.App.Name, gu.Images)
 		}
 	}
 	if !slices.Equal(names, []string{"git-a", "git-b"}) {
@@ -297,9 +297,9 @@ func mustParse(t *testing.T, s string) imageref.Reference {
 	return r
 }
 
-type fixedApps []*appwatch.Application
+type fixedApps []*application.Application
 
-func (a fixedApps) Applications(...imageref.Option) []*appwatch.Application { return a }
+func (a fixedApps) Applications(...imageref.Option) []*application.Application { return a }
 
 // listingRegistry answers every tag listing with tags and counts them.
 type listingRegistry struct {
@@ -320,15 +320,15 @@ func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credenti
 
 func (r *listingRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
-// batchRecorder is a GitWriter that keeps each batch and reports every
+// batchRecorder is a git writer that keeps each batch and reports every
 // change as pushed.
-type batchRecorder struct{ batches [][]git.Update }
+type batchRecorder struct{ batches [][]writeback.Change }
 
-func (b *batchRecorder) Write(_ context.Context, updates []git.Update) []git.Result {
-	b.batches = append(b.batches, updates)
-	results := make([]git.Result, len(updates))
-	for i, gu := range updates {
-		results[i] = git.Result{Namespace: gu.Namespace, Name: gu.Name, Changed: gu.Images, Commit: "0123abcd", Branch: "main"}
+func (b *batchRecorder) Write(_ context.Context, changes []writeback.Change) []writeback.Result {
+	b.batches = append(b.batches, changes)
+	results := make([]writeback.Result, len(changes))
+	for i, c := range changes {
+		results[i] = writeback.Result{Namespace: c.App.Namespace, Name: c.App.Name, Changed: c.Images, Written: true, Commit: "0123abcd", Branch: "main"}
 	}
 	return results
 }

@@ -12,10 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -150,40 +149,10 @@ type blockingApps struct {
 	once    sync.Once
 }
 
-func (b *blockingApps) Applications(...imageref.Option) []*appwatch.Application {
+func (b *blockingApps) Applications(...imageref.Option) []*application.Application {
 	b.once.Do(func() { close(b.entered) })
 	<-b.block
 	return nil
-}
-
-// TestGitUpdateRevision: a git-repository that names another source of
-// a multi-source Application commits to that source's revision, as Argo
-// CD Image Updater does, not to the written source's (a chart version).
-func TestGitUpdateRevision(t *testing.T) {
-	chart := appwatch.Source{Index: 0, RepoURL: "https://charts.example.com", Chart: "web", TargetRevision: "18.2.3", Type: appwatch.SourceHelm}
-	values := appwatch.Source{Index: 1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "main", Ref: "values"}
-	tests := []struct {
-		name     string
-		sources  []appwatch.Source
-		repo     string
-		revision string
-	}{
-		{"the values source", []appwatch.Source{chart, values}, "https://git.example.com/team/values.git", "main"},
-		{"spelt otherwise", []appwatch.Source{chart, values}, "https://Git.example.com/team/values/", "main"},
-		{"no such source: the written one's", []appwatch.Source{chart, values}, "https://git.example.com/other.git", "18.2.3"},
-		{"no git-repository", []appwatch.Source{chart, values}, "", "18.2.3"},
-		{"one source", []appwatch.Source{{Index: -1, RepoURL: "https://git.example.com/team/values.git", TargetRevision: "release", Type: appwatch.SourceKustomize}}, "https://git.example.com/team/values.git", "release"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			app := &appwatch.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
-			app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, GitRepository: tt.repo}
-			u, err := gitUpdate(&appUpdate{app: app, source: tt.sources[0]}, "argocd")
-			if err != nil || u.TargetRevision != tt.revision {
-				t.Errorf("revision %q, %v; want %q", u.TargetRevision, err, tt.revision)
-			}
-		})
-	}
 }
 
 // TestMetricLabels: the per-Application series carry v0.18's application
@@ -195,9 +164,9 @@ func TestMetricLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotated := &appwatch.Application{Namespace: "argocd", Name: "web"}
-	byResource := &appwatch.Application{Namespace: "team-a", Name: "shop", ImageUpdater: types.NamespacedName{Namespace: "team-a", Name: "updater"}}
-	m.applicationsWatched([]*appwatch.Application{annotated, byResource})
+	annotated := &application.Application{Namespace: "argocd", Name: "web"}
+	byResource := &application.Application{Namespace: "team-a", Name: "shop", ImageUpdater: types.NamespacedName{Namespace: "team-a", Name: "updater"}}
+	m.applicationsWatched([]*application.Application{annotated, byResource})
 	m.imagesUpdated(byResource, 2)
 	m.imagesWatched(annotated, 1)
 	want := `

@@ -14,9 +14,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry"
@@ -25,13 +24,12 @@ import (
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 )
 
 // Applications is where the cycle finds the managed Applications, with
 // image names read with opts.
 type Applications interface {
-	Applications(opts ...imageref.Option) []*appwatch.Application
+	Applications(opts ...imageref.Option) []*application.Application
 }
 
 // Registry answers questions about image repositories.
@@ -45,9 +43,11 @@ type Registry interface {
 	Endpoint(ref imageref.Reference) config.Endpoint
 }
 
-// ApplicationWriter writes new versions into an Application itself.
+// ApplicationWriter writes new versions into the Application itself
+// (write-back method argocd), and asks Argo CD to read an Application's
+// sources now, after another method wrote to them.
 type ApplicationWriter interface {
-	Write(ctx context.Context, cached *unstructured.Unstructured, u argocd.Update) (argocd.Result, error)
+	writeback.Writer
 	// Refresh asks Argo CD to read the Application's sources now.
 	Refresh(ctx context.Context, namespace, name string) error
 }
@@ -57,7 +57,7 @@ type Updater struct {
 	apps                Applications
 	registry            Registry
 	argocd              ApplicationWriter
-	git                 GitWriter
+	git                 writeback.Writer
 	controllerNamespace string
 	config              func() *config.Config
 	maxConcurrency      int
@@ -122,9 +122,10 @@ func WithDefaultPlatforms(ps ...v1.Platform) Option {
 	return func(u *Updater) { u.defaultPlatforms = ps }
 }
 
-// WithGitWriter writes Applications whose write-back-method is git;
-// without it such Applications are reported as errors.
-func WithGitWriter(w GitWriter) Option { return func(u *Updater) { u.git = w } }
+// WithGitWriter writes Applications whose write-back-method is git, all
+// changes of a cycle at once, so that each repository and branch gets one
+// push; without it such Applications are reported as errors.
+func WithGitWriter(w writeback.Writer) Option { return func(u *Updater) { u.git = w } }
 
 // WithControllerNamespace is the Argo CD namespace the controller runs in.
 // Only Applications in it may name env: and ext: credentials in their
@@ -142,8 +143,9 @@ func WithEvents(e *EventReporter) Option { return func(u *Updater) { u.events = 
 // WithMetrics records metrics; nil records nothing.
 func WithMetrics(m *Metrics) Option { return func(u *Updater) { u.metrics = m } }
 
-// WithWriteGate is asked before each write: each Application's patch and
-// the git write-back of the cycle. An error keeps that write from
+// WithWriteGate is asked before the changes of a cycle are handed to each
+// write-back method (the writers ask it again before each patch and push:
+// argocd.WithWriteGate, git.WithPushGate). An error keeps the writes from
 // starting, without reporting a failure: the controller refuses writes
 // once it is stopping or no longer holds the leader Lease, and a later
 // cycle, or the replica that leads then, writes the change.
@@ -366,8 +368,8 @@ func (u *Updater) listTags(ctx context.Context, byRepo map[string][]*job) map[st
 
 // appUpdate collects the changes of one Application.
 type appUpdate struct {
-	app     *appwatch.Application
-	source  appwatch.Source
+	app     *application.Application
+	source  application.Source
 	changes []writeback.ImageUpdate
 }
 
@@ -499,116 +501,7 @@ func (u *Updater) collect(ctx context.Context, outcomes []outcome, sum *Summary)
 	return updates
 }
 
-// write writes the changes: Applications with the argocd method each get
-// their own patch, concurrently; those with the git method go to the git
-// writer together, so each repository and branch gets one push.
-func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary) {
-	var viaGit []*appUpdate
-	var mu sync.Mutex
-	g := errgroup.Group{}
-	g.SetLimit(u.maxConcurrency)
-	for _, au := range updates {
-		u.logChanges(au)
-		if au.app.Settings.WriteBack.Method == settings.WriteBackGit {
-			viaGit = append(viaGit, au)
-			continue
-		}
-		g.Go(func() error {
-			if err := u.mayWrite(ctx); err != nil {
-				u.notWritten(au, err)
-				return nil
-			}
-			var res argocd.Result
-			err := u.guard("writing Application "+au.app.Key(), func() (err error) {
-				res, err = u.argocd.Write(u.writeContext(ctx), au.app.Object(), argocd.Update{
-					Namespace:   au.app.Namespace,
-					Name:        au.app.Name,
-					SourceIndex: au.source.Index,
-					SourceType:  au.source.Type,
-					Images:      au.changes,
-				})
-				return err
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				u.writeFailed(au, err, sum)
-				return nil
-			}
-			u.written(au.app, res.Changed, res.Patched, sum)
-			return nil
-		})
-	}
-	_ = g.Wait()
-	u.writeGit(ctx, viaGit, sum)
-}
-
-// mayWrite tells whether a write may start now: not once ctx, the cycle's,
-// has ended, nor when the write gate refuses.
-func (u *Updater) mayWrite(ctx context.Context) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("%w: the update cycle was stopped", writeback.ErrWriteNotStarted)
-	}
-	if u.writeGate == nil {
-		return nil
-	}
-	if err := u.writeGate(); err != nil {
-		return fmt.Errorf("%w: %w", writeback.ErrWriteNotStarted, err)
-	}
-	return nil
-}
-
-// writeContext is the context writes run under.
-func (u *Updater) writeContext(ctx context.Context) context.Context {
-	if u.writeCtx != nil {
-		return u.writeCtx
-	}
-	return ctx
-}
-
-// notWritten records changes whose write was not started. That is no
-// failure of the Application: no error is counted and no event recorded.
-func (u *Updater) notWritten(au *appUpdate, err error) {
-	u.logger.Info("changes not written", "application", au.app.Key(), "images", len(au.changes), "reason", err)
-}
-
-func (u *Updater) logChanges(au *appUpdate) {
-	for _, c := range au.changes {
-		u.logger.Info("new version", "application", au.app.Key(), "image", c.Image.OriginalName(), "alias", c.Alias,
-			"from", c.Old.String(), "to", c.New.String(),
-			"writeBack", au.app.Settings.WriteBack.Method, "dryRun", u.dryRun)
-	}
-}
-
-// writeFailed records a failed write-back of all of an Application's changes.
-func (u *Updater) writeFailed(au *appUpdate, err error, sum *Summary) {
-	u.countWriteFailure(au, sum)
-	u.reportProblems(au.app, []error{err})
-}
-
-// countWriteFailure counts the images of a write that failed as errors.
-func (u *Updater) countWriteFailure(au *appUpdate, sum *Summary) {
-	sum.Errors += len(au.changes)
-	for range au.changes {
-		u.metrics.imageError(au.app)
-	}
-}
-
-// written records a successful write-back. persisted is false in dry-run
-// mode, where nothing was written and no event is recorded.
-func (u *Updater) written(app *appwatch.Application, changed []writeback.ImageUpdate, persisted bool, sum *Summary) {
-	if len(changed) == 0 {
-		return
-	}
-	sum.Updated += len(changed)
-	if persisted {
-		u.metrics.imagesUpdated(app, len(changed))
-		u.events.imagesUpdated(app, changed, sum.Trigger)
-		u.results.updated(app, changed)
-	}
-}
-
-func (u *Updater) reportProblems(app *appwatch.Application, problems []error) {
+func (u *Updater) reportProblems(app *application.Application, problems []error) {
 	for _, p := range problems {
 		level := slog.LevelError
 		if isWarning(p) {

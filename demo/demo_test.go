@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 
@@ -336,11 +336,11 @@ func versions(t *testing.T, dyn dynamic.Interface, g *testenv.GitServer, images 
 		t.Fatal(err)
 	}
 	for _, name := range []string{"main", "main-git", "main-resource"} {
-		obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		obj, err := dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := appwatch.FromUnstructured(obj)
+		a, err := application.FromUnstructured(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +388,7 @@ func createApp(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, name, repoU
 	obj := testenv.SyncedApplication(name, testenv.InCluster, map[string]any{"source": map[string]any{
 		"repoURL": repoURL, "path": "main/overlays/production", "targetRevision": "main", "kustomize": map[string]any{},
 	}}, ann)
-	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -452,7 +452,7 @@ func (d deployed) print() {
 // running.
 func summariesFilled(t *testing.T, dyn dynamic.Interface, n int) bool {
 	for _, name := range demoApps {
-		obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		obj, err := dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}

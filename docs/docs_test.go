@@ -92,7 +92,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
@@ -101,7 +101,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
-	"github.com/image-updater/argocd-image-updater/writeback/argocd"
+	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
@@ -330,9 +330,9 @@ func checkRegistriesConfError(b, exp block) error {
 // The cycle runs against a registry with no tags and a writer that is never
 // reached (no tags means no update), so what it reports is what the
 // Application's settings alone cause.
-type staticApps []*appwatch.Application
+type staticApps []*application.Application
 
-func (a staticApps) Applications(...imageref.Option) []*appwatch.Application { return a }
+func (a staticApps) Applications(...imageref.Option) []*application.Application { return a }
 
 type emptyRegistry struct{}
 
@@ -378,8 +378,12 @@ func (docSecrets) GetSecret(context.Context, string, string) (map[string][]byte,
 
 type refusingWriter struct{}
 
-func (refusingWriter) Write(context.Context, *unstructured.Unstructured, argocd.Update) (argocd.Result, error) {
-	return argocd.Result{}, errors.New("docs test: nothing should be written")
+func (refusingWriter) Write(_ context.Context, changes []writeback.Change) []writeback.Result {
+	results := make([]writeback.Result, len(changes))
+	for i := range results {
+		results[i].Err = errors.New("docs test: nothing should be written")
+	}
+	return results
 }
 
 func (refusingWriter) Refresh(context.Context, string, string) error {
@@ -413,7 +417,7 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 		if !settings.Managed(obj.GetAnnotations()) {
 			return errors.New("the Application has no image-list annotation")
 		}
-		app, err := appwatch.FromUnstructured(obj)
+		app, err := application.FromUnstructured(obj)
 		if err != nil {
 			return err
 		}
@@ -499,7 +503,7 @@ func checkImageUpdater(b block, want string, exp block, hasExp bool) error {
 			}
 			resources = append(resources, iu)
 		case argoApplication:
-			apps = append(apps, appwatch.SnapshotOf(obj))
+			apps = append(apps, application.SnapshotOf(obj))
 		default:
 			return fmt.Errorf("neither an ImageUpdater nor an Application: apiVersion %q, kind %q", obj.GetAPIVersion(), obj.GetKind())
 		}
@@ -521,10 +525,10 @@ var argoApplication = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1
 
 // staticObjects are the Applications of an example, as a watcher of them
 // would give them to imageupdater.Select.
-type staticObjects []*appwatch.Snapshot
+type staticObjects []*application.Snapshot
 
-func (o staticObjects) Applications(opts ...imageref.Option) []*appwatch.Application {
-	var apps []*appwatch.Application
+func (o staticObjects) Applications(opts ...imageref.Option) []*application.Application {
+	var apps []*application.Application
 	for _, obj := range o {
 		if !obj.Managed() {
 			continue
@@ -536,8 +540,8 @@ func (o staticObjects) Applications(opts ...imageref.Option) []*appwatch.Applica
 	return apps
 }
 
-func (o staticObjects) InNamespace(ns string) []*appwatch.Snapshot {
-	var out []*appwatch.Snapshot
+func (o staticObjects) InNamespace(ns string) []*application.Snapshot {
+	var out []*application.Snapshot
 	for _, obj := range o {
 		if obj.Namespace() == ns {
 			out = append(out, obj)

@@ -29,7 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -468,7 +468,7 @@ func (w *world) createAppTo(t testing.TB, name, path, server string, source map[
 func (w *world) createAppSpec(t testing.TB, name string, sources map[string]any, server string, annotations map[string]string) {
 	t.Helper()
 	obj := testenv.SyncedApplication(name, server, sources, prefixed(annotations))
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -530,14 +530,14 @@ func (w *world) eventReasons(t testing.TB, app string) []string {
 func (w *world) refresh(t testing.TB, name string) {
 	t.Helper()
 	patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (w *world) application(t testing.TB, name string) *unstructured.Unstructured {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -85,7 +85,7 @@ func refs(images ...api.ImageConfig) []api.ApplicationRef {
 	return []api.ApplicationRef{{NamePattern: "*", Images: images}}
 }
 
-var appResource = appwatch.ApplicationsResource()
+var appResource = application.Resource()
 
 func condition(iu *api.ImageUpdater, typ string) metav1.Condition {
 	if c := apimeta.FindStatusCondition(iu.Status.Conditions, typ); c != nil {

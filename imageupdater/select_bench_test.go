@@ -8,22 +8,22 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 // objects is a namespace of Applications, none annotated.
-type objects []*appwatch.Snapshot
+type objects []*application.Snapshot
 
-func (objects) Applications(...imageref.Option) []*appwatch.Application { return nil }
-func (o objects) InNamespace(string) []*appwatch.Snapshot               { return o }
+func (objects) Applications(...imageref.Option) []*application.Application { return nil }
+func (o objects) InNamespace(string) []*application.Snapshot               { return o }
 
 // BenchmarkSelect is what each cycle spends turning 5 ImageUpdaters with 5
 // images each into the settings of the 500 Applications they select.
 func BenchmarkSelect(b *testing.B) {
 	var apps objects
 	for i := range 500 {
-		apps = append(apps, appwatch.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{
+		apps = append(apps, application.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 			"metadata": map[string]any{"name": fmt.Sprintf("team-%d-app-%03d", i%5, i), "namespace": "argocd"},
 			"spec": map[string]any{"source": map[string]any{

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -31,8 +32,8 @@ import (
 // updater, and all of a namespace for ImageUpdaters to select from
 // (appwatch.Watcher with appwatch.KeepUnannotated).
 type Applications interface {
-	Applications(opts ...imageref.Option) []*appwatch.Application
-	InNamespace(namespace string) []*appwatch.Snapshot
+	Applications(opts ...imageref.Option) []*application.Application
+	InNamespace(namespace string) []*application.Snapshot
 }
 
 // Source gives the update cycle the Applications that ImageUpdater
@@ -216,7 +217,7 @@ func (s *Source) releaseFinalizer(ctx context.Context, obj any) {
 
 // Applications returns the annotated Applications and those the
 // ImageUpdaters select, each once, sorted by namespace and name.
-func (s *Source) Applications(opts ...imageref.Option) []*appwatch.Application {
+func (s *Source) Applications(opts ...imageref.Option) []*application.Application {
 	resources := s.list()
 	apps := selectApps(resources, s.apps, s.logger, opts)
 	s.mu.Lock()
@@ -228,7 +229,7 @@ func (s *Source) Applications(opts ...imageref.Option) []*appwatch.Application {
 // Select is what a Source gives the cycle, for resources and apps given
 // here rather than watched: the Applications each handled once (see
 // Source), and for each resource that cannot be used at all, why.
-func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.Option) ([]*appwatch.Application, []error) {
+func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.Option) ([]*application.Application, []error) {
 	rs := make([]resource, len(resources))
 	for i, iu := range resources {
 		rs[i] = resource{obj: iu}
@@ -245,8 +246,8 @@ func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.O
 
 // selectApps applies the rules of Source to resources, in order, and
 // records in each why it could not be used.
-func selectApps(resources []resource, source Applications, logger *slog.Logger, opts []imageref.Option) []*appwatch.Application {
-	claimed := map[string]*appwatch.Application{}
+func selectApps(resources []resource, source Applications, logger *slog.Logger, opts []imageref.Option) []*application.Application {
+	claimed := map[string]*application.Application{}
 	for i := range resources {
 		r := &resources[i]
 		r.err = claim(r.obj, source, claimed, logger, opts)
@@ -275,7 +276,7 @@ func selectApps(resources []resource, source Applications, logger *slog.Logger, 
 
 // claim adds to claimed the Applications iu selects that no resource
 // before it did.
-func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*appwatch.Application, logger *slog.Logger, opts []imageref.Option) error {
+func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*application.Application, logger *slog.Logger, opts []imageref.Option) error {
 	name := types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}
 	type selector struct {
 		pattern  string

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
@@ -190,7 +191,7 @@ func (w *world) helmApp(name string, running ...string) *unstructured.Unstructur
 func (w *world) createApps(t *testing.T, objs ...*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objs {
-		if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(w.ns).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+		if _, err := w.dyn.Resource(application.Resource()).Namespace(w.ns).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -245,7 +246,7 @@ func (w *world) syncUpdater(t *testing.T, name string) {
 
 func (w *world) getApp(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(w.ns).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := w.dyn.Resource(application.Resource()).Namespace(w.ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -228,7 +228,7 @@ func (w *world) createApp(t *testing.T, i int) {
 		},
 		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{image + ":v0.0.1"}}},
 	}}
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -399,7 +399,7 @@ type otherWriters struct {
 func (w *world) startOtherWriters() *otherWriters {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &otherWriters{cancel: cancel, labels: map[string]string{}}
-	apps := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	apps := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 	o.wg.Go(func() {
 		for n := 0; ctx.Err() == nil; n++ {
 			name := appName(n % w.sh.apps)
@@ -501,7 +501,7 @@ func (w *world) written(t *testing.T, i int) string {
 		}
 		return string(out)
 	}
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), appName(i), metav1.GetOptions{})
+	obj, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), appName(i), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +510,7 @@ func (w *world) written(t *testing.T, i int) string {
 
 func (w *world) checkInvariants(t *testing.T, o *otherWriters, final string) {
 	// No field another writer set was lost.
-	apps := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	apps := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 	for name, want := range o.labels {
 		obj, err := apps.Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {

@@ -1,8 +1,9 @@
-// Package writeback holds what every write-back method shares: the image
-// updates to write, how a change is reported, and the errors callers branch
-// on. Each method is a subpackage: argocd patches the Application itself,
-// git commits to the Application's repository, and manifest holds the pure
-// edits of the lists and files both of them change.
+// Package writeback holds what every write-back method shares: the Writer
+// interface the update cycle writes through, with its Change and Result,
+// the image updates to write, how a change is reported, and the errors
+// callers branch on. Each method is a subpackage: argocd patches the
+// Application itself, git commits to the Application's repository, and
+// manifest holds the pure edits of the lists and files both of them change.
 package writeback
 
 import (

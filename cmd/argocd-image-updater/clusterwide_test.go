@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -84,7 +84,7 @@ func TestRunWithTheClusterWideInstall(t *testing.T) {
 	// ... and not broader than the Role.
 	sa := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
 	saCS := kubernetes.NewForConfigOrDie(sa)
-	apps := dynamic.NewForConfigOrDie(sa).Resource(appwatch.ApplicationsResource()).Namespace("team-a")
+	apps := dynamic.NewForConfigOrDie(sa).Resource(application.Resource()).Namespace("team-a")
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: leaseName}}
 	for what, err := range map[string]error{
 		"delete an Application": apps.Delete(t.Context(), "shop", metav1.DeleteOptions{}),

@@ -300,7 +300,8 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 	}
 	c.deferred(func() { _ = gitWriter.Close() })
 	c.updater = cycle.New(c.apps, c.regClient,
-		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun)),
+		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
+			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
 		append(c.status,
 			cycle.WithGitWriter(gitWriter),
 			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset)),

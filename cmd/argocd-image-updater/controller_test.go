@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 
@@ -92,7 +92,7 @@ func (w *controllerWorld) createAppIn(t *testing.T, namespace, name string, anno
 		},
 		"status": map[string]any{"summary": map[string]any{"images": []any{img + ":v0.0.1"}}},
 	}}
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(namespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -104,7 +104,7 @@ func (w *controllerWorld) images(t *testing.T, name string) []string {
 
 func (w *controllerWorld) imagesIn(t *testing.T, namespace, name string) []string {
 	t.Helper()
-	obj, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := w.dyn.Resource(application.Resource()).Namespace(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestRunOnceWithTheInstallRole(t *testing.T) {
 	sa := w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
 	cs := kubernetes.NewForConfigOrDie(sa)
 	saDyn := dynamic.NewForConfigOrDie(sa)
-	apps := saDyn.Resource(appwatch.ApplicationsResource())
+	apps := saDyn.Resource(application.Resource())
 	for what, err := range map[string]error{
 		"delete an Application":       apps.Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "main", metav1.DeleteOptions{}),
 		"list Applications elsewhere": errOf(apps.Namespace("default").List(t.Context(), metav1.ListOptions{})),
@@ -261,7 +261,7 @@ func TestRunOnceExitCode(t *testing.T) {
 	t.Parallel()
 	w := newControllerWorld(t)
 	w.createApp(t, "main")
-	apps := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	apps := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 	obj, err := apps.Get(t.Context(), "main", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -404,7 +404,7 @@ func createKustomizeApp(t *testing.T, dyn dynamic.Interface, namespace, name, im
 		},
 		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{image + ":v0.0.1"}}},
 	}}
-	apps := dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace)
+	apps := dyn.Resource(application.Resource()).Namespace(namespace)
 	if _, err := apps.Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

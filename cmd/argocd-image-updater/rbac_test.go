@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -381,7 +381,7 @@ func (s *rbacScenario) createApp(t *testing.T, namespace, name, repoURL, method 
 // touch changes an Application, as another client would.
 func (s *rbacScenario) touch(t *testing.T, namespace, name string) {
 	t.Helper()
-	apps := s.dyn.Resource(appwatch.ApplicationsResource()).Namespace(namespace)
+	apps := s.dyn.Resource(application.Resource()).Namespace(namespace)
 	obj, err := apps.Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func (s *rbacScenario) checkOutcome(t *testing.T, out *testenv.SyncBuffer) {
 	t.Helper()
 	want := s.reg.Repo("eks-app") + ":v0.1.0"
 	for _, ns := range s.namespaces {
-		obj, err := s.dyn.Resource(appwatch.ApplicationsResource()).Namespace(ns).Get(t.Context(), "patched", metav1.GetOptions{})
+		obj, err := s.dyn.Resource(application.Resource()).Namespace(ns).Get(t.Context(), "patched", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

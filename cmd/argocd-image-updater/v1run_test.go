@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -61,7 +61,7 @@ func TestV1RunIntervalZero(t *testing.T) {
 		},
 		"status": map[string]any{"summary": map[string]any{"images": []any{repo + ":v0.0.1"}}},
 	}}
-	if _, err := w.dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), app, metav1.CreateOptions{}); err != nil {
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	iu := &imageupdaterv1alpha1.ImageUpdater{

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -324,14 +324,14 @@ func createApplication(t *testing.T, dyn dynamic.Interface, name, image, running
 		},
 		"status": map[string]any{"summary": map[string]any{"images": []any{image + ":" + running}}},
 	}}
-	if _, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func applicationImages(t *testing.T, dyn dynamic.Interface, name string) []string {
 	t.Helper()
-	obj, err := dyn.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+	obj, err := dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -45,7 +45,7 @@ spec:
 	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx")}, New: imageref.Version{Tag: "2"}}
 	tests := []struct {
 		name, app string
-		update    Update
+		update    update
 		wantPatch string // "" = nothing to write
 		wantErr   string
 	}{
@@ -54,7 +54,7 @@ spec:
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", path: app}}`,
-			update:    Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			update:    update{SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize","value":{"images":["nginx:2"]}}]`,
 		},
 		{
@@ -62,7 +62,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git", path: app}}`,
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {namePrefix: p-}}}`,
-			update:    Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			update:    update{SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"5"},{"op":"add","path":"/spec/source/kustomize/images","value":["nginx:2"]}]`,
 		},
 		{
@@ -70,30 +70,30 @@ spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize: {images: ["nginx:2"]}}}`,
-			update: Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			update: update{SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{app}},
 		},
 		{
 			name:      "multi source, helm",
 			app:       multi,
-			update:    Update{SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			update:    update{SourceIndex: 1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/1/helm/parameters","value":[{"forceString":true,"name":"image.tag","value":"2"},{"forceString":true,"name":"image.name","value":"nginx"}]}]`,
 		},
 		{
 			name:      "multi source, kustomize block created",
 			app:       multi,
-			update:    Update{SourceIndex: 2, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			update:    update{SourceIndex: 2, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{app}},
 			wantPatch: `[{"op":"replace","path":"/metadata/resourceVersion","value":"7"},{"op":"add","path":"/spec/sources/2/kustomize","value":{"images":["nginx:2"]}}]`,
 		},
 		{
 			name:    "index out of range",
 			app:     multi,
-			update:  Update{SourceIndex: 3, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			update:  update{SourceIndex: 3, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{app}},
 			wantErr: "spec.sources has 3 entries, no index 3",
 		},
 		{
 			name:    "no spec.source",
 			app:     multi,
-			update:  Update{SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			update:  update{SourceIndex: -1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{app}},
 			wantErr: "it has no spec.source",
 		},
 		{
@@ -101,7 +101,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git", path: app, kustomize
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git"}}`,
-			update:  Update{SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			update:  update{SourceIndex: 0, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{app}},
 			wantErr: "it has no spec.sources",
 		},
 		{
@@ -109,7 +109,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git"}}`,
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {source: {repoURL: "https://git.example.com/app.git", kustomize: {images: "nginx:1"}}}`,
-			update:  Update{SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{app}},
+			update:  update{SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{app}},
 			wantErr: "spec.source.kustomize.images is a string, not a list",
 		},
 		{
@@ -117,7 +117,7 @@ spec: {source: {repoURL: "https://git.example.com/app.git", kustomize: {images: 
 			app: `
 metadata: {name: s, namespace: argocd, resourceVersion: "5"}
 spec: {sources: [{repoURL: "https://git.example.com/app.git", helm: [1]}]}`,
-			update:  Update{SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{app}},
+			update:  update{SourceIndex: 0, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{app}},
 			wantErr: "spec.sources[0].helm is a []interface {}, not an object",
 		},
 	}
@@ -152,15 +152,15 @@ func TestApplicationUpdateValidate(t *testing.T) {
 	ok := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "a", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}
 	tests := []struct {
 		name    string
-		update  Update
+		update  update
 		wantErr string
 	}{
-		{"valid", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{ok}}, ""},
-		{"no name", Update{Namespace: "argocd", SourceIndex: -1, SourceType: appwatch.SourceHelm}, "namespace and name are required"},
-		{"bad index", Update{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: appwatch.SourceHelm}, "invalid source index -2"},
-		{"directory source", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: "Directory"}, `source type "Directory" cannot be written`},
-		{"no version", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "a", Image: mustRef("nginx")}}}}, "image nginx: neither a tag nor a digest"},
-		{"no image", Update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "a"}, New: imageref.Version{Tag: "1"}}}}, `image "a": empty image name`},
+		{"valid", update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{ok}}, ""},
+		{"no name", update{Namespace: "argocd", SourceIndex: -1, SourceType: application.SourceHelm}, "namespace and name are required"},
+		{"bad index", update{Namespace: "argocd", Name: "a", SourceIndex: -2, SourceType: application.SourceHelm}, "invalid source index -2"},
+		{"directory source", update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: "Directory"}, `source type "Directory" cannot be written`},
+		{"no version", update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "a", Image: mustRef("nginx")}}}}, "image nginx: neither a tag nor a digest"},
+		{"no image", update{Namespace: "argocd", Name: "a", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "a"}, New: imageref.Version{Tag: "1"}}}}, `image "a": empty image name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
@@ -33,6 +36,9 @@ const FieldManager = "argocd-image-updater"
 // after another client changed the Application in between.
 const DefaultConflictRetries = 5
 
+// DefaultMaxConcurrency bounds the patches one Write has in flight.
+const DefaultMaxConcurrency = 10
+
 // Writer writes new image versions into Applications themselves
 // (write-back method "argocd"). It patches only the one list it changes,
 // Kustomize images or Helm parameters of one source, built from the live
@@ -45,10 +51,12 @@ const DefaultConflictRetries = 5
 // was computed from, so the API server rejects it with 409 Conflict when
 // the object changed since; the write is then recomputed from a fresh read.
 type Writer struct {
-	client  dynamic.Interface
-	retries int
-	log     *slog.Logger
-	dryRun  bool
+	client      dynamic.Interface
+	retries     int
+	log         *slog.Logger
+	dryRun      bool
+	concurrency int
+	gate        func() error
 }
 
 // Option configures an Writer.
@@ -74,13 +82,28 @@ func WithDryRun(dryRun bool) Option {
 	return func(w *Writer) { w.dryRun = dryRun }
 }
 
+// WithMaxConcurrency bounds the patches one Write has in flight (default
+// DefaultMaxConcurrency).
+func WithMaxConcurrency(n int) Option {
+	return func(w *Writer) { w.concurrency = max(n, 1) }
+}
+
+// WithWriteGate is asked before each Application's patch: an error keeps
+// the patch from starting, and the change gets that error wrapped in
+// writeback.ErrWriteNotStarted. The controller refuses writes once it is
+// stopping or no longer holds the leader Lease.
+func WithWriteGate(gate func() error) Option {
+	return func(w *Writer) { w.gate = gate }
+}
+
 // NewWriter returns a writer using client, which needs get and patch
 // on argoproj.io applications.
 func NewWriter(client dynamic.Interface, opts ...Option) *Writer {
 	w := &Writer{
-		client:  client,
-		retries: DefaultConflictRetries,
-		log:     slog.New(slog.DiscardHandler),
+		client:      client,
+		retries:     DefaultConflictRetries,
+		log:         slog.New(slog.DiscardHandler),
+		concurrency: DefaultMaxConcurrency,
 	}
 	for _, opt := range opts {
 		opt(w)
@@ -88,20 +111,20 @@ func NewWriter(client dynamic.Interface, opts ...Option) *Writer {
 	return w
 }
 
-// Update is what to write to one Application.
-type Update struct {
+// update is what one patch writes to one Application.
+type update struct {
 	Namespace, Name string
 	// SourceIndex indexes spec.sources; -1 means spec.source.
 	SourceIndex int
 	// SourceType is Kustomize, Helm, or Plugin for images with a plugin
 	// target (written into spec.source(s)[i].plugin.env).
-	SourceType appwatch.SourceType
+	SourceType application.SourceType
 	Images     []writeback.ImageUpdate
 }
 
-func (u Update) key() string { return u.Namespace + "/" + u.Name }
+func (u update) key() string { return u.Namespace + "/" + u.Name }
 
-func (u Update) validate() error {
+func (u update) validate() error {
 	var errs []error
 	if u.Namespace == "" || u.Name == "" {
 		errs = append(errs, errors.New("namespace and name are required"))
@@ -109,46 +132,81 @@ func (u Update) validate() error {
 	if u.SourceIndex < -1 {
 		errs = append(errs, fmt.Errorf("invalid source index %d", u.SourceIndex))
 	}
-	if u.SourceType == appwatch.SourcePlugin {
+	if u.SourceType == application.SourcePlugin {
 		for _, img := range u.Images {
 			if !img.PluginTarget() {
 				errs = append(errs, fmt.Errorf("image %s: a config management plugin source takes only images with a plugin target (the environment variables receiving them)", img.Key()))
 			}
 		}
 	} else if !u.SourceType.Writable() {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
+		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
 	return errors.Join(errs...)
 }
 
-// Result is what a Write changed.
-type Result struct {
-	// Changed lists the updates whose version was not yet in the
-	// Application; empty when everything was already written.
-	Changed []writeback.ImageUpdate
-	// Patched is true when a patch was sent and accepted.
-	Patched bool
-	// Patch is the JSON patch sent, or in dry-run mode the one that would
-	// have been sent; nil when nothing needed writing.
-	Patch []byte
+// Write patches each change's Application, concurrently: one JSON patch
+// per change, computed from the Application as the change's App last saw
+// it (application.Application.Object) and recomputed from a fresh read
+// when another client changed it in between.
+func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeback.Result {
+	results := make([]writeback.Result, len(changes))
+	var g errgroup.Group
+	g.SetLimit(w.concurrency)
+	for i, c := range changes {
+		results[i] = writeback.Result{Namespace: c.App.Namespace, Name: c.App.Name}
+		g.Go(func() error {
+			if err := w.mayWrite(ctx); err != nil {
+				results[i].Err = err
+				return nil
+			}
+			u := update{Namespace: c.App.Namespace, Name: c.App.Name, SourceIndex: c.Source.Index, SourceType: c.Source.Type, Images: c.Images}
+			// An Application's lists must not be able to stop the
+			// controller: a panic fails this change alone.
+			res, err := safe.Value(func() (writeback.Result, error) { return w.writeOne(ctx, c.App.Object(), u) })
+			safe.Log(w.log, "writing Application "+u.key(), err)
+			if p := (*safe.PanicError)(nil); errors.As(err, &p) {
+				err = fmt.Errorf("write back to Application %s: %w", u.key(), err)
+			}
+			res.Namespace, res.Name, res.Err = u.Namespace, u.Name, err
+			results[i] = res
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return results
 }
 
-// Write applies u to its Application. cached is the Application as last
+// mayWrite tells whether a patch may start: not once ctx has ended, nor
+// when the write gate refuses.
+func (w *Writer) mayWrite(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", writeback.ErrWriteNotStarted, context.Cause(ctx))
+	}
+	if w.gate == nil {
+		return nil
+	}
+	if err := w.gate(); err != nil {
+		return fmt.Errorf("%w: %w", writeback.ErrWriteNotStarted, err)
+	}
+	return nil
+}
+
+// writeOne applies u to its Application. cached is the Application as last
 // seen (from an informer, for example) and is not modified; nil means the
 // Application is read first. When the overrides already hold every
-// version, no request is sent and Result.Patched is false.
-func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u Update) (Result, error) {
+// version, no request is sent and the Result is not Written.
+func (w *Writer) writeOne(ctx context.Context, cached *unstructured.Unstructured, u update) (writeback.Result, error) {
 	if err := u.validate(); err != nil {
-		return Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
+		return writeback.Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
 	}
 	if len(u.Images) == 0 {
-		return Result{}, nil
+		return writeback.Result{}, nil
 	}
-	apps := w.client.Resource(appwatch.ApplicationsResource()).Namespace(u.Namespace)
+	apps := w.client.Resource(application.Resource()).Namespace(u.Namespace)
 	obj := cached
 	if obj != nil && (obj.GetNamespace() != u.Namespace || obj.GetName() != u.Name) {
-		return Result{}, fmt.Errorf("write back to Application %s: the object given is %s/%s", u.key(), obj.GetNamespace(), obj.GetName())
+		return writeback.Result{}, fmt.Errorf("write back to Application %s: the object given is %s/%s", u.key(), obj.GetNamespace(), obj.GetName())
 	}
 	if obj != nil && obj.GetResourceVersion() == "" {
 		// Without a version the optimistic lock has nothing to compare.
@@ -160,7 +218,7 @@ func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u
 		if obj == nil {
 			var err error
 			if obj, err = apps.Get(ctx, u.Name, metav1.GetOptions{}); err != nil {
-				return Result{}, fmt.Errorf("write back to Application %s: read it: %w", u.key(), err)
+				return writeback.Result{}, fmt.Errorf("write back to Application %s: read it: %w", u.key(), err)
 			}
 		}
 		if attempt == 0 {
@@ -171,42 +229,42 @@ func (w *Writer) Write(ctx context.Context, cached *unstructured.Unstructured, u
 			u.Images = stillWanted(obj, u.Images)
 			if len(u.Images) == 0 {
 				w.log.Info("not writing back: the Application's annotations no longer ask for these updates", "application", u.key())
-				return Result{}, nil
+				return writeback.Result{}, nil
 			}
 		}
 		p, err := planWrite(obj, u)
 		if err != nil {
-			return Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
+			return writeback.Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
 		}
 		// A retry must write into the source the update was computed for;
 		// if spec.sources was reordered meanwhile, the index means another one.
 		if attempt == 0 {
 			firstSource = p.source
 		} else if p.source != firstSource {
-			return Result{}, fmt.Errorf("write back to Application %s: source %d changed while writing (was %s, now %s)", u.key(), u.SourceIndex, firstSource, p.source)
+			return writeback.Result{}, fmt.Errorf("write back to Application %s: source %d changed while writing (was %s, now %s)", u.key(), u.SourceIndex, firstSource, p.source)
 		}
 		if len(p.changed) == 0 {
-			return Result{}, nil
+			return writeback.Result{}, nil
 		}
 		log := w.log.With("application", u.key(), "resourceVersion", obj.GetResourceVersion())
 		if w.dryRun {
 			log.Info("dry run: not writing back", "images", writeback.ImageList(p.changed), "patch", string(p.patch))
-			return Result{Changed: p.changed, Patch: p.patch}, nil
+			return writeback.Result{Changed: p.changed, Patch: p.patch}, nil
 		}
 		_, err = apps.Patch(ctx, u.Name, types.JSONPatchType, p.patch, metav1.PatchOptions{FieldManager: FieldManager})
 		if err == nil {
 			log.Info("wrote back new image versions", "images", writeback.ImageList(p.changed))
-			return Result{Changed: p.changed, Patched: true, Patch: p.patch}, nil
+			return writeback.Result{Changed: p.changed, Written: true, Patch: p.patch}, nil
 		}
 		fresh, conflict, checkErr := w.conflicting(ctx, apps, obj, err)
 		if checkErr != nil {
-			return Result{}, fmt.Errorf("write back to Application %s: patch: %w (then reading it failed: %v)", u.key(), err, checkErr)
+			return writeback.Result{}, fmt.Errorf("write back to Application %s: patch: %w (then reading it failed: %v)", u.key(), err, checkErr)
 		}
 		if !conflict {
-			return Result{}, fmt.Errorf("write back to Application %s: patch: %w", u.key(), err)
+			return writeback.Result{}, fmt.Errorf("write back to Application %s: patch: %w", u.key(), err)
 		}
 		if attempt >= w.retries {
-			return Result{}, fmt.Errorf("write back to Application %s: still conflicting with other changes after %d retries: %w", u.key(), w.retries, err)
+			return writeback.Result{}, fmt.Errorf("write back to Application %s: still conflicting with other changes after %d retries: %w", u.key(), w.retries, err)
 		}
 		log.Debug("Application changed while writing back; retrying", "attempt", attempt+1, "error", err)
 		obj = fresh
@@ -283,16 +341,16 @@ type jsonPatchOp struct {
 // planWrite computes the new list for the update's source and the JSON
 // patch that writes it, or no patch when the list already holds every
 // version.
-func planWrite(obj *unstructured.Unstructured, u Update) (writePlan, error) {
+func planWrite(obj *unstructured.Unstructured, u update) (writePlan, error) {
 	source, path, pointer, err := findSource(obj, u.SourceIndex)
 	if err != nil {
 		return writePlan{}, err
 	}
 	block, field, update := "kustomize", "images", manifest.UpdateKustomizeImages
 	switch u.SourceType {
-	case appwatch.SourceHelm:
+	case application.SourceHelm:
 		block, field, update = "helm", "parameters", manifest.UpdateHelmParameters
-	case appwatch.SourcePlugin:
+	case application.SourcePlugin:
 		block, field, update = "plugin", "env", manifest.UpdatePluginEnv
 	}
 	var settings map[string]any
@@ -384,7 +442,7 @@ func (w *Writer) Refresh(ctx context.Context, namespace, name string) error {
 		return nil
 	}
 	patch := []byte(`{"metadata":{"annotations":{"` + RefreshAnnotation + `":"normal"}}}`)
-	_, err := w.client.Resource(appwatch.ApplicationsResource()).Namespace(namespace).
+	_, err := w.client.Resource(application.Resource()).Namespace(namespace).
 		Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)

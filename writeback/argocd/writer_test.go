@@ -3,10 +3,12 @@ package argocd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
@@ -110,7 +112,7 @@ func startCluster(t *testing.T, opts ...testenv.KubeOption) *cluster {
 }
 
 func (c *cluster) apps() dynamic.ResourceInterface {
-	return c.other.Resource(appwatch.ApplicationsResource()).Namespace(testenv.ArgoCDNamespace)
+	return c.other.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 }
 
 func (c *cluster) create(t *testing.T, text string) *unstructured.Unstructured {
@@ -216,19 +218,19 @@ func TestArgoCDWriter(t *testing.T) {
 		before := c.create(t, seedApp("main"))
 		dc, count := countingClient(t, c.kube.Config)
 		w := NewWriter(dc)
-		u := Update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		u := update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
 			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")},
 		}}
 		snapshot := before.DeepCopy()
-		res, err := w.Write(t.Context(), before, u)
+		res, err := w.writeOne(t.Context(), before, u)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if d := cmp.Diff(snapshot.Object, before.Object); d != "" {
 			t.Errorf("the cached object was modified (-before +after):\n%s", d)
 		}
-		if !res.Patched || len(res.Changed) != 2 {
+		if !res.Written || len(res.Changed) != 2 {
 			t.Fatalf("result = %+v, want both images patched", res)
 		}
 		if count.get(http.MethodPatch) != 1 || count.total() != 1 {
@@ -244,11 +246,11 @@ func TestArgoCDWriter(t *testing.T) {
 		// Argo CD may not have synced yet, so the running image is still
 		// the old one; the override alone says the version is written.
 		for _, cached := range []*unstructured.Unstructured{after, nil} {
-			res, err = w.Write(t.Context(), cached, u)
+			res, err = w.writeOne(t.Context(), cached, u)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Patched || len(res.Changed) != 0 || res.Patch != nil {
+			if res.Written || len(res.Changed) != 0 || res.Patch != nil {
 				t.Errorf("second write = %+v, want nothing", res)
 			}
 		}
@@ -257,6 +259,80 @@ func TestArgoCDWriter(t *testing.T) {
 		}
 		if rv := c.get(t, "main").GetResourceVersion(); rv != after.GetResourceVersion() {
 			t.Errorf("resourceVersion changed from %s to %s", after.GetResourceVersion(), rv)
+		}
+	})
+
+	t.Run("a batch: a patch per change, results in order, the gate asked before each", func(t *testing.T) {
+		var changes []writeback.Change
+		for _, name := range []string{"batch-a", "batch-absent", "batch-b"} {
+			obj := appFromYAML(t, seedApp(name))
+			obj.SetNamespace(testenv.ArgoCDNamespace)
+			if name != "batch-absent" {
+				obj = c.create(t, seedApp(name))
+			}
+			app, err := application.SnapshotOf(obj).Application()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The seed's status does not say; Argo CD would.
+			src := app.Sources[0]
+			src.Type = application.SourceKustomize
+			changes = append(changes, writeback.Change{App: app, Source: src, Images: []writeback.ImageUpdate{
+				{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.3"}},
+			}})
+		}
+		dc, count := countingClient(t, c.kube.Config)
+		refused := errors.New("not leading")
+		var gate atomic.Int32
+		w := NewWriter(dc, WithMaxConcurrency(2), WithWriteGate(func() error {
+			if gate.Add(1) > 3 {
+				return refused
+			}
+			return nil
+		}))
+		results := w.Write(t.Context(), changes)
+		if len(results) != 3 {
+			t.Fatalf("%d results for 3 changes", len(results))
+		}
+		for i, want := range []string{"batch-a", "batch-absent", "batch-b"} {
+			r := results[i]
+			if r.Namespace != "argocd" || r.Name != want {
+				t.Errorf("result %d is %s/%s, want argocd/%s", i, r.Namespace, r.Name, want)
+			}
+			switch {
+			case want == "batch-absent":
+				if r.Err == nil || !strings.Contains(r.Err.Error(), "Application argocd/batch-absent") || r.Written {
+					t.Errorf("%s: %+v, want an error naming it", want, r)
+				}
+			case r.Err != nil || !r.Written || len(r.Changed) != 1:
+				t.Errorf("%s: %+v, want patched", want, r)
+			}
+		}
+		if count.get(http.MethodPatch) != 2 {
+			t.Errorf("requests = %v, want two PATCHes", count.counts)
+		}
+
+		// The gate refuses from now on: nothing starts.
+		before := count.total()
+		for i, r := range w.Write(t.Context(), changes) {
+			if !errors.Is(r.Err, writeback.ErrWriteNotStarted) || !errors.Is(r.Err, refused) || r.Written {
+				t.Errorf("change %d: %+v, want writeback.ErrWriteNotStarted", i, r)
+			}
+		}
+		if count.total() != before {
+			t.Errorf("%d requests after the gate refused", count.total()-before)
+		}
+
+		// Nor once the writes' context has ended.
+		ended, cancel := context.WithCancel(t.Context())
+		cancel()
+		for i, r := range NewWriter(dc).Write(ended, changes) {
+			if !errors.Is(r.Err, writeback.ErrWriteNotStarted) || !errors.Is(r.Err, context.Canceled) {
+				t.Errorf("change %d: %+v, want writeback.ErrWriteNotStarted", i, r)
+			}
+		}
+		if count.total() != before {
+			t.Errorf("%d requests after the context ended", count.total()-before)
 		}
 	})
 
@@ -279,7 +355,7 @@ spec:
       - quay.io/org/untouched:3
 `)
 		w := NewWriter(c.other)
-		res, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := w.writeOne(t.Context(), nil, update{Namespace: "argocd", Name: "kustomize-existing", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "nginx", Image: mustRef("registry.example.com/mirror/nginx"), KustomizeImageName: mustRef("nginx")}, New: imageref.Version{Tag: "1.26.0"}},
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("localhost:5000/app")}, New: imageref.Version{Tag: "1.1"}},
 			{ImageSpec: settings.ImageSpec{Alias: "api", Image: mustRef("ghcr.io/org/api")}, New: imageref.Version{Tag: "v1", Digest: digestB}},
@@ -370,13 +446,13 @@ spec:
     chart: web
     targetRevision: 1.2.3`+helm+`
 `)
-				res, err := NewWriter(c.other).Write(t.Context(), before, Update{
-					Namespace: "argocd", Name: name, SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: tt.images,
+				res, err := NewWriter(c.other).writeOne(t.Context(), before, update{
+					Namespace: "argocd", Name: name, SourceIndex: -1, SourceType: application.SourceHelm, Images: tt.images,
 				})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !res.Patched {
+				if !res.Written {
 					t.Fatalf("result = %+v, want a patch", res)
 				}
 				after := c.get(t, name)
@@ -413,7 +489,7 @@ spec:
 `)
 		w := NewWriter(c.other)
 		img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
-		if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
+		if _, err := w.writeOne(t.Context(), before, update{Namespace: "argocd", Name: "multi", SourceIndex: 1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
 		mid := c.get(t, "multi")
@@ -426,7 +502,7 @@ spec:
 				t.Errorf("source %d changed (-before +after):\n%s", i, d)
 			}
 		}
-		if _, err := w.Write(t.Context(), mid, Update{Namespace: "argocd", Name: "multi", SourceIndex: 2, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
+		if _, err := w.writeOne(t.Context(), mid, update{Namespace: "argocd", Name: "multi", SourceIndex: 2, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
 			t.Fatal(err)
 		}
 		after := c.get(t, "multi")
@@ -450,7 +526,7 @@ spec:
 	t.Run("an image paused during a conflict is not written", func(t *testing.T) {
 		stale := c.create(t, seedApp("paused"))
 		c.mergePatch(t, "paused", `{"metadata":{"annotations":{"argocd-image-updater.argoproj.io/app.ignore-tags":"*"}}}`)
-		res, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "paused", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := NewWriter(c.other).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "paused", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
@@ -474,13 +550,13 @@ spec:
 		// list, after our cached copy was taken.
 		c.mergePatch(t, "conflict", `{"metadata":{"labels":{"team":"web"}},"spec":{"source":{"kustomize":{"images":["busybox:1.36"]}}}}`)
 		dc, count := countingClient(t, c.kube.Config)
-		res, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := NewWriter(dc).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "conflict", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Patched {
+		if !res.Written {
 			t.Fatalf("result = %+v, want a patch", res)
 		}
 		if count.get(http.MethodPatch) != 2 || count.get(http.MethodGet) != 1 {
@@ -498,7 +574,7 @@ spec:
 	t.Run("conflict beyond the retry limit", func(t *testing.T) {
 		stale := c.create(t, seedApp("conflict-limit"))
 		c.mergePatch(t, "conflict-limit", `{"metadata":{"labels":{"team":"web"}}}`)
-		_, err := NewWriter(c.other, WithConflictRetries(0)).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(c.other, WithConflictRetries(0)).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "conflict-limit", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "argocd/conflict-limit") {
@@ -523,7 +599,7 @@ spec:
 			{"repoURL":"https://github.com/example/manifests","path":"overlays/prod","targetRevision":"main"},
 			{"repoURL":"https://charts.example.com","chart":"web","targetRevision":"1.2.3"}]}}`)
 		current := c.get(t, "reordered")
-		_, err := NewWriter(c.other).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(c.other).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "reordered", SourceIndex: 1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "source 1 changed while writing") || !strings.Contains(err.Error(), "argocd/reordered") {
@@ -549,7 +625,7 @@ spec:
 		// API server rejects with 422 before it compares versions; the
 		// writer must still see the conflict and re-read.
 		dc, count := countingClient(t, c.kube.Config)
-		_, err := NewWriter(dc).Write(t.Context(), stale, Update{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(dc).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "removed", SourceIndex: 1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "spec.sources has 1 entries, no index 1") || !strings.Contains(err.Error(), "argocd/removed") {
@@ -563,13 +639,13 @@ spec:
 	t.Run("dry run sends nothing", func(t *testing.T) {
 		before := c.create(t, seedApp("dry-run"))
 		dc, count := countingClient(t, c.kube.Config)
-		res, err := NewWriter(dc, WithDryRun(true)).Write(t.Context(), before, Update{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{
+		res, err := NewWriter(dc, WithDryRun(true)).writeOne(t.Context(), before, update{Namespace: "argocd", Name: "dry-run", SourceIndex: -1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Patched || len(res.Changed) != 1 {
+		if res.Written || len(res.Changed) != 1 {
 			t.Errorf("result = %+v, want one change, not patched", res)
 		}
 		var ops []jsonPatchOp
@@ -585,7 +661,7 @@ spec:
 	})
 
 	t.Run("missing Application", func(t *testing.T) {
-		_, err := NewWriter(c.other).Write(t.Context(), nil, Update{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{
+		_, err := NewWriter(c.other).writeOne(t.Context(), nil, update{Namespace: "argocd", Name: "absent", SourceIndex: -1, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "argocd/absent") {
@@ -595,7 +671,7 @@ spec:
 
 	t.Run("invalid update is refused before any request", func(t *testing.T) {
 		dc, count := countingClient(t, c.kube.Config)
-		_, err := NewWriter(dc).Write(context.Background(), nil, Update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: "Plugin", Images: []writeback.ImageUpdate{
+		_, err := NewWriter(dc).writeOne(context.Background(), nil, update{Namespace: "argocd", Name: "main", SourceIndex: -1, SourceType: "Plugin", Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
 		}})
 		if err == nil || !strings.Contains(err.Error(), "argocd/main") {
@@ -659,10 +735,10 @@ spec:
 
 	w := NewWriter(c.other)
 	img := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.3"}}
-	if _, err := w.Write(t.Context(), before, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: appwatch.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
+	if _, err := w.writeOne(t.Context(), before, update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 0, SourceType: application.SourceHelm, Images: []writeback.ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(t.Context(), nil, Update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 1, SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
+	if _, err := w.writeOne(t.Context(), nil, update{Namespace: "argocd", Name: "v3-fields", SourceIndex: 1, SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{img}}); err != nil {
 		t.Fatal(err)
 	}
 	after := c.get(t, "v3-fields")

@@ -54,7 +54,7 @@ func (w *Writer) commitViaAPI(ctx context.Context, clone *gitClone, api forge.Co
 	}
 	var messages []string
 	for _, p := range pending {
-		c, err := object.GetCommit(clone.repo.Storer, p.commit)
+		c, err := object.GetCommit(clone.Repo.Storer, p.commit)
 		if err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("read commit %s: %w", p.commit, err)
 		}
@@ -83,7 +83,7 @@ func (w *Writer) commitViaAPI(ctx context.Context, clone *gitClone, api forge.Co
 // file added or changed, with its content. The write-back never deletes.
 func (c *gitClone) changedFiles(from, to plumbing.Hash) (map[string][]byte, error) {
 	tree := func(h plumbing.Hash) (*object.Tree, error) {
-		commit, err := object.GetCommit(c.repo.Storer, h)
+		commit, err := object.GetCommit(c.Repo.Storer, h)
 		if err != nil {
 			return nil, fmt.Errorf("read commit %s: %w", h, err)
 		}
@@ -110,7 +110,7 @@ func (c *gitClone) changedFiles(from, to plumbing.Hash) (map[string][]byte, erro
 		if action == merkletrie.Delete {
 			return nil, fmt.Errorf("%s is deleted, which the write-back never does", ch.From.Name)
 		}
-		blob, err := object.GetBlob(c.repo.Storer, ch.To.TreeEntry.Hash)
+		blob, err := object.GetBlob(c.Repo.Storer, ch.To.TreeEntry.Hash)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", ch.To.Name, err)
 		}

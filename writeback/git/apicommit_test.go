@@ -8,6 +8,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -32,7 +33,7 @@ func (e *gitEnv) testAPICommits(t *testing.T) {
 	})
 	w := e.writer(t, ns, WithForgeHosts(hosts), WithAPICommits(true))
 
-	check := func(t *testing.T, repo, branch string, results []Result, wantCommits int64, since int64, pushes int64) {
+	check := func(t *testing.T, repo, branch string, results []writeback.Result, wantCommits int64, since int64, pushes int64) {
 		t.Helper()
 		if n := api.APICommits() - since; n != wantCommits {
 			t.Errorf("%d commits through the API, want %d", n, wantCommits)

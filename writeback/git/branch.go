@@ -42,7 +42,7 @@ type branchTemplateData struct {
 // "main:image-updater-{{.SHA256}}" keeps naming the branch it named
 // before: SHA256 hashes "<name>-<old>-<new>," for each image, in the order
 // of the updates.
-func newBranchTemplateData(u Update) branchTemplateData {
+func newBranchTemplateData(u update) branchTemplateData {
 	d := branchTemplateData{AppName: u.Name, AppNamespace: u.Namespace, TargetKey: targetKey(u)}
 	h := sha256.New()
 	for _, img := range u.Images {
@@ -67,7 +67,7 @@ type branchPlan struct {
 // does not exist yet, and else adds to target; an empty base (":target")
 // or no annotation at all means the Application's targetRevision, where
 // "" and "HEAD" mean the remote's default branch.
-func planBranches(u Update, defaultBranch string) (branchPlan, error) {
+func planBranches(u update, defaultBranch string) (branchPlan, error) {
 	revision := strings.TrimPrefix(u.TargetRevision, "refs/heads/")
 	if revision == "" || revision == "HEAD" {
 		revision = defaultBranch
@@ -104,7 +104,7 @@ func planBranches(u Update, defaultBranch string) (branchPlan, error) {
 // targetKey is v1.3.0's .TargetKey: the first eight hex digits of the
 // SHA-256 of "<repository>|<base branch>|<target>", each spelled as v1.3.0
 // spells it, so that a template using it names the same branch in both.
-func targetKey(u Update) string {
+func targetKey(u update) string {
 	base, _, _ := strings.Cut(strings.TrimSpace(u.Branch), ":")
 	h := sha256.Sum256([]byte(u.RepoURL + "|" + base + "|" + upstreamTargetPath(u)))
 	return hex.EncodeToString(h[:])[:8]
@@ -114,7 +114,7 @@ func targetKey(u Update) string {
 // a Helm values file's path, an override file's path as written, and for
 // the other targets (kustomizations included) the .argocd-source file of
 // the source path.
-func upstreamTargetPath(u Update) string {
+func upstreamTargetPath(u update) string {
 	switch p := u.Target.Path; u.Target.Kind {
 	case settings.TargetHelmValues:
 		switch {

@@ -15,7 +15,7 @@ func TestPlanBranches(t *testing.T) {
 		{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}, Old: imageref.ParseVersion("1.0")},
 		{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.1"}, Old: imageref.ParseVersion("2.0")},
 	}
-	sha := newBranchTemplateData(Update{Images: images}).SHA256
+	sha := newBranchTemplateData(update{Images: images}).SHA256
 	tests := []struct {
 		name, branch, revision string
 		base, target           string
@@ -43,7 +43,7 @@ func TestPlanBranches(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := planBranches(Update{Branch: tt.branch, TargetRevision: tt.revision, Images: images}, "main")
+			p, err := planBranches(update{Branch: tt.branch, TargetRevision: tt.revision, Images: images}, "main")
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("got %+v, %v; want an error containing %q", p, err, tt.err)
@@ -58,10 +58,10 @@ func TestPlanBranches(t *testing.T) {
 			}
 		})
 	}
-	if _, err := planBranches(Update{}, ""); err == nil || !strings.Contains(err.Error(), "names no default branch") {
+	if _, err := planBranches(update{}, ""); err == nil || !strings.Contains(err.Error(), "names no default branch") {
 		t.Errorf("no default branch: %v", err)
 	}
-	if p, err := planBranches(Update{Branch: "deploy"}, ""); err != nil || p.target != "deploy" {
+	if p, err := planBranches(update{Branch: "deploy"}, ""); err != nil || p.target != "deploy" {
 		t.Errorf("explicit branch without a default branch: %+v, %v", p, err)
 	}
 }
@@ -102,10 +102,10 @@ func TestBranchTemplateSHA256(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := newBranchTemplateData(Update{Images: tt.images}).SHA256; got != tt.want {
+			if got := newBranchTemplateData(update{Images: tt.images}).SHA256; got != tt.want {
 				t.Errorf("SHA256 %s, want %s", got, tt.want)
 			}
-			p, err := planBranches(Update{Branch: "main:image-updater-{{.SHA256}}", Images: tt.images}, "main")
+			p, err := planBranches(update{Branch: "main:image-updater-{{.SHA256}}", Images: tt.images}, "main")
 			if err != nil || p.target != "image-updater-"+tt.want {
 				t.Errorf("branch %q, %v; want image-updater-%s", p.target, err, tt.want)
 			}
@@ -120,7 +120,7 @@ func TestBranchTemplateSHA256(t *testing.T) {
 //	printf '%s' 'https://git.example.com/repo.git||apps/web/values-prod.yaml' | sha256sum | cut -c1-8
 func TestBranchTemplateV1Fields(t *testing.T) {
 	images := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "1.1"}}}
-	base := Update{Namespace: "team-a", Name: "web", ControllerNamespace: "team-a", RepoURL: "https://git.example.com/repo.git", SourcePath: "apps/web", Images: images}
+	base := update{Namespace: "team-a", Name: "web", ControllerNamespace: "team-a", RepoURL: "https://git.example.com/repo.git", SourcePath: "apps/web", Images: images}
 	tests := []struct {
 		name   string
 		branch string

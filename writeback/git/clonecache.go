@@ -1,6 +1,7 @@
 package git
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -15,12 +16,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/plumbing"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // DefaultCloneCacheSize bounds the disk space of the clones unless
@@ -40,24 +42,51 @@ const (
 	cloneNameLen = 24
 )
 
-// objectCacheSize bounds the decoded objects an open clone keeps, delta
-// bases included. go-git's default, 96 MiB, held about 10 MiB of objects
-// read once each in a write of 500 overlays (the decoded trees have their
-// own cache, treeCache); recent delta bases are what the cache is for.
-const objectCacheSize = 4 * cache.MiByte
-
-// openBare opens the bare repository in dir with a bounded object cache.
-func openBare(dir string) (*gogit.Repository, error) {
-	return gogit.Open(bareStorage(dir), nil)
+// gitClone is a clone of the cache: the repository's gitwire.Clone, in
+// its folder.
+type gitClone struct {
+	*gitwire.Clone
+	// name is the clone's folder name in the cache, dir the folder.
+	name, dir string
+	// building is the temporary folder of a clone whose first fetch has
+	// not landed yet; finish moves it to dir.
+	building string
 }
 
-// initBare creates a bare repository in dir, like openBare.
-func initBare(dir string) (*gogit.Repository, error) {
-	return gogit.Init(bareStorage(dir), nil)
+// tip is gitwire.Clone.Tip, which finishes a new clone once its first
+// fetch landed.
+func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
+	head, err := c.Tip(ctx, acc, branch, listed)
+	if errors.Is(err, gitwire.ErrFetchTooLarge) {
+		err = fmt.Errorf("%w (--git-clone-max-size)", err)
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := c.finish(); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.URL), err)
+	}
+	return head, nil
 }
 
-func bareStorage(dir string) *filesystem.Storage {
-	return filesystem.NewStorage(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRU(objectCacheSize))
+// finish moves a new clone, whose first fetch just landed, to its folder.
+func (c *gitClone) finish() error {
+	if c.building == "" {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(c.building, lastUseFile), nil, 0o600); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
+	}
+	if err := os.Rename(c.building, c.dir); err != nil {
+		return fmt.Errorf("finish clone: %w", err)
+	}
+	c.building = ""
+	repo, err := gitwire.OpenBare(c.dir)
+	if err != nil {
+		return fmt.Errorf("open clone %s: %w", c.dir, err)
+	}
+	c.Repo, c.SpoolDir = repo, c.dir
+	return nil
 }
 
 // cloneKey identifies a repository's clone: its URL without credentials,
@@ -218,8 +247,8 @@ func (c *cloneCache) sweep() {
 			}
 		}
 		key := ""
-		if repo, err := openBare(path); err == nil {
-			if r, err := repo.Remote(remoteName); err == nil && len(r.Config().URLs) == 1 {
+		if repo, err := gitwire.OpenBare(path); err == nil {
+			if r, err := repo.Remote(gitwire.RemoteName); err == nil && len(r.Config().URLs) == 1 {
 				key = r.Config().URLs[0]
 			}
 		}
@@ -259,7 +288,7 @@ func (c *cloneCache) cloneLockLocked(name string) *sync.Mutex {
 }
 
 // open opens the clone of a repository, or starts a new one in a
-// temporary folder that the first fetch finishes (gitClone.finish). A
+// temporary folder that the first fetch finishes (gitClone.tip). A
 // clone that cannot be opened, or that belongs to another URL, is made
 // anew. The caller holds the clone's lock, and hands the clone to done
 // when it is through with it.
@@ -268,10 +297,10 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	name := cloneDirName(key)
 	dir := filepath.Join(c.root, name)
 	if _, err := os.Stat(filepath.Join(dir, lastUseFile)); err == nil {
-		repo, err := openBare(dir)
+		repo, err := gitwire.OpenBare(dir)
 		if err == nil {
-			if r, rerr := repo.Remote(remoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{key}) {
-				return &gitClone{url: repoURL, name: name, dir: dir, repo: repo, maxFetch: c.maxSize, disk: c}, nil
+			if r, rerr := repo.Remote(gitwire.RemoteName); rerr == nil && slices.Equal(r.Config().URLs, []string{key}) {
+				return c.clone(repoURL, repo, name, dir, ""), nil
 			}
 		}
 	}
@@ -285,15 +314,29 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create clone of %s: %w", gitauth.RedactURL(repoURL), err)
 	}
-	repo, err := initBare(tmp)
+	repo, err := gitwire.InitBare(tmp)
 	if err == nil {
-		_, err = repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{key}})
+		_, err = repo.CreateRemote(&config.RemoteConfig{Name: gitwire.RemoteName, URLs: []string{key}})
 	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, fmt.Errorf("create clone of %s in %s: %w", gitauth.RedactURL(repoURL), tmp, err)
 	}
-	return &gitClone{url: repoURL, name: name, dir: dir, building: tmp, repo: repo, maxFetch: c.maxSize, disk: c}, nil
+	return c.clone(repoURL, repo, name, dir, tmp), nil
+}
+
+// clone is the clone of repoURL in dir, or in building until its first
+// fetch lands: what one fetch may bring, and the fetches in flight
+// together, count against the clones' bound.
+func (c *cloneCache) clone(repoURL string, repo *gogit.Repository, name, dir, building string) *gitClone {
+	spool := dir
+	if building != "" {
+		spool = building
+	}
+	return &gitClone{
+		Clone: &gitwire.Clone{URL: repoURL, Repo: repo, MaxFetch: c.maxSize, Disk: c, SpoolDir: spool},
+		name:  name, dir: dir, building: building,
+	}
 }
 
 // done records the use of a clone, or removes it if it never got its
@@ -313,31 +356,32 @@ func (c *cloneCache) done(clone *gitClone) {
 	}
 	size := diskUsage(clone.dir)
 	c.mu.Lock()
-	c.clones[clone.name] = &cachedClone{key: cloneKey(clone.url), size: size, lastUse: now}
+	c.clones[clone.name] = &cachedClone{key: cloneKey(clone.URL), size: size, lastUse: now}
 	c.mu.Unlock()
 	c.evict()
 }
 
-// charge counts n more bytes that a fetch in flight holds on disk: the
+// Charge counts n more bytes that a fetch in flight holds on disk: the
 // clones and every fetch in flight share the one bound, maxSize. Idle
-// clones are removed to make room; false when there is none, and then
+// clones are removed to make room; an error when there is none, and then
 // nothing is counted.
-func (c *cloneCache) charge(n int64) bool {
+func (c *cloneCache) Charge(n int64) error {
 	if c.maxSize <= 0 {
-		return true
+		return nil
 	}
 	c.mu.Lock()
 	c.inFlight += n
 	c.mu.Unlock()
 	if c.evict() <= c.maxSize {
-		return true
+		return nil
 	}
-	c.uncharge(n)
-	return false
+	c.Uncharge(n)
+	return fmt.Errorf("the clones and the fetches in flight would take more than the %s the clones' folder may hold",
+		resource.NewQuantity(c.maxSize, resource.BinarySI))
 }
 
-// uncharge gives back what charge counted.
-func (c *cloneCache) uncharge(n int64) {
+// Uncharge gives back what Charge counted.
+func (c *cloneCache) Uncharge(n int64) {
 	c.mu.Lock()
 	c.inFlight -= n
 	c.mu.Unlock()

@@ -22,6 +22,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 func TestCloneKey(t *testing.T) {
@@ -481,9 +483,9 @@ func (e *gitEnv) testFetchBound(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r := w.write(context.Background(), []update{appUpdate("main", url)})[0]
 	runtime.ReadMemStats(&after)
-	if r.Err == nil || !errors.Is(r.Err, errFetchTooLarge) || !strings.Contains(r.Err.Error(), "--git-clone-max-size") {
+	if r.Err == nil || !errors.Is(r.Err, gitwire.ErrFetchTooLarge) || !strings.Contains(r.Err.Error(), "--git-clone-max-size") {
 		t.Fatalf("got %v, want the fetch refused for the clones' bound", r.Err)
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
@@ -499,7 +501,7 @@ func (e *gitEnv) testFetchBound(t *testing.T) {
 	if left > 1<<20 {
 		t.Errorf("%d bytes left on disk", left)
 	}
-	if r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]; r.Err == nil {
+	if r := w.write(context.Background(), []update{appUpdate("main", url)})[0]; r.Err == nil {
 		t.Error("the second try was not refused")
 	}
 	// While it runs, a fetch holds its pack twice (the spool, the stored
@@ -549,13 +551,13 @@ func TestCloneFolderOneBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.close()
-	if !c.charge(600) {
+	if c.Charge(600) != nil {
 		t.Fatal("a first fetch within the bound was refused")
 	}
-	if c.charge(600) {
+	if c.Charge(600) == nil {
 		t.Fatal("a second fetch past the bound, with no idle clone to remove, was allowed")
 	}
-	c.uncharge(600)
+	c.Uncharge(600)
 	// An idle clone of 800 bytes is removed to make room.
 	idle := filepath.Join(c.root, "idle")
 	if err := os.MkdirAll(idle, 0o755); err != nil {
@@ -564,7 +566,7 @@ func TestCloneFolderOneBound(t *testing.T) {
 	c.mu.Lock()
 	c.clones["idle"] = &cachedClone{key: "https://git.example.com/idle.git", size: 800}
 	c.mu.Unlock()
-	if !c.charge(600) {
+	if c.Charge(600) != nil {
 		t.Fatal("a fetch was refused although an idle clone could make room")
 	}
 	if _, err := os.Stat(idle); !os.IsNotExist(err) {

@@ -10,11 +10,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // BenchmarkCommitBatch builds the commits of one cycle's batch: n
@@ -32,10 +33,10 @@ func BenchmarkCommitBatch(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				apps := make([]*appWrite, n)
 				for j := range apps {
-					apps[j] = &appWrite{update: Update{
+					apps[j] = &appWrite{update: update{
 						Namespace: "argocd", Name: fmt.Sprintf("app-%04d", j), ControllerNamespace: "argocd",
 						RepoURL: "https://git.example.com/deploy.git", TargetRevision: "main",
-						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: appwatch.SourceKustomize,
+						SourcePath: fmt.Sprintf("overlays/app-%04d", j), SourceType: application.SourceKustomize,
 						Target: settings.WriteBackTarget{Kind: settings.TargetKustomization},
 						Images: []writeback.ImageUpdate{{
 							ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("registry.example.com/app")},
@@ -66,26 +67,13 @@ func overlayRepository(b *testing.B, n int) (*gitClone, plumbing.Hash) {
 		files[fmt.Sprintf("overlays/app-%04d/kustomization.yaml", j)] = fmt.Appendf(nil,
 			"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\nimages:\n- name: registry.example.com/app\n  newTag: 1.0.0\n")
 	}
-	var created []plumbing.Hash
-	trees := newChainTrees(repo.Storer)
-	tree := plumbing.ZeroHash
-	for p, content := range files {
-		blob, err := storeBlob(repo.Storer, content)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if tree, err = putTreeFile(trees, tree, splitRepoPath(p), blob, &created); err != nil {
-			b.Fatal(err)
-		}
-	}
+	root := emptyCommit(b, repo.Storer.(*memory.Storage))
 	sig := object.Signature{Name: "seed", Email: "seed@example.com", When: testClock}
-	obj := repo.Storer.NewEncodedObject()
-	if err := (&object.Commit{Author: sig, Committer: sig, Message: "seed", TreeHash: tree}).Encode(obj); err != nil {
-		b.Fatal(err)
-	}
-	tip, err := repo.Storer.SetEncodedObject(obj)
+	clone := &gitClone{Clone: &gitwire.Clone{Repo: repo}}
+	var created []plumbing.Hash
+	tip, err := clone.Commit(root, files, "seed", sig, nil, &created, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &gitClone{repo: repo}, tip
+	return clone, tip
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -26,10 +27,10 @@ func (e *gitEnv) configMap(t *testing.T, ns, name string, data map[string]string
 }
 
 // writeVersion writes tag as the new version of appUpdate's image.
-func (e *gitEnv) writeVersion(w *Writer, url, tag string) Result {
+func (e *gitEnv) writeVersion(w *Writer, url, tag string) writeback.Result {
 	u := appUpdate("main", url)
 	u.Images[0].New.Tag = tag
-	return w.Write(context.Background(), []Update{u})[0]
+	return w.write(context.Background(), []update{u})[0]
 }
 
 // testGitHubApp pushes with the installation tokens of a GitHub App,

@@ -102,7 +102,7 @@ func (e *gitEnv) testRepoCredsBoundaries(t *testing.T) {
 			ns := e.argoNamespace(t, []string{"lookalike-mid-port", "lookalike-whole"}[i], false)
 			const password = "look-alike-password-0815"
 			e.secret(t, ns, "creds", argoCDSecretTypeRepoCreds, map[string]string{"url": tt.prefix(server), "username": "bot", "password": password})
-			r := e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", server+"/repo.git")})[0]
+			r := e.writer(t, ns).write(context.Background(), []update{appUpdate("main", server+"/repo.git")})[0]
 			if r.Err == nil {
 				t.Fatal("the write succeeded")
 			}
@@ -168,7 +168,7 @@ func (e *gitEnv) testRedirects(t *testing.T) {
 			e.secret(t, ns, "https-creds", argoCDSecretTypeRepoCreds, map[string]string{"url": httpsURL, "username": e.git.Username, "password": e.git.Password})
 			before, _ := elsewhereLog.get()
 
-			r := e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", self+"/"+ns+"-old.git")})[0]
+			r := e.writer(t, ns).write(context.Background(), []update{appUpdate("main", self+"/"+ns+"-old.git")})[0]
 			if after, auths := elsewhereLog.get(); len(after) != len(before) {
 				t.Errorf("the other host got %d requests (Authorization %q)", len(after)-len(before), auths[len(before):])
 			}
@@ -215,7 +215,7 @@ func (e *gitEnv) testCredentialsInErrors(t *testing.T) {
 			var logs bytes.Buffer
 			w := e.writer(t, ns, WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 			repoURL := strings.Replace(server, "://", "://"+tt.user+"@", 1) + "/repo.git"
-			r := w.Write(context.Background(), []Update{appUpdate("main", repoURL)})[0]
+			r := w.write(context.Background(), []update{appUpdate("main", repoURL)})[0]
 			if r.Err == nil {
 				t.Fatal("the write succeeded")
 			}
@@ -301,7 +301,7 @@ func (e *gitEnv) testGitSecret(t *testing.T) {
 			u.Namespace, u.CredentialsSecret = tt.appNS, tt.secret
 			u.Images[0].New.Tag = fmt.Sprintf("v0.0.%d", i+2)
 			fetches := e.git.Fetches.Load()
-			r := w.Write(context.Background(), []Update{u})[0]
+			r := w.write(context.Background(), []update{u})[0]
 			if tt.wantErr == "" {
 				if r.Err != nil {
 					t.Fatal(r.Err)
@@ -388,7 +388,7 @@ func (e *gitEnv) testAppProjects(t *testing.T) {
 		{name: "not a source namespace of the default project", namespace: "ops-12", project: "", repo: "projects-elsewhere",
 			wantErr: "AppProject default does not permit Applications in namespace ops-12"},
 	}
-	var updates []Update
+	var updates []update
 	for i, tt := range tests {
 		url := tt.url
 		if url == "" {
@@ -406,7 +406,7 @@ func (e *gitEnv) testAppProjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := w.Write(context.Background(), updates)
+	results := w.write(context.Background(), updates)
 	log := e.git.Log(t, "projects-allowed", "main")
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

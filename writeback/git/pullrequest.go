@@ -11,6 +11,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // WithForgeHosts sets which APIs serve the pull requests of which
@@ -123,12 +124,12 @@ const maxReviewBranches = 100
 // writeBranch does, then opens one request from it into plan.base, or
 // brings the open one's title and description up to date. A failure of
 // the request fails the Applications it would have listed.
-func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, kind forge.Kind, apps []*appWrite, retry *transientRetry) {
+func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, kind forge.Kind, apps []*appWrite, retry *transientRetry) {
 	if plan.target == plan.base {
 		failAll(apps, invalidTarget{fmt.Errorf("a %s pull request needs a branch other than its base %s: set git-branch to <base>:<branch>", kind, plan.base)})
 		return
 	}
-	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "base", plan.base)
+	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.URL), "base", plan.base)
 	if w.cfg.dryRun {
 		w.writeBranch(ctx, clone, acc, api, remote, plan, apps, retry)
 		log.Info("dry run: not opening a pull request", "service", kind, "branch", plan.target)
@@ -173,7 +174,7 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 	}
 	// Nothing to review: every Application failed, or neither this cycle
 	// nor an earlier one put anything on the branch.
-	if _, pushed := remote.heads[branch]; len(listed) == 0 || !pushed {
+	if _, pushed := remote.Heads[branch]; len(listed) == 0 || !pushed {
 		return
 	}
 	if err := w.mayPush(); err != nil {
@@ -209,7 +210,7 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 // request was closed or merged gets no more commits: the commits of a
 // closed one were refused, and a new request from a merged one would
 // repeat them.
-func reviewBranch(ctx context.Context, c forge.Client, plan branchPlan, remote *remoteBranches) (string, *forge.Request, error) {
+func reviewBranch(ctx context.Context, c forge.Client, plan branchPlan, remote *gitwire.Branches) (string, *forge.Request, error) {
 	for n := 1; n <= maxReviewBranches; n++ {
 		name := plan.target
 		if n > 1 {
@@ -225,7 +226,7 @@ func reviewBranch(ctx context.Context, c forge.Client, plan branchPlan, remote *
 		if open := firstOpen(found); open != nil {
 			return name, open, nil
 		}
-		if _, exists := remote.heads[name]; !exists || len(found) == 0 {
+		if _, exists := remote.Heads[name]; !exists || len(found) == 0 {
 			return name, nil, nil
 		}
 	}

@@ -69,7 +69,7 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 
 // reviewUpdate is an Application of repository url moving app to tag on
 // the branch image-updates, with a request of kind.
-func reviewUpdate(name, url, tag string, kind forge.Kind) Update {
+func reviewUpdate(name, url, tag string, kind forge.Kind) update {
 	u := appUpdate(name, url)
 	u.Branch = "main:image-updates"
 	u.PullRequest = kind
@@ -213,7 +213,7 @@ func (e *gitEnv) testPullRequestErrors(t *testing.T) {
 				w := e.writer(t, ns, opts...)
 				r.api.FailReviewsWith(tt.status)
 				t.Cleanup(func() { r.api.FailReviewsWith(0); r.api.Calls() })
-				res := w.Write(context.Background(), []Update{reviewUpdate("billing", url, "v0.0.2", r.kind)})[0]
+				res := w.write(context.Background(), []update{reviewUpdate("billing", url, "v0.0.2", r.kind)})[0]
 				if res.Err == nil || !strings.Contains(res.Err.Error(), tt.want[r.kind]) || !strings.Contains(res.Err.Error(), "Application argocd/billing") {
 					t.Fatalf("got %v, want an error naming the Application with %q", res.Err, tt.want[r.kind])
 				}

@@ -11,9 +11,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 )
 
@@ -31,11 +32,11 @@ type repoTree struct {
 	store   storer.EncodedObjectStorer
 	root    *object.Tree
 	changed map[string][]byte
-	trees   *treeCache // the folders read, each decoded once
+	trees   *gitwire.TreeCache // the folders read, each decoded once
 }
 
 func newRepoTree(store storer.EncodedObjectStorer, root *object.Tree) *repoTree {
-	return &repoTree{store: store, root: root, changed: map[string][]byte{}, trees: newTreeCache(store)}
+	return &repoTree{store: store, root: root, changed: map[string][]byte{}, trees: gitwire.NewTreeCache(store)}
 }
 
 // treeFile is what a path names in a repoTree.
@@ -55,7 +56,7 @@ var errLeavesRepository = errors.New("leaves the repository")
 // the repository is an error, as a checkout would read a file that is not
 // versioned with it.
 func (t *repoTree) stat(p string) (treeFile, error) {
-	parts := splitRepoPath(p)
+	parts := gitwire.SplitPath(p)
 	hops := 0
 restart:
 	tree := t.root
@@ -92,10 +93,10 @@ restart:
 			if resolved == ".." || strings.HasPrefix(resolved, "../") {
 				return treeFile{}, fmt.Errorf("%s is a symbolic link to %s, which %w", here, link, errLeavesRepository)
 			}
-			parts = append(splitRepoPath(resolved), parts[i+1:]...)
+			parts = append(gitwire.SplitPath(resolved), parts[i+1:]...)
 			goto restart
 		case filemode.Dir:
-			sub, err := t.trees.get(entry.Hash)
+			sub, err := t.trees.Get(entry.Hash)
 			if err != nil {
 				return treeFile{}, fmt.Errorf("%s: read folder: %w", here, err)
 			}
@@ -147,13 +148,6 @@ func (t *repoTree) readBlob(h plumbing.Hash) ([]byte, error) {
 	return io.ReadAll(r)
 }
 
-func splitRepoPath(p string) []string {
-	if p == "" || p == "." {
-		return nil
-	}
-	return strings.Split(p, "/")
-}
-
 // repoPath resolves a path from an annotation: relative to base (the
 // Application's source path), or from the repository root when it starts
 // with "/". Paths leaving the repository are refused.
@@ -182,7 +176,7 @@ func sourceDir(sourcePath string) (string, error) {
 // an Application: .argocd-source-<app>.yaml, or
 // .argocd-source-<namespace>_<app>.yaml for an Application outside the
 // controller's namespace (Argo CD's "apps in any namespace" naming).
-func sourceOverrideFileName(u Update) string {
+func sourceOverrideFileName(u update) string {
 	if u.ControllerNamespace != "" && u.Namespace != u.ControllerNamespace {
 		return ".argocd-source-" + u.Namespace + "_" + u.Name + ".yaml"
 	}
@@ -208,7 +202,7 @@ func (e targetEdit) contents() map[string][]byte {
 
 // planTarget computes the edit of one Application's write-back target.
 // No edit (changed empty) means the target already holds every version.
-func planTarget(t *repoTree, u Update) (targetEdit, error) {
+func planTarget(t *repoTree, u update) (targetEdit, error) {
 	source, err := sourceDir(u.SourcePath)
 	if err != nil {
 		return targetEdit{}, fmt.Errorf("source path: %w", err)
@@ -216,7 +210,7 @@ func planTarget(t *repoTree, u Update) (targetEdit, error) {
 	arg := u.Target.Path
 	switch u.Target.Kind {
 	case settings.TargetSourceOverrides:
-		if u.SourceType == appwatch.SourceDirectory {
+		if u.SourceType == application.SourceDirectory {
 			// Argo CD has no overrides for plain manifests: the values
 			// marked with the image are written in the manifests.
 			return planMarkers(t, u, source)
@@ -273,7 +267,7 @@ const (
 // YAML files under dir (see manifest.SetMarkedImages), its sub-folders
 // included. Symbolic links and submodules are not followed. An image
 // that no file marks is an error: there is nowhere else to write it.
-func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
+func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 	d, err := t.stat(dir)
 	switch {
 	case err != nil:
@@ -290,7 +284,7 @@ func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
 		tree := t.root
 		if dir != "." {
 			var err error
-			if tree, err = t.trees.get(hash); err != nil {
+			if tree, err = t.trees.Get(hash); err != nil {
 				return fmt.Errorf("%s: read folder: %w", dir, err)
 			}
 		}
@@ -365,7 +359,7 @@ func planMarkers(t *repoTree, u Update, dir string) (targetEdit, error) {
 
 // planSourceOverrides edits, or creates (with its folders, as Argo CD
 // Image Updater does), a file in the .argocd-source format.
-func planSourceOverrides(t *repoTree, u Update, file string) (targetEdit, error) {
+func planSourceOverrides(t *repoTree, u update, file string) (targetEdit, error) {
 	content, f, err := t.read(file)
 	switch {
 	case err != nil:

@@ -6,14 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // mustRef parses an image name as the annotations would.
@@ -58,33 +60,65 @@ func TestRepoPath(t *testing.T) {
 func memoryTree(t *testing.T, files, symlinks map[string]string, submodules ...string) *repoTree {
 	t.Helper()
 	s := memory.NewStorage()
-	var root plumbing.Hash
-	put := func(path string, content []byte, mode filemode.FileMode) {
-		blob, err := storeBlob(s, content)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if root, err = putTreeFile(newChainTrees(s), root, splitRepoPath(path), blob, new([]plumbing.Hash)); err != nil {
-			t.Fatal(err)
-		}
-		if mode != filemode.Regular {
-			root = setMode(t, s, root, splitRepoPath(path), mode)
-		}
-	}
+	all := map[string][]byte{}
+	modes := map[string]filemode.FileMode{}
 	for p, c := range files {
-		put(p, []byte(c), filemode.Regular)
+		all[p] = []byte(c)
 	}
 	for p, target := range symlinks {
-		put(p, []byte(target), filemode.Symlink)
+		all[p], modes[p] = []byte(target), filemode.Symlink
 	}
 	for _, p := range submodules {
-		put(p, nil, filemode.Submodule)
+		all[p], modes[p] = nil, filemode.Submodule
+	}
+	root := commitFiles(t, s, all)
+	for p, mode := range modes {
+		root = setMode(t, s, root, gitwire.SplitPath(p), mode)
 	}
 	tree, err := object.GetTree(s, root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return newRepoTree(s, tree)
+}
+
+// commitFiles commits files as regular files on an empty first commit in
+// s, and returns the tree of the commit.
+func commitFiles(tb testing.TB, s *memory.Storage, files map[string][]byte) plumbing.Hash {
+	tb.Helper()
+	tip := emptyCommit(tb, s)
+	clone := &gitwire.Clone{Repo: &gogit.Repository{Storer: s}}
+	h, err := clone.Commit(tip, files, "fixture", object.Signature{Name: "fixture", Email: "fixture@example.com", When: testClock}, nil, new([]plumbing.Hash), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !h.IsZero() {
+		tip = h
+	}
+	commit, err := object.GetCommit(s, tip)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return commit.TreeHash
+}
+
+// emptyCommit stores a commit of the empty tree, without parents.
+func emptyCommit(tb testing.TB, s *memory.Storage) plumbing.Hash {
+	tb.Helper()
+	empty, err := gitwire.NewChainTrees(s).Put(nil, plumbing.ZeroHash)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sig := object.Signature{Name: "fixture", Email: "fixture@example.com", When: testClock}
+	obj := s.NewEncodedObject()
+	if err := (&object.Commit{Author: sig, Committer: sig, Message: "empty", TreeHash: empty}).Encode(obj); err != nil {
+		tb.Fatal(err)
+	}
+	h, err := s.SetEncodedObject(obj)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
 }
 
 // setMode changes the mode of an existing entry (putTreeFile only writes
@@ -163,11 +197,11 @@ func TestRepoTreeStat(t *testing.T) {
 	}
 	// A missing folder is created with the file, as Argo CD Image Updater
 	// does.
-	edit, err := planTarget(tree, Update{Name: "app", SourcePath: "missing/dir", SourceType: appwatch.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	edit, err := planTarget(tree, update{Name: "app", SourcePath: "missing/dir", SourceType: application.SourceKustomize, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err != nil || edit.path != "missing/dir/.argocd-source-app.yaml" || string(edit.content) != "kustomize:\n  images:\n  - a:1\n" {
 		t.Errorf("missing source path: %q %q %v", edit.path, edit.content, err)
 	}
-	_, err = planTarget(tree, Update{Name: "app", Target: settings.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
+	_, err = planTarget(tree, update{Name: "app", Target: settings.WriteBackTarget{Kind: "values", Path: "x"}, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("a")}, New: imageref.Version{Tag: "1"}}}})
 	if err == nil || !strings.Contains(err.Error(), `unknown write-back-target "values:x"`) {
 		t.Errorf("unknown target: %v", err)
 	}
@@ -175,12 +209,12 @@ func TestRepoTreeStat(t *testing.T) {
 
 func TestSourceOverrideFileName(t *testing.T) {
 	tests := []struct {
-		u    Update
+		u    update
 		want string
 	}{
-		{Update{Namespace: "argocd", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-main.yaml"},
-		{Update{Namespace: "argocd", Name: "main"}, ".argocd-source-main.yaml"},
-		{Update{Namespace: "team-a", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-team-a_main.yaml"},
+		{update{Namespace: "argocd", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-main.yaml"},
+		{update{Namespace: "argocd", Name: "main"}, ".argocd-source-main.yaml"},
+		{update{Namespace: "team-a", Name: "main", ControllerNamespace: "argocd"}, ".argocd-source-team-a_main.yaml"},
 	}
 	for _, tt := range tests {
 		if got := sourceOverrideFileName(tt.u); got != tt.want {
@@ -194,7 +228,7 @@ func TestSourceOverrideFileName(t *testing.T) {
 // as changed; symbolic links are not followed; the walk is bounded.
 func TestPlanMarkers(t *testing.T) {
 	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.0"}}
-	update := Update{Name: "app", SourcePath: "apps", SourceType: appwatch.SourceDirectory, Images: []writeback.ImageUpdate{web}}
+	upd := update{Name: "app", SourcePath: "apps", SourceType: application.SourceDirectory, Images: []writeback.ImageUpdate{web}}
 	tree := memoryTree(t, map[string]string{
 		"apps/deploy.yaml":      "image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n",
 		"apps/sub/job.yaml":     "image: example.com/web:1.0\n",
@@ -203,7 +237,7 @@ func TestPlanMarkers(t *testing.T) {
 		"apps/notes.txt":        "# {\"$imageupdater\": \"web\"}\n",
 	}, map[string]string{"apps/link.yaml": "../elsewhere/deploy.yaml"})
 	tree.changed["apps/sub/job.yaml"] = []byte("image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n")
-	edit, err := planTarget(tree, update)
+	edit, err := planTarget(tree, upd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,8 +258,8 @@ func TestPlanMarkers(t *testing.T) {
 	for i := range maxMarkedFiles + 1 {
 		files[fmt.Sprintf("many/f%d.yaml", i)] = "x: 1\n"
 	}
-	update.SourcePath = "many"
-	if _, err := planTarget(memoryTree(t, files, nil), update); err == nil || !strings.Contains(err.Error(), "more than 2000 YAML files") {
+	upd.SourcePath = "many"
+	if _, err := planTarget(memoryTree(t, files, nil), upd); err == nil || !strings.Contains(err.Error(), "more than 2000 YAML files") {
 		t.Errorf("too many YAML files: %v", err)
 	}
 	// A folder of empty folders, written as one tree object.
@@ -250,7 +284,7 @@ func TestPlanMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := planTarget(newRepoTree(st, root), update); err == nil || !strings.Contains(err.Error(), "more than 20000 files and folders") {
+	if _, err := planTarget(newRepoTree(st, root), upd); err == nil || !strings.Contains(err.Error(), "more than 20000 files and folders") {
 		t.Errorf("too many entries: %v", err)
 	}
 }

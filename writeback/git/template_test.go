@@ -57,7 +57,7 @@ func TestTemplateLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			_, err := renderBranchTemplate(tt.text, newBranchTemplateData(Update{Images: manyImages(tt.images)}))
+			_, err := renderBranchTemplate(tt.text, newBranchTemplateData(update{Images: manyImages(tt.images)}))
 			if took := time.Since(start); took > templateTimeout+time.Second {
 				t.Errorf("took %s", took)
 			}
@@ -85,7 +85,7 @@ func TestTemplateLimits(t *testing.T) {
 // 1,000 images, a billion steps that write nothing) or stopped by its
 // time running out, and leaves no goroutine behind to burn a core.
 func TestTemplateStopped(t *testing.T) {
-	data := newBranchTemplateData(Update{Images: manyImages(1000)})
+	data := newBranchTemplateData(update{Images: manyImages(1000)})
 	tests := []struct {
 		name, text string
 		timeout    time.Duration
@@ -124,7 +124,7 @@ func FuzzBranchTemplate(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	data := newBranchTemplateData(Update{Images: manyImages(5)})
+	data := newBranchTemplateData(update{Images: manyImages(5)})
 	f.Fuzz(func(t *testing.T, text string) {
 		start := time.Now()
 		out, _ := renderBranchTemplate(text, data)

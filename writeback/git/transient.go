@@ -13,6 +13,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // Retries of a repository's transient failures within one Write: one 429,
@@ -43,7 +45,7 @@ func withTransientBackoff(d time.Duration) Option {
 // 403, 404), a push the server rejected for its content, a moved branch
 // and our own deadline are not.
 func transientGitError(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBranchMoved) ||
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, gitwire.ErrBranchMoved) ||
 		errors.Is(err, bounded.ErrTooLarge) {
 		return false
 	}
@@ -121,21 +123,13 @@ func (r *transientRetry) do(ctx context.Context, what string, op func() error) e
 	}
 }
 
-// BatchError is the error of every Application of a batch that failed
+// batchError is the error of every Application of a batch that failed
 // together (the repository could not be listed, fetched or pushed to):
-// the same value for each, so that a caller can report it once.
-type BatchError struct {
-	Err error
-	// Applications is how many Applications it failed.
-	Applications int
-}
-
-func (e *BatchError) Error() string { return e.Err.Error() }
-func (e *BatchError) Unwrap() error { return e.Err }
-
+// the same writeback.BatchError for each, so that a caller can report it
+// once.
 func batchError(err error, apps int) error {
 	if apps < 2 {
 		return err
 	}
-	return &BatchError{Err: err, Applications: apps}
+	return &writeback.BatchError{Err: err, Applications: apps}
 }

@@ -15,6 +15,8 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // testTransientFailures: a reset listing, a 503 fetch and a 500 push are
@@ -58,8 +60,8 @@ func (e *gitEnv) testTransientFailures(t *testing.T) {
 	w = e.writer(t, ns, WithTransientRetries(0))
 	proxy.Inject(is(http.MethodGet, "/info/refs"), testenv.Fault502)
 	a.Images[0].New.Tag, b.Images[0].New.Tag = "v0.0.3", "v0.0.3"
-	results = w.Write(context.Background(), []Update{a, b})
-	var be0, be1 *BatchError
+	results = w.write(context.Background(), []update{a, b})
+	var be0, be1 *writeback.BatchError
 	if !errors.As(results[0].Err, &be0) || !errors.As(results[1].Err, &be1) || be0 != be1 || be0.Applications != 2 {
 		t.Errorf("errors %v and %v, want one BatchError of 2 Applications", results[0].Err, results[1].Err)
 	}
@@ -74,7 +76,7 @@ func TestTransientGitError(t *testing.T) {
 		{fmt.Errorf("fetch: %w", plumbing.NewUnexpectedError(&githttp.Err{Response: &http.Response{StatusCode: 503, Request: &http.Request{URL: &url.URL{}}}})), true},
 		{fmt.Errorf("fetch: %w", plumbing.NewUnexpectedError(&githttp.Err{Response: &http.Response{StatusCode: 501, Request: &http.Request{URL: &url.URL{}}}})), false},
 		{context.DeadlineExceeded, false},
-		{ErrBranchMoved, false},
+		{gitwire.ErrBranchMoved, false},
 		{errors.New("command error on refs/heads/main: pre-receive hook declined"), false},
 	} {
 		if got := transientGitError(tc.err); got != tc.want {

@@ -1,7 +1,8 @@
 // Package git writes new image versions to an Application's git
-// repository (write-back method "git"): cached clones, the edit of the
-// write-back target, commits (signed with gitsign), pushes and pull
-// requests, reaching the repository as gitauth allows.
+// repository (write-back method "git"): the folder of cached clones and
+// its bound, the edit of the write-back target, commits (signed with
+// gitsign), pushes and pull requests, reaching the repository as gitauth
+// allows, through gitwire's fetches, commits and pushes.
 package git
 
 import (
@@ -21,13 +22,14 @@ import (
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // Defaults of the git write-back.
@@ -45,12 +47,9 @@ const (
 // one goroutine.
 const maxParallelRepositories = 4
 
-// gitNetworkTimeout bounds one list, fetch or push, so that a server that
-// stops answering cannot stall the update cycle.
-const gitNetworkTimeout = 5 * time.Minute
-
-// Update is what to write for one Application with the git method.
-type Update struct {
+// update is what the git method writes for one Application: its Change
+// with the repository, revision and credentials resolved.
+type update struct {
 	// Namespace and Name are the Application's.
 	Namespace, Name string
 	// ControllerNamespace is Argo CD's namespace: an Application in
@@ -70,7 +69,7 @@ type Update struct {
 	SourcePath string
 	// SourceType is Kustomize, Helm or Plugin; it chooses the content of
 	// the .argocd-source file (see manifest.SetSourceOverrides).
-	SourceType appwatch.SourceType
+	SourceType application.SourceType
 	// Target is the file to edit (write-back-target).
 	Target settings.WriteBackTarget
 	// CredentialsSecret is the Secret of git:secret:<namespace>/<name>;
@@ -90,9 +89,9 @@ type Update struct {
 	Images            []writeback.ImageUpdate
 }
 
-func (u Update) key() string { return u.Namespace + "/" + u.Name }
+func (u update) key() string { return u.Namespace + "/" + u.Name }
 
-func (u Update) validate() error {
+func (u update) validate() error {
 	var errs []error
 	if u.Namespace == "" || u.Name == "" {
 		errs = append(errs, errors.New("namespace and name are required"))
@@ -100,9 +99,9 @@ func (u Update) validate() error {
 	if u.RepoURL == "" {
 		errs = append(errs, errors.New("no repository URL"))
 	}
-	if u.Target.Kind == settings.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin ||
-		u.Target.Kind == settings.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != appwatch.SourcePlugin && u.SourceType != appwatch.SourceDirectory {
-		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin))
+	if u.Target.Kind == settings.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin ||
+		u.Target.Kind == settings.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin && u.SourceType != application.SourceDirectory {
+		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	if u.PullRequest != "" {
 		if _, err := forge.ParseKind(string(u.PullRequest)); err != nil {
@@ -111,24 +110,6 @@ func (u Update) validate() error {
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
 	return errors.Join(errs...)
-}
-
-// Result is what a Write did for one Application; Write returns them in
-// the order of its updates.
-type Result struct {
-	Namespace, Name string
-	// Changed lists the images whose versions were committed and pushed
-	// (in dry-run mode: would have been); empty when the target already
-	// held every version or when Err is set.
-	Changed []writeback.ImageUpdate
-	// Commit is the pushed commit holding this Application's change.
-	Commit string
-	// Branch is the branch written to.
-	Branch string
-	// PullRequest is the web page of the pull request opened or updated
-	// for Branch, when the update asked for one.
-	PullRequest string
-	Err         error
 }
 
 // Option configures a Writer.
@@ -163,7 +144,8 @@ type writerConfig struct {
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
 // argocd-ssh-known-hosts-cm and argocd-tls-certs-cm are read (default
-// "argocd").
+// "argocd"); an Application in another namespace writes its overrides to
+// .argocd-source-<namespace>_<name>.yaml.
 func WithArgoCDNamespace(ns string) Option {
 	return func(c *writerConfig) { c.argoCDNamespace = ns }
 }
@@ -364,10 +346,78 @@ func (w *Writer) WorkDir() string { return w.cache.root }
 // after.
 func (w *Writer) Close() error { return w.cache.close() }
 
-// Write writes all updates of one cycle and returns one result per
-// update, in order. Repositories are written in parallel; one failing
+// Write writes all changes of one cycle and returns one result per
+// change, in order. Repositories are written in parallel; one failing
 // repository, branch or Application does not stop the others.
-func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
+func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeback.Result {
+	results := make([]writeback.Result, len(changes))
+	var updates []update
+	var at []int
+	for i, c := range changes {
+		u, err := w.updateOf(c)
+		if err != nil {
+			results[i] = writeback.Result{Namespace: u.Namespace, Name: u.Name, Err: err}
+			continue
+		}
+		updates = append(updates, u)
+		at = append(at, i)
+	}
+	if len(updates) == 0 {
+		return results
+	}
+	for i, res := range w.write(ctx, updates) {
+		results[at[i]] = res
+	}
+	return results
+}
+
+// updateOf resolves what c writes: the repository is the git-repository
+// annotation's, else the source's. A git-repository that names another
+// source of a multi-source Application (the values of a chart from a Helm
+// repository, say) is committed to at that source's revision, as Argo CD
+// Image Updater does, not at the chart's version.
+func (w *Writer) updateOf(c writeback.Change) (update, error) {
+	app, wb := c.App, c.App.Settings.WriteBack
+	u := update{
+		Namespace:           app.Namespace,
+		Name:                app.Name,
+		ControllerNamespace: w.cfg.argoCDNamespace,
+		RepoURL:             wb.GitRepository,
+		TargetRevision:      c.Source.TargetRevision,
+		Branch:              wb.GitBranch,
+		SourcePath:          c.Source.Path,
+		SourceType:          c.Source.Type,
+		Target:              wb.Target,
+		CredentialsSecret:   app.GitSecret(),
+		Project:             app.Project,
+		PullRequest:         wb.PullRequest,
+		PullRequestLabels:   wb.PullRequestLabels,
+		Images:              c.Images,
+	}
+	if u.RepoURL == "" {
+		u.RepoURL = c.Source.RepoURL
+	} else if s, ok := sourceOf(app, u.RepoURL); ok {
+		u.TargetRevision = s.TargetRevision
+	}
+	if u.RepoURL == "" {
+		return u, errors.New("git write-back: the Application has no source repository and no git-repository annotation")
+	}
+	return u, nil
+}
+
+// sourceOf is the first of spec.sources whose repository is repoURL;
+// false for a single-source Application.
+func sourceOf(app *application.Application, repoURL string) (application.Source, bool) {
+	for _, s := range app.Sources {
+		if s.Index >= 0 && gitauth.SameRepository(s.RepoURL, repoURL) {
+			return s, true
+		}
+	}
+	return application.Source{}, false
+}
+
+// write writes updates as Write writes changes.
+func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result {
 	// Applications of different AppProjects may reach one repository
 	// with different credentials (project-scoped Secrets): each project
 	// writes apart.
@@ -381,7 +431,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 	byRepo := map[repoKey][]*appWrite{}
 	policy := gitauth.NewPolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
-		a := &appWrite{update: u, result: Result{Namespace: u.Namespace, Name: u.Name}}
+		a := &appWrite{update: u, result: writeback.Result{Namespace: u.Namespace, Name: u.Name}}
 		writes[i] = a
 		if err := u.validate(); err != nil {
 			a.result.Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
@@ -423,7 +473,7 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 		})
 	}
 	_ = g.Wait()
-	results := make([]Result, len(writes))
+	results := make([]writeback.Result, len(writes))
 	for i, a := range writes {
 		results[i] = a.result
 	}
@@ -433,8 +483,8 @@ func (w *Writer) Write(ctx context.Context, updates []Update) []Result {
 // appWrite is one Application's update and what became of it. Each is
 // written by the one goroutine that handles its repository.
 type appWrite struct {
-	update Update
-	result Result
+	update update
+	result writeback.Result
 }
 
 func (a *appWrite) fail(err error) { a.result.Err = appError(a.update, err) }
@@ -475,12 +525,12 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 		fail(err)
 		return
 	}
-	clone.fullHistory = w.cfg.fullHistory
+	clone.FullHistory = w.cfg.fullHistory
 	defer w.cache.done(clone)
 	retry := &transientRetry{max: w.cfg.transientRetries, base: w.cfg.transientBackoff,
 		log: w.cfg.log.With("repository", gitauth.RedactURL(url))}
-	var remote remoteBranches
-	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.list(ctx, acc); return err }); err != nil {
+	var remote gitwire.Branches
+	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.List(ctx, acc); return err }); err != nil {
 		fail(err)
 		return
 	}
@@ -501,7 +551,7 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	var groups []*branchGroup
 	byTarget := map[groupKey]*branchGroup{}
 	for _, a := range apps {
-		plan, err := planBranches(a.update, remote.defaultBranch)
+		plan, err := planBranches(a.update, remote.Default)
 		if err != nil {
 			a.fail(invalidTarget{err})
 			continue
@@ -538,17 +588,17 @@ type pendingCommit struct {
 // writeBranch commits the Applications of one target branch and pushes
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
-func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *remoteBranches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
-	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.url), "branch", plan.target)
+func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
+	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.URL), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
 		from := plan.target
-		listed, exists := remote.heads[plan.target]
+		listed, exists := remote.Heads[plan.target]
 		if !exists {
 			from = plan.base
 			var ok bool
-			if listed, ok = remote.heads[plan.base]; !ok {
-				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, gitauth.RedactURL(clone.url))})
+			if listed, ok = remote.Heads[plan.base]; !ok {
+				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, gitauth.RedactURL(clone.URL))})
 				return
 			}
 		}
@@ -583,7 +633,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 			return
 		}
 		if w.beforePush != nil {
-			w.beforePush(clone.url, plan.target, attempt)
+			w.beforePush(clone.URL, plan.target, attempt)
 		}
 		var pushErr error
 		if api != nil {
@@ -595,24 +645,24 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 				}
 			}
 		} else {
-			pushErr = clone.push(ctx, acc, head, created, plan.target, expected)
+			pushErr = clone.Push(ctx, acc, head, created, plan.target, expected)
 		}
 		pushed := pushErr == nil
 		// After a failed push, the branch tells what happened: it holds
 		// our commits (the answer was lost), it moved (someone else
 		// pushed), or it did not move (a real failure).
-		var fresh remoteBranches
+		var fresh gitwire.Branches
 		moved := false
 		var listErr error
 		if !pushed {
-			if fresh, listErr = clone.list(ctx, acc); listErr == nil {
-				now, stillExists := fresh.heads[plan.target]
+			if fresh, listErr = clone.List(ctx, acc); listErr == nil {
+				now, stillExists := fresh.Heads[plan.target]
 				pushed = stillExists && now == head
 				moved = stillExists != exists || (exists && now != expected)
 			}
 		}
 		if pushed {
-			remote.heads[plan.target] = head
+			remote.Heads[plan.target] = head
 			landed(log, pending)
 			return
 		}
@@ -656,6 +706,7 @@ func landed(log *slog.Logger, pending []pendingCommit) {
 	for _, p := range pending {
 		p.app.result.Changed = p.changed
 		p.app.result.Commit = p.commit.String()
+		p.app.result.Written = true
 		log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", writeback.ImageList(p.changed))
 	}
 }
@@ -675,7 +726,7 @@ func refusedByServer(err error) bool {
 // halving), the commit after it is reported as refused, and the rest is
 // committed again on the new tip and pushed the same way. Each refused
 // Application costs about log2(n) extra pushes.
-func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *remoteBranches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
+func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *gitwire.Branches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
 	for len(pending) > 0 {
 		// The first lo commits are pushed; the first hi are refused.
 		lo, hi, refusal := 0, len(pending), pushErr
@@ -683,13 +734,13 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 			mid := (lo + hi) / 2
 			err := w.mayPush()
 			if err == nil {
-				err = clone.push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
+				err = clone.Push(ctx, acc, pending[mid-1].commit, created, plan.target, expected)
 			}
 			switch {
 			case err == nil:
 				landed(log, pending[lo:mid])
 				expected = pending[mid-1].commit
-				remote.heads[plan.target] = expected
+				remote.Heads[plan.target] = expected
 				lo = mid
 			case refusedByServer(err):
 				hi, refusal = mid, err
@@ -721,11 +772,11 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 		created = append(created, more...)
 		err = w.mayPush()
 		if err == nil {
-			err = clone.push(ctx, acc, head, created, plan.target, expected)
+			err = clone.Push(ctx, acc, head, created, plan.target, expected)
 		}
 		switch {
 		case err == nil:
-			remote.heads[plan.target] = head
+			remote.Heads[plan.target] = head
 			landed(log, again)
 			return
 		case len(again) == 1 || !refusedByServer(err):
@@ -743,7 +794,7 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 // Application whose target cannot be edited gets its error and no commit;
 // the others go on. In dry-run mode edits are computed but not committed.
 func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*appWrite) (head plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, _ error) {
-	commit, err := object.GetCommit(clone.repo.Storer, tip)
+	commit, err := object.GetCommit(clone.Repo.Storer, tip)
 	if err != nil {
 		return plumbing.ZeroHash, nil, nil, fmt.Errorf("read commit %s: %w", tip, err)
 	}
@@ -753,12 +804,12 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 	}
 	// One walk of the tip's trees for the whole batch, and one chain of
 	// trees for its commits: no tree is decoded once per Application.
-	tree := newRepoTree(clone.repo.Storer, root)
-	chain := newChainTrees(clone.repo.Storer)
+	tree := newRepoTree(clone.Repo.Storer, root)
+	chain := gitwire.NewChainTrees(clone.Repo.Storer)
 	head = tip
 	for _, a := range apps {
 		u := a.update
-		a.result.Err, a.result.Changed, a.result.Commit = nil, nil, ""
+		a.result.Err, a.result.Changed, a.result.Commit, a.result.Written = nil, nil, "", false
 		edit, err := w.planGuarded(tree, a)
 		if err != nil {
 			a.fail(invalidTarget{err})
@@ -774,7 +825,7 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 				a.fail(err)
 				continue
 			}
-			if h, err = clone.commit(head, edit.contents(), msg, w.signature(), w.signer, &created, chain); err != nil {
+			if h, err = clone.Commit(head, edit.contents(), msg, w.signature(), w.signer, &created, chain); err != nil {
 				a.fail(fmt.Errorf("commit %s: %w", edit.path, err))
 				continue
 			}
@@ -802,7 +853,7 @@ func (w *Writer) signature() object.Signature {
 }
 
 // commitMessage renders the template for one Application's changes.
-func (w *Writer) commitMessage(u Update, changed []writeback.ImageUpdate) (string, error) {
+func (w *Writer) commitMessage(u update, changed []writeback.ImageUpdate) (string, error) {
 	msg, err := w.message.Render(commitMessageData(u, changed))
 	if err != nil {
 		return "", err
@@ -814,7 +865,7 @@ func (w *Writer) commitMessage(u Update, changed []writeback.ImageUpdate) (strin
 }
 
 // commitMessageData is what templates see of one Application's changes.
-func commitMessageData(u Update, changed []writeback.ImageUpdate) CommitMessageData {
+func commitMessageData(u update, changed []writeback.ImageUpdate) CommitMessageData {
 	data := CommitMessageData{AppName: u.Name}
 	for _, img := range changed {
 		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String(), Labels: img.Labels})
@@ -829,6 +880,6 @@ type invalidTarget struct{ err error }
 func (e invalidTarget) Error() string   { return e.err.Error() }
 func (e invalidTarget) Unwrap() []error { return []error{writeback.ErrInvalidTarget, e.err} }
 
-func appError(u Update, err error) error {
+func appError(u update, err error) error {
 	return gitauth.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), gitauth.RedactURL(u.RepoURL), err))
 }

@@ -29,13 +29,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // Names Argo CD gives its repository credentials and SSH known hosts,
@@ -198,18 +199,18 @@ func (e *gitEnv) repo(t *testing.T, name string, files map[string]string) string
 func (e *gitEnv) bare(name string) string { return filepath.Join(e.git.Root, name+".git") }
 
 // appUpdate is seed 003's main Application moving eks-app to v0.0.2.
-func appUpdate(name, repoURL string) Update {
-	return Update{
+func appUpdate(name, repoURL string) update {
+	return update{
 		Namespace: "argocd", Name: name, ControllerNamespace: "argocd",
 		RepoURL: repoURL, TargetRevision: "main",
-		SourcePath: "main/overlays/production", SourceType: appwatch.SourceKustomize,
+		SourcePath: "main/overlays/production", SourceType: application.SourceKustomize,
 		Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}},
 	}
 }
 
-func mustWrite(t *testing.T, w *Writer, updates ...Update) []Result {
+func mustWrite(t *testing.T, w *Writer, updates ...update) []writeback.Result {
 	t.Helper()
-	results := w.Write(context.Background(), updates)
+	results := w.write(context.Background(), updates)
 	for _, r := range results {
 		if r.Err != nil {
 			t.Fatalf("%s/%s: %v", r.Namespace, r.Name, r.Err)
@@ -275,7 +276,7 @@ func (e *gitEnv) testSourceFiles(t *testing.T) {
 	kustomize := appUpdate("main", url)
 	kustomize.Images = append(kustomize.Images, writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), KustomizeImageName: mustRef("web")}, New: imageref.Version{Tag: "v0.0.3"}, Old: imageref.ParseVersion("v0.0.1")})
 	helm := appUpdate("main-helm", url)
-	helm.SourcePath, helm.SourceType = "charts/main", appwatch.SourceHelm
+	helm.SourcePath, helm.SourceType = "charts/main", application.SourceHelm
 	otherNS := appUpdate("main", url)
 	otherNS.Namespace = "team-a"
 
@@ -338,7 +339,7 @@ func (e *gitEnv) testKustomizationTargets(t *testing.T) {
 	seed := appUpdate("seed", url)
 	seed.Target = mustTarget("kustomization:../../main/overlays/production")
 
-	results := w.Write(context.Background(), []Update{inSource, relative, rooted, seed})
+	results := w.write(context.Background(), []update{inSource, relative, rooted, seed})
 	for _, r := range results[:3] {
 		if r.Err != nil {
 			t.Fatalf("%s: %v", r.Name, r.Err)
@@ -372,7 +373,7 @@ func (e *gitEnv) testKustomizationFileNames(t *testing.T) {
 	url := e.repo(t, "kustomization-names", files)
 	w := e.writer(t, ns)
 	pushes := e.git.Pushes.Load()
-	var updates []Update
+	var updates []update
 	// main, HEAD and "" all name the default branch: one push.
 	for dir, revision := range map[string]string{"a": "main", "b": "HEAD", "c": ""} {
 		u := appUpdate("app-"+dir, url)
@@ -396,12 +397,12 @@ func (e *gitEnv) testHelmValues(t *testing.T) {
 	url := e.repo(t, "helm-values", nil)
 	w := e.writer(t, ns)
 	app := appUpdate("main-app", url)
-	app.SourcePath, app.SourceType, app.Target = "charts/main", appwatch.SourceHelm, mustTarget("helmvalues")
+	app.SourcePath, app.SourceType, app.Target = "charts/main", application.SourceHelm, mustTarget("helmvalues")
 	app.Images[0].HelmImageName, app.Images[0].HelmImageTag = "app.image.name", "app.image.tag"
 	// A second Application writes the same file by its rooted path; its
 	// edit builds on the first one's.
 	web := appUpdate("main-web", url)
-	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", appwatch.SourceHelm, mustTarget("helmvalues:/charts/main/values.yaml")
+	web.SourcePath, web.SourceType, web.Target = "main/overlays/production", application.SourceHelm, mustTarget("helmvalues:/charts/main/values.yaml")
 	web.Images = []writeback.ImageUpdate{
 		{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web"), HelmImageSpec: "sidecars[1].image"}, New: imageref.Version{Tag: "v0.0.2"}},
 		{ImageSpec: settings.ImageSpec{Alias: "probe", Image: mustRef("ghcr.io/example/probe"), HelmImageName: "probe.image.repository", HelmImageTag: "probe.image.tag"}, New: imageref.Version{Tag: "1.0"}},
@@ -449,14 +450,14 @@ func (e *gitEnv) testOverrideFileTargets(t *testing.T) {
 	created := appUpdate("created", url)
 	created.Target = mustTarget("config/main-images.yaml")
 	merged := appUpdate("merged", url)
-	merged.SourcePath, merged.SourceType, merged.Target = "charts/main", appwatch.SourceHelm, mustTarget("/charts/main/overrides.yaml")
+	merged.SourcePath, merged.SourceType, merged.Target = "charts/main", application.SourceHelm, mustTarget("/charts/main/overrides.yaml")
 	escaping := appUpdate("escaping", url)
 	escaping.Target = mustTarget("../outside.yaml")
 	// Its folders are created, as Argo CD Image Updater creates them.
 	noFolder := appUpdate("no-folder", url)
 	noFolder.Target = mustTarget("nowhere/deep/images.yaml")
 
-	results := w.Write(context.Background(), []Update{created, merged, escaping, noFolder})
+	results := w.write(context.Background(), []update{created, merged, escaping, noFolder})
 	wantErr := map[string]string{
 		"escaping": `write-back-target "../outside.yaml": path "../outside.yaml" (from ".") leaves the repository`,
 	}
@@ -504,7 +505,7 @@ func (e *gitEnv) testInvalidTargets(t *testing.T) {
 	w := e.writer(t, ns)
 	good := appUpdate("good", url)
 	missing := appUpdate("missing", url)
-	missing.SourceType, missing.Target = appwatch.SourceHelm, mustTarget("helmvalues")
+	missing.SourceType, missing.Target = application.SourceHelm, mustTarget("helmvalues")
 	invalid := appUpdate("invalid", url)
 	invalid.SourcePath, invalid.Target = "main/overlays/broken", mustTarget("kustomization")
 	escaping := appUpdate("escaping", url)
@@ -518,7 +519,7 @@ func (e *gitEnv) testInvalidTargets(t *testing.T) {
 	staging.SourcePath = "main/overlays/staging"
 
 	before := e.git.Log(t, "invalid-targets", "main")
-	results := w.Write(context.Background(), []Update{good, missing, invalid, escaping, symlinkUp, symlinkAbs, staging})
+	results := w.write(context.Background(), []update{good, missing, invalid, escaping, symlinkUp, symlinkAbs, staging})
 	wantErr := map[string]string{
 		"invalid":          "main/overlays/broken/kustomization.yaml: invalid YAML: yaml: line 3",
 		"escaping":         `path "../../../../elsewhere" (from "main/overlays/production") leaves the repository`,
@@ -559,7 +560,7 @@ func (e *gitEnv) testFiftyApplications(t *testing.T) {
 	ns := e.argoNamespace(t, "fifty", true)
 	url := e.repo(t, "fifty", nil)
 	w := e.writer(t, ns)
-	var updates []Update
+	var updates []update
 	for i := range 50 {
 		updates = append(updates, appUpdate(fmt.Sprintf("app-%02d", i), url))
 	}
@@ -703,8 +704,8 @@ func (e *gitEnv) testPushRace(t *testing.T) {
 		})
 	}
 	a.Images[0].New.Tag = "v0.0.9"
-	r := w.Write(context.Background(), []Update{a})[0]
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "after 1 retries") || !errors.Is(r.Err, ErrBranchMoved) || r.Commit != "" {
+	r := w.write(context.Background(), []update{a})[0]
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "after 1 retries") || !errors.Is(r.Err, gitwire.ErrBranchMoved) || r.Commit != "" {
 		t.Errorf("busy branch: commit %q, err %v", r.Commit, r.Err)
 	}
 	if got := subjects(e.git.Log(t, "push-race", "main"))[:2]; !slices.Equal(got, []string{"busy 1", "busy 0"}) {
@@ -749,7 +750,7 @@ func (e *gitEnv) testPushGate(t *testing.T) {
 				}
 				attempt = n + 1
 			}
-			r := w.Write(context.Background(), []Update{appUpdate("main", url)})[0]
+			r := w.write(context.Background(), []update{appUpdate("main", url)})[0]
 			if tt.wantPushed {
 				if r.Err != nil || r.Commit == "" {
 					t.Errorf("commit %q, err %v", r.Commit, r.Err)
@@ -798,7 +799,7 @@ func (e *gitEnv) testProjectScopedCredentials(t *testing.T) {
 	a.Project, b.Project = "team-a", "team-b"
 	b.SourcePath = "main/overlays/staging"
 	pushes := e.git.Pushes.Load()
-	results := e.writer(t, ns).Write(context.Background(), []Update{a, b})
+	results := e.writer(t, ns).write(context.Background(), []update{a, b})
 	if results[0].Err != nil || results[0].Commit == "" {
 		t.Errorf("team-a: %+v", results[0])
 	}
@@ -816,7 +817,7 @@ func (e *gitEnv) testWrongPassword(t *testing.T) {
 	const password = "not-the-password-4711"
 	e.secret(t, ns, "creds", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL, "username": e.git.Username, "password": password})
 	pushes := e.git.Pushes.Load()
-	r := e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r := e.writer(t, ns).write(context.Background(), []update{appUpdate("main", url)})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "authentication required") || !strings.Contains(r.Err.Error(), "Secret "+ns+"/creds") || !strings.Contains(r.Err.Error(), "Application argocd/main") {
 		t.Errorf("got %v, want an authentication error naming the Application and the Secret", r.Err)
 	}
@@ -839,7 +840,7 @@ func (e *gitEnv) testSSH(t *testing.T) {
 	host := e.sshd.Addr
 
 	// No known hosts at all.
-	r := e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r := e.writer(t, ns).write(context.Background(), []update{appUpdate("main", url)})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "of "+host) || !strings.Contains(r.Err.Error(), "ConfigMap ssh/argocd-ssh-known-hosts-cm does not exist") {
 		t.Errorf("no known hosts: %v", r.Err)
 	}
@@ -857,7 +858,7 @@ func (e *gitEnv) testSSH(t *testing.T) {
 		Data:       map[string]string{argoCDKnownHostsKey: "github.com " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(otherKey))) + "\n"},
 	}
 	e.kube.Create(t, cm)
-	r = e.writer(t, ns).Write(context.Background(), []Update{appUpdate("main", url)})[0]
+	r = e.writer(t, ns).write(context.Background(), []update{appUpdate("main", url)})[0]
 	if r.Err == nil || !strings.Contains(r.Err.Error(), "of "+host+" is unknown") || !strings.Contains(r.Err.Error(), ssh.FingerprintSHA256(e.sshd.HostKey)) {
 		t.Errorf("unknown host key: %v", r.Err)
 	}
@@ -1033,12 +1034,12 @@ done
 		t.Fatal(err)
 	}
 	w := e.writer(t, ns)
-	var updates []Update
+	var updates []update
 	for i := range 21 {
 		updates = append(updates, appUpdate(fmt.Sprintf("app-%02d", i), url))
 	}
 	pushes := e.git.Pushes.Load()
-	results := w.Write(context.Background(), updates)
+	results := w.write(context.Background(), updates)
 	for _, r := range results {
 		switch {
 		case r.Name == "app-13" && (r.Err == nil || !strings.Contains(r.Err.Error(), "pre-receive hook declined") || r.Commit != ""):

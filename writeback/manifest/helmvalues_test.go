@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -251,7 +251,7 @@ func TestSizeBound(t *testing.T) {
 			return err
 		},
 		"source overrides": func(b []byte) error {
-			_, _, err := SetSourceOverrides(".argocd-source-app.yaml", b, appwatch.SourceKustomize, []writeback.ImageUpdate{img})
+			_, _, err := SetSourceOverrides(".argocd-source-app.yaml", b, application.SourceKustomize, []writeback.ImageUpdate{img})
 			return err
 		},
 	}
@@ -305,7 +305,7 @@ func TestAliasBound(t *testing.T) {
 			return err
 		}, "kustomization.yaml:7: the alias *l1 takes the file past"},
 		{"source overrides", aliasBomb("", "kustomize"), func(b []byte) error {
-			_, _, err := SetSourceOverrides(".argocd-source-app.yaml", b, appwatch.SourceKustomize, []writeback.ImageUpdate{img})
+			_, _, err := SetSourceOverrides(".argocd-source-app.yaml", b, application.SourceKustomize, []writeback.ImageUpdate{img})
 			return err
 		}, ".argocd-source-app.yaml:5: the alias *l1 takes the file past"},
 	}

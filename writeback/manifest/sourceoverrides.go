@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	yaml "sigs.k8s.io/yaml/goyaml.v3"
@@ -24,14 +24,14 @@ import (
 // indent, list items at their key's indent, "forcestring"), so that a file
 // it wrote changes only in the values; the lines before a "---" document
 // start are kept as they are.
-func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType, images []writeback.ImageUpdate) ([]byte, []writeback.ImageUpdate, error) {
+func SetSourceOverrides(name string, src []byte, sourceType application.SourceType, images []writeback.ImageUpdate) ([]byte, []writeback.ImageUpdate, error) {
 	var edits []listEdit
 	switch sourceType {
-	case appwatch.SourceKustomize:
+	case application.SourceKustomize:
 		edits = []listEdit{{kustomizeImages, images}}
-	case appwatch.SourceHelm:
+	case application.SourceHelm:
 		edits = []listEdit{{helmParameters, images}}
-	case appwatch.SourcePlugin:
+	case application.SourcePlugin:
 		// Images without a plugin target are written as Helm parameters,
 		// as Argo CD Image Updater writes them for plugin sources.
 		var env, params []writeback.ImageUpdate
@@ -48,7 +48,7 @@ func SetSourceOverrides(name string, src []byte, sourceType appwatch.SourceType,
 			}
 		}
 	default:
-		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s, %s or %s)", name, sourceType, appwatch.SourceKustomize, appwatch.SourceHelm, appwatch.SourcePlugin)
+		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s, %s or %s)", name, sourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin)
 	}
 	prefix, body := splitDocumentStart(src)
 	var doc yaml.Node

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -18,19 +18,19 @@ func TestSetSourceOverrides(t *testing.T) {
 	cmpWeb := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "cmp-web", Image: mustRef(gitWebImage), PluginEnvSpec: "WEB"}, New: imageref.Version{Tag: "1.5.0"}}
 	tests := []struct {
 		name       string
-		sourceType appwatch.SourceType
+		sourceType application.SourceType
 		src        string
 		images     []writeback.ImageUpdate
 		want       string
 		changed    []string
 	}{
 		{
-			name: "new kustomize file", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app, web},
+			name: "new kustomize file", sourceType: application.SourceKustomize, images: []writeback.ImageUpdate{app, web},
 			want:    "kustomize:\n  images:\n  - " + gitAppImage + ":v0.0.2\n  - " + gitWebImage + ":1.5.0\n",
 			changed: []string{"app", "web"},
 		},
 		{
-			name: "new helm file", sourceType: appwatch.SourceHelm, images: []writeback.ImageUpdate{app, web},
+			name: "new helm file", sourceType: application.SourceHelm, images: []writeback.ImageUpdate{app, web},
 			want: "helm:\n  parameters:\n" +
 				"  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
 				"  - name: image.tag\n    value: v0.0.2\n    forcestring: true\n" +
@@ -38,14 +38,14 @@ func TestSetSourceOverrides(t *testing.T) {
 			changed: []string{"app", "web"},
 		},
 		{
-			name: "kustomize merge keeps other keys and entries", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			name: "kustomize merge keeps other keys and entries", sourceType: application.SourceKustomize, images: []writeback.ImageUpdate{app},
 			src: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n  - nginx:1.25\n  - " + gitAppImage + ":v0.0.1\n  - other=busybox:1\n",
 			want: "# managed by the image updater\nkustomize:\n  namePrefix: prod-\n  images:\n" +
 				"  - nginx:1.25\n  - " + gitAppImage + ":v0.0.2\n  - other=busybox:1\n",
 			changed: []string{"app"},
 		},
 		{
-			name: "helm merge keeps other parameters and their keys", sourceType: appwatch.SourceHelm, images: []writeback.ImageUpdate{app},
+			name: "helm merge keeps other parameters and their keys", sourceType: application.SourceHelm, images: []writeback.ImageUpdate{app},
 			src: "helm:\n  parameters:\n  - name: replicas\n    value: \"3\"\n  - name: image.tag\n    value: v0.0.1\n    forceString: true\n  - name: image.name\n    value: " + gitAppImage + "\n  valueFiles: [values-prod.yaml]\n",
 			want: "helm:\n  parameters:\n" +
 				"  - name: image.name\n    value: " + gitAppImage + "\n" +
@@ -58,7 +58,7 @@ func TestSetSourceOverrides(t *testing.T) {
 			// Images with a plugin target go to the plugin's environment,
 			// in place and in order; the others to Helm parameters, as
 			// Argo CD Image Updater writes them for plugin sources.
-			name: "plugin environment and parameters", sourceType: appwatch.SourcePlugin, images: []writeback.ImageUpdate{app, cmpApp, cmpWeb},
+			name: "plugin environment and parameters", sourceType: application.SourcePlugin, images: []writeback.ImageUpdate{app, cmpApp, cmpWeb},
 			src: "plugin:\n  name: tanka\n  env:\n  - name: OTHER\n    value: kept\n  - name: APP_TAG\n    value: v0.0.1\n    comment: mine\n",
 			want: "plugin:\n  name: tanka\n  env:\n  - name: OTHER\n    value: kept\n" +
 				"  - name: APP_TAG\n    value: v0.0.2\n    comment: mine\n" +
@@ -70,12 +70,12 @@ func TestSetSourceOverrides(t *testing.T) {
 			changed: []string{"cmp-app", "cmp-web", "app"},
 		},
 		{
-			name: "nothing to do", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			name: "nothing to do", sourceType: application.SourceKustomize, images: []writeback.ImageUpdate{app},
 			src:  "kustomize:\n  images: [\"" + gitAppImage + ":v0.0.2\"]\n",
 			want: "kustomize:\n  images: [\"" + gitAppImage + ":v0.0.2\"]\n",
 		},
 		{
-			name: "kustomize override with an original name", sourceType: appwatch.SourceKustomize,
+			name: "kustomize override with an original name", sourceType: application.SourceKustomize,
 			images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage), KustomizeImageName: mustRef("app")}, New: imageref.Version{Tag: "v2", Digest: gitDigest}}},
 			src:    "kustomize:\n  images:\n  - app=" + gitAppImage + ":v1\n",
 			want:   "kustomize:\n  images:\n  - app=" + gitAppImage + ":v2@" + gitDigest + "\n", changed: []string{"app"},
@@ -83,7 +83,7 @@ func TestSetSourceOverrides(t *testing.T) {
 		// The file as Argo CD Image Updater writes it changes only in the
 		// values it updates.
 		{
-			name: "a file the old tool wrote", sourceType: appwatch.SourceHelm, images: []writeback.ImageUpdate{app},
+			name: "a file the old tool wrote", sourceType: application.SourceHelm, images: []writeback.ImageUpdate{app},
 			src: "helm:\n  parameters:\n  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
 				"  - name: image.tag\n    value: v0.0.1\n    forcestring: true\n",
 			want: "helm:\n  parameters:\n  - name: image.name\n    value: " + gitAppImage + "\n    forcestring: true\n" +
@@ -91,19 +91,19 @@ func TestSetSourceOverrides(t *testing.T) {
 			changed: []string{"app"},
 		},
 		{
-			name: "document start kept", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			name: "document start kept", sourceType: application.SourceKustomize, images: []writeback.ImageUpdate{app},
 			src:     "---\nkustomize:\n  images:\n  - nginx:1.25\n",
 			want:    "---\nkustomize:\n  images:\n  - nginx:1.25\n  - " + gitAppImage + ":v0.0.2\n",
 			changed: []string{"app"},
 		},
 		{
-			name: "directive, comment and marker kept", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			name: "directive, comment and marker kept", sourceType: application.SourceKustomize, images: []writeback.ImageUpdate{app},
 			src:     "%YAML 1.2\n# header\n---\t# start\n# body\nkustomize:\n  images: []\n",
 			want:    "%YAML 1.2\n# header\n---\t# start\n# body\nkustomize:\n  images:\n  - " + gitAppImage + ":v0.0.2\n",
 			changed: []string{"app"},
 		},
 		{
-			name: "no marker added", sourceType: appwatch.SourceKustomize, images: []writeback.ImageUpdate{app},
+			name: "no marker added", sourceType: application.SourceKustomize, images: []writeback.ImageUpdate{app},
 			src:     "# header\nkustomize:\n  images: []\n",
 			want:    "# header\nkustomize:\n  images:\n  - " + gitAppImage + ":v0.0.2\n",
 			changed: []string{"app"},
@@ -137,7 +137,7 @@ func TestSetSourceOverridesErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := SetSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), appwatch.SourceKustomize, []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}})
+			_, _, err := SetSourceOverrides(".argocd-source-main.yaml", []byte(tt.src), application.SourceKustomize, []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}

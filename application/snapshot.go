@@ -1,4 +1,4 @@
-package appwatch
+package application
 
 import (
 	"cmp"
@@ -36,7 +36,7 @@ type Snapshot struct {
 	// applicationSet is the ApplicationSet that generated the Application
 	// (its controller owner), if any.
 	applicationSet string
-	// spec tells whether the spec was kept (see KeepUnannotated).
+	// spec tells whether the spec was kept (see KeepSpec).
 	spec    bool
 	project string
 	sources []Source
@@ -58,16 +58,40 @@ type parsedSettings struct {
 	settings settings.Settings
 }
 
-// SnapshotOf keeps what the updater reads of obj, its spec included.
-func SnapshotOf(obj *unstructured.Unstructured) *Snapshot {
-	return newSnapshot(obj, true, nil)
+// SnapshotOption configures how SnapshotOf reads an object.
+type SnapshotOption func(*snapshotOptions)
+
+type snapshotOptions struct {
+	unmanagedSpec bool
+	intern        func(string) string
 }
 
-// newSnapshot reads obj; without keepSpec, an Application without the
-// image-list annotation keeps only its identity and labels. Strings that
-// Applications repeat are shared through in (nil: not shared).
-func newSnapshot(obj *unstructured.Unstructured, keepSpec bool, in *interner) *Snapshot {
-	str := in.str
+// KeepSpec tells whether an Application without the image-list annotation
+// keeps its spec and status (default true); without, it keeps only its
+// identity and labels. ImageUpdater resources may select such
+// Applications, by name and labels alone.
+func KeepSpec(keep bool) SnapshotOption {
+	return func(o *snapshotOptions) { o.unmanagedSpec = keep }
+}
+
+// InternStrings reads the strings that Applications repeat (annotations,
+// image names, namespaces, repositories) through intern, which gives their
+// shared copy: the JSON decoder gives every object its own.
+func InternStrings(intern func(string) string) SnapshotOption {
+	return func(o *snapshotOptions) {
+		if intern != nil {
+			o.intern = intern
+		}
+	}
+}
+
+// SnapshotOf keeps what the updater reads of obj.
+func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapshot {
+	o := snapshotOptions{unmanagedSpec: true, intern: sameString}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	keepSpec, str := o.unmanagedSpec, o.intern
 	s := &Snapshot{
 		name:            obj.GetName(),
 		namespace:       str(obj.GetNamespace()),
@@ -158,15 +182,10 @@ func (s *Snapshot) Managed() bool {
 // caller's own, but shares its lists with the Snapshot: do not modify
 // them (appending to Problems is safe).
 func (s *Snapshot) Application(opts ...imageref.Option) (*Application, error) {
-	return s.application(imageref.OptionsKey(opts...), opts)
-}
-
-// application is Application with the options' key computed by the
-// caller, once for all the Applications it reads.
-func (s *Snapshot) application(key string, opts []imageref.Option) (*Application, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
+	key := imageref.OptionsKey(opts...)
 	p := s.parsed.Load()
 	if p == nil || p.options != key {
 		p = &parsedSettings{options: key, settings: settings.ParseAnnotations(s.annotations.Map(), opts...)}
@@ -312,14 +331,14 @@ func (src Source) object() map[string]any {
 	if src.blocks&blockHelm != 0 {
 		h := map[string]any{}
 		if src.helmParameters != nil {
-			h["parameters"] = copyList(src.helmParameters, noInterner.str)
+			h["parameters"] = copyList(src.helmParameters, sameString)
 		}
 		m["helm"] = h
 	}
 	if src.blocks&blockPlugin != 0 {
 		p := map[string]any{}
 		if src.pluginEnv != nil {
-			p["env"] = copyList(src.pluginEnv, noInterner.str)
+			p["env"] = copyList(src.pluginEnv, sameString)
 		}
 		m["plugin"] = p
 	}
@@ -437,8 +456,8 @@ func anyList(list []string) []any {
 	return out
 }
 
-// noInterner shares nothing: its str is the identity.
-var noInterner *interner
+// sameString shares nothing: each string is its own copy.
+func sameString(s string) string { return s }
 
 // copyList copies a JSON list, its strings through str.
 func copyList(list []any, str func(string) string) []any {

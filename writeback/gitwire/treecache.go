@@ -1,4 +1,4 @@
-package git
+package gitwire
 
 import (
 	"fmt"
@@ -10,31 +10,31 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
-// treeCache decodes each tree object of a repository once, for a batch of
+// TreeCache decodes each tree object of a repository once, for a batch of
 // commits: without it, every Application of a batch decoded again the
 // trees along its path (a folder of 500 overlays is decoded, and its entry
 // index built, 500 times), which made a batch's memory grow with the square
 // of its size. Trees it stores itself are kept as built, and the tree one
 // replaces is dropped (with drop), so that a chain of commits keeps only
 // the trees of its latest one.
-type treeCache struct {
+type TreeCache struct {
 	store storer.EncodedObjectStorer
 	trees map[plumbing.Hash]*object.Tree
 	drop  bool
 }
 
-// newTreeCache keeps every tree read; newChainTrees keeps only the latest
+// NewTreeCache keeps every tree read; NewChainTrees keeps only the latest
 // version of the trees that a chain of commits rewrites.
-func newTreeCache(s storer.EncodedObjectStorer) *treeCache {
-	return &treeCache{store: s, trees: map[plumbing.Hash]*object.Tree{}}
+func NewTreeCache(s storer.EncodedObjectStorer) *TreeCache {
+	return &TreeCache{store: s, trees: map[plumbing.Hash]*object.Tree{}}
 }
 
-func newChainTrees(s storer.EncodedObjectStorer) *treeCache {
-	return &treeCache{store: s, trees: map[plumbing.Hash]*object.Tree{}, drop: true}
+func NewChainTrees(s storer.EncodedObjectStorer) *TreeCache {
+	return &TreeCache{store: s, trees: map[plumbing.Hash]*object.Tree{}, drop: true}
 }
 
-// get returns the decoded tree h. The caller must not change it.
-func (c *treeCache) get(h plumbing.Hash) (*object.Tree, error) {
+// Get returns the decoded tree h. The caller must not change it.
+func (c *TreeCache) Get(h plumbing.Hash) (*object.Tree, error) {
 	if t, ok := c.trees[h]; ok {
 		return t, nil
 	}
@@ -46,11 +46,11 @@ func (c *treeCache) get(h plumbing.Hash) (*object.Tree, error) {
 	return t, nil
 }
 
-// entries returns the entries of tree h for the caller to change: in a
+// Entries returns the entries of tree h for the caller to change: in a
 // chain, the tree's own, since the tree is about to be replaced; a copy
 // otherwise.
-func (c *treeCache) entries(h plumbing.Hash) ([]object.TreeEntry, error) {
-	t, err := c.get(h)
+func (c *TreeCache) Entries(h plumbing.Hash) ([]object.TreeEntry, error) {
+	t, err := c.Get(h)
 	if err != nil {
 		return nil, err
 	}
@@ -61,9 +61,9 @@ func (c *treeCache) entries(h plumbing.Hash) ([]object.TreeEntry, error) {
 	return append([]object.TreeEntry(nil), t.Entries...), nil
 }
 
-// put stores a tree of entries, sorted, in place of the tree replaced
+// Put stores a tree of entries, sorted, in place of the tree replaced
 // (zero for a new folder), and returns its hash.
-func (c *treeCache) put(entries []object.TreeEntry, replaced plumbing.Hash) (plumbing.Hash, error) {
+func (c *TreeCache) Put(entries []object.TreeEntry, replaced plumbing.Hash) (plumbing.Hash, error) {
 	// Encoded here rather than by object.Tree.Encode, which formats each
 	// entry and checks the order again (allocating for every comparison):
 	// the entries are sorted, and a tree of hundreds of them is written in

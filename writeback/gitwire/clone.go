@@ -1,4 +1,10 @@
-package git
+// Package gitwire is git on the wire and in the object store, for the git
+// write-back: a bare local clone of one repository (Clone) that lists a
+// remote's branches, fetches a branch tip into a bounded pack, commits
+// files on top of it without a checkout, and pushes just the objects it
+// made, through upload-pack and receive-pack sessions that the caller
+// opens (gitauth.Remote).
+package gitwire
 
 import (
 	"bytes"
@@ -9,12 +15,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	gogit "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -23,75 +32,82 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
-	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 )
 
-const remoteName = "origin"
+// RemoteName is the remote a clone fetches from: its remote-tracking
+// branches are what it has.
+const RemoteName = "origin"
 
-// gitClone is the local clone of one repository, kept between cycles so
+// networkTimeout bounds one list, fetch or push, so that a server that
+// stops answering cannot stall the update cycle.
+const networkTimeout = 5 * time.Minute
+
+// Remote opens sessions with a repository's server, with the client,
+// credentials and bounds on its answers that gitauth gives it.
+type Remote interface {
+	UploadPack(ctx context.Context, repoURL string) (transport.UploadPackSession, *packp.AdvRefs, error)
+	ReceivePack(ctx context.Context, repoURL string) (transport.ReceivePackSession, *packp.AdvRefs, error)
+	// Describe says where the credentials came from, never what they are.
+	Describe() string
+}
+
+// Signer signs a commit (gitsign's OpenPGP and SSH signers).
+type Signer interface {
+	Sign(message io.Reader) ([]byte, error)
+}
+
+// Budget is disk space that fetches in flight share with what is already
+// stored (the clones' folder): Charge counts n more bytes, or refuses them
+// and counts nothing; Uncharge gives them back.
+type Budget interface {
+	Charge(n int64) error
+	Uncharge(n int64)
+}
+
+// Clone is the local clone of one repository, kept between cycles so
 // that a cycle only fetches what changed. It is bare: write-backs read
 // and write git objects directly and never check files out, so the cost
 // of a cycle does not grow with the size of the repository's tree, and no
 // half-written working tree can survive a crash. It is shallow where the
 // server allows: its history starts at the first tip it fetched.
-type gitClone struct {
-	url string
-	// name is the clone's folder name in the cache, dir the folder.
-	name, dir string
-	// building is the temporary folder of a clone whose first fetch has
-	// not landed yet; finish moves it to dir.
-	building    string
-	repo        *gogit.Repository
-	fullHistory bool
-	// maxFetch bounds what one fetch may bring, packed and unpacked
-	// (the clones' bound); <= 0: no bound.
-	maxFetch int64
-	// disk is the one bound of the clones' folder, which every fetch in
-	// flight shares; nil: none. charged is what this clone's fetch in
-	// flight counts against it.
-	disk    *cloneCache
+type Clone struct {
+	// URL is the repository's, as its sessions open it.
+	URL  string
+	Repo *gogit.Repository
+	// FullHistory fetches whole histories instead of branch tips.
+	FullHistory bool
+	// MaxFetch bounds what one fetch may bring, packed and unpacked;
+	// <= 0: no bound.
+	MaxFetch int64
+	// Disk is the bound that every fetch in flight shares, counted while
+	// a fetch bounded by MaxFetch spools its pack; nil: none.
+	Disk Budget
+	// SpoolDir is where a bounded fetch spools its pack ("": the
+	// system's temporary folder).
+	SpoolDir string
+	// charged is what this clone's fetch in flight counts against Disk.
 	charged int64
 }
 
-// finish moves a new clone, whose first fetch just landed, to its folder.
-func (c *gitClone) finish() error {
-	if c.building == "" {
-		return nil
-	}
-	if err := os.WriteFile(filepath.Join(c.building, lastUseFile), nil, 0o600); err != nil {
-		return fmt.Errorf("finish clone: %w", err)
-	}
-	if err := os.Rename(c.building, c.dir); err != nil {
-		return fmt.Errorf("finish clone: %w", err)
-	}
-	c.building = ""
-	repo, err := openBare(c.dir)
-	if err != nil {
-		return fmt.Errorf("open clone %s: %w", c.dir, err)
-	}
-	c.repo = repo
-	return nil
+// Branches is what the remote advertises: its branches and the one HEAD
+// names (its default branch).
+type Branches struct {
+	Heads   map[string]plumbing.Hash
+	Default string
 }
 
-// remoteBranches is what the remote advertises: its branches and the one
-// HEAD names (its default branch).
-type remoteBranches struct {
-	heads         map[string]plumbing.Hash
-	defaultBranch string
-}
-
-// list asks the remote for its branches (one round trip, like git
+// List asks the remote for its branches (one round trip, like git
 // ls-remote).
-func (c *gitClone) list(ctx context.Context, acc gitauth.Remote) (remoteBranches, error) {
-	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+func (c *Clone) List(ctx context.Context, acc Remote) (Branches, error) {
+	ctx, cancel := context.WithTimeout(ctx, networkTimeout)
 	defer cancel()
-	var rb remoteBranches
+	var rb Branches
 	err := c.uploadPack(ctx, acc, func(_ transport.UploadPackSession, _ *packp.AdvRefs, refs storer.ReferenceStorer) error {
-		rb = remoteBranches{heads: map[string]plumbing.Hash{}}
+		rb = Branches{Heads: map[string]plumbing.Hash{}}
 		iter, err := refs.IterReferences()
 		if err != nil {
 			return err
@@ -99,15 +115,15 @@ func (c *gitClone) list(ctx context.Context, acc gitauth.Remote) (remoteBranches
 		return iter.ForEach(func(r *plumbing.Reference) error {
 			switch {
 			case r.Name() == plumbing.HEAD && r.Type() == plumbing.SymbolicReference && r.Target().IsBranch():
-				rb.defaultBranch = r.Target().Short()
+				rb.Default = r.Target().Short()
 			case r.Name().IsBranch() && r.Type() == plumbing.HashReference:
-				rb.heads[r.Name().Short()] = r.Hash()
+				rb.Heads[r.Name().Short()] = r.Hash()
 			}
 			return nil
 		})
 	})
 	if err != nil {
-		return remoteBranches{}, c.remoteError("list branches of", acc, err)
+		return Branches{}, c.remoteError("list branches of", acc, err)
 	}
 	return rb, nil
 }
@@ -116,8 +132,8 @@ func (c *gitClone) list(ctx context.Context, acc gitauth.Remote) (remoteBranches
 // use. Sessions are opened through acc rather than go-git's Remote so
 // that they use acc's client, with its TLS settings, and the bounds on
 // what the server answers.
-func (c *gitClone) uploadPack(ctx context.Context, acc gitauth.Remote, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
-	sess, adv, err := acc.UploadPack(ctx, c.url)
+func (c *Clone) uploadPack(ctx context.Context, acc Remote, use func(transport.UploadPackSession, *packp.AdvRefs, storer.ReferenceStorer) error) (err error) {
+	sess, adv, err := acc.UploadPack(ctx, c.URL)
 	if err != nil {
 		return err
 	}
@@ -133,14 +149,14 @@ func (c *gitClone) uploadPack(ctx context.Context, acc gitauth.Remote, use func(
 	return use(sess, adv, refs)
 }
 
-// tip makes sure the clone holds a branch's commit, fetching the branch
+// Tip makes sure the clone holds a branch's commit, fetching the branch
 // when it does not, and returns the commit: the listed one, or a newer
 // one when the branch moved since it was listed.
-func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
-	if _, err := object.GetCommit(c.repo.Storer, listed); err == nil {
+func (c *Clone) Tip(ctx context.Context, acc Remote, branch string, listed plumbing.Hash) (plumbing.Hash, error) {
+	if _, err := object.GetCommit(c.Repo.Storer, listed); err == nil {
 		return listed, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, networkTimeout)
 	defer cancel()
 	var head plumbing.Hash
 	err := c.uploadPack(ctx, acc, func(sess transport.UploadPackSession, adv *packp.AdvRefs, refs storer.ReferenceStorer) error {
@@ -149,7 +165,7 @@ func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, l
 			return fmt.Errorf("no branch %s: %w", branch, err)
 		}
 		head = ref.Hash()
-		if _, err := object.GetCommit(c.repo.Storer, head); err == nil {
+		if _, err := object.GetCommit(c.Repo.Storer, head); err == nil {
 			return nil
 		}
 		return c.fetchPack(ctx, sess, adv, head)
@@ -157,12 +173,9 @@ func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, l
 	if err != nil {
 		return plumbing.ZeroHash, c.remoteError("fetch branch "+branch+" of", acc, err)
 	}
-	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
-	if err := c.repo.Storer.SetReference(tracking); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.url), err)
-	}
-	if err := c.finish(); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.url), err)
+	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(RemoteName, branch), head)
+	if err := c.Repo.Storer.SetReference(tracking); err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.URL), err)
 	}
 	return head, nil
 }
@@ -174,13 +187,13 @@ func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, l
 // the clone never fetched.
 //
 // A clone's first fetch, with nothing to build on, asks for want alone
-// (depth 1) unless fullHistory is set: editing a file needs the tip's
+// (depth 1) unless FullHistory is set: editing a file needs the tip's
 // tree, a commit names its parent by hash, and a push sends only the new
 // objects. Later fetches ask for everything since the tracked tips, not
 // for depth 1 again: the server cannot leave out the files a shallow
 // commit shares with the clone's tips, and would send the whole tree each
 // time.
-func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, want plumbing.Hash) (err error) {
+func (c *Clone) fetchPack(ctx context.Context, sess transport.UploadPackSession, adv *packp.AdvRefs, want plumbing.Hash) (err error) {
 	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 	if adv.Capabilities.Supports(capability.NoProgress) {
 		if err := req.Capabilities.Set(capability.NoProgress); err != nil {
@@ -192,7 +205,7 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 	if err != nil {
 		return err
 	}
-	shallow, err := c.repo.Storer.Shallow()
+	shallow, err := c.Repo.Storer.Shallow()
 	if err != nil {
 		return err
 	}
@@ -203,7 +216,7 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 		}
 		req.Shallows = shallow
 		req.Haves = tips
-		if len(tips) == 0 && !c.fullHistory {
+		if len(tips) == 0 && !c.FullHistory {
 			req.Depth = packp.DepthCommits(1)
 		}
 	case len(shallow) == 0:
@@ -228,12 +241,12 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, resp)
 	}
-	if c.maxFetch > 0 {
-		// What the fetch holds on disk counts against the folder's bound
-		// until the clone's size is recorded after it (cloneCache.done).
+	if c.MaxFetch > 0 {
+		// What the fetch holds on disk counts against the shared bound
+		// until the caller records the clone's size after it.
 		defer func() {
-			if c.disk != nil {
-				c.disk.uncharge(c.charged)
+			if c.Disk != nil {
+				c.Disk.Uncharge(c.charged)
 			}
 			c.charged = 0
 		}()
@@ -244,7 +257,7 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 		defer func() { _ = spooled.Close(); _ = os.Remove(spooled.Name()) }()
 		pack = spooled
 	}
-	if err := packfile.UpdateObjectStorage(c.repo.Storer, pack); err != nil {
+	if err := packfile.UpdateObjectStorage(c.Repo.Storer, pack); err != nil {
 		return err
 	}
 	if req.Depth.IsZero() {
@@ -255,23 +268,22 @@ func (c *gitClone) fetchPack(ctx context.Context, sess transport.UploadPackSessi
 	shallow = slices.Concat(shallow, resp.Shallows)
 	shallow = slices.DeleteFunc(shallow, func(h plumbing.Hash) bool { return slices.Contains(resp.Unshallows, h) })
 	slices.SortFunc(shallow, func(a, b plumbing.Hash) int { return bytes.Compare(a[:], b[:]) })
-	return c.repo.Storer.SetShallow(slices.Compact(shallow))
+	return c.Repo.Storer.SetShallow(slices.Compact(shallow))
 }
 
 // chargedWriter spools a fetched pack, counting each byte twice against
-// the folder's bound: the spooled pack, and the copy the store will make
-// of it before the spool is removed.
+// the shared bound: the spooled pack, and the copy the store will make of
+// it before the spool is removed.
 type chargedWriter struct {
 	w       io.Writer
-	disk    *cloneCache
+	disk    Budget
 	charged *int64
 }
 
 func (w *chargedWriter) Write(p []byte) (int, error) {
 	if w.disk != nil {
-		if !w.disk.charge(2 * int64(len(p))) {
-			return 0, fmt.Errorf("%w: the clones and the fetches in flight would take more than the %s the clones' folder may hold (--git-clone-max-size)",
-				errFetchTooLarge, resource.NewQuantity(w.disk.maxSize, resource.BinarySI))
+		if err := w.disk.Charge(2 * int64(len(p))); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrFetchTooLarge, err)
 		}
 		*w.charged += 2 * int64(len(p))
 	}
@@ -295,22 +307,19 @@ func (w *headWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// errFetchTooLarge is why a fetch past the clones' bound is refused.
-var errFetchTooLarge = errors.New("the fetch is larger than the clones may be (--git-clone-max-size)")
+// ErrFetchTooLarge is wrapped by the error of a fetch refused by the
+// clone's bounds (MaxFetch, Disk).
+var ErrFetchTooLarge = errors.New("the fetch is larger than the clones may be")
 
 // boundedPack spools a fetched pack to a file, refusing it as soon as it
-// outgrows maxFetch, then reads its object headers and refuses it when
+// outgrows MaxFetch, then reads its object headers and refuses it when
 // its objects, unpacked, would: go-git holds an object whole while it
 // stores it, so a large blob anywhere in the branch would otherwise cost
 // its size in memory and on disk before the clone's size is ever checked.
 // A delta counts the size of the object it makes, as its header says.
 // The file is left at its start.
-func (c *gitClone) boundedPack(pack io.Reader) (_ *os.File, err error) {
-	dir := c.building
-	if dir == "" {
-		dir = c.dir
-	}
-	f, err := os.CreateTemp(dir, "fetch-*.pack")
+func (c *Clone) boundedPack(pack io.Reader) (_ *os.File, err error) {
+	f, err := os.CreateTemp(c.SpoolDir, "fetch-*.pack")
 	if err != nil {
 		return nil, err
 	}
@@ -320,12 +329,12 @@ func (c *gitClone) boundedPack(pack io.Reader) (_ *os.File, err error) {
 			_ = os.Remove(f.Name())
 		}
 	}()
-	n, err := io.Copy(&chargedWriter{w: f, disk: c.disk, charged: &c.charged}, io.LimitReader(pack, c.maxFetch+1))
+	n, err := io.Copy(&chargedWriter{w: f, disk: c.Disk, charged: &c.charged}, io.LimitReader(pack, c.MaxFetch+1))
 	if err != nil {
 		return nil, err
 	}
-	if n > c.maxFetch {
-		return nil, fmt.Errorf("%w: over %d bytes packed", errFetchTooLarge, c.maxFetch)
+	if n > c.MaxFetch {
+		return nil, fmt.Errorf("%w: over %d bytes packed", ErrFetchTooLarge, c.MaxFetch)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, err
@@ -335,7 +344,7 @@ func (c *gitClone) boundedPack(pack io.Reader) (_ *os.File, err error) {
 	if err != nil {
 		return nil, err
 	}
-	maxObject := min(c.maxFetch, maxFetchedObject)
+	maxObject := min(c.MaxFetch, maxFetchedObject)
 	var total int64
 	for range count {
 		h, err := sc.NextObjectHeader()
@@ -355,10 +364,10 @@ func (c *gitClone) boundedPack(pack io.Reader) (_ *os.File, err error) {
 			}
 		}
 		if size > maxObject {
-			return nil, fmt.Errorf("%w: an object of %d bytes, more than the %d one fetch may hold", errFetchTooLarge, size, maxObject)
+			return nil, fmt.Errorf("%w: an object of %d bytes, more than the %d one fetch may hold", ErrFetchTooLarge, size, maxObject)
 		}
-		if total += size; total > c.maxFetch {
-			return nil, fmt.Errorf("%w: its objects take over %d bytes unpacked", errFetchTooLarge, c.maxFetch)
+		if total += size; total > c.MaxFetch {
+			return nil, fmt.Errorf("%w: its objects take over %d bytes unpacked", ErrFetchTooLarge, c.MaxFetch)
 		}
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -392,8 +401,8 @@ func deltaTargetSize(d []byte) (int64, error) {
 // trackedTips are the commits the clone's remote-tracking branches hold:
 // what the clone has, with everything they reach down to its shallow
 // commits.
-func (c *gitClone) trackedTips() ([]plumbing.Hash, error) {
-	refs, err := c.repo.Storer.IterReferences()
+func (c *Clone) trackedTips() ([]plumbing.Hash, error) {
+	refs, err := c.Repo.Storer.IterReferences()
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +411,7 @@ func (c *gitClone) trackedTips() ([]plumbing.Hash, error) {
 		if r.Type() != plumbing.HashReference || !r.Name().IsRemote() {
 			return nil
 		}
-		if _, err := object.GetCommit(c.repo.Storer, r.Hash()); err == nil && !slices.Contains(tips, r.Hash()) {
+		if _, err := object.GetCommit(c.Repo.Storer, r.Hash()); err == nil && !slices.Contains(tips, r.Hash()) {
 			tips = append(tips, r.Hash())
 		}
 		return nil
@@ -414,7 +423,7 @@ func (c *gitClone) trackedTips() ([]plumbing.Hash, error) {
 // held the commit the push built on: someone else pushed first.
 var ErrBranchMoved = errors.New("the branch moved since it was read")
 
-// push sends head to a branch without force, with the objects this clone
+// Push sends head to a branch without force, with the objects this clone
 // created for the commits since expected (the branch's tip they build on,
 // zero for a new branch). Sending just those objects keeps a push as cheap
 // in a large repository as in a small one; go-git's own push would first
@@ -422,11 +431,11 @@ var ErrBranchMoved = errors.New("the branch moved since it was read")
 // longer holds expected, nothing is sent and the error wraps
 // ErrBranchMoved. The server applies the update only if the branch still
 // holds expected when it gets there, so a race in between fails too.
-func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, gitNetworkTimeout)
+func (c *Clone) Push(ctx context.Context, acc Remote, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, networkTimeout)
 	defer cancel()
 	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
-	sess, adv, err := acc.ReceivePack(ctx, c.url)
+	sess, adv, err := acc.ReceivePack(ctx, c.URL)
 	if err != nil {
 		return fail(err)
 	}
@@ -454,7 +463,7 @@ func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.H
 	pack, packWriter := io.Pipe()
 	packed := make(chan error, 1)
 	go func() {
-		err := safe.Call(func() error { return writePack(packWriter, c.repo.Storer, objects) })
+		err := safe.Call(func() error { return writePack(packWriter, c.Repo.Storer, objects) })
 		packWriter.CloseWithError(err)
 		packed <- err
 	}()
@@ -472,8 +481,8 @@ func (c *gitClone) push(ctx context.Context, acc gitauth.Remote, head plumbing.H
 			return fail(err)
 		}
 	}
-	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(remoteName, branch), head)
-	if err := c.repo.Storer.SetReference(tracking); err != nil {
+	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(RemoteName, branch), head)
+	if err := c.Repo.Storer.SetReference(tracking); err != nil {
 		return fmt.Errorf("record pushed branch %s: %w", branch, err)
 	}
 	return nil
@@ -488,7 +497,7 @@ func shortHash(h plumbing.Hash) string {
 
 // remoteError names the operation, the repository and where credentials
 // came from (never the credentials themselves).
-func (c *gitClone) remoteError(op string, acc gitauth.Remote, err error) error {
+func (c *Clone) remoteError(op string, acc Remote, err error) error {
 	hint := ""
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
@@ -498,19 +507,19 @@ func (c *gitClone) remoteError(op string, acc gitauth.Remote, err error) error {
 	case errors.As(err, new(x509.UnknownAuthorityError)):
 		hint = " (add the server's certificate, or its CA, to Argo CD's " + gitauth.TLSCertsConfigMap + " under the server's host name)"
 	}
-	return fmt.Errorf("%s %s (%s): %w%s", op, gitauth.RedactURL(c.url), acc.Describe(), err, hint)
+	return fmt.Errorf("%s %s (%s): %w%s", op, gitauth.RedactURL(c.URL), acc.Describe(), err, hint)
 }
 
-// commit stores a commit of parent's tree with files replaced, adding
-// the objects it stores to created. It returns the zero hash when the
-// files already hold that content.
+// Commit stores a commit of parent's tree with files (by slash-separated
+// path from the root) replaced, adding the objects it stores to created.
+// It returns the zero hash when the files already hold that content.
 //
 // trees holds the trees decoded for earlier commits of the same chain
-// (newChainTrees); nil means none.
-func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer gitsign.Signer, created *[]plumbing.Hash, trees *treeCache) (plumbing.Hash, error) {
-	s := c.repo.Storer
+// (NewChainTrees); nil means none.
+func (c *Clone) Commit(parent plumbing.Hash, files map[string][]byte, msg string, sig object.Signature, signer Signer, created *[]plumbing.Hash, trees *TreeCache) (plumbing.Hash, error) {
+	s := c.Repo.Storer
 	if trees == nil {
-		trees = newChainTrees(s)
+		trees = NewChainTrees(s)
 	}
 	pc, err := object.GetCommit(s, parent)
 	if err != nil {
@@ -528,7 +537,7 @@ func (c *gitClone) commit(parent plumbing.Hash, files map[string][]byte, msg str
 			return plumbing.ZeroHash, err
 		}
 		*created = append(*created, blob)
-		if tree, err = putTreeFile(trees, tree, splitRepoPath(p), blob, created); err != nil {
+		if tree, err = putTreeFile(trees, tree, SplitPath(p), blob, created); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("%s: %w", p, err)
 		}
 	}
@@ -583,11 +592,11 @@ func storeBlob(s storer.EncodedObjectStorer, content []byte) (plumbing.Hash, err
 // putTreeFile returns the hash of a tree with the file at parts set to
 // blob, storing the trees along the path and adding them to created. An
 // executable file stays executable; a new file is a regular one.
-func putTreeFile(trees *treeCache, tree plumbing.Hash, parts []string, blob plumbing.Hash, created *[]plumbing.Hash) (plumbing.Hash, error) {
+func putTreeFile(trees *TreeCache, tree plumbing.Hash, parts []string, blob plumbing.Hash, created *[]plumbing.Hash) (plumbing.Hash, error) {
 	var entries []object.TreeEntry
 	if !tree.IsZero() {
 		var err error
-		if entries, err = trees.entries(tree); err != nil {
+		if entries, err = trees.Entries(tree); err != nil {
 			return plumbing.ZeroHash, err
 		}
 	}
@@ -625,10 +634,39 @@ func putTreeFile(trees *treeCache, tree plumbing.Hash, parts []string, blob plum
 		entries = append(entries, entry)
 		sort.Sort(object.TreeEntrySorter(entries))
 	}
-	h, err := trees.put(entries, tree)
+	h, err := trees.Put(entries, tree)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
 	*created = append(*created, h)
 	return h, nil
+}
+
+// SplitPath splits a clean, slash-separated path from the repository root
+// into its elements; the root itself ("" or ".") has none.
+func SplitPath(p string) []string {
+	if p == "" || p == "." {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+// objectCacheSize bounds the decoded objects an open clone keeps, delta
+// bases included. go-git's default, 96 MiB, held about 10 MiB of objects
+// read once each in a write of 500 overlays (the decoded trees have their
+// own cache, TreeCache); recent delta bases are what the cache is for.
+const objectCacheSize = 4 * cache.MiByte
+
+// OpenBare opens the bare repository in dir with a bounded object cache.
+func OpenBare(dir string) (*gogit.Repository, error) {
+	return gogit.Open(bareStorage(dir), nil)
+}
+
+// InitBare creates a bare repository in dir, like OpenBare.
+func InitBare(dir string) (*gogit.Repository, error) {
+	return gogit.Init(bareStorage(dir), nil)
+}
+
+func bareStorage(dir string) *filesystem.Storage {
+	return filesystem.NewStorage(osfs.New(dir, osfs.WithBoundOS()), cache.NewObjectLRU(objectCacheSize))
 }

@@ -1,4 +1,4 @@
-package git
+package gitwire
 
 import (
 	"context"
@@ -80,11 +80,11 @@ func TestAdvertisementBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer acc.Close()
-			var rb remoteBranches
-			grew := allocated(func() { rb, err = (&gitClone{url: url}).list(context.Background(), acc) })
+			var rb Branches
+			grew := allocated(func() { rb, err = (&Clone{URL: url}).List(context.Background(), acc) })
 			t.Logf("%d MiB allocated: %.300v", grew>>20, err)
 			if tt.want == "" {
-				if err != nil || rb.heads["main"].IsZero() || rb.defaultBranch != "main" {
+				if err != nil || rb.Heads["main"].IsZero() || rb.Default != "main" {
 					t.Fatalf("got %v, %v; want the branches", rb, err)
 				}
 				return

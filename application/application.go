@@ -1,12 +1,25 @@
-package appwatch
+// Package application is an Argo CD Application as the updater sees it:
+// its sources with the overrides they hold, what runs, the settings read
+// for it, and the rules on them (which source an image's version is
+// written for, which version runs now). Snapshot is the compact form an
+// informer keeps of the object, from which an Application is read. The
+// watch (appwatch), the cycle and each write-back method share this one
+// model.
+package application
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
+
+// Resource is Argo CD's Application resource.
+func Resource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+}
 
 // SourceType is how Argo CD renders a source.
 type SourceType string

@@ -1,7 +1,6 @@
-package appwatch
+package application
 
 import (
-	"encoding/json"
 	"testing"
 	"unsafe"
 
@@ -43,10 +42,22 @@ const fullApplication = `{"apiVersion":"argoproj.io/v1alpha1","kind":"Applicatio
 "status":{"sourceTypes":["Helm","Kustomize","Directory","Plugin"],"summary":{"images":["registry.example.com/shop/app:1.2.0"]},
  "resources":[{"kind":"Deployment","name":"app"}],"history":[{"id":1}],"operationState":{"phase":"Succeeded"}}}`
 
+// newInterner shares strings as the informers' interner does.
+func newInterner() func(string) string {
+	seen := map[string]string{}
+	return func(s string) string {
+		if v, ok := seen[s]; ok {
+			return v
+		}
+		seen[s] = s
+		return s
+	}
+}
+
 // The Snapshot keeps what the updater reads, and reads as the object does.
 func TestSnapshotKeepsWhatTheUpdaterReads(t *testing.T) {
 	obj := decoded(t, fullApplication)
-	s := newSnapshot(obj, false, newInterner())
+	s := SnapshotOf(obj, KeepSpec(false), InternStrings(newInterner()))
 	want := map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": "shop", "namespace": "argocd", "uid": "0a1b", "resourceVersion": "42",
@@ -89,18 +100,18 @@ func TestSnapshotKeepsWhatTheUpdaterReads(t *testing.T) {
 	// An Application without the image-list annotation keeps its identity
 	// and labels, unless ImageUpdaters may select it.
 	obj.SetAnnotations(nil)
-	if got := newSnapshot(obj, false, nil).object().Object; got["spec"] != nil || got["status"] != nil {
+	if got := SnapshotOf(obj, KeepSpec(false)).object().Object; got["spec"] != nil || got["status"] != nil {
 		t.Errorf("unannotated Application kept its spec or status: %v", got)
 	}
-	if got := newSnapshot(obj, true, nil).object().Object; got["spec"] == nil {
+	if got := SnapshotOf(obj, KeepSpec(true)).object().Object; got["spec"] == nil {
 		t.Error("unannotated Application lost its spec with KeepUnannotated")
 	}
 }
 
 func TestSnapshotSharesRepeatedStrings(t *testing.T) {
-	in := newInterner()
-	a := newSnapshot(decoded(t, fullApplication), false, in)
-	b := newSnapshot(decoded(t, fullApplication), false, in)
+	in := InternStrings(newInterner())
+	a := SnapshotOf(decoded(t, fullApplication), KeepSpec(false), in)
+	b := SnapshotOf(decoded(t, fullApplication), KeepSpec(false), in)
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
 	if !same(a.Annotation(settings.AnnotationPrefix+settings.KeyImageList), b.Annotation(settings.AnnotationPrefix+settings.KeyImageList)) {
 		t.Error("annotation values not shared")
@@ -138,34 +149,6 @@ func TestSnapshotReadsSettingsOncePerOptions(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
-
-// A typical annotated Application, as the scale benchmark creates them.
-func benchApplication(i int) []byte {
-	doc := map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application"}
-	_ = json.Unmarshal([]byte(`{"metadata":{"namespace":"argocd","generation":1,"creationTimestamp":"2026-11-23T16:00:00Z","labels":{"bench":"b"},
-"managedFields":[{"manager":"kubectl","operation":"Update","apiVersion":"argoproj.io/v1alpha1","time":"2026-11-23T16:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]},
-"spec":{"project":"default","source":{"repoURL":"https://git.example.com/platform/apps.git","targetRevision":"main","kustomize":{}},
-"destination":{"server":"https://kubernetes.default.svc"}},"status":{"sourceType":"Kustomize","reconciledAt":"2026-11-23T16:00:00Z"}}`), &doc)
-	meta := doc["metadata"].(map[string]any)
-	meta["name"] = "app-" + itoa(i)
-	meta["uid"] = "6f1c2a4e-" + itoa(i)
-	meta["resourceVersion"] = itoa(1000 + i)
-	image := "registry.example.com/team-" + itoa(i%50) + "/svc-" + itoa(i%500)
-	meta["annotations"] = map[string]any{
-		"argocd-image-updater.argoproj.io/image-list":          "app=" + image,
-		"argocd-image-updater.argoproj.io/app.update-strategy": "semver",
-		"argocd-image-updater.argoproj.io/app.allow-tags":      `regexp:^1\.`,
-		"argocd-image-updater.argoproj.io/write-back-method":   "argocd",
-	}
-	spec := doc["spec"].(map[string]any)
-	spec["source"].(map[string]any)["path"] = "apps/app-" + itoa(i)
-	spec["destination"].(map[string]any)["namespace"] = "app-" + itoa(i)
-	doc["status"].(map[string]any)["summary"] = map[string]any{"images": []any{image + ":1." + itoa(i%20) + ".0"}}
-	out, _ := json.Marshal(doc)
-	return out
-}
-
-func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 // An Application rendered by Argo CD's Source Hydrator is written back to
 // its dry source.

@@ -1,4 +1,4 @@
-package git
+package gitwire
 
 import (
 	"testing"
@@ -34,7 +34,7 @@ func TestTreeCachePutMatchesGoGit(t *testing.T) {
 			if err := (&object.Tree{Entries: entries}).Encode(obj); err != nil {
 				t.Fatal(err)
 			}
-			got, err := newChainTrees(s).put(append([]object.TreeEntry(nil), entries...), plumbing.ZeroHash)
+			got, err := NewChainTrees(s).Put(append([]object.TreeEntry(nil), entries...), plumbing.ZeroHash)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +43,7 @@ func TestTreeCachePutMatchesGoGit(t *testing.T) {
 			}
 		})
 	}
-	if _, err := newChainTrees(memory.NewStorage()).put([]object.TreeEntry{{Name: "a\x00b", Mode: filemode.Regular}}, plumbing.ZeroHash); err == nil {
+	if _, err := NewChainTrees(memory.NewStorage()).Put([]object.TreeEntry{{Name: "a\x00b", Mode: filemode.Regular}}, plumbing.ZeroHash); err == nil {
 		t.Error("a name with a NUL byte was written")
 	}
 }

@@ -1,4 +1,4 @@
-package appwatch
+package application
 
 import (
 	"testing"

@@ -1,0 +1,48 @@
+package writeback
+
+import (
+	"context"
+
+	"github.com/image-updater/argocd-image-updater/application"
+)
+
+// Writer writes new image versions with one write-back method.
+type Writer interface {
+	// Write writes changes and returns one Result per change, in their
+	// order. One change failing does not stop the others: its Result
+	// carries the error, which names the Application (and the image, when
+	// one image is at fault).
+	Write(ctx context.Context, changes []Change) []Result
+}
+
+// Change is what one write carries for one Application: new versions of
+// its images and the source they are written for. The argocd method
+// writes one source's list per Change; the git method takes all of an
+// Application's images in one Change, whose Source tells the repository,
+// revision, path and type it writes for.
+type Change struct {
+	App    *application.Application
+	Source application.Source
+	Images []ImageUpdate
+}
+
+// Result is what a Writer did with one Change.
+type Result struct {
+	// Namespace and Name are the Application's.
+	Namespace, Name string
+	// Changed lists the images whose versions were written (in dry-run
+	// mode: would have been); empty when the Application or its files
+	// already held every version, or when Err is set.
+	Changed []ImageUpdate
+	// Written is true when the change was persisted: a patch accepted or
+	// a commit pushed; false in dry-run mode.
+	Written bool
+	// Patch is the JSON patch the argocd method sent, or in dry-run mode
+	// would have sent; nil when nothing needed writing.
+	Patch []byte
+	// Commit is the pushed commit holding the change (git), Branch the
+	// branch written to, and PullRequest the web page of the pull request
+	// opened or updated for it, when the Application asked for one.
+	Commit, Branch, PullRequest string
+	Err                         error
+}
