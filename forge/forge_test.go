@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -228,6 +229,54 @@ func TestAnswerBounds(t *testing.T) {
 				t.Errorf("the error quotes too much of the answer: %.200s...", err)
 			}
 		})
+	}
+}
+
+// A service that stalls, before its answer or halfway through it, fails
+// the call at the call's deadline, before the caller's.
+func TestCallTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, kind := range []forge.Kind{forge.GitHub, forge.GitLab} {
+		for _, tt := range []struct {
+			name string
+			part string // sent before the stall; "" sends no answer
+		}{
+			{name: "no answer"},
+			{name: "stops halfway", part: `[{"number":1,`},
+		} {
+			t.Run(string(kind)+"/"+tt.name, func(t *testing.T) {
+				gone := make(chan struct{})
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if tt.part != "" {
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = io.WriteString(w, tt.part)
+						w.(http.Flusher).Flush()
+					}
+					select {
+					case <-r.Context().Done():
+					case <-gone:
+					}
+				}))
+				t.Cleanup(srv.Close)
+				t.Cleanup(func() { close(gone) }) // before srv.Close, which waits for the handler
+				c, err := forge.Repository{Kind: kind, API: srv.URL, Project: "o/r"}.Client("token", nil, forge.WithCallTimeout(timeout))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The caller would wait far longer.
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				start := time.Now()
+				_, err = c.Find(ctx, "head", "main")
+				took := time.Since(start)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("got %v, want a deadline exceeded", err)
+				}
+				if took < timeout || took > timeout+time.Second {
+					t.Errorf("the call took %s, want about %s", took, timeout)
+				}
+			})
+		}
 	}
 }
 

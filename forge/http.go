@@ -14,10 +14,24 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 )
 
+// ClientOption configures a Client.
+type ClientOption func(*caller)
+
+// WithCallTimeout bounds each API call, from sending the request to the end
+// of the answer, in place of callTimeout (30 s); a non-positive value keeps
+// it.
+func WithCallTimeout(d time.Duration) ClientOption {
+	return func(c *caller) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
 // Client returns a client of the repository's requests that authenticates
 // with token and sends its requests through rt (nil: Go's default), which
 // carries the TLS and proxy settings for the API's host.
-func (r Repository) Client(token string, rt http.RoundTripper) (Client, error) {
+func (r Repository) Client(token string, rt http.RoundTripper, opts ...ClientOption) (Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("no token for the %s API", r.Kind)
 	}
@@ -25,14 +39,18 @@ func (r Repository) Client(token string, rt http.RoundTripper) (Client, error) {
 		rt = http.DefaultTransport
 	}
 	c := &caller{
-		kind:  r.Kind,
-		base:  strings.TrimSuffix(r.API, "/"),
-		token: token,
+		kind:    r.Kind,
+		base:    strings.TrimSuffix(r.API, "/"),
+		token:   token,
+		timeout: callTimeout,
 		http: &http.Client{
 			Transport: rt,
 			// A redirect could carry the token's header to another host.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
+	}
+	for _, opt := range opts {
+		opt(c)
 	}
 	switch r.Kind {
 	case GitHub:
@@ -60,6 +78,8 @@ type caller struct {
 	base  string
 	token string
 	http  *http.Client
+	// timeout bounds one call: callTimeout unless WithCallTimeout.
+	timeout time.Duration
 	// auth sets the token's header.
 	auth func(h http.Header, token string)
 	// message reads the service's error message from an error answer.
@@ -74,7 +94,7 @@ func (c *caller) call(ctx context.Context, method, path string, in, out any) err
 
 // callURL is call at a whole URL, on the API's host.
 func (c *caller) callURL(ctx context.Context, method, endpoint string, in, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {

@@ -478,3 +478,52 @@ func TestTagScanner(t *testing.T) {
 		})
 	}
 }
+
+// An answer other than a tag list, a manifest or an image config, such as
+// the API version check every session starts with, is read up to 1 MiB:
+// a registry whose version check never ends costs the client no more, and
+// the listing goes on.
+func TestOtherAnswersSizeLimit(t *testing.T) {
+	const flood = 128 << 20
+	var served atomic.Int64
+	gone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v2/":
+			chunk := strings.Repeat(" ", 64<<10)
+			for served.Load() < flood {
+				select {
+				case <-gone:
+					return
+				default:
+				}
+				n, err := io.WriteString(w, chunk)
+				served.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		case "/v2/app/tags/list":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"name":"app","tags":["1.0"]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(gone) })
+	host := strings.TrimPrefix(srv.URL, "http://")
+	c := NewClient(WithConfig(testConfig(t, host)))
+	tags, err := c.Tags(t.Context(), imageRef(t, host+"/app"), credentials.Ref{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tags) != 1 || tags[0] != "1.0" {
+		t.Errorf("tags %v, want [1.0]", tags)
+	}
+	// 1 MiB, and what the connection's buffers took before the client
+	// closed it.
+	if n := served.Load(); n > 32<<20 {
+		t.Errorf("the client took %d MiB of the version check's answer", n>>20)
+	}
+}

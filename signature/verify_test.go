@@ -6,6 +6,9 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -242,6 +245,75 @@ func TestVerifyRegistryFailure(t *testing.T) {
 	err := v.Verify(t.Context(), img, credentials.Ref{}, "sha256:"+strings.Repeat("a", 64), parseKey(t, key))
 	if err == nil || errors.Is(err, signature.ErrNotVerified) {
 		t.Fatalf("want a registry error, got %v", err)
+	}
+}
+
+// TestVerifySignatureCount: a signature manifest holding more signatures
+// than the bound is checked no further, each costing a blob request: the
+// key's signature past it is not looked at, and the rejection says so.
+func TestVerifySignatureCount(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	key, other := testenv.NewSigningKey(t), testenv.NewSigningKey(t)
+	const repo = "team/app"
+	d := reg.PushImage(t, repo, []string{"many"})
+	p := reg.SignaturePayload(t, repo, d)
+	layer := func(signer testenv.SigningKey) string {
+		sig, err := signer.Signer.SignMessage(bytes.NewReader(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf(`{"mediaType":"%s","size":%d,"digest":"%s","annotations":{"%s":"%s"}}`,
+			layout.SimpleSigningMediaType, len(p), reg.PushBlob(t, repo, p), layout.SignatureAnnotation, base64.StdEncoding.EncodeToString(sig))
+	}
+	var layers []string
+	for range signature.MaxSignatures {
+		layers = append(layers, layer(other))
+	}
+	layers = append(layers, layer(key))
+	pushManifest(t, reg, repo, d, fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",
+		"config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":2,"digest":"%s"},"layers":[%s]}`,
+		reg.PushBlob(t, repo, []byte("{}")), strings.Join(layers, ",")))
+
+	c := newClient(t, reg)
+	err := signature.NewVerifier(c).Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), parseKey(t, key))
+	var r *signature.Rejection
+	if !errors.As(err, &r) || !strings.Contains(r.Reason, fmt.Sprintf("more than %d signatures", signature.MaxSignatures)) {
+		t.Fatalf("got %v, want a rejection that names the bound", err)
+	}
+	if n := c.blobs.Load(); n != signature.MaxSignatures {
+		t.Errorf("%d payloads read, want %d", n, signature.MaxSignatures)
+	}
+}
+
+// unsignedRegistry answers every signature tag with a manifest that holds
+// no signature, a distinct one for each tag.
+type unsignedRegistry struct{}
+
+func (unsignedRegistry) Manifest(_ context.Context, ref imageref.Reference, _ credentials.Ref) (registry.Manifest, error) {
+	d := sha256.Sum256([]byte(ref.Tag()))
+	return registry.Manifest{Digest: "sha256:" + hex.EncodeToString(d[:]), MediaType: "application/vnd.oci.image.manifest.v1+json",
+		Body: []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":2,"digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},"layers":[]}`)}, nil
+}
+
+func (unsignedRegistry) Blob(context.Context, imageref.Reference, credentials.Ref, string, int64) ([]byte, error) {
+	return nil, registry.ErrNotFound
+}
+
+// TestVerdictsAreBounded: the verdicts a verifier keeps are bounded by
+// their count, however many digests are checked.
+func TestVerdictsAreBounded(t *testing.T) {
+	v := signature.NewVerifier(unsignedRegistry{})
+	key := parseKey(t, testenv.NewSigningKey(t))
+	img := mustParse(t, "registry.test/team/app")
+	n := signature.CacheSize + 10
+	for i := range n {
+		d := sha256.Sum256(fmt.Appendf(nil, "image %d", i))
+		if err := v.Verify(t.Context(), img, credentials.Ref{}, "sha256:"+hex.EncodeToString(d[:]), key); !errors.Is(err, signature.ErrNotVerified) {
+			t.Fatalf("digest %d: %v, want a rejection", i, err)
+		}
+	}
+	if got := v.Verdicts(); got > signature.CacheSize {
+		t.Errorf("%d verdicts kept for %d digests, want at most %d", got, n, signature.CacheSize)
 	}
 }
 

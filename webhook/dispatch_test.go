@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -385,4 +386,60 @@ func TestDispatcherBoundsReceived(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// The repositories waiting for a check are bounded, while a long check
+// holds the next one and while a replica that does not lead keeps what it
+// accepted: past the bound a notification of a new repository is refused
+// (ErrBusy, 503 to the sender), one of a repository already waiting is
+// merged into its check.
+func TestDispatcherBoundsPending(t *testing.T) {
+	for _, leading := range []bool{true, false} {
+		name := "leading"
+		if !leading {
+			name = "keeping for the leader"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var opts []DispatcherOption
+				if !leading {
+					// No replica leads: what is accepted is kept.
+					opts = append(opts, WithRelay(relayTestKey, func() Leader { return Leader{} }))
+				}
+				d := NewDispatcher(&fakeChecker{start: time.Now(), hold: time.Hour}, opts...)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				if leading {
+					go func() { d.Run(ctx); close(done) }()
+					synctest.Wait()
+					// The first is being checked; the others wait.
+					if err := d.Notify(notification(t, Quay, "quay.io/a/first")); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+				} else {
+					close(done)
+				}
+				for i := range maxPending {
+					if err := d.Notify(notification(t, Quay, fmt.Sprintf("quay.io/a/r%d", i))); err != nil {
+						t.Fatalf("repository %d of %d: %v", i+1, maxPending, err)
+					}
+				}
+				if err := d.Notify(notification(t, Quay, "quay.io/a/one-more")); !errors.Is(err, ErrBusy) {
+					t.Errorf("a repository past %d waiting: %v, want ErrBusy", maxPending, err)
+				}
+				if err := d.Notify(notification(t, Harbor, "quay.io/a/r0")); err != nil {
+					t.Errorf("a repository already waiting: %v", err)
+				}
+				d.mu.Lock()
+				got := len(d.pending)
+				d.mu.Unlock()
+				if got != maxPending {
+					t.Errorf("%d repositories waiting, want %d", got, maxPending)
+				}
+				cancel()
+				<-done
+			})
+		})
+	}
 }

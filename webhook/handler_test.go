@@ -570,3 +570,52 @@ func TestUnverifiedReadsAreBounded(t *testing.T) {
 		return n == 0, fmt.Sprintf("%d still held", n)
 	})
 }
+
+// A sender that stops sending its payload is cut at the read deadline,
+// counted from when its request arrived: for the signed types too, whose
+// pace check alone would give it slowSenderGrace.
+func TestReadTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, source := range []string{Distribution, GHCR} {
+		t.Run(source, func(t *testing.T) {
+			var n recorder
+			h, m := newTestHandler(t, &n, Config{Secrets: allSecrets()})
+			h.readTimeout = timeout
+			srv := httptest.NewServer(h)
+			t.Cleanup(srv.Close)
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			s := senders[slices.IndexFunc(senders, func(s sender) bool { return s.source == source })]
+			req := s.request(t, nil, testSecret, proofRight)
+			start := time.Now()
+			// Headers and 10 bytes of the 1,000 announced, then nothing.
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n", req.URL.RequestURI())
+			for k := range req.Header {
+				fmt.Fprintf(c, "%s: %s\r\n", k, req.Header.Get(k))
+			}
+			fmt.Fprint(c, "\r\n{\"events\":")
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("no answer to a stalled payload after %s: %v", took, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("status %d, want 400", resp.StatusCode)
+			}
+			if took < timeout || took > timeout+time.Second {
+				t.Errorf("answered after %s, want about %s", took, timeout)
+			}
+			if c := testutil.ToFloat64(m.rejected.WithLabelValues(source, RejectMalformed)); c != 1 {
+				t.Errorf("rejected{%s,malformed} = %v", source, c)
+			}
+			if len(n.repositories()) != 0 {
+				t.Error("a cut payload was notified")
+			}
+		})
+	}
+}

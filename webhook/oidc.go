@@ -42,6 +42,8 @@ const maxJWKS = 1 << 20
 type OIDCVerifier struct {
 	audience, email, jwksURL string
 	client                   *http.Client
+	// timeout bounds one fetch of the keys: jwksTimeout.
+	timeout time.Duration
 
 	mu      sync.Mutex
 	keys    map[string]*rsa.PublicKey
@@ -65,7 +67,7 @@ func NewOIDCVerifier(audience, email, jwksURL string, client *http.Client) (*OID
 	if client == nil {
 		client = &http.Client{Timeout: jwksTimeout}
 	}
-	return &OIDCVerifier{audience: audience, email: email, jwksURL: jwksURL, client: client}, nil
+	return &OIDCVerifier{audience: audience, email: email, jwksURL: jwksURL, client: client, timeout: jwksTimeout}, nil
 }
 
 // Verify checks the Authorization header's token.
@@ -116,7 +118,7 @@ func (v *OIDCVerifier) key(ctx context.Context, kid string) (*rsa.PublicKey, err
 	v.fetched = time.Now()
 	// The fetch outlives the request that caused it: a sender that hangs
 	// up at once must not spend the refresh, leaving a new key unknown.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.timeout)
 	defer cancel()
 	keys, err := v.fetch(fctx)
 	if err != nil {

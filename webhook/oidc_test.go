@@ -7,9 +7,11 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,5 +212,74 @@ func TestOIDCRefreshOutlivesRequest(t *testing.T) {
 	}
 	if got := fetches.Load(); got != 1 {
 		t.Errorf("the keys were fetched %d times, want 1", got)
+	}
+}
+
+// A key endpoint that stalls is given up on at the fetch's deadline, even
+// for a client without a timeout of its own and a caller without a
+// deadline; one that sends without end is read no further than maxJWKS.
+func TestOIDCKeyFetchBounds(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	tests := []struct {
+		name    string
+		answer  func(w http.ResponseWriter, r *http.Request, gone <-chan struct{}, served *atomic.Int64)
+		want    string
+		maxTook time.Duration
+	}{
+		{name: "stalls", answer: func(w http.ResponseWriter, r *http.Request, gone <-chan struct{}, _ *atomic.Int64) {
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-gone:
+			}
+		}, want: "deadline exceeded", maxTook: timeout + time.Second},
+		{name: "without end", answer: func(w http.ResponseWriter, _ *http.Request, _ <-chan struct{}, served *atomic.Int64) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"keys":[`)
+			key := `{"kid":"k","kty":"RSA","n":"` + strings.Repeat("A", 1000) + `","e":"AQAB"},`
+			chunk := strings.Repeat(key, 64)
+			for served.Load() < 64<<20 {
+				n, err := io.WriteString(w, chunk)
+				served.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}, want: "unexpected EOF", maxTook: 5 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var served atomic.Int64
+			gone := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tt.answer(w, r, gone, &served)
+			}))
+			t.Cleanup(srv.Close)
+			t.Cleanup(func() { close(gone) }) // before srv.Close, which waits for the handler
+			v, err := NewOIDCVerifier(testAudience, testAccount, srv.URL, &http.Client{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.timeout = timeout
+			token := "Bearer " + pushToken(t, rsaKey(t), "k", nil)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- v.Verify(context.Background(), token) }()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer after 10s")
+			}
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error with %q", err, tt.want)
+			}
+			if took > tt.maxTook {
+				t.Errorf("took %s", took)
+			}
+			if n := served.Load(); n > 16<<20 {
+				t.Errorf("the verifier took %d MiB of the key set", n>>20)
+			}
+		})
 	}
 }

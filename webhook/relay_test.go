@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -434,5 +435,92 @@ func TestRelayOverTLS(t *testing.T) {
 	}
 	poll.True(t, 30*time.Second, "a check on the leader", func() bool {
 		return len(c.recorded()) == 1
+	})
+}
+
+// What others can make a replica spend on forwarded messages before their
+// signature is checked: at most relayUnverified bodies read at once (503
+// past it), and failed signatures within a budget of their own (429 past
+// it), which a message signed with the relay key never spends.
+func TestRelayUnverifiedBounds(t *testing.T) {
+	good := func() relayMessage {
+		return relayMessage{Sent: time.Now(), Repositories: []relayRepository{
+			{Name: "quay.io/a/x", Sources: []string{Quay}, Received: []time.Time{time.Now()}}}}
+	}
+	serve := func(d *Dispatcher, req *http.Request) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		d.RelayHandler().ServeHTTP(rec, req)
+		return rec
+	}
+	start := func(t *testing.T) *Dispatcher {
+		d := NewDispatcher(&fakeChecker{start: time.Now()}, WithRelay(relayTestKey, func() Leader { return Leader{} }))
+		ctx, cancel := context.WithCancel(t.Context())
+		t.Cleanup(cancel)
+		go d.Run(ctx)
+		synctest.Wait()
+		return d
+	}
+
+	t.Run("bodies read at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			d := start(t)
+			// Senders that send their headers and then nothing.
+			var stalled []*io.PipeWriter
+			answers := make(chan int, relayUnverified)
+			for range relayUnverified {
+				pr, pw := io.Pipe()
+				stalled = append(stalled, pw)
+				req := httptest.NewRequest(http.MethodPost, RelayPath, pr)
+				req.Header.Set(relaySignatureHeader, "sha256="+strings.Repeat("00", 32))
+				go func() { answers <- serve(d, req).Code }()
+			}
+			synctest.Wait()
+			if n := len(d.relay.unverified); n != relayUnverified {
+				t.Fatalf("%d bodies being read, want %d", n, relayUnverified)
+			}
+			rec := serve(d, relayRequest(t, relayTestKey, good(), ""))
+			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+				t.Errorf("a message past %d being read: status %d, want 503 with Retry-After", relayUnverified, rec.Code)
+			}
+			for _, pw := range stalled {
+				pw.Close()
+			}
+			for range relayUnverified {
+				if code := <-answers; code != http.StatusUnauthorized {
+					t.Errorf("a stalled sender that gave up: status %d, want 401", code)
+				}
+			}
+			if rec := serve(d, relayRequest(t, relayTestKey, good(), "")); rec.Code != http.StatusAccepted {
+				t.Errorf("once the places are free: status %d, want 202", rec.Code)
+			}
+		})
+	})
+
+	t.Run("failed signatures", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			d := start(t)
+			forged := func() int {
+				return serve(d, relayRequest(t, relayTestKey, good(), "sha256="+strings.Repeat("00", 32))).Code
+			}
+			for i := range defaultFailureBurst {
+				if code := forged(); code != http.StatusUnauthorized {
+					t.Fatalf("forged message %d: status %d, want 401", i+1, code)
+				}
+			}
+			rec := serve(d, relayRequest(t, relayTestKey, good(), "sha256="+strings.Repeat("00", 32)))
+			if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "1" {
+				t.Errorf("forged message past the budget: status %d, Retry-After %q; want 429 with 1", rec.Code, rec.Header().Get("Retry-After"))
+			}
+			if rec := serve(d, relayRequest(t, relayTestKey, good(), "")); rec.Code != http.StatusAccepted {
+				t.Errorf("a signed message once the budget is spent: status %d, want 202", rec.Code)
+			}
+			time.Sleep(time.Second) // the budget's rate gives one more
+			if code := forged(); code != http.StatusUnauthorized {
+				t.Errorf("a second later: status %d, want 401", code)
+			}
+			if code := forged(); code != http.StatusTooManyRequests {
+				t.Errorf("then: status %d, want 429", code)
+			}
+		})
 	})
 }

@@ -567,23 +567,23 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 }
 
 // serverLimits bound what one client of the health, metrics and webhook
-// servers can hold: an idle keep-alive connection, a slow request, its
-// headers, and how many connections are served at once (more wait in the
-// kernel's backlog).
+// servers can hold: an idle keep-alive connection, slow headers, a slow
+// request, its headers' size, and how many connections are served at once
+// (more wait in the kernel's backlog).
 type serverLimits struct {
-	idle, read  time.Duration
-	headerBytes int
-	connections int
+	idle, header, read time.Duration
+	headerBytes        int
+	connections        int
 }
 
-var defaultServerLimits = serverLimits{idle: 90 * time.Second, read: time.Minute, headerBytes: 64 << 10, connections: 256}
+var defaultServerLimits = serverLimits{idle: 90 * time.Second, header: 10 * time.Second, read: time.Minute, headerBytes: 64 << 10, connections: 256}
 
 func serve(ctx context.Context, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
 	serveWithin(ctx, defaultServerLimits, name, host, port, handler, tlsConfig, logger, errs)
 }
 
 func serveWithin(ctx context.Context, lim serverLimits, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
-	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: lim.header,
 		ReadTimeout: lim.read, IdleTimeout: lim.idle, MaxHeaderBytes: lim.headerBytes}
 	if tlsConfig != nil {
 		// HTTP/2 only where the configuration offers it (--enable-http2).

@@ -68,6 +68,8 @@ func TestExtScript(t *testing.T) {
 		exitCode   int
 		is         error
 		msg        string
+		// maxStderr, when set, bounds the stderr the error quotes.
+		maxStderr int
 	}{
 		{name: "success", body: "echo 'robot:pa:ss'", want: Credential{"robot", "pa:ss"}},
 		{name: "white space and stderr", body: "echo noise >&2; printf '\\n  AWS:token  \\n\\n'", want: Credential{"AWS", "token"}},
@@ -76,6 +78,12 @@ func TestExtScript(t *testing.T) {
 		{name: "empty", body: "true", is: ErrMalformed, msg: "output withheld"},
 		{name: "too long", body: "head -c 200000 /dev/zero | tr '\\0' a; echo :x", is: ErrMalformed, msg: "too long"},
 		{name: "exit code", body: "echo 'u:p'; echo oops >&2; exit 3", exitCode: 3, msg: "exited with code 3; stderr: oops"},
+		{
+			// 60 KB of stderr: its end is quoted, where a CLI says what
+			// went wrong.
+			name: "long stderr", body: "yes 'a line of progress' | head -n 3000 >&2; echo 'the last words' >&2; exit 1", exitCode: 1,
+			msg: "stderr: ...", maxStderr: len("...") + maxShownStderr,
+		},
 		{
 			// What seed 003's script says when the pod has no AWS identity;
 			// a key in stderr and what the script printed are withheld.
@@ -107,6 +115,9 @@ func TestExtScript(t *testing.T) {
 			}
 			if tt.exitCode != 0 && se.ExitCode != tt.exitCode {
 				t.Errorf("exit code %d, want %d", se.ExitCode, tt.exitCode)
+			}
+			if tt.maxStderr > 0 && (len(se.Stderr) > tt.maxStderr || !strings.HasSuffix(se.Stderr, "the last words")) {
+				t.Errorf("stderr quoted: %d characters ending %q, want at most %d ending with the last words", len(se.Stderr), se.Stderr[max(0, len(se.Stderr)-20):], tt.maxStderr)
 			}
 			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("message %q should name %s and contain %q", err.Error(), path, tt.msg)

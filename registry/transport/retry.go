@@ -36,6 +36,11 @@ const (
 // the body whole anyway, so reading it first costs no more memory.
 const defaultReadAhead = 4 << 20
 
+// maxDrained is how much of a failed answer's body is read before it is
+// closed to retry: enough for an error message, so that the connection can
+// be reused, and no more, whatever the registry sends.
+const maxDrained = 64 << 10
+
 // WithReadAhead sets how much of a successful answer's body is read, and
 // retried when cut short, before the answer is handed on; 0 reads none.
 func WithReadAhead(n int64) RetryOption {
@@ -131,7 +136,7 @@ func (t *retry) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		if resp != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrained))
 			resp.Body.Close()
 		}
 		if t.hook != nil {

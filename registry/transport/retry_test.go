@@ -93,6 +93,47 @@ func TestRetryTransport(t *testing.T) {
 	})
 }
 
+// endlessBody sends bytes without end, counting what is read.
+type endlessBody struct {
+	read   int64
+	closed bool
+}
+
+func (b *endlessBody) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = ' '
+	}
+	b.read += int64(len(p))
+	return len(p), nil
+}
+
+func (b *endlessBody) Close() error { b.closed = true; return nil }
+
+// The body of a failed answer is read, before the retry, no further than
+// maxDrained, and closed, whatever the registry sends.
+func TestRetryDrainBounded(t *testing.T) {
+	var bodies []*endlessBody
+	rt := NewRetry(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if len(bodies) == 2 {
+			return statusResponse(r, http.StatusOK), nil
+		}
+		b := &endlessBody{}
+		bodies = append(bodies, b)
+		resp := statusResponse(r, http.StatusServiceUnavailable)
+		resp.Body = b
+		return resp, nil
+	}), WithAttempts(4), WithBackoff(time.Microsecond, time.Millisecond))
+	resp, err := rt.RoundTrip(httptest.NewRequestWithContext(t.Context(), http.MethodGet, "http://registry.test/v2/", nil))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("got %v, %v; want the 200 of the third attempt", resp, err)
+	}
+	for i, b := range bodies {
+		if b.read > maxDrained || !b.closed {
+			t.Errorf("attempt %d: %d bytes read of its failed answer (want at most %d), closed %v", i+1, b.read, maxDrained, b.closed)
+		}
+	}
+}
+
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {

@@ -107,6 +107,8 @@ type GitHubTokens struct {
 	now  func() time.Time
 	apis *forge.Hosts
 	mint coalesce.Group[githubToken]
+	// timeout bounds one token request: githubAPITimeout.
+	timeout time.Duration
 
 	mu     sync.Mutex
 	tokens map[string]githubToken
@@ -124,7 +126,7 @@ func NewGitHubTokens(apis *forge.Hosts) *GitHubTokens {
 	if apis == nil {
 		apis, _ = forge.NewHosts(nil, nil)
 	}
-	return &GitHubTokens{now: time.Now, apis: apis, tokens: map[string]githubToken{}}
+	return &GitHubTokens{now: time.Now, apis: apis, timeout: githubAPITimeout, tokens: map[string]githubToken{}}
 }
 
 // token returns a valid installation token for app, minting one through
@@ -180,7 +182,7 @@ func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.Round
 		return githubToken{}, fmt.Errorf("sign the GitHub App JWT: %w", err)
 	}
 	endpoint := app.baseURL + "/app/installations/" + app.installationID + "/access_tokens"
-	ctx, cancel := context.WithTimeout(ctx, githubAPITimeout)
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, nil)
 	if err != nil {

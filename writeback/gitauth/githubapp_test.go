@@ -1,6 +1,7 @@
 package gitauth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/forge"
 )
@@ -66,6 +68,9 @@ func TestGitHubTokenRequest(t *testing.T) {
 		sent    bool
 		want    []string
 		notWant string
+		// timeout, when set, bounds the request in place of
+		// githubAPITimeout; the call must end within a second of it.
+		timeout time.Duration
 	}{
 		{name: "not allowed", apis: nil, sent: false,
 			want: []string{`githubAppEnterpriseBaseUrl "` + api.URL + `" in Secret argocd/app: not a github API the controller may use (https://api.github.com); the operator allows a GitHub Enterprise Server with --github-enterprise-api-url`}},
@@ -81,6 +86,15 @@ func TestGitHubTokenRequest(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, `{"token":"`+strings.Repeat("x", 2<<20)+`"}`)
 		}, want: []string{"the GitHub API answer is larger than 1 MiB, the most the client reads"}},
+		{name: "no answer", apis: allowed, sent: true, timeout: 200 * time.Millisecond, answer: func(_ http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done()
+		}, want: []string{"context deadline exceeded"}},
+		{name: "an answer that stops halfway", apis: allowed, sent: true, timeout: 200 * time.Millisecond, answer: func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"token":"ghs_`)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}, want: []string{"context deadline exceeded"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app, err := parseGitHubApp("Secret argocd/app", "1", "2", keyPEM, api.URL)
@@ -89,7 +103,18 @@ func TestGitHubTokenRequest(t *testing.T) {
 			}
 			answer = tc.answer
 			before := requests.Load()
-			tok, err := NewGitHubTokens(tc.apis).token(t.Context(), app, "Secret argocd/app", http.DefaultTransport)
+			g := NewGitHubTokens(tc.apis)
+			if tc.timeout > 0 {
+				g.timeout = tc.timeout
+			}
+			// The caller would wait far longer.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			tok, err := g.token(ctx, app, "Secret argocd/app", http.DefaultTransport)
+			if took := time.Since(start); tc.timeout > 0 && took > tc.timeout+time.Second {
+				t.Errorf("the request took %s, want about %s", took, tc.timeout)
+			}
 			if sent := requests.Load() > before; sent != tc.sent {
 				t.Errorf("sent %v, want %v", sent, tc.sent)
 			}
