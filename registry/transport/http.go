@@ -32,7 +32,9 @@ func WithClientCertificate(cert tls.Certificate) HTTPOption {
 // again to one) is refused too, and a connection kept for the registry is
 // never reused for it.
 func NewHTTP(insecure bool, opts ...HTTPOption) http.RoundTripper {
-	dialer := &net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second}
+	// The host of an image is a tenant's choice: no registry answers at a
+	// cloud's metadata address, whatever the entry.
+	dialer := &net.Dialer{Timeout: 15 * time.Second, KeepAlive: 30 * time.Second, Control: netguard.MetadataControl}
 	return netguard.NewTransport(newHTTP(dialer, insecure, opts), newHTTP(netguard.PublicDialer(dialer), insecure, opts))
 }
 

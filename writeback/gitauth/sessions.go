@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/proxy"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/internal/netguard"
 )
 
 // UploadPack opens a fetch session with the repository and reads the
@@ -214,6 +215,12 @@ func (d boundedDialer) DialContext(ctx context.Context, network, addr string) (n
 	}
 	if err != nil {
 		return nil, err
+	}
+	// Checked once connected: the proxy package's dialers take no Control.
+	if d.entry.proxy.URL == "" {
+		if err := netguard.CheckMetadataConn(conn); err != nil {
+			return nil, err
+		}
 	}
 	return boundedConn{Conn: conn, bound: d.entry.bound}, nil
 }

@@ -5,11 +5,15 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/image-updater/argocd-image-updater/internal/netguard"
 )
 
 // TLSCertsConfigMap holds Argo CD's trusted certificates for HTTPS
@@ -57,6 +61,9 @@ func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) 
 //   - insecure skips verification, proxy replaces the environment's proxy.
 func (r *Resolver) httpTransport(ctx context.Context, host string, c Credentials) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A repository URL is a tenant's choice: no git server answers at a
+	// cloud's metadata address.
+	tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: netguard.MetadataControl}).DialContext
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	tr.TLSClientConfig = cfg
 	if c.insecure {
