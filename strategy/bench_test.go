@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -141,5 +142,49 @@ func BenchmarkGlob(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkSharedPolicies is the heap the policies of 20,000 images keep
+// (kept-B/image) when their settings repeat 20 distinct ones: compiled
+// for each image (New), or once per distinct settings (Shared).
+func BenchmarkSharedPolicies(b *testing.B) {
+	const images, distinct = 20_000, 20
+	settings := make([]strategy.Settings, distinct)
+	for i := range settings {
+		settings[i] = strategy.Settings{
+			Strategy:   []string{"semver", "newest-build"}[i%2],
+			Constraint: fmt.Sprintf("~1.%d", i),
+			AllowTags:  fmt.Sprintf(`regexp:^v?1\.%d\.[0-9]+$`, i),
+			IgnoreTags: []string{"*-rc*", "latest"},
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		compile func(strategy.Settings) (*strategy.Policy, error)
+	}{{"new", strategy.New}, {"shared", strategy.Shared}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var kept []*strategy.Policy
+			var perImage float64
+			for b.Loop() {
+				kept = make([]*strategy.Policy, 0, images)
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				for i := range images {
+					p, err := tc.compile(settings[i%distinct])
+					if err != nil {
+						b.Fatal(err)
+					}
+					kept = append(kept, p)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perImage = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / images
+			}
+			runtime.KeepAlive(kept)
+			b.ReportMetric(perImage, "kept-B/image")
+		})
 	}
 }

@@ -3,10 +3,12 @@
 // It is pure: it takes the tags of a repository, the image's settings and
 // what runs now, and returns a Result. Registry access is the caller's, passed
 // in as a MetadataFunc for the strategies that need image metadata. Nothing
-// here keeps state between calls, so the same inputs always give the same
-// answer and a choice never flaps between update cycles.
+// here keeps state between calls but the table of policies Shared hands
+// out, which are immutable, so the same inputs always give the same answer
+// and a choice never flaps between update cycles.
 //
-// Use New to validate Settings once, then Policy.Choose for each cycle.
+// Use New to validate Settings once, then Policy.Choose for each cycle;
+// Shared is New for settings that many images repeat, one Policy for all.
 //
 // # Filters
 //

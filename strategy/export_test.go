@@ -8,3 +8,6 @@ func GlobMatchers(pattern string) (compiled, plain func(string) bool, err error)
 	p := glob{pattern: pattern, kind: globGeneral}
 	return g.match, p.match, err
 }
+
+// SharedCount is how many policies Shared holds.
+func SharedCount() int { return sharedCount() }
