@@ -10,6 +10,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // decoded is an Application as the informer's decoder gives it: every
@@ -90,7 +91,8 @@ func TestSnapshotKeepsWhatTheUpdaterReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(fromObject, fromKept, cmp.AllowUnexported(Source{}), cmpopts.IgnoreUnexported(Application{}), cmp.Comparer(func(a, b imageref.Reference) bool { return a.String() == b.String() })); diff != "" {
+	if diff := cmp.Diff(fromObject, fromKept, cmp.AllowUnexported(Source{}), cmpopts.IgnoreUnexported(Application{}), cmp.Comparer(func(a, b imageref.Reference) bool { return a.String() == b.String() }),
+		cmp.Comparer(func(a, b *strategy.Policy) bool { return a.String() == b.String() })); diff != "" {
 		t.Errorf("read from what is kept (-object +kept):\n%s", diff)
 	}
 	if v, ok := fromKept.Sources[0].HelmParameter("app.tag"); !ok || v != "1.2.0" {

@@ -59,12 +59,27 @@ type configError struct{ err error }
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
-// planApplication turns an Application into jobs. Problems with one image
+// planner turns one cycle's Applications into jobs. It parses nothing:
+// each image's policy and credential reference were read with its
+// settings, once per Application version or ImageUpdater generation.
+type planner struct {
+	controllerNamespace string
+	defaultPlatforms    []v1.Platform
+	// defaulted is each shared policy with the default platforms, made
+	// once per cycle for the images that name no platforms.
+	defaulted map[*strategy.Policy]*strategy.Policy
+}
+
+func newPlanner(controllerNamespace string, defaultPlatforms []v1.Platform) *planner {
+	return &planner{controllerNamespace: controllerNamespace, defaultPlatforms: defaultPlatforms, defaulted: map[*strategy.Policy]*strategy.Policy{}}
+}
+
+// application turns an Application into jobs. Problems with one image
 // are returned as errors for that image and do not affect the others; an
 // Application-level error (a bad write-back setting) stops the whole
 // Application, since writing somewhere it did not ask for is worse than
 // not writing.
-func planApplication(app *application.Application, controllerNamespace string, defaultPlatforms []v1.Platform) (jobs []*job, skips []skip, problems []error) {
+func (pl *planner) application(app *application.Application) (jobs []*job, skips []skip, problems []error) {
 	appProblems := app.Settings.Problems
 	if p, bad := writeBackProblem(app); bad {
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
@@ -88,7 +103,7 @@ func planApplication(app *application.Application, controllerNamespace string, d
 		return nil, skips, problems
 	}
 	for _, spec := range app.Settings.Images {
-		j, sk, err := planImage(app, spec, controllerNamespace, defaultPlatforms)
+		j, sk, err := pl.image(app, spec)
 		var annotationProblem settings.Problem
 		switch {
 		case errors.As(err, &annotationProblem):
@@ -106,15 +121,27 @@ func planApplication(app *application.Application, controllerNamespace string, d
 	return jobs, skips, problems
 }
 
-func planImage(app *application.Application, spec settings.ImageSpec, controllerNamespace string, defaultPlatforms []v1.Platform) (*job, string, error) {
-	var creds credentials.Ref
-	var err error
-	if spec.PullSecret != "" {
-		creds, err = credentials.ParseRef(spec.PullSecret)
-		if err == nil {
-			err = checkImageCredentials(app, creds, controllerNamespace)
-		}
-		if err != nil {
+// policy is spec's policy, with the default platforms when it names none.
+func (pl *planner) policy(spec settings.ImageSpec) (*strategy.Policy, []v1.Platform) {
+	if len(spec.Platforms) > 0 || len(pl.defaultPlatforms) == 0 {
+		return spec.Policy, spec.Platforms
+	}
+	p, ok := pl.defaulted[spec.Policy]
+	if !ok {
+		p = spec.Policy.WithPlatforms(pl.defaultPlatforms)
+		pl.defaulted[spec.Policy] = p
+	}
+	return p, pl.defaultPlatforms
+}
+
+func (pl *planner) image(app *application.Application, spec settings.ImageSpec) (*job, string, error) {
+	if spec.Policy == nil {
+		// Settings always carry one; a value made another way has none.
+		return nil, "", errors.New("the image's settings were not read: no update policy")
+	}
+	creds := spec.PullSecret
+	if !creds.IsZero() {
+		if err := checkImageCredentials(app, creds, pl.controllerNamespace); err != nil {
 			return nil, "", settings.Problem{Image: spec.Key(), Origin: spec.PullSecretOrigin, Message: err.Error()}
 		}
 	}
@@ -127,20 +154,7 @@ func planImage(app *application.Application, spec settings.ImageSpec, controller
 			return nil, "", settings.Problem{Image: spec.Key(), Origin: sigKey.Origin, Message: err.Error()}
 		}
 	}
-	platforms := spec.Platforms
-	if len(platforms) == 0 {
-		platforms = defaultPlatforms
-	}
-	policy, err := strategy.New(strategy.Settings{
-		Strategy:   spec.Strategy,
-		Constraint: spec.Constraint,
-		AllowTags:  spec.AllowTags,
-		IgnoreTags: spec.IgnoreTags,
-		Platforms:  platforms,
-	})
-	if err != nil {
-		return nil, "", err
-	}
+	policy, platforms := pl.policy(spec)
 
 	var source application.Source
 	if len(app.Sources) == 1 && app.Sources[0].Dry && app.Settings.WriteBack.Method == settings.WriteBackArgoCD {

@@ -120,7 +120,8 @@ func TestPlanApplication(t *testing.T) {
 			spec:        map[string]any{"source": kustomizeSource()},
 			status:      running("nginx:1", "redis:7"),
 			jobs:        map[string]string{"a": "-1 1"},
-			problems:    []string{"image b:", "newest"},
+			// Named where it is written, as every setting's problem is.
+			problems: []string{`annotation argocd-image-updater.argoproj.io/b.update-strategy (image b): invalid update-strategy "newest"`},
 		},
 		{
 			name:        "a bad write-back setting stops the Application",
@@ -297,7 +298,7 @@ func TestPlanApplication(t *testing.T) {
 			if tt.noControllerNS {
 				controllerNS = ""
 			}
-			jobs, skips, problems := planApplication(app, controllerNS, linuxAMD64)
+			jobs, skips, problems := newPlanner(controllerNS, linuxAMD64).application(app)
 			got := map[string]string{}
 			for _, j := range jobs {
 				got[j.spec.Alias] = strconv.Itoa(j.source.Index) + " " + j.current.String()

@@ -269,8 +269,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	}
 	sum := Summary{Applications: len(apps), Trigger: sc.trigger()}
 	var jobs []*job
+	plan := newPlanner(u.controllerNamespace, u.defaultPlatforms)
 	for _, app := range apps {
-		appJobs, skips, problems := planApplication(app, u.controllerNamespace, u.defaultPlatforms)
+		appJobs, skips, problems := plan.application(app)
 		sum.Images += len(app.Settings.Images)
 		if sc == nil {
 			u.metrics.imagesWatched(app, len(app.Settings.Images))

@@ -213,16 +213,21 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		ok = false
 	}
 
-	spec.Strategy, _ = value(KeyUpdateStrategy)
-	var allowKey string
-	spec.AllowTags, allowKey = value(KeyAllowTags)
+	var raw policySettings
+	var key string
+	raw.Strategy, key = value(KeyUpdateStrategy)
+	raw.strategyAt = AnnotationOrigin(key)
+	raw.constraintAt = AnnotationOrigin(KeyImageList)
+	raw.AllowTags, key = value(KeyAllowTags)
+	raw.allowTagsAt = AnnotationOrigin(key)
 	if spec.Alias != "" {
-		readTagMatch(spec, allowKey, get, problems)
+		readTagMatch(spec, &raw, key, get, problems)
 	}
-	if v, _ := value(KeyIgnoreTags); v != "" {
+	if v, key := value(KeyIgnoreTags); v != "" {
+		raw.ignoreTagsAt = AnnotationOrigin(key)
 		for _, g := range strings.Split(v, ",") {
 			if g = strings.TrimSpace(g); g != "" {
-				spec.IgnoreTags = append(spec.IgnoreTags, g)
+				raw.IgnoreTags = append(raw.IgnoreTags, g)
 			}
 		}
 	}
@@ -236,7 +241,10 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		}
 	}
 	if v, key := value(KeyPullSecret); v != "" {
-		spec.PullSecret, spec.PullSecretOrigin = v, AnnotationOrigin(key)
+		if p, good := readPullSecret(spec, v, AnnotationOrigin(key)); !good {
+			*problems = append(*problems, p)
+			ok = false
+		}
 	}
 	if v, key := value(KeyPlatforms); v != "" {
 		ps, err := platform.Parse(v)
@@ -244,6 +252,10 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 			fail(key, "%v", err)
 		}
 		spec.Platforms = ps
+	}
+	if p, good := compilePolicy(spec, raw); !good {
+		*problems = append(*problems, p)
+		ok = false
 	}
 
 	if v, key := value(KeyVerifySignature); v != "" {
@@ -277,17 +289,17 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 // readTagMatch applies "<alias>.tag-match", the old name of allow-tags with
 // the same values: without it a filter users still rely on would silently
 // stop filtering. allow-tags, per image or Application-wide, wins.
-func readTagMatch(spec *ImageSpec, allowKey string, get func(string) (string, bool), problems *[]Problem) {
+func readTagMatch(spec *ImageSpec, raw *policySettings, allowKey string, get func(string) (string, bool), problems *[]Problem) {
 	key := aliasKey(spec.Alias) + "." + KeyTagMatch
 	v, ok := get(key)
 	if !ok {
 		return
 	}
 	p := Problem{Image: spec.Key(), Origin: AnnotationOrigin(key), Warning: true}
-	if spec.AllowTags != "" {
+	if raw.AllowTags != "" {
 		p.Message = fmt.Sprintf("ignored: %s%s is set and takes precedence; remove %s", AnnotationPrefix, allowKey, key)
 	} else {
-		spec.AllowTags = v
+		raw.AllowTags, raw.allowTagsAt = v, AnnotationOrigin(key)
 		p.Message = fmt.Sprintf("deprecated: read as allow-tags; rename it to %s.%s", aliasKey(spec.Alias), KeyAllowTags)
 	}
 	*problems = append(*problems, p)

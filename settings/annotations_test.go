@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/strategy"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -42,8 +44,8 @@ func TestParseAnnotations(t *testing.T) {
 				"web.update-strategy", "semver",
 			),
 			wantImages: []ImageSpec{
-				{Alias: "app", Image: mustRef(ecr + "/eks-app"), Strategy: "semver"},
-				{Alias: "web", Image: mustRef(ecr + "/eks-web"), Strategy: "semver"},
+				{Alias: "app", Image: mustRef(ecr + "/eks-app"), Policy: pol(strategy.Settings{Strategy: "semver"})},
+				{Alias: "web", Image: mustRef(ecr + "/eks-web"), Policy: pol(strategy.Settings{Strategy: "semver"})},
 			},
 			wantWB: WriteBack{Method: WriteBackArgoCD, Target: WriteBackTarget{Kind: TargetKustomization, Path: "../../main/overlays/production"}, GitBranch: "main"},
 			wantProblems: []string{
@@ -65,12 +67,14 @@ func TestParseAnnotations(t *testing.T) {
 				"pinned.platforms", "linux/amd64,linux/arm64",
 			),
 			wantImages: []ImageSpec{
-				{Image: mustRef("nginx"), Constraint: "~1.26", Strategy: "newest-build", AllowTags: "regexp:^v"},
-				{Alias: "reg", Image: mustRef("localhost:5000/team/app"), Constraint: "^2", Strategy: "semver", AllowTags: "regexp:^v",
-					IgnoreTags: []string{"*-rc*", "latest"}, ForceUpdate: true, PullSecret: "pullsecret:argocd/regcred",
+				{Image: mustRef("nginx"), Constraint: "~1.26", Policy: pol(strategy.Settings{Strategy: "newest-build", AllowTags: "regexp:^v"})},
+				{Alias: "reg", Image: mustRef("localhost:5000/team/app"), Constraint: "^2",
+					Policy:      pol(strategy.Settings{Strategy: "semver", Constraint: "^2", AllowTags: "regexp:^v", IgnoreTags: []string{"*-rc*", "latest"}}),
+					ForceUpdate: true, PullSecret: credentials.Ref{Kind: credentials.KindPullSecret, Namespace: "argocd", Name: "regcred"},
 					PullSecretOrigin: AnnotationOrigin("reg.pull-secret")},
-				{Alias: "pinned", Image: mustRef("ghcr.io/x/y"), Constraint: "stable", Strategy: "digest", AllowTags: "regexp:^v", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}},
-				{Alias: "plain", Image: mustRef("quay.io/org/app"), Strategy: "newest-build", AllowTags: "regexp:^v"},
+				{Alias: "pinned", Image: mustRef("ghcr.io/x/y"), Constraint: "stable", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}},
+					Policy: pol(strategy.Settings{Strategy: "digest", Constraint: "stable", AllowTags: "regexp:^v", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}})},
+				{Alias: "plain", Image: mustRef("quay.io/org/app"), Policy: pol(strategy.Settings{Strategy: "newest-build", AllowTags: "regexp:^v"})},
 			},
 			wantWB: WriteBack{Method: WriteBackArgoCD},
 		},
@@ -146,15 +150,15 @@ func TestParseAnnotations(t *testing.T) {
 				"api.tag-match", "^2",
 			),
 			wantImages: []ImageSpec{
-				{Alias: "app", Image: mustRef("nginx"), AllowTags: `regexp:^v1\.`},
-				{Alias: "web", Image: mustRef("redis"), AllowTags: "regexp:^7"},
-				{Alias: "api", Image: mustRef("quay.io/org/api"), AllowTags: "^2"},
+				{Alias: "app", Image: mustRef("nginx"), Policy: pol(strategy.Settings{AllowTags: `regexp:^v1\.`})},
+				{Alias: "web", Image: mustRef("redis"), Policy: pol(strategy.Settings{AllowTags: "regexp:^7"})},
 			},
 			wantWB: WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{
 				"app.tag-match (image app): deprecated: read as allow-tags",
 				"web.tag-match (image web): ignored: " + AnnotationPrefix + "web.allow-tags is set",
 				"api.tag-match (image api): deprecated: read as allow-tags",
+				`api.tag-match (image api): invalid allow-tags "^2"`,
 			},
 		},
 		{
@@ -165,11 +169,33 @@ func TestParseAnnotations(t *testing.T) {
 				"app.tag-match", "regexp:^2",
 				"tag-match", "regexp:^3",
 			),
-			wantImages: []ImageSpec{{Alias: "app", Image: mustRef("nginx"), AllowTags: "regexp:^1"}},
+			wantImages: []ImageSpec{{Alias: "app", Image: mustRef("nginx"), Policy: pol(strategy.Settings{AllowTags: "regexp:^1"})}},
 			wantWB:     WriteBack{Method: WriteBackArgoCD},
 			wantProblems: []string{
 				"app.tag-match (image app): ignored: " + AnnotationPrefix + "allow-tags is set",
 				"/tag-match: unknown annotation: tag-match exists only per image",
+			},
+		},
+		{
+			name: "a bad policy or credential reference is named where it is written",
+			annotations: ann(
+				"image-list", "strat=a, allow=b, ignore=c, range=d:>>1, follow=e, creds=f, ok=g:~1",
+				"allow-tags", "regexp:^v",
+				"strat.update-strategy", "newest",
+				"allow.allow-tags", "regexp:[",
+				"ignore.ignore-tags", "ok-*, [",
+				"follow.update-strategy", "digest",
+				"creds.pull-secret", "vault:team/regcred",
+			),
+			wantImages: []ImageSpec{{Alias: "ok", Image: mustRef("g"), Constraint: "~1", Policy: pol(strategy.Settings{Constraint: "~1", AllowTags: "regexp:^v"})}},
+			wantWB:     WriteBack{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				"annotation " + AnnotationPrefix + "strat.update-strategy (image strat): invalid update-strategy \"newest\"",
+				"annotation " + AnnotationPrefix + "allow.allow-tags (image allow): invalid allow-tags \"regexp:[\"",
+				"annotation " + AnnotationPrefix + "ignore.ignore-tags (image ignore): invalid ignore-tags \"[\"",
+				"annotation " + AnnotationPrefix + "image-list (image range): invalid constraint \">>1\"",
+				"annotation " + AnnotationPrefix + "image-list (image follow): invalid constraint \"\"",
+				"annotation " + AnnotationPrefix + "creds.pull-secret (image creds): ",
 			},
 		},
 		// v1.3.0 reports an image-list that names no image ("annotation is
@@ -269,7 +295,13 @@ func TestParseAnnotations(t *testing.T) {
 				t.Errorf("method origin %q", got.WriteBack.MethodOrigin)
 			}
 			got.WriteBack.MethodOrigin = ""
-			if diff := cmp.Diff(tt.wantImages, got.Images, cmpRefs); diff != "" {
+			for i := range tt.wantImages {
+				if tt.wantImages[i].Policy == nil {
+					// Unsaid in the table: the default, semver with no filters.
+					tt.wantImages[i].Policy = pol(strategy.Settings{Platforms: tt.wantImages[i].Platforms})
+				}
+			}
+			if diff := cmp.Diff(tt.wantImages, got.Images, cmpRefs, cmpPolicies); diff != "" {
 				t.Errorf("images (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantWB, got.WriteBack); diff != "" {
@@ -318,6 +350,20 @@ func mustRef(s string, opts ...imageref.Option) imageref.Reference {
 	}
 	return r
 }
+
+// pol is the policy New makes of s.
+func pol(s strategy.Settings) *strategy.Policy {
+	p, err := strategy.New(s)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// cmpPolicies compares policies by what they say.
+var cmpPolicies = cmp.Comparer(func(a, b *strategy.Policy) bool {
+	return a == b || a != nil && b != nil && a.String() == b.String()
+})
 
 // cmpRefs compares references by what they name and how they were written.
 var cmpRefs = cmp.Comparer(func(a, b imageref.Reference) bool {

@@ -1,18 +1,21 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // ImageSpec is one image of an Application with its settings: an entry of the
-// image-list annotation, or of an ImageUpdater's images. The image names
-// are parsed here, once; the other values are as the user wrote them, and
-// the update cycle validates those that need a strategy to make sense of.
+// image-list annotation, or of an ImageUpdater's images. Every value is
+// parsed here, once, when the settings are read: the image names, the
+// update policy and the credential reference. The cycle only uses them.
 type ImageSpec struct {
 	// Alias names the image in per-image annotation keys and messages; may
 	// be empty.
@@ -25,11 +28,15 @@ type ImageSpec struct {
 	// the tag the digest strategy follows).
 	Constraint string
 
-	Strategy    string
-	AllowTags   string
-	IgnoreTags  []string
+	// Policy is the update strategy with its constraint, tag filters and
+	// the image's own platforms, compiled once and shared by every image
+	// with the same ones (strategy.Shared); the cycle applies its default
+	// platforms when Platforms is empty. Never nil in Settings.Images.
+	Policy      *strategy.Policy
 	ForceUpdate bool
-	PullSecret  string
+	// PullSecret is the image's own credential reference (pull-secret,
+	// pullSecret); zero when unset.
+	PullSecret credentials.Ref
 	// PullSecretOrigin is where PullSecret is written; "" when it is unset.
 	PullSecretOrigin Origin
 	// Platforms are those the image must be built for; empty means the
@@ -56,6 +63,51 @@ type ImageSpec struct {
 // management plugin's environment.
 func (s ImageSpec) PluginTarget() bool {
 	return s.PluginEnvName != "" || s.PluginEnvTag != "" || s.PluginEnvSpec != ""
+}
+
+// Paused tells whether ignore-tags holds a lone "*", which stops the
+// image's updates.
+func (s ImageSpec) Paused() bool { return s.Policy != nil && s.Policy.Paused() }
+
+// policySettings are the raw values an image's Policy is compiled from,
+// each with where it is written.
+type policySettings struct {
+	strategy.Settings
+	strategyAt, constraintAt, allowTagsAt, ignoreTagsAt Origin
+}
+
+// compilePolicy sets spec's Policy from raw, or returns the problem that
+// names the bad value where it is written.
+func compilePolicy(spec *ImageSpec, raw policySettings) (Problem, bool) {
+	raw.Constraint, raw.Platforms = spec.Constraint, spec.Platforms
+	p, err := strategy.Shared(raw.Settings)
+	if err == nil {
+		spec.Policy = p
+		return Problem{}, true
+	}
+	at := raw.strategyAt
+	var se *strategy.SettingError
+	if errors.As(err, &se) {
+		switch se.Field {
+		case strategy.FieldConstraint:
+			at = raw.constraintAt
+		case strategy.FieldAllowTags:
+			at = raw.allowTagsAt
+		case strategy.FieldIgnoreTags:
+			at = raw.ignoreTagsAt
+		}
+	}
+	return Problem{Image: spec.Key(), Origin: at, Message: err.Error()}, false
+}
+
+// readPullSecret sets spec's credential reference from the value at at.
+func readPullSecret(spec *ImageSpec, v string, at Origin) (Problem, bool) {
+	ref, err := credentials.ParseRef(v)
+	if err != nil {
+		return Problem{Image: spec.Key(), Origin: at, Message: err.Error()}, false
+	}
+	spec.PullSecret, spec.PullSecretOrigin = ref, at
+	return Problem{}, true
 }
 
 // Key is how messages name the image: its alias, or the image as written.

@@ -72,23 +72,29 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 	s.Alias = img.Alias
 
 	// Each setting from the most specific level that sets it.
+	raw := policySettings{constraintAt: at.Child(".imageName")}
+	pullSecret := ""
 	for _, l := range levels {
 		c := l.common
 		if c == nil {
 			continue
 		}
 		cat := l.at.Child(".commonUpdateSettings")
-		if s.Strategy == "" && c.UpdateStrategy != nil {
-			s.Strategy = *c.UpdateStrategy
+		if raw.Strategy == "" && c.UpdateStrategy != nil {
+			raw.Strategy, raw.strategyAt = *c.UpdateStrategy, cat.Child(".updateStrategy")
 		}
-		if s.AllowTags == "" && c.AllowTags != nil {
-			s.AllowTags = *c.AllowTags
+		if raw.AllowTags == "" && c.AllowTags != nil {
+			raw.AllowTags, raw.allowTagsAt = *c.AllowTags, cat.Child(".allowTags")
 		}
-		if s.IgnoreTags == nil && c.IgnoreTags != nil {
-			s.IgnoreTags = c.IgnoreTags
+		if raw.IgnoreTags == nil && c.IgnoreTags != nil {
+			raw.IgnoreTags, raw.ignoreTagsAt = c.IgnoreTags, cat.Child(".ignoreTags")
 		}
-		if s.PullSecret == "" && c.PullSecret != nil && *c.PullSecret != "" {
-			s.PullSecret, s.PullSecretOrigin = *c.PullSecret, cat.Child(".pullSecret")
+		if pullSecret == "" && c.PullSecret != nil && *c.PullSecret != "" {
+			pullSecret = *c.PullSecret
+			if p, good := readPullSecret(&s, pullSecret, cat.Child(".pullSecret")); !good {
+				*problems = append(*problems, p)
+				ok = false
+			}
 		}
 		if s.Platforms == nil && c.Platforms != nil {
 			ps, err := platform.Parse(strings.Join(c.Platforms, ","))
@@ -102,8 +108,9 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		}
 	}
 	s.ForceUpdate = forceUpdate(levels)
-	if s.Strategy == "" {
-		s.Strategy = "semver"
+	if p, good := compilePolicy(&s, raw); !good {
+		*problems = append(*problems, p)
+		ok = false
 	}
 	for _, l := range levels {
 		if l.verify == nil {

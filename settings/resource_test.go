@@ -214,3 +214,58 @@ func TestImageBound(t *testing.T) {
 		})
 	}
 }
+
+// TestImageUpdaterPolicy: each image's policy and credential reference are
+// compiled when the resource is read, from the most specific level that
+// sets each value; a bad one is a problem naming that level's field, and
+// images with the same settings share one policy.
+func TestImageUpdaterPolicy(t *testing.T) {
+	iu := &api.ImageUpdater{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+		Spec: api.ImageUpdaterSpec{
+			CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr("regexp:^v"), PullSecret: ptr("pullsecret:ns/regcred")},
+			ApplicationRefs: []api.ApplicationRef{{
+				NamePattern:          "*",
+				CommonUpdateSettings: &api.CommonUpdateSettings{IgnoreTags: []string{"*-rc"}},
+				Images: []api.ImageConfig{
+					{Alias: "a", ImageName: "nginx:~1.26"},
+					{Alias: "b", ImageName: "redis:~1.26"},
+					{Alias: "strat", ImageName: "c", CommonUpdateSettings: &api.CommonUpdateSettings{UpdateStrategy: ptr("newest")}},
+					{Alias: "allow", ImageName: "d", CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: ptr("regexp:(")}},
+					{Alias: "ignore", ImageName: "e", CommonUpdateSettings: &api.CommonUpdateSettings{IgnoreTags: []string{"["}}},
+					{Alias: "range", ImageName: "f:>>1"},
+					{Alias: "creds", ImageName: "g", CommonUpdateSettings: &api.CommonUpdateSettings{PullSecret: ptr("vault:x")}},
+				},
+			}},
+		},
+	}
+	a := ParseImageUpdater(iu, 0)
+	if len(a.Images) != 2 {
+		t.Fatalf("images %d, want 2; problems %v", len(a.Images), a.Problems)
+	}
+	first, second := a.Images[0], a.Images[1]
+	if first.Policy == nil || first.Policy != second.Policy {
+		t.Errorf("images with the same settings have policies %p and %p, want one", first.Policy, second.Policy)
+	}
+	if got, want := first.Policy.String(), `semver constraint="~1.26" allow-tags="regexp:^v" ignore-tags="*-rc"`; got != want {
+		t.Errorf("policy %s, want %s", got, want)
+	}
+	if got := first.PullSecret.String(); got != "pullsecret:ns/regcred" || first.PullSecretOrigin != "ImageUpdater ns/iu spec.commonUpdateSettings.pullSecret" {
+		t.Errorf("pull secret %s at %q", got, first.PullSecretOrigin)
+	}
+	want := []string{
+		`ImageUpdater ns/iu spec.applicationRefs[0].images[2].commonUpdateSettings.updateStrategy (image strat): invalid update-strategy "newest"`,
+		`ImageUpdater ns/iu spec.applicationRefs[0].images[3].commonUpdateSettings.allowTags (image allow): invalid allow-tags "regexp:("`,
+		`ImageUpdater ns/iu spec.applicationRefs[0].images[4].commonUpdateSettings.ignoreTags (image ignore): invalid ignore-tags "["`,
+		`ImageUpdater ns/iu spec.applicationRefs[0].images[5].imageName (image range): invalid constraint ">>1"`,
+		`ImageUpdater ns/iu spec.applicationRefs[0].images[6].commonUpdateSettings.pullSecret (image creds): `,
+	}
+	if len(a.Problems) != len(want) {
+		t.Fatalf("problems %q, want %d", a.Problems, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(a.Problems[i].Error(), w) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, a.Problems[i].Error(), w)
+		}
+	}
+}

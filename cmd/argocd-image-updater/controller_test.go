@@ -290,7 +290,7 @@ func TestRunOnceExitCode(t *testing.T) {
 			if code := w.run(t.Context(), &stderr, tt.args...); code != 0 {
 				t.Fatalf("exit code %d, want 0:\n%s", code, stderr.String())
 			}
-			if !strings.Contains(stderr.String(), "image broken: invalid update-strategy") {
+			if !strings.Contains(stderr.String(), "broken.update-strategy (image broken): invalid update-strategy") {
 				t.Errorf("the broken image is not reported:\n%s", stderr.String())
 			}
 			if got := w.images(t, "main"); !slices.Equal(got, tt.wantImages) {

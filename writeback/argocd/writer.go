@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -294,7 +293,7 @@ func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate)
 	var keep []writeback.ImageUpdate
 	for _, img := range images {
 		for _, spec := range now.Images {
-			if spec.Key() == img.Key() && !slices.Contains(spec.IgnoreTags, "*") {
+			if spec.Key() == img.Key() && !spec.Paused() {
 				keep = append(keep, img)
 				break
 			}
