@@ -63,6 +63,62 @@ type Source struct {
 	// last TakeChanged; wake tells that there are some.
 	changed map[types.NamespacedName]bool
 	wake    chan struct{}
+	// parsed keeps the settings read from each resource.
+	parsed *parsedSettings
+}
+
+// parsedSettings are the settings each ImageUpdater's applicationRefs give,
+// read once per generation of the resource and reference options, so that
+// a cycle compiles no policy of a resource whose spec did not change.
+type parsedSettings struct {
+	mu    sync.Mutex
+	byUID map[types.UID]*resourceSettings
+}
+
+type resourceSettings struct {
+	generation int64
+	options    string
+	refs       []*settings.Settings
+}
+
+// of is what applicationRef i of iu gives its Applications. A nil
+// parsedSettings, or a resource that did not come from the API server (no
+// UID or generation), is read anew.
+func (p *parsedSettings) of(iu *api.ImageUpdater, i int, options string, opts []imageref.Option) *settings.Settings {
+	if p == nil || iu.UID == "" || iu.Generation == 0 {
+		c := settings.ParseImageUpdater(iu, i, opts...)
+		return &c
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.byUID[iu.UID]
+	if r == nil || r.generation != iu.Generation || r.options != options || len(r.refs) != len(iu.Spec.ApplicationRefs) {
+		r = &resourceSettings{generation: iu.Generation, options: options, refs: make([]*settings.Settings, len(iu.Spec.ApplicationRefs))}
+		p.byUID[iu.UID] = r
+	}
+	if r.refs[i] == nil {
+		c := settings.ParseImageUpdater(iu, i, opts...)
+		r.refs[i] = &c
+	}
+	return r.refs[i]
+}
+
+// keep forgets the resources not among those listed.
+func (p *parsedSettings) keep(listed []resource) {
+	if p == nil {
+		return
+	}
+	uids := make(map[types.UID]bool, len(listed))
+	for _, r := range listed {
+		uids[r.obj.UID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for uid := range p.byUID {
+		if !uids[uid] {
+			delete(p.byUID, uid)
+		}
+	}
 }
 
 // resource is one ImageUpdater as a cycle read it.
@@ -94,7 +150,8 @@ func WithFinalizerRelease(on bool) Option { return func(s *Source) { s.release =
 
 // NewSource reads ImageUpdaters through client and selects among apps.
 func NewSource(client dynamic.Interface, apps Applications, opts ...Option) *Source {
-	s := &Source{client: client, apps: apps, logger: slog.New(slog.DiscardHandler), wake: make(chan struct{}, 1)}
+	s := &Source{client: client, apps: apps, logger: slog.New(slog.DiscardHandler), wake: make(chan struct{}, 1),
+		parsed: &parsedSettings{byUID: map[types.UID]*resourceSettings{}}}
 	for _, opt := range opts {
 		opt(s)
 	}
@@ -219,7 +276,8 @@ func (s *Source) releaseFinalizer(ctx context.Context, obj any) {
 // ImageUpdaters select, each once, sorted by namespace and name.
 func (s *Source) Applications(opts ...imageref.Option) []*application.Application {
 	resources := s.list()
-	apps := selectApps(resources, s.apps, s.logger, opts)
+	s.parsed.keep(resources)
+	apps := selectApps(resources, s.apps, s.parsed, s.logger, opts)
 	s.mu.Lock()
 	s.last = resources
 	s.mu.Unlock()
@@ -234,7 +292,7 @@ func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.O
 	for i, iu := range resources {
 		rs[i] = resource{obj: iu}
 	}
-	selected := selectApps(rs, apps, slog.New(slog.DiscardHandler), opts)
+	selected := selectApps(rs, apps, nil, slog.New(slog.DiscardHandler), opts)
 	var errs []error
 	for _, r := range rs {
 		if r.err != nil {
@@ -246,11 +304,12 @@ func Select(resources []*api.ImageUpdater, apps Applications, opts ...imageref.O
 
 // selectApps applies the rules of Source to resources, in order, and
 // records in each why it could not be used.
-func selectApps(resources []resource, source Applications, logger *slog.Logger, opts []imageref.Option) []*application.Application {
+func selectApps(resources []resource, source Applications, parsed *parsedSettings, logger *slog.Logger, opts []imageref.Option) []*application.Application {
 	claimed := map[string]*application.Application{}
+	options := imageref.OptionsKey(opts...)
 	for i := range resources {
 		r := &resources[i]
-		r.err = claim(r.obj, source, claimed, logger, opts)
+		r.err = claim(r.obj, source, claimed, func(i int) *settings.Settings { return parsed.of(r.obj, i, options, opts) }, logger, opts)
 	}
 	apps := source.Applications(opts...)
 	for i, app := range apps {
@@ -275,8 +334,9 @@ func selectApps(resources []resource, source Applications, logger *slog.Logger, 
 }
 
 // claim adds to claimed the Applications iu selects that no resource
-// before it did.
-func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*application.Application, logger *slog.Logger, opts []imageref.Option) error {
+// before it did; refSettings gives what each of its applicationRefs
+// configures.
+func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*application.Application, refSettings func(int) *settings.Settings, logger *slog.Logger, opts []imageref.Option) error {
 	name := types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}
 	type selector struct {
 		pattern  string
@@ -341,8 +401,7 @@ func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*applic
 				// by its Applications (their Images are never modified;
 				// Problems are appended to copies).
 				if configs[i] == nil {
-					c := settings.ParseImageUpdater(iu, i, opts...)
-					configs[i] = &c
+					configs[i] = refSettings(i)
 				}
 				app.Settings = *configs[i]
 				app.Settings.Problems = slices.Clip(app.Settings.Problems)
