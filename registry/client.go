@@ -102,6 +102,8 @@ type Client struct {
 	gates    *lru.Cache // API host → *transport.Gate
 
 	sessions     *lru.Cache // sessionKey → *session
+	pingsMu      sync.Mutex
+	pings        *lru.Cache // pingKey → *transport.PingOnce
 	sessionCalls coalesce.Group[*session]
 	tagCalls     coalesce.Group[[]string]
 	meta         *lru.Cache // metaKey → metaEntry
@@ -220,6 +222,7 @@ func NewClient(opts ...Option) *Client {
 		stacks:    lru.New(hostCacheSize),
 		gates:     lru.New(hostCacheSize),
 		sessions:  lru.New(sessionCacheSize),
+		pings:     lru.New(hostCacheSize),
 		meta:      lru.New(metadataCacheSize),
 		known:     newTagKnowledge(),
 

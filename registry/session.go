@@ -78,6 +78,11 @@ func (c *Client) run(ctx context.Context, t target, op func(context.Context, *se
 		if err == nil {
 			err = op(ctx, s)
 		}
+		if isUnauthorized(err) && (retried || !t.src.cached) {
+			// Refused for good: the next session asks the registry
+			// anew how it wants to be authenticated.
+			c.pings.Remove(pingKey{stack: t.stack, cred: cred})
+		}
 		if err == nil || retried || !t.src.cached || !isUnauthorized(err) {
 			return err
 		}
@@ -86,6 +91,7 @@ func (c *Client) run(ctx context.Context, t target, op func(context.Context, *se
 			slog.String("credentials", t.src.identity()))
 		c.resolver.Invalidate(t.src.ref, host)
 		c.sessions.Remove(sessionKey{stack: t.stack, repo: t.ref.Repository(), identity: t.src.identity()})
+		c.pings.Remove(pingKey{stack: t.stack, cred: cred})
 	}
 }
 
@@ -93,7 +99,9 @@ func (c *Client) run(ctx context.Context, t target, op func(context.Context, *se
 // (after the ping and, for bearer auth, the token exchange) on top of the
 // endpoint's stack, and a remote.Puller that sends through it. Reusing it
 // saves those requests on every call; ggcr renews an expired token by
-// itself.
+// itself. The ping is sent once per endpoint and credentials (pingFor),
+// whatever the repositories: only the token is per repository, as its
+// scope is.
 type session struct {
 	cred   credentials.Credential // what it authenticates with; a change means a new session
 	repo   name.Repository
@@ -144,7 +152,7 @@ func (c *Client) newSession(ctx context.Context, st *endpointStack, repoPath str
 	if !cred.IsZero() {
 		auth = &authn.Basic{Username: cred.Username, Password: cred.Password}
 	}
-	rt, err := transport.NewAuth(ctx, st.rt, repo, auth)
+	rt, err := transport.NewAuth(ctx, c.pingFor(st, cred), repo, auth)
 	if err != nil {
 		return nil, err
 	}
@@ -156,4 +164,24 @@ func (c *Client) newSession(ctx context.Context, st *endpointStack, repoPath str
 		return nil, err
 	}
 	return &session{cred: cred, repo: repo, puller: p, host: st.host}, nil
+}
+
+// pingKey identifies whom a ping's answer serves: an endpoint and the
+// credentials used there. New credentials (a rotated Secret) ping anew.
+type pingKey struct {
+	stack *endpointStack
+	cred  credentials.Credential
+}
+
+// pingFor is the endpoint's stack under the one PingOnce of st and cred.
+func (c *Client) pingFor(st *endpointStack, cred credentials.Credential) *transport.PingOnce {
+	key := pingKey{stack: st, cred: cred}
+	c.pingsMu.Lock()
+	defer c.pingsMu.Unlock()
+	if v, ok := c.pings.Get(key); ok {
+		return v.(*transport.PingOnce)
+	}
+	p := transport.NewPingOnce(st.rt, st.host)
+	c.pings.Add(key, p)
+	return p
 }

@@ -30,9 +30,11 @@ import (
 // limit is not a timeout, and before the retries, which stop when it
 // nears. The gate (transport.Gate: requests in flight, Retry-After) is
 // under the retries, so that each attempt waits for it and each 429 or 503
-// teaches it; it belongs to the API host and outlives the stack. The session adds authentication on top, per repository and
-// credential (transport.NewAuth), and go-containerregistry's requests go
-// through it as they are.
+// teaches it; it belongs to the API host and outlives the stack. The
+// session adds authentication on top, per repository and credential
+// (transport.NewAuth), over the one ping of the endpoint and credentials
+// (transport.PingOnce), and go-containerregistry's requests go through it
+// as they are.
 type endpointStack struct {
 	settings stackSettings
 	label    string        // the "registry" metrics label

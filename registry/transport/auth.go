@@ -14,7 +14,9 @@ import (
 // credentials, or a bearer token fetched from the token server for pull
 // access to repo) and renews an expired token by itself. The ping and the
 // token exchange go through next, so they are rate limited, retried and
-// counted like every other request.
+// counted like every other request. With next a PingOnce, the ping is
+// answered from the registry's first answer to it, and only the token, whose
+// scope is repo, is fetched for each repository.
 //
 // next is not a go-containerregistry transport, so one is built on top of
 // it; that result is returned and, handed to go-containerregistry again, is
