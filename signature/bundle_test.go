@@ -15,6 +15,8 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -503,5 +505,56 @@ func TestKeylessSettings(t *testing.T) {
 		if _, err := signature.ParseTrustedRoot([]byte(bad)); err == nil {
 			t.Errorf("trusted root %.40q accepted", bad)
 		}
+	}
+}
+
+// TestVerifyReferrersRefused: a registry that refuses the Referrers API
+// (with no index under the tag schema) still has its .sig tag read; one
+// that fails it fails the check.
+func TestVerifyReferrersRefused(t *testing.T) {
+	reg := testenv.StartRegistry(t)
+	key := testenv.NewSigningKey(t)
+	d := reg.PushImage(t, "app", []string{"1.0"})
+	reg.SignImage(t, "app", d, key)
+	for _, tt := range []struct {
+		status  int
+		refused bool
+	}{
+		{status: http.StatusMethodNotAllowed, refused: true},
+		{status: http.StatusForbidden, refused: true},
+		{status: http.StatusUnauthorized},
+		{status: http.StatusInternalServerError},
+	} {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			target, err := url.Parse("http://" + reg.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := httputil.NewSingleHostReverseProxy(target)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.Contains(r.URL.Path, "/referrers/") {
+					w.WriteHeader(tt.status)
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			host := strings.TrimPrefix(srv.URL, "http://")
+			cfg, err := config.Parse("registries.conf", fmt.Appendf(nil,
+				"registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REG\n  limit: 1000\n", host, host))
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := func(string) (string, bool) { return reg.Username + ":" + reg.Password, true }
+			c := registry.NewClient(registry.WithConfig(func() *config.Config { return cfg }),
+				registry.WithCredentialResolver(credentials.NewResolver(credentials.WithEnv(env))))
+			err = signature.NewVerifier(c).Verify(t.Context(), mustParse(t, host+"/app"), credentials.Ref{}, d.String(), parseKey(t, key))
+			if tt.refused && err != nil {
+				t.Fatalf("want verified from the .sig tag, got %v", err)
+			}
+			if !tt.refused && (err == nil || errors.Is(err, signature.ErrNotVerified)) {
+				t.Fatalf("want a registry error, got %v", err)
+			}
+		})
 	}
 }
