@@ -10,7 +10,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
-	"github.com/image-updater/argocd-image-updater/signature/layout"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -56,19 +55,13 @@ func (s Skipped) String() string { return s.Tag + " (" + s.Reason + ")" }
 // check rejects, that tag is set aside and the strategy asked again, so
 // the best verified version wins. The version running now is never
 // checked, and is kept when no better one verifies: a rejected new digest
-// of the running tag (digest, newest-build) ends the search. A tag whose
-// signature tag is not in tags is rejected without a request.
+// of the running tag (digest, newest-build) ends the search. Each check
+// asks the registry: a signature may be a referrer, which no tag lists.
 //
 // An error that is not a rejection (the registry failed) fails the
 // choice: an older version must not win because a newer one could not be
 // checked.
 func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, check SignatureCheck) (strategy.Result, []Skipped, error) {
-	listed := map[string]bool{}
-	for _, t := range tags {
-		if strings.HasPrefix(t, "sha256-") && strings.HasSuffix(t, ".sig") {
-			listed[t] = true
-		}
-	}
 	var skipped []Skipped
 	remaining := tags
 	for {
@@ -85,7 +78,7 @@ func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string,
 				return strategy.Result{}, skipped, err
 			}
 		}
-		err = verifyListed(ctx, digest, listed, check.Verify)
+		err = check.Verify(ctx, digest)
 		if err == nil {
 			return res, skipped, nil
 		}
@@ -103,17 +96,6 @@ func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string,
 		}
 		remaining = without(remaining, res.Tag)
 	}
-}
-
-func verifyListed(ctx context.Context, digest string, listed map[string]bool, verify func(context.Context, string) error) error {
-	tag, err := layout.Tag(digest)
-	if err != nil {
-		return &signature.Rejection{Reason: err.Error()}
-	}
-	if !listed[tag] {
-		return &signature.Rejection{Reason: "no signature (the repository lists no tag " + tag + ")"}
-	}
-	return verify(ctx, digest)
 }
 
 func skippedReason(s []Skipped) string {

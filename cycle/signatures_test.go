@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sigstore/sigstore-go/pkg/sign"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
+	"github.com/image-updater/argocd-image-updater/signature/layout"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -39,12 +41,25 @@ func TestSignedImagesOnly(t *testing.T) {
 	reg.PushSignature(t, "signed", replayed, p, sig)
 	reg.PushImage(t, "lonely", []string{"1.0.0"})
 	reg.PushImage(t, "lonely", []string{"2.0.0"}) // unsigned, and no signature in the repository at all
+	// Signed as current cosign signs: a bundle among the referrers.
+	bundleKey, err := sign.NewEphemeralKeypair(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundlePEM, err := bundleKey.GetPublicKeyPem()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.PushImage(t, "bundled", []string{"1.0.0"})
+	bundled := reg.PushImage(t, "bundled", []string{"2.0.0"})
+	reg.AttachBundle(t, "bundled", bundled, testenv.SignBundle(t, testenv.Statement(t, bundled, layout.SignPredicateType), bundleKey, sign.BundleOptions{}), layout.SignPredicateType)
+	reg.PushImage(t, "bundled", []string{"3.0.0"}) // unsigned
 
 	k.CreateNamespace(t, "team-keys")
 	for _, ns := range []string{testenv.ArgoCDNamespace, "team-keys"} {
 		k.Create(t, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "cosign", Namespace: ns},
-			Data:       map[string][]byte{"cosign.pub": key.PublicPEM},
+			Data:       map[string][]byte{"cosign.pub": key.PublicPEM, "bundle.pub": []byte(bundlePEM)},
 		})
 	}
 
@@ -65,6 +80,10 @@ func TestSignedImagesOnly(t *testing.T) {
 		{
 			name: "no newer version signed: stays", image: reg.Repo("lonely"), verify: "secret:cosign#cosign.pub", running: "1.0.0",
 			wantSkipped: []string{"2.0.0"},
+		},
+		{
+			name: "signed in the bundle format", image: reg.Repo("bundled"), verify: "secret:cosign#bundle.pub", running: "1.0.0",
+			wantImage: reg.Repo("bundled") + ":2.0.0", wantSkipped: []string{"3.0.0"},
 		},
 		{
 			name: "without verification the newest is taken", image: repo, running: "1.0.0", wantImage: repo + ":1.4.0",
@@ -156,8 +175,9 @@ func TestChooseVerified(t *testing.T) {
 		{name: "digest strategy: the moved tag is unsigned", settings: strategy.Settings{Strategy: "digest", Constraint: "stable"},
 			tags: []string{"stable"}, current: imageref.Version{Tag: "stable", Digest: "sha256:" + strings.Repeat("0", 64)},
 			wantTag: "stable", wantSkip: []string{"stable"}, wantChecks: 1},
-		{name: "unlisted signature: no check", tags: []string{"1.0", "2.0"}, current: imageref.Version{Tag: "1.0"},
-			verified: []string{"2.0"}, wantTag: "1.0", wantSkip: []string{"2.0"}, wantChecks: 0},
+		// A signature among the referrers is in no tag.
+		{name: "unlisted signature: checked", tags: []string{"1.0", "2.0"}, current: imageref.Version{Tag: "1.0"},
+			verified: []string{"2.0"}, wantTag: "2.0", wantUpdate: true, wantChecks: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,7 +187,7 @@ func TestChooseVerified(t *testing.T) {
 			}
 			tags := slices.Clone(tt.tags)
 			for _, tag := range tt.tags {
-				if tt.name != "unlisted signature: no check" {
+				if tt.name != "unlisted signature: checked" {
 					tags = append(tags, sigTag(tag))
 				}
 			}

@@ -356,6 +356,10 @@ func (emptyRegistry) Blob(context.Context, imageref.Reference, credentials.Ref, 
 	return nil, registry.ErrNotFound
 }
 
+func (emptyRegistry) Referrers(context.Context, imageref.Reference, credentials.Ref, string) (registry.Manifest, error) {
+	return registry.Manifest{Body: []byte(`{"schemaVersion":2,"manifests":[]}`)}, nil
+}
+
 // docSecrets holds, in every Secret the examples name, a public key in
 // every field: the examples' signature keys are then readable.
 type docSecrets struct{}

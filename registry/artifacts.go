@@ -7,7 +7,9 @@ import (
 	"net/http"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
@@ -55,6 +57,48 @@ func (c *Client) Manifest(ctx context.Context, ref imageref.Reference, creds cre
 	})
 	if err != nil {
 		return Manifest{}, t.wrap(op, err)
+	}
+	return m, nil
+}
+
+// Referrers reads the index of the manifests that name digest, of the
+// repository of ref, as their subject (OCI distribution 1.1): from the
+// registry's Referrers API, else, from a registry without it, the index
+// tagged sha256-<hex> (the referrers tag schema); a registry with neither
+// gives an empty index. Its Digest is the SHA-256 of the index as read, so
+// that a caller can tell whether it changed. It is not cached; its size is
+// bounded like a manifest's (4 MiB).
+func (c *Client) Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (Manifest, error) {
+	const op = "get referrers"
+	repo := ref.WithoutVersion()
+	t, err := c.target(repo, creds)
+	if err != nil {
+		return Manifest{}, t.wrap(op, err)
+	}
+	var m Manifest
+	err = c.run(ctx, t, func(ctx context.Context, s *session) error {
+		// The session's Puller sends through its authenticated transport;
+		// go-containerregistry follows the tag schema by itself when the
+		// API answers 404 or with something other than an index.
+		idx, err := remote.Referrers(s.repo.Digest(digest), remote.Reuse(s.puller), remote.WithContext(ctx))
+		if err != nil {
+			return err
+		}
+		body, err := idx.RawManifest()
+		if err != nil {
+			return err
+		}
+		d, err := idx.Digest()
+		if err != nil {
+			return err
+		}
+		m = Manifest{Digest: d.String(), MediaType: string(types.OCIImageIndex), Body: body}
+		return nil
+	})
+	if err != nil {
+		e := t.wrap(op, err).(*Error)
+		e.Digest = digest
+		return Manifest{}, e
 	}
 	return m, nil
 }

@@ -45,7 +45,7 @@ const (
 
 // ErrTooLarge is wrapped by the error of an answer larger than the client
 // reads: a tag list over its limits of tags, bytes or pages, a manifest
-// over 4 MiB, an image config over 16 MiB.
+// or referrers index over 4 MiB, an image config over 16 MiB.
 var ErrTooLarge = transport.ErrBodyTooLarge
 
 // limitError is a limit the client itself checks, such as a number of
@@ -148,6 +148,9 @@ func (c *Client) bodyLimit(req *http.Request) transport.Limit {
 	switch path.Base(path.Dir(p)) {
 	case "manifests":
 		return transport.Limit{What: "manifest", Bytes: maxManifestSize}
+	case "referrers":
+		// An index of descriptors, as a manifest list is.
+		return transport.Limit{What: "referrers index", Bytes: maxManifestSize}
 	case "blobs":
 		return transport.Limit{What: "image config", Bytes: maxConfigSize}
 	}

@@ -9,7 +9,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	sigstore "github.com/sigstore/sigstore/pkg/signature"
 
@@ -21,6 +24,7 @@ import (
 // cosign signs.
 type PublicKey struct {
 	verifier    sigstore.Verifier
+	bundles     *verify.Verifier // sigstore bundles signed with the key
 	fingerprint string
 }
 
@@ -44,16 +48,35 @@ func ParsePublicKey(pemBytes []byte) (*PublicKey, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(der)
-	return &PublicKey{verifier: v, fingerprint: "sha256:" + hex.EncodeToString(sum[:])}, nil
+	// The key is trusted whatever hint a bundle gives and at any time: as
+	// `cosign verify --key` does offline, a transparency-log entry or
+	// timestamp the bundle may carry is neither needed nor looked up.
+	key := root.NewExpiringKey(v, time.Time{}, time.Time{})
+	material := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) { return key, nil })
+	bundles, err := verify.NewVerifier(material, verify.WithNoObserverTimestamps(), verify.WithoutStatementPredicate())
+	if err != nil {
+		return nil, err
+	}
+	return &PublicKey{verifier: v, bundles: bundles, fingerprint: "sha256:" + hex.EncodeToString(sum[:])}, nil
 }
 
 // Fingerprint names the key in logs and caches: the SHA-256 of its DER
 // encoding.
 func (k *PublicKey) Fingerprint() string { return k.fingerprint }
 
-// verify checks sig over message.
-func (k *PublicKey) verify(sig, message []byte) error {
-	return k.verifier.VerifySignature(bytes.NewReader(sig), bytes.NewReader(message))
+func (k *PublicKey) cacheKey() string { return "key " + k.fingerprint }
+func (k *PublicKey) String() string   { return "key " + k.fingerprint }
+
+// verifySimple checks sig over message.
+func (k *PublicKey) verifySimple(sig, message []byte) error {
+	if k.verifier.VerifySignature(bytes.NewReader(sig), bytes.NewReader(message)) != nil {
+		return fmt.Errorf("not signed by the %s", k)
+	}
+	return nil
+}
+
+func (k *PublicKey) verifyBundle(b verify.SignedEntity, artifact verify.ArtifactPolicyOption) (*verify.VerificationResult, error) {
+	return k.bundles.Verify(b, verify.NewPolicy(artifact, verify.WithKey()))
 }
 
 // ErrBadKey is wrapped by LoadKey's error when the Secret exists but its

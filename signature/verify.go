@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/sigstore/sigstore-go/pkg/verify"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 	"k8s.io/utils/lru"
 
@@ -55,17 +56,32 @@ func reject(format string, args ...any) error {
 // Registry is what the signatures are read through.
 type Registry interface {
 	Manifest(ctx context.Context, ref imageref.Reference, creds credentials.Ref) (registry.Manifest, error)
+	Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (registry.Manifest, error)
 	Blob(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string, maxBytes int64) ([]byte, error)
 }
 
-// Verifier checks cosign signatures made with a key. It is safe for
-// concurrent use.
+// trust is what signatures must verify with: a public key, or a keyless
+// identity under a trusted root.
+type trust interface {
+	// cacheKey tells trusts apart in the verdicts kept.
+	cacheKey() string
+	// String names it in reasons.
+	String() string
+	// verifySimple checks a signature of the classic layout over its
+	// payload.
+	verifySimple(sig, payload []byte) error
+	// verifyBundle checks a bundle, and that it signs artifact.
+	verifyBundle(b verify.SignedEntity, artifact verify.ArtifactPolicyOption) (*verify.VerificationResult, error)
+}
+
+// Verifier checks cosign signatures: those made with a key, in either
+// layout, and keyless sigstore bundles. It is safe for concurrent use.
 //
 // A signature that verifies is remembered by repository, digest and key
-// fingerprint: no request is made for it again. A verdict against an image
-// is remembered with the digest of the signature manifest it came from, so
-// that checking again costs one manifest request, and a signature added
-// since is seen.
+// (or identity): no request is made for it again. A verdict against an
+// image is remembered with the digests of the referrers index and the
+// signature manifest it came from, so that checking again costs those two
+// requests, and a signature added since is seen.
 type Verifier struct {
 	reg      Registry
 	verdicts *lru.Cache // verdictKey → error (nil: verified)
@@ -78,17 +94,41 @@ func NewVerifier(reg Registry) *Verifier {
 }
 
 type verdictKey struct {
-	repo, digest, key, manifest string
+	repo, digest, trust, seen string
 }
 
 // Verify checks that digest, of the repository of image, has a cosign
-// signature made with key: a layer of the signature manifest whose
-// signature verifies over its payload with key, and whose payload names
-// digest. Signatures are read from the image's own repository with creds.
-// An error wrapping ErrNotVerified (a *Rejection) says why none does.
+// signature made with key, in the image's own repository, read with
+// creds: either a sigstore bundle among the digest's referrers whose
+// envelope verifies with key and signs a statement of `cosign sign` whose
+// subject is digest, or a layer of the manifest tagged sha256-<hex>.sig
+// whose signature verifies over its payload with key and whose payload
+// names digest. An error wrapping ErrNotVerified (a *Rejection) says why
+// none does.
 func (v *Verifier) Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, key *PublicKey) error {
+	return v.verify(ctx, image, creds, digest, key)
+}
+
+// VerifyKeyless checks that digest, of the repository of image, has a
+// keyless cosign signature of k's identity: a sigstore bundle among the
+// digest's referrers whose certificate chains to k's trusted root at a
+// time the bundle's proofs vouch for, names k's identity, and whose
+// envelope signs a statement of `cosign sign` whose subject is digest.
+// Nothing is fetched but from the registry.
+func (v *Verifier) VerifyKeyless(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, k *Keyless) error {
+	return v.verify(ctx, image, creds, digest, k)
+}
+
+// sources are what the registry holds of a digest's signatures.
+type sources struct {
+	referrers *v1.IndexManifest // nil: none could be read
+	sig       *registry.Manifest
+	notes     []string // what could not be read, for the reason
+}
+
+func (v *Verifier) verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t trust) error {
 	repo := image.WithoutVersion()
-	ok := verdictKey{repo: repo.Name(), digest: digest, key: key.Fingerprint()}
+	ok := verdictKey{repo: repo.Name(), digest: digest, trust: t.cacheKey()}
 	if _, hit := v.verdicts.Get(ok); hit {
 		return nil
 	}
@@ -96,70 +136,165 @@ func (v *Verifier) Verify(ctx context.Context, image imageref.Reference, creds c
 	if err != nil {
 		return reject("%v", err)
 	}
-	sigRef, err := repo.WithTag(tag)
+	src, seen, err := v.read(ctx, repo, creds, digest, tag)
 	if err != nil {
-		return reject("%v", err)
-	}
-	m, err := v.reg.Manifest(ctx, sigRef, creds)
-	switch {
-	case errors.Is(err, registry.ErrNotFound):
-		return reject("no signature (the repository has no tag %s)", tag)
-	case errors.Is(err, registry.ErrTooLarge):
-		return reject("signature manifest %s is too large", tag)
-	case err != nil:
 		return err
 	}
-	seen := ok
-	seen.manifest = m.Digest
-	if e, hit := v.verdicts.Get(seen); hit {
+	key := ok
+	key.seen = seen
+	if e, hit := v.verdicts.Get(key); hit {
 		return e.(error)
 	}
-	_, err = v.calls.Do(ctx, fmt.Sprint(seen), nil, func(ctx context.Context) (struct{}, error) {
-		err := v.check(ctx, repo, creds, digest, tag, m, key)
+	_, err = v.calls.Do(ctx, fmt.Sprint(key), nil, func(ctx context.Context) (struct{}, error) {
+		err := v.check(ctx, repo, creds, digest, tag, src, t)
 		if err == nil {
 			v.verdicts.Add(ok, nil)
 		} else if errors.Is(err, ErrNotVerified) {
-			v.verdicts.Add(seen, err)
+			v.verdicts.Add(key, err)
 		}
 		return struct{}{}, err
 	})
 	return err
 }
 
-// check looks for a signature layer of m that verifies.
-func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string, m registry.Manifest, key *PublicKey) error {
-	mf, err := v1.ParseManifest(bytes.NewReader(m.Body))
+// read fetches the digest's referrers index and its signature manifest,
+// and says what was seen, by their digests.
+func (v *Verifier) read(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string) (sources, string, error) {
+	var src sources
+	idx, err := v.reg.Referrers(ctx, repo, creds, digest)
+	var re *registry.Error
+	switch {
+	case errors.Is(err, registry.ErrTooLarge):
+		src.notes = append(src.notes, "the referrers index is too large")
+	case errors.As(err, &re) && refused(re.StatusCode()):
+		// A registry that refuses the Referrers API (and has no index
+		// under the tag schema) may still hold the classic layout.
+		src.notes = append(src.notes, fmt.Sprintf("the registry refused the referrers (HTTP %d)", re.StatusCode()))
+	case err != nil:
+		return src, "", err
+	default:
+		im, perr := v1.ParseIndexManifest(bytes.NewReader(idx.Body))
+		if perr != nil {
+			src.notes = append(src.notes, "the referrers index is not an index")
+		} else {
+			src.referrers = im
+		}
+	}
+	sigRef, err := repo.WithTag(tag)
 	if err != nil {
-		return reject("signature manifest %s is not an image manifest: %v", tag, err)
+		return src, "", reject("%v", err)
 	}
-	var reasons []string
-	checked := 0
-	for i, l := range mf.Layers {
-		if l.MediaType != layout.SimpleSigningMediaType {
-			continue
-		}
-		if checked == maxSignatures {
-			reasons = append(reasons, fmt.Sprintf("more than %d signatures; the rest were not checked", maxSignatures))
-			break
-		}
-		checked++
-		err := v.checkLayer(ctx, repo, creds, digest, l, key)
-		if err == nil {
-			return nil
-		}
-		var r *Rejection
-		if !errors.As(err, &r) {
-			return err
-		}
-		reasons = append(reasons, fmt.Sprintf("signature %d: %s", i+1, r.Reason))
+	m, err := v.reg.Manifest(ctx, sigRef, creds)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+	case errors.Is(err, registry.ErrTooLarge):
+		src.notes = append(src.notes, fmt.Sprintf("signature manifest %s is too large", tag))
+	case err != nil:
+		return src, "", err
+	default:
+		src.sig = &m
 	}
-	if checked == 0 {
-		return reject("signature manifest %s holds no cosign signature", tag)
-	}
-	return reject("no signature verifies with key %s (%s)", key.Fingerprint(), strings.Join(dedupe(reasons), "; "))
+	seen := idx.Digest + " " + m.Digest + " " + strings.Join(src.notes, ";")
+	return src, seen, nil
 }
 
-func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest string, l v1.Descriptor, key *PublicKey) error {
+// refused is an answer to a referrers request that means the registry
+// does not serve it, rather than that it failed: a 4xx other than those
+// about credentials or the rate.
+func refused(status int) bool {
+	return status >= 400 && status < 500 && status != 401 && status != 429
+}
+
+// search is one look for a signature that verifies: how many were
+// checked, and why each failed.
+type search struct {
+	checked int
+	reasons []string
+}
+
+// full says whether maxSignatures were checked, and notes it once.
+func (s *search) full() bool {
+	if s.checked < maxSignatures {
+		return false
+	}
+	if s.checked == maxSignatures {
+		s.checked++
+		s.reasons = append(s.reasons, fmt.Sprintf("more than %d signatures; the rest were not checked", maxSignatures))
+	}
+	return true
+}
+
+// try checks one signature: true when it verifies; a rejection is noted
+// under what, any other error returned.
+func (s *search) try(what string, check func() error) (bool, error) {
+	s.checked++
+	err := check()
+	if err == nil {
+		return true, nil
+	}
+	var r *Rejection
+	if !errors.As(err, &r) {
+		return false, err
+	}
+	s.reasons = append(s.reasons, what+": "+r.Reason)
+	return false, nil
+}
+
+// check looks for a signature that verifies: bundles among the referrers
+// first, then layers of the signature manifest, maxSignatures in all.
+func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string, src sources, t trust) error {
+	s := &search{reasons: src.notes}
+	var candidates []v1.Descriptor
+	if src.referrers != nil {
+		for _, d := range src.referrers.Manifests {
+			if !layout.MayBeBundle(d.ArtifactType) {
+				continue // other artifacts: SBOMs, other tools' attestations
+			}
+			if p, ok := d.Annotations[layout.PredicateTypeAnnotation]; ok && p != layout.SignPredicateType {
+				continue // an attestation, not a signature
+			}
+			candidates = append(candidates, d)
+		}
+	}
+	for _, d := range candidates {
+		if s.full() {
+			break
+		}
+		done, err := s.try("bundle "+d.Digest.String(), func() error { return v.checkBundle(ctx, repo, creds, digest, d, t) })
+		if done || err != nil {
+			return err
+		}
+	}
+	if src.sig != nil {
+		layers := 0
+		if mf, err := v1.ParseManifest(bytes.NewReader(src.sig.Body)); err != nil {
+			s.reasons = append(s.reasons, fmt.Sprintf("signature manifest %s is not an image manifest", tag))
+		} else {
+			for _, l := range mf.Layers {
+				if l.MediaType != layout.SimpleSigningMediaType {
+					continue
+				}
+				layers++
+				if s.full() {
+					break
+				}
+				done, err := s.try(fmt.Sprintf("signature %d", layers), func() error { return v.checkLayer(ctx, repo, creds, digest, l, t) })
+				if done || err != nil {
+					return err
+				}
+			}
+			if layers == 0 {
+				s.reasons = append(s.reasons, fmt.Sprintf("signature manifest %s holds no cosign signature", tag))
+			}
+		}
+	}
+	if s.checked == 0 {
+		return reject("%s", strings.Join(append([]string{"no signature (no sigstore bundle among the referrers, no signature in tag " + tag + ")"}, s.reasons...), "; "))
+	}
+	return reject("no signature verifies with %s (%s)", t, strings.Join(dedupe(s.reasons), "; "))
+}
+
+func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest string, l v1.Descriptor, t trust) error {
 	b64, ok := l.Annotations[layout.SignatureAnnotation]
 	if !ok {
 		return reject("no %s annotation", layout.SignatureAnnotation)
@@ -180,8 +315,8 @@ func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, cred
 	case err != nil:
 		return err
 	}
-	if err := key.verify(sig, body); err != nil {
-		return reject("not signed by the key")
+	if err := t.verifySimple(sig, body); err != nil {
+		return reject("%v", err)
 	}
 	// Signed by the key: now what it says counts.
 	var p payload.SimpleContainerImage
@@ -203,7 +338,10 @@ func dedupe(s []string) []string {
 	for _, x := range s {
 		// "signature 3: not signed by the key" repeated for each layer
 		// says no more than once.
-		_, rest, _ := strings.Cut(x, ": ")
+		rest := x
+		if _, r, ok := strings.Cut(x, ": "); ok {
+			rest = r
+		}
 		if seen[rest] {
 			continue
 		}

@@ -30,7 +30,16 @@ import (
 // real client.
 type countingRegistry struct {
 	*registry.Client
-	manifests, blobs atomic.Int32
+	manifests, referrers, blobs atomic.Int32
+}
+
+func (c *countingRegistry) Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (registry.Manifest, error) {
+	c.referrers.Add(1)
+	return c.Client.Referrers(ctx, ref, creds, digest)
+}
+
+func (c *countingRegistry) requests() int32 {
+	return c.manifests.Load() + c.referrers.Load() + c.blobs.Load()
 }
 
 func (c *countingRegistry) Manifest(ctx context.Context, ref imageref.Reference, creds credentials.Ref) (registry.Manifest, error) {
@@ -188,11 +197,11 @@ func TestVerify(t *testing.T) {
 					t.Fatalf("want verified, got %v", err)
 				}
 				// Remembered: no request the second time.
-				before := c.manifests.Load() + c.blobs.Load()
+				before := c.requests()
 				if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), parseKey(t, tt.key)); err != nil {
 					t.Fatal(err)
 				}
-				if after := c.manifests.Load() + c.blobs.Load(); after != before {
+				if after := c.requests(); after != before {
 					t.Errorf("a verified digest was checked again: %d requests", after-before)
 				}
 				return
@@ -297,6 +306,12 @@ func (unsignedRegistry) Manifest(_ context.Context, ref imageref.Reference, _ cr
 
 func (unsignedRegistry) Blob(context.Context, imageref.Reference, credentials.Ref, string, int64) ([]byte, error) {
 	return nil, registry.ErrNotFound
+}
+
+// Referrers answers that the digest has none.
+func (unsignedRegistry) Referrers(context.Context, imageref.Reference, credentials.Ref, string) (registry.Manifest, error) {
+	return registry.Manifest{MediaType: "application/vnd.oci.image.index.v1+json",
+		Body: []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`)}, nil
 }
 
 // TestVerdictsAreBounded: the verdicts a verifier keeps are bounded by
