@@ -2,6 +2,7 @@ package git
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,11 +12,20 @@ import (
 	"testing"
 	"time"
 
+	gogit "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
 // openProjects is a cluster without Secrets or ConfigMaps whose every
@@ -157,5 +167,176 @@ func TestParallelRepositoriesBound(t *testing.T) {
 	}
 	if most := s.mostInFlight(); most > maxParallelRepositories {
 		t.Errorf("%d repositories in flight at once, want at most %d", most, maxParallelRepositories)
+	}
+}
+
+// A file a write-back reads, and one it commits through the GitHub API,
+// is at most maxTargetFileSize.
+func TestTargetFileSizeBound(t *testing.T) {
+	fits, over := strings.Repeat("#", maxTargetFileSize), strings.Repeat("#", maxTargetFileSize+1)
+	tests := []struct {
+		name    string
+		content string
+		read    string // what the read's error says, "" none
+		commit  string // what the commit's error says, "" none
+	}{
+		{"at the bound", fits, "", ""},
+		{"past the bound", over, "larger than the 8388608 bytes a write-back reads", "is over 8 MiB, the most a write-back writes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := memory.NewStorage()
+			empty := emptyCommit(t, s)
+			clone := &gitClone{Clone: &gitwire.Clone{Repo: &gogit.Repository{Storer: s}}}
+			head, err := clone.Commit(empty, map[string][]byte{"app/values.yaml": []byte(tt.content)}, "fixture", sigOf(), nil, new([]plumbing.Hash), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, err error, want string) {
+				t.Helper()
+				if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+					t.Errorf("%s: %v; want %q", what, err, want)
+				}
+			}
+			commit, err := clone.Repo.CommitObject(head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, err := commit.Tree()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = newRepoTree(s, root).read("app/values.yaml")
+			check("read", err, tt.read)
+			_, err = clone.changedFiles(empty, head)
+			check("files to commit through the API", err, tt.commit)
+		})
+	}
+}
+
+func sigOf() object.Signature {
+	return object.Signature{Name: "fixture", Email: "fixture@example.com", When: testClock}
+}
+
+// The YAML files under a plain-manifest source are read up to
+// maxMarkedBytes in all.
+func TestPlanMarkersSizeBound(t *testing.T) {
+	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("example.com/web")}, New: imageref.Version{Tag: "2.0"}}
+	upd := update{Name: "app", SourcePath: "apps", SourceType: application.SourceDirectory, Images: []writeback.ImageUpdate{web}}
+	// Files of 7 MiB that name one blob, stored once and read for each.
+	const fileSize = 7 << 20
+	tests := []struct {
+		name  string
+		files int
+		want  string
+	}{
+		{"within the bound", maxMarkedBytes / fileSize, ""},
+		{"past the bound", maxMarkedBytes/fileSize + 1, "the YAML files under apps hold more than 64 MiB"},
+	}
+	s := memory.NewStorage()
+	store := func(o interface{ Encode(plumbing.EncodedObject) error }) plumbing.Hash {
+		obj := s.NewEncodedObject()
+		if err := o.Encode(obj); err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	blob := func(content string) plumbing.Hash {
+		obj := s.NewEncodedObject()
+		obj.SetType(plumbing.BlobObject)
+		w, err := obj.Writer()
+		if err == nil {
+			_, err = w.Write([]byte(content))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.SetEncodedObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	filler := blob("#" + strings.Repeat("x", fileSize-2) + "\n")
+	marked := blob("image: example.com/web:1.0 # {\"$imageupdater\": \"web\"}\n")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			entries := []object.TreeEntry{{Name: "deploy.yaml", Mode: filemode.Regular, Hash: marked}}
+			for i := range tt.files {
+				entries = append(entries, object.TreeEntry{Name: fmt.Sprintf("f%02d.yaml", i), Mode: filemode.Regular, Hash: filler})
+			}
+			root, err := object.GetTree(s, store(&object.Tree{Entries: []object.TreeEntry{{Name: "apps", Mode: filemode.Dir, Hash: store(&object.Tree{Entries: entries})}}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = planTarget(newRepoTree(s, root), upd)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("%d files of %d MiB: %v; want %q", tt.files, fileSize>>20, err, tt.want)
+			}
+		})
+	}
+}
+
+// After maxReviewBranches branches whose requests were closed, and which
+// still exist, no further branch is tried.
+func TestReviewBranchesBound(t *testing.T) {
+	ca := testenv.NewCA(t, "forge CA")
+	gh, gl := testenv.StartGitHubAPI(t, ca, nil), testenv.StartGitLabAPI(t, ca)
+	hosts, err := forge.NewHosts([]string{gh.URL}, []string{gl.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "token-0123456789abcdef"
+	for _, tt := range []struct {
+		kind forge.Kind
+		api  reviewAPI
+	}{{forge.GitHub, gh}, {forge.GitLab, gl}} {
+		t.Run(string(tt.kind), func(t *testing.T) {
+			tt.api.AcceptToken(token)
+			repo, err := hosts.Lookup(tt.kind, "https://127.0.0.1/example/deploy.git")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = &tls.Config{RootCAs: ca.Pool()}
+			t.Cleanup(tr.CloseIdleConnections)
+			c, err := repo.Client(token, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			plan := branchPlan{base: "main", target: "image-updates"}
+			remote := &gitwire.Branches{Heads: map[string]plumbing.Hash{"main": plumbing.NewHash("1111111111111111111111111111111111111111")}}
+			// closeOne opens a request from the next branch and closes it,
+			// its branch kept.
+			closeOne := func(n int) {
+				name := plan.target
+				if n > 1 {
+					name = fmt.Sprintf("%s-%d", plan.target, n)
+				}
+				req, err := c.Open(ctx, name, plan.base, "update", "", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.api.SetState(repo.Project, req.Number, "closed")
+				remote.Heads[name] = plumbing.NewHash("2222222222222222222222222222222222222222")
+			}
+			for n := 1; n < maxReviewBranches; n++ {
+				closeOne(n)
+			}
+			branch, open, err := reviewBranch(ctx, c, plan, remote)
+			if want := fmt.Sprintf("image-updates-%d", maxReviewBranches); err != nil || branch != want || open != nil {
+				t.Fatalf("branch %q (open %v), %v; want %s", branch, open, err, want)
+			}
+			closeOne(maxReviewBranches)
+			branch, _, err = reviewBranch(ctx, c, plan, remote)
+			if err == nil || !strings.Contains(err.Error(), "image-updates-2 to image-updates-100 were all closed") {
+				t.Errorf("branch %q, %v; want an error naming the branches tried", branch, err)
+			}
+		})
 	}
 }
