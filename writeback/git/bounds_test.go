@@ -234,7 +234,9 @@ func TestPlanMarkersSizeBound(t *testing.T) {
 		{"past the bound", maxMarkedBytes/fileSize + 1, "the YAML files under apps hold more than 64 MiB"},
 	}
 	s := memory.NewStorage()
-	store := func(o interface{ Encode(plumbing.EncodedObject) error }) plumbing.Hash {
+	store := func(o interface {
+		Encode(plumbing.EncodedObject) error
+	}) plumbing.Hash {
 		obj := s.NewEncodedObject()
 		if err := o.Encode(obj); err != nil {
 			t.Fatal(err)
