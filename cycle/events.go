@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -141,9 +142,15 @@ func imagesUpdatedAnnotations(changed []writeback.ImageUpdate) map[string]string
 	return a
 }
 
+// truncate cuts s to maxEventMessage bytes, at the start of a character
+// so that the message stays valid UTF-8.
 func truncate(s string) string {
 	if len(s) <= maxEventMessage {
 		return s
 	}
-	return s[:maxEventMessage-3] + "..."
+	cut := maxEventMessage - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -1,6 +1,7 @@
 package imageupdater_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,11 +11,13 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
@@ -39,6 +42,86 @@ func TestImageUpdater(t *testing.T) {
 	t.Run("schema", func(t *testing.T) { testSchema(t, s) })
 	t.Run("one push per repository and branch", func(t *testing.T) { testOnePush(t, s) })
 	t.Run("signed versions only", func(t *testing.T) { testSignatures(t, s) })
+	t.Run("applicationRefs bound", func(t *testing.T) { testRefsBound(t, s) })
+}
+
+// testRefsBound: the CRD holds spec.applicationRefs to
+// api.MaxApplicationRefs; an ImageUpdater stored with more before the CRD
+// had the bound is refused by the controller, its Error condition naming
+// the field, and none of its refs is matched (app-0 would be).
+func testRefsBound(t *testing.T, s *servers) {
+	w := s.world(t, "refs-bound")
+	w.createApps(t, w.app("app-0", nil, nil, w.image("web")+":1.0.0"))
+	updater := func(name string, n int) *api.ImageUpdater {
+		iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+		for i := range n {
+			iu.Spec.ApplicationRefs = append(iu.Spec.ApplicationRefs, api.ApplicationRef{NamePattern: fmt.Sprintf("app-%d", i),
+				Images: []api.ImageConfig{{Alias: "web", ImageName: w.image("web")}}})
+		}
+		return iu
+	}
+	// The cleanup restores the CRD after the test's context has ended.
+	ctx := context.Background()
+	refused := func() error {
+		return w.k.Client.Create(ctx, updater("dry-run", api.MaxApplicationRefs+1), client.DryRunAll)
+	}
+	if err := refused(); err == nil || !strings.Contains(err.Error(), "spec.applicationRefs") || !strings.Contains(err.Error(), fmt.Sprint(api.MaxApplicationRefs)) {
+		t.Fatalf("%d refs: %v, want a refusal naming spec.applicationRefs and its bound", api.MaxApplicationRefs+1, err)
+	}
+	if err := w.k.Client.Create(t.Context(), updater("at-the-bound", api.MaxApplicationRefs), client.DryRunAll); err != nil {
+		t.Fatalf("%d refs: %v", api.MaxApplicationRefs, err)
+	}
+
+	// The CRD as it was before it had the bound, for as long as it takes
+	// to store one ImageUpdater past it.
+	crds := dynamic.NewForConfigOrDie(s.k.Config).Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
+	const crdName = "imageupdaters." + "argocd-image-updater.argoproj.io"
+	setBound := func(on bool) {
+		t.Helper()
+		crd, err := crds.Get(ctx, crdName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		for _, v := range versions {
+			refs := []string{"schema", "openAPIV3Schema", "properties", "spec", "properties", "applicationRefs", "maxItems"}
+			if on {
+				err = unstructured.SetNestedField(v.(map[string]any), int64(api.MaxApplicationRefs), refs...)
+			} else {
+				unstructured.RemoveNestedField(v.(map[string]any), refs...)
+			}
+		}
+		if err == nil {
+			err = unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions")
+		}
+		if err == nil {
+			_, err = crds.Update(ctx, crd, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore := func() {
+		setBound(true)
+		waitUntil(t, func() bool { return refused() != nil })
+	}
+	t.Cleanup(restore)
+	setBound(false)
+	past := updater("past-the-bound", api.MaxApplicationRefs+1)
+	waitUntil(t, func() bool { return w.k.Client.Create(t.Context(), past) == nil })
+	restore()
+
+	w.waitForUpdater(t, past.Name, past.Generation)
+	w.updater.RunOnce(t.Context())
+	w.syncUpdater(t, past.Name)
+	iu := w.getUpdater(t, past.Name)
+	want := fmt.Sprintf("spec.applicationRefs: %d refs, more than the %d an ImageUpdater may have", api.MaxApplicationRefs+1, api.MaxApplicationRefs)
+	if c := condition(iu, imageupdater.ConditionError); c.Status != metav1.ConditionTrue || c.Reason != imageupdater.ReasonReconcileError || !strings.Contains(c.Message, want) {
+		t.Errorf("Error condition %+v, want True %s naming %q", c, imageupdater.ReasonReconcileError, want)
+	}
+	if iu.Status.ApplicationsMatched != 0 {
+		t.Errorf("%d Applications matched by a refused ImageUpdater", iu.Status.ApplicationsMatched)
+	}
 }
 
 // testSignatures: imagesVerification's key, from a Secret of the

@@ -338,6 +338,11 @@ func selectApps(resources []resource, source Applications, parsed *parsedSetting
 // configures.
 func claim(iu *api.ImageUpdater, source Applications, claimed map[string]*application.Application, refSettings func(int) *settings.Settings, logger *slog.Logger, opts []imageref.Option) error {
 	name := types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}
+	// The CRD refuses more; one stored before it had the bound is
+	// refused here, before any ref is matched.
+	if n := len(iu.Spec.ApplicationRefs); n > api.MaxApplicationRefs {
+		return fmt.Errorf("spec.applicationRefs: %d refs, more than the %d an ImageUpdater may have", n, api.MaxApplicationRefs)
+	}
 	type selector struct {
 		pattern  string
 		selector labels.Selector

@@ -30,12 +30,20 @@ type ImageUpdaterSpec struct {
 	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
 
 	// ApplicationRefs select Applications in the resource's namespace. An
-	// Application matched by several refs is handled by the first.
+	// Application matched by several refs is handled by the first. Each
+	// cycle matches each ref against every Application of the namespace:
+	// at most 1000 of them.
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1000
 	// +listType=map
 	// +listMapKey=namePattern
 	ApplicationRefs []ApplicationRef `json:"applicationRefs"`
 }
+
+// MaxApplicationRefs bounds spec.applicationRefs, as the CRD's maxItems
+// does (the marker above must say the same); the controller refuses an
+// ImageUpdater stored with more before the CRD had the bound.
+const MaxApplicationRefs = 1000
 
 // ApplicationRef selects Applications by name and labels, with settings
 // for their images.

@@ -133,6 +133,7 @@ type writerConfig struct {
 	insecureIgnoreHostKey bool
 	now                   func() time.Time
 	cloneCacheSize        int64
+	networkTimeout        time.Duration
 	pushGate              func() error
 	// fullHistory fetches whole histories instead of branch tips; tests
 	// measure what shallow fetches save with it.
@@ -165,6 +166,14 @@ func WithWorkDir(dir string) Option {
 // recently used clones not in use are removed; 0 or less: no bound.
 func WithCloneCacheSize(bytes int64) Option {
 	return func(c *writerConfig) { c.cloneCacheSize = bytes }
+}
+
+// WithNetworkTimeout bounds one listing, fetch or push of a repository,
+// the server's answer included (default gitwire.DefaultNetworkTimeout):
+// past it the repository's Applications fail with an error naming it,
+// and the other repositories and the cycle go on. 0 or less: the default.
+func WithNetworkTimeout(d time.Duration) Option {
+	return func(c *writerConfig) { c.networkTimeout = d }
 }
 
 // WithAuthor sets the commits' author and committer.
@@ -526,6 +535,7 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 		return
 	}
 	clone.FullHistory = w.cfg.fullHistory
+	clone.NetworkTimeout = w.cfg.networkTimeout
 	defer w.cache.done(clone)
 	retry := &transientRetry{max: w.cfg.transientRetries, base: w.cfg.transientBackoff,
 		log: w.cfg.log.With("repository", gitauth.RedactURL(url))}

@@ -42,9 +42,10 @@ import (
 // branches are what it has.
 const RemoteName = "origin"
 
-// networkTimeout bounds one list, fetch or push, so that a server that
-// stops answering cannot stall the update cycle.
-const networkTimeout = 5 * time.Minute
+// DefaultNetworkTimeout bounds one list, fetch or push unless the clone's
+// NetworkTimeout says otherwise, so that a server that stops answering
+// cannot stall the update cycle.
+const DefaultNetworkTimeout = 5 * time.Minute
 
 // Remote opens sessions with a repository's server, with the client,
 // credentials and bounds on its answers that gitauth gives it.
@@ -89,8 +90,21 @@ type Clone struct {
 	// SpoolDir is where a bounded fetch spools its pack ("": the
 	// system's temporary folder).
 	SpoolDir string
+	// NetworkTimeout bounds one list, fetch or push, the server's answer
+	// included; <= 0: DefaultNetworkTimeout.
+	NetworkTimeout time.Duration
+	// maxObject bounds one object of a fetch; <= 0: maxFetchedObject.
+	// Tests lower it.
+	maxObject int64
 	// charged is what this clone's fetch in flight counts against Disk.
 	charged int64
+}
+
+func (c *Clone) networkTimeout() time.Duration {
+	if c.NetworkTimeout > 0 {
+		return c.NetworkTimeout
+	}
+	return DefaultNetworkTimeout
 }
 
 // Branches is what the remote advertises: its branches and the one HEAD
@@ -103,7 +117,7 @@ type Branches struct {
 // List asks the remote for its branches (one round trip, like git
 // ls-remote).
 func (c *Clone) List(ctx context.Context, acc Remote) (Branches, error) {
-	ctx, cancel := context.WithTimeout(ctx, networkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.networkTimeout())
 	defer cancel()
 	var rb Branches
 	err := c.uploadPack(ctx, acc, func(_ transport.UploadPackSession, _ *packp.AdvRefs, refs storer.ReferenceStorer) error {
@@ -156,7 +170,7 @@ func (c *Clone) Tip(ctx context.Context, acc Remote, branch string, listed plumb
 	if _, err := object.GetCommit(c.Repo.Storer, listed); err == nil {
 		return listed, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, networkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.networkTimeout())
 	defer cancel()
 	var head plumbing.Hash
 	err := c.uploadPack(ctx, acc, func(sess transport.UploadPackSession, adv *packp.AdvRefs, refs storer.ReferenceStorer) error {
@@ -345,6 +359,9 @@ func (c *Clone) boundedPack(pack io.Reader) (_ *os.File, err error) {
 		return nil, err
 	}
 	maxObject := min(c.MaxFetch, maxFetchedObject)
+	if c.maxObject > 0 {
+		maxObject = min(c.MaxFetch, c.maxObject)
+	}
 	var total int64
 	for range count {
 		h, err := sc.NextObjectHeader()
@@ -432,7 +449,7 @@ var ErrBranchMoved = errors.New("the branch moved since it was read")
 // ErrBranchMoved. The server applies the update only if the branch still
 // holds expected when it gets there, so a race in between fails too.
 func (c *Clone) Push(ctx context.Context, acc Remote, head plumbing.Hash, objects []plumbing.Hash, branch string, expected plumbing.Hash) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, networkTimeout)
+	ctx, cancel := context.WithTimeout(ctx, c.networkTimeout())
 	defer cancel()
 	fail := func(err error) error { return c.remoteError("push branch "+branch+" to", acc, err) }
 	sess, adv, err := acc.ReceivePack(ctx, c.URL)

@@ -175,19 +175,24 @@ func TestCloneFetchBounds(t *testing.T) {
 	tests := []struct {
 		name     string
 		maxFetch int64
-		disk     *budget
-		want     string
+		// maxObject stands for maxFetchedObject, 256 MiB, lowered
+		// below MaxFetch (0: not lowered).
+		maxObject int64
+		disk      *budget
+		want      string
 	}{
-		{"within the bounds", 4 << 20, &budget{left: 16 << 20}, ""},
-		{"packed larger than MaxFetch", 512, nil, "over 512 bytes packed"},
-		{"an object larger than MaxFetch", 200 << 10, nil, "an object of 262144 bytes"},
-		{"unpacked larger than MaxFetch", 600 << 10, nil, "its objects take over"},
-		{"no room in the shared bound", 4 << 20, &budget{left: 1 << 10}, "no room left"},
+		{"within the bounds", 4 << 20, 0, &budget{left: 16 << 20}, ""},
+		{"packed larger than MaxFetch", 512, 0, nil, "over 512 bytes packed"},
+		{"an object larger than MaxFetch", 200 << 10, 0, nil, "an object of 262144 bytes"},
+		{"an object larger than one object may be", 4 << 20, 200 << 10, nil, "an object of 262144 bytes, more than the 204800 one fetch may hold"},
+		{"unpacked larger than MaxFetch", 600 << 10, 0, nil, "its objects take over"},
+		{"no room in the shared bound", 4 << 20, 0, &budget{left: 1 << 10}, "no room left"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClone(t, s.url)
 			c.MaxFetch = tt.maxFetch
+			c.maxObject = tt.maxObject
 			if tt.disk != nil {
 				c.Disk = tt.disk
 			}
