@@ -3,6 +3,8 @@ package registry
 import (
 	"fmt"
 	"testing"
+
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
 
 // The client keeps the metadata results of at most metadataCacheSize
@@ -18,5 +20,18 @@ func TestMetadataCacheIsBounded(t *testing.T) {
 	}
 	if _, ok := c.meta.Get(first); ok {
 		t.Error("the least recently used result was kept")
+	}
+}
+
+// TestPingsAreBounded: the kept answers of registries' pings are bounded
+// by their count, however many registries and credentials images name.
+func TestPingsAreBounded(t *testing.T) {
+	c := NewClient()
+	st := &endpointStack{host: "registry.test"}
+	for i := range hostCacheSize + 10 {
+		c.pingFor(st, credentials.Credential{Username: "u", Password: fmt.Sprint(i)})
+	}
+	if got := c.pings.Len(); got != hostCacheSize {
+		t.Errorf("%d pings kept, want %d", got, hostCacheSize)
 	}
 }
