@@ -22,6 +22,7 @@ var (
 	ErrAllowTagsSyntax = errors.New(`allow-tags must be "regexp:<expression>", "any" or empty`)
 	ErrNoFollowTag     = errors.New("the digest strategy needs the tag to follow as its constraint")
 	ErrInvalidTag      = errors.New("not a valid tag name")
+	ErrFilterTooLarge  = errors.New("larger than a filter may be")
 )
 
 // SettingError reports one bad user setting. Field is one of the Field*

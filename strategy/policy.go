@@ -3,6 +3,7 @@ package strategy
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -93,9 +94,31 @@ func New(s Settings) (*Policy, error) {
 	if p.ignore, p.paused, err = parseIgnoreTags(s.IgnoreTags); err != nil {
 		return nil, err
 	}
+	if len(s.Platforms) > maxPlatforms {
+		return nil, fmt.Errorf("%d platforms, more than the %d an image may ask for: %w", len(s.Platforms), maxPlatforms, ErrFilterTooLarge)
+	}
 	p.platforms = slices.Clone(s.Platforms)
 	return p, nil
 }
+
+// The filters are a tenant's input, matched against every tag of the image
+// (up to 100,000) each cycle: their size is bounded here, and the
+// matching stops at the image's deadline (checkEvery). The bounds are far
+// above what filters are written for: a version pattern is some tens of
+// characters, an ignore list a few entries.
+const (
+	// maxAllowTags bounds an allow-tags expression's text, and
+	// maxAllowTagsProgram the program it compiles to, which is what a
+	// match costs per character of a tag (a{1000} is short to write).
+	maxAllowTags        = 1024
+	maxAllowTagsProgram = 2048
+	// maxIgnoreTags bounds the ignore-tags patterns of an image, and
+	// maxIgnoreTag each one's length.
+	maxIgnoreTags = 100
+	maxIgnoreTag  = 256
+	// maxPlatforms bounds the platforms an image asks for.
+	maxPlatforms = 32
+)
 
 func parseAllowTags(raw string) (*regexp.Regexp, error) {
 	v := strings.TrimSpace(raw)
@@ -105,14 +128,44 @@ func parseAllowTags(raw string) (*regexp.Regexp, error) {
 	case v == "" || strings.EqualFold(v, "any"):
 		return nil, nil
 	case len(v) >= len("regexp:") && strings.EqualFold(v[:len("regexp:")], "regexp:"):
-		re, err := regexp.Compile(v[len("regexp:"):])
+		expr := v[len("regexp:"):]
+		if len(expr) > maxAllowTags {
+			return nil, &SettingError{Field: FieldAllowTags, Value: shortened(expr), Err: fmt.Errorf("%d characters, more than %d: %w", len(expr), maxAllowTags, ErrFilterTooLarge)}
+		}
+		re, err := regexp.Compile(expr)
 		if err != nil {
 			return nil, &SettingError{Field: FieldAllowTags, Value: raw, Err: err}
+		}
+		if n := programSize(expr); n > maxAllowTagsProgram {
+			return nil, &SettingError{Field: FieldAllowTags, Value: shortened(raw), Err: fmt.Errorf("it compiles to %d instructions, more than %d: %w", n, maxAllowTagsProgram, ErrFilterTooLarge)}
 		}
 		return re, nil
 	default:
 		return nil, &SettingError{Field: FieldAllowTags, Value: raw, Err: ErrAllowTagsSyntax}
 	}
+}
+
+// shortened is a filter cut for an error message.
+func shortened(v string) string {
+	if len(v) <= 64 {
+		return v
+	}
+	return strings.ToValidUTF8(v[:64], "") + "..."
+}
+
+// programSize is the number of instructions of expr's compiled program,
+// as the regexp package builds it (an expression that compiled with
+// regexp.Compile parses here too).
+func programSize(expr string) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0
+	}
+	return len(prog.Inst)
 }
 
 func parseIgnoreTags(raw []string) (globs []glob, paused bool, err error) {
@@ -121,6 +174,12 @@ func parseIgnoreTags(raw []string) (globs []glob, paused bool, err error) {
 			g = strings.TrimSpace(g)
 			if g == "" {
 				continue
+			}
+			if len(globs) == maxIgnoreTags {
+				return nil, false, &SettingError{Field: FieldIgnoreTags, Value: g, Err: fmt.Errorf("more than %d patterns: %w", maxIgnoreTags, ErrFilterTooLarge)}
+			}
+			if len(g) > maxIgnoreTag {
+				return nil, false, &SettingError{Field: FieldIgnoreTags, Value: shortened(g), Err: fmt.Errorf("%d characters, more than %d: %w", len(g), maxIgnoreTag, ErrFilterTooLarge)}
 			}
 			if g == "*" {
 				paused = true
