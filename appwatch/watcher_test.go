@@ -86,7 +86,7 @@ func TestWatcher(t *testing.T) {
 	if _, err := dyn.Resource(application.Resource()).Namespace("argocd").Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(keys()) == 1 })
+	poll.True(t, 10*time.Second, "the view to show the Application main-staging once its annotations are gone", func() bool { return len(keys()) == 1 })
 
 	all, err := NewWatcher(dyn, Namespaces("argocd", "team-a"))
 	if err != nil {
@@ -107,9 +107,4 @@ func TestWatcherOptionErrors(t *testing.T) {
 	if _, err := NewWatcher(nil, MatchLabels("a in (")); err == nil {
 		t.Error("bad selector accepted")
 	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	poll.True(t, 10*time.Second, "condition", cond)
 }

@@ -226,7 +226,7 @@ func (w *world) create(t *testing.T, objs ...*unstructured.Unstructured) {
 		}
 	}
 	// The informer sees the new objects shortly after they are written.
-	waitUntil(t, func() bool {
+	poll.True(t, 15*time.Second, "the watcher to hold the created Applications", func() bool {
 		n := 0
 		for _, a := range w.watcher.Applications() {
 			for _, obj := range objs {
@@ -253,7 +253,7 @@ func (w *world) get(t *testing.T, name string) *unstructured.Unstructured {
 func (w *world) syncWatcher(t *testing.T, name string) {
 	t.Helper()
 	want := w.get(t, name).GetResourceVersion()
-	waitUntil(t, func() bool {
+	poll.True(t, 15*time.Second, "the watcher to hold the Application "+name+" at resourceVersion "+want, func() bool {
 		for _, a := range w.watcher.Applications() {
 			if a.Name == name {
 				return a.Object().GetResourceVersion() == want
@@ -270,11 +270,6 @@ func (w *world) events(t *testing.T, name string) []corev1.Event {
 		t.Fatal(err)
 	}
 	return list.Items
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	poll.True(t, 15*time.Second, "condition", cond)
 }
 
 // startStallingRegistry is a registry API server that stops halfway

@@ -21,6 +21,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
@@ -58,7 +59,7 @@ func TestCycle(t *testing.T) {
 			t.Errorf("kustomize images %v, want %v", got, want)
 		}
 		evs := w.events(t, "seed003")
-		waitUntil(t, func() bool { evs = w.events(t, "seed003"); return len(evs) > 0 })
+		poll.True(t, 15*time.Second, "an event on the Application seed003", func() bool { evs = w.events(t, "seed003"); return len(evs) > 0 })
 		if evs[0].Reason != ReasonImagesUpdated || evs[0].Type != "Normal" || !strings.Contains(evs[0].Message, "v0.1.0") {
 			t.Errorf("event %s %s %q", evs[0].Type, evs[0].Reason, evs[0].Message)
 		}
@@ -252,7 +253,7 @@ func TestCycle(t *testing.T) {
 			t.Errorf("images %v", got)
 		}
 		var warning, reason string
-		waitUntil(t, func() bool {
+		poll.True(t, 15*time.Second, "a warning event on the Application bad-one", func() bool {
 			for _, e := range w.events(t, "bad-one") {
 				if e.Type == "Warning" {
 					warning, reason = e.Message, e.Reason
@@ -370,7 +371,7 @@ func TestCycle(t *testing.T) {
 		if err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Delete(t.Context(), "gone-one", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, func() bool { return len(w.watcher.Applications()) == 1 })
+		poll.True(t, 15*time.Second, "the watcher to drop the deleted Application gone-one", func() bool { return len(w.watcher.Applications()) == 1 })
 		w.updater.RunOnce(t.Context())
 		if got := count(); got != 2 {
 			t.Errorf("%d series after the deletion, want those of gone-two only", got)
@@ -417,7 +418,7 @@ func TestCycle(t *testing.T) {
 				t.Errorf("the good image was not written: %v", got)
 			}
 			var msg string
-			waitUntil(t, func() bool {
+			poll.True(t, 15*time.Second, "an UpdateFailed event on the Application stall-"+stallOn+"-stalled", func() bool {
 				for _, e := range w.events(t, "stall-"+stallOn+"-stalled") {
 					if e.Reason == ReasonUpdateFailed {
 						msg = e.Message
@@ -454,7 +455,7 @@ func TestCycle(t *testing.T) {
 			t.Errorf("kustomize images %v", got)
 		}
 		var evs []corev1.Event
-		waitUntil(t, func() bool {
+		poll.True(t, 15*time.Second, "an UpdateFailed event naming the internal error on the Application panic-one", func() bool {
 			evs = w.events(t, "panic-one")
 			for _, e := range evs {
 				if e.Reason == ReasonUpdateFailed && strings.Contains(e.Message, "internal error") {
@@ -508,7 +509,7 @@ func TestCycle(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				var ev corev1.Event
-				waitUntil(t, func() bool {
+				poll.True(t, 15*time.Second, "a warning event on the Application "+tt.name, func() bool {
 					for _, e := range w.events(t, tt.name) {
 						if e.Type == corev1.EventTypeWarning {
 							ev = e
@@ -573,7 +574,7 @@ func TestCycle(t *testing.T) {
 					wantReason = ReasonUpdateFailed
 				}
 				var ev corev1.Event
-				waitUntil(t, func() bool {
+				poll.True(t, 15*time.Second, "a "+wantReason+" event on the Application "+tt.name, func() bool {
 					for _, e := range w.events(t, tt.name) {
 						if e.Reason == wantReason {
 							ev = e
@@ -681,7 +682,7 @@ func TestCycle(t *testing.T) {
 			t.Errorf("spec.source.plugin (-want +got):\n%s", diff)
 		}
 		evs := w.events(t, "cmp-untargeted")
-		waitUntil(t, func() bool { evs = w.events(t, "cmp-untargeted"); return len(evs) > 0 })
+		poll.True(t, 15*time.Second, "an event on the Application cmp-untargeted", func() bool { evs = w.events(t, "cmp-untargeted"); return len(evs) > 0 })
 		if !strings.Contains(evs[0].Message, "no Kustomize or Helm source to hold the override") {
 			t.Errorf("event %q", evs[0].Message)
 		}
@@ -727,7 +728,7 @@ func TestCycle(t *testing.T) {
 			"hydrated-default-target": "set write-back-target kustomization or helmvalues:<file>",
 		} {
 			evs := w.events(t, name)
-			waitUntil(t, func() bool { evs = w.events(t, name); return len(evs) > 0 })
+			poll.True(t, 15*time.Second, "an event on the Application "+name, func() bool { evs = w.events(t, name); return len(evs) > 0 })
 			if !strings.Contains(evs[0].Message, msg) {
 				t.Errorf("%s: event %q, want it to say %q", name, evs[0].Message, msg)
 			}
@@ -748,7 +749,7 @@ func TestCycle(t *testing.T) {
 			t.Fatalf("summary %+v", sum)
 		}
 		evs := w.events(t, "appset-argocd")
-		waitUntil(t, func() bool { evs = w.events(t, "appset-argocd"); return len(evs) > 0 })
+		poll.True(t, 15*time.Second, "an event on the Application appset-argocd", func() bool { evs = w.events(t, "appset-argocd"); return len(evs) > 0 })
 		if evs[0].Type != "Warning" || !strings.Contains(evs[0].Message, "the ApplicationSet team-apps generates this Application") ||
 			!strings.Contains(evs[0].Message, "annotation "+prefix+"write-back-method") {
 			t.Errorf("event %s %q", evs[0].Type, evs[0].Message)
@@ -799,7 +800,7 @@ func TestCycle(t *testing.T) {
 			t.Errorf("commits %+v, want one for the Application", log)
 		}
 		evs := w.events(t, "plain-argocd")
-		waitUntil(t, func() bool { evs = w.events(t, "plain-argocd"); return len(evs) > 0 })
+		poll.True(t, 15*time.Second, "an event on the Application plain-argocd", func() bool { evs = w.events(t, "plain-argocd"); return len(evs) > 0 })
 		if !strings.Contains(evs[0].Message, "set write-back-method git and mark the image's value") {
 			t.Errorf("event %q", evs[0].Message)
 		}
@@ -808,7 +809,7 @@ func TestCycle(t *testing.T) {
 		w.create(t, plain("plain-unmarked", map[string]string{"image-list": "web=" + repo("eks-web"), "write-back-method": "git"}))
 		w.updater.RunOnce(t.Context())
 		evs = w.events(t, "plain-unmarked")
-		waitUntil(t, func() bool { evs = w.events(t, "plain-unmarked"); return len(evs) > 0 })
+		poll.True(t, 15*time.Second, "an event on the Application plain-unmarked", func() bool { evs = w.events(t, "plain-unmarked"); return len(evs) > 0 })
 		if !strings.Contains(evs[0].Message, "no YAML file under plain/app marks the image web") {
 			t.Errorf("event %q", evs[0].Message)
 		}

@@ -7,12 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
@@ -119,7 +121,7 @@ func TestSignedImagesOnly(t *testing.T) {
 				t.Errorf("kustomize images %v, want %q", got, tt.wantImage)
 			}
 			var skipped []string
-			waitUntil(t, func() bool {
+			poll.True(t, 15*time.Second, "the events of the skipped versions and of the problem on the Application "+name, func() bool {
 				skipped = nil
 				problem := tt.wantProblem == ""
 				for _, ev := range w.events(t, name) {

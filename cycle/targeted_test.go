@@ -14,6 +14,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -99,7 +100,7 @@ func TestCheckRepositories(t *testing.T) {
 			}
 			for suffix := range tt.wantUpdated {
 				var evs []string
-				waitUntil(t, func() bool {
+				poll.True(t, 15*time.Second, "an event on the Application "+prefix+suffix, func() bool {
 					evs = nil
 					for _, e := range w.events(t, prefix+suffix) {
 						evs = append(evs, e.Reason+": "+e.Message)

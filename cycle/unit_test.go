@@ -14,6 +14,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -132,7 +133,7 @@ func TestStalled(t *testing.T) {
 		t.Error("not stalled after the limit")
 	}
 	close(block) // the cycle finishes
-	waitUntil(t, func() bool { return !u.Stalled(time.Minute) })
+	poll.True(t, 15*time.Second, "the unit to stop counting as stalled once its cycle finished", func() bool { return !u.Stalled(time.Minute) })
 	cancel()
 	<-done
 	advance(time.Hour)

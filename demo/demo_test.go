@@ -139,7 +139,7 @@ func TestDemo(t *testing.T) {
 	say("main-resource configures it). Each deploys the Deployment front into the namespace of its name.")
 	cs := kubernetes.NewForConfigOrDie(k.Config)
 	deployed := deployments(t, cs, app, web)
-	waitFor(t, 90*time.Second, "Argo CD's first sync", func() bool {
+	poll.True(t, 90*time.Second, "Argo CD's first sync", func() bool {
 		return deployed().all(app+":v0.0.1", web+":v0.0.1") && summariesFilled(t, dyn, 2)
 	})
 	say("Argo CD synced them:")
@@ -186,7 +186,7 @@ func TestDemo(t *testing.T) {
 	say("\nArgo CD deploys what was written: the patched Applications at once, the commit as soon as the")
 	say("updater's refresh of main-git tells Argo CD; main-reviewed waits for its pull request.")
 	written := time.Now()
-	waitFor(t, 90*time.Second, "Argo CD deploying the new versions", func() bool {
+	poll.True(t, 90*time.Second, "Argo CD deploying the new versions", func() bool {
 		d := deployed()
 		return d.only([]string{"main", "main-git", "main-resource"}, app+":v0.1.0", web+":v0.0.3") && d.only([]string{"main-reviewed"}, app+":v0.0.1", web+":v0.0.1")
 	})
@@ -274,7 +274,7 @@ func TestDemo(t *testing.T) {
 	}
 	t.Cleanup(stop)
 	// Ready when the first cycle, which finds nothing new, has run.
-	waitFor(t, 60*time.Second, "the first cycle", func() bool { return strings.Contains(webhookLogs.String(), "cycle finished") })
+	poll.True(t, 60*time.Second, "the first cycle", func() bool { return strings.Contains(webhookLogs.String(), "cycle finished") })
 
 	say("  eks-app v0.2.0 is pushed...")
 	reg.PushImage(t, "eks-app", []string{"v0.2.0"})
@@ -284,7 +284,7 @@ func TestDemo(t *testing.T) {
 			t.Logf("the updater's output:\n%s", webhookLogs.String())
 		}
 	})
-	waitFor(t, 30*time.Second, "the update after the push", func() bool {
+	poll.True(t, 30*time.Second, "the update after the push", func() bool {
 		for _, row := range versions(t, dyn, gitServer, app) {
 			if row.image == app && row.tag != "v0.2.0" {
 				return false
@@ -293,7 +293,7 @@ func TestDemo(t *testing.T) {
 		return true
 	})
 	delay := time.Since(pushed)
-	waitFor(t, 60*time.Second, "Argo CD deploying v0.2.0", func() bool {
+	poll.True(t, 60*time.Second, "Argo CD deploying v0.2.0", func() bool {
 		return deployed().only([]string{"main", "main-git", "main-resource"}, app+":v0.2.0", web+":v0.0.3")
 	})
 	running := time.Since(pushed)
@@ -310,12 +310,6 @@ func TestDemo(t *testing.T) {
 	deployed().print()
 
 	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
-}
-
-// waitFor polls done until it holds, and fails the demo after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, done func() bool) {
-	t.Helper()
-	poll.True(t, timeout, what, done)
 }
 
 type row struct{ app, method, image, tag string }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
@@ -103,12 +105,12 @@ func testRefsBound(t *testing.T, s *servers) {
 	}
 	restore := func() {
 		setBound(true)
-		waitUntil(t, func() bool { return refused() != nil })
+		poll.True(t, 15*time.Second, "the API server to refuse an ImageUpdater past the applicationRefs bound again", func() bool { return refused() != nil })
 	}
 	t.Cleanup(restore)
 	setBound(false)
 	past := updater("past-the-bound", api.MaxApplicationRefs+1)
-	waitUntil(t, func() bool { return w.k.Client.Create(t.Context(), past) == nil })
+	poll.True(t, 15*time.Second, "the API server to accept an ImageUpdater past the applicationRefs bound", func() bool { return w.k.Client.Create(t.Context(), past) == nil })
 	restore()
 
 	w.waitForUpdater(t, past.Name, past.Generation)
@@ -550,7 +552,7 @@ func testSelection(t *testing.T, s *servers) {
 		if _, err := w.dyn.Resource(appResource).Namespace("selection-other").Create(t.Context(), other, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, func() bool { return len(w.watcher.InNamespace("selection-other")) == 1 })
+		poll.True(t, 15*time.Second, "the watcher to hold the Application in selection-other", func() bool { return len(w.watcher.InNamespace("selection-other")) == 1 })
 		w.createUpdater(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "updater"}, Spec: api.ImageUpdaterSpec{
 			ApplicationRefs: []api.ApplicationRef{{
 				NamePattern: "web-*",
@@ -673,7 +675,7 @@ func testOverlap(t *testing.T, s *servers) {
 		"annotated": {both, "annotation argocd-image-updater.argoproj.io/image-list: ignored: ImageUpdater overlap/a-first selects this Application"},
 	}
 	for app, wants := range wantWarnings {
-		waitUntil(t, func() bool {
+		poll.True(t, 15*time.Second, "the overlap warnings on the Application "+app, func() bool {
 			var msgs []string
 			for _, e := range w.events(t, app) {
 				if e.Type == "Warning" {

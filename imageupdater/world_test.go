@@ -195,7 +195,7 @@ func (w *world) createApps(t *testing.T, objs ...*unstructured.Unstructured) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, func() bool { return len(w.watcher.InNamespace(w.ns)) >= len(objs) })
+	poll.True(t, 15*time.Second, "the watcher to hold the created Applications", func() bool { return len(w.watcher.InNamespace(w.ns)) >= len(objs) })
 }
 
 // createUpdater creates an ImageUpdater and waits until the source has it.
@@ -212,7 +212,7 @@ func (w *world) createUpdater(t *testing.T, iu *api.ImageUpdater) {
 // the ImageUpdater.
 func (w *world) waitForUpdater(t *testing.T, name string, gen int64) {
 	t.Helper()
-	waitUntil(t, func() bool {
+	poll.True(t, 15*time.Second, fmt.Sprintf("the source to hold generation %d of the ImageUpdater %s", gen, name), func() bool {
 		iu := w.getUpdater(t, name)
 		return iu.Generation >= gen && w.sourceHas(name, iu.ResourceVersion)
 	})
@@ -241,7 +241,7 @@ func (w *world) getUpdater(t *testing.T, name string) *api.ImageUpdater {
 func (w *world) syncUpdater(t *testing.T, name string) {
 	t.Helper()
 	rv := w.getUpdater(t, name).ResourceVersion
-	waitUntil(t, func() bool { return w.sourceHas(name, rv) })
+	poll.True(t, 15*time.Second, "the source to hold the ImageUpdater "+name+" at resourceVersion "+rv, func() bool { return w.sourceHas(name, rv) })
 }
 
 func (w *world) getApp(t *testing.T, name string) *unstructured.Unstructured {
@@ -258,7 +258,7 @@ func (w *world) getApp(t *testing.T, name string) *unstructured.Unstructured {
 func (w *world) syncApp(t *testing.T, name string) {
 	t.Helper()
 	rv := w.getApp(t, name).GetResourceVersion()
-	waitUntil(t, func() bool {
+	poll.True(t, 15*time.Second, "the watcher to hold the Application "+name+" at resourceVersion "+rv, func() bool {
 		for _, o := range w.watcher.InNamespace(w.ns) {
 			if o.Name() == name {
 				return o.GetObjectMeta().GetResourceVersion() == rv
@@ -299,11 +299,6 @@ func (w *world) statusPatches(t *testing.T) int {
 		}
 	}
 	return n
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	poll.True(t, 15*time.Second, "condition", cond)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -127,12 +127,6 @@ func envRef(name string) credentials.Ref {
 	return credentials.Ref{Kind: credentials.KindEnv, Var: name}
 }
 
-// waitFor polls cond until it holds or ten seconds have passed.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	poll.True(t, 10*time.Second, "condition", cond)
-}
-
 func imageRef(t testing.TB, s string) imageref.Reference {
 	t.Helper()
 	r, err := imageref.Parse(s)
@@ -361,7 +355,7 @@ func TestTagsConcurrentCallsShareOneRequest(t *testing.T) {
 			// Every caller but the first of each reference has joined a
 			// listing held at the registry's door.
 			joined := float64(callers - len(tc.vars))
-			waitFor(t, func() bool {
+			poll.True(t, 10*time.Second, "every caller but the first of each reference to join the listing in flight", func() bool {
 				return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheTagsInflight)) == joined
 			})
 			close(release)
@@ -399,13 +393,13 @@ func TestTagsCallerLeavingDoesNotFailOthers(t *testing.T) {
 		_, err := c.Tags(ctx, ref, credentials.Ref{})
 		first <- err
 	}()
-	waitFor(t, func() bool { return rec.count(http.MethodGet, "/tags/list") == 1 })
+	poll.True(t, 10*time.Second, "the first caller's tag listing to reach the registry", func() bool { return rec.count(http.MethodGet, "/tags/list") == 1 })
 	second := make(chan error, 1)
 	go func() {
 		_, err := c.Tags(t.Context(), ref, credentials.Ref{})
 		second <- err
 	}()
-	waitFor(t, func() bool { return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheTagsInflight)) == 1 })
+	poll.True(t, 10*time.Second, "the second caller to join the listing in flight", func() bool { return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheTagsInflight)) == 1 })
 	cancel()
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Errorf("the caller that left: %v, want context.Canceled", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -254,7 +255,7 @@ func TestMetadataConcurrentFetchShared(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, func() bool {
+	poll.True(t, 10*time.Second, "every caller but the first to join the metadata request in flight", func() bool {
 		return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheMetadataInflight)) == callers-1
 	})
 	close(release)

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -68,7 +69,7 @@ func TestRunWithTheClusterWideInstall(t *testing.T) {
 	go func() { done <- w.run(ctx, &stderr, "--interval", "1h") }()
 	cs := kubernetes.NewForConfigOrDie(w.k.Config)
 	want := []string{w.reg.Repo("eks-app") + ":v0.1.0"}
-	waitFor(t, 60*time.Second, func() bool {
+	poll.True(t, 60*time.Second, "the Applications shop in team-a and argocd to be updated, with an ImagesUpdated event in team-a", func() bool {
 		events, err := cs.CoreV1().Events("team-a").List(t.Context(), metav1.ListOptions{FieldSelector: "reason=ImagesUpdated"})
 		return err == nil && len(events.Items) > 0 &&
 			slices.Equal(w.imagesIn(t, "team-a", "shop"), want) && slices.Equal(w.imagesIn(t, testenv.ArgoCDNamespace, "shop"), want)

@@ -179,13 +179,13 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, 30*time.Second, func() bool { return leaders() == 1 && len(w.images(t, "main")) == 1 })
+	poll.True(t, 30*time.Second, "one replica to lead and write the Application main", func() bool { return leaders() == 1 && len(w.images(t, "main")) == 1 })
 	// Two more cycles of the leader: still one leader.
 	cycles := func() int {
 		return strings.Count(out1.String(), "update cycle finished") + strings.Count(out2.String(), "update cycle finished")
 	}
 	seen := cycles()
-	waitFor(t, 30*time.Second, func() bool { return cycles() >= seen+2 })
+	poll.True(t, 30*time.Second, "two more update cycles", func() bool { return cycles() >= seen+2 })
 	if n := leaders(); n != 1 {
 		t.Fatalf("%d replicas lead", n)
 	}
@@ -200,14 +200,9 @@ func TestLeaderElectionOneWriter(t *testing.T) {
 	// The leader stops and releases the Lease: the other takes over.
 	first()
 	<-firstDone
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(secondOut.String(), "elected leader") })
+	poll.True(t, 30*time.Second, "the second replica to be elected leader", func() bool { return strings.Contains(secondOut.String(), "elected leader") })
 	stop1()
 	stop2()
-}
-
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	poll.True(t, timeout, "condition", cond)
 }
 
 func TestHealthAndMetricsEndpoints(t *testing.T) {
@@ -232,11 +227,11 @@ func TestHealthAndMetricsEndpoints(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	waitFor(t, 30*time.Second, func() bool { code, _ := get(ports[0], "/readyz"); return code == http.StatusOK })
+	poll.True(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := get(ports[0], "/readyz"); return code == http.StatusOK })
 	if code, _ := get(ports[0], "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz answered %d", code)
 	}
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), "update cycle finished") })
+	poll.True(t, 30*time.Second, "the first update cycle to finish", func() bool { return strings.Contains(out.String(), "update cycle finished") })
 	_, metrics := get(ports[1], "/metrics")
 	for _, want := range []string{
 		`argocd_image_updater_applications_watched_total{image_updater_cr_name="",image_updater_cr_namespace=""} 1`,

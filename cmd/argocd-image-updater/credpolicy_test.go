@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -124,7 +125,7 @@ func TestAnnotationsReachOnlyWhatTheyMay(t *testing.T) {
 		return list.Items
 	}
 	want := []string{w.reg.Repo("eks-app") + ":v0.1.0"}
-	waitFor(t, 60*time.Second, func() bool {
+	poll.True(t, 60*time.Second, "the allowed Applications to be updated and the refused ones to get their events", func() bool {
 		for _, tt := range tests {
 			if tt.wantUpdate && !slices.Equal(w.imagesIn(t, tt.namespace, tt.name), want) {
 				return false

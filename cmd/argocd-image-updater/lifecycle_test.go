@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
@@ -237,7 +238,7 @@ func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
 	cmd, exited := w.startBinary(t, bin, 20*time.Second, &out,
 		"--enable-webhook", "--listen-address", "127.0.0.1", "--webhook-port", webhookPort)
 	// The first cycle writes v0.1.0; then the controller waits an hour.
-	waitFor(t, 90*time.Second, func() bool { return w.commits(t) == 2 && strings.Contains(out.String(), "update cycle finished") })
+	poll.True(t, 90*time.Second, "the first cycle to commit v0.1.0 and finish", func() bool { return w.commits(t) == 2 && strings.Contains(out.String(), "update cycle finished") })
 
 	hold := w.gitProxy.Hold(isGitPush)
 	w.reg.PushImage(t, "eks-app", []string{"v0.2.0"})
@@ -253,7 +254,7 @@ func TestShutdownWaitsForAWebhookCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The controller is stopping, its push still held: it must wait.
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "stopping: no new writes") })
+	poll.True(t, 10*time.Second, "the controller to stop taking new writes", func() bool { return strings.Contains(out.String(), "stopping: no new writes") })
 	select {
 	case err := <-exited:
 		t.Fatalf("the controller exited with its push in flight: %v", err)
@@ -325,7 +326,7 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 			}
 			// Once a renewal has found the other holder, before client-go's
 			// renewDeadline ends the election: the cycle goes on to write.
-			waitFor(t, 8*time.Second, func() bool {
+			poll.True(t, 8*time.Second, "the controller to see the Lease held by another replica", func() bool {
 				return strings.Contains(out.String(), "the leader Lease is held by another replica; writing no more")
 			})
 			hold.Release()
@@ -412,7 +413,7 @@ func createKustomizeApp(t *testing.T, dyn dynamic.Interface, namespace, name, im
 	// (resourceVersion "0"), which may lag a create on a loaded machine;
 	// wait until it has the Application, so that the controller's first
 	// cycle, the one these tests watch, sees it.
-	waitFor(t, 30*time.Second, func() bool {
+	poll.True(t, 30*time.Second, "the API server's watch cache to hold the Application "+name, func() bool {
 		l, err := apps.List(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
 		return err == nil && slices.ContainsFunc(l.Items, func(a unstructured.Unstructured) bool { return a.GetName() == name })
 	})

@@ -28,6 +28,7 @@ import (
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -196,7 +197,7 @@ func TestRBACIsWhatTheControllerUses(t *testing.T) {
 				s.touch(t, ns, "patched")
 			}
 			hold.Release()
-			waitFor(t, 90*time.Second, func() bool { return s.done(t, out.String()) })
+			poll.True(t, 90*time.Second, "the cycle to finish with an aggregated and an updated event in every namespace", func() bool { return s.done(t, out.String()) })
 			stop()
 			if code := <-done; code != 0 {
 				t.Fatalf("exit code %d:\n%s", code, out.String())

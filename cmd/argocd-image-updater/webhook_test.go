@@ -251,7 +251,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 				}
 				return 0
 			}
-			waitFor(t, 60*time.Second, func() bool { return strings.Contains(out.String(), "elected leader") })
+			poll.True(t, 60*time.Second, "the controller to be elected leader", func() bool { return strings.Contains(out.String(), "elected leader") })
 			// The registry retries what it could not deliver before the
 			// endpoint was up: wait until those checks are over.
 			settled := func() bool {
@@ -261,15 +261,15 @@ func TestWebhookEndToEnd(t *testing.T) {
 				return before == metric(`argocd_image_updater_webhook_requests_total{source="distribution"}`) &&
 					checks == metric("argocd_image_updater_webhook_checks_total")
 			}
-			waitFor(t, 60*time.Second, settled)
+			poll.True(t, 60*time.Second, "the webhook counters to stop moving", settled)
 			quietLists, hookedLists := counter.count("quiet"), counter.count("hooked")
 
 			start := time.Now()
 			reg.PushImage(t, "hooked", []string{"1.1.0"})
 			want := []string{reg.Repo("hooked") + ":1.1.0"}
-			waitFor(t, 30*time.Second, func() bool { return slices.Equal(applicationImages(t, dyn, hooked), want) })
+			poll.True(t, 30*time.Second, "the pushed image to be written to the Application hooked", func() bool { return slices.Equal(applicationImages(t, dyn, hooked), want) })
 			t.Logf("%s: updated %s after the push", tt.command, time.Since(start).Round(time.Millisecond))
-			waitFor(t, 30*time.Second, settled)
+			poll.True(t, 30*time.Second, "the webhook counters to stop moving", settled)
 
 			if got := applicationImages(t, dyn, quiet); len(got) != 0 {
 				t.Errorf("the other Application was written: %v", got)
@@ -474,9 +474,9 @@ func TestWebhookRelaysToTheLeader(t *testing.T) {
 	}
 	var leaderOut, followerOut testenv.SyncBuffer
 	leaderDone := start(leaderPort, &leaderOut)
-	waitFor(t, 60*time.Second, func() bool { return strings.Contains(leaderOut.String(), "update cycle finished") })
+	poll.True(t, 60*time.Second, "the leader's first update cycle to finish", func() bool { return strings.Contains(leaderOut.String(), "update cycle finished") })
 	followerDone := start(followerPort, &followerOut)
-	waitFor(t, 60*time.Second, func() bool { return strings.Contains(followerOut.String(), "another replica leads; waiting") })
+	poll.True(t, 60*time.Second, "the follower to wait for the leader", func() bool { return strings.Contains(followerOut.String(), "another replica leads; waiting") })
 
 	reg.PushImage(t, "relayed", []string{"1.1.0"})
 	want := []string{reg.Repo("relayed") + ":1.1.0"}

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
@@ -154,12 +156,12 @@ func TestWatchTLSFiles(t *testing.T) {
 		t.Fatalf("%d reloads without a change", reloads)
 	}
 	writeTestFile(t, dir, "ca.pem", testenv.NewCA(t, "second").PEM)
-	waitFor(t, func() bool { return w.Current().endpoints()[0].TLS.ID != first })
+	poll.True(t, 10*time.Second, "the configuration to take the new CA file", func() bool { return w.Current().endpoints()[0].TLS.ID != first })
 
 	// A broken CA file is reported; the last good configuration stays.
 	before := w.Current()
 	writeTestFile(t, dir, "ca.pem", []byte("oops"))
-	waitFor(t, func() bool { n, _ := rec.counts(); return n == 1 })
+	poll.True(t, 10*time.Second, "the broken CA file to be reported", func() bool { n, _ := rec.counts(); return n == 1 })
 	if w.Current() != before {
 		t.Error("a broken CA file replaced the configuration")
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,13 +63,7 @@ const pollEvery = 5 * time.Millisecond
 func waitPolls(t *testing.T, w *Watcher) {
 	t.Helper()
 	want := w.polls.Load() + 3
-	waitFor(t, func() bool { return w.polls.Load() >= want })
-}
-
-// waitFor polls cond until it holds or ten seconds have passed.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	poll.True(t, 10*time.Second, "condition", cond)
+	poll.True(t, 10*time.Second, fmt.Sprintf("the watcher's poll count to reach %d", want), func() bool { return w.polls.Load() >= want })
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -98,11 +93,11 @@ func TestWatch(t *testing.T) {
 	}
 
 	writeFile(t, path, confWithName("two"))
-	waitFor(t, func() bool { return firstName(src.Current()) == "two" })
+	poll.True(t, 10*time.Second, "the configuration named two to be read", func() bool { return firstName(src.Current()) == "two" })
 
 	// A broken version: the last good one stays, and it is reported once.
 	writeFile(t, path, "registries:\n- name: three\n  prefix: ghcr.io\n  colour: red\n")
-	waitFor(t, func() bool { n, _ := rec.counts(); return n == 1 })
+	poll.True(t, 10*time.Second, "the broken configuration to be reported", func() bool { n, _ := rec.counts(); return n == 1 })
 	waitPolls(t, src)
 	if n, _ := rec.counts(); n != 1 {
 		t.Fatalf("the same broken content was reported %d times", n)
@@ -116,11 +111,11 @@ func TestWatch(t *testing.T) {
 
 	// Another broken content is a new report.
 	writeFile(t, path, "registries: 3\n")
-	waitFor(t, func() bool { n, _ := rec.counts(); return n == 2 })
+	poll.True(t, 10*time.Second, "the second broken configuration to be reported", func() bool { n, _ := rec.counts(); return n == 2 })
 
 	// Fixed.
 	writeFile(t, path, confWithName("four"))
-	waitFor(t, func() bool { return firstName(src.Current()) == "four" })
+	poll.True(t, 10*time.Second, "the fixed configuration named four to be read", func() bool { return firstName(src.Current()) == "four" })
 	if _, reloads := rec.counts(); reloads != 2 {
 		t.Fatalf("%d reloads, want 2", reloads)
 	}
@@ -129,7 +124,7 @@ func TestWatch(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return len(src.Current().endpoints()) == 0 })
+	poll.True(t, 10*time.Second, "the removed file to read as an empty configuration", func() bool { return len(src.Current().endpoints()) == 0 })
 
 	cancel()
 	select {
@@ -149,11 +144,11 @@ func TestWatchBrokenAgainAfterFix(t *testing.T) {
 	}
 	const broken = "registries: {}\n"
 	writeFile(t, path, broken)
-	waitFor(t, func() bool { n, _ := rec.counts(); return n == 1 })
+	poll.True(t, 10*time.Second, "the broken configuration to be reported", func() bool { n, _ := rec.counts(); return n == 1 })
 	writeFile(t, path, confWithName("good"))
 	waitPolls(t, src)
 	writeFile(t, path, broken)
-	waitFor(t, func() bool { n, _ := rec.counts(); return n == 2 })
+	poll.True(t, 10*time.Second, "the configuration broken again to be reported a second time", func() bool { n, _ := rec.counts(); return n == 2 })
 	if firstName(src.Current()) != "good" {
 		t.Fatal("lost the good config")
 	}
@@ -177,7 +172,7 @@ func TestWatchStartup(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 	writeFile(t, missing, confWithName("later"))
-	waitFor(t, func() bool { return firstName(src.Current()) == "later" })
+	poll.True(t, 10*time.Second, "the file that appeared later to be read", func() bool { return firstName(src.Current()) == "later" })
 }
 
 // configMapVolume lays out a directory as the kubelet does for a ConfigMap:
@@ -230,15 +225,15 @@ func TestWatchConfigMapSymlinkSwap(t *testing.T) {
 		t.Fatalf("initial: %q", firstName(src.Current()))
 	}
 	vol.update(confWithName("v2"))
-	waitFor(t, func() bool { return firstName(src.Current()) == "v2" })
+	poll.True(t, 10*time.Second, "the configuration named v2 to be read", func() bool { return firstName(src.Current()) == "v2" })
 
 	vol.update("registries:\n- name: v3\n")
-	waitFor(t, func() bool { n, _ := rec.counts(); return n == 1 })
+	poll.True(t, 10*time.Second, "the broken version v3 to be reported", func() bool { n, _ := rec.counts(); return n == 1 })
 	if firstName(src.Current()) != "v2" {
 		t.Fatal("broken version replaced the good one")
 	}
 	vol.update(confWithName("v4"))
-	waitFor(t, func() bool { return firstName(src.Current()) == "v4" })
+	poll.True(t, 10*time.Second, "the configuration named v4 to be read", func() bool { return firstName(src.Current()) == "v4" })
 	if n, reloads := rec.counts(); n != 1 || reloads != 2 {
 		t.Fatalf("%d errors, %d reloads", n, reloads)
 	}

@@ -312,7 +312,7 @@ func TestResolveCached(t *testing.T) {
 			_, err := r.ResolveCached(ctx, ref, Target{Host: host}, time.Hour)
 			leaver <- err
 		}()
-		waitFor(t, func() bool { return p.calls.Load() == 1 })
+		poll.True(t, 10*time.Second, "the first caller's resolution to reach the provider", func() bool { return p.calls.Load() == 1 })
 		// The second caller must have joined before the first leaves:
 		// a resolution nobody waits for any more is stopped.
 		joined := make(chan struct{}, 1)
@@ -349,7 +349,7 @@ func TestResolveCached(t *testing.T) {
 			r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour)
 			close(done)
 		}()
-		waitFor(t, func() bool { return p.calls.Load() == 1 })
+		poll.True(t, 10*time.Second, "the resolution to reach the provider", func() bool { return p.calls.Load() == 1 })
 		r.Invalidate(ref, host)
 		close(p.block)
 		<-done
@@ -357,12 +357,6 @@ func TestResolveCached(t *testing.T) {
 			t.Fatalf("what was fetched before Invalidate must not be kept: %s", c.Password)
 		}
 	})
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	poll.True(t, 10*time.Second, "condition", cond)
 }
 
 func TestCacheUntil(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // writeScript writes an executable shell script into a fresh directory.
@@ -49,7 +51,7 @@ func processGone(pid int) bool {
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, func() bool {
+	poll.True(t, 10*time.Second, "the script to write its child's PID to "+path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -166,7 +168,7 @@ func TestExtScriptTimeoutKillsGroup(t *testing.T) {
 		t.Errorf("took %v to give up", elapsed)
 	}
 	child := readPID(t, pidFile)
-	waitFor(t, func() bool { return processGone(child) })
+	poll.True(t, 10*time.Second, "the timed-out script's child process to be gone", func() bool { return processGone(child) })
 }
 
 func TestExtScriptLeftoverChild(t *testing.T) {
@@ -179,7 +181,7 @@ func TestExtScriptLeftoverChild(t *testing.T) {
 		t.Fatalf("got %#v, %v", got, err)
 	}
 	child := readPID(t, pidFile)
-	waitFor(t, func() bool { return processGone(child) })
+	poll.True(t, 10*time.Second, "the child left holding the script's stdout to be gone", func() bool { return processGone(child) })
 }
 
 func TestExtScriptCancelled(t *testing.T) {
