@@ -129,17 +129,18 @@ func TestShutdown(t *testing.T) {
 		name  string
 		hold  func(*http.Request) bool
 		grace time.Duration
-		// release is when the held requests go on after SIGTERM; 0: never.
-		release time.Duration
+		// release: the held requests go on once the controller has taken
+		// the signal; otherwise never.
+		release bool
 		// wantCommit: the held push reaches the server.
 		wantCommit bool
 		// wantPatch: the Application written with the argocd method is
 		// patched (it is written before the git push).
 		wantPatch bool
 	}{
-		{name: "push in flight finishes", hold: isGitPush, grace: 20 * time.Second, release: 2 * time.Second, wantCommit: true, wantPatch: true},
+		{name: "push in flight finishes", hold: isGitPush, grace: 20 * time.Second, release: true, wantCommit: true, wantPatch: true},
 		{name: "push held past the grace period is abandoned", hold: isGitPush, grace: 3 * time.Second, wantPatch: true},
-		{name: "no write starts after the signal", hold: isTagListing, grace: 20 * time.Second, release: time.Second},
+		{name: "no write starts after the signal", hold: isTagListing, grace: 20 * time.Second, release: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -165,8 +166,20 @@ func TestShutdown(t *testing.T) {
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if tt.release > 0 {
-				time.Sleep(tt.release)
+			var released time.Duration
+			if tt.release {
+				poll.True(t, 10*time.Second, "the controller to stop taking new writes", func() bool {
+					return strings.Contains(out.String(), "stopping: no new writes")
+				})
+				if tt.wantCommit {
+					// Reads end at the signal; a write in flight is waited for.
+					select {
+					case err := <-exited:
+						t.Fatalf("the controller exited with its push in flight: %v", err)
+					default:
+					}
+				}
+				released = time.Since(signalled)
 				hold.Release()
 			}
 			var err error
@@ -182,8 +195,8 @@ func TestShutdown(t *testing.T) {
 			// Released within the grace period, a write ends the wait at
 			// once; held past it, it is given the whole period and then
 			// abandoned. A few seconds go to releasing the Lease and exiting.
-			limit := tt.release + 5*time.Second
-			if tt.release == 0 {
+			limit := released + 5*time.Second
+			if !tt.release {
 				limit = tt.grace + 5*time.Second
 				if took < tt.grace {
 					t.Errorf("exited %s after SIGTERM, before the grace period of %s was over", took.Round(10*time.Millisecond), tt.grace)

@@ -252,16 +252,39 @@ func TestWebhookEndToEnd(t *testing.T) {
 				return 0
 			}
 			poll.True(t, 60*time.Second, "the controller to be elected leader", func() bool { return strings.Contains(out.String(), "elected leader") })
-			// The registry retries what it could not deliver before the
-			// endpoint was up: wait until those checks are over.
-			settled := func() bool {
-				before := metric(`argocd_image_updater_webhook_requests_total{source="distribution"}`)
-				checks := metric("argocd_image_updater_webhook_checks_total")
-				time.Sleep(2500 * time.Millisecond)
-				return before == metric(`argocd_image_updater_webhook_requests_total{source="distribution"}`) &&
-					checks == metric("argocd_image_updater_webhook_checks_total")
+			// checked tells how many checks the notifications started, how
+			// many of them named each repository, and whether all have
+			// finished. The finished count is read before the log, so that
+			// a check that starts in between is seen as running.
+			checked := func() (started int, named map[string]int, finished bool) {
+				done := int(metric("argocd_image_updater_webhook_checks_total"))
+				named = map[string]int{}
+				for _, line := range strings.Split(out.String(), "\n") {
+					if !strings.Contains(line, "checking after push notifications") {
+						continue
+					}
+					started++
+					for _, repo := range []string{"hooked", "quiet"} {
+						if strings.Contains(line, reg.Repo(repo)) {
+							named[repo]++
+						}
+					}
+				}
+				return started, named, done == started
 			}
-			poll.True(t, 60*time.Second, "the webhook counters to stop moving", settled)
+			// The registry retries the notifications of the pushes above,
+			// sent before the endpoint was up, until they are delivered:
+			// wait until both repositories were checked after them, no
+			// check runs, and, for run, its first cycle is over, so that
+			// the listings counted next are those of the push below only.
+			poll.Until(t, 60*time.Second, "the checks after the notifications of the first pushes to finish", func() (bool, string) {
+				started, named, finished := checked()
+				cycled := tt.command != "run" || strings.Contains(out.String(), "update cycle finished")
+				return named["hooked"] > 0 && named["quiet"] > 0 && finished && cycled,
+					fmt.Sprintf("%d checks started, by repository %v, all finished: %t, first cycle over: %t", started, named, finished, cycled)
+			})
+			_, named, _ := checked()
+			hookedChecks := named["hooked"]
 			quietLists, hookedLists := counter.count("quiet"), counter.count("hooked")
 
 			start := time.Now()
@@ -269,7 +292,14 @@ func TestWebhookEndToEnd(t *testing.T) {
 			want := []string{reg.Repo("hooked") + ":1.1.0"}
 			poll.True(t, 30*time.Second, "the pushed image to be written to the Application hooked", func() bool { return slices.Equal(applicationImages(t, dyn, hooked), want) })
 			t.Logf("%s: updated %s after the push", tt.command, time.Since(start).Round(time.Millisecond))
-			poll.True(t, 30*time.Second, "the webhook counters to stop moving", settled)
+			// The check that wrote the image is over, with its latency
+			// observed: whatever it listed has been counted.
+			poll.Until(t, 30*time.Second, "the check after the notification of the push to finish", func() (bool, string) {
+				started, named, finished := checked()
+				observed := metric("argocd_image_updater_webhook_update_latency_seconds_count")
+				return named["hooked"] > hookedChecks && finished && observed >= 1,
+					fmt.Sprintf("%d checks started, by repository %v, all finished: %t, latencies observed: %v", started, named, finished, observed)
+			})
 
 			if got := applicationImages(t, dyn, quiet); len(got) != 0 {
 				t.Errorf("the other Application was written: %v", got)
