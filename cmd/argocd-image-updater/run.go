@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
@@ -181,50 +182,104 @@ func newRunCommand(lookupEnv func(string) (string, bool)) *cobra.Command {
 // newRunCommandFor fills o from the flags and the environment.
 func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "run",
-		Short: "Run the update loop against the Applications of the cluster",
-		Args:  noArgs,
-		PreRunE: func(cmd *cobra.Command, _ []string) error {
-			o.webhookOnly = cmd.Name() == "webhook"
-			// Before the environment is applied: only the command line
-			// tells how the controller is run.
-			o.v1Run = !o.webhookOnly && (cmd.Root().Name() == v1Program || anyChanged(cmd.Flags(), v1OnlyFlags))
-			o.warnings = nil
-			for _, env := range []envFlags{runEnv, webhookEnv, v1Env} {
-				o.warnings = append(o.warnings, env.apply(cmd.Flags(), lookupEnv)...)
-			}
-			warnings, err := o.v1.apply(o, cmd.Flags())
-			if err != nil {
-				return err
-			}
-			o.warnings = append(o.warnings, warnings...)
-			return o.validate()
-		},
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat)
-			if err != nil {
-				return err
-			}
-			for _, w := range o.warnings {
-				logger.Warn(w)
-			}
-			return runController(cmd.Context(), o, logger, lookupEnv)
-		},
+		Use:     "run",
+		Short:   "Run the update loop against the Applications of the cluster",
+		Args:    noArgs,
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return o.complete(cmd, lookupEnv) },
+		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd, lookupEnv) },
 	}
 	f := cmd.Flags()
+	o.addCycleFlags(f)
+	o.addSelectionFlags(f)
+	o.addClusterFlags(f)
+	o.addGitFlags(f)
+	o.addServerFlags(f)
+	o.webhook.addFlags(f)
+	o.v1.addFlags(f)
+	o.registryCAsDir = defaultRegistryCAsDir
+	return cmd
+}
+
+// complete settles the options before the controller starts: how it is
+// run, then the environment, then the v1.x line's flags, then the checks.
+func (o *runOptions) complete(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
+	o.setMode(cmd)
+	o.applyEnv(cmd.Flags(), lookupEnv)
+	if err := o.applyV1(cmd.Flags()); err != nil {
+		return err
+	}
+	return o.validate()
+}
+
+// setMode tells the command and the line it is run as. Before the
+// environment is applied: only the command line tells how the controller
+// is run.
+func (o *runOptions) setMode(cmd *cobra.Command) {
+	o.webhookOnly = cmd.Name() == "webhook"
+	o.v1Run = !o.webhookOnly && (cmd.Root().Name() == v1Program || anyChanged(cmd.Flags(), v1OnlyFlags))
+}
+
+// applyEnv sets the flags not given from their environment variables,
+// keeping the warnings for the logger, which does not exist yet.
+func (o *runOptions) applyEnv(f *pflag.FlagSet, lookupEnv func(string) (string, bool)) {
+	o.warnings = nil
+	for _, env := range []envFlags{runEnv, webhookEnv, v1Env} {
+		o.warnings = append(o.warnings, env.apply(f, lookupEnv)...)
+	}
+}
+
+// applyV1 maps the v1.x line's flags onto the options.
+func (o *runOptions) applyV1(f *pflag.FlagSet) error {
+	warnings, err := o.v1.apply(o, f)
+	if err != nil {
+		return err
+	}
+	o.warnings = append(o.warnings, warnings...)
+	return nil
+}
+
+// run starts the logger, tells what the options warned of, and runs the
+// controller.
+func (o *runOptions) run(cmd *cobra.Command, lookupEnv func(string) (string, bool)) error {
+	logger, err := newLogger(cmd.ErrOrStderr(), o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	for _, w := range o.warnings {
+		logger.Warn(w)
+	}
+	return runController(cmd.Context(), o, logger, lookupEnv)
+}
+
+// addCycleFlags: when cycles run, what they may write, and how long
+// their parts may take.
+func (o *runOptions) addCycleFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.interval, "interval", 2*time.Minute, "how often to check for updates (0: one cycle, then exit; run as the v1.x line, no periodic cycle)")
 	f.BoolVar(&o.once, "once", false, "run one cycle and exit; same as --interval=0 --health-port=0")
 	f.BoolVar(&o.dryRun, "dry-run", false, "compute and log every change, write nothing")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: in-cluster configuration)")
-	f.StringVar(&o.argocdNamespace, "argocd-namespace", "", "namespace where Argo CD runs (default: the controller's own namespace)")
-	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
 	f.IntVar(&o.maxConcurrency, "max-concurrency", 10, "maximum number of Applications processed at once")
-	f.IntVar(&o.healthPort, "health-port", 8080, "port of the health server (/healthz, /readyz); 0 disables it")
-	f.IntVar(&o.metricsPort, "metrics-port", 8081, "port of the Prometheus metrics server; 0 disables it")
-	f.StringVar(&o.logLevel, "loglevel", "info", "log level: trace, debug, info, warn or error")
-	f.StringVar(&o.logFormat, "logformat", "text", "log format: text or json")
+	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
+	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
+	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
+	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
+	f.DurationVar(&o.imageTimeout, "image-timeout", cycle.DefaultImageTimeout, "longest time one tag listing, or the choice of one image's new version, may take in a cycle")
+	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
+}
+
+// addSelectionFlags: which Applications are managed.
+func (o *runOptions) addSelectionFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.matchAppNames, "match-application-name", nil, "only manage Applications whose name matches this glob (repeatable)")
 	f.StringVar(&o.matchAppLabel, "match-application-label", "", "only manage Applications matching this label selector")
+	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
+	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
+	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "the resource-based updater's name of --application-namespaces")
+	f.BoolVar(&o.imageUpdaters, "imageupdaters", true, "also serve ImageUpdater resources (argocd-image-updater.argoproj.io/v1alpha1) when the API server has their CRD")
+}
+
+// addClusterFlags: how the Kubernetes and Argo CD APIs are reached.
+func (o *runOptions) addClusterFlags(f *pflag.FlagSet) {
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file (default: in-cluster configuration)")
+	f.StringVar(&o.argocdNamespace, "argocd-namespace", "", "namespace where Argo CD runs (default: the controller's own namespace)")
 	f.StringVar(&o.applicationsAPI, "applications-api", "kubernetes", "API used to read and write Applications: kubernetes or argocd")
 	f.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "queries per second allowed to the Kubernetes API")
 	f.IntVar(&o.kubeBurst, "kube-api-burst", 100, "burst of queries allowed to the Kubernetes API")
@@ -233,6 +288,13 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.BoolVar(&o.argocdInsecure, "argocd-insecure", false, "skip TLS verification of the Argo CD API server")
 	f.BoolVar(&o.argocdPlaintext, "argocd-plaintext", false, "connect to the Argo CD API server without TLS")
 	f.BoolVar(&o.argocdGRPCWeb, "argocd-grpc-web", false, "use gRPC-web to reach the Argo CD API server")
+	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
+	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
+	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
+}
+
+// addGitFlags: the git write-back's commits, clones and forges.
+func (o *runOptions) addGitFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.gitCommitUser, "git-commit-user", "argocd-image-updater", "author name of Git commits")
 	f.StringVar(&o.gitCommitEmail, "git-commit-email", "noreply@argoproj.io", "author e-mail of Git commits")
 	f.StringVar(&o.gitCommitSigningKey, "git-commit-signing-key", "", "key that signs Git commits: a key file, or for openpgp a key ID in the GnuPG keyring of $GNUPGHOME (none: unsigned)")
@@ -244,24 +306,16 @@ func newRunCommandFor(o *runOptions, lookupEnv func(string) (string, bool)) *cob
 	f.StringSliceVar(&o.gitlabURLs, "gitlab-url", nil, "URL of a GitLab instance (https://HOST) whose repositories may get merge requests (repeatable; gitlab.com is always known)")
 	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
 	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(git.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
-	f.BoolVar(&o.disableKubeEvents, "disable-kube-events", false, "do not create Kubernetes events")
 	f.BoolVar(&o.refreshApplications, "refresh-applications", true, "after a git write-back landed, set argocd.argoproj.io/refresh on each Application it pushed for, so that Argo CD deploys it now rather than at its next poll")
-	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
-	f.BoolVar(&o.leaderElection, "leader-election", true, "elect one writing replica through a Lease in the Argo CD namespace")
+}
+
+// addServerFlags: the health and metrics servers, and the log.
+func (o *runOptions) addServerFlags(f *pflag.FlagSet) {
+	f.IntVar(&o.healthPort, "health-port", 8080, "port of the health server (/healthz, /readyz); 0 disables it")
+	f.IntVar(&o.metricsPort, "metrics-port", 8081, "port of the Prometheus metrics server; 0 disables it")
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health, metrics and webhook servers listen on (default: all interfaces)")
-	f.StringSliceVar(&o.applicationNamespaces, "application-namespaces", nil, "namespaces whose Applications are managed (default: the Argo CD namespace; * for all)")
-	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
-	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
-	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
-	f.DurationVar(&o.imageTimeout, "image-timeout", cycle.DefaultImageTimeout, "longest time one tag listing, or the choice of one image's new version, may take in a cycle")
-	f.StringVar(&o.applicationNamespace, "application-namespace", "", "one namespace whose Applications are managed: the old, single-namespace form of --application-namespaces")
-	f.StringSliceVar(&o.watchNamespaces, "watch-namespaces", nil, "the resource-based updater's name of --application-namespaces")
-	f.BoolVar(&o.imageUpdaters, "imageupdaters", true, "also serve ImageUpdater resources (argocd-image-updater.argoproj.io/v1alpha1) when the API server has their CRD")
-	f.BoolVar(&o.disableKubernetes, "disable-kubernetes", false, "not supported: Applications are read and written through the Kubernetes API only (accepted as false)")
-	o.webhook.addFlags(f)
-	o.v1.addFlags(f)
-	o.registryCAsDir = defaultRegistryCAsDir
-	return cmd
+	f.StringVar(&o.logLevel, "loglevel", "info", "log level: trace, debug, info, warn or error")
+	f.StringVar(&o.logFormat, "logformat", "text", "log format: text or json")
 }
 
 // minStallTimeout is the shortest default --stall-timeout: a large cycle
