@@ -50,10 +50,14 @@ func TestGitHubTokenRequest(t *testing.T) {
 	}
 	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	var requests atomic.Int64
-	answer := func(w http.ResponseWriter, r *http.Request) {}
+	// Set by each case; a handler of the case before may still be
+	// running when the next one sets it.
+	var answer atomic.Pointer[http.HandlerFunc]
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
-		answer(w, r)
+		if h := answer.Load(); h != nil {
+			(*h)(w, r)
+		}
 	}))
 	defer api.Close()
 	allowed, err := forge.NewHosts([]string{api.URL}, nil)
@@ -101,7 +105,8 @@ func TestGitHubTokenRequest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			answer = tc.answer
+			h := http.HandlerFunc(tc.answer)
+			answer.Store(&h)
 			before := requests.Load()
 			g := NewGitHubTokens(tc.apis)
 			if tc.timeout > 0 {
