@@ -395,10 +395,16 @@ func (p pairs) Has(key string) bool { _, ok := p.find(key); return ok }
 
 // Get is the value of key, or "".
 func (p pairs) Get(key string) string {
+	v, _ := p.Lookup(key)
+	return v
+}
+
+// Lookup is the value of key and whether key is there.
+func (p pairs) Lookup(key string) (string, bool) {
 	if i, ok := p.find(key); ok {
-		return p[i].value
+		return p[i].value, true
 	}
-	return ""
+	return "", false
 }
 
 // Map is the pairs as a map.

@@ -42,7 +42,10 @@ func reviewServer(t *testing.T) (kubernetes.Interface, *tokenReviews) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000}), reviews
+	// The server speaks JSON only; client-go's clientset asks for protobuf
+	// unless told.
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: srv.URL, QPS: 1000, Burst: 1000,
+		ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"}}), reviews
 }
 
 // tokenReviews counts the TokenReviews of each token.
