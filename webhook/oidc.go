@@ -10,11 +10,12 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // GoogleJWKS is where Google publishes the keys that sign the OIDC tokens
@@ -77,19 +78,21 @@ func (v *OIDCVerifier) Verify(ctx context.Context, authorization string) error {
 		return errors.New("no Bearer token")
 	}
 	claims := jwt.MapClaims{}
+	// The parser checks an expiry only when there is one unless told to
+	// require it: a token without would be good for ever. Nor does it
+	// check the issue time unless told; a token issued in the future is
+	// refused, with no leeway, as before.
 	_, err := jwt.ParseWithClaims(raw, claims, func(tok *jwt.Token) (any, error) {
 		kid, _ := tok.Header["kid"].(string)
 		return v.key(ctx, kid)
-	}, jwt.WithValidMethods([]string{"RS256"}))
-	if err != nil {
+	}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithExpirationRequired(), jwt.WithIssuedAt())
+	switch {
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return errors.New("token has no expiry")
+	case err != nil:
 		return fmt.Errorf("token: %w", err)
 	}
-	// The parser checks an expiry only when there is one; a token without
-	// would be good for ever.
-	if exp, ok := claims["exp"].(float64); !ok || exp <= 0 {
-		return errors.New("token has no expiry")
-	}
-	if !claims.VerifyAudience(v.audience, true) {
+	if aud, err := claims.GetAudience(); err != nil || !slices.Contains(aud, v.audience) {
 		return fmt.Errorf("token audience is not %q", v.audience)
 	}
 	iss, _ := claims["iss"].(string)

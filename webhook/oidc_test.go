@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v4"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // jwksServer serves the public half of keys as Google's JWKS endpoint
@@ -120,6 +120,18 @@ func TestPubSubOIDC(t *testing.T) {
 		{name: "no expiry", auth: func() string {
 			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { delete(c, "exp") })
 		}, wantStatus: http.StatusUnauthorized},
+		{name: "expiry zero", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["exp"] = 0 })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "issued in the future", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Hour).Unix() })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "not valid yet", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Hour).Unix() })
+		}, wantStatus: http.StatusUnauthorized},
+		{name: "audience in a list", auth: func() string {
+			return "Bearer " + pushToken(t, good, "key-1", func(c jwt.MapClaims) { c["aud"] = []string{"https://elsewhere.example.com/", testAudience} })
+		}, wantStatus: http.StatusAccepted},
 		{name: "signed by another key with a known key ID", auth: func() string { return "Bearer " + pushToken(t, other, "key-1", nil) }, wantStatus: http.StatusUnauthorized},
 		{name: "signed by an unknown key", auth: func() string { return "Bearer " + pushToken(t, other, "key-2", nil) }, wantStatus: http.StatusUnauthorized},
 		{name: "HMAC with the public key", auth: func() string {
