@@ -16,7 +16,7 @@ import (
 	"errors"
 	"fmt"
 
-	yaml "sigs.k8s.io/yaml/goyaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // MaxValues bounds the values of a document, counted with its aliases

@@ -20,7 +20,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // PublicLimit is the number of requests per second the controller sends to

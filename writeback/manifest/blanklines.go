@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	yaml "sigs.k8s.io/yaml/goyaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 )

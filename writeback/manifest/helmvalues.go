@@ -10,7 +10,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	yaml "sigs.k8s.io/yaml/goyaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // valuesPathElem is one step of a Helm value path: a map key, or a list

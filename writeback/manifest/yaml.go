@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
-	yaml "sigs.k8s.io/yaml/goyaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // The git targets edit files people also edit by hand. Re-encoding a whole
