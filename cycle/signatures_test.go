@@ -15,11 +15,11 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 	"github.com/image-updater/argocd-image-updater/strategy"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 func TestSignedImagesOnly(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // The benchmarks lift the rate limit, which would otherwise be what they

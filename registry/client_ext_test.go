@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // writeScript writes an executable shell script into a fresh directory.

@@ -21,10 +21,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
-	"github.com/image-updater/argocd-image-updater/testenv"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 )

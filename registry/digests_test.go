@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // Two cycles against the real registry, each listing the repository and

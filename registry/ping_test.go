@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // pings counts the pings (GET /v2/) rec saw.

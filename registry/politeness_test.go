@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // Against the real registry, with an entry that sets no limit: nothing

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
 
 func TestTestCommand(t *testing.T) {

@@ -29,8 +29,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/internal/servertls"
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
-	"github.com/image-updater/argocd-image-updater/testenv"
 )
 
 // The old tool's webhook flags and environment variables keep their

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
-	"github.com/image-updater/argocd-image-updater/testenv"
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
 
 // writeTestFile replaces the file at once, as Kubernetes updates a mounted
