@@ -35,15 +35,7 @@ func MetadataAddr(a netip.Addr) bool {
 // registries and git servers on private addresses are common and are the
 // operator's to allow or not (NetworkPolicies, registries.conf).
 func MetadataControl(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil || MetadataAddr(a) {
-		return &RefusedError{Host: host}
-	}
-	return nil
+	return refuseDial(address, MetadataAddr)
 }
 
 // CheckMetadataConn refuses a connection already made to a MetadataAddr,

@@ -175,12 +175,19 @@ func numeric(label string) bool {
 // a public name that resolves to an internal address (or resolves to one
 // on a later lookup) is refused too.
 func Control(_, address string, _ syscall.RawConn) error {
+	return refuseDial(address, InternalAddr)
+}
+
+// refuseDial refuses address (host:port, as a dialer's Control sees it)
+// when its host is not an address, or one refused says it must not be
+// reached.
+func refuseDial(address string, refused func(netip.Addr) bool) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return err
 	}
 	a, err := netip.ParseAddr(host)
-	if err != nil || InternalAddr(a) {
+	if err != nil || refused(a) {
 		return &RefusedError{Host: host}
 	}
 	return nil
