@@ -247,7 +247,7 @@ func ImageUpdaterCRD(t testing.TB) string {
 	if !ok {
 		t.Fatal("cannot locate the testenv package's source")
 	}
-	path := filepath.Join(filepath.Dir(file), "..", "manifests", "base", "crd", "argocd-image-updater.argoproj.io_imageupdaters.yaml")
+	path := filepath.Join(filepath.Dir(file), "..", "..", "manifests", "base", "crd", "argocd-image-updater.argoproj.io_imageupdaters.yaml")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("ImageUpdater CRD: %v", err)
 	}

@@ -247,7 +247,7 @@ func buildUpdater(t testing.TB, dir string) string {
 	}
 	bin := filepath.Join(dir, "argocd-image-updater")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/argocd-image-updater")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the updater: %v\n%s", err, out)
 	}
