@@ -626,12 +626,17 @@ func testSelection(t *testing.T, s *servers) {
 
 		w.updater.RunOnce(t.Context())
 
+		// Events reach the API server after RunOnce returns.
 		var warnings []string
-		for _, e := range w.events(t, "empty") {
-			if e.Type == "Warning" {
-				warnings = append(warnings, e.Message)
+		poll.True(t, 15*time.Second, "a Warning event on the Application empty", func() bool {
+			warnings = nil
+			for _, e := range w.events(t, "empty") {
+				if e.Type == "Warning" {
+					warnings = append(warnings, e.Message)
+				}
 			}
-		}
+			return len(warnings) > 0
+		})
 		if len(warnings) != 1 || !strings.Contains(warnings[0], "annotation argocd-image-updater.argoproj.io/image-list: is empty") ||
 			strings.Contains(warnings[0], "has no argocd-image-updater.argoproj.io/image-list annotation") {
 			t.Errorf("warnings %q, want one naming the empty annotation", warnings)
