@@ -197,6 +197,11 @@ type Summary struct {
 	// NotRunning are the repositories of images skipped because their
 	// Application does not run them, once each.
 	NotRunning []imageref.Reference
+	// Unlisted are the repositories, each with a tag it was asked to
+	// check, whose listing lacked that tag: a registry may announce a push
+	// before it lists the tag. Only for CheckRepositories; a listing that
+	// failed says nothing here.
+	Unlisted []imageref.Reference
 }
 
 // Run runs a cycle every interval until ctx ends. A cycle never overlaps
@@ -304,6 +309,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	}
 	sum.TagListings = len(byRepo)
 	tags := u.listTags(ctx, byRepo)
+	if sc != nil {
+		sum.Unlisted = sc.unlisted(byRepo, tags)
+	}
 
 	// 3. choose
 	updates := u.choose(ctx, jobs, tags, &sum)

@@ -24,6 +24,21 @@ const (
 	DefaultRechecks     = 3
 )
 
+// Unlisted tags: a registry may announce a push before its listing shows
+// the tag (the Distribution registry sends the manifest's event before it
+// links the tag), so the check that follows at once can miss it. A
+// repository whose notified tag the check did not list is checked again
+// after unlistedAfter, then 4 and 16 times that (the first recheck
+// usually finds it), while it has had fewer than maxUnlistedRechecks.
+const (
+	unlistedAfter       = 200 * time.Millisecond
+	maxUnlistedRechecks = 3
+)
+
+// maxTags bounds the notified tags kept for one pending repository; the
+// latest are kept, since a later push is the one the listing may lack.
+const maxTags = 16
+
 // maxPending bounds the repositories waiting for a check; a sender that
 // names more while a long cycle holds the checks is told to retry.
 const maxPending = 10000
@@ -73,15 +88,49 @@ type Dispatcher struct {
 }
 
 type pendingRepo struct {
-	ref      imageref.Reference
+	ref      imageref.Reference // the repository, without a version
 	sources  map[string]bool
+	tags     []string // notified, oldest first, at most maxTags
 	received []time.Time
 	// last is when its latest notification arrived: one kept while no
 	// replica can take it expires relayMaxAge after that.
 	last time.Time
-	// recheck counts the checks of this repository before, for images
-	// skipped as not running (see DefaultRechecks).
+	// recheck counts the checks of this repository before, made again
+	// for a notified tag not listed (see unlistedAfter) or for images
+	// skipped as not running (see DefaultRechecks); both share it, so that
+	// a notification costs at most four checks with the defaults.
 	recheck int
+}
+
+// addTags adds tags not yet kept, dropping the oldest past maxTags.
+func (p *pendingRepo) addTags(tags ...string) {
+	for _, t := range tags {
+		if t == "" || slices.Contains(p.tags, t) {
+			continue
+		}
+		p.tags = append(p.tags, t)
+	}
+	if n := len(p.tags) - maxTags; n > 0 {
+		p.tags = slices.Delete(p.tags, 0, n)
+	}
+}
+
+// refs is what a check is asked for: the repository with each notified
+// tag, or alone when none was named.
+func (p *pendingRepo) refs() []imageref.Reference {
+	if len(p.tags) == 0 {
+		return []imageref.Reference{p.ref}
+	}
+	out := make([]imageref.Reference, 0, len(p.tags))
+	for _, t := range p.tags {
+		if r, err := p.ref.WithTag(t); err == nil {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return []imageref.Reference{p.ref}
+	}
+	return out
 }
 
 // DispatcherOption configures a Dispatcher.
@@ -138,7 +187,8 @@ func (d *Dispatcher) Notify(n Notification) error {
 		}
 	}
 	for _, ref := range n.Repositories {
-		p := &pendingRepo{ref: ref, sources: map[string]bool{n.Source: true}, received: []time.Time{n.Received}, last: n.Received}
+		p := &pendingRepo{ref: ref.WithoutVersion(), sources: map[string]bool{n.Source: true}, received: []time.Time{n.Received}, last: n.Received}
+		p.addTags(ref.Tag())
 		if !d.merge(p) {
 			return ErrBusy
 		}
@@ -161,6 +211,7 @@ func (d *Dispatcher) merge(p *pendingRepo) bool {
 	for s := range p.sources {
 		q.sources[s] = true
 	}
+	q.addTags(p.tags...)
 	// The earliest receipts are kept, for the latency metric.
 	q.received = append(q.received, p.received...)
 	slices.SortFunc(q.received, time.Time.Compare)
@@ -230,41 +281,57 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 	if len(batch) == 0 {
 		return
 	}
-	refs := make([]imageref.Reference, len(batch))
+	var refs, names []imageref.Reference
 	sources := map[string]bool{}
 	var received []time.Time
-	for i, p := range batch {
-		refs[i] = p.ref
+	for _, p := range batch {
+		refs = append(refs, p.refs()...)
+		names = append(names, p.ref)
 		for s := range p.sources {
 			sources[s] = true
 		}
 		received = append(received, p.received...)
 	}
 	trigger := describe(sources)
-	d.logger.Info("checking after push notifications", "repositories", sortedNames(refs), "trigger", trigger)
+	d.logger.Info("checking after push notifications", "repositories", sortedNames(names), "trigger", trigger)
 	sum := d.checker.CheckRepositories(ctx, refs, trigger)
 	d.metrics.checked(sum.Updated > 0, received, d.now())
 
-	var again []*pendingRepo
+	// Unlisted tags are looked for again soon; repositories an Application
+	// does not run yet, later (see DefaultRechecks). One recheck serves
+	// both.
+	again := map[time.Duration][]*pendingRepo{}
 	for _, p := range batch {
-		if p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName) {
-			again = append(again, &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1})
-			if sum.Updated == 0 {
-				// The latency of a push is observed once, when it updates.
-				again[len(again)-1].received = p.received
+		var missing []string
+		for _, r := range sum.Unlisted {
+			if r.SameName(p.ref) && slices.Contains(p.tags, r.Tag()) {
+				missing = append(missing, r.Tag())
 			}
 		}
+		a := &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1}
+		if sum.Updated == 0 {
+			// The latency of a push is observed once, when it updates.
+			a.received = p.received
+		}
+		switch {
+		case len(missing) > 0 && p.recheck < maxUnlistedRechecks:
+			a.addTags(missing...)
+			after := unlistedAfter << (2 * p.recheck)
+			again[after] = append(again[after], a)
+		case p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName):
+			again[d.recheckAfter] = append(again[d.recheckAfter], a)
+		}
 	}
-	if len(again) > 0 {
-		d.logger.Debug("an Application does not run the image yet; checking again", "repositories", len(again), "after", d.recheckAfter)
-		safe.Go(d.logger, "rechecking after a push notification", func() { d.requeue(ctx, again) })
+	for after, repos := range again {
+		d.logger.Debug("checking again", "repositories", len(repos), "after", after)
+		safe.Go(d.logger, "rechecking after a push notification", func() { d.requeue(ctx, repos, after) })
 	}
 }
 
-// requeue queues repositories for a check again after recheckAfter, unless
-// ctx ends first or the checks stopped meanwhile.
-func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo) {
-	timer := time.NewTimer(d.recheckAfter)
+// requeue queues repositories for a check again after after, unless ctx
+// ends first or the checks stopped meanwhile.
+func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo, after time.Duration) {
+	timer := time.NewTimer(after)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
@@ -277,9 +344,6 @@ func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo) {
 		return
 	}
 	for _, a := range again {
-		if _, ok := d.pending[a.ref.Name()]; ok {
-			continue // notified again meanwhile: checked anyway
-		}
 		if !d.merge(a) {
 			break
 		}
