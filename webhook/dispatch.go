@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
@@ -54,9 +53,30 @@ var (
 	ErrBusy       = errors.New("too many repositories are waiting for a check; retry later")
 )
 
-// Checker runs targeted checks; cycle.Updater is one.
+// Checker runs targeted checks: the update cycle restricted to some
+// repositories. A repository may be named once for each notified tag.
 type Checker interface {
-	CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) cycle.Summary
+	CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) CheckResult
+}
+
+// CheckerFunc adapts a function to Checker.
+type CheckerFunc func(ctx context.Context, repos []imageref.Reference, trigger string) CheckResult
+
+// CheckRepositories calls f.
+func (f CheckerFunc) CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) CheckResult {
+	return f(ctx, repos, trigger)
+}
+
+// CheckResult is what the dispatcher needs to know of a check.
+type CheckResult struct {
+	// Updated: the check wrote a new version somewhere.
+	Updated bool
+	// NotRunning are repositories of images skipped because their
+	// Application does not run them (see DefaultRechecks).
+	NotRunning []imageref.Reference
+	// Unlisted are repositories, each with a tag it was named with, whose
+	// listing lacked that tag (see unlistedAfter).
+	Unlisted []imageref.Reference
 }
 
 // Dispatcher coalesces notifications into checks. Checks run only while
@@ -295,7 +315,7 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 	trigger := describe(sources)
 	d.logger.Info("checking after push notifications", "repositories", sortedNames(names), "trigger", trigger)
 	sum := d.checker.CheckRepositories(ctx, refs, trigger)
-	d.metrics.checked(sum.Updated > 0, received, d.now())
+	d.metrics.checked(sum.Updated, received, d.now())
 
 	// Unlisted tags are looked for again soon; repositories an Application
 	// does not run yet, later (see DefaultRechecks). One recheck serves
@@ -309,7 +329,7 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 			}
 		}
 		a := &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1}
-		if sum.Updated == 0 {
+		if !sum.Updated {
 			// The latency of a push is observed once, when it updates.
 			a.received = p.received
 		}

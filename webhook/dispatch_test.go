@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
@@ -28,7 +27,7 @@ type check struct {
 type fakeChecker struct {
 	start   time.Time
 	hold    time.Duration
-	updated int
+	updated bool
 	// notRunning are repositories whose images no Application runs.
 	notRunning []string
 	// hidden are the checks, by repository:tag, during which the registry
@@ -38,7 +37,7 @@ type fakeChecker struct {
 	checks []check
 }
 
-func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Reference, trigger string) cycle.Summary {
+func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Reference, trigger string) CheckResult {
 	names := make([]string, len(repos))
 	for i, r := range repos {
 		names[i] = r.String()
@@ -48,7 +47,7 @@ func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Refe
 	c.checks = append(c.checks, check{at: time.Since(c.start), repos: names, trigger: trigger})
 	c.mu.Unlock()
 	time.Sleep(c.hold)
-	sum := cycle.Summary{Updated: c.updated, Trigger: trigger}
+	sum := CheckResult{Updated: c.updated}
 	for _, r := range repos {
 		if slices.Contains(c.notRunning, r.Name()) && !slices.ContainsFunc(sum.NotRunning, r.SameName) {
 			sum.NotRunning = append(sum.NotRunning, r.WithoutVersion())
@@ -440,7 +439,7 @@ func TestDispatcherMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: 1}
+		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: true}
 		d := NewDispatcher(c, WithDispatcherMetrics(m))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
