@@ -146,7 +146,7 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 		}
 	}
 	sigKey := spec.SignatureKey
-	if !sigKey.IsZero() {
+	if sigKey.Name != "" {
 		if sigKey.Namespace == "" {
 			sigKey.Namespace = app.Namespace
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -73,6 +74,7 @@ type Updater struct {
 	writeCtx            context.Context
 	signatures          Signatures
 	keySecrets          credentials.SecretGetter
+	trustedRoot         *signature.TrustedRoot
 	observer            Observer
 	// results collects what a cycle did for each Application, for the
 	// observer; nil outside cycles and in targeted checks.

@@ -892,7 +892,16 @@ func testSchema(t *testing.T, s *servers) {
 		want string
 	}{
 		{"verification without a key", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{}, ApplicationRefs: refs(api.ApplicationRef{})},
-			"at least one verification method (cosignKey) is required"},
+			"at least one verification method (cosignKey or keyless) is required"},
+		{"a key and keyless", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "k"},
+			Keyless: &api.KeylessVerification{CertificateIdentity: "a@example.com", CertificateOIDCIssuer: "https://issuer"}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"cosignKey and keyless are exclusive"},
+		{"keyless without an identity", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{
+			Keyless: &api.KeylessVerification{CertificateOIDCIssuer: "https://issuer"}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"set exactly one of certificateIdentity and certificateIdentityRegexp"},
+		{"keyless with two issuers", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{
+			Keyless: &api.KeylessVerification{CertificateIdentity: "a@example.com", CertificateOIDCIssuer: "https://issuer", CertificateOIDCIssuerRegexp: "^https://"}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"set exactly one of certificateOidcIssuer and certificateOidcIssuerRegexp"},
 		{"two forges", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, GitLab: &api.ForgeConfig{}}}}, ApplicationRefs: refs(api.ApplicationRef{})},
 			"Exactly one of github or gitlab must be set"},
 		{"an empty label", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{""}}}}, ApplicationRefs: refs(api.ApplicationRef{})},

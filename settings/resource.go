@@ -120,11 +120,20 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 			break
 		}
 		vat := l.at.Child(".imagesVerification")
+		if kl := l.verify.Keyless; kl != nil && l.verify.CosignKey == nil {
+			id := KeylessIdentity{Subject: kl.CertificateIdentity, SubjectRegexp: kl.CertificateIdentityRegexp, Issuer: kl.CertificateOIDCIssuer, IssuerRegexp: kl.CertificateOIDCIssuerRegexp}
+			if err := id.Check(); err != nil {
+				fail(vat.Child(".keyless"), "%v", err)
+				break
+			}
+			s.SignatureKey = SignatureKey{Keyless: &id, Origin: vat.Child(".keyless")}
+			break
+		}
 		k := l.verify.CosignKey
-		if k == nil || k.SecretName == "" {
+		if k == nil || k.SecretName == "" || l.verify.Keyless != nil {
 			// Fail closed: whoever asked for verified images must not
-			// get unverified ones, and keyless signatures are not checked.
-			fail(vat.Child(".cosignKey"), "verification is enabled but names no key: set cosignKey.secretName (keyless signatures are not checked), or enabled: false")
+			// get unverified ones.
+			fail(vat, "verification is enabled and names no key or names two: set cosignKey.secretName or keyless, or enabled: false")
 			break
 		}
 		s.SignatureKey = SignatureKey{Name: k.SecretName, Field: k.Key, Origin: vat.Child(".cosignKey")}

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -98,20 +99,38 @@ func TestImagesVerificationKey(t *testing.T) {
 				{Alias: "a", ImageName: "nginx"},
 				{Alias: "b", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "own", Key: "pub"}}},
 				{Alias: "c", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{Enabled: ptr(false)}},
+				{Alias: "d", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{Keyless: &api.KeylessVerification{
+					CertificateIdentityRegexp: "^https://ci/", CertificateOIDCIssuer: "https://issuer",
+				}}},
+				{Alias: "e", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{Keyless: &api.KeylessVerification{
+					CertificateOIDCIssuer: "https://issuer",
+				}}},
+				{Alias: "f", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "k"},
+					Keyless: &api.KeylessVerification{CertificateIdentity: "a", CertificateOIDCIssuer: "https://issuer"}}},
 			}}},
 		},
 	}
 	a := ParseImageUpdater(iu, 0)
-	if len(a.Problems) != 0 || len(a.Images) != 3 {
+	wantProblems := []string{
+		"ImageUpdater ns/iu spec.applicationRefs[0].images[4].imagesVerification.keyless (image e): keyless verification needs the signer's certificate identity",
+		"ImageUpdater ns/iu spec.applicationRefs[0].images[5].imagesVerification (image f): verification is enabled and names no key or names two",
+	}
+	if len(a.Problems) != len(wantProblems) || len(a.Images) != 4 {
 		t.Fatalf("images %d, problems %v", len(a.Images), a.Problems)
+	}
+	for i, p := range a.Problems {
+		if !strings.HasPrefix(p.Error(), wantProblems[i]) {
+			t.Errorf("problem %q, want %q", p.Error(), wantProblems[i])
+		}
 	}
 	want := []SignatureKey{
 		{Name: "spec-key", Field: DefaultCosignKeyField, Origin: "ImageUpdater ns/iu spec.imagesVerification.cosignKey"},
 		{Name: "own", Field: "pub", Origin: "ImageUpdater ns/iu spec.applicationRefs[0].images[1].imagesVerification.cosignKey"},
 		{},
+		{Keyless: &KeylessIdentity{SubjectRegexp: "^https://ci/", Issuer: "https://issuer"}, Origin: "ImageUpdater ns/iu spec.applicationRefs[0].images[3].imagesVerification.keyless"},
 	}
 	for i, s := range a.Images {
-		if s.SignatureKey != want[i] {
+		if !reflect.DeepEqual(s.SignatureKey, want[i]) {
 			t.Errorf("image %s: key %+v, want %+v", s.Alias, s.SignatureKey, want[i])
 		}
 	}

@@ -205,7 +205,8 @@ type ForgeConfig struct{}
 
 // ImagesVerification asks for the signatures of new versions to be
 // verified before they are written.
-// +kubebuilder:validation:XValidation:rule="self.enabled == false || has(self.cosignKey)",message="at least one verification method (cosignKey) is required when verification is enabled"
+// +kubebuilder:validation:XValidation:rule="self.enabled == false || has(self.cosignKey) || has(self.keyless)",message="at least one verification method (cosignKey or keyless) is required when verification is enabled"
+// +kubebuilder:validation:XValidation:rule="!(has(self.cosignKey) && has(self.keyless))",message="cosignKey and keyless are exclusive"
 type ImagesVerification struct {
 	// Enabled turns verification on.
 	// +optional
@@ -215,6 +216,40 @@ type ImagesVerification struct {
 	// CosignKey is the public key signatures are checked with.
 	// +optional
 	CosignKey *CosignKey `json:"cosignKey,omitempty"`
+
+	// Keyless checks keyless signatures (a short-lived certificate for an
+	// identity, as `cosign sign` makes without a key) against the trusted
+	// root the controller is given (--sigstore-trusted-root).
+	// +optional
+	Keyless *KeylessVerification `json:"keyless,omitempty"`
+}
+
+// KeylessVerification is who must have signed: the signing certificate's
+// identity and OIDC issuer, each exactly or as a regular expression (Go
+// syntax, unanchored), as `cosign verify`'s flags of the same names.
+// +kubebuilder:validation:XValidation:rule="has(self.certificateIdentity) != has(self.certificateIdentityRegexp)",message="set exactly one of certificateIdentity and certificateIdentityRegexp"
+// +kubebuilder:validation:XValidation:rule="has(self.certificateOidcIssuer) != has(self.certificateOidcIssuerRegexp)",message="set exactly one of certificateOidcIssuer and certificateOidcIssuerRegexp"
+type KeylessVerification struct {
+	// CertificateIdentity is the certificate's subject, exactly.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateIdentity string `json:"certificateIdentity,omitempty"`
+	// CertificateIdentityRegexp matches the certificate's subject.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateIdentityRegexp string `json:"certificateIdentityRegexp,omitempty"`
+	// CertificateOIDCIssuer is the OIDC issuer, exactly.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateOIDCIssuer string `json:"certificateOidcIssuer,omitempty"`
+	// CertificateOIDCIssuerRegexp matches the OIDC issuer.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateOIDCIssuerRegexp string `json:"certificateOidcIssuerRegexp,omitempty"`
 }
 
 // CosignKey is a key in a Secret of the resource's namespace.

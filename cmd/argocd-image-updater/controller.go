@@ -299,12 +299,16 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 		return err
 	}
 	c.deferred(func() { _ = gitWriter.Close() })
+	root, err := loadTrustedRoot(c.o.sigstoreTrustedRoot)
+	if err != nil {
+		return err
+	}
 	c.updater = cycle.New(c.apps, c.regClient,
 		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
 			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
 		append(c.status,
 			cycle.WithGitWriter(gitWriter),
-			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset)),
+			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset), root),
 			cycle.WithControllerNamespace(c.namespace),
 			cycle.WithRegistryConfig(c.conf.Current),
 			cycle.WithMaxConcurrency(c.o.maxConcurrency),
@@ -632,4 +636,21 @@ func kubeConfig(path string) (*rest.Config, string, error) {
 		ns = "argocd"
 	}
 	return cfg, ns, nil
+}
+
+// loadTrustedRoot reads the Sigstore trusted root named by
+// --sigstore-trusted-root; none when path is "".
+func loadTrustedRoot(path string) (*signature.TrustedRoot, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path) // the operator's file
+	if err != nil {
+		return nil, fmt.Errorf("--sigstore-trusted-root: %w", err)
+	}
+	root, err := signature.ParseTrustedRoot(data)
+	if err != nil {
+		return nil, fmt.Errorf("--sigstore-trusted-root %s: %w", path, err)
+	}
+	return root, nil
 }

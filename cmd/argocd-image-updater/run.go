@@ -43,6 +43,9 @@ type runOptions struct {
 	kubeconfig         string
 	argocdNamespace    string
 	registriesConfPath string
+	// sigstoreTrustedRoot is the file keyless signatures are checked
+	// against: the operator's choice, never a tenant's.
+	sigstoreTrustedRoot string
 	// registryCAsDir holds CA files named after registry hosts
 	// (registry.WithHostCAs).
 	registryCAsDir string
@@ -167,6 +170,7 @@ var runEnv = envFlags{
 	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
 	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
 	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
+	"sigstore-trusted-root":     "IMAGE_UPDATER_SIGSTORE_TRUSTED_ROOT",
 	"imageupdaters":             "IMAGE_UPDATER_IMAGEUPDATERS",
 }
 
@@ -259,6 +263,7 @@ func (o *runOptions) addCycleFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.dryRun, "dry-run", false, "compute and log every change, write nothing")
 	f.IntVar(&o.maxConcurrency, "max-concurrency", 10, "maximum number of Applications processed at once")
 	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
+	f.StringVar(&o.sigstoreTrustedRoot, "sigstore-trusted-root", "", "path to a Sigstore trusted root (trusted_root.json) that keyless signatures are checked against (none: keyless verification is refused)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
 	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
