@@ -294,8 +294,8 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 		for _, s := range skips {
 			sum.Skipped++
 			u.logger.Debug("image skipped", "application", app.Key(), "image", s.image, "reason", s.reason)
-			if !s.notRunning.IsZero() && !slices.ContainsFunc(sum.NotRunning, s.notRunning.SameName) {
-				sum.NotRunning = append(sum.NotRunning, s.notRunning)
+			if s.reason == skipNotRunning && !slices.ContainsFunc(sum.NotRunning, s.repo.SameName) {
+				sum.NotRunning = append(sum.NotRunning, s.repo)
 			}
 		}
 		jobs = append(jobs, appJobs...)
