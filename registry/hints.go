@@ -1,17 +1,13 @@
 package registry
 
 import (
-	"net"
 	"net/http"
-	"strings"
+
+	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 )
 
 // opListTags is the Op of a tag listing's Error, as Tags writes it.
 const opListTags = "list tags"
-
-// acrHostSuffixes are the registry hosts of Azure Container Registry in
-// Azure's public, China and US Government clouds.
-var acrHostSuffixes = []string{".azurecr.io", ".azurecr.cn", ".azurecr.us"}
 
 // hint is advice for a failure whose message alone does not lead to the
 // fix; "" when there is none.
@@ -27,14 +23,6 @@ func (e *Error) hint() string {
 }
 
 func isACRHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.ToLower(host)
-	for _, s := range acrHostSuffixes {
-		if strings.HasSuffix(host, s) && len(host) > len(s) {
-			return true
-		}
-	}
-	return false
+	_, ok := cloudhost.ACR(host)
+	return ok
 }
