@@ -39,6 +39,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/azure"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/signature"
@@ -165,6 +166,7 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 		credentials.WithEnv(c.lookupEnv),
 		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
 		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
+		credentials.WithNative(credentials.KindAzure, azure.NewProvider()),
 	)
 	c.regClient = registry.NewClient(
 		registry.WithConfig(c.conf.Current),
