@@ -20,9 +20,10 @@ import (
 // would leak there. env: and ext: reach the controller's own environment
 // and programs, which only Applications in the controller's namespace,
 // the operator's, may use; so do roles for ecr:<role ARN>, which the pod's
-// identity may assume but a tenant must not choose. Plain ecr and gcp are
-// the pod's cloud identity, which their sources only send to that cloud's
-// registries; an image at such a host gets them without asking.
+// identity may assume but a tenant must not choose. Plain ecr, gcp and
+// azure are the pod's cloud identity, which their sources only send to
+// that cloud's registries; an image at such a host gets them without
+// asking.
 func checkImageCredentials(app *application.Application, ref credentials.Ref, controllerNamespace string) error {
 	switch ref.Kind {
 	case credentials.KindPullSecret, credentials.KindSecret:
