@@ -157,7 +157,7 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 	}
 	creds := spec.PullSecret
 	if !creds.IsZero() {
-		if err := checkImageCredentials(app, creds, pl.controllerNamespace); err != nil {
+		if err := creds.TenantMay(app.Namespace, pl.controllerNamespace); err != nil {
 			return nil, noSkip, settings.Problem{Image: spec.Key(), Origin: spec.PullSecretOrigin, Message: err.Error()}
 		}
 	}
@@ -166,7 +166,7 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 		if sigKey.Namespace == "" {
 			sigKey.Namespace = app.Namespace
 		}
-		if err := checkSecretNamespace(app, sigKey.String(), sigKey.Namespace); err != nil {
+		if err := credentials.TenantMayReadSecret(sigKey.String(), sigKey.Namespace, app.Namespace); err != nil {
 			return nil, noSkip, settings.Problem{Image: spec.Key(), Origin: sigKey.Origin, Message: err.Error()}
 		}
 	}
@@ -248,4 +248,18 @@ func sourceTypes(app *application.Application) string {
 		return "none"
 	}
 	return strings.Join(types, ", ")
+}
+
+// writeBackProblem checks the Secret of write-back-method git:secret:, whose
+// credentials go to the repository the annotations name.
+func writeBackProblem(app *application.Application) (settings.Problem, bool) {
+	s := app.GitSecret()
+	if s.Name == "" {
+		return settings.Problem{}, false
+	}
+	err := credentials.TenantMayReadSecret("git:secret:"+s.Namespace+"/"+s.Name, s.Namespace, app.Namespace)
+	if err == nil {
+		return settings.Problem{}, false
+	}
+	return settings.Problem{Origin: app.Settings.WriteBack.MethodOrigin.Or(settings.AnnotationOrigin(settings.KeyWriteBackMethod)), Message: err.Error()}, true
 }
