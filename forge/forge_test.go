@@ -640,3 +640,30 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// Bitbucket Cloud takes a user's app password (or API token) with the
+// user's name as basic authentication, and an access token as a bearer
+// token; the user name of the credentials tells which.
+func TestBitbucketAuth(t *testing.T) {
+	ca, svcs := services(t)
+	s := svcs[slices.IndexFunc(svcs, func(s service) bool { return s.kind == forge.Bitbucket })]
+	bb := s.api.(*testenv.BitbucketAPI)
+	bb.AcceptAppPassword("jdoe", "app-password")
+	s.api.AcceptToken("access-token")
+	for _, tt := range []struct {
+		user, token string
+		ok          bool
+	}{
+		{user: "jdoe", token: "app-password", ok: true},
+		{user: "", token: "access-token", ok: true},
+		{user: "x-token-auth", token: "access-token", ok: true},
+		{user: "x-access-token", token: "access-token", ok: true},
+		{user: "jdoe", token: "access-token"},
+		{user: "x-token-auth", token: "app-password"},
+	} {
+		_, err := client(t, ca, s, tt.token, forge.WithUsername(tt.user)).Find(t.Context(), "b", "main")
+		if tt.ok != (err == nil) {
+			t.Errorf("user %q, token %q: %v", tt.user, tt.token, err)
+		}
+	}
+}

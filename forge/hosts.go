@@ -176,7 +176,11 @@ func (h *Hosts) Lookup(kind Kind, repoURL string) (Repository, error) {
 		if _, known := serviceName[kind]; !known {
 			return Repository{}, fmt.Errorf("unknown pull request service %q", kind)
 		}
-		return Repository{}, fmt.Errorf("no %s API is configured for host %s (known hosts: %s)", kind, host, strings.Join(h.known(kind), ", "))
+		known := strings.Join(h.known(kind), ", ")
+		if known == "" {
+			known = "none"
+		}
+		return Repository{}, fmt.Errorf("no %s API is configured for host %s (known hosts: %s)", kind, host, known)
 	}
 	// An instance under a path (https://example.com/gitlab) serves its
 	// repositories under that path over HTTPS, at the root over SSH.
