@@ -667,3 +667,40 @@ func TestBitbucketAuth(t *testing.T) {
 		}
 	}
 }
+
+// A next page the answer names off the API is not asked for: the token
+// goes to the operator's API alone.
+func TestNextPageOffAPI(t *testing.T) {
+	var calls int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"values":[],"next":"https://evil.example/2.0/repositories/w/r/pullrequests?page=2"}`)
+	}))
+	defer srv.Close()
+	c, err := forge.Repository{Kind: forge.Bitbucket, API: srv.URL + "/2.0", Project: "w/r"}.Client("token", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Find(t.Context(), "head", "main")
+	if err == nil || !strings.Contains(err.Error(), `the bitbucket API named a next page off the API: "https://evil.example/2.0/`) || calls != 1 {
+		t.Errorf("got %v after %d calls, want a refusal after one", err, calls)
+	}
+}
+
+// Gitea takes labels by ID: when they cannot be looked up or created,
+// the request is opened without them.
+func TestGiteaLabelsRefused(t *testing.T) {
+	ca, svcs := services(t)
+	s := svcs[slices.IndexFunc(svcs, func(s service) bool { return s.kind == forge.Gitea })]
+	gt := s.api.(*testenv.GiteaAPI)
+	gt.AcceptToken("gitea-pat-0123")
+	gt.FailLabelsWith(http.StatusForbidden)
+	req, err := client(t, ca, s, "gitea-pat-0123").Open(t.Context(), "image-updates", "main", "t", "b", []string{"image-update"})
+	if !errors.Is(err, forge.ErrLabels) || !strings.Contains(err.Error(), `403 Forbidden: "token does not have at least one of required scope(s): [write:issue]"`) || req.Number != 1 {
+		t.Errorf("got %+v, %v; want request 1 and ErrLabels", req, err)
+	}
+	if got := gt.Reviews(s.project); len(got) != 1 || len(got[0].Labels) != 0 {
+		t.Errorf("requests %+v, want one without labels", got)
+	}
+}

@@ -31,6 +31,9 @@ type GiteaAPI struct {
 	mu     sync.Mutex
 	labels map[string][]giteaLabel // by repository
 	repoID map[string]int64
+	// labelStatus, when set, answers the label calls, as for a token
+	// without the right to labels.
+	labelStatus int
 }
 
 // giteaMaxPage is Gitea's default MAX_RESPONSE_ITEMS.
@@ -69,6 +72,14 @@ func (g *GiteaAPI) Labels(repo string) []string {
 		out = append(out, l.Name)
 	}
 	return out
+}
+
+// FailLabelsWith answers the label calls with status and Gitea's error
+// body for it (0: answer them again).
+func (g *GiteaAPI) FailLabelsWith(status int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.labelStatus = status
 }
 
 // CreateLabel creates a label in a repository, as a person would, and
@@ -268,6 +279,13 @@ func (g *GiteaAPI) serve(w http.ResponseWriter, r *http.Request) {
 // serveLabels answers GET (page, limit) and POST
 // /api/v1/repos/{owner}/{repo}/labels.
 func (g *GiteaAPI) serveLabels(w http.ResponseWriter, r *http.Request, repo string, list bool, refuse func(int, string)) {
+	g.mu.Lock()
+	status := g.labelStatus
+	g.mu.Unlock()
+	if status != 0 {
+		g.giteaError(w, status, "token does not have at least one of required scope(s): [write:issue]")
+		return
+	}
 	switch {
 	case list && r.Method == http.MethodGet:
 		q := r.URL.Query()
