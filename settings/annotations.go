@@ -388,6 +388,9 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 		switch {
 		case err != nil:
 			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequestLabels), Message: err.Error()})
+		case wb.PullRequest != "" && !wb.PullRequest.Labels():
+			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequestLabels), Warning: true,
+				Message: fmt.Sprintf("ignored: %s pull requests have no labels", wb.PullRequest)})
 		case wb.PullRequest != "":
 			wb.PullRequestLabels = labels
 		case wb.Method == WriteBackGit:

@@ -298,10 +298,31 @@ func TestParseAnnotations(t *testing.T) {
 		},
 		{
 			name:         "unknown pull request service",
-			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket"),
+			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "sourcehut"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
 			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates"},
-			wantProblems: []string{`git-pull-request: unknown pull request service "bitbucket": use github or gitlab`},
+			wantProblems: []string{`git-pull-request: unknown pull request service "sourcehut": use one of github, gitlab, gitea, bitbucket, bitbucket-server, azure-devops, forgejo, bitbucket-datacenter`},
+		},
+		{
+			name: "forgejo is gitea",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "forgejo",
+				"git-pull-request-labels", "image-update"),
+			wantImages: []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.Gitea, PullRequestLabels: []string{"image-update"}},
+		},
+		{
+			name:        "azure devops",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "azure-devops"),
+			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.AzureDevOps},
+		},
+		{
+			name: "bitbucket data center, whose pull requests have no labels",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket-datacenter",
+				"git-pull-request-labels", "image-update"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.BitbucketServer},
+			wantProblems: []string{"git-pull-request-labels: ignored: bitbucket-server pull requests have no labels"},
 		},
 		{
 			name:         "pull request with the argocd method",

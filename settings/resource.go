@@ -201,10 +201,7 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 		}
 		if pr == "" && g.PullRequest != nil {
 			pr = gat.Child(".pullRequest")
-			kind = forge.GitLab
-			if g.PullRequest.GitHub != nil {
-				kind = forge.GitHub
-			}
+			kind = pullRequestKind(g.PullRequest)
 			wb.PullRequestLabels = g.PullRequest.Labels
 		}
 	}
@@ -219,6 +216,11 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 	}
 	if pr != "" && wb.Method == WriteBackGit {
 		wb.PullRequest = kind
+		if len(wb.PullRequestLabels) > 0 && !kind.Labels() {
+			*problems = append(*problems, Problem{Origin: pr.Child(".labels"), Warning: true,
+				Message: fmt.Sprintf("ignored: %s pull requests have no labels", kind)})
+			wb.PullRequestLabels = nil
+		}
 		if !strings.Contains(wb.GitBranch, ":") {
 			// As v1.3.0: branch is the request's base, and the request
 			// comes from a branch of its own per target and change.
@@ -228,6 +230,24 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 		wb.PullRequestLabels = nil
 	}
 	return wb
+}
+
+// pullRequestKind is the service a pullRequest names; the CRD lets
+// exactly one be set.
+func pullRequestKind(p *api.PullRequestConfig) forge.Kind {
+	switch {
+	case p.GitHub != nil:
+		return forge.GitHub
+	case p.Gitea != nil:
+		return forge.Gitea
+	case p.Bitbucket != nil:
+		return forge.Bitbucket
+	case p.BitbucketServer != nil:
+		return forge.BitbucketServer
+	case p.AzureDevOps != nil:
+		return forge.AzureDevOps
+	}
+	return forge.GitLab
 }
 
 // PullRequestBranch is the branch a pull request of an ImageUpdater comes

@@ -55,9 +55,17 @@ func TestWriteBackPullRequest(t *testing.T) {
 		want       forge.Kind
 		wantBranch string
 		wantLabels []string
+		// wantProblem is the one problem reported, if any.
+		wantProblem string
 	}{
 		{name: "github", branch: "main:image-updates", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}, want: forge.GitHub, wantBranch: "main:image-updates"},
 		{name: "gitlab", branch: ":image-updates", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}}, want: forge.GitLab, wantBranch: ":image-updates"},
+		{name: "gitea", branch: ":image-updates", pr: &api.PullRequestConfig{Gitea: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.Gitea, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
+		{name: "bitbucket", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}}, want: forge.Bitbucket, wantBranch: ":image-updates"},
+		{name: "bitbucket data center", branch: ":image-updates", pr: &api.PullRequestConfig{BitbucketServer: &api.ForgeConfig{}}, want: forge.BitbucketServer, wantBranch: ":image-updates"},
+		{name: "azure devops", branch: ":image-updates", pr: &api.PullRequestConfig{AzureDevOps: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.AzureDevOps, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
+		{name: "bitbucket labels are ignored", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.Bitbucket, wantBranch: ":image-updates",
+			wantProblem: "spec.writeBackConfig.gitConfig.pullRequest.labels: ignored: bitbucket pull requests have no labels"},
 		{name: "none", branch: "main", wantBranch: "main"},
 		{name: "the base only, as v1.3.0", branch: "main", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{"image-update"}},
 			want: forge.GitHub, wantBranch: "main:image-updater-{{.TargetKey}}-{{.SHA256}}", wantLabels: []string{"image-update"}},
@@ -81,8 +89,12 @@ func TestWriteBackPullRequest(t *testing.T) {
 			if a.WriteBack.PullRequest != tt.want || a.WriteBack.GitBranch != tt.wantBranch || !slices.Equal(a.WriteBack.PullRequestLabels, tt.wantLabels) {
 				t.Errorf("PullRequest %q, branch %q, labels %q; want %q, %q, %q", a.WriteBack.PullRequest, a.WriteBack.GitBranch, a.WriteBack.PullRequestLabels, tt.want, tt.wantBranch, tt.wantLabels)
 			}
-			if len(a.Problems) != 0 {
-				t.Errorf("problems %v", a.Problems)
+			var problems []string
+			for _, p := range a.Problems {
+				problems = append(problems, p.Error())
+			}
+			if tt.wantProblem == "" && len(problems) != 0 || tt.wantProblem != "" && (len(problems) != 1 || !strings.Contains(problems[0], tt.wantProblem)) {
+				t.Errorf("problems %q, want %q", problems, tt.wantProblem)
 			}
 		})
 	}

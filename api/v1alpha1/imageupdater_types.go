@@ -181,7 +181,7 @@ type GitConfig struct {
 }
 
 // PullRequestConfig names the forge whose pull requests are opened.
-// +kubebuilder:validation:XValidation:rule="(has(self.github) ? 1 : 0) + (has(self.gitlab) ? 1 : 0) == 1",message="Exactly one of github or gitlab must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.github) ? 1 : 0) + (has(self.gitlab) ? 1 : 0) + (has(self.gitea) ? 1 : 0) + (has(self.bitbucket) ? 1 : 0) + (has(self.bitbucketServer) ? 1 : 0) + (has(self.azureDevOps) ? 1 : 0) == 1",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
 type PullRequestConfig struct {
 	// GitHub opens GitHub pull requests.
 	// +optional
@@ -189,8 +189,21 @@ type PullRequestConfig struct {
 	// GitLab opens GitLab merge requests.
 	// +optional
 	GitLab *ForgeConfig `json:"gitlab,omitempty"`
+	// Gitea opens Gitea or Forgejo pull requests.
+	// +optional
+	Gitea *ForgeConfig `json:"gitea,omitempty"`
+	// Bitbucket opens Bitbucket Cloud pull requests, which have no labels.
+	// +optional
+	Bitbucket *ForgeConfig `json:"bitbucket,omitempty"`
+	// BitbucketServer opens Bitbucket Data Center (Server) pull requests,
+	// which have no labels.
+	// +optional
+	BitbucketServer *ForgeConfig `json:"bitbucketServer,omitempty"`
+	// AzureDevOps opens Azure DevOps pull requests.
+	// +optional
+	AzureDevOps *ForgeConfig `json:"azureDevOps,omitempty"`
 	// Labels are put on the pull or merge request when it is opened, and
-	// kept when it is updated.
+	// kept when it is updated (on services that have labels).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100

@@ -502,6 +502,26 @@ func (in *PullRequestConfig) DeepCopyInto(out *PullRequestConfig) {
 		*out = new(ForgeConfig)
 		**out = **in
 	}
+	if in.Gitea != nil {
+		in, out := &in.Gitea, &out.Gitea
+		*out = new(ForgeConfig)
+		**out = **in
+	}
+	if in.Bitbucket != nil {
+		in, out := &in.Bitbucket, &out.Bitbucket
+		*out = new(ForgeConfig)
+		**out = **in
+	}
+	if in.BitbucketServer != nil {
+		in, out := &in.BitbucketServer, &out.BitbucketServer
+		*out = new(ForgeConfig)
+		**out = **in
+	}
+	if in.AzureDevOps != nil {
+		in, out := &in.AzureDevOps, &out.AzureDevOps
+		*out = new(ForgeConfig)
+		**out = **in
+	}
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
 		*out = make([]string, len(*in))
