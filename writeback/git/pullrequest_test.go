@@ -203,7 +203,7 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 				t.Fatalf("requests %+v, want one", reviews)
 			}
 			got := reviews[0]
-			wantBody := "billing:\n- updates image " + gitAppImage + " tag 'v0.0.1' to 'v0.0.2'\n\nshop:\n- updates image " + gitAppImage + " tag 'v0.0.1' to 'v0.0.2'"
+			wantBody := "billing:\n- updates image eks-app tag 'v0.0.1' to 'v0.0.2'\n\nshop:\n- updates image eks-app tag 'v0.0.1' to 'v0.0.2'"
 			if got.Head != "image-updates" || got.Base != "main" || got.Title != "build: automatic update of 2 applications" || got.Body != wantBody || got.State != "open" {
 				t.Errorf("request %+v\nwant body %q", got, wantBody)
 			}
