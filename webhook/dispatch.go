@@ -15,13 +15,19 @@ import (
 )
 
 // Rechecks: a repository one of whose images was skipped because its
-// Application does not run it is checked again, a few times. Argo CD's
-// status can list none of an image's versions while it rolls one out, and
-// a push during that time would otherwise wait for the next cycle.
+// Application does not run it is checked again, a few times: after
+// DefaultRecheckAfter, then 4 and 16 times that. Argo CD's status can list
+// none of an image's versions while it rolls one out, for a second or so
+// after a sync, and a push during that time would otherwise wait for the
+// next cycle.
 const (
-	DefaultRecheckAfter = 10 * time.Second
+	DefaultRecheckAfter = time.Second
 	DefaultRechecks     = 3
 )
+
+// backoff is how long after a check the next recheck of a repository
+// waits, when it has had n before: base, then 4 and 16 times base.
+func backoff(base time.Duration, n int) time.Duration { return base << (2 * min(n, 8)) }
 
 // Unlisted tags: a registry may announce a push before its listing shows
 // the tag (the Distribution registry sends the manifest's event before it
@@ -156,9 +162,10 @@ func (p *pendingRepo) refs() []imageref.Reference {
 // DispatcherOption configures a Dispatcher.
 type DispatcherOption func(*Dispatcher)
 
-// WithRechecks sets how many times, and how long after a check, a
-// repository is checked again when an Application it notified about did
-// not run the image (see DefaultRechecks); n = 0 disables rechecks.
+// WithRechecks sets how many times a repository is checked again when an
+// Application it notified about did not run the image, and how long after
+// the check the first recheck waits (see DefaultRechecks); n = 0 disables
+// these rechecks.
 func WithRechecks(n int, after time.Duration) DispatcherOption {
 	return func(x *Dispatcher) { x.rechecks, x.recheckAfter = n, after }
 }
@@ -336,10 +343,11 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 		switch {
 		case len(missing) > 0 && p.recheck < maxUnlistedRechecks:
 			a.addTags(missing...)
-			after := unlistedAfter << (2 * p.recheck)
+			after := backoff(unlistedAfter, p.recheck)
 			again[after] = append(again[after], a)
 		case p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName):
-			again[d.recheckAfter] = append(again[d.recheckAfter], a)
+			after := backoff(d.recheckAfter, p.recheck)
+			again[after] = append(again[after], a)
 		}
 	}
 	for after, repos := range again {

@@ -253,10 +253,11 @@ func TestDispatcherRechecks(t *testing.T) {
 			name: "by default",
 			want: []check{
 				first,
-				// Each recheck: DefaultRecheckAfter after the check.
-				{at: 10 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-				{at: 20 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-				{at: 30 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				// DefaultRecheckAfter after the check, then 4 and 16
+				// times that after the recheck before.
+				{at: time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 5 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 21 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
 			},
 		},
 		{
@@ -336,7 +337,7 @@ func TestDispatcherUnlistedTags(t *testing.T) {
 		},
 		{
 			name: "not running, no tag named", notes: []string{"r.example.com/a"}, notRunning: []string{"r.example.com/a"},
-			want: []check{at(0, "r.example.com/a"), at(DefaultRecheckAfter, "r.example.com/a"), at(2*DefaultRecheckAfter, "r.example.com/a"), at(3*DefaultRecheckAfter, "r.example.com/a")},
+			want: []check{at(0, "r.example.com/a"), at(DefaultRecheckAfter, "r.example.com/a"), at(5*DefaultRecheckAfter, "r.example.com/a"), at(21*DefaultRecheckAfter, "r.example.com/a")},
 		},
 		{name: "no tag named", notes: []string{"r.example.com/a"}, hidden: map[string]int{"r.example.com/a": 100}, want: []check{at(0, "r.example.com/a")}},
 		{
