@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -41,13 +42,20 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 	if len(skipped) == 0 {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
+	var passed []string
 	tr.tags = slices.DeleteFunc(slices.Clone(tr.tags), func(tag string) bool {
-		return slices.Contains(skipped, imageref.Version{Tag: tag})
+		if slices.Contains(skipped, imageref.Version{Tag: tag}) {
+			passed = append(passed, tag)
+			return true
+		}
+		return false
 	})
 	o := u.chooseOne(ctx, j, tr, memo, keys)
 	if v := newVersion(j.policy, o.result); o.result.Update && slices.Contains(skipped, v) {
 		o.result.Update = false
 		o.result.Reason = fmt.Sprintf("version %s is skipped: the health gate wrote it back", v)
+	} else if !o.result.Update && len(passed) > 0 {
+		o.result.Reason += fmt.Sprintf("; passed over what the health gate skips: %s", strings.Join(passed, ", "))
 	}
 	return o
 }

@@ -62,13 +62,41 @@ type ArgoCD struct {
 	t          testing.TB
 }
 
+// ArgoCDOption configures the Argo CD that StartArgoCD starts.
+type ArgoCDOption func(*argoCDOptions)
+
+type argoCDOptions struct {
+	settings      map[string]string
+	controllerEnv []string
+}
+
+// WithArgoCDSettings puts these keys into argocd-cm, such as a resource
+// health customization (resource.customizations.health.<group>_<kind>).
+func WithArgoCDSettings(data map[string]string) ArgoCDOption {
+	return func(o *argoCDOptions) { o.settings = data }
+}
+
+// WithPersistedResourceHealth has the application-controller keep each
+// resource's health, with its message, in the Application's
+// status.resources, as Argo CD 2 did and Argo CD 3 does with
+// controller.resource.health.persist.
+func WithPersistedResourceHealth() ArgoCDOption {
+	return func(o *argoCDOptions) {
+		o.controllerEnv = append(o.controllerEnv, "ARGOCD_APPLICATION_CONTROLLER_PERSIST_RESOURCE_HEALTH=true")
+	}
+}
+
 // StartArgoCD starts Argo CD in k's argocd namespace: its settings objects,
 // then kube-controller-manager, redis, the repo-server and the
 // application-controller, each stopped when t ends. k must have been
 // started WithArgoCDCRDs. Applications sync from the repositories that
 // AddRepository registers; the AppProjects are the test's to create.
-func StartArgoCD(t testing.TB, k *Kube) *ArgoCD {
+func StartArgoCD(t testing.TB, k *Kube, opts ...ArgoCDOption) *ArgoCD {
 	t.Helper()
+	var o argoCDOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	a := &ArgoCD{Version: ArgoCDVersion(t), kube: k, t: t}
 	dir := t.TempDir()
 	kubeconfig := WriteKubeconfig(t, k.Config, ArgoCDNamespace)
@@ -76,7 +104,7 @@ func StartArgoCD(t testing.TB, k *Kube) *ArgoCD {
 	// Argo CD reads only settings labelled as its own.
 	part := map[string]string{"app.kubernetes.io/part-of": "argocd"}
 	k.Create(t,
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: ArgoCDNamespace, Labels: part}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: ArgoCDNamespace, Labels: part}, Data: o.settings},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-rbac-cm", Namespace: ArgoCDNamespace, Labels: part}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: ArgoCDNamespace, Labels: part},
 			StringData: map[string]string{"server.secretkey": randomString(t, 24)}},
@@ -125,7 +153,7 @@ func StartArgoCD(t testing.TB, k *Kube) *ArgoCD {
 		"--repo-server", a.repoAddr, "--repo-server-plaintext", "--redis", a.redis,
 		"--metrics-port", strings.TrimPrefix(metrics, "127.0.0.1:"), "--loglevel", "info")
 	// "in-cluster" (https://kubernetes.default.svc) is this API server.
-	controller.Env = append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true")
+	controller.Env = append(append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true"), o.controllerEnv...)
 	p := startProcess(t, "argocd-application-controller", controller)
 	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + metrics + "/healthz") }); err != nil {
 		t.Fatal(err)
