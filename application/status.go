@@ -1,6 +1,7 @@
 package application
 
 import (
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,10 +36,19 @@ type Operation struct {
 	// Revision is the revision it synced (the first source's, for
 	// several).
 	Revision string
+	// Retries counts the failed attempts Argo CD retries (its sync
+	// policy's retry): the phase is Running again meanwhile.
+	Retries int64
 }
 
-// Failed reports whether the operation ended in failure.
-func (o Operation) Failed() bool { return o.Phase == "Failed" || o.Phase == "Error" }
+// Failed reports whether the operation failed: it ended in failure, or an
+// attempt failed and Argo CD retries it.
+func (o Operation) Failed() bool {
+	return o.Phase == "Failed" || o.Phase == "Error" || o.Phase == "Running" && o.Retries > 0
+}
+
+// retrying is what Argo CD appends to the message of an attempt it retries.
+var retrying = regexp.MustCompile(`\. Retrying attempt #[0-9]+ at [^.]*\.$`)
 
 // Bounds of what a Snapshot keeps of Argo CD's messages: they describe
 // resources a tenant's manifests define.
@@ -61,13 +71,18 @@ func readStatus(obj map[string]any, str func(string) string) *Status {
 			FinishedAt: timeAt(op, "finishedAt"),
 			Revision:   str(stringAt(op, "syncResult", "revision")),
 		}
+		if n, ok := op["retryCount"].(int64); ok {
+			st.Operation.Retries = n
+		}
 		if st.Operation.Revision == "" {
 			if revs := stringsAt(op, str, "syncResult", "revisions"); len(revs) > 0 {
 				st.Operation.Revision = revs[0]
 			}
 		}
 		if st.Operation.Failed() {
-			st.Operation.Message = clip(stringAt(op, "message"), 2*maxStatusMessage)
+			// What failed, without when Argo CD tries again.
+			msg := retrying.ReplaceAllString(stringAt(op, "message"), "")
+			st.Operation.Message = clip(msg, 2*maxStatusMessage)
 		}
 	}
 	if st.Health == "Degraded" {

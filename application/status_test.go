@@ -33,6 +33,18 @@ func TestStatus(t *testing.T) {
 				StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Revision: "r1"}},
 		},
 		{
+			name: "an attempt Argo CD retries is a failure, its message without the retry",
+			status: `{"operationState":{"phase":"Running","retryCount":2,"startedAt":"2026-01-02T03:04:05Z","finishedAt":"2026-01-02T03:04:06Z",
+				"message":"one or more objects failed to apply, reason: Deployment.apps \"front\" is invalid. Retrying attempt #2 at 3:04AM."}}`,
+			want: Status{Operation: Operation{Phase: "Running", Retries: 2, Message: `one or more objects failed to apply, reason: Deployment.apps "front" is invalid`,
+				StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), FinishedAt: time.Date(2026, 1, 2, 3, 4, 6, 0, time.UTC)}},
+		},
+		{
+			name:   "a sync running for the first time is no failure",
+			status: `{"operationState":{"phase":"Running","message":"syncing","startedAt":"2026-01-02T03:04:05Z"}}`,
+			want:   Status{Operation: Operation{Phase: "Running", StartedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}},
+		},
+		{
 			name: "degraded resources are named, at most three, each message bounded",
 			status: `{"health":{"status":"Degraded"},"resources":[
 				{"kind":"Deployment","namespace":"shop","name":"front","health":{"status":"Degraded","message":"` + long + `"}},

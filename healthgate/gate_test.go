@@ -247,6 +247,7 @@ func TestGateReverts(t *testing.T) {
 	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	failedSync := map[string]any{"phase": "Failed", "message": "one or more objects failed to apply: admission webhook denied", "startedAt": written.Add(2 * time.Second).Format(time.RFC3339)}
 	oldFailedSync := map[string]any{"phase": "Failed", "message": "old", "startedAt": written.Add(-time.Minute).Format(time.RFC3339)}
+	retried := map[string]any{"phase": "Running", "retryCount": int64(1), "message": "quota exceeded. Retrying attempt #1 at 10:01AM.", "startedAt": written.Add(2 * time.Second).Format(time.RFC3339)}
 	otherCommit := map[string]any{"phase": "Error", "message": "x", "startedAt": written.Add(2 * time.Second).Format(time.RFC3339), "syncResult": map[string]any{"revision": "feed"}}
 	degraded := argo("Degraded", "1.1.0", nil)
 	degraded["resources"] = []any{map[string]any{"kind": "Deployment", "namespace": "shop", "name": "front", "health": map[string]any{"status": "Degraded", "message": "image 1.1.0 crashes on start"}}}
@@ -265,6 +266,7 @@ func TestGateReverts(t *testing.T) {
 		{name: "Degraded, the version not running yet", before: "Healthy", after: argo("Degraded", "1.0.0", nil)},
 		{name: "a failed sync after the write", before: "Healthy", after: argo("Healthy", "1.0.0", failedSync), cause: causeSyncFailed,
 			says: "the sync of 1.1.0 failed: one or more objects failed to apply: admission webhook denied"},
+		{name: "a failed attempt Argo CD retries", before: "Healthy", after: argo("Healthy", "1.0.0", retried), cause: causeSyncFailed, says: "the sync of 1.1.0 failed: quota exceeded"},
 		{name: "a failed sync reverts where it was Degraded before", before: "Degraded", after: argo("Degraded", "1.0.0", failedSync), cause: causeSyncFailed, says: "the sync of 1.1.0 failed"},
 		{name: "a failed sync from before the write", before: "Healthy", after: argo("Healthy", "1.0.0", oldFailedSync)},
 		{name: "a failed sync of another commit", before: "Healthy", commit: "beef", after: argo("Healthy", "1.0.0", otherCommit)},
@@ -292,6 +294,9 @@ func TestGateReverts(t *testing.T) {
 			}
 			if rec.State != api.HealthGateReverted || rec.RevertedAt == nil || !strings.Contains(rec.Message, tt.says) || !strings.HasSuffix(rec.Message, "; wrote back 1.0.0") {
 				t.Errorf("record %+v", rec)
+			}
+			if strings.Contains(rec.Message, "Retrying") {
+				t.Errorf("message %q says when Argo CD retries", rec.Message)
 			}
 			if !slices.Equal(skipped, []imageref.Version{{Tag: "1.1.0"}}) {
 				t.Errorf("skipped %v", skipped)
