@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/healthgate"
@@ -111,13 +112,160 @@ func TestHealthGate(t *testing.T) {
 		w.waitDeployed(t, "gate-patch", "front", app+":1.2.0", web+":v0.0.1")
 		w.waitEvent(t, "gate-patch", healthgate.ReasonVerified, corev1.EventTypeNormal, "version 1.2.0 verified")
 		for series, want := range map[string]float64{
-			`argocd_image_updater_health_gate_reverts_total{cause="degraded"}`:  1,
-			`argocd_image_updater_health_gate_verified_total`:                   2,
+			`argocd_image_updater_health_gate_reverts_total{cause="degraded"}`: 1,
+			`argocd_image_updater_health_gate_verified_total`:                  2,
 			`argocd_image_updater_health_gate_write_to_verified_seconds_count`: 2,
 		} {
 			if got := c.metric(t, series); got != want {
 				t.Errorf("%s = %v, want %v", series, got, want)
 			}
+		}
+	})
+
+	t.Run("git, through an ImageUpdater: the revert commit touches only the Application that broke", func(t *testing.T) {
+		a, b := w.push(t, "gate-git-a-app", "1.0.0"), w.push(t, "gate-git-b-app", "1.0.0")
+		for _, name := range []string{"gate-git-a", "gate-git-b"} {
+			w.createApp(t, name, name+"/overlays/production", nil, nil)
+			w.waitDeployed(t, name, "front", w.reg.Repo(name+"-app")+":v0.0.1", w.reg.Repo(name+"-web")+":v0.0.1")
+		}
+		w.k.Create(t, &api.ImageUpdater{
+			ObjectMeta: metav1.ObjectMeta{Name: "gate-git", Namespace: testenv.ArgoCDNamespace},
+			Spec: api.ImageUpdaterSpec{
+				CommonUpdateSettings: &api.CommonUpdateSettings{UpdateStrategy: ptr.To("semver")},
+				WriteBackConfig: &api.WriteBackConfig{Method: ptr.To("git"), GitConfig: &api.GitConfig{
+					Branch: ptr.To("main"), WriteBackTarget: ptr.To("kustomization")}},
+				HealthGate: &api.HealthGate{Window: ptr.To("10s")},
+				ApplicationRefs: []api.ApplicationRef{
+					{NamePattern: "gate-git-a", Images: []api.ImageConfig{{Alias: "app", ImageName: a}}},
+					{NamePattern: "gate-git-b", Images: []api.ImageConfig{{Alias: "app", ImageName: b}}},
+				},
+			},
+		})
+		w.runOnce(t, "gate-git-*")
+		w.waitDeployed(t, "gate-git-a", "front", a+":1.0.0", w.reg.Repo("gate-git-a-web")+":v0.0.1")
+		w.waitDeployed(t, "gate-git-b", "front", b+":1.0.0", w.reg.Repo("gate-git-b-web")+":v0.0.1")
+
+		// One cycle writes both in one commit: a bad version for a, a good
+		// one for b.
+		w.push(t, "gate-git-a-app", "1.1.0")
+		w.push(t, "gate-git-b-app", "1.2.0")
+		w.startController(t, "gate-git-*", "--interval", "1h")
+		ra := w.waitIUGate(t, "gate-git", "gate-git-a", "1.1.0", api.HealthGateReverted)
+		rb := w.waitIUGate(t, "gate-git", "gate-git-b", "1.2.0", api.HealthGateVerified)
+		w.waitDeployed(t, "gate-git-a", "front", a+":1.0.0", w.reg.Repo("gate-git-a-web")+":v0.0.1")
+		w.waitDeployed(t, "gate-git-b", "front", b+":1.2.0", w.reg.Repo("gate-git-b-web")+":v0.0.1")
+
+		// One push carried a commit per Application; the revert is one
+		// more commit, of a's file alone.
+		log := w.git.Log(t, "deploy", "main")
+		kustomization := func(name string) string { return name + "/overlays/production/kustomization.yaml" }
+		for commit, want := range map[string]string{log[0].Hash: "gate-git-a", ra.Commit: "gate-git-a", rb.Commit: "gate-git-b"} {
+			if got := w.git.ChangedFiles(t, "deploy", commit); !slices.Equal(got, []string{kustomization(want)}) {
+				t.Errorf("commit %s changed %v, want %s's kustomization alone", commit, got, want)
+			}
+		}
+		if !slices.Equal([]string{log[1].Hash, log[2].Hash}, []string{rb.Commit, ra.Commit}) || !strings.Contains(ra.Message, "wrote back 1.0.0 in commit "+log[0].Hash[:12]) {
+			t.Errorf("records %+v\n%+v\nlog %+v", ra, rb, log[:3])
+		}
+		if got := w.git.ReadFile(t, "deploy", "main", kustomization("gate-git-b")); !strings.Contains(got, "newTag: 1.2.0") {
+			t.Errorf("b's kustomization after the revert:\n%s", got)
+		}
+		_, skipped := w.iuGate(t, "gate-git")
+		if len(skipped) != 1 || skipped[0].Application != "gate-git-a" || skipped[0].Alias != "app" || skipped[0].Version != "1.1.0" {
+			t.Errorf("skippedVersions %+v", skipped)
+		}
+		w.waitEvent(t, "gate-git-a", healthgate.ReasonReverted, corev1.EventTypeWarning, "version 1.1.0 broke the Application", "in commit "+log[0].Hash[:12])
+	})
+
+	t.Run("a restart resumes what the gate followed", func(t *testing.T) {
+		app, web := w.push(t, "gate-restart-app", "1.0.0"), w.reg.Repo("gate-restart-web")+":v0.0.1"
+		w.createApp(t, "gate-restart", "gate-restart/overlays/production", nil, map[string]string{
+			"image-list":          "app=" + app,
+			"app.update-strategy": "semver",
+			"app.health-gate":     "30s",
+			"write-back-method":   "argocd",
+		})
+		w.waitDeployed(t, "gate-restart", "front", app+":v0.0.1", web)
+		w.runOnce(t, "gate-restart")
+		w.waitDeployed(t, "gate-restart", "front", app+":1.0.0", web)
+
+		// A bad version written by one process breaks the Application while
+		// none runs; the next one reads what was followed and writes the
+		// version before back, before its cycle passes the bad one over.
+		w.push(t, "gate-restart-app", "1.1.0")
+		w.runOnce(t, "gate-restart")
+		if rec := gateRecord(t, w.gateState(t, "gate-restart"), "app"); rec.Version != "1.1.0" || rec.State != api.HealthGatePending {
+			t.Fatalf("record after the write %+v", rec)
+		}
+		testenv.WaitFor(t, deployTimeout, "gate-restart Degraded, running 1.1.0", func() (bool, string) {
+			obj := w.application(t, "gate-restart").Object
+			health := w.appState(t, "gate-restart")
+			return strings.Contains(health, "health Degraded") && slices.Contains(w.summaryImages(t, "gate-restart"), app+":1.1.0"), fmt.Sprint(health, obj["status"] != nil)
+		})
+		out := w.runOnce(t, "gate-restart")
+		if rec := gateRecord(t, w.gateState(t, "gate-restart"), "app"); rec.State != api.HealthGateReverted {
+			t.Errorf("record after the next run %+v", rec)
+		}
+		if !strings.Contains(out, "passed over what the health gate skips: 1.1.0") {
+			t.Errorf("the run's cycle did not pass 1.1.0 over:\n%s", out)
+		}
+		w.waitDeployed(t, "gate-restart", "front", app+":1.0.0", web)
+
+		// A good version's window spans a restart: it ends when it would
+		// have, counted from when the first process saw the version run.
+		w.push(t, "gate-restart-app", "1.2.0")
+		first := w.startController(t, "gate-restart", "--interval", "1h")
+		var deployed *metav1.Time
+		testenv.WaitFor(t, gateTimeout, "1.2.0 seen running", func() (bool, string) {
+			rec := gateRecord(t, w.gateState(t, "gate-restart"), "app")
+			deployed = rec.DeployedAt
+			return rec.Version == "1.2.0" && deployed != nil, fmt.Sprintf("%+v", rec)
+		})
+		first.stop(t)
+		if rec := gateRecord(t, w.gateState(t, "gate-restart"), "app"); rec.State != api.HealthGatePending {
+			t.Fatalf("judged before the restart: %+v", rec)
+		}
+		second := w.startController(t, "gate-restart", "--interval", "1h")
+		rec := w.waitGate(t, "gate-restart", "app", "1.2.0", api.HealthGateVerified)
+		if !rec.DeployedAt.Equal(deployed) || rec.VerifiedAt.Sub(deployed.Time) < 30*time.Second {
+			t.Errorf("record %+v: deployed at %v before the restart", rec, deployed)
+		}
+		if !strings.Contains(second.logs.String(), "health gate state read") {
+			t.Errorf("the second controller did not read the state:\n%s", second.logs.String())
+		}
+	})
+
+	t.Run("an Application already Degraded: not judged by health, a failed sync still written back", func(t *testing.T) {
+		app := w.push(t, "gate-degraded-app", "1.0.0")
+		w.createApp(t, "gate-degraded", "gate-degraded", map[string]any{"helm": map[string]any{}}, map[string]string{
+			"image-list":          "app=" + app,
+			"app.update-strategy": "alphabetical",
+			"app.helm.image-name": "image.repository",
+			"app.helm.image-tag":  "image.tag",
+			"app.health-gate":     "10s",
+			"write-back-method":   "argocd",
+		})
+		bad := w.reg.Repo("gate-degraded-web") + ":1.1.0"
+		w.waitDeployed(t, "gate-degraded", "front", app+":0.9.0", bad)
+		c := w.startController(t, "gate-degraded")
+		rec := w.waitGate(t, "gate-degraded", "app", "1.0.0", api.HealthGateUnverified)
+		if rec.HealthBefore != "Degraded" || !strings.Contains(rec.Message, "was Degraded before the write") {
+			t.Errorf("record %+v", rec)
+		}
+		w.waitEvent(t, "gate-degraded", healthgate.ReasonUnverified, corev1.EventTypeNormal, "version 1.0.0 kept, not verified")
+
+		// A tag too long for the label the chart puts it in: the API server
+		// refuses the Deployment, and the sync fails.
+		long := "1.2.0-" + strings.Repeat("x", 60)
+		w.push(t, "gate-degraded-app", long)
+		rec = w.waitGate(t, "gate-degraded", "app", long, api.HealthGateReverted)
+		if !strings.Contains(rec.Message, "the sync of "+long+" failed") {
+			t.Errorf("record %+v", rec)
+		}
+		w.waitEvent(t, "gate-degraded", healthgate.ReasonReverted, corev1.EventTypeWarning, "the sync of "+long+" failed", "wrote back 1.0.0")
+		w.waitDeployed(t, "gate-degraded", "front", app+":1.0.0", bad)
+		if got := c.metric(t, `argocd_image_updater_health_gate_reverts_total{cause="sync_failed"}`); got != 1 {
+			t.Errorf("reverts for failed syncs: %v", got)
 		}
 	})
 }
