@@ -16,9 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
@@ -111,6 +113,18 @@ func TestHealthGate(t *testing.T) {
 		}
 		w.waitDeployed(t, "gate-patch", "front", app+":1.2.0", web+":v0.0.1")
 		w.waitEvent(t, "gate-patch", healthgate.ReasonVerified, corev1.EventTypeNormal, "version 1.2.0 verified")
+		// A person clears the skip; the annotation is removed once read.
+		patch := []byte(`{"metadata":{"annotations":{"` + healthgate.ClearAnnotation + `":"app:1.1.0"}}}`)
+		if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), "gate-patch", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 30*time.Second, "the skip of 1.1.0 cleared", func() (bool, string) {
+			obj := w.application(t, "gate-patch")
+			_, clearing := obj.GetAnnotations()[healthgate.ClearAnnotation]
+			st := w.gateState(t, "gate-patch")
+			return !clearing && len(st.Skipped) == 0, fmt.Sprintf("clear annotation still there: %v, skipped %+v", clearing, st.Skipped)
+		})
+		w.waitEvent(t, "gate-patch", healthgate.ReasonCleared, corev1.EventTypeNormal, "cleared skipped version(s) app:1.1.0")
 		for series, want := range map[string]float64{
 			`argocd_image_updater_health_gate_reverts_total{cause="degraded"}`: 1,
 			`argocd_image_updater_health_gate_verified_total`:                  2,
