@@ -99,8 +99,10 @@ type worldOptions struct {
 	registries string
 	// updater are more options of the updater.
 	updater []Option
-	// signatures checks cosign signatures, with keys from the API server.
-	signatures bool
+	// signatures checks cosign signatures, with keys from the API server,
+	// and keyless ones against trustedRoot when set.
+	signatures  bool
+	trustedRoot *signature.TrustedRoot
 }
 
 // panicEnv is a variable whose lookup panics, as a bug on hostile input
@@ -180,7 +182,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		opts = append(opts, WithGitWriter(gw))
 	}
 	if o.signatures {
-		opts = append(opts, WithSignatures(signature.NewVerifier(client), credentials.NewKubeSecretGetter(w.cs)))
+		opts = append(opts, WithSignatures(signature.NewVerifier(client), credentials.NewKubeSecretGetter(w.cs), o.trustedRoot))
 	}
 	opts = append(opts, o.updater...)
 	w.updater = New(w.watcher, regClient, argocd.NewWriter(w.dyn, argocd.WithDryRun(o.dryRun)), opts...)

@@ -136,7 +136,7 @@ func (u *Updater) Revert(ctx context.Context, reverts []Revert) []RevertResult {
 		case err != nil:
 			out[i].Err = fmt.Errorf("image %s: %w", r.Image, err)
 			continue
-		case skip != "":
+		case skip != noSkip:
 			out[i].Err = fmt.Errorf("image %s: %s", r.Image, skip)
 			continue
 		}

@@ -41,16 +41,34 @@ func (j *job) repoKey() string { return j.ref.Name() + "\x00" + j.creds.String()
 
 // skip is an image left alone this cycle for a reason that is not an error.
 type skip struct {
-	image, reason string
-	// notRunning is the image's repository when it was skipped for not
-	// running in the Application (reasonNotRunning).
-	notRunning imageref.Reference
+	image  string
+	reason skipReason
+	// repo is the image's repository.
+	repo imageref.Reference
 }
 
-// reasonNotRunning skips an image the Application does not run, which may
-// be for a moment only: while Argo CD rolls out another version, its
-// status may list none of the image's.
-const reasonNotRunning = "not running in the Application (set force-update to update it anyway)"
+// skipReason is why an image is left alone without an error.
+type skipReason int
+
+const (
+	noSkip skipReason = iota
+	// skipAppInvalid: the Application's own settings stop its write-back.
+	skipAppInvalid
+	// skipNotRunning: the Application does not run the image, which may
+	// be for a moment only: while Argo CD rolls out another version, its
+	// status may list none of the image's.
+	skipNotRunning
+)
+
+func (r skipReason) String() string {
+	switch r {
+	case skipAppInvalid:
+		return "the Application's write-back settings are invalid"
+	case skipNotRunning:
+		return "not running in the Application (set force-update to update it anyway)"
+	}
+	return ""
+}
 
 // configError is a setting the user must fix: reported once as an
 // InvalidConfiguration event, not retried differently next cycle.
@@ -98,7 +116,7 @@ func (pl *planner) application(app *application.Application) (jobs []*job, skips
 	}
 	if appBroken {
 		for _, spec := range app.Settings.Images {
-			skips = append(skips, skip{image: spec.Key(), reason: "the Application's write-back settings are invalid"})
+			skips = append(skips, skip{image: spec.Key(), reason: skipAppInvalid, repo: spec.Image})
 		}
 		return nil, skips, problems
 	}
@@ -110,10 +128,8 @@ func (pl *planner) application(app *application.Application) (jobs []*job, skips
 			problems = append(problems, annotationProblem)
 		case err != nil:
 			problems = append(problems, configError{fmt.Errorf("image %s: %w", spec.Key(), err)})
-		case sk == reasonNotRunning:
-			skips = append(skips, skip{image: spec.Key(), reason: sk, notRunning: spec.Image})
-		case sk != "":
-			skips = append(skips, skip{image: spec.Key(), reason: sk})
+		case sk != noSkip:
+			skips = append(skips, skip{image: spec.Key(), reason: sk, repo: spec.Image})
 		default:
 			jobs = append(jobs, j)
 		}
@@ -134,24 +150,24 @@ func (pl *planner) policy(spec settings.ImageSpec) (*strategy.Policy, []v1.Platf
 	return p, pl.defaultPlatforms
 }
 
-func (pl *planner) image(app *application.Application, spec settings.ImageSpec) (*job, string, error) {
+func (pl *planner) image(app *application.Application, spec settings.ImageSpec) (*job, skipReason, error) {
 	if spec.Policy == nil {
 		// Settings always carry one; a value made another way has none.
-		return nil, "", errors.New("the image's settings were not read: no update policy")
+		return nil, noSkip, errors.New("the image's settings were not read: no update policy")
 	}
 	creds := spec.PullSecret
 	if !creds.IsZero() {
-		if err := checkImageCredentials(app, creds, pl.controllerNamespace); err != nil {
-			return nil, "", settings.Problem{Image: spec.Key(), Origin: spec.PullSecretOrigin, Message: err.Error()}
+		if err := creds.TenantMay(app.Namespace, pl.controllerNamespace); err != nil {
+			return nil, noSkip, settings.Problem{Image: spec.Key(), Origin: spec.PullSecretOrigin, Message: err.Error()}
 		}
 	}
 	sigKey := spec.SignatureKey
-	if !sigKey.IsZero() {
+	if sigKey.Name != "" {
 		if sigKey.Namespace == "" {
 			sigKey.Namespace = app.Namespace
 		}
-		if err := checkSecretNamespace(app, sigKey.String(), sigKey.Namespace); err != nil {
-			return nil, "", settings.Problem{Image: spec.Key(), Origin: sigKey.Origin, Message: err.Error()}
+		if err := credentials.TenantMayReadSecret(sigKey.String(), sigKey.Namespace, app.Namespace); err != nil {
+			return nil, noSkip, settings.Problem{Image: spec.Key(), Origin: sigKey.Origin, Message: err.Error()}
 		}
 	}
 	policy, platforms := pl.policy(spec)
@@ -160,26 +176,26 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 	if len(app.Sources) == 1 && app.Sources[0].Dry && app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 		// Argo CD's dry source holds no overrides: what the hydrator
 		// renders is what the repository holds.
-		return nil, "", errors.New("a Source Hydrator Application is written back to its dry source in git: set write-back-method git (the argocd method has nowhere to write)")
+		return nil, noSkip, errors.New("a Source Hydrator Application is written back to its dry source in git: set write-back-method git (the argocd method has nowhere to write)")
 	}
 	if app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 		var ok bool
 		if source, ok = app.TargetSource(spec); !ok {
 			if spec.PluginTarget() {
-				return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
+				return nil, noSkip, fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
 			}
 			if len(app.Sources) == 1 && app.Sources[0].Type == application.SourceDirectory {
-				return nil, "", errors.New("a plain-manifest (Directory) source holds no override: set write-back-method git and mark the image's value in the manifests with # {\"$imageupdater\": \"<alias>\"}")
+				return nil, noSkip, errors.New("a plain-manifest (Directory) source holds no override: set write-back-method git and mark the image's value in the manifests with # {\"$imageupdater\": \"<alias>\"}")
 			}
-			return nil, "", fmt.Errorf("no Kustomize or Helm source to hold the override (write-back-method argocd needs one; source types: %s)", sourceTypes(app))
+			return nil, noSkip, fmt.Errorf("no Kustomize or Helm source to hold the override (write-back-method argocd needs one; source types: %s)", sourceTypes(app))
 		}
 	} else if spec.PluginTarget() {
 		var ok bool
 		if source, ok = app.TargetSource(spec); !ok {
-			return nil, "", fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
+			return nil, noSkip, fmt.Errorf("no config management plugin source to hold the image's plugin environment (source types: %s)", sourceTypes(app))
 		}
 		if k := app.Settings.WriteBack.Target.Kind; k != settings.TargetSourceOverrides && k != settings.TargetOverrideFile {
-			return nil, "", fmt.Errorf("a plugin target is written to the .argocd-source file, not to the write-back target %s", app.Settings.WriteBack.Target)
+			return nil, noSkip, fmt.Errorf("a plugin target is written to the .argocd-source file, not to the write-back target %s", app.Settings.WriteBack.Target)
 		}
 	} else if len(app.Sources) > 0 {
 		source, _ = app.TargetSource(spec)
@@ -187,7 +203,7 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 			source = app.Sources[0]
 		}
 		if k := app.Settings.WriteBack.Target.Kind; source.Dry && !source.Type.Writable() && (k == settings.TargetSourceOverrides || k == settings.TargetOverrideFile) {
-			return nil, "", errors.New("the dry source of a Source Hydrator Application does not tell whether it is Kustomize or Helm (Argo CD reports the rendered one): set write-back-target kustomization or helmvalues:<file>")
+			return nil, noSkip, errors.New("the dry source of a Source Hydrator Application does not tell whether it is Kustomize or Helm (Argo CD reports the rendered one): set write-back-target kustomization or helmvalues:<file>")
 		}
 	}
 
@@ -210,13 +226,13 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 		askTarget = found && (renamed || app.Settings.WriteBack.Method == settings.WriteBackGit && app.RollingOut(spec))
 	}
 	if !found && !spec.ForceUpdate {
-		return nil, reasonNotRunning, nil
+		return nil, skipNotRunning, nil
 	}
 	if policy.Name() == strategy.Digest && current.Tag == "" {
 		// A running image known by digest alone still follows its tag.
 		current.Tag = spec.Constraint
 	}
-	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, askTarget: askTarget, sigKey: sigKey}, "", nil
+	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, askTarget: askTarget, sigKey: sigKey}, noSkip, nil
 }
 
 func sourceTypes(app *application.Application) string {
@@ -232,4 +248,18 @@ func sourceTypes(app *application.Application) string {
 		return "none"
 	}
 	return strings.Join(types, ", ")
+}
+
+// writeBackProblem checks the Secret of write-back-method git:secret:, whose
+// credentials go to the repository the annotations name.
+func writeBackProblem(app *application.Application) (settings.Problem, bool) {
+	s := app.GitSecret()
+	if s.Name == "" {
+		return settings.Problem{}, false
+	}
+	err := credentials.TenantMayReadSecret("git:secret:"+s.Namespace+"/"+s.Name, s.Namespace, app.Namespace)
+	if err == nil {
+		return settings.Problem{}, false
+	}
+	return settings.Problem{Origin: app.Settings.WriteBack.MethodOrigin.Or(settings.AnnotationOrigin(settings.KeyWriteBackMethod)), Message: err.Error()}, true
 }

@@ -258,10 +258,10 @@ func TestPlanApplication(t *testing.T) {
 		{
 			name:        "native cloud credentials from any namespace",
 			namespace:   "team-a",
-			annotations: map[string]string{"image-list": "a=nginx,b=redis", "a.pull-secret": "ecr", "b.pull-secret": "gcp"},
+			annotations: map[string]string{"image-list": "a=nginx,b=redis,c=example.azurecr.io/app", "a.pull-secret": "ecr", "b.pull-secret": "gcp", "c.pull-secret": "azure"},
 			spec:        map[string]any{"source": kustomizeSource()},
-			status:      running("nginx:1", "redis:7"),
-			jobs:        map[string]string{"a": "-1 1", "b": "-1 7"},
+			status:      running("nginx:1", "redis:7", "example.azurecr.io/app:3"),
+			jobs:        map[string]string{"a": "-1 1", "b": "-1 7", "c": "-1 3"},
 		},
 		{
 			name:        "a rejected reference is not repeated",

@@ -13,17 +13,18 @@ import (
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
-// Signatures checks cosign signatures made with a key; see
-// signature.Verifier.
+// Signatures checks cosign signatures; see signature.Verifier.
 type Signatures interface {
-	Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, key *signature.PublicKey) error
+	Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t signature.Trust) error
 }
 
 // WithSignatures checks the signatures of images that name a key
-// (verify-signature), reading the keys from Secrets with secrets. Without
-// it such images are reported as errors and never updated.
-func WithSignatures(v Signatures, secrets credentials.SecretGetter) Option {
-	return func(u *Updater) { u.signatures, u.keySecrets = v, secrets }
+// (verify-signature), reading the keys from Secrets with secrets, and
+// keyless signatures against root, the operator's; nil refuses keyless
+// verification. Without it such images are reported as errors and never
+// updated.
+func WithSignatures(v Signatures, secrets credentials.SecretGetter, root *signature.TrustedRoot) Option {
+	return func(u *Updater) { u.signatures, u.keySecrets, u.trustedRoot = v, secrets, root }
 }
 
 // MaxSignatureSkips is how many new versions without a valid signature
@@ -117,18 +118,25 @@ func without(tags []string, tag string) []string {
 }
 
 type loadedKey struct {
-	key *signature.PublicKey
+	key signature.Trust
 	err error
 }
 
 // keyID is a public key's Secret field, by which loadKeys reads it once
-// however many images, under whatever annotations or fields, name it.
-type keyID struct{ namespace, name, field string }
+// however many images, under whatever annotations or fields, name it; or
+// a keyless identity.
+type keyID struct{ namespace, name, field, keyless string }
 
-func keyOf(k settings.SignatureKey) keyID { return keyID{k.Namespace, k.Name, k.Field} }
+func keyOf(k settings.SignatureKey) keyID {
+	if k.Keyless != nil {
+		return keyID{keyless: k.Keyless.String()}
+	}
+	return keyID{namespace: k.Namespace, name: k.Name, field: k.Field}
+}
 
-// loadKeys reads, once per cycle, each public key the jobs name. A key
-// that cannot be read fails only the images that name it.
+// loadKeys reads, once per cycle, each public key the jobs name, and
+// makes each keyless identity's verifier. A key that cannot be read fails
+// only the images that name it.
 func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[keyID]loadedKey {
 	keys := map[keyID]loadedKey{}
 	if u.signatures == nil {
@@ -142,16 +150,33 @@ func (u *Updater) loadKeys(ctx context.Context, jobs []*job) map[keyID]loadedKey
 		if _, done := keys[id]; done {
 			continue
 		}
-		var k loadedKey
-		kctx, cancel := u.withImageTimeout(ctx)
-		k.key, k.err = signature.LoadKey(kctx, u.keySecrets, id.namespace, id.name, id.field)
-		cancel()
-		if errors.Is(k.err, signature.ErrBadKey) || errors.Is(k.err, credentials.ErrSecretNotFound) {
-			k.err = configError{fmt.Errorf("signature key: %w", k.err)}
-		}
-		keys[id] = k
+		keys[id] = u.loadKey(ctx, j.sigKey, id)
 	}
 	return keys
+}
+
+func (u *Updater) loadKey(ctx context.Context, k settings.SignatureKey, id keyID) loadedKey {
+	if k.Keyless != nil {
+		if u.trustedRoot == nil {
+			return loadedKey{err: configError{fmt.Errorf("%s asks for keyless signatures, and the controller was given no Sigstore trusted root to check them against (--sigstore-trusted-root)", k.Origin)}}
+		}
+		id := k.Keyless
+		kl, err := u.trustedRoot.Keyless(signature.Identity{Subject: id.Subject, SubjectRegexp: id.SubjectRegexp, Issuer: id.Issuer, IssuerRegexp: id.IssuerRegexp})
+		if err != nil {
+			return loadedKey{err: configError{fmt.Errorf("%s: %w", k.Origin, err)}}
+		}
+		return loadedKey{key: kl}
+	}
+	kctx, cancel := u.withImageTimeout(ctx)
+	defer cancel()
+	key, err := signature.LoadKey(kctx, u.keySecrets, id.namespace, id.name, id.field)
+	if errors.Is(err, signature.ErrBadKey) || errors.Is(err, credentials.ErrSecretNotFound) {
+		err = configError{fmt.Errorf("signature key: %w", err)}
+	}
+	if err != nil {
+		return loadedKey{err: err}
+	}
+	return loadedKey{key: key}
 }
 
 // reportSkipped tells of the new versions an image passed over for their

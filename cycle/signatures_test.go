@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sigstore/sigstore-go/pkg/sign"
+	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -57,6 +59,26 @@ func TestSignedImagesOnly(t *testing.T) {
 	reg.AttachBundle(t, "bundled", bundled, testenv.SignBundle(t, testenv.Statement(t, bundled, layout.SignPredicateType), bundleKey, sign.BundleOptions{}), layout.SignPredicateType)
 	reg.PushImage(t, "bundled", []string{"3.0.0"}) // unsigned
 
+	// Signed keyless, as `cosign sign` signs without a key: a certificate
+	// for an identity, from a (virtual) Sigstore whose trusted root the
+	// operator gives the controller.
+	vs, err := ca.NewVirtualSigstore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := signature.ParseTrustedRoot(testenv.TrustedRootJSON(t, vs, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const identity, issuer = "https://ci.example.com/release.yml@refs/heads/main", "https://token.ci.example.com"
+	reg.PushImage(t, "keyless", []string{"1.0.0"})
+	for tag, signer := range map[string]string{"2.0.0": identity, "3.0.0": "https://ci.example.com/fork.yml@refs/heads/main"} {
+		d := reg.PushImage(t, "keyless", []string{tag})
+		reg.AttachBundle(t, "keyless", d, testenv.KeylessBundle(t, vs, vs, signer, issuer, testenv.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
+	}
+	reg.PushImage(t, "keyless", []string{"4.0.0"}) // unsigned
+	keylessAnn := map[string]string{"app.certificate-identity": identity, "app.certificate-oidc-issuer": issuer}
+
 	k.CreateNamespace(t, "team-keys")
 	for _, ns := range []string{testenv.ArgoCDNamespace, "team-keys"} {
 		k.Create(t, &corev1.Secret{
@@ -69,6 +91,8 @@ func TestSignedImagesOnly(t *testing.T) {
 		name        string
 		image       string
 		verify      string
+		more        map[string]string // more annotations
+		noRoot      bool              // the controller has no trusted root
 		running     string
 		wantImage   string // "" when nothing is written
 		wantErrors  int
@@ -102,15 +126,42 @@ func TestSignedImagesOnly(t *testing.T) {
 			name: "missing field", image: repo, verify: "secret:cosign#other.pub", running: "1.0.0",
 			wantErrors: 1, wantProblem: `no field "other.pub"`,
 		},
+		{
+			name: "keyless: the newest version the identity signed wins", image: reg.Repo("keyless"), verify: "keyless", more: keylessAnn, running: "1.0.0",
+			wantImage: reg.Repo("keyless") + ":2.0.0", wantSkipped: []string{"3.0.0", "4.0.0"},
+		},
+		{
+			name: "keyless: the identity as regular expressions", image: reg.Repo("keyless"), verify: "keyless", running: "1.0.0",
+			more:      map[string]string{"app.certificate-identity-regexp": `^https://ci\.example\.com/release\.yml@`, "certificate-oidc-issuer-regexp": `^https://token\.ci\.example\.com$`},
+			wantImage: reg.Repo("keyless") + ":2.0.0", wantSkipped: []string{"3.0.0", "4.0.0"},
+		},
+		{
+			name: "keyless without a trusted root", image: reg.Repo("keyless"), verify: "keyless", more: keylessAnn, noRoot: true, running: "1.0.0",
+			wantErrors: 1, wantProblem: "no Sigstore trusted root",
+		},
+		{
+			name: "keyless without an identity", image: reg.Repo("keyless"), verify: "keyless", running: "1.0.0",
+			more:       map[string]string{"app.certificate-oidc-issuer": issuer},
+			wantErrors: 1, wantProblem: "needs the signer's certificate identity",
+		},
+		{
+			name: "an identity without keyless", image: reg.Repo("keyless"), more: keylessAnn, running: "1.0.0",
+			wantErrors: 1, wantProblem: "names a keyless signer",
+		},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprintf("sig%d", i)
-			w := newWorld(t, k, reg, worldOptions{names: name, signatures: true})
+			o := worldOptions{names: name, signatures: true, trustedRoot: root}
+			if tt.noRoot {
+				o.trustedRoot = nil
+			}
+			w := newWorld(t, k, reg, o)
 			ann := map[string]string{"image-list": "app=" + tt.image}
 			if tt.verify != "" {
 				ann["app.verify-signature"] = tt.verify
 			}
+			maps.Copy(ann, tt.more)
 			w.create(t, appObject(name, ann, nil, tt.image+":"+tt.running))
 			sum := w.updater.RunOnce(t.Context())
 			if sum.Errors != tt.wantErrors {
@@ -261,7 +312,7 @@ func TestLoadKeysOncePerSecret(t *testing.T) {
 	jobs := []*job{newJob("annotation a"), newJob("annotation b"), newJob("annotation a")}
 
 	secrets := &countingSecrets{data: map[string][]byte{"cosign.pub": key.PublicPEM}}
-	u := New(nil, nil, nil, WithSignatures(signature.NewVerifier(nil), secrets))
+	u := New(nil, nil, nil, WithSignatures(signature.NewVerifier(nil), secrets, nil))
 	keys := u.loadKeys(t.Context(), jobs)
 	if k := keys[keyOf(jobs[1].sigKey)]; secrets.reads != 1 || k.err != nil || k.key == nil {
 		t.Errorf("%d reads, key %+v; want one read and the key", secrets.reads, k)

@@ -13,7 +13,10 @@ import (
 
 // CheckRepositories checks now the images, of every managed Application,
 // whose repository is one of repos (compared by registry and repository,
-// whatever the tag), through the same steps as a cycle: what was known of
+// whatever the tag), through the same steps as a cycle.
+// A repository may be named with a tag, once for each tag a push
+// notification named; Summary.Unlisted says which of those the listing
+// lacked. The steps: what was known of
 // those repositories' tags is forgotten, since a push may move a tag
 // without changing the listing; then one tag listing per
 // repository and credentials, the images' own strategies and filters, and
@@ -98,6 +101,34 @@ func (s *scope) applications(apps []*application.Application) []*application.App
 			}
 		}
 		out = append(out, &reduced)
+	}
+	return out
+}
+
+// unlisted are the scope's repositories named with a tag that a listing
+// of the repository (for whatever credentials) succeeded without, and
+// none listed.
+func (s *scope) unlisted(byRepo map[string][]*job, tags map[string]tagResult) []imageref.Reference {
+	var out []imageref.Reference
+	for _, r := range s.repos {
+		if r.Tag() == "" {
+			continue
+		}
+		listed, lacked := false, false
+		for key, js := range byRepo {
+			tr := tags[key]
+			if !js[0].ref.SameName(r) || tr.err != nil {
+				continue
+			}
+			if slices.Contains(tr.tags, r.Tag()) {
+				listed = true
+				break
+			}
+			lacked = true
+		}
+		if lacked && !listed {
+			out = append(out, r)
+		}
 	}
 	return out
 }

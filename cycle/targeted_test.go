@@ -144,6 +144,41 @@ func TestCheckRepositoriesNotRunning(t *testing.T) {
 	}
 }
 
+// A repository named with the tag a notification named is reported when
+// its listing lacks that tag (the registry announced the push before it
+// showed the tag), and not when it has it or no tag was named.
+func TestCheckRepositoriesUnlisted(t *testing.T) {
+	k := testenv.SharedKube(t)
+	reg := testenv.StartRegistry(t)
+	reg.PushImage(t, "ul-app", []string{"1.0.0", "1.1.0"})
+	w := newWorld(t, k, reg, worldOptions{names: "ul-*"})
+	w.create(t, appObject("ul-a", map[string]string{"image-list": "app=" + reg.Repo("ul-app")}, nil, reg.Repo("ul-app")+":1.0.0"))
+	bare := mustParse(t, reg.Repo("ul-app"))
+	tagged := func(tag string) imageref.Reference { return mustParse(t, reg.Repo("ul-app")+":"+tag) }
+	tests := []struct {
+		name  string
+		repos []imageref.Reference
+		want  []string
+	}{
+		{name: "without a tag", repos: []imageref.Reference{bare}},
+		{name: "a listed tag", repos: []imageref.Reference{tagged("1.1.0")}},
+		{name: "a tag not listed yet", repos: []imageref.Reference{tagged("1.2.0")}, want: []string{reg.Repo("ul-app") + ":1.2.0"}},
+		{name: "one of two tags", repos: []imageref.Reference{tagged("1.1.0"), tagged("1.3.0")}, want: []string{reg.Repo("ul-app") + ":1.3.0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sum := w.updater.CheckRepositories(t.Context(), tt.repos, "a push notification from test")
+			var got []string
+			for _, r := range sum.Unlisted {
+				got = append(got, r.String())
+			}
+			if sum.Errors != 0 || sum.TagListings != 1 || !slices.Equal(got, tt.want) {
+				t.Errorf("summary %+v: unlisted %q, want %q after one listing", sum, got, tt.want)
+			}
+		})
+	}
+}
+
 // A steady cycle asks no tag's digest it learnt while the tag list stayed
 // the same, but a digest image's tag every time; a push notification makes
 // the next check ask again, and so finds a tag pushed again to a newer

@@ -22,6 +22,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -73,6 +74,7 @@ type Updater struct {
 	writeCtx            context.Context
 	signatures          Signatures
 	keySecrets          credentials.SecretGetter
+	trustedRoot         *signature.TrustedRoot
 	observer            Observer
 	gate                HealthGate
 	// results collects what a cycle did for each Application, for the
@@ -198,6 +200,11 @@ type Summary struct {
 	// NotRunning are the repositories of images skipped because their
 	// Application does not run them, once each.
 	NotRunning []imageref.Reference
+	// Unlisted are the repositories, each with a tag it was asked to
+	// check, whose listing lacked that tag: a registry may announce a push
+	// before it lists the tag. Only for CheckRepositories; a listing that
+	// failed says nothing here.
+	Unlisted []imageref.Reference
 }
 
 // Run runs a cycle every interval until ctx ends. A cycle never overlaps
@@ -288,8 +295,8 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 		for _, s := range skips {
 			sum.Skipped++
 			u.logger.Debug("image skipped", "application", app.Key(), "image", s.image, "reason", s.reason)
-			if !s.notRunning.IsZero() && !slices.ContainsFunc(sum.NotRunning, s.notRunning.SameName) {
-				sum.NotRunning = append(sum.NotRunning, s.notRunning)
+			if s.reason == skipNotRunning && !slices.ContainsFunc(sum.NotRunning, s.repo.SameName) {
+				sum.NotRunning = append(sum.NotRunning, s.repo)
 			}
 		}
 		jobs = append(jobs, appJobs...)
@@ -305,6 +312,9 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	}
 	sum.TagListings = len(byRepo)
 	tags := u.listTags(ctx, byRepo)
+	if sc != nil {
+		sum.Unlisted = sc.unlisted(byRepo, tags)
+	}
 
 	// 3. choose
 	updates := u.choose(ctx, jobs, tags, &sum)

@@ -86,6 +86,8 @@ import (
 	"text/template"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
@@ -443,6 +445,28 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 	return runCycle(apps, want, exp, hasExp)
 }
 
+// docTrustedRoot is a Sigstore trusted root, as the operator of the
+// examples gives the controller for keyless signatures.
+var docTrustedRoot = sync.OnceValue(func() *signature.TrustedRoot {
+	vs, err := ca.NewVirtualSigstore()
+	if err != nil {
+		panic(err)
+	}
+	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, vs.FulcioCertificateAuthorities(), nil, vs.TimestampingAuthorities(), nil)
+	if err != nil {
+		panic(err)
+	}
+	data, err := tr.MarshalJSON()
+	if err != nil {
+		panic(err)
+	}
+	r, err := signature.ParseTrustedRoot(data)
+	if err != nil {
+		panic(err)
+	}
+	return r
+})
+
 // runCycle runs one update cycle over apps (a registry without tags, no
 // write) and checks what it reports against want ("", "warning" or
 // "error") and the optional events block.
@@ -452,7 +476,7 @@ func runCycle(apps cycle.Applications, want string, exp block, hasExp bool) erro
 	u := cycle.New(apps, emptyRegistry{}, refusingWriter{},
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithControllerNamespace("argocd"),
-		cycle.WithSignatures(signature.NewVerifier(emptyRegistry{}), docSecrets{}),
+		cycle.WithSignatures(signature.NewVerifier(emptyRegistry{}), docSecrets{}, docTrustedRoot()),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}))
 	sum := u.RunOnce(context.Background())
 	close(recorder.Events)

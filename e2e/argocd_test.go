@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,9 @@ type world struct {
 	kubeconfig string // the updater's ServiceAccount
 	conf       string // registries.conf
 	cloneDir   string
+
+	caOnce sync.Once
+	ca     *testenv.CA // forgeCA's
 }
 
 // newWorld starts the servers with the real Argo CD, and a git repository
@@ -232,15 +236,9 @@ func TestArgoCD(t *testing.T) {
 		app := w.push(t, "pr-app", "v0.0.1")
 		w.git.CreateRepo(t, repo, "", overlay("pr", w.reg))
 		w.argo.AddRepository(t, "repo-prs", w.git.HTTPRepoURL(repo), w.git.Username, w.git.Password)
-		ca := testenv.NewCA(t, "e2e CA")
-		github := testenv.StartGitHubAPI(t, ca, nil)
+		github := testenv.StartGitHubAPI(t, w.forgeCA(t), nil)
 		github.AcceptToken(w.git.Password)
 		github.RequireBranches(func(project, branch string) bool { return slices.Contains(w.git.Branches(t, project), branch) })
-		// The stand-in's certificate, as Argo CD keeps such certificates.
-		w.k.Create(t, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "argocd-tls-certs-cm", Namespace: testenv.ArgoCDNamespace},
-			Data:       map[string]string{"127.0.0.1": string(ca.PEM)},
-		})
 		w.k.CreateNamespace(t, "pr")
 		w.createAppSpec(t, "pr", map[string]any{"source": map[string]any{
 			"repoURL": w.git.HTTPRepoURL(repo), "path": "pr/overlays/production", "targetRevision": "main",
@@ -301,6 +299,79 @@ func TestArgoCD(t *testing.T) {
 		w.git.FastForward(t, repo, "main", reviews[1].Head)
 		w.refresh(t, "prv1")
 		w.waitDeployed(t, "prv1", "front", v1+":v0.9.1", w.reg.Repo("prv1-web")+":v0.0.1")
+	})
+
+	t.Run("a pull request on Gitea, Bitbucket Data Center and Azure DevOps: nothing is deployed until it is merged on the stand-in", func(t *testing.T) {
+		// Bitbucket Cloud is left out: its API is api.bitbucket.org's
+		// alone, which no flag moves to a stand-in.
+		ca := w.forgeCA(t)
+		for _, f := range []struct {
+			name, kind, flag string
+			start            func() (forgeStandIn, string)
+			// gitPath is where the git server keeps the repository the
+			// service names project.
+			gitPath, project string
+		}{
+			{name: "prgitea", kind: "forgejo", flag: "--gitea-url", start: func() (forgeStandIn, string) { a := testenv.StartGiteaAPI(t, ca); return a, a.URL },
+				gitPath: "example/prgitea", project: "example/prgitea"},
+			{name: "prbbs", kind: "bitbucket-server", flag: "--bitbucket-server-url", start: func() (forgeStandIn, string) { a := testenv.StartBitbucketServerAPI(t, ca); return a, a.URL },
+				gitPath: "bitbucket/scm/PRJ/prbbs", project: "PRJ/prbbs"},
+			{name: "prazure", kind: "azure-devops", flag: "--azure-devops-url", start: func() (forgeStandIn, string) { a := testenv.StartAzureDevOpsAPI(t, ca); return a, a.URL },
+				gitPath: "DefaultCollection/project/_git/prazure", project: "DefaultCollection/project/prazure"},
+		} {
+			t.Run(f.kind, func(t *testing.T) {
+				api, apiURL := f.start()
+				api.AcceptToken(w.git.Password)
+				api.RequireBranches(func(_, branch string) bool { return slices.Contains(w.git.Branches(t, f.gitPath), branch) })
+				// The merge button: a fast-forward of the base.
+				api.MergeBranches(func(_, head, base string) error { w.git.FastForward(t, f.gitPath, base, head); return nil })
+				app := w.push(t, f.name+"-app", "v0.0.1")
+				w.git.CreateRepo(t, f.gitPath, "", overlay(f.name, w.reg))
+				w.argo.AddRepository(t, "repo-"+f.name, w.git.HTTPRepoURL(f.gitPath), w.git.Username, w.git.Password)
+				w.k.CreateNamespace(t, f.name)
+				w.createAppSpec(t, f.name, map[string]any{"source": map[string]any{
+					"repoURL": w.git.HTTPRepoURL(f.gitPath), "path": f.name + "/overlays/production", "targetRevision": "main",
+				}}, testenv.InCluster, map[string]string{
+					"image-list":              "app=" + app,
+					"write-back-method":       "git",
+					"write-back-target":       "kustomization",
+					"git-branch":              "main:image-updates",
+					"git-pull-request":        f.kind,
+					"git-pull-request-labels": "image-update",
+				})
+				web := w.reg.Repo(f.name+"-web") + ":v0.0.1"
+				w.waitDeployed(t, f.name, "front", app+":v0.0.1", web)
+				w.push(t, f.name+"-app", "v0.9.0")
+				w.runOnce(t, f.name, f.flag, apiURL)
+				reviews := api.Reviews(f.project)
+				labels := []string{"image-update"}
+				if f.kind == "bitbucket-server" {
+					// Bitbucket has no labels: the setting is ignored, with
+					// a warning.
+					labels = nil
+				}
+				if len(reviews) != 1 || reviews[0].Head != "image-updates" || reviews[0].Base != "main" || reviews[0].State != "open" ||
+					!strings.Contains(reviews[0].Body, "to 'v0.9.0'") || !slices.Equal(reviews[0].Labels, labels) {
+					t.Fatalf("pull requests %+v, want one from image-updates into main, labelled %q, listing the change", reviews, labels)
+				}
+				if got := w.git.ReadFile(t, f.gitPath, "main", f.name+"/overlays/production/kustomization.yaml"); strings.Contains(got, "v0.9.0") {
+					t.Fatalf("main changed before the merge:\n%s", got)
+				}
+				if got := testenv.DeploymentImages(t.Context(), w.cs, f.name, "front"); !slices.Equal(got, []string{app + ":v0.0.1", web}) {
+					t.Fatalf("deployed before the merge: %v", got)
+				}
+				// Merged on the stand-in, and Argo CD told, as the git
+				// host's webhook to Argo CD would.
+				if err := api.Merge(f.project, reviews[0].Number); err != nil {
+					t.Fatal(err)
+				}
+				w.refresh(t, f.name)
+				w.waitDeployed(t, f.name, "front", app+":v0.9.0", web)
+				if p := api.ReviewProblems(); len(p) > 0 {
+					t.Errorf("the service would refuse: %v", p)
+				}
+			})
+		}
 	})
 
 	t.Run("a rollout in progress: the target file, not the first running image, is the current version", func(t *testing.T) {
@@ -583,6 +654,30 @@ func (w *world) runOnce(t testing.TB, names string, flags ...string) string {
 	}
 	t.Logf("run --once:\n%s", out.String())
 	return out.String()
+}
+
+// forgeStandIn is a forge's stand-in as the scenarios drive it.
+type forgeStandIn interface {
+	Reviews(repo string) []testenv.Review
+	AcceptToken(token string)
+	RequireBranches(exists func(project, branch string) bool)
+	MergeBranches(merge func(project, head, base string) error)
+	Merge(repo string, number int) error
+	ReviewProblems() []string
+}
+
+// forgeCA is the CA of the forges' stand-ins, whose certificate is in
+// argocd-tls-certs-cm for 127.0.0.1, as Argo CD keeps such certificates.
+func (w *world) forgeCA(t testing.TB) *testenv.CA {
+	t.Helper()
+	w.caOnce.Do(func() {
+		w.ca = testenv.NewCA(t, "e2e CA")
+		w.k.Create(t, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "argocd-tls-certs-cm", Namespace: testenv.ArgoCDNamespace},
+			Data:       map[string]string{"127.0.0.1": string(w.ca.PEM)},
+		})
+	})
+	return w.ca
 }
 
 // v1Branch is the branch v1.3.0 names a pull request's.

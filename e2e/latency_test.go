@@ -95,7 +95,8 @@ func BenchmarkPushToDeployment(b *testing.B) {
 			// Argo CD's status sometimes lists no image of the git
 			// Application while it rolls out the version before: the
 			// notification's check skips it as not running, and checks it
-			// again 10 seconds later (no cycle runs within the hour).
+			// again 1, then 4 and 16 seconds later (no cycle runs within
+			// the hour).
 			testenv.WaitFor(b, 2*time.Minute, "both Deployments running "+tag, func() (bool, string) {
 				for name, into := range map[string]*[]time.Duration{"latency-argocd": &argocd, "latency-git": &git} {
 					if _, ok := done[name]; ok {

@@ -1,8 +1,9 @@
 // Package forge opens and updates the review requests of a Git hosting
-// service: pull requests on GitHub (and GitHub Enterprise Server), merge
-// requests on GitLab. It speaks the few REST calls this needs, as each
-// service documents them: find the requests of a branch, open one, change
-// its title and description.
+// service: pull requests on GitHub (and GitHub Enterprise Server), Gitea
+// and Forgejo, Bitbucket Cloud, Bitbucket Data Center and Azure DevOps;
+// merge requests on GitLab. It speaks the few REST calls this needs, as
+// each service documents them: find the requests of a branch, open one,
+// change its title and description.
 //
 // Which API serves a repository is the operator's choice (Hosts): the
 // tokens sent there are the repository's credentials, so an Application
@@ -13,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Kind names a hosting service's API.
@@ -24,16 +26,52 @@ const (
 	GitHub Kind = "github"
 	// GitLab is GitLab's REST API v4.
 	GitLab Kind = "gitlab"
+	// Gitea is the REST API v1 of Gitea and of Forgejo, its fork.
+	Gitea Kind = "gitea"
+	// Bitbucket is Bitbucket Cloud's REST API 2.0, at api.bitbucket.org.
+	Bitbucket Kind = "bitbucket"
+	// BitbucketServer is the REST API 1.0 of Bitbucket Data Center (once
+	// Bitbucket Server).
+	BitbucketServer Kind = "bitbucket-server"
+	// AzureDevOps is the Git REST API of Azure DevOps Services
+	// (dev.azure.com) and Azure DevOps Server.
+	AzureDevOps Kind = "azure-devops"
 )
 
-// ParseKind reads "github" or "gitlab".
-func ParseKind(s string) (Kind, error) {
-	switch k := Kind(s); k {
-	case GitHub, GitLab:
-		return k, nil
-	}
-	return "", fmt.Errorf("unknown pull request service %q: use %s or %s", s, GitHub, GitLab)
+// Kinds lists the services, as settings name them.
+var Kinds = []Kind{GitHub, GitLab, Gitea, Bitbucket, BitbucketServer, AzureDevOps}
+
+// aliases are other names of a service: Forgejo speaks Gitea's API, and
+// Bitbucket Server is now called Bitbucket Data Center.
+var aliases = map[string]Kind{
+	"forgejo":               Gitea,
+	"bitbucket-datacenter":  BitbucketServer,
+	"bitbucket-data-center": BitbucketServer,
 }
+
+// ParseKind reads a service's name: one of Kinds, or "forgejo" (Gitea),
+// "bitbucket-datacenter" or "bitbucket-data-center" (BitbucketServer).
+func ParseKind(s string) (Kind, error) {
+	k := Kind(s)
+	if a, ok := aliases[s]; ok {
+		k = a
+	}
+	for _, known := range Kinds {
+		if k == known {
+			return k, nil
+		}
+	}
+	names := make([]string, 0, len(Kinds)+len(aliases))
+	for _, known := range Kinds {
+		names = append(names, string(known))
+	}
+	names = append(names, "forgejo", "bitbucket-datacenter")
+	return "", fmt.Errorf("unknown pull request service %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// Labels tells whether the service's requests take labels: Bitbucket's,
+// Cloud and Data Center alike, do not.
+func (k Kind) Labels() bool { return k != Bitbucket && k != BitbucketServer }
 
 // State is where a request stands.
 type State string
@@ -46,8 +84,9 @@ const (
 
 // Request is a pull request or merge request.
 type Request struct {
-	// Number is GitHub's pull request number or GitLab's merge request
-	// IID: what the web page and the API address it by.
+	// Number is what the web page and the API address the request by:
+	// GitHub's and Gitea's pull request number, GitLab's merge request
+	// IID, Bitbucket's pull request ID, Azure DevOps' pullRequestId.
 	Number int
 	// URL is its web page.
 	URL   string
@@ -72,13 +111,14 @@ type Client interface {
 }
 
 // ErrAlreadyExists is wrapped by Open's error when the branch already has
-// an open request (GitHub's 422 "A pull request already exists", GitLab's
-// 409 Conflict).
+// an open request (GitHub's 422 "A pull request already exists", GitLab's,
+// Gitea's, Bitbucket Data Center's and Azure DevOps' 409 Conflict).
 var ErrAlreadyExists = errors.New("an open request for this branch already exists")
 
 // ErrLabels is wrapped by Open's error when the request was opened but
-// the service refused its labels (GitHub sets them in a call of their
-// own).
+// without its labels: the service refused them (GitHub sets them in a
+// call of their own, Gitea needs each label to exist), or it has none
+// (Bitbucket).
 var ErrLabels = errors.New("the request was opened without its labels")
 
 // Error is a refusal by the service: its method, URL, status and message.

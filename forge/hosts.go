@@ -1,6 +1,7 @@
 package forge
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,16 +11,31 @@ import (
 
 // Public services every Hosts knows.
 const (
-	GitHubComAPI = "https://api.github.com"
-	GitLabComURL = "https://gitlab.com"
+	GitHubComAPI    = "https://api.github.com"
+	GitLabComURL    = "https://gitlab.com"
+	BitbucketOrgAPI = "https://api.bitbucket.org/2.0"
+	AzureDevOpsURL  = "https://dev.azure.com"
 )
 
+// publicGitea are the Gitea and Forgejo instances open to all, known as
+// github.com and gitlab.com are.
+var publicGitea = []string{"https://gitea.com", "https://codeberg.org"}
+
+// apiPath is where each service's REST API lies below an instance's URL;
+// the operator names GitHub Enterprise Servers (and Bitbucket Cloud's
+// stand-ins) by their API URL itself.
+var apiPath = map[Kind]string{
+	GitLab:          "/api/v4",
+	Gitea:           "/api/v1",
+	BitbucketServer: "/rest/api/1.0",
+}
+
 // Hosts says which API serves the requests of a repository, by the
-// repository's host name: github.com and gitlab.com, and the GitHub
-// Enterprise Servers and GitLab instances the operator names.
+// repository's host name: the public services (github.com, gitlab.com,
+// gitea.com, codeberg.org, bitbucket.org, dev.azure.com and
+// *.visualstudio.com) and the instances the operator names.
 type Hosts struct {
-	// apis maps kind and lower-case host name to the API's base URL.
-	apis map[hostKey]*url.URL
+	apis map[hostKey]instance
 }
 
 type hostKey struct {
@@ -27,31 +43,82 @@ type hostKey struct {
 	host string
 }
 
-// NewHosts knows github.com and gitlab.com, the GitHub Enterprise Servers
-// whose API base URLs are githubAPIs (https://github.example.com/api/v3),
-// and the GitLab instances at gitlabURLs (https://gitlab.example.com).
-// Each serves the repositories of its URL's host name, whatever their
-// port or protocol (HTTPS or SSH).
-func NewHosts(githubAPIs, gitlabURLs []string) (*Hosts, error) {
-	h := &Hosts{apis: map[hostKey]*url.URL{}}
-	gh, _ := url.Parse(GitHubComAPI)
-	h.apis[hostKey{GitHub, "github.com"}] = gh
-	gl, _ := url.Parse(GitLabComURL + "/api/v4")
-	h.apis[hostKey{GitLab, "gitlab.com"}] = gl
-	for _, raw := range githubAPIs {
-		u, err := parseAPIURL(raw)
-		if err != nil {
-			return nil, fmt.Errorf("GitHub Enterprise API URL: %w", err)
+// instance is one service's API and the path its repositories are served
+// under on its host ("" at the root, "/gitlab" for an instance under a
+// path).
+type instance struct {
+	api  *url.URL
+	root string
+}
+
+// HostsOption adds instances to a Hosts.
+type HostsOption func(*Hosts) error
+
+// WithInstances adds instances of kind by their URLs: for GitLab, Gitea
+// and Forgejo, Bitbucket Data Center and Azure DevOps Server the URL the
+// repositories are served under (https://git.example.com, or with a path,
+// https://example.com/bitbucket); for GitHub Enterprise Server its API
+// URL (https://github.example.com/api/v3); for Bitbucket an API URL in
+// api.bitbucket.org's form (https://HOST/2.0), which only a stand-in
+// serves. Each serves the repositories of its URL's host name, whatever
+// their port or protocol (HTTPS or SSH).
+func WithInstances(kind Kind, urls ...string) HostsOption {
+	return func(h *Hosts) error {
+		for _, raw := range urls {
+			u, err := parseAPIURL(raw)
+			if err != nil {
+				return fmt.Errorf("%s URL: %w", serviceName[kind], err)
+			}
+			in := instance{api: u}
+			if p, ok := apiPath[kind]; ok {
+				in.root = u.Path
+				api := *u
+				api.Path += p
+				in.api = &api
+			} else if kind == AzureDevOps {
+				in.root = u.Path
+			}
+			h.apis[hostKey{kind, strings.ToLower(u.Hostname())}] = in
 		}
-		h.apis[hostKey{GitHub, strings.ToLower(u.Hostname())}] = u
+		return nil
 	}
-	for _, raw := range gitlabURLs {
-		u, err := parseAPIURL(raw)
-		if err != nil {
-			return nil, fmt.Errorf("GitLab URL: %w", err)
+}
+
+// serviceName names each service in messages.
+var serviceName = map[Kind]string{
+	GitHub:          "GitHub Enterprise API",
+	GitLab:          "GitLab",
+	Gitea:           "Gitea",
+	Bitbucket:       "Bitbucket API",
+	BitbucketServer: "Bitbucket Data Center",
+	AzureDevOps:     "Azure DevOps Server",
+}
+
+// NewHosts knows the public services, the GitHub Enterprise Servers whose
+// API base URLs are githubAPIs (https://github.example.com/api/v3), the
+// GitLab instances at gitlabURLs (https://gitlab.example.com), and the
+// instances opts add.
+func NewHosts(githubAPIs, gitlabURLs []string, opts ...HostsOption) (*Hosts, error) {
+	h := &Hosts{apis: map[hostKey]instance{}}
+	public := []HostsOption{
+		WithInstances(GitLab, GitLabComURL),
+		WithInstances(Gitea, publicGitea...),
+		WithInstances(AzureDevOps, AzureDevOpsURL),
+	}
+	for _, opt := range public {
+		if err := opt(h); err != nil {
+			return nil, err
 		}
-		u.Path += "/api/v4"
-		h.apis[hostKey{GitLab, strings.ToLower(u.Hostname())}] = u
+	}
+	gh, _ := url.Parse(GitHubComAPI)
+	h.apis[hostKey{GitHub, "github.com"}] = instance{api: gh}
+	bb, _ := url.Parse(BitbucketOrgAPI)
+	h.apis[hostKey{Bitbucket, "bitbucket.org"}] = instance{api: bb}
+	opts = append([]HostsOption{WithInstances(GitHub, githubAPIs...), WithInstances(GitLab, gitlabURLs...)}, opts...)
+	for _, opt := range opts {
+		if err := opt(h); err != nil {
+			return nil, err
+		}
 	}
 	return h, nil
 }
@@ -85,10 +152,12 @@ func loopback(host string) bool {
 type Repository struct {
 	Kind Kind
 	// API is the base URL of the REST API (https://api.github.com,
-	// https://gitlab.example.com/api/v4).
+	// https://gitlab.example.com/api/v4, https://dev.azure.com).
 	API string
-	// Project is owner/name on GitHub, the full path with its groups on
-	// GitLab.
+	// Project is owner/name on GitHub and Gitea, the full path with its
+	// groups on GitLab, workspace/slug on Bitbucket Cloud, key/slug on
+	// Bitbucket Data Center, organization/project/repository on Azure
+	// DevOps (collection/project/repository on a server).
 	Project string
 }
 
@@ -99,38 +168,101 @@ func (h *Hosts) Lookup(kind Kind, repoURL string) (Repository, error) {
 	if err != nil {
 		return Repository{}, err
 	}
-	api, ok := h.apis[hostKey{kind, host}]
+	if kind == AzureDevOps {
+		host, path = azureCloudHost(host, path)
+	}
+	in, ok := h.apis[hostKey{kind, host}]
 	if !ok {
-		return Repository{}, fmt.Errorf("no %s API is configured for host %s (known hosts: %s)", kind, host, strings.Join(h.known(kind), ", "))
+		if _, known := serviceName[kind]; !known {
+			return Repository{}, fmt.Errorf("unknown pull request service %q", kind)
+		}
+		known := strings.Join(h.known(kind), ", ")
+		if known == "" {
+			known = "none"
+		}
+		return Repository{}, fmt.Errorf("no %s API is configured for host %s (known hosts: %s)", kind, host, known)
 	}
-	r := Repository{Kind: kind, API: api.String()}
-	switch kind {
-	case GitHub:
-		// The path goes into the API's URL as it is: GitHub's names, of
-		// letters, digits, '-', '_' and '.', need no escaping.
-		parts := strings.Split(path, "/")
-		if len(parts) != 2 || !githubName(parts[0]) || !githubName(parts[1]) {
-			return Repository{}, fmt.Errorf("repository path %q on %s is not <owner>/<repository>", path, host)
-		}
-	case GitLab:
-		// An instance under a path (https://example.com/gitlab) serves its
-		// projects under that path over HTTPS.
-		if root := strings.TrimSuffix(api.Path, "/api/v4"); root != "" {
-			path = strings.TrimPrefix(path, strings.TrimPrefix(root, "/")+"/")
-		}
-		parts := strings.Split(path, "/")
-		if len(parts) < 2 || slices.Contains(parts, "") {
-			return Repository{}, fmt.Errorf("repository path %q on %s is not <group>/<project>", path, host)
-		}
-	default:
-		return Repository{}, fmt.Errorf("unknown pull request service %q", kind)
+	// An instance under a path (https://example.com/gitlab) serves its
+	// repositories under that path over HTTPS, at the root over SSH.
+	if root := strings.Trim(in.root, "/"); root != "" {
+		path = strings.TrimPrefix(path, root+"/")
 	}
-	r.Project = path
-	return r, nil
+	project, err := projectPath(kind, path)
+	if err != nil {
+		return Repository{}, fmt.Errorf("repository path %q on %s is not %w", path, host, err)
+	}
+	return Repository{Kind: kind, API: in.api.String(), Project: project}, nil
 }
 
-// githubName tells whether s can name a GitHub owner or repository.
-func githubName(s string) bool {
+// projectPath reads the path by which the API of kind names the
+// repository at path, or says what path should be.
+func projectPath(kind Kind, path string) (string, error) {
+	parts := strings.Split(path, "/")
+	switch kind {
+	case GitHub, Gitea, Bitbucket:
+		// The path goes into the API's URL as it is: these services'
+		// names, of letters, digits, '-', '_' and '.', need no escaping.
+		if len(parts) != 2 || !plainName(parts[0]) || !plainName(parts[1]) {
+			return "", errors.New("<owner>/<repository>")
+		}
+	case GitLab:
+		if len(parts) < 2 || slices.Contains(parts, "") {
+			return "", errors.New("<group>/<project>")
+		}
+	case BitbucketServer:
+		// HTTPS clones are under /scm/, SSH ones at the root; a personal
+		// repository's project key is ~user.
+		if len(parts) == 3 && parts[0] == "scm" {
+			parts = parts[1:]
+		}
+		if len(parts) != 2 || !plainName(strings.TrimPrefix(parts[0], "~")) || !plainName(parts[1]) {
+			return "", errors.New("[scm/]<project key>/<repository>")
+		}
+	case AzureDevOps:
+		// HTTPS: organization/project/_git/repository, or
+		// organization/_git/repository for the project's namesake; SSH:
+		// v3/organization/project/repository.
+		switch {
+		case len(parts) == 4 && parts[0] == "v3":
+			// SSH URLs keep the escapes of names with spaces.
+			parts = parts[1:]
+			for i, p := range parts {
+				if u, err := url.PathUnescape(p); err == nil {
+					parts[i] = u
+				}
+			}
+		case len(parts) == 4 && parts[2] == "_git":
+			parts = []string{parts[0], parts[1], parts[3]}
+		case len(parts) == 3 && parts[1] == "_git":
+			parts = []string{parts[0], parts[2], parts[2]}
+		default:
+			parts = nil
+		}
+		if len(parts) != 3 || slices.ContainsFunc(parts, func(p string) bool { return p == "" || p == "." || p == ".." || strings.HasPrefix(p, "_") }) {
+			return "", errors.New("<organization>/<project>/_git/<repository>")
+		}
+	}
+	return strings.Join(parts, "/"), nil
+}
+
+// azureCloudHost maps the hosts of Azure DevOps Services to dev.azure.com,
+// whose API serves them all: ssh.dev.azure.com, and the older
+// {organization}.visualstudio.com (HTTPS, with or without
+// DefaultCollection) and vs-ssh.visualstudio.com (SSH).
+func azureCloudHost(host, path string) (string, string) {
+	switch org, ok := strings.CutSuffix(host, ".visualstudio.com"); {
+	case host == "ssh.dev.azure.com" || host == "vs-ssh.visualstudio.com":
+		return "dev.azure.com", path
+	case ok && org != "" && !strings.Contains(org, "."):
+		return "dev.azure.com", org + "/" + strings.TrimPrefix(path, "DefaultCollection/")
+	}
+	return host, path
+}
+
+// plainName tells whether s can name an owner or repository on GitHub,
+// Gitea or Bitbucket, or a Bitbucket Data Center project: letters,
+// digits, '-', '_' and '.', and neither "." nor "..".
+func plainName(s string) bool {
 	if s == "" || s == "." || s == ".." {
 		return false
 	}
@@ -148,16 +280,16 @@ func githubName(s string) bool {
 func (h *Hosts) APIURL(kind Kind, raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSuffix(strings.TrimSpace(raw), "/"))
 	if err == nil {
-		for k, api := range h.apis {
-			if k.kind == kind && sameAPI(api, u) {
-				return api, nil
+		for k, in := range h.apis {
+			if k.kind == kind && sameAPI(in.api, u) {
+				return in.api, nil
 			}
 		}
 	}
 	var known []string
-	for k, api := range h.apis {
+	for k, in := range h.apis {
 		if k.kind == kind {
-			known = append(known, api.String())
+			known = append(known, in.api.String())
 		}
 	}
 	slices.Sort(known)

@@ -28,6 +28,14 @@ func WithCallTimeout(d time.Duration) ClientOption {
 	}
 }
 
+// WithUsername sets the user name of the credentials the token comes
+// with. Only Bitbucket Cloud uses it: a user's app password or API token
+// goes with the user's name as basic authentication, an access token
+// (user x-token-auth, or none) as a bearer token.
+func WithUsername(name string) ClientOption {
+	return func(c *caller) { c.username = name }
+}
+
 // Client returns a client of the repository's requests that authenticates
 // with token and sends its requests through rt (nil: Go's default), which
 // carries the TLS and proxy settings for the API's host.
@@ -59,6 +67,18 @@ func (r Repository) Client(token string, rt http.RoundTripper, opts ...ClientOpt
 	case GitLab:
 		c.auth, c.message = gitlabAuth, gitlabMessage
 		return &gitLab{caller: c, project: r.Project}, nil
+	case Gitea:
+		c.auth, c.message = giteaAuth, giteaMessage
+		return &gitea{caller: c, project: r.Project}, nil
+	case Bitbucket:
+		c.auth, c.message = bitbucketAuth(c.username), bitbucketMessage
+		return &bitbucket{caller: c, project: r.Project}, nil
+	case BitbucketServer:
+		c.auth, c.message = bitbucketServerAuth, bitbucketServerMessage
+		return newBitbucketServer(c, r.Project)
+	case AzureDevOps:
+		c.auth, c.message = azureAuth, azureMessage
+		return newAzureDevOps(c, r.Project)
 	}
 	return nil, fmt.Errorf("unknown pull request service %q", r.Kind)
 }
@@ -69,15 +89,20 @@ const callTimeout = 30 * time.Second
 // maxAnswer bounds what is read of an answer: a few requests' JSON.
 const maxAnswer = 4 << 20
 
+// maxPages bounds the pages of a listing that are read: the requests of
+// one branch are few, and those past the bound are old.
+const maxPages = 10
+
 // userAgent identifies the client, which GitHub requires.
 const userAgent = "argocd-image-updater"
 
 // caller makes the JSON calls of one service.
 type caller struct {
-	kind  Kind
-	base  string
-	token string
-	http  *http.Client
+	kind     Kind
+	base     string
+	token    string
+	username string
+	http     *http.Client
 	// timeout bounds one call: callTimeout unless WithCallTimeout.
 	timeout time.Duration
 	// auth sets the token's header.
@@ -94,19 +119,25 @@ func (c *caller) call(ctx context.Context, method, path string, in, out any) err
 
 // callURL is call at a whole URL, on the API's host.
 func (c *caller) callURL(ctx context.Context, method, endpoint string, in, out any) error {
+	_, err := c.do(ctx, method, endpoint, in, out)
+	return err
+}
+
+// do is callURL that returns the answer's header too.
+func (c *caller) do(ctx context.Context, method, endpoint string, in, out any) (http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, endpoint, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -115,15 +146,24 @@ func (c *caller) callURL(ctx context.Context, method, endpoint string, in, out a
 	c.auth(req.Header, c.token)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
+		return nil, c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
 	}
 	defer resp.Body.Close()
 	answer, err := bounded.ReadAll(resp.Body, maxAnswer, string(c.kind)+" API answer")
 	if err != nil {
-		return c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
+		return nil, c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
+	}
+	if resp.StatusCode == http.StatusNonAuthoritativeInfo && c.kind == AzureDevOps {
+		// Azure DevOps answers a token it does not take with its sign-in
+		// page.
+		return nil, &Error{
+			Service: c.kind, Method: method, URL: endpoint,
+			StatusCode: resp.StatusCode, Status: resp.Status,
+			Message: "a sign-in page: the token was not accepted",
+		}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &Error{
+		return nil, &Error{
 			Service: c.kind, Method: method, URL: endpoint,
 			StatusCode: resp.StatusCode, Status: resp.Status,
 			Message: c.scrubText(cut(c.message(answer))),
@@ -131,8 +171,17 @@ func (c *caller) callURL(ctx context.Context, method, endpoint string, in, out a
 	}
 	if out != nil {
 		if err := json.Unmarshal(answer, out); err != nil {
-			return fmt.Errorf("%s %s: the answer is not the JSON the %s API documents: %w", method, endpoint, c.kind, err)
+			return nil, fmt.Errorf("%s %s: the answer is not the JSON the %s API documents: %w", method, endpoint, c.kind, err)
 		}
+	}
+	return resp.Header, nil
+}
+
+// onAPI checks that a URL an answer gave (the next page's) is on the
+// API, before the token is sent there.
+func (c *caller) onAPI(next string) error {
+	if !strings.HasPrefix(next, c.base+"/") {
+		return fmt.Errorf("the %s API named a next page off the API: %s", c.kind, bounded.Excerpt(next, bounded.MessageLength))
 	}
 	return nil
 }

@@ -5,9 +5,9 @@
 #     gnupg (gpg, for commit signing with a key from a GnuPG keyring)
 #     redis-server (for Argo CD)
 #   - etcd, kube-apiserver, kube-controller-manager, the Distribution
-#     registry, helm, kustomize and Argo CD's application-controller and
-#     repo-server, built from the Go module proxy and kept under
-#     $TESTBIN/<component>-<version>/.
+#     registry, helm, kustomize and Argo CD's application-controller,
+#     repo-server and config management plugin server, built from the Go
+#     module proxy and kept under $TESTBIN/<component>-<version>/.
 # Prints the testbin directory on its last line.
 set -euo pipefail
 
@@ -130,33 +130,52 @@ install_kustomize() {
 	KUSTOMIZE_DIR=$dest
 }
 
-# install_argocd: Argo CD's application-controller and repo-server (and the
-# git-ask-pass helper the repo-server runs as "argocd"), one binary that
-# picks its component from its name, as Argo CD's own cmd/main.go does. It
-# is built from a throwaway module whose go.mod is Argo CD's own, module
-# line renamed, so that Argo CD's replace directives and pinned versions
-# apply. The full binary (server, CLI, UI) is not needed.
-install_argocd() {
-	local dest=$TESTBIN/argocd-$ARGOCD_VERSION
-	[ -x "$dest/argocd" ] && return
-	log "building Argo CD $ARGOCD_VERSION (several minutes on a cold cache)"
-	local src; src=$(argocd_source)
-	local mod=github.com/argoproj/argo-cd/${ARGOCD_VERSION%%.*}
-	local work; work=$(mktemp -d); trap 'rm -rf "$work"' RETURN
+# build_argocd: builds main (a file of hack/ whose imports name
+# ARGOCD_MODULE) against Argo CD into the executable out, from a throwaway
+# module whose go.mod is Argo CD's own, module line renamed, so that Argo
+# CD's replace directives and pinned versions apply. A subshell, so that
+# the work folder's removal on exit is its own.
+build_argocd() (
+	main=$1 out=$2
+	src=$(argocd_source)
+	mod=github.com/argoproj/argo-cd/${ARGOCD_VERSION%%.*}
+	work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 	sed -e 's#^module .*#module testbin/argocd#' "$src/go.mod" >"$work/go.mod"
 	cp "$src/go.sum" "$work/go.sum"
 	chmod u+w "$work/go.mod" "$work/go.sum"
 	printf '\nrequire %s %s\n' "$mod" "$ARGOCD_VERSION" >>"$work/go.mod"
-	sed -e "s#ARGOCD_MODULE#$mod#g" -e "/^\/\/go:build ignore/d" "$(dirname "$0")/argocd-main.go" >"$work/main.go"
-	mkdir -p "$dest"
+	sed -e "s#ARGOCD_MODULE#$mod#g" -e "/^\/\/go:build ignore/d" "$(dirname "$0")/$main" >"$work/main.go"
+	mkdir -p "$(dirname "$out")"
 	(cd "$work" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath \
 		-ldflags "-s -w -X $mod/common.version=${ARGOCD_VERSION#v} -X $mod/common.gitTag=$ARGOCD_VERSION -X $mod/common.gitTreeState=clean" \
-		-o "$dest/argocd.tmp" . >&2)
-	mv "$dest/argocd.tmp" "$dest/argocd"
+		-o "$out.tmp" . >&2)
+	mv "$out.tmp" "$out"
+)
+
+# install_argocd: Argo CD's application-controller and repo-server (and the
+# git-ask-pass helper the repo-server runs as "argocd"), one binary that
+# picks its component from its name, as Argo CD's own cmd/main.go does.
+# The full binary (server, CLI, UI) is not needed.
+install_argocd() {
+	local dest=$TESTBIN/argocd-$ARGOCD_VERSION
+	[ -x "$dest/argocd" ] && return
+	log "building Argo CD $ARGOCD_VERSION (several minutes on a cold cache)"
+	build_argocd argocd-main.go "$dest/argocd"
 	# The components find themselves by name.
 	for name in argocd-application-controller argocd-repo-server; do
 		ln -sf argocd "$dest/$name"
 	done
+}
+
+# install_argocd_cmp_server: Argo CD's config management plugin server, a
+# binary of its own so that adding it left the one above as it was built.
+# After install_argocd the packages it shares with it are in Go's build
+# cache: it takes about half a minute.
+install_argocd_cmp_server() {
+	local dest=$TESTBIN/argocd-cmp-server-$ARGOCD_VERSION
+	[ -x "$dest/argocd-cmp-server" ] && return
+	log "building Argo CD's config management plugin server $ARGOCD_VERSION"
+	build_argocd argocd-cmp-server-main.go "$dest/argocd-cmp-server"
 }
 
 install_debian_packages
@@ -168,6 +187,7 @@ install_kube kube-apiserver
 install_kube kube-controller-manager
 install_kustomize
 install_argocd
+install_argocd_cmp_server
 
 # envtest wants etcd and kube-apiserver in one folder.
 assets=$TESTBIN/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION
@@ -179,6 +199,7 @@ ln -sf "$KUSTOMIZE_DIR/kustomize" "$assets/kustomize"
 for name in argocd argocd-application-controller argocd-repo-server; do
 	ln -sf "$TESTBIN/argocd-$ARGOCD_VERSION/$name" "$assets/$name"
 done
+ln -sf "$TESTBIN/argocd-cmp-server-$ARGOCD_VERSION/argocd-cmp-server" "$assets/argocd-cmp-server"
 echo "$ARGOCD_VERSION" >"$assets/argocd.version"
 ln -sf "$TESTBIN/registry-$REGISTRY_VERSION/registry" "$assets/registry"
 ln -sf "$TESTBIN/helm-$HELM_VERSION/helm" "$assets/helm"

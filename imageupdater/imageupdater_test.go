@@ -892,9 +892,20 @@ func testSchema(t *testing.T, s *servers) {
 		want string
 	}{
 		{"verification without a key", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{}, ApplicationRefs: refs(api.ApplicationRef{})},
-			"at least one verification method (cosignKey) is required"},
+			"at least one verification method (cosignKey or keyless) is required"},
+		{"a key and keyless", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "k"},
+			Keyless: &api.KeylessVerification{CertificateIdentity: "a@example.com", CertificateOIDCIssuer: "https://issuer"}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"cosignKey and keyless are exclusive"},
+		{"keyless without an identity", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{
+			Keyless: &api.KeylessVerification{CertificateOIDCIssuer: "https://issuer"}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"set exactly one of certificateIdentity and certificateIdentityRegexp"},
+		{"keyless with two issuers", api.ImageUpdaterSpec{ImagesVerification: &api.ImagesVerification{
+			Keyless: &api.KeylessVerification{CertificateIdentity: "a@example.com", CertificateOIDCIssuer: "https://issuer", CertificateOIDCIssuerRegexp: "^https://"}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"set exactly one of certificateOidcIssuer and certificateOidcIssuerRegexp"},
 		{"two forges", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, GitLab: &api.ForgeConfig{}}}}, ApplicationRefs: refs(api.ApplicationRef{})},
-			"Exactly one of github or gitlab must be set"},
+			"Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"},
+		{"two of the other forges", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{Gitea: &api.ForgeConfig{}, AzureDevOps: &api.ForgeConfig{}}}}, ApplicationRefs: refs(api.ApplicationRef{})},
+			"Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"},
 		{"an empty label", api.ImageUpdaterSpec{WriteBackConfig: &api.WriteBackConfig{GitConfig: &api.GitConfig{PullRequest: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{""}}}}, ApplicationRefs: refs(api.ApplicationRef{})},
 			"labels[0]"},
 		{"a plugin target naming nothing", api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx", ManifestTarget: &api.ManifestTarget{Plugin: &api.PluginTarget{Tag: ptr("TAG")}}}}}}},
@@ -904,6 +915,20 @@ func testSchema(t *testing.T, s *servers) {
 		iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: fmt.Sprintf("refused-%d", i)}, Spec: tt.spec}
 		if err := w.k.Client.Create(t.Context(), iu); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: created (%v), want a refusal containing %q", tt.name, err, tt.want)
+		}
+	}
+
+	// Each forge alone is taken.
+	for i, pr := range []*api.PullRequestConfig{
+		{Gitea: &api.ForgeConfig{}, Labels: []string{"image-update"}}, {Bitbucket: &api.ForgeConfig{}},
+		{BitbucketServer: &api.ForgeConfig{}}, {AzureDevOps: &api.ForgeConfig{}, Labels: []string{"image-update"}},
+	} {
+		iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: fmt.Sprintf("forge-%d", i)}, Spec: api.ImageUpdaterSpec{
+			WriteBackConfig: &api.WriteBackConfig{Method: ptr("git"), GitConfig: &api.GitConfig{Branch: ptr("main"), PullRequest: pr}},
+			ApplicationRefs: refs(api.ApplicationRef{}),
+		}}
+		if err := w.k.Client.Create(t.Context(), iu); err != nil {
+			t.Errorf("pull request %+v: %v", pr, err)
 		}
 	}
 

@@ -130,7 +130,7 @@ func (s *servers) worldWith(t *testing.T, ns string, more []string, opts []cycle
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
 	w.updater = cycle.New(w.source, regClient, argocd.NewWriter(w.dyn), append(opts,
 		cycle.WithRegistryConfig(func() *config.Config { return conf }),
-		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(w.cs)),
+		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(w.cs), nil),
 		cycle.WithControllerNamespace(testenv.ArgoCDNamespace),
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithLogger(logger),

@@ -131,12 +131,13 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 // author wrote it with our base in place of the remote install.yaml.
 func TestOverlays(t *testing.T) {
 	tests := []struct {
-		dir          string
-		roleARN      string
-		gcpSA        string
-		scriptMount  bool
-		registryHost string
-		credentials  string
+		dir           string
+		roleARN       string
+		gcpSA         string
+		azureClientID string // the ServiceAccount's annotation; the pod is then labelled for the webhook
+		scriptMount   bool
+		registryHost  string
+		credentials   string
 	}{
 		{dir: "testdata/seed003", roleARN: "arn:aws:iam::123456789012:role/role-for-image-updater", scriptMount: true,
 			registryHost: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com", credentials: "ext:/app/scripts/ecr-login.sh"},
@@ -146,6 +147,8 @@ func TestOverlays(t *testing.T) {
 			registryHost: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com"},
 		{dir: "examples/gke-workload-identity", gcpSA: "image-updater@my-project.iam.gserviceaccount.com",
 			registryHost: "asia-northeast1-docker.pkg.dev", credentials: "gcp"},
+		{dir: "examples/aks-workload-identity", azureClientID: "5a2cdbd1-6e0c-4d3e-9c8e-0f6c1d2b3a41",
+			registryHost: "example.azurecr.io", credentials: "azure"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
@@ -164,6 +167,9 @@ func TestOverlays(t *testing.T) {
 			}
 			if got := sa.GetAnnotations()["iam.gke.io/gcp-service-account"]; got != tt.gcpSA {
 				t.Errorf("GKE service account annotation %q", got)
+			}
+			if got := sa.GetAnnotations()["azure.workload.identity/client-id"]; got != tt.azureClientID {
+				t.Errorf("AKS workload identity client ID annotation %q", got)
 			}
 
 			cm := find(t, objs, "ConfigMap", "argocd-image-updater-config")
@@ -185,6 +191,12 @@ func TestOverlays(t *testing.T) {
 			var d appsv1.Deployment
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(dep.Object, &d); err != nil {
 				t.Fatal(err)
+			}
+			if got, want := d.Spec.Template.Labels["azure.workload.identity/use"], map[bool]string{true: "true"}[tt.azureClientID != ""]; got != want {
+				t.Errorf("pod label azure.workload.identity/use %q, want %q", got, want)
+			}
+			if d.Spec.Template.Labels["app.kubernetes.io/name"] != "argocd-image-updater" {
+				t.Errorf("the base's pod labels are lost: %v", d.Spec.Template.Labels)
 			}
 			mounted := false
 			for _, c := range d.Spec.Template.Spec.Containers {

@@ -1,11 +1,13 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 )
@@ -68,5 +70,51 @@ func TestAzureScopeMapHint(t *testing.T) {
 				t.Errorf("the password is in the error: %v", err)
 			}
 		})
+	}
+}
+
+// With the pod's workload identity (azure), a refusal at an Azure
+// Container Registry host points at the identity's role, not at scope
+// maps, whether the listing or another read was refused.
+func TestAzureWorkloadIdentityHint(t *testing.T) {
+	const (
+		hint     = "Azure Container Registry: the pod's workload identity needs a role that may read the repository, such as AcrPull"
+		scopeMap = "scope map"
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if _, _, ok := r.BasicAuth(); !ok {
+			w.Header().Set("WWW-Authenticate", `Basic realm="Azure Container Registry"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	identity := nativeFunc(func(context.Context, credentials.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
+		return credentials.Credential{Username: "00000000-0000-0000-0000-000000000000", Password: "refresh-token-secret"}, time.Time{}, nil
+	})
+	c := NewClient(
+		WithConfig(testConfigPrefix(t, "example.azurecr.io", strings.TrimPrefix(srv.URL, "http://"))),
+		WithCredentialResolver(credentials.NewResolver(credentials.WithNative(credentials.KindAzure, identity))),
+		withRetry(1, 0, 0),
+	)
+	ref := imageRef(t, "example.azurecr.io/team/app:1.0.0")
+	_, tagsErr := c.Tags(t.Context(), ref, credentials.Ref{})
+	_, metaErr := c.Manifest(t.Context(), ref, credentials.Ref{})
+	for _, err := range []error{tagsErr, metaErr} {
+		if err == nil {
+			t.Fatal("want an error")
+		}
+		if !strings.Contains(err.Error(), hint) || strings.Contains(err.Error(), scopeMap) {
+			t.Errorf("want the workload identity hint alone: %v", err)
+		}
+		if strings.Contains(err.Error(), "refresh-token-secret") {
+			t.Errorf("the password is in the error: %v", err)
+		}
 	}
 }

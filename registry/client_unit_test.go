@@ -25,6 +25,10 @@ func TestNativeKindFor(t *testing.T) {
 		{"eu.gcr.io", credentials.KindGCP, true},
 		{"europe-west1-docker.pkg.dev", credentials.KindGCP, true},
 		{"docker.pkg.dev", 0, false},
+		{"example.azurecr.io", credentials.KindAzure, true},
+		{"example.azurecr.cn", credentials.KindAzure, true},
+		{"example.azurecr.us:443", credentials.KindAzure, true},
+		{"azurecr.io", 0, false},
 		{"ghcr.io", 0, false},
 		{"docker.io", 0, false},
 	} {

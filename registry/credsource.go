@@ -14,13 +14,16 @@ import (
 
 // nativeKindFor says which native credential source serves a registry
 // host by itself: ECR for private ECR hosts, GCP for gcr.io, *.gcr.io and
-// <location>-docker.pkg.dev.
+// <location>-docker.pkg.dev, Azure for *.azurecr.io (.cn, .us).
 func nativeKindFor(host string) (credentials.Kind, bool) {
 	if _, _, ok := cloudhost.ECR(host); ok {
 		return credentials.KindECR, true
 	}
 	if cloudhost.Google(host) {
 		return credentials.KindGCP, true
+	}
+	if _, ok := cloudhost.ACR(host); ok {
+		return credentials.KindAzure, true
 	}
 	return 0, false
 }

@@ -34,6 +34,12 @@ const (
 	KeyPullSecret      = "pull-secret"
 	KeyPlatforms       = "platforms"
 	KeyVerifySignature = "verify-signature"
+	// With verify-signature: keyless, the signer's identity, as cosign
+	// verify's flags of the same names.
+	KeyCertificateIdentity         = "certificate-identity"
+	KeyCertificateIdentityRegexp   = "certificate-identity-regexp"
+	KeyCertificateOIDCIssuer       = "certificate-oidc-issuer"
+	KeyCertificateOIDCIssuerRegexp = "certificate-oidc-issuer-regexp"
 	// KeyHealthGate is "true", "false" or a window ("5m"): follow each
 	// version written for the image, and write back one that breaks the
 	// Application (see ParseHealthGate).
@@ -63,7 +69,8 @@ const (
 )
 
 var (
-	imageKeys     = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature, KeyHealthGate}
+	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
+		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear}
 )
@@ -202,6 +209,51 @@ func parseImageEntry(entry string, opts []imageref.Option) (ImageSpec, error) {
 	return img, err
 }
 
+// readKeylessIdentity reads the certificate-* keys into a keyless
+// signature key. Each pair (the identity exactly or as a regular
+// expression; the issuer likewise) is read as one setting: from the
+// image's keys when it sets either, else from the Application's. Set
+// while verify-signature is not set at all they are refused rather than
+// ignored: whoever wrote them wants signed versions only.
+func readKeylessIdentity(spec *ImageSpec, verifyKey string, get func(string) (string, bool), fail func(key, format string, args ...any)) {
+	var id KeylessIdentity
+	var named string // a certificate-* key that is set
+	pair := func(exact, re string, toExact, toRe *string) {
+		prefixes := []string{""}
+		if spec.Alias != "" {
+			prefixes = []string{aliasKey(spec.Alias) + ".", ""}
+		}
+		for _, p := range prefixes {
+			e, okE := get(p + exact)
+			r, okR := get(p + re)
+			if !okE && !okR {
+				continue
+			}
+			*toExact, *toRe = strings.TrimSpace(e), strings.TrimSpace(r)
+			if named == "" {
+				named = p + exact
+				if !okE {
+					named = p + re
+				}
+			}
+			return
+		}
+	}
+	pair(KeyCertificateIdentity, KeyCertificateIdentityRegexp, &id.Subject, &id.SubjectRegexp)
+	pair(KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, &id.Issuer, &id.IssuerRegexp)
+	k := &spec.SignatureKey
+	switch {
+	case k.Keyless != nil:
+		if err := id.Check(); err != nil {
+			fail(verifyKey, "%v", err)
+			return
+		}
+		*k.Keyless = id
+	case named != "" && k.Origin == "":
+		fail(named, "names a keyless signer, and %s is not set: set it to keyless to check keyless signatures", KeyVerifySignature)
+	}
+}
+
 // aliasKey is how an alias appears in annotation keys: '/' is written '_'.
 func aliasKey(alias string) string { return strings.ReplaceAll(alias, "/", "_") }
 
@@ -269,7 +321,8 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		ok = false
 	}
 
-	if v, key := value(KeyVerifySignature); v != "" {
+	v, key := value(KeyVerifySignature)
+	if v != "" {
 		k, err := ParseSignatureKey(v)
 		if err != nil {
 			fail(key, "%v", err)
@@ -277,6 +330,7 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		k.Origin = AnnotationOrigin(key)
 		spec.SignatureKey = k
 	}
+	readKeylessIdentity(spec, key, get, fail)
 	if v, key := value(KeyHealthGate); v != "" {
 		// A gate asked for and not understood stops the image, as a
 		// signature key does: it must not be updated without it.
@@ -354,6 +408,9 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 		switch {
 		case err != nil:
 			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequestLabels), Message: err.Error()})
+		case wb.PullRequest != "" && !wb.PullRequest.Labels():
+			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequestLabels), Warning: true,
+				Message: fmt.Sprintf("ignored: %s pull requests have no labels", wb.PullRequest)})
 		case wb.PullRequest != "":
 			wb.PullRequestLabels = labels
 		case wb.Method == WriteBackGit:

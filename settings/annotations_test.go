@@ -100,6 +100,44 @@ func TestParseAnnotations(t *testing.T) {
 			},
 		},
 		{
+			name: "keyless signatures",
+			annotations: ann(
+				"image-list", "a=example.com/a, b=example.com/b, c=example.com/c, d=example.com/d, e=example.com/e, f=example.com/f",
+				"verify-signature", "keyless",
+				"certificate-identity", "release@example.com",
+				"certificate-oidc-issuer", "https://accounts.example.com",
+				// The image's regular expression replaces the Application's
+				// exact identity: a pair is one setting.
+				"b.certificate-identity-regexp", "^https://ci\\.example\\.com/",
+				"c.verify-signature", "none",
+				"d.certificate-oidc-issuer-regexp", "(",
+				"e.certificate-identity", "x@example.com",
+				"e.certificate-identity-regexp", "^x@",
+			),
+			wantImages: []ImageSpec{
+				{Alias: "a", Image: mustRef("example.com/a"), SignatureKey: SignatureKey{Keyless: &KeylessIdentity{Subject: "release@example.com", Issuer: "https://accounts.example.com"}, Origin: AnnotationOrigin("verify-signature")}},
+				{Alias: "b", Image: mustRef("example.com/b"), SignatureKey: SignatureKey{Keyless: &KeylessIdentity{SubjectRegexp: "^https://ci\\.example\\.com/", Issuer: "https://accounts.example.com"}, Origin: AnnotationOrigin("verify-signature")}},
+				{Alias: "c", Image: mustRef("example.com/c"), SignatureKey: SignatureKey{Origin: AnnotationOrigin("c.verify-signature")}},
+				{Alias: "f", Image: mustRef("example.com/f"), SignatureKey: SignatureKey{Keyless: &KeylessIdentity{Subject: "release@example.com", Issuer: "https://accounts.example.com"}, Origin: AnnotationOrigin("verify-signature")}},
+			},
+			wantWB: WriteBack{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				`verify-signature (image d): certificate-oidc-issuer-regexp: error parsing regexp`,
+				`verify-signature (image e): keyless verification needs the signer's certificate identity, either exactly (certificate-identity) or as a regular expression (certificate-identity-regexp), not both`,
+			},
+		},
+		{
+			name: "a keyless signer without verify-signature",
+			annotations: ann(
+				"image-list", "a=example.com/a",
+				"a.certificate-identity", "release@example.com",
+			),
+			wantWB: WriteBack{Method: WriteBackArgoCD},
+			wantProblems: []string{
+				`a.certificate-identity (image a): names a keyless signer, and verify-signature is not set: set it to keyless`,
+			},
+		},
+		{
 			name: "helm and kustomize names, slash in alias",
 			annotations: ann(
 				"image-list", "org/app=example.com/org/app, spec=example.com/spec",
@@ -260,10 +298,31 @@ func TestParseAnnotations(t *testing.T) {
 		},
 		{
 			name:         "unknown pull request service",
-			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket"),
+			annotations:  ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "sourcehut"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
 			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates"},
-			wantProblems: []string{`git-pull-request: unknown pull request service "bitbucket": use github or gitlab`},
+			wantProblems: []string{`git-pull-request: unknown pull request service "sourcehut": use one of github, gitlab, gitea, bitbucket, bitbucket-server, azure-devops, forgejo, bitbucket-datacenter`},
+		},
+		{
+			name: "forgejo is gitea",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "forgejo",
+				"git-pull-request-labels", "image-update"),
+			wantImages: []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.Gitea, PullRequestLabels: []string{"image-update"}},
+		},
+		{
+			name:        "azure devops",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "azure-devops"),
+			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.AzureDevOps},
+		},
+		{
+			name: "bitbucket data center, whose pull requests have no labels",
+			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket-datacenter",
+				"git-pull-request-labels", "image-update"),
+			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
+			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.BitbucketServer},
+			wantProblems: []string{"git-pull-request-labels: ignored: bitbucket-server pull requests have no labels"},
 		},
 		{
 			name:         "pull request with the argocd method",

@@ -3,6 +3,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -220,35 +221,98 @@ func ParseImage(entry string, opts ...imageref.Option) (ImageSpec, error) {
 	return spec, nil
 }
 
-// SignatureKey names the public key versions of an image must be signed
-// with: a field of a Secret holding it in PEM, as cosign.pub.
+// SignatureKey names what the signatures of an image's new versions must
+// verify with: a public key, a field of a Secret holding it in PEM (as
+// cosign.pub), or, keyless, the identity of the signing certificate under
+// the trusted root the operator configures.
 type SignatureKey struct {
 	// Namespace is the Secret's; "" means the Application's own.
 	Namespace string
 	Name      string
 	Field     string
+	// Keyless, when set instead of a Secret, is the identity.
+	Keyless *KeylessIdentity
 	// Origin is where the key is named.
 	Origin Origin
 }
 
-// IsZero reports whether no key is set: versions need no signature.
-func (k SignatureKey) IsZero() bool { return k.Name == "" }
+// KeylessIdentity is who must have signed, keyless: the subject of the
+// signing certificate (an e-mail address, a URI such as a CI workflow's)
+// and the OIDC issuer that vouched for it, each given exactly or as a
+// regular expression (Go syntax, unanchored, as cosign's
+// --certificate-identity-regexp), as `cosign verify` takes them.
+type KeylessIdentity struct {
+	Subject, SubjectRegexp string
+	Issuer, IssuerRegexp   string
+}
 
-// String is the key as written in the annotation.
+// MaxIdentityRegexp bounds an identity's regular expressions; the
+// subjects they match are a certificate's, some tens of characters.
+const MaxIdentityRegexp = 1024
+
+// Check says what is wrong with id, naming the setting in the words of
+// the annotations (the resource's fields are named alike).
+func (id KeylessIdentity) Check() error {
+	if (id.Subject == "") == (id.SubjectRegexp == "") {
+		return errors.New("keyless verification needs the signer's certificate identity, either exactly (certificate-identity) or as a regular expression (certificate-identity-regexp), not both")
+	}
+	if (id.Issuer == "") == (id.IssuerRegexp == "") {
+		return errors.New("keyless verification needs the certificate's OIDC issuer, either exactly (certificate-oidc-issuer) or as a regular expression (certificate-oidc-issuer-regexp), not both")
+	}
+	for _, re := range []struct{ name, expr string }{{"certificate-identity-regexp", id.SubjectRegexp}, {"certificate-oidc-issuer-regexp", id.IssuerRegexp}} {
+		if re.expr == "" {
+			continue
+		}
+		if len(re.expr) > MaxIdentityRegexp {
+			return fmt.Errorf("%s: %d characters, more than %d", re.name, len(re.expr), MaxIdentityRegexp)
+		}
+		if _, err := regexp.Compile(re.expr); err != nil {
+			return fmt.Errorf("%s: %v", re.name, err)
+		}
+	}
+	return nil
+}
+
+func (id KeylessIdentity) String() string {
+	subject, issuer := id.Subject, id.Issuer
+	if subject == "" {
+		subject = "~" + id.SubjectRegexp
+	}
+	if issuer == "" {
+		issuer = "~" + id.IssuerRegexp
+	}
+	return fmt.Sprintf("identity %q from issuer %q", subject, issuer)
+}
+
+// IsZero reports whether no key is set: versions need no signature.
+func (k SignatureKey) IsZero() bool { return k.Name == "" && k.Keyless == nil }
+
+// String is the key as written in the annotation, or the keyless
+// identity.
 func (k SignatureKey) String() string {
-	if k.Namespace == "" {
+	switch {
+	case k.Keyless != nil:
+		return "keyless " + k.Keyless.String()
+	case k.Namespace == "":
 		return "secret:" + k.Name + "#" + k.Field
 	}
 	return "secret:" + k.Namespace + "/" + k.Name + "#" + k.Field
 }
 
+// Keyless is the verify-signature value that asks for keyless signatures;
+// the certificate-* keys name the identity.
+const Keyless = "keyless"
+
 // ParseSignatureKey reads a verify-signature value:
-// secret:[<namespace>/]<name>#<field>. "false" or "none" set no key, so
-// that one image can opt out of an Application-wide setting.
+// secret:[<namespace>/]<name>#<field>, or keyless (whose identity the
+// caller sets). "false" or "none" set no key, so that one image can opt
+// out of an Application-wide setting.
 func ParseSignatureKey(s string) (SignatureKey, error) {
 	switch s {
 	case "false", "none":
 		return SignatureKey{}, nil
+	case Keyless:
+		return SignatureKey{Keyless: &KeylessIdentity{}}, nil
 	}
 	rest, ok := strings.CutPrefix(s, "secret:")
 	secret, field, hasField := strings.Cut(rest, "#")
@@ -257,7 +321,7 @@ func ParseSignatureKey(s string) (SignatureKey, error) {
 		ns, name = "", secret
 	}
 	if !ok || !hasField || field == "" || name == "" || (hasNS && ns == "") || strings.Contains(name, "/") {
-		return SignatureKey{}, fmt.Errorf("%q must name the public key as secret:[<namespace>/]<name>#<field>, or be none", s)
+		return SignatureKey{}, fmt.Errorf("%q must name the public key as secret:[<namespace>/]<name>#<field>, or be keyless or none", s)
 	}
 	return SignatureKey{Namespace: ns, Name: name, Field: field}, nil
 }

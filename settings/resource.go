@@ -121,11 +121,20 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 			break
 		}
 		vat := l.at.Child(".imagesVerification")
+		if kl := l.verify.Keyless; kl != nil && l.verify.CosignKey == nil {
+			id := KeylessIdentity{Subject: kl.CertificateIdentity, SubjectRegexp: kl.CertificateIdentityRegexp, Issuer: kl.CertificateOIDCIssuer, IssuerRegexp: kl.CertificateOIDCIssuerRegexp}
+			if err := id.Check(); err != nil {
+				fail(vat.Child(".keyless"), "%v", err)
+				break
+			}
+			s.SignatureKey = SignatureKey{Keyless: &id, Origin: vat.Child(".keyless")}
+			break
+		}
 		k := l.verify.CosignKey
-		if k == nil || k.SecretName == "" {
+		if k == nil || k.SecretName == "" || l.verify.Keyless != nil {
 			// Fail closed: whoever asked for verified images must not
-			// get unverified ones, and keyless signatures are not checked.
-			fail(vat.Child(".cosignKey"), "verification is enabled but names no key: set cosignKey.secretName (keyless signatures are not checked), or enabled: false")
+			// get unverified ones.
+			fail(vat, "verification is enabled and names no key or names two: set cosignKey.secretName or keyless, or enabled: false")
 			break
 		}
 		s.SignatureKey = SignatureKey{Name: k.SecretName, Field: k.Key, Origin: vat.Child(".cosignKey")}
@@ -224,10 +233,7 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 		}
 		if pr == "" && g.PullRequest != nil {
 			pr = gat.Child(".pullRequest")
-			kind = forge.GitLab
-			if g.PullRequest.GitHub != nil {
-				kind = forge.GitHub
-			}
+			kind = pullRequestKind(g.PullRequest)
 			wb.PullRequestLabels = g.PullRequest.Labels
 		}
 	}
@@ -242,6 +248,11 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 	}
 	if pr != "" && wb.Method == WriteBackGit {
 		wb.PullRequest = kind
+		if len(wb.PullRequestLabels) > 0 && !kind.Labels() {
+			*problems = append(*problems, Problem{Origin: pr.Child(".labels"), Warning: true,
+				Message: fmt.Sprintf("ignored: %s pull requests have no labels", kind)})
+			wb.PullRequestLabels = nil
+		}
 		if !strings.Contains(wb.GitBranch, ":") {
 			// As v1.3.0: branch is the request's base, and the request
 			// comes from a branch of its own per target and change.
@@ -251,6 +262,24 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 		wb.PullRequestLabels = nil
 	}
 	return wb
+}
+
+// pullRequestKind is the service a pullRequest names; the CRD lets
+// exactly one be set.
+func pullRequestKind(p *api.PullRequestConfig) forge.Kind {
+	switch {
+	case p.GitHub != nil:
+		return forge.GitHub
+	case p.Gitea != nil:
+		return forge.Gitea
+	case p.Bitbucket != nil:
+		return forge.Bitbucket
+	case p.BitbucketServer != nil:
+		return forge.BitbucketServer
+	case p.AzureDevOps != nil:
+		return forge.AzureDevOps
+	}
+	return forge.GitLab
 }
 
 // PullRequestBranch is the branch a pull request of an ImageUpdater comes

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -55,9 +56,17 @@ func TestWriteBackPullRequest(t *testing.T) {
 		want       forge.Kind
 		wantBranch string
 		wantLabels []string
+		// wantProblem is the one problem reported, if any.
+		wantProblem string
 	}{
 		{name: "github", branch: "main:image-updates", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}, want: forge.GitHub, wantBranch: "main:image-updates"},
 		{name: "gitlab", branch: ":image-updates", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}}, want: forge.GitLab, wantBranch: ":image-updates"},
+		{name: "gitea", branch: ":image-updates", pr: &api.PullRequestConfig{Gitea: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.Gitea, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
+		{name: "bitbucket", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}}, want: forge.Bitbucket, wantBranch: ":image-updates"},
+		{name: "bitbucket data center", branch: ":image-updates", pr: &api.PullRequestConfig{BitbucketServer: &api.ForgeConfig{}}, want: forge.BitbucketServer, wantBranch: ":image-updates"},
+		{name: "azure devops", branch: ":image-updates", pr: &api.PullRequestConfig{AzureDevOps: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.AzureDevOps, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
+		{name: "bitbucket labels are ignored", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.Bitbucket, wantBranch: ":image-updates",
+			wantProblem: "spec.writeBackConfig.gitConfig.pullRequest.labels: ignored: bitbucket pull requests have no labels"},
 		{name: "none", branch: "main", wantBranch: "main"},
 		{name: "the base only, as v1.3.0", branch: "main", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{"image-update"}},
 			want: forge.GitHub, wantBranch: "main:image-updater-{{.TargetKey}}-{{.SHA256}}", wantLabels: []string{"image-update"}},
@@ -81,8 +90,12 @@ func TestWriteBackPullRequest(t *testing.T) {
 			if a.WriteBack.PullRequest != tt.want || a.WriteBack.GitBranch != tt.wantBranch || !slices.Equal(a.WriteBack.PullRequestLabels, tt.wantLabels) {
 				t.Errorf("PullRequest %q, branch %q, labels %q; want %q, %q, %q", a.WriteBack.PullRequest, a.WriteBack.GitBranch, a.WriteBack.PullRequestLabels, tt.want, tt.wantBranch, tt.wantLabels)
 			}
-			if len(a.Problems) != 0 {
-				t.Errorf("problems %v", a.Problems)
+			var problems []string
+			for _, p := range a.Problems {
+				problems = append(problems, p.Error())
+			}
+			if tt.wantProblem == "" && len(problems) != 0 || tt.wantProblem != "" && (len(problems) != 1 || !strings.Contains(problems[0], tt.wantProblem)) {
+				t.Errorf("problems %q, want %q", problems, tt.wantProblem)
 			}
 		})
 	}
@@ -99,20 +112,38 @@ func TestImagesVerificationKey(t *testing.T) {
 				{Alias: "a", ImageName: "nginx"},
 				{Alias: "b", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "own", Key: "pub"}}},
 				{Alias: "c", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{Enabled: ptr(false)}},
+				{Alias: "d", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{Keyless: &api.KeylessVerification{
+					CertificateIdentityRegexp: "^https://ci/", CertificateOIDCIssuer: "https://issuer",
+				}}},
+				{Alias: "e", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{Keyless: &api.KeylessVerification{
+					CertificateOIDCIssuer: "https://issuer",
+				}}},
+				{Alias: "f", ImageName: "nginx", ImagesVerification: &api.ImagesVerification{CosignKey: &api.CosignKey{SecretName: "k"},
+					Keyless: &api.KeylessVerification{CertificateIdentity: "a", CertificateOIDCIssuer: "https://issuer"}}},
 			}}},
 		},
 	}
 	a := ParseImageUpdater(iu, 0)
-	if len(a.Problems) != 0 || len(a.Images) != 3 {
+	wantProblems := []string{
+		"ImageUpdater ns/iu spec.applicationRefs[0].images[4].imagesVerification.keyless (image e): keyless verification needs the signer's certificate identity",
+		"ImageUpdater ns/iu spec.applicationRefs[0].images[5].imagesVerification (image f): verification is enabled and names no key or names two",
+	}
+	if len(a.Problems) != len(wantProblems) || len(a.Images) != 4 {
 		t.Fatalf("images %d, problems %v", len(a.Images), a.Problems)
+	}
+	for i, p := range a.Problems {
+		if !strings.HasPrefix(p.Error(), wantProblems[i]) {
+			t.Errorf("problem %q, want %q", p.Error(), wantProblems[i])
+		}
 	}
 	want := []SignatureKey{
 		{Name: "spec-key", Field: DefaultCosignKeyField, Origin: "ImageUpdater ns/iu spec.imagesVerification.cosignKey"},
 		{Name: "own", Field: "pub", Origin: "ImageUpdater ns/iu spec.applicationRefs[0].images[1].imagesVerification.cosignKey"},
 		{},
+		{Keyless: &KeylessIdentity{SubjectRegexp: "^https://ci/", Issuer: "https://issuer"}, Origin: "ImageUpdater ns/iu spec.applicationRefs[0].images[3].imagesVerification.keyless"},
 	}
 	for i, s := range a.Images {
-		if s.SignatureKey != want[i] {
+		if !reflect.DeepEqual(s.SignatureKey, want[i]) {
 			t.Errorf("image %s: key %+v, want %+v", s.Alias, s.SignatureKey, want[i])
 		}
 	}

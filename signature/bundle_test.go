@@ -3,10 +3,6 @@ package signature_test
 import (
 	"bytes"
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -26,11 +22,8 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
-	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
@@ -277,99 +270,10 @@ func (r recordingRegistry) Blob(ctx context.Context, ref imageref.Reference, cre
 	return r.Client.Blob(ctx, ref, creds, digest, maxBytes)
 }
 
-// certKeypair is a sign.Keypair over the private key of a certificate a
-// virtual Sigstore issued; it remembers its last signature, which the
-// virtual timestamp authority stamps.
-type certKeypair struct {
-	priv *ecdsa.PrivateKey
-	cert []byte
-	mu   sync.Mutex
-	last []byte
-}
-
-func (k *certKeypair) GetHashAlgorithm() protocommon.HashAlgorithm {
-	return protocommon.HashAlgorithm_SHA2_256
-}
-func (k *certKeypair) GetSigningAlgorithm() protocommon.PublicKeyDetails {
-	return protocommon.PublicKeyDetails_PKIX_ECDSA_P256_SHA_256
-}
-func (k *certKeypair) GetHint() []byte                { return nil }
-func (k *certKeypair) GetKeyAlgorithm() string        { return "ECDSA" }
-func (k *certKeypair) GetPublicKey() crypto.PublicKey { return k.priv.Public() }
-func (k *certKeypair) GetPublicKeyPem() (string, error) {
-	b, err := cryptoutils.MarshalPublicKeyToPEM(k.priv.Public())
-	return string(b), err
-}
-func (k *certKeypair) SignData(_ context.Context, data []byte) ([]byte, []byte, error) {
-	sum := sha256.Sum256(data)
-	sig, err := ecdsa.SignASN1(rand.Reader, k.priv, sum[:])
-	k.mu.Lock()
-	k.last = sig
-	k.mu.Unlock()
-	return sig, sum[:], err
-}
-
-// GetCertificate is the virtual Fulcio: the certificate issued for the key.
-func (k *certKeypair) GetCertificate(context.Context, sign.Keypair, *sign.CertificateProviderOptions) ([]byte, error) {
-	return k.cert, nil
-}
-
-// tsa answers timestamp requests with the virtual timestamp authority's
-// stamp of the keypair's last signature.
-type tsa struct {
-	vs *ca.VirtualSigstore
-	kp *certKeypair
-}
-
-func (s tsa) RoundTrip(*http.Request) (*http.Response, error) {
-	s.kp.mu.Lock()
-	sig := s.kp.last
-	s.kp.mu.Unlock()
-	resp, err := s.vs.TimestampResponse(sig)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(bytes.NewReader(resp)), Header: http.Header{}}, nil
-}
-
-// keylessBundle signs statement as `cosign sign` does keyless: a
-// short-lived certificate from the virtual Sigstore vs for identity from
-// issuer, and, when stamper is not nil, a timestamp of the signature by
-// its timestamp authority.
-func keylessBundle(t *testing.T, vs, stamper *ca.VirtualSigstore, identity, issuer string, statement []byte) []byte {
-	t.Helper()
-	cert, priv, err := vs.GenerateLeafCert(identity, issuer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp := &certKeypair{priv: priv.(*ecdsa.PrivateKey), cert: cert.Raw}
-	opts := sign.BundleOptions{CertificateProvider: kp}
-	if stamper != nil {
-		opts.TimestampAuthorities = []*sign.TimestampAuthority{sign.NewTimestampAuthority(&sign.TimestampAuthorityOptions{
-			URL: "https://tsa.invalid/api/v1/timestamp", Transport: tsa{vs: stamper, kp: kp},
-		})}
-	}
-	return testenv.SignBundle(t, statement, kp, opts)
-}
-
-// trustedRoot is the trusted root of vs, as an operator would write it:
-// its certificate authority and timestamp authority, and its
-// transparency log when withLog.
+// trustedRoot is the trusted root of vs, as an operator would write it.
 func trustedRoot(t *testing.T, vs *ca.VirtualSigstore, withLog bool) *signature.TrustedRoot {
 	t.Helper()
-	var logs map[string]*root.TransparencyLog
-	if withLog {
-		logs = vs.RekorLogs()
-	}
-	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, vs.FulcioCertificateAuthorities(), nil, vs.TimestampingAuthorities(), logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tr.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := signature.ParseTrustedRoot(b)
+	r, err := signature.ParseTrustedRoot(testenv.TrustedRootJSON(t, vs, withLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +310,7 @@ func TestVerifyKeyless(t *testing.T) {
 	exact := signature.Identity{Subject: identity, Issuer: issuer}
 	signed := func(t *testing.T, tag string, ca, stamper *ca.VirtualSigstore, identity string) v1.Hash {
 		d := reg.PushImage(t, repo, []string{tag})
-		reg.AttachBundle(t, repo, d, keylessBundle(t, ca, stamper, identity, issuer, testenv.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
+		reg.AttachBundle(t, repo, d, testenv.KeylessBundle(t, ca, stamper, identity, issuer, testenv.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
 		return d
 	}
 	tests := []struct {
@@ -448,7 +352,7 @@ func TestVerifyKeyless(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := tt.prepare(t)
 			v := signature.NewVerifier(newClient(t, reg))
-			err := v.VerifyKeyless(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), tt.keyless)
+			err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), tt.keyless)
 			if tt.wantReason == "" {
 				if err != nil {
 					t.Fatalf("want verified, got %v", err)
@@ -466,14 +370,10 @@ func TestVerifyKeyless(t *testing.T) {
 	// certificate's own.
 	t.Run("with a key", func(t *testing.T) {
 		d := reg.PushImage(t, repo, []string{"cert-key"})
-		cert, priv, err := vs.GenerateLeafCert(identity, issuer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kp := &certKeypair{priv: priv.(*ecdsa.PrivateKey), cert: cert.Raw}
+		kp := testenv.NewCertKeypair(t, vs, identity, issuer)
 		reg.AttachBundle(t, repo, d, testenv.SignBundle(t, testenv.Statement(t, d, layout.SignPredicateType), kp, sign.BundleOptions{CertificateProvider: kp}), layout.SignPredicateType)
 		v := signature.NewVerifier(newClient(t, reg))
-		err = v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), keypairKey(t, kp))
+		err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), keypairKey(t, kp))
 		if !errors.Is(err, signature.ErrNotVerified) {
 			t.Fatalf("want a rejection, got %v", err)
 		}

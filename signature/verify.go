@@ -60,9 +60,9 @@ type Registry interface {
 	Blob(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string, maxBytes int64) ([]byte, error)
 }
 
-// trust is what signatures must verify with: a public key, or a keyless
-// identity under a trusted root.
-type trust interface {
+// Trust is what signatures must verify with: a *PublicKey, or a
+// *Keyless identity under a trusted root.
+type Trust interface {
 	// cacheKey tells trusts apart in the verdicts kept.
 	cacheKey() string
 	// String names it in reasons.
@@ -98,25 +98,19 @@ type verdictKey struct {
 }
 
 // Verify checks that digest, of the repository of image, has a cosign
-// signature made with key, in the image's own repository, read with
-// creds: either a sigstore bundle among the digest's referrers whose
-// envelope verifies with key and signs a statement of `cosign sign` whose
-// subject is digest, or a layer of the manifest tagged sha256-<hex>.sig
-// whose signature verifies over its payload with key and whose payload
-// names digest. An error wrapping ErrNotVerified (a *Rejection) says why
-// none does.
-func (v *Verifier) Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, key *PublicKey) error {
-	return v.verify(ctx, image, creds, digest, key)
-}
-
-// VerifyKeyless checks that digest, of the repository of image, has a
-// keyless cosign signature of k's identity: a sigstore bundle among the
-// digest's referrers whose certificate chains to k's trusted root at a
-// time the bundle's proofs vouch for, names k's identity, and whose
-// envelope signs a statement of `cosign sign` whose subject is digest.
-// Nothing is fetched but from the registry.
-func (v *Verifier) VerifyKeyless(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, k *Keyless) error {
-	return v.verify(ctx, image, creds, digest, k)
+// signature that t accepts, in the image's own repository, read with
+// creds. With a key: either a sigstore bundle among the digest's referrers
+// whose envelope verifies with the key and signs a statement of `cosign
+// sign` whose subject is digest, or a layer of the manifest tagged
+// sha256-<hex>.sig whose signature verifies over its payload with the key
+// and whose payload names digest. Keyless: a sigstore bundle among the
+// digest's referrers whose certificate chains to the trusted root at a
+// time the bundle's proofs vouch for, names the identity, and whose
+// envelope signs such a statement; nothing is fetched but from the
+// registry. An error wrapping ErrNotVerified (a *Rejection) says why none
+// does.
+func (v *Verifier) Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t Trust) error {
+	return v.verify(ctx, image, creds, digest, t)
 }
 
 // sources are what the registry holds of a digest's signatures.
@@ -126,7 +120,7 @@ type sources struct {
 	notes     []string // what could not be read, for the reason
 }
 
-func (v *Verifier) verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t trust) error {
+func (v *Verifier) verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t Trust) error {
 	repo := image.WithoutVersion()
 	ok := verdictKey{repo: repo.Name(), digest: digest, trust: t.cacheKey()}
 	if _, hit := v.verdicts.Get(ok); hit {
@@ -242,7 +236,7 @@ func (s *search) try(what string, check func() error) (bool, error) {
 
 // check looks for a signature that verifies: bundles among the referrers
 // first, then layers of the signature manifest, maxSignatures in all.
-func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string, src sources, t trust) error {
+func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string, src sources, t Trust) error {
 	s := &search{reasons: src.notes}
 	var candidates []v1.Descriptor
 	if src.referrers != nil {
@@ -294,7 +288,7 @@ func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds cre
 	return reject("no signature verifies with %s (%s)", t, strings.Join(dedupe(s.reasons), "; "))
 }
 
-func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest string, l v1.Descriptor, t trust) error {
+func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest string, l v1.Descriptor, t Trust) error {
 	b64, ok := l.Annotations[layout.SignatureAnnotation]
 	if !ok {
 		return reject("no %s annotation", layout.SignatureAnnotation)

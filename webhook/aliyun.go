@@ -56,7 +56,7 @@ func parseAliyun(r *http.Request, body []byte) ([]imageref.Reference, error) {
 		host = "registry." + p.Repository.Region + ".aliyuncs.com"
 	}
 	// Repository names are lower case; the console's examples are not.
-	ref, err := repository(strings.ToLower(host), strings.ToLower(path), field)
+	ref, err := repository(strings.ToLower(host), strings.ToLower(path), p.PushData.Tag, field)
 	if err != nil {
 		return nil, err
 	}

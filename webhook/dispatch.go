@@ -10,19 +10,39 @@ import (
 	"sync"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 )
 
 // Rechecks: a repository one of whose images was skipped because its
-// Application does not run it is checked again, a few times. Argo CD's
-// status can list none of an image's versions while it rolls one out, and
-// a push during that time would otherwise wait for the next cycle.
+// Application does not run it is checked again, a few times: after
+// DefaultRecheckAfter, then 4 and 16 times that. Argo CD's status can list
+// none of an image's versions while it rolls one out, for a second or so
+// after a sync, and a push during that time would otherwise wait for the
+// next cycle.
 const (
-	DefaultRecheckAfter = 10 * time.Second
+	DefaultRecheckAfter = time.Second
 	DefaultRechecks     = 3
 )
+
+// backoff is how long after a check the next recheck of a repository
+// waits, when it has had n before: base, then 4 and 16 times base.
+func backoff(base time.Duration, n int) time.Duration { return base << (2 * min(n, 8)) }
+
+// Unlisted tags: a registry may announce a push before its listing shows
+// the tag (the Distribution registry sends the manifest's event before it
+// links the tag), so the check that follows at once can miss it. A
+// repository whose notified tag the check did not list is checked again
+// after unlistedAfter, then 4 and 16 times that (the first recheck
+// usually finds it), while it has had fewer than maxUnlistedRechecks.
+const (
+	unlistedAfter       = 200 * time.Millisecond
+	maxUnlistedRechecks = 3
+)
+
+// maxTags bounds the notified tags kept for one pending repository; the
+// latest are kept, since a later push is the one the listing may lack.
+const maxTags = 16
 
 // maxPending bounds the repositories waiting for a check; a sender that
 // names more while a long cycle holds the checks is told to retry.
@@ -39,9 +59,30 @@ var (
 	ErrBusy       = errors.New("too many repositories are waiting for a check; retry later")
 )
 
-// Checker runs targeted checks; cycle.Updater is one.
+// Checker runs targeted checks: the update cycle restricted to some
+// repositories. A repository may be named once for each notified tag.
 type Checker interface {
-	CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) cycle.Summary
+	CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) CheckResult
+}
+
+// CheckerFunc adapts a function to Checker.
+type CheckerFunc func(ctx context.Context, repos []imageref.Reference, trigger string) CheckResult
+
+// CheckRepositories calls f.
+func (f CheckerFunc) CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) CheckResult {
+	return f(ctx, repos, trigger)
+}
+
+// CheckResult is what the dispatcher needs to know of a check.
+type CheckResult struct {
+	// Updated: the check wrote a new version somewhere.
+	Updated bool
+	// NotRunning are repositories of images skipped because their
+	// Application does not run them (see DefaultRechecks).
+	NotRunning []imageref.Reference
+	// Unlisted are repositories, each with a tag it was named with, whose
+	// listing lacked that tag (see unlistedAfter).
+	Unlisted []imageref.Reference
 }
 
 // Dispatcher coalesces notifications into checks. Checks run only while
@@ -73,23 +114,58 @@ type Dispatcher struct {
 }
 
 type pendingRepo struct {
-	ref      imageref.Reference
+	ref      imageref.Reference // the repository, without a version
 	sources  map[string]bool
+	tags     []string // notified, oldest first, at most maxTags
 	received []time.Time
 	// last is when its latest notification arrived: one kept while no
 	// replica can take it expires relayMaxAge after that.
 	last time.Time
-	// recheck counts the checks of this repository before, for images
-	// skipped as not running (see DefaultRechecks).
+	// recheck counts the checks of this repository before, made again
+	// for a notified tag not listed (see unlistedAfter) or for images
+	// skipped as not running (see DefaultRechecks); both share it, so that
+	// a notification costs at most four checks with the defaults.
 	recheck int
+}
+
+// addTags adds tags not yet kept, dropping the oldest past maxTags.
+func (p *pendingRepo) addTags(tags ...string) {
+	for _, t := range tags {
+		if t == "" || slices.Contains(p.tags, t) {
+			continue
+		}
+		p.tags = append(p.tags, t)
+	}
+	if n := len(p.tags) - maxTags; n > 0 {
+		p.tags = slices.Delete(p.tags, 0, n)
+	}
+}
+
+// refs is what a check is asked for: the repository with each notified
+// tag, or alone when none was named.
+func (p *pendingRepo) refs() []imageref.Reference {
+	if len(p.tags) == 0 {
+		return []imageref.Reference{p.ref}
+	}
+	out := make([]imageref.Reference, 0, len(p.tags))
+	for _, t := range p.tags {
+		if r, err := p.ref.WithTag(t); err == nil {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return []imageref.Reference{p.ref}
+	}
+	return out
 }
 
 // DispatcherOption configures a Dispatcher.
 type DispatcherOption func(*Dispatcher)
 
-// WithRechecks sets how many times, and how long after a check, a
-// repository is checked again when an Application it notified about did
-// not run the image (see DefaultRechecks); n = 0 disables rechecks.
+// WithRechecks sets how many times a repository is checked again when an
+// Application it notified about did not run the image, and how long after
+// the check the first recheck waits (see DefaultRechecks); n = 0 disables
+// these rechecks.
 func WithRechecks(n int, after time.Duration) DispatcherOption {
 	return func(x *Dispatcher) { x.rechecks, x.recheckAfter = n, after }
 }
@@ -138,7 +214,8 @@ func (d *Dispatcher) Notify(n Notification) error {
 		}
 	}
 	for _, ref := range n.Repositories {
-		p := &pendingRepo{ref: ref, sources: map[string]bool{n.Source: true}, received: []time.Time{n.Received}, last: n.Received}
+		p := &pendingRepo{ref: ref.WithoutVersion(), sources: map[string]bool{n.Source: true}, received: []time.Time{n.Received}, last: n.Received}
+		p.addTags(ref.Tag())
 		if !d.merge(p) {
 			return ErrBusy
 		}
@@ -161,6 +238,7 @@ func (d *Dispatcher) merge(p *pendingRepo) bool {
 	for s := range p.sources {
 		q.sources[s] = true
 	}
+	q.addTags(p.tags...)
 	// The earliest receipts are kept, for the latency metric.
 	q.received = append(q.received, p.received...)
 	slices.SortFunc(q.received, time.Time.Compare)
@@ -230,41 +308,58 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 	if len(batch) == 0 {
 		return
 	}
-	refs := make([]imageref.Reference, len(batch))
+	var refs, names []imageref.Reference
 	sources := map[string]bool{}
 	var received []time.Time
-	for i, p := range batch {
-		refs[i] = p.ref
+	for _, p := range batch {
+		refs = append(refs, p.refs()...)
+		names = append(names, p.ref)
 		for s := range p.sources {
 			sources[s] = true
 		}
 		received = append(received, p.received...)
 	}
 	trigger := describe(sources)
-	d.logger.Info("checking after push notifications", "repositories", sortedNames(refs), "trigger", trigger)
+	d.logger.Info("checking after push notifications", "repositories", sortedNames(names), "trigger", trigger)
 	sum := d.checker.CheckRepositories(ctx, refs, trigger)
-	d.metrics.checked(sum.Updated > 0, received, d.now())
+	d.metrics.checked(sum.Updated, received, d.now())
 
-	var again []*pendingRepo
+	// Unlisted tags are looked for again soon; repositories an Application
+	// does not run yet, later (see DefaultRechecks). One recheck serves
+	// both.
+	again := map[time.Duration][]*pendingRepo{}
 	for _, p := range batch {
-		if p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName) {
-			again = append(again, &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1})
-			if sum.Updated == 0 {
-				// The latency of a push is observed once, when it updates.
-				again[len(again)-1].received = p.received
+		var missing []string
+		for _, r := range sum.Unlisted {
+			if r.SameName(p.ref) && slices.Contains(p.tags, r.Tag()) {
+				missing = append(missing, r.Tag())
 			}
 		}
+		a := &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1}
+		if !sum.Updated {
+			// The latency of a push is observed once, when it updates.
+			a.received = p.received
+		}
+		switch {
+		case len(missing) > 0 && p.recheck < maxUnlistedRechecks:
+			a.addTags(missing...)
+			after := backoff(unlistedAfter, p.recheck)
+			again[after] = append(again[after], a)
+		case p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName):
+			after := backoff(d.recheckAfter, p.recheck)
+			again[after] = append(again[after], a)
+		}
 	}
-	if len(again) > 0 {
-		d.logger.Debug("an Application does not run the image yet; checking again", "repositories", len(again), "after", d.recheckAfter)
-		safe.Go(d.logger, "rechecking after a push notification", func() { d.requeue(ctx, again) })
+	for after, repos := range again {
+		d.logger.Debug("checking again", "repositories", len(repos), "after", after)
+		safe.Go(d.logger, "rechecking after a push notification", func() { d.requeue(ctx, repos, after) })
 	}
 }
 
-// requeue queues repositories for a check again after recheckAfter, unless
-// ctx ends first or the checks stopped meanwhile.
-func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo) {
-	timer := time.NewTimer(d.recheckAfter)
+// requeue queues repositories for a check again after after, unless ctx
+// ends first or the checks stopped meanwhile.
+func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo, after time.Duration) {
+	timer := time.NewTimer(after)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
@@ -277,9 +372,6 @@ func (d *Dispatcher) requeue(ctx context.Context, again []*pendingRepo) {
 		return
 	}
 	for _, a := range again {
-		if _, ok := d.pending[a.ref.Name()]; ok {
-			continue // notified again meanwhile: checked anyway
-		}
 		if !d.merge(a) {
 			break
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
@@ -28,22 +27,34 @@ type check struct {
 type fakeChecker struct {
 	start   time.Time
 	hold    time.Duration
-	updated int
+	updated bool
 	// notRunning are repositories whose images no Application runs.
 	notRunning []string
-	mu         sync.Mutex
-	checks     []check
+	// hidden are the checks, by repository:tag, during which the registry
+	// does not list the tag yet.
+	hidden map[string]int
+	mu     sync.Mutex
+	checks []check
 }
 
-func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Reference, trigger string) cycle.Summary {
+func (c *fakeChecker) CheckRepositories(_ context.Context, repos []imageref.Reference, trigger string) CheckResult {
+	names := make([]string, len(repos))
+	for i, r := range repos {
+		names[i] = r.String()
+	}
+	slices.Sort(names)
 	c.mu.Lock()
-	c.checks = append(c.checks, check{at: time.Since(c.start), repos: sortedNames(repos), trigger: trigger})
+	c.checks = append(c.checks, check{at: time.Since(c.start), repos: names, trigger: trigger})
 	c.mu.Unlock()
 	time.Sleep(c.hold)
-	sum := cycle.Summary{Updated: c.updated, Trigger: trigger}
+	sum := CheckResult{Updated: c.updated}
 	for _, r := range repos {
-		if slices.Contains(c.notRunning, r.Name()) {
-			sum.NotRunning = append(sum.NotRunning, r)
+		if slices.Contains(c.notRunning, r.Name()) && !slices.ContainsFunc(sum.NotRunning, r.SameName) {
+			sum.NotRunning = append(sum.NotRunning, r.WithoutVersion())
+		}
+		if c.hidden[r.String()] > 0 {
+			c.hidden[r.String()]--
+			sum.Unlisted = append(sum.Unlisted, r)
 		}
 	}
 	return sum
@@ -242,10 +253,11 @@ func TestDispatcherRechecks(t *testing.T) {
 			name: "by default",
 			want: []check{
 				first,
-				// Each recheck: DefaultRecheckAfter after the check.
-				{at: 10 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-				{at: 20 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
-				{at: 30 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				// DefaultRecheckAfter after the check, then 4 and 16
+				// times that after the recheck before.
+				{at: time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 5 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
+				{at: 21 * time.Second, repos: []string{"quay.io/a/rolling"}, trigger: trigger},
 			},
 		},
 		{
@@ -281,6 +293,122 @@ func TestDispatcherRechecks(t *testing.T) {
 	}
 }
 
+// A notified tag that the check's listing lacked (the Distribution
+// registry announces a manifest before it links the tag) is looked for
+// again soon, with backoff, three times at most; a tag listed, or no tag
+// named, costs no more checks.
+func TestDispatcherUnlistedTags(t *testing.T) {
+	const trigger = "a push notification from distribution"
+	at := func(d time.Duration, repos ...string) check { return check{at: d, repos: repos, trigger: trigger} }
+	tests := []struct {
+		name       string
+		notes      []string // notified at once, one notification each
+		hidden     map[string]int
+		notRunning []string
+		want       []check
+	}{
+		{name: "listed at once", notes: []string{"r.example.com/a:v2"}, want: []check{at(0, "r.example.com/a:v2")}},
+		{
+			name: "listed at the first recheck", notes: []string{"r.example.com/a:v2"},
+			hidden: map[string]int{"r.example.com/a:v2": 1},
+			want:   []check{at(0, "r.example.com/a:v2"), at(unlistedAfter, "r.example.com/a:v2")},
+		},
+		{
+			name: "never listed", notes: []string{"r.example.com/a:v2"},
+			hidden: map[string]int{"r.example.com/a:v2": 100},
+			want: []check{
+				at(0, "r.example.com/a:v2"),
+				at(unlistedAfter, "r.example.com/a:v2"),
+				at(5*unlistedAfter, "r.example.com/a:v2"),  // 4x after
+				at(21*unlistedAfter, "r.example.com/a:v2"), // 16x after
+			},
+		},
+		{
+			// A forged notification of a tag that never appears, for an
+			// image not running: the two kinds of rechecks share one budget.
+			name: "never listed, not running", notes: []string{"r.example.com/a:v2"},
+			hidden: map[string]int{"r.example.com/a:v2": 100}, notRunning: []string{"r.example.com/a"},
+			want: []check{
+				at(0, "r.example.com/a:v2"),
+				at(unlistedAfter, "r.example.com/a:v2"),
+				at(5*unlistedAfter, "r.example.com/a:v2"),
+				at(21*unlistedAfter, "r.example.com/a:v2"),
+			},
+		},
+		{
+			name: "not running, no tag named", notes: []string{"r.example.com/a"}, notRunning: []string{"r.example.com/a"},
+			want: []check{at(0, "r.example.com/a"), at(DefaultRecheckAfter, "r.example.com/a"), at(5*DefaultRecheckAfter, "r.example.com/a"), at(21*DefaultRecheckAfter, "r.example.com/a")},
+		},
+		{name: "no tag named", notes: []string{"r.example.com/a"}, hidden: map[string]int{"r.example.com/a": 100}, want: []check{at(0, "r.example.com/a")}},
+		{
+			name:   "only the repository that lacks its tag",
+			notes:  []string{"r.example.com/a:v2", "r.example.com/b:v7"},
+			hidden: map[string]int{"r.example.com/b:v7": 1},
+			want:   []check{at(0, "r.example.com/a:v2"), at(0, "r.example.com/b:v7"), at(unlistedAfter, "r.example.com/b:v7")},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := &fakeChecker{start: time.Now(), hidden: tt.hidden, notRunning: tt.notRunning}
+				d := NewDispatcher(c)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { d.Run(ctx); close(done) }()
+				synctest.Wait()
+				for _, n := range tt.notes {
+					if err := d.Notify(Notification{Source: Distribution, Repositories: []imageref.Reference{mustRef(t, n)}, Received: time.Now()}); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait()
+				}
+				time.Sleep(time.Minute)
+				cancel()
+				<-done
+				if !slices.EqualFunc(c.checks, tt.want, func(a, b check) bool {
+					return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
+				}) {
+					t.Errorf("checks\n%+v\nwant\n%+v", c.checks, tt.want)
+				}
+			})
+		})
+	}
+}
+
+// The latest tags of a burst are the ones a recheck looks for, at most
+// maxTags of them, in one check.
+func TestDispatcherKeepsLatestTags(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &fakeChecker{start: time.Now(), hold: time.Second}
+		d := NewDispatcher(c)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { d.Run(ctx); close(done) }()
+		synctest.Wait()
+		for i := range 100 {
+			ref := mustRef(t, fmt.Sprintf("r.example.com/a:v%d", i))
+			if err := d.Notify(Notification{Source: Distribution, Repositories: []imageref.Reference{ref}, Received: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		time.Sleep(time.Minute)
+		cancel()
+		<-done
+		if len(c.checks) != 2 {
+			t.Fatalf("%d checks, want 2: %+v", len(c.checks), c.checks)
+		}
+		var want []string
+		for i := 100 - maxTags; i < 100; i++ {
+			want = append(want, fmt.Sprintf("r.example.com/a:v%d", i))
+		}
+		slices.Sort(want)
+		if got := c.checks[1].repos; !slices.Equal(got, want) {
+			t.Errorf("trailing check of %q, want %q", got, want)
+		}
+	})
+}
+
 // Notifications are taken only while Run runs: on the leader.
 func TestDispatcherNotRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -312,7 +440,7 @@ func TestDispatcherMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: 1}
+		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: true}
 		d := NewDispatcher(c, WithDispatcherMetrics(m))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})

@@ -68,8 +68,9 @@ func (m authMethod) String() string {
 }
 
 // format is how one source authenticates and what its payload says. parse
-// returns the repositories that got a push, without tag or digest; none
-// when the payload announces something else (a ping, a deletion, a blob).
+// returns the repositories that got a push, each with the tag pushed when
+// the payload names one, never a digest; none when the payload announces
+// something else (a ping, a deletion, a blob).
 // It reads r's headers and query, never its body, which is given.
 type format struct {
 	auth  authMethod
@@ -115,9 +116,12 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
-// repository reads host/path as a repository name; a tag or digest in it
-// is dropped, since only the repository counts.
-func repository(host, path, field string) (imageref.Reference, error) {
+// repository reads host/path as a repository name, carrying tag, the tag
+// the push named (or, when tag is "", one in path). The check looks for it
+// in the listing, to know whether the registry showed the tag yet (see
+// Dispatcher); a tag that is not valid is dropped, since the repository
+// alone is still worth checking. A digest is dropped.
+func repository(host, path, tag, field string) (imageref.Reference, error) {
 	if path == "" {
 		return imageref.Reference{}, malformed("%s is missing", field)
 	}
@@ -129,7 +133,14 @@ func repository(host, path, field string) (imageref.Reference, error) {
 	if err != nil {
 		return imageref.Reference{}, malformed("%s: %v", field, err)
 	}
-	return ref.WithoutVersion(), nil
+	if tag == "" {
+		tag = ref.Tag()
+	}
+	bare := ref.WithoutVersion()
+	if tagged, err := bare.WithTag(tag); err == nil {
+		return tagged, nil
+	}
+	return bare, nil
 }
 
 // maxRepositories bounds the repositories one notification may name: a
@@ -137,24 +148,29 @@ func repository(host, path, field string) (imageref.Reference, error) {
 // payload is refused rather than turned into that many checks.
 const maxRepositories = 100
 
-// repositories collects references without repeats, in their order; a
-// set keyed by the canonical name keeps a payload of many events linear.
+// repositories collects references without repeating a repository, in
+// their order, each with the last tag named for it: of pushes reported
+// together the last is the one a registry is likeliest not to show yet. A
+// map keyed by the canonical name keeps a payload of many events linear.
 type repositories struct {
 	list []imageref.Reference
-	seen map[string]bool
+	seen map[string]int // index in list
 }
 
 func (rs *repositories) add(r imageref.Reference) error {
 	if rs.seen == nil {
-		rs.seen = map[string]bool{}
+		rs.seen = map[string]int{}
 	}
-	if rs.seen[r.Name()] {
+	if i, ok := rs.seen[r.Name()]; ok {
+		if r.Tag() != "" {
+			rs.list[i] = r
+		}
 		return nil
 	}
 	if len(rs.list) == maxRepositories {
 		return malformed("more than %d repositories in one notification", maxRepositories)
 	}
-	rs.seen[r.Name()] = true
+	rs.seen[r.Name()] = len(rs.list)
 	rs.list = append(rs.list, r)
 	return nil
 }
@@ -173,7 +189,7 @@ func parseDockerHub(_ *http.Request, body []byte) ([]imageref.Reference, error) 
 	if err := decode(body, &p); err != nil {
 		return nil, err
 	}
-	ref, err := repository(imageref.DockerHub, p.Repository.RepoName, "repository.repo_name")
+	ref, err := repository(imageref.DockerHub, p.Repository.RepoName, p.PushData.Tag, "repository.repo_name")
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +206,11 @@ func parseQuay(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 	if err := decode(body, &p); err != nil {
 		return nil, err
 	}
-	ref, err := repository("", p.DockerURL, "docker_url")
+	var tag string
+	if len(p.UpdatedTags) > 0 {
+		tag = p.UpdatedTags[0]
+	}
+	ref, err := repository("", p.DockerURL, tag, "docker_url")
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +269,7 @@ func parseGitHub(r *http.Request, body []byte) ([]imageref.Reference, error) {
 	// package_url names the registry, which differs on GitHub Enterprise
 	// Server; GHCR names are lower case whatever the owner's spelling.
 	if u := pkg.PackageVersion.PackageURL; u != "" {
-		ref, err := repository("", strings.ToLower(u), "package.package_version.package_url")
+		ref, err := repository("", strings.ToLower(u), pkg.PackageVersion.ContainerMetadata.Tag.Name, "package.package_version.package_url")
 		if err != nil {
 			return nil, err
 		}
@@ -262,7 +282,7 @@ func parseGitHub(r *http.Request, body []byte) ([]imageref.Reference, error) {
 	if owner == "" || pkg.Name == "" {
 		return nil, malformed("package.name and package.namespace (or package.owner.login) are required")
 	}
-	ref, err := repository(GHCR, strings.ToLower(owner+"/"+pkg.Name), "package.name")
+	ref, err := repository(GHCR, strings.ToLower(owner+"/"+pkg.Name), pkg.PackageVersion.ContainerMetadata.Tag.Name, "package.name")
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +321,7 @@ func parseHarbor(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 		if !ok || host == "" {
 			return nil, malformed("event_data.resources[%d].resource_url %q does not start with the registry host", i, r.ResourceURL)
 		}
-		ref, err := repository(host, p.EventData.Repository.RepoFullName, "event_data.repository.repo_full_name")
+		ref, err := repository(host, p.EventData.Repository.RepoFullName, r.Tag, "event_data.repository.repo_full_name")
 		if err != nil {
 			return nil, err
 		}
@@ -372,7 +392,7 @@ func (e distributionEvent) pushed(field string) (ref imageref.Reference, ok bool
 	if host == "" {
 		return imageref.Reference{}, false, malformed("%s names no registry host (request.host or target.url)", field)
 	}
-	ref, err = repository(host, e.Target.Repository, field+".target.repository")
+	ref, err = repository(host, e.Target.Repository, e.Target.Tag, field+".target.repository")
 	return ref, err == nil, err
 }
 
@@ -447,7 +467,7 @@ func parseCloudEvents(r *http.Request, body []byte) ([]imageref.Reference, error
 	if e.Detail.ActionType != "PUSH" || e.Detail.Result != "SUCCESS" || e.Detail.ImageTag == "" {
 		return nil, nil
 	}
-	return ecrRepository(e.Account, e.Region, e.Detail.RepositoryName, "detail.repository-name")
+	return ecrRepository(e.Account, e.Region, e.Detail.RepositoryName, e.Detail.ImageTag, "detail.repository-name")
 }
 
 // parseECRPushEvent reads an event of ecrPushType; the region is only in
@@ -473,11 +493,11 @@ func parseECRPushEvent(source string, data json.RawMessage) ([]imageref.Referenc
 	if account == "" {
 		account = parts[4]
 	}
-	return ecrRepository(account, parts[3], d.RepositoryName, "data.repositoryName")
+	return ecrRepository(account, parts[3], d.RepositoryName, d.ImageTag, "data.repositoryName")
 }
 
 // ecrRepository is the repository name of account's registry in region.
-func ecrRepository(account, region, name, field string) ([]imageref.Reference, error) {
+func ecrRepository(account, region, name, tag, field string) ([]imageref.Reference, error) {
 	if account == "" || region == "" {
 		return nil, malformed("account and region are required to name the ECR registry")
 	}
@@ -485,7 +505,7 @@ func ecrRepository(account, region, name, field string) ([]imageref.Reference, e
 	if strings.HasPrefix(region, "cn-") {
 		host += ".cn"
 	}
-	ref, err := repository(host, name, field)
+	ref, err := repository(host, name, tag, field)
 	if err != nil {
 		return nil, err
 	}

@@ -191,9 +191,69 @@ func TestParse(t *testing.T) {
 				t.Errorf("repositories %v, want %v", got, tt.want)
 			}
 			for _, r := range refs {
-				if r.Tag() != "" || r.Digest() != "" {
-					t.Errorf("%s keeps a version", r)
+				if r.Digest() != "" {
+					t.Errorf("%s keeps a digest", r)
 				}
+			}
+		})
+	}
+}
+
+// Each repository carries the tag its push named, the last one when a
+// payload names several for it, so that a check can tell whether the
+// registry lists it yet; a tag that is not valid is dropped.
+func TestParseKeepsTheTag(t *testing.T) {
+	tests := []struct {
+		name, source, event, body string
+		want                      string
+	}{
+		{name: "docker hub", source: DockerHub, body: `{"push_data":{"tag":"1.27"},"repository":{"repo_name":"nginx"}}`, want: "docker.io/library/nginx:1.27"},
+		{name: "quay", source: Quay, body: `{"docker_url":"quay.io/team/api","updated_tags":["v2","latest"]}`, want: "quay.io/team/api:v2"},
+		{
+			name: "github", source: GHCR, event: "package",
+			body: `{"action":"published","package":{"name":"api","namespace":"team","package_type":"container","package_version":{"container_metadata":{"tag":{"name":"v2"}}}}}`,
+			want: "ghcr.io/team/api:v2",
+		},
+		{
+			name: "harbor, the last tag", source: Harbor,
+			body: `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"tag":"v2","resource_url":"h.example.com/team/api:v2"},{"tag":"latest","resource_url":"h.example.com/team/api:latest"}],"repository":{"repo_full_name":"team/api"}}}`,
+			want: "h.example.com/team/api:latest",
+		},
+		{
+			name: "distribution, the last tag", source: Distribution,
+			body: `{"events":[{"action":"push","target":{"repository":"team/api","tag":"v2"},"request":{"host":"r.example.com"}},{"action":"push","target":{"repository":"team/api","tag":"v3"},"request":{"host":"r.example.com"}}]}`,
+			want: "r.example.com/team/api:v3",
+		},
+		{name: "acr", source: ACR, body: `{"action":"push","target":{"repository":"team/api","tag":"v2"},"request":{"host":"acme.azurecr.io"}}`, want: "acme.azurecr.io/team/api:v2"},
+		{
+			name: "ecr", source: CloudEvents,
+			body: `{"specversion":"1.0","type":"com.amazon.ecr.image.push","source":"urn:aws:ecr:eu-west-1:123456789012:repository/api","data":{"repositoryName":"api","imageTag":"v2"}}`,
+			want: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/api:v2",
+		},
+		{name: "artifact registry", source: ArtifactRegistry, body: `{"action":"INSERT","digest":"gcr.io/p/api@sha256:00","tag":"gcr.io/p/api:v2"}`, want: "gcr.io/p/api:v2"},
+		{
+			name: "aliyun", source: AliyunACR,
+			body: `{"push_data":{"tag":"v2"},"repository":{"repo_full_name":"team/api","region":"cn-hangzhou"}}`,
+			want: "registry.cn-hangzhou.aliyuncs.com/team/api:v2",
+		},
+		{
+			name: "a tag that is not valid", source: Distribution,
+			body: `{"events":[{"action":"push","target":{"repository":"team/api","tag":"-bad"},"request":{"host":"r.example.com"}}]}`,
+			want: "r.example.com/team/api",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, Path+"?type="+tt.source, nil)
+			if tt.event != "" {
+				r.Header.Set("X-GitHub-Event", tt.event)
+			}
+			refs, err := formats[tt.source].parse(r, []byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(refs) != 1 || refs[0].String() != tt.want {
+				t.Errorf("parsed %v, want [%s]", refs, tt.want)
 			}
 		})
 	}

@@ -36,7 +36,7 @@ const DefaultMaxBodySize = 1 << 20
 const readTimeout = 30 * time.Second
 
 // Notification is what an accepted request says: these repositories got a
-// push.
+// push, of the tag each carries when the payload named one.
 type Notification struct {
 	Source       string
 	Repositories []imageref.Reference

@@ -76,7 +76,7 @@ func parsePubSub(_ *http.Request, body []byte) ([]imageref.Reference, error) {
 		}
 		return nil, nil
 	}
-	ref, err := repository("", *m.Tag, field+" tag")
+	ref, err := repository("", *m.Tag, "", field+" tag")
 	if err != nil {
 		return nil, err
 	}

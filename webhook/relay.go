@@ -172,6 +172,7 @@ type relayMessage struct {
 type relayRepository struct {
 	Name     string      `json:"name"`
 	Sources  []string    `json:"sources"`
+	Tags     []string    `json:"tags,omitempty"`
 	Received []time.Time `json:"received"`
 }
 
@@ -312,7 +313,7 @@ func relayURL(base string) (string, error) {
 func (r *relay) post(ctx context.Context, target string, chunk []*pendingRepo, now time.Time) error {
 	msg := relayMessage{Sent: now.UTC()}
 	for _, p := range chunk {
-		rr := relayRepository{Name: p.ref.Name(), Received: p.received}
+		rr := relayRepository{Name: p.ref.Name(), Tags: p.tags, Received: p.received}
 		for s := range p.sources {
 			rr.Sources = append(rr.Sources, s)
 		}
@@ -464,6 +465,15 @@ func readRelayed(msg relayMessage, now time.Time) ([]*pendingRepo, error) {
 			}
 			p.sources[s] = true
 		}
+		if len(rr.Tags) > maxTags {
+			return nil, fmt.Errorf("repositories[%d].tags: more than %d tags", i, maxTags)
+		}
+		for _, t := range rr.Tags {
+			if !imageref.ValidTag(t) {
+				return nil, fmt.Errorf("repositories[%d].tags: %q is not a tag", i, t)
+			}
+		}
+		p.addTags(rr.Tags...)
 		if len(rr.Received) > maxReceived {
 			return nil, fmt.Errorf("repositories[%d].received: more than %d times", i, maxReceived)
 		}

@@ -114,6 +114,7 @@ func TestRelay(t *testing.T) {
 	x := []string{"quay.io/a/x"}
 	tests := []struct {
 		name        string
+		notified    []string // x unless set
 		followerKey []byte
 		view        Leader
 		leaderRuns  bool
@@ -130,6 +131,11 @@ func TestRelay(t *testing.T) {
 			name: "forwarded to the leader at once",
 			view: Leader{Known: true, URL: leaderURL}, leaderRuns: true,
 			wantLeader: []check{{at: 0, repos: x, trigger: trigger}},
+		},
+		{
+			name: "the tag travels with it", notified: []string{"quay.io/a/x:v2"},
+			view: Leader{Known: true, URL: leaderURL}, leaderRuns: true,
+			wantLeader: []check{{at: 0, repos: []string{"quay.io/a/x:v2"}, trigger: trigger}},
 		},
 		{
 			name: "no leader yet; this replica comes to lead and checks it at once",
@@ -180,7 +186,11 @@ func TestRelay(t *testing.T) {
 					key = nil
 				}
 				r := startReplicas(t, key, tt.view, tt.leaderRuns)
-				err := r.follower.Notify(notification(t, Quay, x...))
+				notified := x
+				if tt.notified != nil {
+					notified = tt.notified
+				}
+				err := r.follower.Notify(notification(t, Quay, notified...))
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("Notify: %v, want %v", err, tt.wantErr)
 				}
@@ -308,6 +318,16 @@ func TestRelayHandler(t *testing.T) {
 		{name: "unknown source", msg: func() any { m := good(); m.Repositories[0].Sources = []string{"gitlab"}; return m },
 			wantStatus: http.StatusBadRequest, wantBody: "unknown source"},
 		{name: "no source", msg: func() any { m := good(); m.Repositories[0].Sources = nil; return m }, wantStatus: http.StatusBadRequest},
+		{name: "with tags", msg: func() any { m := good(); m.Repositories[0].Tags = []string{"1.0", "1.1"}; return m }, wantStatus: http.StatusAccepted},
+		{name: "not a tag", msg: func() any { m := good(); m.Repositories[0].Tags = []string{"-1.0"}; return m },
+			wantStatus: http.StatusBadRequest, wantBody: "repositories[0].tags"},
+		{name: "too many tags", msg: func() any {
+			m := good()
+			for i := range maxTags + 1 {
+				m.Repositories[0].Tags = append(m.Repositories[0].Tags, fmt.Sprintf("v%d", i))
+			}
+			return m
+		}, wantStatus: http.StatusBadRequest, wantBody: "more than 16 tags"},
 		{name: "too many receipts", msg: func() any {
 			m := good()
 			m.Repositories[0].Received = make([]time.Time, maxReceived+1)

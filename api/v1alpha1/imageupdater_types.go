@@ -193,7 +193,7 @@ type GitConfig struct {
 }
 
 // PullRequestConfig names the forge whose pull requests are opened.
-// +kubebuilder:validation:XValidation:rule="(has(self.github) ? 1 : 0) + (has(self.gitlab) ? 1 : 0) == 1",message="Exactly one of github or gitlab must be set"
+// +kubebuilder:validation:XValidation:rule="(has(self.github) ? 1 : 0) + (has(self.gitlab) ? 1 : 0) + (has(self.gitea) ? 1 : 0) + (has(self.bitbucket) ? 1 : 0) + (has(self.bitbucketServer) ? 1 : 0) + (has(self.azureDevOps) ? 1 : 0) == 1",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
 type PullRequestConfig struct {
 	// GitHub opens GitHub pull requests.
 	// +optional
@@ -201,8 +201,21 @@ type PullRequestConfig struct {
 	// GitLab opens GitLab merge requests.
 	// +optional
 	GitLab *ForgeConfig `json:"gitlab,omitempty"`
+	// Gitea opens Gitea or Forgejo pull requests.
+	// +optional
+	Gitea *ForgeConfig `json:"gitea,omitempty"`
+	// Bitbucket opens Bitbucket Cloud pull requests, which have no labels.
+	// +optional
+	Bitbucket *ForgeConfig `json:"bitbucket,omitempty"`
+	// BitbucketServer opens Bitbucket Data Center (Server) pull requests,
+	// which have no labels.
+	// +optional
+	BitbucketServer *ForgeConfig `json:"bitbucketServer,omitempty"`
+	// AzureDevOps opens Azure DevOps pull requests.
+	// +optional
+	AzureDevOps *ForgeConfig `json:"azureDevOps,omitempty"`
 	// Labels are put on the pull or merge request when it is opened, and
-	// kept when it is updated.
+	// kept when it is updated (on services that have labels).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100
@@ -217,7 +230,8 @@ type ForgeConfig struct{}
 
 // ImagesVerification asks for the signatures of new versions to be
 // verified before they are written.
-// +kubebuilder:validation:XValidation:rule="self.enabled == false || has(self.cosignKey)",message="at least one verification method (cosignKey) is required when verification is enabled"
+// +kubebuilder:validation:XValidation:rule="self.enabled == false || has(self.cosignKey) || has(self.keyless)",message="at least one verification method (cosignKey or keyless) is required when verification is enabled"
+// +kubebuilder:validation:XValidation:rule="!(has(self.cosignKey) && has(self.keyless))",message="cosignKey and keyless are exclusive"
 type ImagesVerification struct {
 	// Enabled turns verification on.
 	// +optional
@@ -227,6 +241,40 @@ type ImagesVerification struct {
 	// CosignKey is the public key signatures are checked with.
 	// +optional
 	CosignKey *CosignKey `json:"cosignKey,omitempty"`
+
+	// Keyless checks keyless signatures (a short-lived certificate for an
+	// identity, as `cosign sign` makes without a key) against the trusted
+	// root the controller is given (--sigstore-trusted-root).
+	// +optional
+	Keyless *KeylessVerification `json:"keyless,omitempty"`
+}
+
+// KeylessVerification is who must have signed: the signing certificate's
+// identity and OIDC issuer, each exactly or as a regular expression (Go
+// syntax, unanchored), as `cosign verify`'s flags of the same names.
+// +kubebuilder:validation:XValidation:rule="has(self.certificateIdentity) != has(self.certificateIdentityRegexp)",message="set exactly one of certificateIdentity and certificateIdentityRegexp"
+// +kubebuilder:validation:XValidation:rule="has(self.certificateOidcIssuer) != has(self.certificateOidcIssuerRegexp)",message="set exactly one of certificateOidcIssuer and certificateOidcIssuerRegexp"
+type KeylessVerification struct {
+	// CertificateIdentity is the certificate's subject, exactly.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateIdentity string `json:"certificateIdentity,omitempty"`
+	// CertificateIdentityRegexp matches the certificate's subject.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateIdentityRegexp string `json:"certificateIdentityRegexp,omitempty"`
+	// CertificateOIDCIssuer is the OIDC issuer, exactly.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateOIDCIssuer string `json:"certificateOidcIssuer,omitempty"`
+	// CertificateOIDCIssuerRegexp matches the OIDC issuer.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	CertificateOIDCIssuerRegexp string `json:"certificateOidcIssuerRegexp,omitempty"`
 }
 
 // HealthGate follows each version written for a window: a version that

@@ -41,6 +41,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/azure"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/signature"
@@ -170,6 +171,7 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 		credentials.WithEnv(c.lookupEnv),
 		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
 		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
+		credentials.WithNative(credentials.KindAzure, azure.NewProvider()),
 	)
 	c.regClient = registry.NewClient(
 		registry.WithConfig(c.conf.Current),
@@ -305,12 +307,16 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 		return err
 	}
 	c.deferred(func() { _ = gitWriter.Close() })
+	root, err := loadTrustedRoot(c.o.sigstoreTrustedRoot)
+	if err != nil {
+		return err
+	}
 	c.updater = cycle.New(c.apps, c.regClient,
 		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
 			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
 		append(append(c.status, c.healthGateOptions()...),
 			cycle.WithGitWriter(gitWriter),
-			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset)),
+			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset), root),
 			cycle.WithControllerNamespace(c.namespace),
 			cycle.WithRegistryConfig(c.conf.Current),
 			cycle.WithMaxConcurrency(c.o.maxConcurrency),
@@ -643,4 +649,21 @@ func kubeConfig(path string) (*rest.Config, string, error) {
 		ns = "argocd"
 	}
 	return cfg, ns, nil
+}
+
+// loadTrustedRoot reads the Sigstore trusted root named by
+// --sigstore-trusted-root; none when path is "".
+func loadTrustedRoot(path string) (*signature.TrustedRoot, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path) // the operator's file
+	if err != nil {
+		return nil, fmt.Errorf("--sigstore-trusted-root: %w", err)
+	}
+	root, err := signature.ParseTrustedRoot(data)
+	if err != nil {
+		return nil, fmt.Errorf("--sigstore-trusted-root %s: %w", path, err)
+	}
+	return root, nil
 }

@@ -255,7 +255,22 @@ func TestPullRequestFlags(t *testing.T) {
 			known:   map[forge.Kind]string{forge.GitHub: "https://b.example/o/r", forge.GitLab: "https://c.example/g/p"},
 			unknown: map[forge.Kind]string{forge.GitLab: "https://a.example/g/p"},
 		},
+		{
+			name: "other forges' flags",
+			args: []string{"--gitea-url", "https://git.example.com", "--bitbucket-server-url", "https://example.com/bitbucket", "--azure-devops-url", "https://tfs.example.com/tfs"},
+			known: map[forge.Kind]string{forge.Gitea: "https://git.example.com/o/r", forge.BitbucketServer: "https://example.com/bitbucket/scm/PRJ/r.git",
+				forge.AzureDevOps: "https://tfs.example.com/tfs/DefaultCollection/p/_git/r"},
+			unknown: map[forge.Kind]string{forge.Gitea: "https://example.com/o/r", forge.Bitbucket: "https://example.com/o/r"},
+		},
+		{
+			name: "other forges' environment",
+			env: map[string]string{"IMAGE_UPDATER_GITEA_URLS": "https://a.example,https://b.example", "IMAGE_UPDATER_BITBUCKET_SERVER_URLS": "https://c.example",
+				"IMAGE_UPDATER_AZURE_DEVOPS_URLS": "https://d.example"},
+			known: map[forge.Kind]string{forge.Gitea: "https://b.example/o/r", forge.BitbucketServer: "ssh://git@c.example:7999/PRJ/r.git",
+				forge.AzureDevOps: "https://d.example/c/p/_git/r", forge.Bitbucket: "git@bitbucket.org:w/r.git"},
+		},
 		{name: "plain http", args: []string{"--gitlab-url", "http://gitlab.example.com"}, wantErr: "tokens go only over https"},
+		{name: "plain http to gitea", args: []string{"--gitea-url", "http://git.example.com"}, wantErr: "Gitea URL: \"http://git.example.com\": tokens go only over https"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

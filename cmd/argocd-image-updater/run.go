@@ -43,6 +43,9 @@ type runOptions struct {
 	kubeconfig         string
 	argocdNamespace    string
 	registriesConfPath string
+	// sigstoreTrustedRoot is the file keyless signatures are checked
+	// against: the operator's choice, never a tenant's.
+	sigstoreTrustedRoot string
 	// registryCAsDir holds CA files named after registry hosts
 	// (registry.WithHostCAs).
 	registryCAsDir string
@@ -84,7 +87,10 @@ type runOptions struct {
 	gitPullRequestPath   string
 	githubEnterpriseAPIs []string
 	gitlabURLs           []string
-	// forgeHosts is built from the two above by validate.
+	giteaURLs            []string
+	bitbucketServerURLs  []string
+	azureDevOpsURLs      []string
+	// forgeHosts is built from the five above by validate.
 	forgeHosts *forge.Hosts
 	// gitAPICommits: commits through the GitHub API (--git-commit-method api).
 	gitAPICommits bool
@@ -164,9 +170,13 @@ var runEnv = envFlags{
 	"git-clone-max-size":        "IMAGE_UPDATER_GIT_CLONE_MAX_SIZE",
 	"github-enterprise-api-url": "IMAGE_UPDATER_GITHUB_ENTERPRISE_API_URLS",
 	"gitlab-url":                "IMAGE_UPDATER_GITLAB_URLS",
+	"gitea-url":                 "IMAGE_UPDATER_GITEA_URLS",
+	"bitbucket-server-url":      "IMAGE_UPDATER_BITBUCKET_SERVER_URLS",
+	"azure-devops-url":          "IMAGE_UPDATER_AZURE_DEVOPS_URLS",
 	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
 	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
 	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
+	"sigstore-trusted-root":     "IMAGE_UPDATER_SIGSTORE_TRUSTED_ROOT",
 	"imageupdaters":             "IMAGE_UPDATER_IMAGEUPDATERS",
 }
 
@@ -259,6 +269,7 @@ func (o *runOptions) addCycleFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.dryRun, "dry-run", false, "compute and log every change, write nothing")
 	f.IntVar(&o.maxConcurrency, "max-concurrency", 10, "maximum number of Applications processed at once")
 	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
+	f.StringVar(&o.sigstoreTrustedRoot, "sigstore-trusted-root", "", "path to a Sigstore trusted root (trusted_root.json) that keyless signatures are checked against (none: keyless verification is refused)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
 	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
@@ -304,6 +315,9 @@ func (o *runOptions) addGitFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.gitPullRequestPath, "git-pull-request-template-path", defaultPullRequestPath, "path to the Go template of pull request titles (first line) and descriptions")
 	f.StringSliceVar(&o.githubEnterpriseAPIs, "github-enterprise-api-url", nil, "API URL of a GitHub Enterprise Server (https://HOST/api/v3) whose repositories may get pull requests (repeatable; github.com is always known)")
 	f.StringSliceVar(&o.gitlabURLs, "gitlab-url", nil, "URL of a GitLab instance (https://HOST) whose repositories may get merge requests (repeatable; gitlab.com is always known)")
+	f.StringSliceVar(&o.giteaURLs, "gitea-url", nil, "URL of a Gitea or Forgejo instance (https://HOST) whose repositories may get pull requests (repeatable; gitea.com and codeberg.org are always known)")
+	f.StringSliceVar(&o.bitbucketServerURLs, "bitbucket-server-url", nil, "URL of a Bitbucket Data Center instance (https://HOST, with its context path if any) whose repositories may get pull requests (repeatable; bitbucket.org is always known)")
+	f.StringSliceVar(&o.azureDevOpsURLs, "azure-devops-url", nil, "URL of an Azure DevOps Server (https://HOST, with its virtual directory if any) whose repositories may get pull requests (repeatable; dev.azure.com and *.visualstudio.com are always known)")
 	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
 	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(git.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
 	f.BoolVar(&o.refreshApplications, "refresh-applications", true, "after a git write-back landed, set argocd.argoproj.io/refresh on each Application it pushed for, so that Argo CD deploys it now rather than at its next poll")
@@ -371,8 +385,11 @@ func (o *runOptions) validate() error {
 	if o.gitCloneDir == "" {
 		return usageErrorf("--git-clone-dir must not be empty")
 	}
-	if o.forgeHosts, err = forge.NewHosts(o.githubEnterpriseAPIs, o.gitlabURLs); err != nil {
-		return usageErrorf("--github-enterprise-api-url or --gitlab-url: %v", err)
+	if o.forgeHosts, err = forge.NewHosts(o.githubEnterpriseAPIs, o.gitlabURLs,
+		forge.WithInstances(forge.Gitea, o.giteaURLs...),
+		forge.WithInstances(forge.BitbucketServer, o.bitbucketServerURLs...),
+		forge.WithInstances(forge.AzureDevOps, o.azureDevOpsURLs...)); err != nil {
+		return usageErrorf("--github-enterprise-api-url, --gitlab-url, --gitea-url, --bitbucket-server-url or --azure-devops-url: %v", err)
 	}
 	if o.stallTimeout == 0 {
 		o.stallTimeout = max(5*o.interval, minStallTimeout)

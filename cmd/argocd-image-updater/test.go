@@ -20,6 +20,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/registry/credentials/azure"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -225,7 +226,8 @@ func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string,
 	}
 	resolverOpts = append(resolverOpts,
 		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
-		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()))
+		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
+		credentials.WithNative(credentials.KindAzure, azure.NewProvider()))
 	return registry.NewClient(
 		registry.WithConfig(func() *config.Config { return cfg }),
 		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),

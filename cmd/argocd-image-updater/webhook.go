@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
 	"github.com/image-updater/argocd-image-updater/internal/servertls"
@@ -185,7 +186,7 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 	if lead != nil {
 		opts = append(opts, webhook.WithRelay(relayKey, lead.observer.leader))
 	}
-	dispatcher := webhook.NewDispatcher(updater, opts...)
+	dispatcher := webhook.NewDispatcher(checker(updater), opts...)
 	oidc := map[string]*webhook.OIDCVerifier{}
 	if o.webhook.pubsubAudience != "" {
 		v, err := webhook.NewOIDCVerifier(o.webhook.pubsubAudience, o.webhook.pubsubAccount, o.webhook.pubsubJWKS, nil)
@@ -309,4 +310,12 @@ func fileSizes(files ...string) (full, present bool) {
 		full = full && info.Size() > 0
 	}
 	return full, true
+}
+
+// checker runs the webhook's targeted checks as the update cycle's.
+func checker(u *cycle.Updater) webhook.Checker {
+	return webhook.CheckerFunc(func(ctx context.Context, repos []imageref.Reference, trigger string) webhook.CheckResult {
+		sum := u.CheckRepositories(ctx, repos, trigger)
+		return webhook.CheckResult{Updated: sum.Updated > 0, NotRunning: sum.NotRunning, Unlisted: sum.Unlisted}
+	})
 }

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 )
 
 // ArgoCDModule is the module of the Argo CD that `make testbin` builds.
@@ -59,15 +60,27 @@ type ArgoCD struct {
 	// across RestartRepoServer.
 	repoAddr   string
 	repoServer *process
+	// pluginsDir is where the repo-server looks for plugins' sockets.
+	pluginsDir string
 	t          testing.TB
 }
 
-// ArgoCDOption configures the Argo CD that StartArgoCD starts.
+// ArgoCDOption changes how StartArgoCD runs Argo CD.
 type ArgoCDOption func(*argoCDOptions)
 
 type argoCDOptions struct {
+	appNamespaces []string
 	settings      map[string]string
 	controllerEnv []string
+}
+
+// WithApplicationNamespaces makes the application-controller manage the
+// Applications of these namespaces too (a glob, "*" for all), besides its
+// own: Argo CD's "applications in any namespace"
+// (--application-namespaces). Their AppProjects must name them in
+// sourceNamespaces.
+func WithApplicationNamespaces(namespaces ...string) ArgoCDOption {
+	return func(o *argoCDOptions) { o.appNamespaces = append(o.appNamespaces, namespaces...) }
 }
 
 // WithArgoCDSettings puts these keys into argocd-cm, such as a resource
@@ -126,6 +139,7 @@ func StartArgoCD(t testing.TB, k *Kube, opts ...ArgoCDOption) *ArgoCD {
 	// (the default is one fixed path that a second repo-server on the
 	// machine would take over).
 	config := filepath.Join(dir, "app-config")
+	a.pluginsDir = filepath.Join(config, "plugins")
 	for _, d := range []string{"tls", "ssh", "gpg/keys", "gpg/source", "plugins", "home", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(config, d), 0o700); err != nil {
 			t.Fatal(err)
@@ -141,17 +155,20 @@ func StartArgoCD(t testing.TB, k *Kube, opts ...ArgoCDOption) *ArgoCD {
 		"ARGOCD_SSH_DATA_PATH="+filepath.Join(config, "ssh"),
 		"ARGOCD_GNUPGHOME="+filepath.Join(config, "gpg/keys"),
 		"ARGOCD_GPG_DATA_PATH="+filepath.Join(config, "gpg/source"),
-		"ARGOCD_PLUGINSOCKFILEPATH="+filepath.Join(config, "plugins"),
+		"ARGOCD_PLUGINSOCKFILEPATH="+a.pluginsDir,
 		"ARGOCD_ASK_PASS_SOCK="+filepath.Join(dir, "askpass.sock"),
 	)
 	a.repoAddr = loopback(FreePort(t))
 	a.StartRepoServer(t)
 
 	metrics := loopback(FreePort(t))
-	controller := exec.Command(binary(t, "argocd-application-controller"),
-		"--kubeconfig", kubeconfig, "--namespace", ArgoCDNamespace,
+	args := []string{"--kubeconfig", kubeconfig, "--namespace", ArgoCDNamespace,
 		"--repo-server", a.repoAddr, "--repo-server-plaintext", "--redis", a.redis,
-		"--metrics-port", strings.TrimPrefix(metrics, "127.0.0.1:"), "--loglevel", "info")
+		"--metrics-port", strings.TrimPrefix(metrics, "127.0.0.1:"), "--loglevel", "info"}
+	if len(o.appNamespaces) > 0 {
+		args = append(args, "--application-namespaces", strings.Join(o.appNamespaces, ","))
+	}
+	controller := exec.Command(binary(t, "argocd-application-controller"), args...)
 	// "in-cluster" (https://kubernetes.default.svc) is this API server.
 	controller.Env = append(append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true"), o.controllerEnv...)
 	p := startProcess(t, "argocd-application-controller", controller)
@@ -190,6 +207,34 @@ func (a *ArgoCD) StartRepoServer(t testing.TB) {
 
 // StopRepoServer stops the repo-server, as a crash or a rollout would.
 func (a *ArgoCD) StopRepoServer() { a.repoServer.stop() }
+
+// StartPlugin runs a config management plugin as the repo-server's sidecar
+// would: Argo CD's plugin server with config (a ConfigManagementPlugin, as
+// plugin.yaml holds it) in its configuration folder, listening on a socket
+// in the folder the repo-server finds plugins in. Stopped when t ends.
+func (a *ArgoCD) StartPlugin(t testing.TB, config string) {
+	t.Helper()
+	var plugin struct {
+		Metadata struct{ Name string }
+		Spec     struct{ Version string }
+	}
+	if err := yaml.Unmarshal([]byte(config), &plugin); err != nil || plugin.Metadata.Name == "" {
+		t.Fatalf("plugin configuration without metadata.name (%v):\n%s", err, config)
+	}
+	socket := plugin.Metadata.Name + ".sock"
+	if plugin.Spec.Version != "" {
+		socket = plugin.Metadata.Name + "-" + plugin.Spec.Version + ".sock"
+	}
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "plugin.yaml"), config)
+	cmd := exec.Command(binary(t, "argocd-cmp-server"), "--config-dir-path", dir, "--loglevel", "info")
+	cmd.Env = a.env
+	p := startProcess(t, "argocd-cmp-server "+plugin.Metadata.Name, cmd)
+	path := filepath.Join(a.pluginsDir, socket)
+	if err := p.waitFor(time.Minute, func() error { _, err := os.Stat(path); return err }); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // AddRepository registers a git repository with its credentials as Argo CD
 // keeps them: a Secret labelled as a repository in the argocd namespace,

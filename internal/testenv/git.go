@@ -299,6 +299,13 @@ func newSSHKey(t testing.TB) (ssh.PublicKey, []byte) {
 // files when fixtureDir is empty.
 func (g *GitServer) CreateRepo(t testing.TB, name, fixtureDir string, files map[string]string) {
 	t.Helper()
+	g.CreateRepoOn(t, name, "main", fixtureDir, files)
+}
+
+// CreateRepoOn is CreateRepo with branch as the one and default branch,
+// for fixtures that name theirs ("master").
+func (g *GitServer) CreateRepoOn(t testing.TB, name, branch, fixtureDir string, files map[string]string) {
+	t.Helper()
 	work := t.TempDir()
 	if fixtureDir != "" {
 		copyTree(t, fixtureDir, work)
@@ -307,11 +314,11 @@ func (g *GitServer) CreateRepo(t testing.TB, name, fixtureDir string, files map[
 		writeFile(t, filepath.Join(work, path), content)
 	}
 	bare := filepath.Join(g.Root, name+".git")
-	runGit(t, "", "init", "--quiet", "--bare", "--initial-branch=main", bare)
-	runGit(t, work, "init", "--quiet", "--initial-branch=main")
+	runGit(t, "", "init", "--quiet", "--bare", "--initial-branch="+branch, bare)
+	runGit(t, work, "init", "--quiet", "--initial-branch="+branch)
 	runGit(t, work, "add", "--all")
 	runGit(t, work, "commit", "--quiet", "--message", "initial commit")
-	runGit(t, work, "push", "--quiet", bare, "main")
+	runGit(t, work, "push", "--quiet", bare, branch)
 }
 
 // CommitFiles commits files to a branch as a person would (a clone, a

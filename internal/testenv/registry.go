@@ -35,8 +35,9 @@ type Registry struct {
 }
 
 type registryOptions struct {
-	auth               string // "htpasswd", "token" or "none"
+	auth               string // "htpasswd", "token", "external" or "none"
 	username, password string
+	authConfig         string // "external": the auth section, naming another token service
 	notify             []notifyEndpoint
 }
 
@@ -123,6 +124,9 @@ func StartRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 		r.Tokens = StartTokenServer(t, o.username, o.password)
 		authConfig = fmt.Sprintf("auth:\n  token:\n    realm: %s\n    service: %s\n    issuer: %s\n    rootcertbundle: %s\n",
 			r.Tokens.Realm(), r.Tokens.Service, r.Tokens.Issuer, r.Tokens.CertFile)
+	case "external":
+		r.Username, r.Password = o.username, o.password
+		authConfig = o.authConfig
 	}
 
 	var lastErr error

@@ -10,10 +10,11 @@ import (
 	"sync"
 )
 
-// Review is a pull request (GitHub) or merge request (GitLab) as a
-// stand-in holds it.
+// Review is a pull request (GitHub, Gitea, Bitbucket, Azure DevOps) or
+// merge request (GitLab) as a stand-in holds it.
 type Review struct {
-	// Number is GitHub's number or GitLab's IID.
+	// Number is GitHub's and Gitea's number, GitLab's IID, Bitbucket's
+	// and Azure DevOps' ID.
 	Number     int
 	Head, Base string
 	Title      string
@@ -23,6 +24,9 @@ type Review struct {
 	State string
 	// Labels are the request's labels, in the order they were added.
 	Labels []string
+	// Version counts the changes since the request was opened, as
+	// Bitbucket Data Center's updates must name it.
+	Version int
 }
 
 // reviews is the pull or merge requests of a stand-in, with the calls
@@ -37,6 +41,11 @@ type reviews struct {
 	// branchExists, when set, is asked before a request is opened, as the
 	// services refuse a request from a branch that was not pushed.
 	branchExists func(project, branch string) bool
+	// merge, when set, merges a request's branch into its base.
+	merge func(project, head, base string) error
+	// pageSize, when set, bounds the pages of listings below the
+	// service's own bound.
+	pageSize int
 }
 
 func newReviews() *reviews {
@@ -104,6 +113,18 @@ func (s *reviews) open(repo string, r Review) (Review, bool) {
 	return r, true
 }
 
+// find returns a copy of request number of repo.
+func (s *reviews) find(repo string, number int) (Review, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.byRepo[repo] {
+		if o.Number == number {
+			return *o, true
+		}
+	}
+	return Review{}, false
+}
+
 // update applies change to request number of repo.
 func (s *reviews) update(repo string, number int, change func(*Review)) (Review, bool) {
 	s.mu.Lock()
@@ -111,6 +132,7 @@ func (s *reviews) update(repo string, number int, change func(*Review)) (Review,
 	for _, o := range s.byRepo[repo] {
 		if o.Number == number {
 			change(o)
+			o.Version++
 			return *o, true
 		}
 	}
@@ -192,6 +214,72 @@ func (a reviewsAPI) ReviewProblems() []string {
 	a.s.mu.Lock()
 	defer a.s.mu.Unlock()
 	return append([]string(nil), a.s.problems...)
+}
+
+// MergeBranches sets how Merge merges a request's branch into its base
+// (for example GitServer.FastForward), as the service's merge button
+// would.
+func (a reviewsAPI) MergeBranches(merge func(project, head, base string) error) {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	a.s.merge = merge
+}
+
+// Merge merges open request number of repo as a reviewer would: its
+// branch into its base (with the function of MergeBranches, if any), and
+// the request is merged.
+func (a reviewsAPI) Merge(repo string, number int) error {
+	a.s.mu.Lock()
+	merge := a.s.merge
+	a.s.mu.Unlock()
+	r, ok := a.s.find(repo, number)
+	switch {
+	case !ok:
+		return fmt.Errorf("%s has no request %d", repo, number)
+	case r.State != "open":
+		return fmt.Errorf("request %d of %s is %s", number, repo, r.State)
+	}
+	if merge != nil {
+		if err := merge(repo, r.Head, r.Base); err != nil {
+			return fmt.Errorf("merge request %d of %s: %w", number, repo, err)
+		}
+	}
+	a.SetState(repo, number, "merged")
+	return nil
+}
+
+// SetPageSize makes listings answer at most n items a page (0: as many
+// as the service's own bound), so that tests see several pages.
+func (a reviewsAPI) SetPageSize(n int) {
+	a.s.mu.Lock()
+	defer a.s.mu.Unlock()
+	a.s.pageSize = n
+}
+
+// pageLen is how many items a listing answers a page: asked, within the
+// service's bound max and the test's.
+func (s *reviews) pageLen(asked, def, max int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := asked
+	if n <= 0 {
+		n = def
+	}
+	n = min(n, max)
+	if s.pageSize > 0 {
+		n = min(n, s.pageSize)
+	}
+	return n
+}
+
+// page returns items[start:start+n], within bounds, and whether more
+// follow.
+func page[T any](items []T, start, n int) ([]T, bool) {
+	if start >= len(items) || start < 0 {
+		return []T{}, false
+	}
+	end := min(start+n, len(items))
+	return items[start:end], end < len(items)
 }
 
 // RequireBranches makes opening a request from a branch that exists

@@ -27,24 +27,28 @@ import (
 // Docker Hub, GHCR or Quay do: a client that is refused by the registry asks
 // the realm for a token with its credentials and the scope it needs.
 type TokenServer struct {
-	Service  string
-	Issuer   string
-	CertFile string // PEM certificate the registry trusts
+	Service string
+	*tokenIssuer
 	// Issued counts the tokens handed out; Refused the requests refused.
 	Issued, Refused atomic.Int64
 
 	username, password string
 	mu                 sync.Mutex
 	users              map[string]limitedUser // see AddUser
-	key                *rsa.PrivateKey
-	certDER            []byte
 	port               int
 }
 
-// StartTokenServer serves tokens on a loopback port. Its realm names the
-// host "localhost": go-containerregistry refuses realms that are loopback
-// IP literals.
-func StartTokenServer(t testing.TB, username, password string) *TokenServer {
+// tokenIssuer signs the tokens a Distribution registry accepts: RS256
+// JWTs whose x5c header carries the certificate in CertFile, which the
+// registry's rootcertbundle names.
+type tokenIssuer struct {
+	Issuer   string
+	CertFile string // PEM certificate the registry trusts
+	key      *rsa.PrivateKey
+	certDER  []byte
+}
+
+func newTokenIssuer(t testing.TB, issuer string) *tokenIssuer {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -63,16 +67,22 @@ func StartTokenServer(t testing.TB, username, password string) *TokenServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	i := &tokenIssuer{Issuer: issuer, CertFile: filepath.Join(t.TempDir(), "token-cert.pem"), key: key, certDER: der}
+	writeFile(t, i.CertFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+	return i
+}
+
+// StartTokenServer serves tokens on a loopback port. Its realm names the
+// host "localhost": go-containerregistry refuses realms that are loopback
+// IP literals.
+func StartTokenServer(t testing.TB, username, password string) *TokenServer {
+	t.Helper()
 	ts := &TokenServer{
-		Service:  "test-registry",
-		Issuer:   "test-token-issuer",
-		CertFile: filepath.Join(t.TempDir(), "token-cert.pem"),
-		username: username,
-		password: password,
-		key:      key,
-		certDER:  der,
+		Service:     "test-registry",
+		tokenIssuer: newTokenIssuer(t, "test-token-issuer"),
+		username:    username,
+		password:    password,
 	}
-	writeFile(t, ts.CertFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -140,8 +150,23 @@ func (ts *TokenServer) serveToken(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"details":"incorrect username or password"}`, http.StatusUnauthorized)
 		return
 	}
+	token, err := ts.registryToken(user, r.URL.Query().Get("service"), grantedAccess(r.URL.Query()["scope"], allowed))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ts.Issued.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"token": token, "access_token": token, "expires_in": 300, "issued_at": time.Now().UTC().Format(time.RFC3339),
+	})
+}
+
+// grantedAccess is the access claim of a registry token for the scopes
+// asked for, those of the repositories allowed.
+func grantedAccess(scopes []string, allowed func(repo string) bool) []map[string]any {
 	var access []map[string]any
-	for _, scope := range r.URL.Query()["scope"] {
+	for _, scope := range scopes {
 		// repository:<name>:<actions>; names may contain ':' only before the
 		// last field, so split from the right.
 		i, j := strings.Index(scope, ":"), strings.LastIndex(scope, ":")
@@ -154,44 +179,40 @@ func (ts *TokenServer) serveToken(w http.ResponseWriter, r *http.Request) {
 			"actions": strings.Split(scope[j+1:], ","),
 		})
 	}
-	token, err := ts.sign(user, r.URL.Query().Get("service"), access)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	ts.Issued.Add(1)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"token": token, "access_token": token, "expires_in": 300, "issued_at": time.Now().UTC().Format(time.RFC3339),
-	})
+	return access
 }
 
-// sign makes an RS256 JWT whose x5c header carries the certificate the
-// registry trusts.
-func (ts *TokenServer) sign(subject, audience string, access []map[string]any) (string, error) {
+// registryToken makes a token the registry accepts for five minutes.
+func (i *tokenIssuer) registryToken(subject, audience string, access []map[string]any) (string, error) {
 	now := time.Now()
 	jti := make([]byte, 8)
 	if _, err := rand.Read(jti); err != nil {
 		return "", err
 	}
+	return i.sign(map[string]any{
+		"iss": i.Issuer, "sub": subject, "aud": audience,
+		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(5 * time.Minute).Unix(),
+		"jti": hex.EncodeToString(jti), "access": access,
+	})
+}
+
+// sign makes an RS256 JWT of claims whose x5c header carries the
+// certificate the registry trusts.
+func (i *tokenIssuer) sign(claims map[string]any) (string, error) {
 	header, err := json.Marshal(map[string]any{
-		"alg": "RS256", "typ": "JWT", "x5c": []string{base64.StdEncoding.EncodeToString(ts.certDER)},
+		"alg": "RS256", "typ": "JWT", "x5c": []string{base64.StdEncoding.EncodeToString(i.certDER)},
 	})
 	if err != nil {
 		return "", err
 	}
-	claims, err := json.Marshal(map[string]any{
-		"iss": ts.Issuer, "sub": subject, "aud": audience,
-		"iat": now.Unix(), "nbf": now.Add(-time.Minute).Unix(), "exp": now.Add(5 * time.Minute).Unix(),
-		"jti": hex.EncodeToString(jti), "access": access,
-	})
+	payload, err := json.Marshal(claims)
 	if err != nil {
 		return "", err
 	}
 	enc := base64.RawURLEncoding
-	signingInput := enc.EncodeToString(header) + "." + enc.EncodeToString(claims)
+	signingInput := enc.EncodeToString(header) + "." + enc.EncodeToString(payload)
 	digest := sha256.Sum256([]byte(signingInput))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, ts.key, crypto.SHA256, digest[:])
+	sig, err := rsa.SignPKCS1v15(rand.Reader, i.key, crypto.SHA256, digest[:])
 	if err != nil {
 		return "", err
 	}

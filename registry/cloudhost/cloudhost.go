@@ -42,3 +42,22 @@ func Google(host string) bool {
 	}
 	return googleHostRE.MatchString(strings.ToLower(host))
 }
+
+// acrHostRE matches Azure Container Registry hosts, <name>.azurecr.io, in
+// Azure's public cloud and its China and US Government clouds.
+var acrHostRE = regexp.MustCompile(`^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+(azurecr\.(?:io|cn|us))$`)
+
+// ACR reports whether host is an Azure Container Registry host and in which
+// of Azure's clouds, given as the hosts' suffix: "azurecr.io" (public),
+// "azurecr.cn" (China) or "azurecr.us" (US Government). A port, if any,
+// is ignored.
+func ACR(host string) (cloud string, ok bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	m := acrHostRE.FindStringSubmatch(strings.ToLower(host))
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}

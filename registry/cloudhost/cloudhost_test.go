@@ -56,3 +56,34 @@ func TestGoogle(t *testing.T) {
 		}
 	}
 }
+
+func TestACR(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		host, cloud string
+		ok          bool
+	}{
+		{"example.azurecr.io", "azurecr.io", true},
+		{"Example.AzureCR.io", "azurecr.io", true},
+		{"example.azurecr.io:443", "azurecr.io", true},
+		{"example-dnl0abc.azurecr.io", "azurecr.io", true},
+		{"example.westeurope.data.azurecr.io", "azurecr.io", true},
+		{"example.azurecr.cn", "azurecr.cn", true},
+		{"example.azurecr.us", "azurecr.us", true},
+		{"azurecr.io", "", false},
+		{".azurecr.io", "", false},
+		{"-example.azurecr.io", "", false},
+		{"example.azurecr.de", "", false},
+		{"azurecr.io.example.com", "", false},
+		{"example.azurecr.io.evil.test", "", false},
+		{"evilazurecr.io", "", false},
+		{"evil.test/example.azurecr.io", "", false},
+		{"mcr.microsoft.com", "", false},
+		{"", "", false},
+	} {
+		cloud, ok := ACR(tc.host)
+		if cloud != tc.cloud || ok != tc.ok {
+			t.Errorf("ACR(%q) = %q, %v; want %q, %v", tc.host, cloud, ok, tc.cloud, tc.ok)
+		}
+	}
+}

@@ -21,6 +21,7 @@ const (
 	KindExt                        // ext:<absolute path>
 	KindECR                        // ecr or ecr:<role ARN>
 	KindGCP                        // gcp
+	KindAzure                      // azure
 )
 
 var kindNames = [...]string{
@@ -30,6 +31,7 @@ var kindNames = [...]string{
 	KindExt:        "ext",
 	KindECR:        "ecr",
 	KindGCP:        "gcp",
+	KindAzure:      "azure",
 }
 
 // String is the kind's prefix in a reference ("pullsecret", "ecr").
@@ -42,7 +44,7 @@ func (k Kind) String() string {
 
 // native reports whether credentials of this kind come from a cloud
 // provider's SDK rather than from Kubernetes, the environment or a script.
-func (k Kind) native() bool { return k == KindECR || k == KindGCP }
+func (k Kind) native() bool { return k == KindECR || k == KindGCP || k == KindAzure }
 
 // Ref is a parsed credential reference. Only the fields of its Kind are
 // set. A reference names where a secret lives and never holds one, so it
@@ -78,6 +80,8 @@ func (r Ref) String() string {
 		return "ecr"
 	case KindGCP:
 		return "gcp"
+	case KindAzure:
+		return "azure"
 	}
 	if r.IsZero() {
 		return ""
@@ -130,7 +134,7 @@ var (
 )
 
 const (
-	credentialForms = "pullsecret:<namespace>/<name>, secret:<namespace>/<name>#<field>, env:<VAR>, ext:<absolute path>, ecr, ecr:<role ARN> or gcp"
+	credentialForms = "pullsecret:<namespace>/<name>, secret:<namespace>/<name>#<field>, env:<VAR>, ext:<absolute path>, ecr, ecr:<role ARN>, gcp or azure"
 	roleARNForm     = "arn:aws:iam::<12-digit account>:role/<name>"
 )
 
@@ -214,6 +218,11 @@ func ParseRef(s string) (Ref, error) {
 			return fail("gcp takes no argument")
 		}
 		return Ref{Kind: KindGCP}, nil
+	case "azure":
+		if hasArg {
+			return fail("azure takes no argument")
+		}
+		return Ref{Kind: KindAzure}, nil
 	}
 	return fail("unknown kind; want one of %s", credentialForms)
 }

@@ -23,6 +23,8 @@ func TestParseRef(t *testing.T) {
 		{"ecr:arn:aws-cn:iam::123456789012:role/path/to/role+x=y,z.w@v_u-t", Ref{Kind: KindECR, RoleARN: "arn:aws-cn:iam::123456789012:role/path/to/role+x=y,z.w@v_u-t"}},
 		{"ecr:arn:aws-us-gov:iam::123456789012:role/r", Ref{Kind: KindECR, RoleARN: "arn:aws-us-gov:iam::123456789012:role/r"}},
 		{"gcp", Ref{Kind: KindGCP}},
+		{"azure", Ref{Kind: KindAzure}},
+		{"Azure", Ref{Kind: KindAzure}},
 		// As upstream reads them: kinds in any case, and a registry prefix
 		// before '=' that says nothing more.
 		{"PullSecret:argocd/regcred", Ref{Kind: KindPullSecret, Namespace: "argocd", Name: "regcred"}},
@@ -76,6 +78,9 @@ func TestParseRefErrors(t *testing.T) {
 		{"ecr:arn:aws:iam::123456789012:user/x", `"ecr:<redacted>"`, "not an IAM role ARN"},
 		{"ecr:arn:aws:s3:::bucket", `"ecr:<redacted>"`, "not an IAM role ARN"},
 		{"gcp:project", `"gcp:<redacted>"`, "takes no argument"},
+		{"azure:", `"azure:<redacted>"`, "takes no argument"},
+		{"azure:00000000-0000-0000-0000-000000000000", `"azure:<redacted>"`, "takes no argument"},
+		{"acr", `"<redacted>"`, "unknown kind"},
 		{"vault:secret/x", `"<redacted>"`, "unknown kind"},
 		{"admin:hunter2", `"<redacted>"`, "unknown kind"},
 		{"ghp_0123456789abcdefXYZ", `"<redacted>"`, "unknown kind"},
@@ -112,7 +117,10 @@ func TestKindString(t *testing.T) {
 	if KindPullSecret.String() != "pullsecret" || KindGCP.String() != "gcp" || Kind(0).String() != "Kind(0)" {
 		t.Error("Kind.String")
 	}
-	if !KindECR.native() || KindExt.native() {
+	if KindAzure.String() != "azure" {
+		t.Error("KindAzure.String")
+	}
+	if !KindECR.native() || !KindAzure.native() || KindExt.native() {
 		t.Error("native")
 	}
 	if !(Ref{}).IsZero() || (Ref{}).String() != "" {

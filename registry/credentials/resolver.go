@@ -14,8 +14,8 @@ import (
 
 // Errors a resolution may wrap; match them with errors.Is.
 var (
-	// ErrNativeNotConfigured: the reference is of a native kind (ecr, gcp)
-	// and no Source was given for it with WithNative.
+	// ErrNativeNotConfigured: the reference is of a native kind (ecr, gcp,
+	// azure) and no Source was given for it with WithNative.
 	ErrNativeNotConfigured = errors.New("no provider configured for native credentials")
 	// ErrNoSecretGetter: the reference needs a Kubernetes Secret and the
 	// resolver was built without WithSecretGetter.
@@ -67,7 +67,8 @@ type Target struct {
 // them in time. Its errors must not contain credential material.
 //
 // The resolver serves pullsecret:, secret:, env: and ext: references with
-// sources of its own; native ones (ecr, gcp) are given with WithNative.
+// sources of its own; native ones (ecr, gcp, azure) are given with
+// WithNative.
 // ResolveCached keeps a Source's answer per registry, so a Source must give
 // every repository of a registry the same credentials; only pull secrets,
 // whose entries may name repositories, tell them apart.
@@ -135,8 +136,9 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithNative serves references of a native kind (KindECR, KindGCP) with s.
-// It has no effect for other kinds, whose sources are built in.
+// WithNative serves references of a native kind (KindECR, KindGCP,
+// KindAzure) with s. It has no effect for other kinds, whose sources are
+// built in.
 func WithNative(kind Kind, s Source) Option {
 	return func(r *Resolver) {
 		if kind.native() && s != nil {

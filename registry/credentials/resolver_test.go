@@ -158,6 +158,7 @@ func TestResolve(t *testing.T) {
 		{"pullsecret:argocd/opaque", "ghcr.io", ErrNotFound, "secret argocd/opaque has no .dockerconfigjson field"},
 		{"ecr", "123456789012.dkr.ecr.eu-west-1.amazonaws.com", ErrNativeNotConfigured, "credentials ecr for registry 123456789012.dkr.ecr.eu-west-1.amazonaws.com: no provider configured"},
 		{"gcp", "gcr.io", ErrNativeNotConfigured, "credentials gcp for registry gcr.io"},
+		{"azure", "example.azurecr.io", ErrNativeNotConfigured, "credentials azure for registry example.azurecr.io"},
 	}
 	for _, tt := range failing {
 		t.Run("error "+tt.ref+"@"+tt.host, func(t *testing.T) {

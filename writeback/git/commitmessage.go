@@ -16,7 +16,10 @@ updates image {{ .Image }} tag '{{ .OldTag }}' to '{{ .NewTag }}'
 
 // ImageChange is one image whose version a write-back changed.
 type ImageChange struct {
-	Image  string // image name without tag, as in the image-list annotation
+	// Image is the repository path without the registry host, as Argo
+	// CD Image Updater names it in commit messages ("org/app" for
+	// "quay.io/org/app:1.0", "nginx" for "nginx").
+	Image  string
 	Alias  string
 	OldTag string
 	NewTag string
@@ -71,9 +74,9 @@ func SampleCommitMessageData() CommitMessageData {
 	return CommitMessageData{
 		AppName: "example-app",
 		AppChanges: []ImageChange{
-			{Image: "123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app", Alias: "app", OldTag: "v0.0.1", NewTag: "v0.0.2",
+			{Image: "eks-app", Alias: "app", OldTag: "v0.0.1", NewTag: "v0.0.2",
 				Labels: map[string]string{"org.opencontainers.image.revision": "4f2a9c1", "org.opencontainers.image.source": "https://github.com/example/eks-app"}},
-			{Image: "ghcr.io/example/web", Alias: "web", OldTag: "1.4.0", NewTag: "1.5.0"},
+			{Image: "example/web", Alias: "web", OldTag: "1.4.0", NewTag: "1.5.0"},
 		},
 	}
 }

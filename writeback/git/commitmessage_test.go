@@ -16,8 +16,8 @@ func TestCommitMessageTemplate(t *testing.T) {
 			name:     "default",
 			template: "",
 			want: "build: automatic update of example-app\n\n" +
-				"updates image 123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app tag 'v0.0.1' to 'v0.0.2'\n" +
-				"updates image ghcr.io/example/web tag '1.4.0' to '1.5.0'\n",
+				"updates image eks-app tag 'v0.0.1' to 'v0.0.2'\n" +
+				"updates image example/web tag '1.4.0' to '1.5.0'\n",
 		},
 		{
 			name:     "custom",

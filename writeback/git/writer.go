@@ -878,7 +878,7 @@ func (w *Writer) commitMessage(u update, changed []writeback.ImageUpdate) (strin
 func commitMessageData(u update, changed []writeback.ImageUpdate) CommitMessageData {
 	data := CommitMessageData{AppName: u.Name}
 	for _, img := range changed {
-		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Image.OriginalName(), Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String(), Labels: img.Labels})
+		data.AppChanges = append(data.AppChanges, ImageChange{Image: img.Reported().Name, Alias: img.Alias, OldTag: img.Old.String(), NewTag: img.New.String(), Labels: img.Labels})
 	}
 	return data
 }

@@ -307,7 +307,9 @@ func (e *gitEnv) testSourceFiles(t *testing.T) {
 	if top.Author != DefaultGitAuthorName || top.Email != DefaultGitAuthorEmail {
 		t.Errorf("author %s <%s>", top.Author, top.Email)
 	}
-	wantBody := "updates image " + gitAppImage + " tag 'v0.0.1' to 'v0.0.2'\nupdates image 123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-web tag 'v0.0.1' to 'v0.0.3'"
+	// The images without their registry host, as Argo CD Image Updater
+	// names them.
+	wantBody := "updates image eks-app tag 'v0.0.1' to 'v0.0.2'\nupdates image eks-web tag 'v0.0.1' to 'v0.0.3'"
 	if top.Body != wantBody {
 		t.Errorf("body %q, want %q", top.Body, wantBody)
 	}

@@ -12,15 +12,17 @@ import (
 // ForgeClient builds the client of a repository's requests, with the
 // token of the credentials that push to it: the password (an access
 // token) of HTTPS credentials, from the repository URL too, or the GitHub
-// App's installation token. The API host gets the TLS and proxy settings
-// of the credentials, as the repository's host does.
+// App's installation token, with the credentials' user name for the
+// services that take both (Bitbucket Cloud's app passwords). The API host
+// gets the TLS and proxy settings of the credentials, as the repository's
+// host does.
 func (r *Resolver) ForgeClient(ctx context.Context, repo forge.Repository, acc Remote) (forge.Client, func(), error) {
-	var token string
+	var token, user string
 	switch basic, ok := acc.Auth.(*githttp.BasicAuth); {
 	case ok && basic.Password != "":
-		token = basic.Password
+		token, user = basic.Password, basic.Username
 	case acc.creds.password != "":
-		token = acc.creds.password
+		token, user = acc.creds.password, acc.creds.username
 	case acc.creds.githubApp():
 		var err error
 		if token, err = r.githubAppToken(ctx, acc.creds); err != nil {
@@ -37,7 +39,7 @@ func (r *Resolver) ForgeClient(ctx context.Context, repo forge.Repository, acc R
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := repo.Client(token, tr)
+	c, err := repo.Client(token, tr, forge.WithUsername(user))
 	if err != nil {
 		tr.CloseIdleConnections()
 		return nil, nil, err
