@@ -45,6 +45,9 @@ type Snapshot struct {
 	statusType  string
 	statusTypes []string
 	running     []string
+	// status is what Argo CD says of the sync and health; nil when
+	// nothing.
+	status *Status
 	// err is why the spec could not be read; Application returns it.
 	err error
 
@@ -117,6 +120,7 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 	// Status is Argo CD's to write; a part we cannot read only costs us
 	// what runs now.
 	s.running = stringsAt(obj.Object, str, "status", "summary", "images")
+	s.status = readStatus(obj.Object, str)
 	s.statusType = str(stringAt(obj.Object, "status", "sourceType"))
 	s.statusTypes = stringsAt(obj.Object, str, "status", "sourceTypes")
 

@@ -36,6 +36,8 @@ type Watcher struct {
 	keepAll bool
 	// strings is shared by the informers' transforms.
 	strings *interner
+	// onUpdate are told of each Application added or changed.
+	onUpdate []func(*application.Snapshot)
 }
 
 // Option configures a Watcher.
@@ -113,7 +115,45 @@ func (w *Watcher) Start(ctx context.Context) error {
 		Logger:    w.logger,
 	}.Start(ctx, w.namespaces)
 	w.informers = informers
-	return err
+	if err != nil {
+		return err
+	}
+	for _, inf := range informers {
+		for _, f := range w.onUpdate {
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    func(obj any) { notify(f, obj) },
+				UpdateFunc: func(_, obj any) { notify(f, obj) },
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// OnUpdate has f told of every Application added or changed once Start
+// runs, on the informers' goroutine: f must return at once.
+func (w *Watcher) OnUpdate(f func(*application.Snapshot)) { w.onUpdate = append(w.onUpdate, f) }
+
+func notify(f func(*application.Snapshot), obj any) {
+	if s, ok := obj.(*application.Snapshot); ok {
+		f(s)
+	}
+}
+
+// Get is the Application namespace/name as last seen, whether managed or
+// not; false when it is not watched.
+func (w *Watcher) Get(namespace, name string) (*application.Snapshot, bool) {
+	for _, inf := range w.informers {
+		item, ok, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
+		if err != nil || !ok {
+			continue
+		}
+		if s, ok := item.(*application.Snapshot); ok && w.nameMatches(s.Name()) {
+			return s, true
+		}
+	}
+	return nil, false
 }
 
 // Applications returns the managed Applications, sorted by namespace and

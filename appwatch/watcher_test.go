@@ -1,6 +1,7 @@
 package appwatch
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,13 @@ func TestWatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
+	updated := map[string]int{}
+	w.OnUpdate(func(s *application.Snapshot) {
+		mu.Lock()
+		defer mu.Unlock()
+		updated[s.Namespace()+"/"+s.Name()]++
+	})
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +95,17 @@ func TestWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.True(t, 10*time.Second, "the view to show the Application main-staging once its annotations are gone", func() bool { return len(keys()) == 1 })
+	// Each change is told, and Get finds what is watched, managed or not.
+	poll.True(t, 10*time.Second, "the change of main-staging to be told", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return updated["argocd/main-staging"] == 2
+	})
+	for name, want := range map[string]bool{"main": true, "main-staging": true, "unmanaged": false, "other-team": false, "missing": false} {
+		if s, ok := w.Get("argocd", name); ok != want || ok && s.Name() != name {
+			t.Errorf("Get(argocd, %s) = %v, %v; want found %v", name, s, ok, want)
+		}
+	}
 
 	all, err := NewWatcher(dyn, Namespaces("argocd", "team-a"))
 	if err != nil {

@@ -76,6 +76,7 @@ type Updater struct {
 	keySecrets          credentials.SecretGetter
 	trustedRoot         *signature.TrustedRoot
 	observer            Observer
+	gate                HealthGate
 	// results collects what a cycle did for each Application, for the
 	// observer; nil outside cycles and in targeted checks.
 	results *results
@@ -382,6 +383,8 @@ type appUpdate struct {
 	app     *application.Application
 	source  application.Source
 	changes []writeback.ImageUpdate
+	// revert: the health gate writes a version back (see Revert).
+	revert bool
 }
 
 func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagResult, sum *Summary) []*appUpdate {
@@ -392,7 +395,7 @@ func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagRe
 	g.SetLimit(u.maxConcurrency)
 	for i, j := range jobs {
 		g.Go(func() error {
-			outcomes[i] = u.chooseOne(ctx, j, tags[j.repoKey()], memo, keys)
+			outcomes[i] = u.chooseGated(ctx, j, tags[j.repoKey()], memo, keys)
 			return nil
 		})
 	}

@@ -29,23 +29,31 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 	u.writeWith(ctx, settings.WriteBackGit, u.git, viaGit, sum)
 }
 
-// writeWith writes the changes of one write-back method with w and
-// reports each result.
-func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod, w writeback.Writer, updates []*appUpdate, sum *Summary) {
+// writeWith writes the changes of one write-back method with w, reports
+// each result, and returns them in the order of updates.
+func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod, w writeback.Writer, updates []*appUpdate, sum *Summary) []writeback.Result {
 	if len(updates) == 0 {
-		return
+		return nil
+	}
+	failed := func(err error) []writeback.Result {
+		out := make([]writeback.Result, len(updates))
+		for i, au := range updates {
+			out[i] = writeback.Result{Namespace: au.app.Namespace, Name: au.app.Name, Err: err}
+		}
+		return out
 	}
 	if w == nil {
+		err := fmt.Errorf("write-back-method %s is not configured in this controller", method)
 		for _, au := range updates {
-			u.writeFailed(au, fmt.Errorf("write-back-method %s is not configured in this controller", method), sum)
+			u.writeFailed(au, err, sum)
 		}
-		return
+		return failed(err)
 	}
 	if err := u.mayWrite(ctx); err != nil {
 		for _, au := range updates {
 			u.notWritten(au, err)
 		}
-		return
+		return failed(err)
 	}
 	changes := make([]writeback.Change, len(updates))
 	for i, au := range updates {
@@ -63,7 +71,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 		for _, au := range updates {
 			u.writeFailed(au, err, sum)
 		}
-		return
+		return failed(err)
 	}
 	var pushed []*appUpdate
 	logged := map[*writeback.BatchError]bool{}
@@ -90,6 +98,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 			continue
 		}
 		u.written(au.app, res.Changed, res.Written, sum)
+		u.gateWritten(ctx, au, res)
 		// A commit on the branch Argo CD follows, rather than in a pull
 		// request: Argo CD reads it at its next poll, or at once when
 		// asked to.
@@ -98,6 +107,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 		}
 	}
 	u.refresh(ctx, pushed)
+	return results
 }
 
 // mayWrite tells whether a write may start now: not once ctx, the cycle's,

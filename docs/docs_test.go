@@ -96,6 +96,7 @@ import (
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/registry"
@@ -422,6 +423,12 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 		}
 		if !settings.Managed(obj.GetAnnotations()) {
 			return errors.New("the Application has no image-list annotation")
+		}
+		if v, ok := obj.GetAnnotations()[healthgate.StateAnnotation]; ok {
+			// The health gate's state, as it reads it back.
+			if _, err := healthgate.ParseState(v); err != nil {
+				return fmt.Errorf("%s: %w", healthgate.StateAnnotation, err)
+			}
 		}
 		app, err := application.FromUnstructured(obj)
 		if err != nil {

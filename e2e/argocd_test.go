@@ -62,13 +62,19 @@ type world struct {
 // "deploy" that Argo CD knows, holding the files that files(reg) returns.
 func newWorld(t testing.TB, files func(reg *testenv.Registry) map[string]string, regOpts ...testenv.RegistryOption) *world {
 	t.Helper()
+	return newArgoWorld(t, files, nil, regOpts...)
+}
+
+// newArgoWorld is newWorld with Argo CD started with argoOpts.
+func newArgoWorld(t testing.TB, files func(reg *testenv.Registry) map[string]string, argoOpts []testenv.ArgoCDOption, regOpts ...testenv.RegistryOption) *world {
+	t.Helper()
 	start := time.Now()
 	w := &world{}
 	w.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
 	// Stopped after Argo CD, which watches it once it is registered.
 	w.external = testenv.StartKube(t)
 	w.external.StartControllerManager(t)
-	w.argo = testenv.StartArgoCD(t, w.k)
+	w.argo = testenv.StartArgoCD(t, w.k, argoOpts...)
 	t.Logf("API server and Argo CD %s started in %s", w.argo.Version, time.Since(start).Round(100*time.Millisecond))
 	w.reg = testenv.StartRegistry(t, regOpts...)
 	w.git = testenv.StartGitServer(t)

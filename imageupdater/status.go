@@ -100,13 +100,22 @@ func (s *Status) CycleDone(ctx context.Context, start time.Time, results []cycle
 }
 
 func (s *Status) patch(ctx context.Context, name types.NamespacedName, st *api.ImageUpdaterStatus) error {
-	body, err := json.Marshal(map[string]any{"status": st})
+	body, err := statusPatch(st)
 	if err != nil {
 		return err
 	}
 	_, err = s.client.Resource(api.Resource()).Namespace(name.Namespace).
 		Patch(ctx, name.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// statusPatch is the merge patch of st, without the health gate's lists:
+// the gate writes those (healthgate), and the copy a cycle read may be
+// older than its last write.
+func statusPatch(st *api.ImageUpdaterStatus) ([]byte, error) {
+	own := *st
+	own.HealthGate, own.SkippedVersions = nil, nil
+	return json.Marshal(map[string]any{"status": own})
 }
 
 // nextStatus is the status iu gets from a cycle's results, or nil when

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 )
 
 // The status names at most maxErrorsInMessage errors, however many the
@@ -41,5 +43,25 @@ func TestErrorsMessageBound(t *testing.T) {
 				t.Errorf("message %q ends with \"; ...\": %v, want %v", msg, cut, len(tt.errs) > tt.named)
 			}
 		})
+	}
+}
+
+// The cycle's status patch leaves the health gate's lists alone: the copy
+// of the status it read may be older than the gate's last write.
+func TestStatusPatchLeavesHealthGate(t *testing.T) {
+	st := &api.ImageUpdaterStatus{
+		ApplicationsMatched: 2,
+		HealthGate:          []api.HealthGateRecord{{Application: "shop", Alias: "app", Version: "1", State: api.HealthGatePending}},
+		SkippedVersions:     []api.SkippedVersion{{Application: "shop", Alias: "app", Version: "0"}},
+	}
+	body, err := statusPatch(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(body); strings.Contains(s, "healthGate") || strings.Contains(s, "skippedVersions") || !strings.Contains(s, `"applicationsMatched":2`) {
+		t.Errorf("patch %s", s)
+	}
+	if len(st.HealthGate) != 1 {
+		t.Error("the status given was changed")
 	}
 }

@@ -40,6 +40,10 @@ const (
 	KeyCertificateIdentityRegexp   = "certificate-identity-regexp"
 	KeyCertificateOIDCIssuer       = "certificate-oidc-issuer"
 	KeyCertificateOIDCIssuerRegexp = "certificate-oidc-issuer-regexp"
+	// KeyHealthGate is "true", "false" or a window ("5m"): follow each
+	// version written for the image, and write back one that breaks the
+	// Application (see ParseHealthGate).
+	KeyHealthGate = "health-gate"
 
 	// Per-image only: "<alias>.<key>".
 	KeyHelmImageName      = "helm.image-name"
@@ -52,6 +56,13 @@ const (
 	KeyPluginImageTag  = "plugin.image-tag"
 	KeyPluginImage     = "plugin.image-spec"
 
+	// Written by the controller, not read as settings: the health gate's
+	// state of an annotated Application (JSON), and what a person sets
+	// to clear its skipped versions ("all", or "<version>" or
+	// "<alias>:<version>" entries separated by commas).
+	KeyHealthGateState = "health-gate-state"
+	KeyHealthGateClear = "health-gate-clear"
+
 	// KeyTagMatch is the deprecated name of allow-tags, per image only;
 	// existing Applications still carry it.
 	KeyTagMatch = "tag-match"
@@ -59,9 +70,9 @@ const (
 
 var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
-		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp}
+		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
-	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear}
 )
 
 // Default Helm parameter names, as Helm charts commonly name them.
@@ -320,6 +331,15 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		spec.SignatureKey = k
 	}
 	readKeylessIdentity(spec, key, get, fail)
+	if v, key := value(KeyHealthGate); v != "" {
+		// A gate asked for and not understood stops the image, as a
+		// signature key does: it must not be updated without it.
+		d, err := ParseHealthGate(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		spec.HealthGate, spec.HealthGateOrigin = d, AnnotationOrigin(key)
+	}
 
 	if spec.Alias != "" {
 		prefix := aliasKey(spec.Alias) + "."

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -46,6 +47,12 @@ type ImageSpec struct {
 	// SignatureKey, when set, restricts the candidates to versions with a
 	// cosign signature made with this key.
 	SignatureKey SignatureKey
+	// HealthGate is how long a version written for the image is followed
+	// once Argo CD deployed it, to be written back if it breaks the
+	// Application; 0 when the gate is off.
+	HealthGate time.Duration
+	// HealthGateOrigin is where HealthGate is set; "" when it is unset.
+	HealthGateOrigin Origin
 
 	HelmImageName string // Helm parameter receiving the image name (see HelmParameters)
 	HelmImageTag  string // Helm parameter receiving the tag (see HelmParameters)
@@ -329,4 +336,35 @@ func SplitKustomizeImage(entry string) (orig, name string, version imageref.Vers
 	}
 	name, version = imageref.Split(entry)
 	return name, name, version
+}
+
+// Bounds of a health gate's window.
+const (
+	// DefaultHealthGateWindow is the window of a gate turned on without
+	// one ("true", or a healthGate block without window).
+	DefaultHealthGateWindow = 5 * time.Minute
+	MinHealthGateWindow     = time.Second
+	MaxHealthGateWindow     = 24 * time.Hour
+)
+
+// ParseHealthGate reads a health-gate value: "true" (the default window),
+// "false" or "" (off), or the window as a duration from 1s to 24h ("5m",
+// "90s").
+func ParseHealthGate(s string) (time.Duration, error) {
+	switch strings.ToLower(s) {
+	case "", "false":
+		return 0, nil
+	case "true":
+		return DefaultHealthGateWindow, nil
+	}
+	return parseWindow(s)
+}
+
+// parseWindow reads a health gate's window.
+func parseWindow(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < MinHealthGateWindow || d > MaxHealthGateWindow {
+		return 0, fmt.Errorf("%.40q is not a window from %s to %s (\"5m\", \"90s\"), nor true or false", s, MinHealthGateWindow, MaxHealthGateWindow)
+	}
+	return d, nil
 }

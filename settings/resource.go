@@ -22,6 +22,7 @@ const DefaultCosignKeyField = "cosign.pub"
 type level struct {
 	common *api.CommonUpdateSettings
 	verify *api.ImagesVerification
+	gate   *api.HealthGate
 	at     Origin
 }
 
@@ -41,8 +42,8 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 		&a.Problems)
 
 	levels := []level{
-		{common: ref.CommonUpdateSettings, verify: ref.ImagesVerification, at: refAt},
-		{common: iu.Spec.CommonUpdateSettings, verify: iu.Spec.ImagesVerification, at: spec},
+		{common: ref.CommonUpdateSettings, verify: ref.ImagesVerification, gate: ref.HealthGate, at: refAt},
+		{common: iu.Spec.CommonUpdateSettings, verify: iu.Spec.ImagesVerification, gate: iu.Spec.HealthGate, at: spec},
 	}
 	if p, ok := tooManyImages(len(ref.Images), refAt.Child(".images")); !ok {
 		a.Problems = append(a.Problems, p)
@@ -50,7 +51,7 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 	}
 	for j, img := range ref.Images {
 		imgAt := refAt.Child(".images[%d]", j)
-		all := append([]level{{common: img.CommonUpdateSettings, verify: img.ImagesVerification, at: imgAt}}, levels...)
+		all := append([]level{{common: img.CommonUpdateSettings, verify: img.ImagesVerification, gate: img.HealthGate, at: imgAt}}, levels...)
 		if s, ok := imageConfig(img, imgAt, all, opts, &a.Problems); ok {
 			a.Images = append(a.Images, s)
 		}
@@ -143,6 +144,11 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		break
 	}
 
+	if p, good := healthGate(&s, levels); !good {
+		*problems = append(*problems, p)
+		ok = false
+	}
+
 	if t := img.ManifestTarget; t != nil {
 		tat := at.Child(".manifestTargets")
 		switch {
@@ -159,6 +165,32 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		}
 	}
 	return s, ok
+}
+
+// healthGate sets s's health gate from the most specific level with a
+// healthGate block, which gives the whole setting.
+func healthGate(s *ImageSpec, levels []level) (Problem, bool) {
+	for _, l := range levels {
+		g := l.gate
+		if g == nil {
+			continue
+		}
+		at := l.at.Child(".healthGate")
+		if g.Enabled != nil && !*g.Enabled {
+			return Problem{}, true
+		}
+		s.HealthGate, s.HealthGateOrigin = DefaultHealthGateWindow, at
+		if g.Window == nil || *g.Window == "" {
+			return Problem{}, true
+		}
+		d, err := parseWindow(*g.Window)
+		if err != nil {
+			return Problem{Image: s.Key(), Origin: at.Child(".window"), Message: err.Error()}, false
+		}
+		s.HealthGate, s.HealthGateOrigin = d, at.Child(".window")
+		return Problem{}, true
+	}
+	return Problem{}, true
 }
 
 func forceUpdate(levels []level) bool {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -174,6 +175,13 @@ func TestOriginsNameTheirSource(t *testing.T) {
 			annotationAt: "annotation " + AnnotationPrefix + "web.platforms (image web)",
 			resourceAt:   "ImageUpdater ns/iu spec.commonUpdateSettings.platforms (image web)",
 		},
+		{
+			name:         "health gate window",
+			annotations:  ann("image-list", "web=nginx", "web.health-gate", "3 days"),
+			resource:     &api.ImageUpdaterSpec{HealthGate: &api.HealthGate{Window: ptr("3 days")}},
+			annotationAt: "annotation " + AnnotationPrefix + "web.health-gate (image web)",
+			resourceAt:   "ImageUpdater ns/iu spec.healthGate.window (image web)",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -298,5 +306,69 @@ func TestImageUpdaterPolicy(t *testing.T) {
 		if !strings.HasPrefix(a.Problems[i].Error(), w) {
 			t.Errorf("problem %d = %q, want it to start with %q", i, a.Problems[i].Error(), w)
 		}
+	}
+}
+
+// TestHealthGateLevels: the most specific healthGate block gives the whole
+// setting, from an ImageUpdater's levels as from the annotations (per
+// image, then for the Application); a bad window disables the image.
+func TestHealthGateLevels(t *testing.T) {
+	iu := &api.ImageUpdater{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+		Spec: api.ImageUpdaterSpec{
+			HealthGate: &api.HealthGate{Window: ptr("10m")},
+			ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", HealthGate: &api.HealthGate{}, Images: []api.ImageConfig{
+				{Alias: "ref", ImageName: "nginx"},
+				{Alias: "own", ImageName: "nginx", HealthGate: &api.HealthGate{Window: ptr("30s")}},
+				{Alias: "off", ImageName: "nginx", HealthGate: &api.HealthGate{Enabled: ptr(false), Window: ptr("30s")}},
+				{Alias: "bad", ImageName: "nginx", HealthGate: &api.HealthGate{Window: ptr("forever")}},
+			}}, {NamePattern: "x", Images: []api.ImageConfig{{Alias: "spec", ImageName: "nginx"}}}},
+		},
+	}
+	type gate struct {
+		d  time.Duration
+		at Origin
+	}
+	got := map[string]gate{}
+	var problems []Problem
+	for i := range iu.Spec.ApplicationRefs {
+		a := ParseImageUpdater(iu, i)
+		for _, s := range a.Images {
+			got[s.Alias] = gate{s.HealthGate, s.HealthGateOrigin}
+		}
+		problems = append(problems, a.Problems...)
+	}
+	want := map[string]gate{
+		"ref":  {DefaultHealthGateWindow, "ImageUpdater ns/iu spec.applicationRefs[0].healthGate"},
+		"own":  {30 * time.Second, "ImageUpdater ns/iu spec.applicationRefs[0].images[1].healthGate.window"},
+		"off":  {},
+		"spec": {10 * time.Minute, "ImageUpdater ns/iu spec.healthGate.window"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("gates %v, want %v", got, want)
+	}
+	if len(problems) != 1 || problems[0].Image != "bad" || !strings.Contains(problems[0].Error(), `spec.applicationRefs[0].images[3].healthGate.window (image bad): "forever" is not a window`) {
+		t.Errorf("problems %v, want one naming the bad window", problems)
+	}
+
+	a := ParseAnnotations(ann("image-list", "app=nginx,web=nginx,bad=nginx", "health-gate", "true", "web.health-gate", "2m", "bad.health-gate", "soon"))
+	got = map[string]gate{}
+	for _, s := range a.Images {
+		got[s.Alias] = gate{s.HealthGate, s.HealthGateOrigin}
+	}
+	want = map[string]gate{
+		"app": {DefaultHealthGateWindow, AnnotationOrigin("health-gate")},
+		"web": {2 * time.Minute, AnnotationOrigin("web.health-gate")},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("gates from annotations %v, want %v", got, want)
+	}
+	if len(a.Problems) != 1 || !strings.Contains(a.Problems[0].Error(), `bad.health-gate (image bad): "soon" is not a window`) {
+		t.Errorf("problems %v", a.Problems)
+	}
+	// The annotations the gate writes, and the one that clears skips,
+	// are known.
+	if p := ParseAnnotations(ann("image-list", "nginx", "health-gate-state", "{}", "health-gate-clear", "all")).Problems; len(p) != 0 {
+		t.Errorf("problems %v", p)
 	}
 }

@@ -29,6 +29,10 @@ type ImageUpdaterSpec struct {
 	// +optional
 	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
 
+	// HealthGate is the default health gate of every image.
+	// +optional
+	HealthGate *HealthGate `json:"healthGate,omitempty"`
+
 	// ApplicationRefs select Applications in the resource's namespace. An
 	// Application matched by several refs is handled by the first. Each
 	// cycle matches each ref against every Application of the namespace:
@@ -76,6 +80,10 @@ type ApplicationRef struct {
 	// +optional
 	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
 
+	// HealthGate overrides the spec's for this ref's images.
+	// +optional
+	HealthGate *HealthGate `json:"healthGate,omitempty"`
+
 	// Images are the images to update; required unless useAnnotations.
 	// +optional
 	// +listType=map
@@ -102,6 +110,10 @@ type ImageConfig struct {
 	// ImagesVerification overrides the ref's for this image.
 	// +optional
 	ImagesVerification *ImagesVerification `json:"imagesVerification,omitempty"`
+
+	// HealthGate overrides the ref's for this image.
+	// +optional
+	HealthGate *HealthGate `json:"healthGate,omitempty"`
 
 	// ManifestTarget says where in the Application's manifests the
 	// version goes.
@@ -265,6 +277,25 @@ type KeylessVerification struct {
 	CertificateOIDCIssuerRegexp string `json:"certificateOidcIssuerRegexp,omitempty"`
 }
 
+// HealthGate follows each version written for a window: a version that
+// breaks the Application (a failed sync, or health Degraded where it was
+// not before the write) is written back to the version before it and
+// skipped from then on; one that stays Healthy is verified. The most
+// specific level with a healthGate block gives the whole setting.
+type HealthGate struct {
+	// Enabled turns the gate on.
+	// +optional
+	// +kubebuilder:default:=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Window is how long a deployed version is followed, as a duration
+	// ("5m", "90s", from 1s to 24h); 5m when unset.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	Window *string `json:"window,omitempty"`
+}
+
 // CosignKey is a key in a Secret of the resource's namespace.
 type CosignKey struct {
 	// SecretName is the Secret's name.
@@ -368,6 +399,22 @@ type ImageUpdaterStatus struct {
 	// +listType=atomic
 	RecentUpdates []RecentUpdate `json:"recentUpdates,omitempty"`
 
+	// HealthGate is, for each image of each Application the health gate
+	// follows, the last version written and what became of it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	HealthGate []HealthGateRecord `json:"healthGate,omitempty"`
+
+	// SkippedVersions are the versions the health gate wrote back, which
+	// are not written again for that image of that Application until a
+	// person clears them (the argocd-image-updater.argoproj.io/health-gate-clear
+	// annotation of the Application).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	SkippedVersions []SkippedVersion `json:"skippedVersions,omitempty"`
+
 	// Conditions: Ready, Reconciling and Error.
 	// +optional
 	// +listType=map
@@ -391,6 +438,94 @@ type RecentUpdate struct {
 	// Message describes the update.
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// HealthGateState is where a version written under the health gate stands.
+// +kubebuilder:validation:Enum=Pending;Verified;Unverified;Reverting;Reverted;Superseded
+type HealthGateState string
+
+const (
+	// HealthGatePending: written, followed until its window ends.
+	HealthGatePending HealthGateState = "Pending"
+	// HealthGateVerified: Healthy at the end of its window.
+	HealthGateVerified HealthGateState = "Verified"
+	// HealthGateUnverified: kept, but its health could not be judged (the
+	// Application was Degraded before the write and still is).
+	HealthGateUnverified HealthGateState = "Unverified"
+	// HealthGateReverting: found broken and skipped; the version before
+	// it is being written back.
+	HealthGateReverting HealthGateState = "Reverting"
+	// HealthGateReverted: the version before it was written back.
+	HealthGateReverted HealthGateState = "Reverted"
+	// HealthGateSuperseded: another version replaced it before it was
+	// judged.
+	HealthGateSuperseded HealthGateState = "Superseded"
+)
+
+// HealthGateRecord is the last version written for one image of one
+// Application under the health gate, and what became of it.
+type HealthGateRecord struct {
+	// Application is the Application's name, in the resource's namespace.
+	// +optional
+	Application string `json:"application,omitempty"`
+	// Alias of the image, or its name when it has none.
+	Alias string `json:"alias"`
+	// Image is the image's name, without version.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// Version is the version written.
+	Version string `json:"version"`
+	// PreviousVersion is the version it replaced, which a revert writes
+	// back.
+	// +optional
+	PreviousVersion string `json:"previousVersion,omitempty"`
+	// State is where the version stands.
+	State HealthGateState `json:"state"`
+	// Window is how long the version is followed once deployed.
+	// +optional
+	Window string `json:"window,omitempty"`
+	// Commit is the git commit that wrote the version, for the git
+	// write-back; a sync of another revision is not the version's.
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// HealthBefore is the Application's health when the version was
+	// written.
+	// +optional
+	HealthBefore string `json:"healthBefore,omitempty"`
+	// WrittenAt is when the version was written.
+	WrittenAt metav1.Time `json:"writtenAt"`
+	// DeployedAt is when Argo CD was first seen running it: the window
+	// starts then.
+	// +optional
+	DeployedAt *metav1.Time `json:"deployedAt,omitempty"`
+	// VerifiedAt is when it was verified.
+	// +optional
+	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+	// RevertedAt is when it was found broken.
+	// +optional
+	RevertedAt *metav1.Time `json:"revertedAt,omitempty"`
+	// Message says why the version stands where it does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// SkippedVersion is a version the health gate wrote back, not chosen
+// again for the image of the Application.
+type SkippedVersion struct {
+	// Application is the Application's name, in the resource's namespace.
+	// +optional
+	Application string `json:"application,omitempty"`
+	// Alias of the image, or its name when it has none.
+	Alias string `json:"alias"`
+	// Version is the version skipped.
+	Version string `json:"version"`
+	// SkippedAt is when it was found broken.
+	SkippedAt metav1.Time `json:"skippedAt"`
+	// Reason is what Argo CD said of it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -28,10 +28,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/internal/securemetrics"
 	"github.com/image-updater/argocd-image-updater/internal/selfsigned"
@@ -61,6 +63,7 @@ type controller struct {
 	reg             *prometheus.Registry
 	cycleMetrics    *cycle.Metrics
 	registryMetrics *registry.Metrics
+	gateMetrics     *healthgate.Metrics
 
 	namespace string // Argo CD's
 	clientset kubernetes.Interface
@@ -69,11 +72,12 @@ type controller struct {
 	conf      *config.Watcher
 	regClient *registry.Client
 
-	watcher *appwatch.Watcher
-	source  *imageupdater.Source // nil without ImageUpdaters
-	apps    cycle.Applications
-	status  []cycle.Option
-	events  *cycle.EventReporter
+	watcher  *appwatch.Watcher
+	source   *imageupdater.Source // nil without ImageUpdaters
+	apps     cycle.Applications
+	status   []cycle.Option
+	events   *cycle.EventReporter
+	recorder record.EventRecorder // nil without events
 
 	// runCtx ends on SIGTERM, a failed server or a lost Lease (stop);
 	// writeCtx ends the grace period after that (abandonWrites).
@@ -84,6 +88,7 @@ type controller struct {
 
 	lead    *leadership // nil without leader election
 	updater *cycle.Updater
+	gate    *healthgate.Gate // nil in a dry run
 
 	ready      atomic.Bool
 	serveErr   chan error // a server that failed
@@ -128,7 +133,7 @@ func (c *controller) close() {
 
 func (c *controller) startMetrics(context.Context) (err error) {
 	c.reg = prometheus.NewRegistry()
-	c.cycleMetrics, c.registryMetrics, err = registerMetrics(c.reg)
+	c.cycleMetrics, c.registryMetrics, c.gateMetrics, err = registerMetrics(c.reg)
 	return err
 }
 
@@ -239,6 +244,7 @@ func (c *controller) recordEvents(ctx context.Context) error {
 		delivery.Close(ctx)
 	})
 	c.events = cycle.NewEventReporter(delivery.recorder)
+	c.recorder = delivery.recorder
 	return nil
 }
 
@@ -308,7 +314,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 	c.updater = cycle.New(c.apps, c.regClient,
 		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
 			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
-		append(c.status,
+		append(append(c.status, c.healthGateOptions()...),
 			cycle.WithGitWriter(gitWriter),
 			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset), root),
 			cycle.WithControllerNamespace(c.namespace),
@@ -405,6 +411,7 @@ func (c *controller) run() error {
 		// single images are in the events, the log and the metrics, and
 		// the old tool's scripts and jobs treat a non-zero exit as "could
 		// not run".
+		c.resumeHealthGate(c.runCtx)
 		c.updater.RunOnce(c.runCtx)
 		return nil
 	}
@@ -422,7 +429,7 @@ func (c *controller) run() error {
 	if c.source != nil {
 		changes = c.source
 	}
-	work := controllerWork(c.o, c.updater, c.dispatcher, changes)
+	work := c.withHealthGate(controllerWork(c.o, c.updater, c.dispatcher, changes))
 	if c.lead != nil {
 		if err := c.lead.run(c.runCtx, func() { c.stop(errNotLeader) }, work); err != nil {
 			return err
@@ -510,22 +517,26 @@ var errServerFailed = errors.New("server failed")
 
 // registerMetrics registers every metric /metrics serves. The monitoring
 // examples are checked against what it registers.
-func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metrics, error) {
+func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metrics, *healthgate.Metrics, error) {
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cycleMetrics, err := cycle.NewMetrics(reg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	registryMetrics, err := registry.NewMetrics(reg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return cycleMetrics, registryMetrics, nil
+	gateMetrics, err := healthgate.NewMetrics(reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cycleMetrics, registryMetrics, gateMetrics, nil
 }
 
 // newGitWriter builds the git write-back from the git flags. A missing

@@ -51,7 +51,7 @@ func servedSeries(t *testing.T) map[string]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	rec := &recordingRegisterer{Registerer: reg}
-	if _, _, err := registerMetrics(rec); err != nil {
+	if _, _, _, err := registerMetrics(rec); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]string{}

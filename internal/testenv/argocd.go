@@ -70,6 +70,8 @@ type ArgoCDOption func(*argoCDOptions)
 
 type argoCDOptions struct {
 	appNamespaces []string
+	settings      map[string]string
+	controllerEnv []string
 }
 
 // WithApplicationNamespaces makes the application-controller manage the
@@ -79,6 +81,22 @@ type argoCDOptions struct {
 // sourceNamespaces.
 func WithApplicationNamespaces(namespaces ...string) ArgoCDOption {
 	return func(o *argoCDOptions) { o.appNamespaces = append(o.appNamespaces, namespaces...) }
+}
+
+// WithArgoCDSettings puts these keys into argocd-cm, such as a resource
+// health customization (resource.customizations.health.<group>_<kind>).
+func WithArgoCDSettings(data map[string]string) ArgoCDOption {
+	return func(o *argoCDOptions) { o.settings = data }
+}
+
+// WithPersistedResourceHealth has the application-controller keep each
+// resource's health, with its message, in the Application's
+// status.resources, as Argo CD 2 did and Argo CD 3 does with
+// controller.resource.health.persist.
+func WithPersistedResourceHealth() ArgoCDOption {
+	return func(o *argoCDOptions) {
+		o.controllerEnv = append(o.controllerEnv, "ARGOCD_APPLICATION_CONTROLLER_PERSIST_RESOURCE_HEALTH=true")
+	}
 }
 
 // StartArgoCD starts Argo CD in k's argocd namespace: its settings objects,
@@ -99,7 +117,7 @@ func StartArgoCD(t testing.TB, k *Kube, opts ...ArgoCDOption) *ArgoCD {
 	// Argo CD reads only settings labelled as its own.
 	part := map[string]string{"app.kubernetes.io/part-of": "argocd"}
 	k.Create(t,
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: ArgoCDNamespace, Labels: part}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cm", Namespace: ArgoCDNamespace, Labels: part}, Data: o.settings},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-rbac-cm", Namespace: ArgoCDNamespace, Labels: part}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: ArgoCDNamespace, Labels: part},
 			StringData: map[string]string{"server.secretkey": randomString(t, 24)}},
@@ -152,7 +170,7 @@ func StartArgoCD(t testing.TB, k *Kube, opts ...ArgoCDOption) *ArgoCD {
 	}
 	controller := exec.Command(binary(t, "argocd-application-controller"), args...)
 	// "in-cluster" (https://kubernetes.default.svc) is this API server.
-	controller.Env = append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true")
+	controller.Env = append(append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true"), o.controllerEnv...)
 	p := startProcess(t, "argocd-application-controller", controller)
 	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + metrics + "/healthz") }); err != nil {
 		t.Fatal(err)

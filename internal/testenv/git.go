@@ -372,6 +372,12 @@ func (g *GitServer) Log(t testing.TB, repo, branch string) []Commit {
 	return commits
 }
 
+// ChangedFiles lists the files a commit of a repository changed.
+func (g *GitServer) ChangedFiles(t testing.TB, repo, commit string) []string {
+	t.Helper()
+	return strings.Fields(runGit(t, filepath.Join(g.Root, repo+".git"), "show", "--name-only", "--format=", commit))
+}
+
 // Branches lists the branches of a repository.
 func (g *GitServer) Branches(t testing.TB, repo string) []string {
 	t.Helper()

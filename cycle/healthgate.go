@@ -1,0 +1,193 @@
+package cycle
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// HealthGate follows the versions written for images with a health gate
+// (settings.ImageSpec.HealthGate), and writes back, through Revert, one
+// that broke its Application. The cycle asks it which versions it skips,
+// and tells it what was written.
+type HealthGate interface {
+	// Skipped are the versions of the image (by its settings.ImageSpec
+	// Key) that are not to be written for app.
+	Skipped(app *application.Application, image string) []imageref.Version
+	// Written is told of each write that persisted new versions, with the
+	// Application as the cycle read it.
+	Written(ctx context.Context, app *application.Application, res writeback.Result)
+}
+
+// WithHealthGate has the cycle pass over the versions g skips and tell g
+// what it wrote; nil follows nothing.
+func WithHealthGate(g HealthGate) Option { return func(u *Updater) { u.gate = g } }
+
+// chooseGated is chooseOne without the versions the health gate skips for
+// the job's image: skipped tags are not candidates, and a skipped digest
+// chosen (the digest strategy follows one tag) is not an update.
+func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[keyID]loadedKey) outcome {
+	if u.gate == nil {
+		return u.chooseOne(ctx, j, tr, memo, keys)
+	}
+	skipped := u.gate.Skipped(j.app, j.spec.Key())
+	if len(skipped) == 0 {
+		return u.chooseOne(ctx, j, tr, memo, keys)
+	}
+	var passed []string
+	tr.tags = slices.DeleteFunc(slices.Clone(tr.tags), func(tag string) bool {
+		if slices.Contains(skipped, imageref.Version{Tag: tag}) {
+			passed = append(passed, tag)
+			return true
+		}
+		return false
+	})
+	o := u.chooseOne(ctx, j, tr, memo, keys)
+	if v := newVersion(j.policy, o.result); o.result.Update && slices.Contains(skipped, v) {
+		o.result.Update = false
+		o.result.Reason = fmt.Sprintf("version %s is skipped: the health gate wrote it back", v)
+	} else if !o.result.Update && len(passed) > 0 {
+		o.result.Reason += fmt.Sprintf("; passed over what the health gate skips: %s", strings.Join(passed, ", "))
+	}
+	return o
+}
+
+// gateWritten tells the health gate of a write that persisted versions
+// the cycle chose; its own reverts are not followed.
+func (u *Updater) gateWritten(ctx context.Context, au *appUpdate, res writeback.Result) {
+	if u.gate == nil || au.revert || !res.Written || len(res.Changed) == 0 {
+		return
+	}
+	_ = u.guard("recording the versions written for the health gate", func() error {
+		u.gate.Written(ctx, au.app, res)
+		return nil
+	})
+}
+
+// Revert is a version the health gate writes back: To in place of From,
+// for one image (by its settings.ImageSpec Key) of the Application
+// Namespace/Name.
+type Revert struct {
+	Namespace, Name string
+	Image           string
+	From, To        imageref.Version
+}
+
+// RevertResult is what became of one Revert.
+type RevertResult struct {
+	// Done is true when To is in place: written now (Written), or found
+	// there already.
+	Done, Written bool
+	// Commit is the git commit that wrote it, PullRequest the request it
+	// was proposed in.
+	Commit, PullRequest string
+	// Superseded tells that the Application no longer holds From: another
+	// version was written since, or the image is no longer managed.
+	// Nothing was written.
+	Superseded bool
+	// Err is why it was not written; a later Revert may succeed.
+	Err error
+}
+
+// Revert writes each revert's To back by its Application's write-back
+// method (a patch, a commit, a pull request), in batches as a cycle
+// writes: one push per repository and branch, touching only these
+// Applications. It waits for a cycle under way, and a cycle waits for it.
+// A revert whose Application holds neither From nor To is superseded and
+// not written; a git Application is written whatever it runs, as its
+// repository may hold From where a failed sync left To running.
+func (u *Updater) Revert(ctx context.Context, reverts []Revert) []RevertResult {
+	u.running.Lock()
+	defer u.running.Unlock()
+	out := make([]RevertResult, len(reverts))
+	if len(reverts) == 0 {
+		return out
+	}
+	cfg := u.config()
+	apps := map[string]*application.Application{}
+	for _, app := range u.apps.Applications(cfg.ReferenceOptions()...) {
+		apps[app.Key()] = app
+	}
+	plan := newPlanner(u.controllerNamespace, u.defaultPlatforms)
+	byWrite := map[string]*appUpdate{}
+	index := map[*appUpdate][]int{}
+	for i, r := range reverts {
+		app := apps[r.Namespace+"/"+r.Name]
+		if app == nil {
+			out[i].Superseded = true
+			continue
+		}
+		at := slices.IndexFunc(app.Settings.Images, func(s settings.ImageSpec) bool { return s.Key() == r.Image })
+		if at < 0 {
+			out[i].Superseded = true
+			continue
+		}
+		spec := app.Settings.Images[at]
+		j, skip, err := plan.image(app, spec)
+		switch {
+		case err != nil:
+			out[i].Err = fmt.Errorf("image %s: %w", r.Image, err)
+			continue
+		case skip != noSkip:
+			out[i].Err = fmt.Errorf("image %s: %s", r.Image, skip)
+			continue
+		}
+		git := app.Settings.WriteBack.Method == settings.WriteBackGit
+		switch {
+		case j.current == r.To && !git:
+			out[i].Done = true
+			continue
+		case j.current != r.From && j.current != r.To:
+			out[i].Superseded = true
+			continue
+		}
+		key := app.Key()
+		if !git {
+			key += "\x00" + strconv.Itoa(j.source.Index)
+		}
+		au := byWrite[key]
+		if au == nil {
+			au = &appUpdate{app: app, source: j.source, revert: true}
+			byWrite[key] = au
+		}
+		au.changes = append(au.changes, writeback.ImageUpdate{ImageSpec: spec, New: r.To, Old: j.current})
+		index[au] = append(index[au], i)
+	}
+	keys := make([]string, 0, len(byWrite))
+	for k := range byWrite {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var viaArgoCD, viaGit []*appUpdate
+	for _, k := range keys {
+		au := byWrite[k]
+		u.logChanges(au)
+		if au.app.Settings.WriteBack.Method == settings.WriteBackGit {
+			viaGit = append(viaGit, au)
+		} else {
+			viaArgoCD = append(viaArgoCD, au)
+		}
+	}
+	sum := Summary{Trigger: "a health gate revert"}
+	for _, batch := range []struct {
+		method  settings.WriteBackMethod
+		w       writeback.Writer
+		updates []*appUpdate
+	}{{settings.WriteBackArgoCD, u.argocd, viaArgoCD}, {settings.WriteBackGit, u.git, viaGit}} {
+		for n, res := range u.writeWith(ctx, batch.method, batch.w, batch.updates, &sum) {
+			for _, i := range index[batch.updates[n]] {
+				out[i] = RevertResult{Done: res.Err == nil, Written: res.Written && len(res.Changed) > 0,
+					Commit: res.Commit, PullRequest: res.PullRequest, Err: res.Err}
+			}
+		}
+	}
+	return out
+}

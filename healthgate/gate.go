@@ -1,0 +1,712 @@
+package healthgate
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/safe"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// Event reasons of the gate.
+const (
+	// ReasonReverted (Warning): a version broke its Application and was
+	// written back.
+	ReasonReverted = "HealthGateReverted"
+	// ReasonSkipped (Warning): a version broke its Application and is
+	// skipped, but was not written back (another version replaced it).
+	ReasonSkipped = "HealthGateSkipped"
+	// ReasonRevertFailed (Warning): writing a broken version back failed;
+	// it is tried again.
+	ReasonRevertFailed = "HealthGateRevertFailed"
+	// ReasonVerified (Normal): a version was Healthy for its window.
+	ReasonVerified = "HealthGateVerified"
+	// ReasonUnverified (Normal): a version was kept without being judged
+	// by health.
+	ReasonUnverified = "HealthGateUnverified"
+	// ReasonCleared (Normal): a person cleared skipped versions.
+	ReasonCleared = "HealthGateCleared"
+)
+
+// Applications finds an Application as last seen (appwatch.Watcher).
+type Applications interface {
+	Get(namespace, name string) (*application.Snapshot, bool)
+}
+
+// Reverter writes versions back by their Applications' write-back
+// methods (cycle.Updater).
+type Reverter interface {
+	Revert(ctx context.Context, reverts []cycle.Revert) []cycle.RevertResult
+}
+
+// RevertFunc is a Reverter of a function.
+type RevertFunc func(ctx context.Context, reverts []cycle.Revert) []cycle.RevertResult
+
+// Revert calls f.
+func (f RevertFunc) Revert(ctx context.Context, reverts []cycle.Revert) []cycle.RevertResult {
+	return f(ctx, reverts)
+}
+
+// Gate follows the versions the update cycle writes for images with a
+// health gate, and judges each from what Argo CD says of its Application:
+// broken (written back, and skipped from then on), verified, or kept
+// without a verdict (see judge). Its state is kept in the Application's
+// annotation or the ImageUpdater's status (see State), read back by Load
+// when the controller starts, so that a restart resumes what was
+// followed. Only the replica that writes runs it.
+type Gate struct {
+	apps      Applications
+	reverter  Reverter
+	store     store
+	recorder  record.EventRecorder
+	metrics   *Metrics
+	logger    *slog.Logger
+	now       func() time.Time
+	writeGate func() error
+	poll      time.Duration
+
+	// saveMu keeps the saves in the order of the changes they carry.
+	saveMu sync.Mutex
+	mu     sync.Mutex
+	states map[types.NamespacedName]*appState
+	// clears are Applications without state carrying health-gate-clear.
+	clears map[types.NamespacedName]bool
+	wake   chan struct{}
+}
+
+// appState is the State of one Application, with what the gate keeps of
+// it in memory only.
+type appState struct {
+	State
+	// owner is the ImageUpdater whose status keeps the state; zero for
+	// the Application's annotation.
+	owner types.NamespacedName
+	// dirty: the last save failed; the next evaluation saves again.
+	dirty bool
+	// causes of the broken versions being written back, by image.
+	causes map[string]string
+	// retryAt and failures pace the retries of a failed write-back.
+	retryAt  map[string]time.Time
+	failures map[string]int
+}
+
+// Option configures a Gate.
+type Option func(*Gate)
+
+// WithEvents records the gate's events; nil records none.
+func WithEvents(r record.EventRecorder) Option { return func(g *Gate) { g.recorder = r } }
+
+// WithMetrics records the gate's metrics; nil records none.
+func WithMetrics(m *Metrics) Option { return func(g *Gate) { g.metrics = m } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(g *Gate) { g.logger = l } }
+
+// WithWriteGate is asked before each write of the gate's state, as
+// before every other write: the controller refuses writes once it stops
+// or no longer leads.
+func WithWriteGate(gate func() error) Option { return func(g *Gate) { g.writeGate = gate } }
+
+// WithPollInterval is how often Run looks at the versions it follows
+// when nothing tells it to sooner; DefaultPollInterval by default.
+func WithPollInterval(d time.Duration) Option {
+	return func(g *Gate) {
+		if d > 0 {
+			g.poll = d
+		}
+	}
+}
+
+// DefaultPollInterval: Run also wakes on each change of a followed
+// Application and at the end of each window.
+const DefaultPollInterval = 30 * time.Second
+
+// withClock replaces time.Now, for tests.
+func withClock(now func() time.Time) Option { return func(g *Gate) { g.now = now } }
+
+// withStore replaces the API server, for tests.
+func withStore(s store) Option { return func(g *Gate) { g.store = s } }
+
+// New returns a Gate that reads Applications from apps, writes versions
+// back through reverter, and keeps its state through client.
+func New(apps Applications, reverter Reverter, client dynamic.Interface, opts ...Option) *Gate {
+	g := &Gate{
+		apps: apps, reverter: reverter, store: kubeStore{client: client},
+		logger: slog.New(slog.DiscardHandler), now: time.Now, poll: DefaultPollInterval,
+		states: map[types.NamespacedName]*appState{}, clears: map[types.NamespacedName]bool{},
+		wake: make(chan struct{}, 1),
+	}
+	for _, opt := range opts {
+		opt(g)
+	}
+	return g
+}
+
+var _ cycle.HealthGate = (*Gate)(nil)
+
+func keyOf(app *application.Application) types.NamespacedName {
+	return types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
+}
+
+// Load reads the state kept for apps: the annotation of each
+// Application its own annotations configure, the status of updaters for
+// the others. It replaces what the gate held.
+func (g *Gate) Load(apps []*application.Application, updaters []*api.ImageUpdater) {
+	byName := map[types.NamespacedName]*api.ImageUpdater{}
+	for _, iu := range updaters {
+		byName[types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}] = iu
+	}
+	states := map[types.NamespacedName]*appState{}
+	for _, app := range apps {
+		var st State
+		if app.ImageUpdater.Name == "" {
+			var err error
+			if st, err = ParseState(app.Annotation(StateAnnotation)); err != nil {
+				g.logger.Warn("the health gate starts afresh for an Application: its state annotation cannot be read",
+					"application", app.Key(), "annotation", StateAnnotation, "error", err)
+				continue
+			}
+		} else if iu := byName[app.ImageUpdater]; iu != nil {
+			st = State{Records: slices.Clone(iu.Status.HealthGate), Skipped: slices.Clone(iu.Status.SkippedVersions)}
+			st.normalize(app.Name)
+			for i := range st.Records {
+				st.Records[i].Application = ""
+			}
+			for i := range st.Skipped {
+				st.Skipped[i].Application = ""
+			}
+		}
+		if len(st.Records) > 0 || len(st.Skipped) > 0 {
+			states[keyOf(app)] = &appState{State: st, owner: app.ImageUpdater}
+		}
+	}
+	g.mu.Lock()
+	g.states = states
+	n := g.following()
+	g.mu.Unlock()
+	g.metrics.following(n)
+	g.logger.Info("health gate state read", "applications", len(states), "following", n)
+}
+
+// Skipped are the versions of image skipped for app.
+func (g *Gate) Skipped(app *application.Application, image string) []imageref.Version {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.states[keyOf(app)]
+	if st == nil {
+		return nil
+	}
+	return st.skippedVersions(image)
+}
+
+// Written starts following the versions a write persisted for images
+// with a health gate; a version written for an image without one ends
+// what was followed for it.
+func (g *Gate) Written(ctx context.Context, app *application.Application, res writeback.Result) {
+	key := keyOf(app)
+	now := g.now()
+	commit := res.Commit
+	if res.PullRequest != "" {
+		// The merge makes another commit.
+		commit = ""
+	}
+	g.mu.Lock()
+	st := g.states[key]
+	changed := false
+	for _, c := range res.Changed {
+		if c.HealthGate == 0 {
+			if st != nil && st.record(c.Key()) != nil {
+				st.Records = slices.DeleteFunc(st.Records, func(r api.HealthGateRecord) bool { return r.Alias == c.Key() })
+				changed = true
+			}
+			continue
+		}
+		if st == nil {
+			st = &appState{}
+			g.states[key] = st
+		}
+		st.owner = app.ImageUpdater
+		st.setRecord(api.HealthGateRecord{
+			Alias: c.Key(), Image: c.Image.Name(), Version: c.New.String(), PreviousVersion: c.Old.String(),
+			State: api.HealthGatePending, Window: c.HealthGate.String(), Commit: commit,
+			HealthBefore: app.Status().Health, WrittenAt: metav1.NewTime(now),
+			Message: "written; waiting for Argo CD to deploy it",
+		})
+		changed = true
+	}
+	n := g.following()
+	g.mu.Unlock()
+	if !changed {
+		return
+	}
+	g.metrics.following(n)
+	g.save(ctx, key)
+	g.poke()
+}
+
+// OnUpdate is told of each change of an Application (appwatch.Watcher's
+// OnUpdate): one the gate follows, or that carries health-gate-clear, is
+// looked at now.
+func (g *Gate) OnUpdate(s *application.Snapshot) {
+	key := types.NamespacedName{Namespace: s.Namespace(), Name: s.Name()}
+	clear := s.Annotation(ClearAnnotation) != ""
+	g.mu.Lock()
+	st := g.states[key]
+	look := clear || st != nil && slices.ContainsFunc(st.Records, active)
+	if clear && st == nil {
+		g.clears[key] = true
+	}
+	g.mu.Unlock()
+	if look {
+		g.poke()
+	}
+}
+
+func (g *Gate) poke() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run evaluates the versions followed until ctx ends: at each change of a
+// followed Application, at the end of each window, and every poll
+// interval.
+func (g *Gate) Run(ctx context.Context) {
+	for {
+		var next time.Time
+		if err := safe.Call(func() error { next = g.Evaluate(ctx); return nil }); err != nil {
+			safe.Log(g.logger, "evaluating the health gate", err)
+			next = g.now().Add(g.poll)
+		}
+		wait := min(max(next.Sub(g.now()), 100*time.Millisecond), g.poll)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-g.wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// pendingRevert is a broken version to write back.
+type pendingRevert struct {
+	revert cycle.Revert
+	app    *application.Application
+}
+
+// Evaluate judges every version followed from what Argo CD says now,
+// writes back those found broken (and those whose write-back failed
+// before, once their retry is due), applies health-gate-clear, and saves
+// what changed. It returns when it wants to look again.
+func (g *Gate) Evaluate(ctx context.Context) time.Time {
+	now := g.now()
+	next := now.Add(g.poll)
+	g.mu.Lock()
+	keys := make([]types.NamespacedName, 0, len(g.states)+len(g.clears))
+	for k := range g.states {
+		keys = append(keys, k)
+	}
+	for k := range g.clears {
+		if g.states[k] == nil {
+			keys = append(keys, k)
+		}
+	}
+	g.clears = map[types.NamespacedName]bool{}
+	g.mu.Unlock()
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+
+	var reverts []pendingRevert
+	for _, key := range keys {
+		snap, ok := g.apps.Get(key.Namespace, key.Name)
+		var app *application.Application
+		if ok {
+			var err error
+			if app, err = snap.Application(); err != nil {
+				ok = false
+			}
+		}
+		if !ok {
+			g.forget(ctx, key)
+			continue
+		}
+		rs, when, save, clearValue := g.evaluateApp(ctx, key, app, now)
+		reverts = append(reverts, rs...)
+		if !when.IsZero() && when.Before(next) {
+			next = when
+		}
+		if save {
+			g.save(ctx, key)
+		}
+		if clearValue != "" && g.mayWrite() == nil {
+			if err := g.store.removeClear(ctx, key, clearValue); err != nil {
+				g.logger.Warn("cannot remove the health-gate-clear annotation", "application", key, "error", err)
+			}
+		}
+	}
+	if len(reverts) > 0 {
+		g.revert(ctx, reverts, now)
+		for _, r := range reverts {
+			if t := g.retryTime(keyOf(r.app), r.revert.Image); !t.IsZero() && t.Before(next) {
+				next = t
+			}
+		}
+	}
+	g.mu.Lock()
+	n := g.following()
+	g.mu.Unlock()
+	g.metrics.following(n)
+	return next
+}
+
+// evaluateApp judges the followed versions of one Application. It
+// returns the versions to write back, when to look again (zero: at the
+// poll), whether the state changed, and the health-gate-clear value to
+// remove.
+func (g *Gate) evaluateApp(ctx context.Context, key types.NamespacedName, app *application.Application, now time.Time) (reverts []pendingRevert, next time.Time, changed bool, clearValue string) {
+	status := app.Status()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st := g.states[key]
+	clearValue = app.Annotation(ClearAnnotation)
+	if clearValue != "" {
+		if st != nil {
+			if cleared := st.Clear(clearValue); len(cleared) > 0 {
+				changed = true
+				g.event(app, corev1.EventTypeNormal, ReasonCleared, fmt.Sprintf("cleared skipped version(s) %s (%s): they may be written again", strings.Join(cleared, ", "), ClearAnnotation))
+			}
+		}
+	}
+	if st == nil {
+		return nil, time.Time{}, false, clearValue
+	}
+	changed = changed || st.dirty
+	for i := range st.Records {
+		r := &st.Records[i]
+		switch r.State {
+		case api.HealthGatePending:
+			before := *r
+			j := judge(r, status, app.RunningImages, now)
+			switch j.verdict {
+			case follow:
+				r.Message = j.message
+				if r.DeployedAt != nil {
+					if end := r.DeployedAt.Add(windowOf(*r)); end.After(now) && (next.IsZero() || end.Before(next)) {
+						next = end
+					}
+				}
+			case verified, unverified:
+				t := metav1.NewTime(now)
+				r.Message = j.message
+				if j.verdict == verified {
+					r.State, r.VerifiedAt = api.HealthGateVerified, &t
+					g.metrics.verifiedAfter(now.Sub(r.WrittenAt.Time))
+					g.event(app, corev1.EventTypeNormal, ReasonVerified, fmt.Sprintf("image %s: version %s verified: %s", r.Alias, r.Version, j.message))
+				} else {
+					r.State = api.HealthGateUnverified
+					g.event(app, corev1.EventTypeNormal, ReasonUnverified, fmt.Sprintf("image %s: version %s %s", r.Alias, r.Version, j.message))
+				}
+			case broken:
+				t := metav1.NewTime(now)
+				r.RevertedAt = &t
+				st.skip(r.Alias, r.Version, j.message, now)
+				if st.causes == nil {
+					st.causes = map[string]string{}
+				}
+				st.causes[r.Alias] = j.cause
+				if r.PreviousVersion == "" {
+					// Forced onto an Application that ran no version of it.
+					r.State = api.HealthGateSuperseded
+					r.Message = j.message + "; skipped; no version ran before it to write back"
+					g.metrics.reverted(j.cause)
+					g.event(app, corev1.EventTypeWarning, ReasonSkipped, fmt.Sprintf("image %s: version %s broke the Application (%s); it is skipped, and no version ran before it to write back", r.Alias, r.Version, j.message))
+					break
+				}
+				r.State = api.HealthGateReverting
+				r.Message = j.message + "; writing back " + r.PreviousVersion
+				reverts = append(reverts, g.revertOf(key, app, r))
+			}
+			changed = changed || !sameRecord(before, *r)
+		case api.HealthGateReverting:
+			if at := st.retryAt[r.Alias]; !at.After(now) {
+				reverts = append(reverts, g.revertOf(key, app, r))
+			} else if next.IsZero() || at.Before(next) {
+				next = at
+			}
+		}
+	}
+	return reverts, next, changed, clearValue
+}
+
+func (g *Gate) revertOf(key types.NamespacedName, app *application.Application, r *api.HealthGateRecord) pendingRevert {
+	return pendingRevert{app: app, revert: cycle.Revert{Namespace: key.Namespace, Name: key.Name, Image: r.Alias,
+		From: imageref.ParseVersion(r.Version), To: imageref.ParseVersion(r.PreviousVersion)}}
+}
+
+func sameRecord(a, b api.HealthGateRecord) bool {
+	return a.State == b.State && a.Message == b.Message && a.DeployedAt.Equal(b.DeployedAt) && a.VerifiedAt.Equal(b.VerifiedAt) && a.RevertedAt.Equal(b.RevertedAt)
+}
+
+// revert writes the broken versions back, once their skips are saved,
+// and records what became of each.
+func (g *Gate) revert(ctx context.Context, reverts []pendingRevert, now time.Time) {
+	list := make([]cycle.Revert, len(reverts))
+	for i, r := range reverts {
+		list[i] = r.revert
+	}
+	if err := g.mayWrite(); err != nil {
+		g.logger.Info("broken versions not written back now", "versions", len(list), "reason", err)
+		return
+	}
+	var results []cycle.RevertResult
+	err := safe.Call(func() error {
+		results = g.reverter.Revert(ctx, list)
+		if len(results) != len(list) {
+			return fmt.Errorf("%d results for %d reverts", len(results), len(list))
+		}
+		return nil
+	})
+	if err != nil {
+		safe.Log(g.logger, "writing back broken versions", err)
+		results = make([]cycle.RevertResult, len(list))
+		for i := range results {
+			results[i].Err = err
+		}
+	}
+	saved := map[types.NamespacedName]bool{}
+	for i, res := range results {
+		r := reverts[i]
+		key := keyOf(r.app)
+		g.mu.Lock()
+		st := g.states[key]
+		var rec *api.HealthGateRecord
+		if st != nil {
+			rec = st.record(r.revert.Image)
+		}
+		if rec == nil || rec.State != api.HealthGateReverting || rec.Version != r.revert.From.String() {
+			g.mu.Unlock()
+			continue
+		}
+		cause := st.causes[rec.Alias]
+		reason := strings.TrimSuffix(rec.Message, "; writing back "+rec.PreviousVersion)
+		switch {
+		case res.Done:
+			rec.State = api.HealthGateReverted
+			where := ""
+			switch {
+			case res.PullRequest != "":
+				where = " in " + res.PullRequest
+			case res.Commit != "":
+				where = " in commit " + shortCommit(res.Commit)
+			}
+			rec.Message = reason + "; wrote back " + rec.PreviousVersion + where
+			delete(st.retryAt, rec.Alias)
+			delete(st.failures, rec.Alias)
+			g.metrics.reverted(cmp.Or(cause, causeDegraded))
+			g.event(r.app, corev1.EventTypeWarning, ReasonReverted, fmt.Sprintf("image %s: version %s broke the Application (%s); wrote back %s%s and skipped %s", rec.Alias, rec.Version, reason, rec.PreviousVersion, where, rec.Version))
+			g.logger.Warn("health gate: broken version written back", "application", key, "image", rec.Alias, "version", rec.Version, "to", rec.PreviousVersion, "reason", reason)
+		case res.Superseded:
+			rec.State = api.HealthGateSuperseded
+			rec.Message = reason + "; skipped; not written back: the Application no longer holds it"
+			g.metrics.reverted(cmp.Or(cause, causeDegraded))
+			g.event(r.app, corev1.EventTypeWarning, ReasonSkipped, fmt.Sprintf("image %s: version %s broke the Application (%s); it is skipped, and was not written back: the Application no longer holds it", rec.Alias, rec.Version, reason))
+		default:
+			if st.retryAt == nil {
+				st.retryAt, st.failures = map[string]time.Time{}, map[string]int{}
+			}
+			st.failures[rec.Alias]++
+			n := st.failures[rec.Alias]
+			st.retryAt[rec.Alias] = now.Add(min(10*time.Second<<min(n-1, 5), 5*time.Minute))
+			g.metrics.revertFailed()
+			if n == 1 {
+				g.event(r.app, corev1.EventTypeWarning, ReasonRevertFailed, fmt.Sprintf("image %s: version %s broke the Application (%s); writing back %s failed, and is tried again: %v", rec.Alias, rec.Version, reason, rec.PreviousVersion, res.Err))
+			}
+			g.logger.Warn("health gate: writing back a broken version failed; it is tried again", "application", key, "image", rec.Alias, "version", rec.Version, "attempt", n, "error", res.Err)
+			g.mu.Unlock()
+			continue
+		}
+		g.mu.Unlock()
+		saved[key] = true
+	}
+	for key := range saved {
+		g.save(ctx, key)
+	}
+}
+
+func shortCommit(c string) string { return c[:min(len(c), 12)] }
+
+// retryTime is when the write-back of image of app is tried again; zero
+// when none is due.
+func (g *Gate) retryTime(key types.NamespacedName, image string) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.states[key]; st != nil {
+		return st.retryAt[image]
+	}
+	return time.Time{}
+}
+
+// forget drops the state of an Application that is gone or no longer
+// read; an ImageUpdater's status is saved without it.
+func (g *Gate) forget(ctx context.Context, key types.NamespacedName) {
+	g.mu.Lock()
+	st := g.states[key]
+	delete(g.states, key)
+	g.mu.Unlock()
+	if st != nil && st.owner.Name != "" {
+		g.saveOwner(ctx, st.owner)
+	}
+}
+
+// following counts the records followed; the caller holds g.mu.
+func (g *Gate) following() int {
+	n := 0
+	for _, st := range g.states {
+		for _, r := range st.Records {
+			if active(r) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (g *Gate) mayWrite() error {
+	if g.writeGate == nil {
+		return nil
+	}
+	return g.writeGate()
+}
+
+// save keeps the state of the Application key where it survives a
+// restart. A failure is logged and the next evaluation saves again.
+func (g *Gate) save(ctx context.Context, key types.NamespacedName) {
+	g.mu.Lock()
+	st := g.states[key]
+	var owner types.NamespacedName
+	if st != nil {
+		owner = st.owner
+	}
+	g.mu.Unlock()
+	if owner.Name != "" {
+		g.saveOwner(ctx, owner)
+		return
+	}
+	if err := g.mayWrite(); err != nil {
+		g.markDirty(key, true)
+		return
+	}
+	g.saveMu.Lock()
+	defer g.saveMu.Unlock()
+	g.mu.Lock()
+	value := ""
+	if st := g.states[key]; st != nil {
+		st.normalize("")
+		value = st.Encode()
+	}
+	g.mu.Unlock()
+	err := g.store.saveAnnotation(ctx, key, value)
+	if err != nil {
+		g.logger.Warn("cannot save the health gate's state; tried again", "application", key, "error", err)
+	}
+	g.markDirty(key, err != nil)
+}
+
+// saveOwner saves the state of every Application an ImageUpdater
+// configures into its status: the records still followed first, then the
+// most recent, within the status's bounds.
+func (g *Gate) saveOwner(ctx context.Context, owner types.NamespacedName) {
+	if err := g.mayWrite(); err != nil {
+		return
+	}
+	g.saveMu.Lock()
+	defer g.saveMu.Unlock()
+	var records []api.HealthGateRecord
+	var skipped []api.SkippedVersion
+	var keys []types.NamespacedName
+	g.mu.Lock()
+	for key, st := range g.states {
+		if st.owner != owner {
+			continue
+		}
+		keys = append(keys, key)
+		st.normalize("")
+		for _, r := range st.Records {
+			r.Application = key.Name
+			records = append(records, r)
+		}
+		for _, s := range st.Skipped {
+			s.Application = key.Name
+			skipped = append(skipped, s)
+		}
+	}
+	g.mu.Unlock()
+	slices.SortStableFunc(records, func(a, b api.HealthGateRecord) int {
+		if active(a) != active(b) {
+			if active(a) {
+				return -1
+			}
+			return 1
+		}
+		return b.WrittenAt.Compare(a.WrittenAt.Time)
+	})
+	records = records[:min(len(records), maxStatusEntries)]
+	slices.SortStableFunc(skipped, func(a, b api.SkippedVersion) int { return b.SkippedAt.Compare(a.SkippedAt.Time) })
+	skipped = skipped[:min(len(skipped), maxStatusEntries)]
+	slices.SortFunc(records, func(a, b api.HealthGateRecord) int {
+		return cmp.Or(cmp.Compare(a.Application, b.Application), cmp.Compare(a.Alias, b.Alias))
+	})
+	slices.SortStableFunc(skipped, func(a, b api.SkippedVersion) int {
+		return cmp.Or(cmp.Compare(a.Application, b.Application), cmp.Compare(a.Alias, b.Alias), a.SkippedAt.Compare(b.SkippedAt.Time))
+	})
+	err := g.store.saveStatus(ctx, owner, records, skipped)
+	if err != nil {
+		g.logger.Warn("cannot save the health gate's state; tried again", "imageUpdater", owner, "error", err)
+	}
+	for _, key := range keys {
+		g.markDirty(key, err != nil)
+	}
+}
+
+// maxStatusEntries bounds each of the status's lists, as the CRD does.
+const maxStatusEntries = 1000
+
+func (g *Gate) markDirty(key types.NamespacedName, dirty bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if st := g.states[key]; st != nil {
+		st.dirty = dirty
+	}
+}
+
+// event records an event on app, its message bounded.
+func (g *Gate) event(app *application.Application, kind, reason, msg string) {
+	if g.recorder == nil {
+		return
+	}
+	g.recorder.Event(app.Object(), kind, reason, clip(msg, maxEventMessage))
+}
+
+// maxEventMessage keeps events under the API server's 1 KiB note limit.
+const maxEventMessage = 1000

@@ -1,0 +1,142 @@
+package healthgate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
+)
+
+// Argo CD's health statuses the gate reads.
+const (
+	healthHealthy  = "Healthy"
+	healthDegraded = "Degraded"
+)
+
+// verdict is what the gate makes of a version it follows.
+type verdict int
+
+const (
+	// follow: not judged yet.
+	follow verdict = iota
+	verified
+	unverified
+	// broken: the version broke the Application; it is written back.
+	broken
+)
+
+// Causes of a broken version, as the revert metric labels them.
+const (
+	causeSyncFailed = "sync_failed"
+	causeDegraded   = "degraded"
+)
+
+// judgement is a verdict with what it rests on.
+type judgement struct {
+	verdict verdict
+	// cause is causeSyncFailed or causeDegraded for a broken version.
+	cause string
+	// message says what Argo CD said (broken), or where the version
+	// stands.
+	message string
+}
+
+// judge decides on a Pending record from what Argo CD says of the
+// Application now, and sets the record's DeployedAt when it is first
+// seen running. The rules:
+//   - a sync that started after the write (of the written commit, for
+//     git) and failed: broken, whatever the health was before;
+//   - health Degraded while the version runs, where the Application was
+//     not Degraded before the write: broken;
+//   - the window, counted from when the version was first seen running,
+//     over and health Healthy: verified; over and Degraded, where it was
+//     Degraded before: unverified (kept, not judged by health); over with
+//     another health (Progressing, Missing...): followed until one of
+//     these.
+func judge(r *api.HealthGateRecord, st application.Status, running []string, now time.Time) judgement {
+	op := st.Operation
+	written := r.WrittenAt.Time.Truncate(time.Second)
+	if op.Failed() && !op.StartedAt.Before(written) && (r.Commit == "" || op.Revision == "" || op.Revision == r.Commit) {
+		msg := fmt.Sprintf("the sync of %s failed", r.Version)
+		if op.Message != "" {
+			msg += ": " + op.Message
+		}
+		return judgement{verdict: broken, cause: causeSyncFailed, message: msg}
+	}
+	deployed := runs(r.Image, r.Version, running)
+	if deployed && r.DeployedAt == nil {
+		t := metav1.NewTime(now.Truncate(time.Second))
+		r.DeployedAt = &t
+	}
+	wasDegraded := r.HealthBefore == healthDegraded
+	if deployed && st.Health == healthDegraded && !wasDegraded {
+		msg := fmt.Sprintf("the Application became Degraded once %s was deployed", r.Version)
+		if len(st.Degraded) > 0 {
+			msg += ": " + strings.Join(st.Degraded, "; ")
+		}
+		return judgement{verdict: broken, cause: causeDegraded, message: msg}
+	}
+	if r.DeployedAt == nil {
+		return judgement{message: "written; waiting for Argo CD to deploy it" + degradedNote(wasDegraded)}
+	}
+	window := windowOf(*r)
+	end := r.DeployedAt.Add(window)
+	switch {
+	case now.Before(end):
+		return judgement{message: fmt.Sprintf("deployed; followed until %s", end.UTC().Format(time.RFC3339)) + degradedNote(wasDegraded)}
+	case st.Health == healthHealthy:
+		return judgement{verdict: verified, message: fmt.Sprintf("Healthy at the end of its %s window", window)}
+	case wasDegraded && st.Health == healthDegraded:
+		return judgement{verdict: unverified, message: "kept, not verified: the Application was Degraded before the write and still is, so its health does not judge the version; its sync did not fail"}
+	}
+	health := st.Health
+	if health == "" {
+		health = "unknown"
+	}
+	return judgement{message: fmt.Sprintf("its %s window is over with health %s: verified once Healthy", window, health) + degradedNote(wasDegraded)}
+}
+
+func degradedNote(wasDegraded bool) string {
+	if !wasDegraded {
+		return ""
+	}
+	return " (the Application was Degraded before the write: only a failed sync writes the version back)"
+}
+
+// windowOf is the record's window, within its bounds.
+func windowOf(r api.HealthGateRecord) time.Duration {
+	d, err := time.ParseDuration(r.Window)
+	if err != nil {
+		return settings.DefaultHealthGateWindow
+	}
+	return min(max(d, settings.MinHealthGateWindow), settings.MaxHealthGateWindow)
+}
+
+// runs tells whether running, the Application's status.summary.images,
+// holds image at version.
+func runs(image, version string, running []string) bool {
+	ref, err := imageref.Parse(image)
+	if err != nil {
+		return false
+	}
+	want := imageref.ParseVersion(version)
+	for _, img := range running {
+		if !ref.MatchesName(img) {
+			continue
+		}
+		_, v := imageref.Split(img)
+		switch {
+		case v == want,
+			want.Digest != "" && v.Digest == want.Digest,
+			want.Digest == "" && v.Tag == want.Tag:
+			return true
+		}
+	}
+	return false
+}
