@@ -193,7 +193,14 @@ type GitConfig struct {
 }
 
 // PullRequestConfig names the forge whose pull requests are opened.
-// +kubebuilder:validation:XValidation:rule="(has(self.github) ? 1 : 0) + (has(self.gitlab) ? 1 : 0) + (has(self.gitea) ? 1 : 0) + (has(self.bitbucket) ? 1 : 0) + (has(self.bitbucketServer) ? 1 : 0) + (has(self.azureDevOps) ? 1 : 0) == 1",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
+// Exactly one forge, said in rules of a few terms each: the API server
+// bounds each rule's estimated cost over every applicationRef.
+// +kubebuilder:validation:XValidation:rule="has(self.github) || has(self.gitlab) || has(self.gitea) || has(self.bitbucket) || has(self.bitbucketServer) || has(self.azureDevOps)",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.github) || !(has(self.gitlab) || has(self.gitea) || has(self.bitbucket) || has(self.bitbucketServer) || has(self.azureDevOps))",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.gitlab) || !(has(self.gitea) || has(self.bitbucket) || has(self.bitbucketServer) || has(self.azureDevOps))",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.gitea) || !(has(self.bitbucket) || has(self.bitbucketServer) || has(self.azureDevOps))",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.bitbucket) || !(has(self.bitbucketServer) || has(self.azureDevOps))",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.bitbucketServer) || !(has(self.azureDevOps))",message="Exactly one of github, gitlab, gitea, bitbucket, bitbucketServer or azureDevOps must be set"
 type PullRequestConfig struct {
 	// GitHub opens GitHub pull requests.
 	// +optional
