@@ -125,11 +125,14 @@ type loadedKey struct {
 // keyID is a public key's Secret field, by which loadKeys reads it once
 // however many images, under whatever annotations or fields, name it; or
 // a keyless identity.
-type keyID struct{ namespace, name, field, keyless string }
+type keyID struct {
+	namespace, name, field string
+	keyless                settings.KeylessIdentity
+}
 
 func keyOf(k settings.SignatureKey) keyID {
 	if k.Keyless != nil {
-		return keyID{keyless: k.Keyless.String()}
+		return keyID{keyless: *k.Keyless}
 	}
 	return keyID{namespace: k.Namespace, name: k.Name, field: k.Field}
 }

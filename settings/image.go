@@ -273,26 +273,14 @@ func (id KeylessIdentity) Check() error {
 	return nil
 }
 
-func (id KeylessIdentity) String() string {
-	subject, issuer := id.Subject, id.Issuer
-	if subject == "" {
-		subject = "~" + id.SubjectRegexp
-	}
-	if issuer == "" {
-		issuer = "~" + id.IssuerRegexp
-	}
-	return fmt.Sprintf("identity %q from issuer %q", subject, issuer)
-}
-
 // IsZero reports whether no key is set: versions need no signature.
 func (k SignatureKey) IsZero() bool { return k.Name == "" && k.Keyless == nil }
 
-// String is the key as written in the annotation, or the keyless
-// identity.
+// String is the key as written in the annotation.
 func (k SignatureKey) String() string {
 	switch {
 	case k.Keyless != nil:
-		return "keyless " + k.Keyless.String()
+		return Keyless
 	case k.Namespace == "":
 		return "secret:" + k.Name + "#" + k.Field
 	}

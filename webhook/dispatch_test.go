@@ -67,6 +67,17 @@ func (c *fakeChecker) recorded() []check {
 	return slices.Clone(c.checks)
 }
 
+// runDispatcher runs a Dispatcher over c until stop, which waits for Run
+// to return; in a synctest bubble, Run is waiting when it returns.
+func runDispatcher(t *testing.T, c Checker, opts ...DispatcherOption) (d *Dispatcher, stop func()) {
+	d = NewDispatcher(c, opts...)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	synctest.Wait()
+	return d, func() { cancel(); <-done }
+}
+
 func mustRef(t *testing.T, s string) imageref.Reference {
 	t.Helper()
 	r, err := imageref.Parse(s)
@@ -153,11 +164,7 @@ func TestDispatcher(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &fakeChecker{start: time.Now(), hold: tt.hold}
-				d := NewDispatcher(c)
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan struct{})
-				go func() { d.Run(ctx); close(done) }()
-				synctest.Wait()
+				d, stop := runDispatcher(t, c)
 				start := c.start
 				for _, n := range tt.notes {
 					time.Sleep(time.Until(start.Add(n.at)))
@@ -175,8 +182,7 @@ func TestDispatcher(t *testing.T) {
 					}
 				}
 				time.Sleep(time.Minute)
-				cancel()
-				<-done
+				stop()
 				if !slices.EqualFunc(c.checks, tt.want, func(a, b check) bool {
 					return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
 				}) {
@@ -193,11 +199,7 @@ func TestDispatcher(t *testing.T) {
 func TestDispatcherConcurrentBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &fakeChecker{start: time.Now(), hold: 200 * time.Millisecond}
-		d := NewDispatcher(c)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { d.Run(ctx); close(done) }()
-		synctest.Wait()
+		d, stop := runDispatcher(t, c)
 		repos := []string{"quay.io/a/x", "quay.io/a/y", "quay.io/a/z"}
 		last := map[string]time.Duration{}
 		var mu sync.Mutex
@@ -217,8 +219,7 @@ func TestDispatcherConcurrentBurst(t *testing.T) {
 		}
 		senders.Wait()
 		time.Sleep(time.Minute)
-		cancel()
-		<-done
+		stop()
 		for _, r := range repos {
 			var n int
 			var lastCheck time.Duration
@@ -271,18 +272,13 @@ func TestDispatcherRechecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &fakeChecker{start: time.Now(), notRunning: []string{"quay.io/a/rolling"}}
-				d := NewDispatcher(c, tt.opts...)
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan struct{})
-				go func() { d.Run(ctx); close(done) }()
-				synctest.Wait()
+				d, stop := runDispatcher(t, c, tt.opts...)
 				refs := []imageref.Reference{mustRef(t, "quay.io/a/rolling"), mustRef(t, "quay.io/a/running")}
 				if err := d.Notify(Notification{Source: Quay, Repositories: refs, Received: time.Now()}); err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(5 * time.Minute)
-				cancel()
-				<-done
+				stop()
 				if !slices.EqualFunc(c.checks, tt.want, func(a, b check) bool {
 					return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
 				}) {
@@ -351,11 +347,7 @@ func TestDispatcherUnlistedTags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := &fakeChecker{start: time.Now(), hidden: tt.hidden, notRunning: tt.notRunning}
-				d := NewDispatcher(c)
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan struct{})
-				go func() { d.Run(ctx); close(done) }()
-				synctest.Wait()
+				d, stop := runDispatcher(t, c)
 				for _, n := range tt.notes {
 					if err := d.Notify(Notification{Source: Distribution, Repositories: []imageref.Reference{mustRef(t, n)}, Received: time.Now()}); err != nil {
 						t.Fatal(err)
@@ -363,8 +355,7 @@ func TestDispatcherUnlistedTags(t *testing.T) {
 					synctest.Wait()
 				}
 				time.Sleep(time.Minute)
-				cancel()
-				<-done
+				stop()
 				if !slices.EqualFunc(c.checks, tt.want, func(a, b check) bool {
 					return a.at == b.at && slices.Equal(a.repos, b.repos) && a.trigger == b.trigger
 				}) {
@@ -380,11 +371,7 @@ func TestDispatcherUnlistedTags(t *testing.T) {
 func TestDispatcherKeepsLatestTags(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := &fakeChecker{start: time.Now(), hold: time.Second}
-		d := NewDispatcher(c)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { d.Run(ctx); close(done) }()
-		synctest.Wait()
+		d, stop := runDispatcher(t, c)
 		for i := range 100 {
 			ref := mustRef(t, fmt.Sprintf("r.example.com/a:v%d", i))
 			if err := d.Notify(Notification{Source: Distribution, Repositories: []imageref.Reference{ref}, Received: time.Now()}); err != nil {
@@ -393,8 +380,7 @@ func TestDispatcherKeepsLatestTags(t *testing.T) {
 			synctest.Wait()
 		}
 		time.Sleep(time.Minute)
-		cancel()
-		<-done
+		stop()
 		if len(c.checks) != 2 {
 			t.Fatalf("%d checks, want 2: %+v", len(c.checks), c.checks)
 		}
@@ -441,11 +427,7 @@ func TestDispatcherMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &fakeChecker{start: time.Now(), hold: 2 * time.Second, updated: true}
-		d := NewDispatcher(c, WithDispatcherMetrics(m))
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { d.Run(ctx); close(done) }()
-		synctest.Wait()
+		d, stop := runDispatcher(t, c, WithDispatcherMetrics(m))
 		// x is checked from 0 to 2s; y, notified at 1s, from 2s to 4s.
 		for _, r := range []string{"quay.io/a/x", "quay.io/a/y"} {
 			if err := d.Notify(Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, r)}, Received: time.Now()}); err != nil {
@@ -454,8 +436,7 @@ func TestDispatcherMetrics(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		time.Sleep(time.Minute)
-		cancel()
-		<-done
+		stop()
 		if got := testutil.ToFloat64(m.checks); got != 2 {
 			t.Errorf("checks %v, want 2", got)
 		}
@@ -488,11 +469,7 @@ argocd_image_updater_webhook_update_latency_seconds_count 2
 // bounded number of receipt times.
 func TestDispatcherBoundsReceived(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := NewDispatcher(&fakeChecker{start: time.Now(), hold: time.Hour})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { d.Run(ctx); close(done) }()
-		synctest.Wait()
+		d, stop := runDispatcher(t, &fakeChecker{start: time.Now(), hold: time.Hour})
 		n := Notification{Source: Quay, Repositories: []imageref.Reference{mustRef(t, "quay.io/a/x")}, Received: time.Now()}
 		// The first is being checked; the others wait for the next check.
 		if err := d.Notify(n); err != nil {
@@ -511,8 +488,7 @@ func TestDispatcherBoundsReceived(t *testing.T) {
 		if got != maxReceived {
 			t.Errorf("%d receipt times kept, want %d", got, maxReceived)
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
