@@ -185,7 +185,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		opts = append(opts, WithSignatures(signature.NewVerifier(client), credentials.NewKubeSecretGetter(w.cs), o.trustedRoot))
 	}
 	opts = append(opts, o.updater...)
-	w.updater = New(w.watcher, regClient, argocd.NewWriter(w.dyn, argocd.WithDryRun(o.dryRun)), opts...)
+	w.updater = mustNew(t, w.watcher, regClient, argocd.NewWriter(w.dyn, argocd.WithDryRun(o.dryRun)), opts...)
 	return w
 }
 

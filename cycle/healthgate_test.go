@@ -102,7 +102,7 @@ func TestHealthGateSkips(t *testing.T) {
 			}
 			gate := &skipGate{skipped: map[string][]imageref.Version{"app": tt.skipped}}
 			w := &argocdRecorder{}
-			u := New(fixedApps{app}, &digestRegistry{listingRegistry{tags: tt.tags}}, w, WithHealthGate(gate))
+			u := mustNew(t, fixedApps{app}, &digestRegistry{listingRegistry{tags: tt.tags}}, w, WithHealthGate(gate))
 			sum := u.RunOnce(t.Context())
 			if sum.Errors != 0 {
 				t.Fatalf("summary %+v", sum)
@@ -149,7 +149,7 @@ func TestRevert(t *testing.T) {
 
 	argo, git := &argocdRecorder{}, &batchRecorder{}
 	gate := &skipGate{}
-	u := New(apps, &listingRegistry{}, argo, WithGitWriter(git), WithHealthGate(gate), WithRefreshAfterGit(true))
+	u := mustNew(t, apps, &listingRegistry{}, argo, WithGitWriter(git), WithHealthGate(gate), WithRefreshAfterGit(true))
 	from, to := imageref.Version{Tag: "1.1.0"}, imageref.Version{Tag: "1.0.0"}
 	var reverts []Revert
 	for _, name := range []string{"patched", "patched-already", "patched-since", "git-broken", "git-failed-sync", "gone"} {

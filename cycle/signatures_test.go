@@ -312,13 +312,13 @@ func TestLoadKeysOncePerSecret(t *testing.T) {
 	jobs := []*job{newJob("annotation a"), newJob("annotation b"), newJob("annotation a")}
 
 	secrets := &countingSecrets{data: map[string][]byte{"cosign.pub": key.PublicPEM}}
-	u := New(nil, nil, nil, WithSignatures(signature.NewVerifier(nil), secrets, nil))
+	u := mustNew(t, nil, nil, nil, WithSignatures(signature.NewVerifier(nil), secrets, nil))
 	keys := u.loadKeys(t.Context(), jobs)
 	if k := keys[keyOf(jobs[1].sigKey)]; secrets.reads != 1 || k.err != nil || k.key == nil {
 		t.Errorf("%d reads, key %+v; want one read and the key", secrets.reads, k)
 	}
 
-	u = New(nil, nil, nil)
+	u = mustNew(t, nil, nil, nil)
 	memo := newMetadataMemo()
 	for _, j := range jobs[:2] {
 		j.policy, _ = strategy.New(strategy.Settings{})

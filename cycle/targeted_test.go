@@ -244,7 +244,7 @@ func TestSteadyCyclesAndPushNotification(t *testing.T) {
 // A check waits for a cycle under way: the two never overlap.
 func TestCheckWaitsForCycle(t *testing.T) {
 	apps := &countingApps{block: make(chan struct{}), entered: make(chan struct{}, 2)}
-	u := New(apps, nil, nil)
+	u := mustNew(t, apps, nil, nil)
 	ref, err := imageref.Parse("registry.example.com/app")
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +303,7 @@ func TestCheckRepositoriesBatchesGitWrites(t *testing.T) {
 	}
 	reg := &listingRegistry{tags: []string{"1.0.0", "1.1.0"}}
 	git := &batchRecorder{}
-	u := New(apps, reg, nil, WithGitWriter(git))
+	u := mustNew(t, apps, reg, nil, WithGitWriter(git))
 
 	sum := u.CheckRepositories(t.Context(), []imageref.Reference{mustParse(t, "registry.example.com/team/api:9.9.9")}, "a push notification from test")
 	if sum.Updated != 2 || sum.Errors != 0 || sum.TagListings != 1 || reg.calls.Load() != 1 {

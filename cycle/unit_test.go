@@ -116,7 +116,7 @@ func TestStalled(t *testing.T) {
 
 	block := make(chan struct{})
 	apps := &blockingApps{block: block, entered: make(chan struct{})}
-	u := New(apps, nil, nil, withClock(clock))
+	u := mustNew(t, apps, nil, nil, withClock(clock))
 	if u.Stalled(time.Minute) {
 		t.Fatal("stalled before Run")
 	}
@@ -196,5 +196,29 @@ argocd_image_updater_applications_watched_total{image_updater_cr_name="",image_u
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
+	}
+}
+
+// mustNew is New, failing the test on an error.
+func mustNew(t testing.TB, apps Applications, reg Registry, argocd ApplicationWriter, opts ...Option) *Updater {
+	t.Helper()
+	u, err := New(apps, reg, argocd, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// New refuses options that cannot work, naming each.
+func TestNewChecksOptions(t *testing.T) {
+	_, err := New(nil, nil, nil, WithMaxConcurrency(0), WithImageTimeout(-time.Second), WithRegistryConfig(nil),
+		WithSignatures(nil, nil, nil))
+	for _, want := range []string{"a maximum concurrency of 0", "an image timeout of -1s", "no registries configuration"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := New(nil, nil, nil, WithMaxConcurrency(1), WithImageTimeout(time.Second)); err != nil {
+		t.Errorf("valid options refused: %v", err)
 	}
 }

@@ -95,7 +95,7 @@ func WithRegistryConfig(cfg func() *config.Config) Option {
 }
 
 // WithMaxConcurrency bounds the registry listings and write-backs in flight.
-func WithMaxConcurrency(n int) Option { return func(u *Updater) { u.maxConcurrency = max(1, n) } }
+func WithMaxConcurrency(n int) Option { return func(u *Updater) { u.maxConcurrency = n } }
 
 // DefaultImageTimeout is how long one tag listing, and the choice of one
 // image's new version with the metadata it needs, may take.
@@ -103,14 +103,8 @@ const DefaultImageTimeout = 5 * time.Minute
 
 // WithImageTimeout bounds each tag listing and each image's choice of a
 // version in place of DefaultImageTimeout, so that a cycle ends whatever
-// one registry does. A non-positive value keeps the default.
-func WithImageTimeout(d time.Duration) Option {
-	return func(u *Updater) {
-		if d > 0 {
-			u.imageTimeout = d
-		}
-	}
-}
+// one registry does.
+func WithImageTimeout(d time.Duration) Option { return func(u *Updater) { u.imageTimeout = d } }
 
 // WithRefreshAfterGit makes Argo CD read an Application's sources as soon
 // as a git write-back for it landed, instead of at its next poll.
@@ -167,8 +161,9 @@ func WithObserver(o Observer) Option { return func(u *Updater) { u.observer = o 
 // withClock replaces time.Now, for tests.
 func withClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
 
-// New returns an Updater. argocd writes the argocd write-back method.
-func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Option) *Updater {
+// New returns an Updater. argocd writes the argocd write-back method. The
+// options are checked together: an error names each that cannot work.
+func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Option) (*Updater, error) {
 	u := &Updater{
 		apps:           apps,
 		registry:       reg,
@@ -182,7 +177,30 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 	for _, opt := range opts {
 		opt(u)
 	}
-	return u
+	if err := u.check(); err != nil {
+		return nil, fmt.Errorf("the update cycle: %w", err)
+	}
+	return u, nil
+}
+
+func (u *Updater) check() error {
+	var errs []error
+	if u.maxConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("a maximum concurrency of %d: at least 1 is needed", u.maxConcurrency))
+	}
+	if u.imageTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("an image timeout of %s: it must be positive", u.imageTimeout))
+	}
+	if u.config == nil {
+		errs = append(errs, errors.New("no registries configuration (WithRegistryConfig(nil))"))
+	}
+	if u.logger == nil {
+		errs = append(errs, errors.New("no logger (WithLogger(nil))"))
+	}
+	if u.signatures != nil && u.keySecrets == nil {
+		errs = append(errs, errors.New("signatures are checked, and no Secrets can be read for their keys"))
+	}
+	return errors.Join(errs...)
 }
 
 // Summary is what one cycle did.

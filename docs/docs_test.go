@@ -473,11 +473,14 @@ var docTrustedRoot = sync.OnceValue(func() *signature.TrustedRoot {
 func runCycle(apps cycle.Applications, want string, exp block, hasExp bool) error {
 	want = strings.TrimSpace(want)
 	recorder := record.NewFakeRecorder(1000)
-	u := cycle.New(apps, emptyRegistry{}, refusingWriter{},
+	u, err := cycle.New(apps, emptyRegistry{}, refusingWriter{},
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithControllerNamespace("argocd"),
 		cycle.WithSignatures(signature.NewVerifier(emptyRegistry{}), docSecrets{}, docTrustedRoot()),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}))
+	if err != nil {
+		return err
+	}
 	sum := u.RunOnce(context.Background())
 	close(recorder.Events)
 	var events []string

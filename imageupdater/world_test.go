@@ -128,7 +128,7 @@ func (s *servers) worldWith(t *testing.T, ns string, more []string, opts []cycle
 	t.Cleanup(broadcaster.Shutdown)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: w.cs.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "argocd-image-updater"})
-	w.updater = cycle.New(w.source, regClient, argocd.NewWriter(w.dyn), append(opts,
+	w.updater, err = cycle.New(w.source, regClient, argocd.NewWriter(w.dyn), append(opts,
 		cycle.WithRegistryConfig(func() *config.Config { return conf }),
 		cycle.WithSignatures(signature.NewVerifier(regClient), credentials.NewKubeSecretGetter(w.cs), nil),
 		cycle.WithControllerNamespace(testenv.ArgoCDNamespace),
@@ -136,6 +136,9 @@ func (s *servers) worldWith(t *testing.T, ns string, more []string, opts []cycle
 		cycle.WithLogger(logger),
 		cycle.WithObserver(imageupdater.NewStatus(w.dyn, w.source, imageupdater.WithStatusLogger(logger))),
 	)...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return w
 }
 

@@ -311,7 +311,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.updater = cycle.New(c.apps, c.regClient,
+	c.updater, err = cycle.New(c.apps, c.regClient,
 		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
 			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
 		append(append(c.status, c.healthGateOptions()...),
@@ -331,7 +331,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			cycle.WithWriteContext(c.writeCtx),
 		)...,
 	)
-	return nil
+	return err
 }
 
 // startServers: the health and metrics servers answer until the
