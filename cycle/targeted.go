@@ -31,7 +31,11 @@ func (u *Updater) CheckRepositories(ctx context.Context, repos []imageref.Refere
 	if len(repos) == 0 {
 		return Summary{Trigger: trigger}
 	}
-	return u.run(ctx, &scope{repos: repos, why: trigger})
+	names := make(map[string]bool, len(repos))
+	for _, r := range repos {
+		names[r.Name()] = true
+	}
+	return u.run(ctx, &scope{repos: repos, names: names, why: trigger})
 }
 
 // CheckImageUpdaters checks now every image of the Applications that the
@@ -51,6 +55,7 @@ func (u *Updater) CheckImageUpdaters(ctx context.Context, names []types.Namespac
 // some ImageUpdaters; a nil scope is a full cycle.
 type scope struct {
 	repos    []imageref.Reference
+	names    map[string]bool // of repos, by Name
 	updaters []types.NamespacedName
 	why      string
 }
@@ -62,14 +67,7 @@ func (s *scope) trigger() string {
 	return s.why
 }
 
-func (s *scope) includes(ref imageref.Reference) bool {
-	for _, r := range s.repos {
-		if r.SameName(ref) {
-			return true
-		}
-	}
-	return false
-}
+func (s *scope) includes(ref imageref.Reference) bool { return s.names[ref.Name()] }
 
 // applications keeps the Applications that have an image in scope, each
 // reduced to those images, so that planning, listing and writing see
@@ -109,24 +107,28 @@ func (s *scope) applications(apps []*application.Application) []*application.App
 // of the repository (for whatever credentials) succeeded without, and
 // none listed.
 func (s *scope) unlisted(byRepo map[string][]*job, tags map[string]tagResult) []imageref.Reference {
+	// The successful listings by repository, so that many repositories
+	// and listings cost time in proportion to them.
+	tagged := map[string]bool{}
+	for _, r := range s.repos {
+		if r.Tag() != "" {
+			tagged[r.Name()] = true
+		}
+	}
+	listings := map[string][][]string{}
+	for key, js := range byRepo {
+		name := js[0].ref.Name()
+		if tr := tags[key]; tr.err == nil && tagged[name] {
+			listings[name] = append(listings[name], tr.tags)
+		}
+	}
 	var out []imageref.Reference
 	for _, r := range s.repos {
-		if r.Tag() == "" {
+		ls := listings[r.Name()]
+		if r.Tag() == "" || len(ls) == 0 {
 			continue
 		}
-		listed, lacked := false, false
-		for key, js := range byRepo {
-			tr := tags[key]
-			if !js[0].ref.SameName(r) || tr.err != nil {
-				continue
-			}
-			if slices.Contains(tr.tags, r.Tag()) {
-				listed = true
-				break
-			}
-			lacked = true
-		}
-		if lacked && !listed {
+		if !slices.ContainsFunc(ls, func(l []string) bool { return slices.Contains(l, r.Tag()) }) {
 			out = append(out, r)
 		}
 	}

@@ -327,12 +327,21 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 	// Unlisted tags are looked for again soon; repositories an Application
 	// does not run yet, later (see DefaultRechecks). One recheck serves
 	// both.
+	// By repository, so that a batch of many costs linear time.
+	unlisted := map[string][]string{}
+	for _, r := range sum.Unlisted {
+		unlisted[r.Name()] = append(unlisted[r.Name()], r.Tag())
+	}
+	notRunning := map[string]bool{}
+	for _, r := range sum.NotRunning {
+		notRunning[r.Name()] = true
+	}
 	again := map[time.Duration][]*pendingRepo{}
 	for _, p := range batch {
 		var missing []string
-		for _, r := range sum.Unlisted {
-			if r.SameName(p.ref) && slices.Contains(p.tags, r.Tag()) {
-				missing = append(missing, r.Tag())
+		for _, tag := range unlisted[p.ref.Name()] {
+			if slices.Contains(p.tags, tag) {
+				missing = append(missing, tag)
 			}
 		}
 		a := &pendingRepo{ref: p.ref, sources: p.sources, recheck: p.recheck + 1}
@@ -345,7 +354,7 @@ func (d *Dispatcher) check(ctx context.Context, batch []*pendingRepo) {
 			a.addTags(missing...)
 			after := backoff(unlistedAfter, p.recheck)
 			again[after] = append(again[after], a)
-		case p.recheck < d.rechecks && slices.ContainsFunc(sum.NotRunning, p.ref.SameName):
+		case p.recheck < d.rechecks && notRunning[p.ref.Name()]:
 			after := backoff(d.recheckAfter, p.recheck)
 			again[after] = append(again[after], a)
 		}
