@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // Committer creates commits through a service's API rather than by a
@@ -75,7 +77,7 @@ func (g *gitHub) Commit(ctx context.Context, branch, expectedHead, message strin
 		for _, e := range answer.Errors {
 			msgs = append(msgs, e.Message)
 		}
-		return "", &Error{Service: GitHub, Method: http.MethodPost, URL: endpoint, StatusCode: http.StatusOK, Status: "200 OK (GraphQL errors)", Message: g.scrubText(cut(strings.Join(msgs, "; ")))}
+		return "", &Error{Service: settings.ForgeGitHub, Method: http.MethodPost, URL: endpoint, StatusCode: http.StatusOK, Status: "200 OK (GraphQL errors)", Message: g.scrubText(cut(strings.Join(msgs, "; ")))}
 	}
 	oid := answer.Data.CreateCommitOnBranch.Commit.OID
 	if oid == "" {

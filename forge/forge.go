@@ -14,64 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+
+	"github.com/image-updater/argocd-image-updater/settings"
 )
-
-// Kind names a hosting service's API.
-type Kind string
-
-const (
-	// GitHub is GitHub's REST API, at api.github.com or a GitHub
-	// Enterprise Server's /api/v3.
-	GitHub Kind = "github"
-	// GitLab is GitLab's REST API v4.
-	GitLab Kind = "gitlab"
-	// Gitea is the REST API v1 of Gitea and of Forgejo, its fork.
-	Gitea Kind = "gitea"
-	// Bitbucket is Bitbucket Cloud's REST API 2.0, at api.bitbucket.org.
-	Bitbucket Kind = "bitbucket"
-	// BitbucketServer is the REST API 1.0 of Bitbucket Data Center (once
-	// Bitbucket Server).
-	BitbucketServer Kind = "bitbucket-server"
-	// AzureDevOps is the Git REST API of Azure DevOps Services
-	// (dev.azure.com) and Azure DevOps Server.
-	AzureDevOps Kind = "azure-devops"
-)
-
-// Kinds lists the services, as settings name them.
-var Kinds = []Kind{GitHub, GitLab, Gitea, Bitbucket, BitbucketServer, AzureDevOps}
-
-// aliases are other names of a service: Forgejo speaks Gitea's API, and
-// Bitbucket Server is now called Bitbucket Data Center.
-var aliases = map[string]Kind{
-	"forgejo":               Gitea,
-	"bitbucket-datacenter":  BitbucketServer,
-	"bitbucket-data-center": BitbucketServer,
-}
-
-// ParseKind reads a service's name: one of Kinds, or "forgejo" (Gitea),
-// "bitbucket-datacenter" or "bitbucket-data-center" (BitbucketServer).
-func ParseKind(s string) (Kind, error) {
-	k := Kind(s)
-	if a, ok := aliases[s]; ok {
-		k = a
-	}
-	for _, known := range Kinds {
-		if k == known {
-			return k, nil
-		}
-	}
-	names := make([]string, 0, len(Kinds)+len(aliases))
-	for _, known := range Kinds {
-		names = append(names, string(known))
-	}
-	names = append(names, "forgejo", "bitbucket-datacenter")
-	return "", fmt.Errorf("unknown pull request service %q: use one of %s", s, strings.Join(names, ", "))
-}
-
-// Labels tells whether the service's requests take labels: Bitbucket's,
-// Cloud and Data Center alike, do not.
-func (k Kind) Labels() bool { return k != Bitbucket && k != BitbucketServer }
 
 // State is where a request stands.
 type State string
@@ -124,7 +69,7 @@ var ErrLabels = errors.New("the request was opened without its labels")
 // Error is a refusal by the service: its method, URL, status and message.
 // It never holds the token, which travels in a header only.
 type Error struct {
-	Service    Kind
+	Service    settings.Forge
 	Method     string
 	URL        string
 	StatusCode int

@@ -19,6 +19,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // standIn is one service's stand-in as these tests drive it.
@@ -34,7 +35,7 @@ type standIn interface {
 }
 
 type service struct {
-	kind    forge.Kind
+	kind    settings.Forge
 	api     standIn
 	hosts   *forge.Hosts
 	repoURL string
@@ -57,8 +58,8 @@ func services(t *testing.T) (*testenv.CA, []service) {
 	bbs := testenv.StartBitbucketServerAPI(t, ca)
 	az := testenv.StartAzureDevOpsAPI(t, ca)
 	hosts, err := forge.NewHosts([]string{gh.URL}, []string{gl.URL},
-		forge.WithInstances(forge.Gitea, gt.URL), forge.WithInstances(forge.Bitbucket, bb.URL),
-		forge.WithInstances(forge.BitbucketServer, bbs.URL), forge.WithInstances(forge.AzureDevOps, az.URL))
+		forge.WithInstances(settings.ForgeGitea, gt.URL), forge.WithInstances(settings.ForgeBitbucket, bb.URL),
+		forge.WithInstances(settings.ForgeBitbucketServer, bbs.URL), forge.WithInstances(settings.ForgeAzureDevOps, az.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,35 +72,35 @@ func services(t *testing.T) (*testenv.CA, []service) {
 	)
 	return ca, []service{
 		{
-			kind: forge.GitHub, api: gh, hosts: hosts,
+			kind: settings.ForgeGitHub, api: gh, hosts: hosts,
 			repoURL: "https://x-access-token:secret@127.0.0.1:1/example/deploy.git", project: "example/deploy",
 			list: "/api/v3/repos/example/deploy/pulls", one: "/api/v3/repos/example/deploy/pulls/1",
 			open: []string{"POST /api/v3/repos/example/deploy/pulls", "POST /api/v3/repos/example/deploy/issues/1/labels"},
 		},
 		{
-			kind: forge.GitLab, api: gl, hosts: hosts,
+			kind: settings.ForgeGitLab, api: gl, hosts: hosts,
 			repoURL: "git@127.0.0.1:group/sub/deploy.git", project: "group/sub/deploy",
 			list: "/api/v4/projects/group%2Fsub%2Fdeploy/merge_requests", one: "/api/v4/projects/group%2Fsub%2Fdeploy/merge_requests/1",
 		},
 		{
-			kind: forge.Gitea, api: gt, hosts: hosts,
+			kind: settings.ForgeGitea, api: gt, hosts: hosts,
 			repoURL: "https://127.0.0.1:1/example/deploy.git", project: "example/deploy",
 			list: giteaPulls, one: giteaPulls + "/1",
 			open: []string{"GET " + giteaLabels, "POST " + giteaLabels, "POST " + giteaPulls},
 		},
 		{
-			kind: forge.Bitbucket, api: bb, hosts: hosts,
+			kind: settings.ForgeBitbucket, api: bb, hosts: hosts,
 			repoURL: "git@127.0.0.1:example/deploy.git", project: "example/deploy",
 			list: "/2.0/repositories/example/deploy/pullrequests", one: "/2.0/repositories/example/deploy/pullrequests/1",
 		},
 		{
-			kind: forge.BitbucketServer, api: bbs, hosts: hosts,
+			kind: settings.ForgeBitbucketServer, api: bbs, hosts: hosts,
 			repoURL: "https://127.0.0.1:1/bitbucket/scm/PRJ/deploy.git", project: "PRJ/deploy",
 			list: bbsPulls, one: bbsPulls + "/1",
 			update: []string{"GET " + bbsPulls + "/1", "PUT " + bbsPulls + "/1"},
 		},
 		{
-			kind: forge.AzureDevOps, api: az, hosts: hosts,
+			kind: settings.ForgeAzureDevOps, api: az, hosts: hosts,
 			repoURL: "https://127.0.0.1:1/org/My%20Project/_git/deploy", project: "org/My Project/deploy",
 			list: "/org/My%20Project/_apis/git/repositories/deploy/pullrequests", one: "/org/My%20Project/_apis/git/repositories/deploy/pullrequests/1",
 		},
@@ -142,7 +143,7 @@ func TestRequests(t *testing.T) {
 			const token = "glpat-or-ghp-0123456789abcdef"
 			s.api.AcceptToken(token)
 			c := client(t, ca, s, token)
-			update := map[forge.Kind]string{forge.GitHub: "PATCH", forge.GitLab: "PUT", forge.Gitea: "PATCH", forge.Bitbucket: "PUT", forge.AzureDevOps: "PATCH"}[s.kind]
+			update := map[settings.Forge]string{settings.ForgeGitHub: "PATCH", settings.ForgeGitLab: "PUT", settings.ForgeGitea: "PATCH", settings.ForgeBitbucket: "PUT", settings.ForgeAzureDevOps: "PATCH"}[s.kind]
 
 			// Nothing yet; open one.
 			if found, err := c.Find(ctx, "image-updates", "main"); err != nil || len(found) != 0 {
@@ -170,7 +171,7 @@ func TestRequests(t *testing.T) {
 			// Cloud) the open one is answered.
 			again, err := c.Open(ctx, "image-updates", "main", "again", "", nil)
 			switch {
-			case s.kind == forge.Bitbucket:
+			case s.kind == settings.ForgeBitbucket:
 				if err != nil || again.Number != 1 || len(s.api.Reviews(s.project)) != 1 {
 					t.Errorf("second Open: %+v %v, want request 1", again, err)
 				}
@@ -236,7 +237,7 @@ func TestFindPages(t *testing.T) {
 	ctx := context.Background()
 	long := strings.Repeat("- app: 1 to 2\n", 60)
 	for _, s := range svcs {
-		if s.kind == forge.GitHub || s.kind == forge.GitLab {
+		if s.kind == settings.ForgeGitHub || s.kind == settings.ForgeGitLab {
 			// One page of 100 is read: the API filters by branch.
 			continue
 		}
@@ -286,33 +287,33 @@ func TestErrors(t *testing.T) {
 		name   string
 		token  string // "" : the accepted one
 		status int
-		want   map[forge.Kind]string
+		want   map[settings.Forge]string
 	}{
-		{name: "unknown token", token: "wrong-" + token, want: map[forge.Kind]string{
-			forge.GitHub: `401 Unauthorized: "Bad credentials"`, forge.GitLab: `401 Unauthorized: "401 Unauthorized"`,
-			forge.Gitea: `401 Unauthorized: "user does not exist [uid: 0, name: ]"`, forge.Bitbucket: `401 Unauthorized: "Access token expired or invalid"`,
-			forge.BitbucketServer: `401 Unauthorized: "Authentication failed. Please check your credentials and try again. (IncorrectPasswordAuthenticationException)"`,
-			forge.AzureDevOps:     "401 Unauthorized"}},
-		{name: "no token", token: "-", want: map[forge.Kind]string{
-			forge.GitHub: `401 Unauthorized: "Bad credentials"`, forge.GitLab: `401 Unauthorized: "401 Unauthorized"`,
-			forge.Gitea: `401 Unauthorized: "user does not exist [uid: 0, name: ]"`, forge.Bitbucket: `401 Unauthorized: "Access token expired or invalid"`,
-			forge.BitbucketServer: `401 Unauthorized: "Authentication failed`,
-			forge.AzureDevOps:     `203 Non-Authoritative Information: a sign-in page: the token was not accepted`}},
-		{name: "forbidden", status: 403, want: map[forge.Kind]string{
-			forge.GitHub: `403 Forbidden: "Resource not accessible by integration"`, forge.GitLab: `403 Forbidden: "403 Forbidden"`,
-			forge.Gitea: `403 Forbidden: "Forbidden"`, forge.Bitbucket: `403 Forbidden: "Forbidden"`,
-			forge.BitbucketServer: `403 Forbidden: "Forbidden (ServiceException)"`,
-			forge.AzureDevOps:     `403 Forbidden: "TF400813: Forbidden (UnauthorizedRequestException)"`}},
-		{name: "validation", status: 422, want: map[forge.Kind]string{
-			forge.GitHub: `422 Unprocessable Entity: "Validation Failed"`, forge.GitLab: "422 Unprocessable Entity",
-			forge.Gitea: `422 Unprocessable Entity: "Unprocessable Entity"`, forge.Bitbucket: `422 Unprocessable Entity: "Unprocessable Entity"`,
-			forge.BitbucketServer: `422 Unprocessable Entity: "Unprocessable Entity (ServiceException)"`,
-			forge.AzureDevOps:     `422 Unprocessable Entity: "TF400813: Unprocessable Entity (UnauthorizedRequestException)"`}},
-		{name: "server error", status: 502, want: map[forge.Kind]string{
-			forge.GitHub: `502 Bad Gateway: "Bad Gateway"`, forge.GitLab: "502 Bad Gateway",
-			forge.Gitea: `502 Bad Gateway: "Bad Gateway"`, forge.Bitbucket: `502 Bad Gateway: "Bad Gateway"`,
-			forge.BitbucketServer: `502 Bad Gateway: "Bad Gateway (ServiceException)"`,
-			forge.AzureDevOps:     `502 Bad Gateway: "TF400813: Bad Gateway (UnauthorizedRequestException)"`}},
+		{name: "unknown token", token: "wrong-" + token, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `401 Unauthorized: "Bad credentials"`, settings.ForgeGitLab: `401 Unauthorized: "401 Unauthorized"`,
+			settings.ForgeGitea: `401 Unauthorized: "user does not exist [uid: 0, name: ]"`, settings.ForgeBitbucket: `401 Unauthorized: "Access token expired or invalid"`,
+			settings.ForgeBitbucketServer: `401 Unauthorized: "Authentication failed. Please check your credentials and try again. (IncorrectPasswordAuthenticationException)"`,
+			settings.ForgeAzureDevOps:     "401 Unauthorized"}},
+		{name: "no token", token: "-", want: map[settings.Forge]string{
+			settings.ForgeGitHub: `401 Unauthorized: "Bad credentials"`, settings.ForgeGitLab: `401 Unauthorized: "401 Unauthorized"`,
+			settings.ForgeGitea: `401 Unauthorized: "user does not exist [uid: 0, name: ]"`, settings.ForgeBitbucket: `401 Unauthorized: "Access token expired or invalid"`,
+			settings.ForgeBitbucketServer: `401 Unauthorized: "Authentication failed`,
+			settings.ForgeAzureDevOps:     `203 Non-Authoritative Information: a sign-in page: the token was not accepted`}},
+		{name: "forbidden", status: 403, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `403 Forbidden: "Resource not accessible by integration"`, settings.ForgeGitLab: `403 Forbidden: "403 Forbidden"`,
+			settings.ForgeGitea: `403 Forbidden: "Forbidden"`, settings.ForgeBitbucket: `403 Forbidden: "Forbidden"`,
+			settings.ForgeBitbucketServer: `403 Forbidden: "Forbidden (ServiceException)"`,
+			settings.ForgeAzureDevOps:     `403 Forbidden: "TF400813: Forbidden (UnauthorizedRequestException)"`}},
+		{name: "validation", status: 422, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `422 Unprocessable Entity: "Validation Failed"`, settings.ForgeGitLab: "422 Unprocessable Entity",
+			settings.ForgeGitea: `422 Unprocessable Entity: "Unprocessable Entity"`, settings.ForgeBitbucket: `422 Unprocessable Entity: "Unprocessable Entity"`,
+			settings.ForgeBitbucketServer: `422 Unprocessable Entity: "Unprocessable Entity (ServiceException)"`,
+			settings.ForgeAzureDevOps:     `422 Unprocessable Entity: "TF400813: Unprocessable Entity (UnauthorizedRequestException)"`}},
+		{name: "server error", status: 502, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `502 Bad Gateway: "Bad Gateway"`, settings.ForgeGitLab: "502 Bad Gateway",
+			settings.ForgeGitea: `502 Bad Gateway: "Bad Gateway"`, settings.ForgeBitbucket: `502 Bad Gateway: "Bad Gateway"`,
+			settings.ForgeBitbucketServer: `502 Bad Gateway: "Bad Gateway (ServiceException)"`,
+			settings.ForgeAzureDevOps:     `502 Bad Gateway: "TF400813: Bad Gateway (UnauthorizedRequestException)"`}},
 	}
 	for _, s := range svcs {
 		s.api.AcceptToken(token)
@@ -351,18 +352,18 @@ func TestErrors(t *testing.T) {
 
 // testProject is a repository's path on each service, for clients made
 // without Hosts.
-var testProject = map[forge.Kind]string{
-	forge.GitHub: "o/r", forge.GitLab: "g/p", forge.Gitea: "o/r", forge.Bitbucket: "w/r",
-	forge.BitbucketServer: "PRJ/r", forge.AzureDevOps: "org/project/r",
+var testProject = map[settings.Forge]string{
+	settings.ForgeGitHub: "o/r", settings.ForgeGitLab: "g/p", settings.ForgeGitea: "o/r", settings.ForgeBitbucket: "w/r",
+	settings.ForgeBitbucketServer: "PRJ/r", settings.ForgeAzureDevOps: "org/project/r",
 }
 
 // errorBody is an error answer in each service's shape.
-func errorBody(kind forge.Kind, message string) string {
+func errorBody(kind settings.Forge, message string) string {
 	m, _ := json.Marshal(message)
 	switch kind {
-	case forge.Bitbucket:
+	case settings.ForgeBitbucket:
 		return `{"type":"error","error":{"message":` + string(m) + `}}`
-	case forge.BitbucketServer:
+	case settings.ForgeBitbucketServer:
 		return `{"errors":[{"context":null,"message":` + string(m) + `}]}`
 	}
 	return `{"message":` + string(m) + `}`
@@ -373,7 +374,7 @@ func errorBody(kind forge.Kind, message string) string {
 // short.
 func TestAnswerBounds(t *testing.T) {
 	long := strings.Repeat("internal ", 1000)
-	for _, kind := range forge.Kinds {
+	for _, kind := range settings.Forges {
 		for _, tt := range []struct {
 			name    string
 			status  int
@@ -411,7 +412,7 @@ func TestAnswerBounds(t *testing.T) {
 // the call at the call's deadline, before the caller's.
 func TestCallTimeout(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	for _, kind := range forge.Kinds {
+	for _, kind := range settings.Forges {
 		for _, tt := range []struct {
 			name string
 			part string // sent before the stall; "" sends no answer
@@ -457,61 +458,61 @@ func TestCallTimeout(t *testing.T) {
 
 func TestHostsLookup(t *testing.T) {
 	hosts, err := forge.NewHosts([]string{"https://GitHub.Example.com/api/v3/"}, []string{"https://example.org/gitlab"},
-		forge.WithInstances(forge.Gitea, "https://git.example.com/gitea"),
-		forge.WithInstances(forge.BitbucketServer, "https://bitbucket.example.com/bitbucket/"),
-		forge.WithInstances(forge.AzureDevOps, "https://tfs.example.com/tfs"))
+		forge.WithInstances(settings.ForgeGitea, "https://git.example.com/gitea"),
+		forge.WithInstances(settings.ForgeBitbucketServer, "https://bitbucket.example.com/bitbucket/"),
+		forge.WithInstances(settings.ForgeAzureDevOps, "https://tfs.example.com/tfs"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		kind    forge.Kind
+		kind    settings.Forge
 		url     string
 		want    forge.Repository
 		wantErr string
 	}{
-		{kind: forge.GitHub, url: "https://github.com/example/deploy.git", want: forge.Repository{Kind: forge.GitHub, API: "https://api.github.com", Project: "example/deploy"}},
-		{kind: forge.GitHub, url: "git@github.com:example/deploy.git", want: forge.Repository{Kind: forge.GitHub, API: "https://api.github.com", Project: "example/deploy"}},
-		{kind: forge.GitHub, url: "ssh://git@github.example.com:2222/example/deploy", want: forge.Repository{Kind: forge.GitHub, API: "https://GitHub.Example.com/api/v3", Project: "example/deploy"}},
-		{kind: forge.GitLab, url: "https://user:tok@gitlab.com/a/b/c.git", want: forge.Repository{Kind: forge.GitLab, API: "https://gitlab.com/api/v4", Project: "a/b/c"}},
-		{kind: forge.GitLab, url: "https://example.org/gitlab/team/app.git", want: forge.Repository{Kind: forge.GitLab, API: "https://example.org/gitlab/api/v4", Project: "team/app"}},
-		{kind: forge.GitLab, url: "git@example.org:team/app.git", want: forge.Repository{Kind: forge.GitLab, API: "https://example.org/gitlab/api/v4", Project: "team/app"}},
-		{kind: forge.GitHub, url: "https://gitlab.com/a/b.git", wantErr: "no github API is configured for host gitlab.com (known hosts: github.com, github.example.com)"},
-		{kind: forge.GitLab, url: "https://evil.example/a/b.git", wantErr: "no gitlab API is configured for host evil.example"},
-		{kind: forge.GitHub, url: "https://github.com/a/b/c.git", wantErr: `"a/b/c" on github.com is not <owner>/<repository>`},
-		{kind: forge.GitHub, url: "https://github.com/a/b%3Fstate=closed", wantErr: `"a/b?state=closed" on github.com is not <owner>/<repository>`},
-		{kind: forge.GitHub, url: "https://github.com/a/..", wantErr: `"a/.." on github.com is not <owner>/<repository>`},
-		{kind: forge.GitLab, url: "https://gitlab.com/solo.git", wantErr: "is not <group>/<project>"},
-		{kind: forge.GitHub, url: "https://tok@github.com:bad port/a/b", wantErr: `"https://xxxxx@github.com:bad port/a/b" cannot be parsed`},
+		{kind: settings.ForgeGitHub, url: "https://github.com/example/deploy.git", want: forge.Repository{Kind: settings.ForgeGitHub, API: "https://api.github.com", Project: "example/deploy"}},
+		{kind: settings.ForgeGitHub, url: "git@github.com:example/deploy.git", want: forge.Repository{Kind: settings.ForgeGitHub, API: "https://api.github.com", Project: "example/deploy"}},
+		{kind: settings.ForgeGitHub, url: "ssh://git@github.example.com:2222/example/deploy", want: forge.Repository{Kind: settings.ForgeGitHub, API: "https://GitHub.Example.com/api/v3", Project: "example/deploy"}},
+		{kind: settings.ForgeGitLab, url: "https://user:tok@gitlab.com/a/b/c.git", want: forge.Repository{Kind: settings.ForgeGitLab, API: "https://gitlab.com/api/v4", Project: "a/b/c"}},
+		{kind: settings.ForgeGitLab, url: "https://example.org/gitlab/team/app.git", want: forge.Repository{Kind: settings.ForgeGitLab, API: "https://example.org/gitlab/api/v4", Project: "team/app"}},
+		{kind: settings.ForgeGitLab, url: "git@example.org:team/app.git", want: forge.Repository{Kind: settings.ForgeGitLab, API: "https://example.org/gitlab/api/v4", Project: "team/app"}},
+		{kind: settings.ForgeGitHub, url: "https://gitlab.com/a/b.git", wantErr: "no github API is configured for host gitlab.com (known hosts: github.com, github.example.com)"},
+		{kind: settings.ForgeGitLab, url: "https://evil.example/a/b.git", wantErr: "no gitlab API is configured for host evil.example"},
+		{kind: settings.ForgeGitHub, url: "https://github.com/a/b/c.git", wantErr: `"a/b/c" on github.com is not <owner>/<repository>`},
+		{kind: settings.ForgeGitHub, url: "https://github.com/a/b%3Fstate=closed", wantErr: `"a/b?state=closed" on github.com is not <owner>/<repository>`},
+		{kind: settings.ForgeGitHub, url: "https://github.com/a/..", wantErr: `"a/.." on github.com is not <owner>/<repository>`},
+		{kind: settings.ForgeGitLab, url: "https://gitlab.com/solo.git", wantErr: "is not <group>/<project>"},
+		{kind: settings.ForgeGitHub, url: "https://tok@github.com:bad port/a/b", wantErr: `"https://xxxxx@github.com:bad port/a/b" cannot be parsed`},
 
-		{kind: forge.Gitea, url: "https://git.example.com/gitea/team/app.git", want: forge.Repository{Kind: forge.Gitea, API: "https://git.example.com/gitea/api/v1", Project: "team/app"}},
-		{kind: forge.Gitea, url: "git@git.example.com:team/app.git", want: forge.Repository{Kind: forge.Gitea, API: "https://git.example.com/gitea/api/v1", Project: "team/app"}},
-		{kind: forge.Gitea, url: "https://codeberg.org/forgejo/forgejo.git", want: forge.Repository{Kind: forge.Gitea, API: "https://codeberg.org/api/v1", Project: "forgejo/forgejo"}},
-		{kind: forge.Gitea, url: "https://gitea.com/gitea/tea", want: forge.Repository{Kind: forge.Gitea, API: "https://gitea.com/api/v1", Project: "gitea/tea"}},
-		{kind: forge.Gitea, url: "https://git.example.com/gitea/a/b/c", wantErr: `"a/b/c" on git.example.com is not <owner>/<repository>`},
-		{kind: forge.Gitea, url: "https://github.com/a/b", wantErr: "no gitea API is configured for host github.com (known hosts: codeberg.org, git.example.com, gitea.com)"},
+		{kind: settings.ForgeGitea, url: "https://git.example.com/gitea/team/app.git", want: forge.Repository{Kind: settings.ForgeGitea, API: "https://git.example.com/gitea/api/v1", Project: "team/app"}},
+		{kind: settings.ForgeGitea, url: "git@git.example.com:team/app.git", want: forge.Repository{Kind: settings.ForgeGitea, API: "https://git.example.com/gitea/api/v1", Project: "team/app"}},
+		{kind: settings.ForgeGitea, url: "https://codeberg.org/forgejo/forgejo.git", want: forge.Repository{Kind: settings.ForgeGitea, API: "https://codeberg.org/api/v1", Project: "forgejo/forgejo"}},
+		{kind: settings.ForgeGitea, url: "https://gitea.com/gitea/tea", want: forge.Repository{Kind: settings.ForgeGitea, API: "https://gitea.com/api/v1", Project: "gitea/tea"}},
+		{kind: settings.ForgeGitea, url: "https://git.example.com/gitea/a/b/c", wantErr: `"a/b/c" on git.example.com is not <owner>/<repository>`},
+		{kind: settings.ForgeGitea, url: "https://github.com/a/b", wantErr: "no gitea API is configured for host github.com (known hosts: codeberg.org, git.example.com, gitea.com)"},
 
-		{kind: forge.Bitbucket, url: "https://user@bitbucket.org/ws/repo.git", want: forge.Repository{Kind: forge.Bitbucket, API: "https://api.bitbucket.org/2.0", Project: "ws/repo"}},
-		{kind: forge.Bitbucket, url: "git@bitbucket.org:ws/repo.git", want: forge.Repository{Kind: forge.Bitbucket, API: "https://api.bitbucket.org/2.0", Project: "ws/repo"}},
-		{kind: forge.Bitbucket, url: "https://bitbucket.example.com/bitbucket/scm/PRJ/app.git", wantErr: "no bitbucket API is configured for host bitbucket.example.com (known hosts: bitbucket.org)"},
+		{kind: settings.ForgeBitbucket, url: "https://user@bitbucket.org/ws/repo.git", want: forge.Repository{Kind: settings.ForgeBitbucket, API: "https://api.bitbucket.org/2.0", Project: "ws/repo"}},
+		{kind: settings.ForgeBitbucket, url: "git@bitbucket.org:ws/repo.git", want: forge.Repository{Kind: settings.ForgeBitbucket, API: "https://api.bitbucket.org/2.0", Project: "ws/repo"}},
+		{kind: settings.ForgeBitbucket, url: "https://bitbucket.example.com/bitbucket/scm/PRJ/app.git", wantErr: "no bitbucket API is configured for host bitbucket.example.com (known hosts: bitbucket.org)"},
 
-		{kind: forge.BitbucketServer, url: "https://bitbucket.example.com/bitbucket/scm/PRJ/app.git", want: forge.Repository{Kind: forge.BitbucketServer, API: "https://bitbucket.example.com/bitbucket/rest/api/1.0", Project: "PRJ/app"}},
-		{kind: forge.BitbucketServer, url: "ssh://git@bitbucket.example.com:7999/PRJ/app.git", want: forge.Repository{Kind: forge.BitbucketServer, API: "https://bitbucket.example.com/bitbucket/rest/api/1.0", Project: "PRJ/app"}},
-		{kind: forge.BitbucketServer, url: "https://bitbucket.example.com/bitbucket/scm/~jdoe/app.git", want: forge.Repository{Kind: forge.BitbucketServer, API: "https://bitbucket.example.com/bitbucket/rest/api/1.0", Project: "~jdoe/app"}},
-		{kind: forge.BitbucketServer, url: "https://bitbucket.example.com/bitbucket/projects/PRJ/repos/app", wantErr: "is not [scm/]<project key>/<repository>"},
-		{kind: forge.BitbucketServer, url: "https://bitbucket.org/ws/repo.git", wantErr: "no bitbucket-server API is configured for host bitbucket.org (known hosts: bitbucket.example.com)"},
+		{kind: settings.ForgeBitbucketServer, url: "https://bitbucket.example.com/bitbucket/scm/PRJ/app.git", want: forge.Repository{Kind: settings.ForgeBitbucketServer, API: "https://bitbucket.example.com/bitbucket/rest/api/1.0", Project: "PRJ/app"}},
+		{kind: settings.ForgeBitbucketServer, url: "ssh://git@bitbucket.example.com:7999/PRJ/app.git", want: forge.Repository{Kind: settings.ForgeBitbucketServer, API: "https://bitbucket.example.com/bitbucket/rest/api/1.0", Project: "PRJ/app"}},
+		{kind: settings.ForgeBitbucketServer, url: "https://bitbucket.example.com/bitbucket/scm/~jdoe/app.git", want: forge.Repository{Kind: settings.ForgeBitbucketServer, API: "https://bitbucket.example.com/bitbucket/rest/api/1.0", Project: "~jdoe/app"}},
+		{kind: settings.ForgeBitbucketServer, url: "https://bitbucket.example.com/bitbucket/projects/PRJ/repos/app", wantErr: "is not [scm/]<project key>/<repository>"},
+		{kind: settings.ForgeBitbucketServer, url: "https://bitbucket.org/ws/repo.git", wantErr: "no bitbucket-server API is configured for host bitbucket.org (known hosts: bitbucket.example.com)"},
 
-		{kind: forge.AzureDevOps, url: "https://dev.azure.com/org/My%20Project/_git/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/My Project/app"}},
-		{kind: forge.AzureDevOps, url: "https://org@dev.azure.com/org/proj/_git/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
-		{kind: forge.AzureDevOps, url: "git@ssh.dev.azure.com:v3/org/My%20Project/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/My Project/app"}},
-		{kind: forge.AzureDevOps, url: "https://org.visualstudio.com/proj/_git/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
-		{kind: forge.AzureDevOps, url: "https://Org.VisualStudio.com/DefaultCollection/proj/_git/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
-		{kind: forge.AzureDevOps, url: "org@vs-ssh.visualstudio.com:v3/org/proj/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
-		{kind: forge.AzureDevOps, url: "https://dev.azure.com/org/_git/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://dev.azure.com", Project: "org/app/app"}},
-		{kind: forge.AzureDevOps, url: "https://tfs.example.com/tfs/DefaultCollection/proj/_git/app", want: forge.Repository{Kind: forge.AzureDevOps, API: "https://tfs.example.com/tfs", Project: "DefaultCollection/proj/app"}},
-		{kind: forge.AzureDevOps, url: "https://dev.azure.com/org/proj/app", wantErr: "is not <organization>/<project>/_git/<repository>"},
-		{kind: forge.AzureDevOps, url: "https://dev.azure.com/org/proj/_git/_full", wantErr: "is not <organization>/<project>/_git/<repository>"},
-		{kind: forge.AzureDevOps, url: "https://a.b.visualstudio.com/proj/_git/app", wantErr: "no azure-devops API is configured for host a.b.visualstudio.com"},
-		{kind: forge.AzureDevOps, url: "https://org.visualstudio.com.example/proj/_git/app", wantErr: "no azure-devops API is configured for host org.visualstudio.com.example"},
+		{kind: settings.ForgeAzureDevOps, url: "https://dev.azure.com/org/My%20Project/_git/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/My Project/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "https://org@dev.azure.com/org/proj/_git/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "git@ssh.dev.azure.com:v3/org/My%20Project/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/My Project/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "https://org.visualstudio.com/proj/_git/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "https://Org.VisualStudio.com/DefaultCollection/proj/_git/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "org@vs-ssh.visualstudio.com:v3/org/proj/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/proj/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "https://dev.azure.com/org/_git/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://dev.azure.com", Project: "org/app/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "https://tfs.example.com/tfs/DefaultCollection/proj/_git/app", want: forge.Repository{Kind: settings.ForgeAzureDevOps, API: "https://tfs.example.com/tfs", Project: "DefaultCollection/proj/app"}},
+		{kind: settings.ForgeAzureDevOps, url: "https://dev.azure.com/org/proj/app", wantErr: "is not <organization>/<project>/_git/<repository>"},
+		{kind: settings.ForgeAzureDevOps, url: "https://dev.azure.com/org/proj/_git/_full", wantErr: "is not <organization>/<project>/_git/<repository>"},
+		{kind: settings.ForgeAzureDevOps, url: "https://a.b.visualstudio.com/proj/_git/app", wantErr: "no azure-devops API is configured for host a.b.visualstudio.com"},
+		{kind: settings.ForgeAzureDevOps, url: "https://org.visualstudio.com.example/proj/_git/app", wantErr: "no azure-devops API is configured for host org.visualstudio.com.example"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
@@ -561,7 +562,7 @@ func TestHostsAPIURL(t *testing.T) {
 		{"https://gitlab.com/api/v4", ""},
 		{"::", ""},
 	} {
-		got, err := hosts.APIURL(forge.GitHub, tt.url)
+		got, err := hosts.APIURL(settings.ForgeGitHub, tt.url)
 		switch {
 		case tt.want == "" && err == nil:
 			t.Errorf("%q: allowed as %s", tt.url, got)
@@ -570,23 +571,6 @@ func TestHostsAPIURL(t *testing.T) {
 		case tt.want != "" && (err != nil || got.String() != tt.want):
 			t.Errorf("%q: got %v, %v; want %s", tt.url, got, err, tt.want)
 		}
-	}
-}
-
-func TestParseKind(t *testing.T) {
-	for in, want := range map[string]forge.Kind{
-		"github": forge.GitHub, "gitlab": forge.GitLab, "gitea": forge.Gitea, "forgejo": forge.Gitea,
-		"bitbucket": forge.Bitbucket, "bitbucket-server": forge.BitbucketServer,
-		"bitbucket-datacenter": forge.BitbucketServer, "bitbucket-data-center": forge.BitbucketServer,
-		"azure-devops": forge.AzureDevOps,
-	} {
-		if got, err := forge.ParseKind(in); err != nil || got != want {
-			t.Errorf("%s: got %q, %v; want %q", in, got, err, want)
-		}
-	}
-	const wantErr = `unknown pull request service "GitHub": use one of github, gitlab, gitea, bitbucket, bitbucket-server, azure-devops, forgejo, bitbucket-datacenter`
-	if _, err := forge.ParseKind("GitHub"); err == nil || err.Error() != wantErr {
-		t.Errorf("got %v, want %s", err, wantErr)
 	}
 }
 
@@ -608,10 +592,10 @@ func TestNewHostsRefuses(t *testing.T) {
 			t.Errorf("%s%s: got %v, want %q", tt.github, tt.gitlab, err, tt.want)
 		}
 	}
-	for kind, want := range map[forge.Kind]string{
-		forge.Gitea:           `Gitea URL: "http://git.example.com": tokens go only over https (http only to localhost)`,
-		forge.BitbucketServer: `Bitbucket Data Center URL: "http://git.example.com": tokens go only over https (http only to localhost)`,
-		forge.AzureDevOps:     `Azure DevOps Server URL: "http://git.example.com": tokens go only over https (http only to localhost)`,
+	for kind, want := range map[settings.Forge]string{
+		settings.ForgeGitea:           `Gitea URL: "http://git.example.com": tokens go only over https (http only to localhost)`,
+		settings.ForgeBitbucketServer: `Bitbucket Data Center URL: "http://git.example.com": tokens go only over https (http only to localhost)`,
+		settings.ForgeAzureDevOps:     `Azure DevOps Server URL: "http://git.example.com": tokens go only over https (http only to localhost)`,
 	} {
 		if _, err := forge.NewHosts(nil, nil, forge.WithInstances(kind, "http://git.example.com")); err == nil || err.Error() != want {
 			t.Errorf("%s: got %v, want %s", kind, err, want)
@@ -629,7 +613,7 @@ func FuzzLookup(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		for _, k := range forge.Kinds {
+		for _, k := range settings.Forges {
 			r, err := hosts.Lookup(k, raw)
 			if err != nil {
 				continue
@@ -646,7 +630,7 @@ func FuzzLookup(f *testing.F) {
 // token; the user name of the credentials tells which.
 func TestBitbucketAuth(t *testing.T) {
 	ca, svcs := services(t)
-	s := svcs[slices.IndexFunc(svcs, func(s service) bool { return s.kind == forge.Bitbucket })]
+	s := svcs[slices.IndexFunc(svcs, func(s service) bool { return s.kind == settings.ForgeBitbucket })]
 	bb := s.api.(*testenv.BitbucketAPI)
 	bb.AcceptAppPassword("jdoe", "app-password")
 	s.api.AcceptToken("access-token")
@@ -678,7 +662,7 @@ func TestNextPageOffAPI(t *testing.T) {
 		_, _ = io.WriteString(w, `{"values":[],"next":"https://evil.example/2.0/repositories/w/r/pullrequests?page=2"}`)
 	}))
 	defer srv.Close()
-	c, err := forge.Repository{Kind: forge.Bitbucket, API: srv.URL + "/2.0", Project: "w/r"}.Client("token", nil)
+	c, err := forge.Repository{Kind: settings.ForgeBitbucket, API: srv.URL + "/2.0", Project: "w/r"}.Client("token", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,7 +676,7 @@ func TestNextPageOffAPI(t *testing.T) {
 // the request is opened without them.
 func TestGiteaLabelsRefused(t *testing.T) {
 	ca, svcs := services(t)
-	s := svcs[slices.IndexFunc(svcs, func(s service) bool { return s.kind == forge.Gitea })]
+	s := svcs[slices.IndexFunc(svcs, func(s service) bool { return s.kind == settings.ForgeGitea })]
 	gt := s.api.(*testenv.GiteaAPI)
 	gt.AcceptToken("gitea-pat-0123")
 	gt.FailLabelsWith(http.StatusForbidden)

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // Public services every Hosts knows.
@@ -24,10 +26,10 @@ var publicGitea = []string{"https://gitea.com", "https://codeberg.org"}
 // apiPath is where each service's REST API lies below an instance's URL;
 // the operator names GitHub Enterprise Servers (and Bitbucket Cloud's
 // stand-ins) by their API URL itself.
-var apiPath = map[Kind]string{
-	GitLab:          "/api/v4",
-	Gitea:           "/api/v1",
-	BitbucketServer: "/rest/api/1.0",
+var apiPath = map[settings.Forge]string{
+	settings.ForgeGitLab:          "/api/v4",
+	settings.ForgeGitea:           "/api/v1",
+	settings.ForgeBitbucketServer: "/rest/api/1.0",
 }
 
 // Hosts says which API serves the requests of a repository, by the
@@ -39,7 +41,7 @@ type Hosts struct {
 }
 
 type hostKey struct {
-	kind Kind
+	kind settings.Forge
 	host string
 }
 
@@ -62,7 +64,7 @@ type HostsOption func(*Hosts) error
 // api.bitbucket.org's form (https://HOST/2.0), which only a stand-in
 // serves. Each serves the repositories of its URL's host name, whatever
 // their port or protocol (HTTPS or SSH).
-func WithInstances(kind Kind, urls ...string) HostsOption {
+func WithInstances(kind settings.Forge, urls ...string) HostsOption {
 	return func(h *Hosts) error {
 		for _, raw := range urls {
 			u, err := parseAPIURL(raw)
@@ -75,7 +77,7 @@ func WithInstances(kind Kind, urls ...string) HostsOption {
 				api := *u
 				api.Path += p
 				in.api = &api
-			} else if kind == AzureDevOps {
+			} else if kind == settings.ForgeAzureDevOps {
 				in.root = u.Path
 			}
 			h.apis[hostKey{kind, strings.ToLower(u.Hostname())}] = in
@@ -85,13 +87,13 @@ func WithInstances(kind Kind, urls ...string) HostsOption {
 }
 
 // serviceName names each service in messages.
-var serviceName = map[Kind]string{
-	GitHub:          "GitHub Enterprise API",
-	GitLab:          "GitLab",
-	Gitea:           "Gitea",
-	Bitbucket:       "Bitbucket API",
-	BitbucketServer: "Bitbucket Data Center",
-	AzureDevOps:     "Azure DevOps Server",
+var serviceName = map[settings.Forge]string{
+	settings.ForgeGitHub:          "GitHub Enterprise API",
+	settings.ForgeGitLab:          "GitLab",
+	settings.ForgeGitea:           "Gitea",
+	settings.ForgeBitbucket:       "Bitbucket API",
+	settings.ForgeBitbucketServer: "Bitbucket Data Center",
+	settings.ForgeAzureDevOps:     "Azure DevOps Server",
 }
 
 // NewHosts knows the public services, the GitHub Enterprise Servers whose
@@ -101,9 +103,9 @@ var serviceName = map[Kind]string{
 func NewHosts(githubAPIs, gitlabURLs []string, opts ...HostsOption) (*Hosts, error) {
 	h := &Hosts{apis: map[hostKey]instance{}}
 	public := []HostsOption{
-		WithInstances(GitLab, GitLabComURL),
-		WithInstances(Gitea, publicGitea...),
-		WithInstances(AzureDevOps, AzureDevOpsURL),
+		WithInstances(settings.ForgeGitLab, GitLabComURL),
+		WithInstances(settings.ForgeGitea, publicGitea...),
+		WithInstances(settings.ForgeAzureDevOps, AzureDevOpsURL),
 	}
 	for _, opt := range public {
 		if err := opt(h); err != nil {
@@ -111,10 +113,10 @@ func NewHosts(githubAPIs, gitlabURLs []string, opts ...HostsOption) (*Hosts, err
 		}
 	}
 	gh, _ := url.Parse(GitHubComAPI)
-	h.apis[hostKey{GitHub, "github.com"}] = instance{api: gh}
+	h.apis[hostKey{settings.ForgeGitHub, "github.com"}] = instance{api: gh}
 	bb, _ := url.Parse(BitbucketOrgAPI)
-	h.apis[hostKey{Bitbucket, "bitbucket.org"}] = instance{api: bb}
-	opts = append([]HostsOption{WithInstances(GitHub, githubAPIs...), WithInstances(GitLab, gitlabURLs...)}, opts...)
+	h.apis[hostKey{settings.ForgeBitbucket, "bitbucket.org"}] = instance{api: bb}
+	opts = append([]HostsOption{WithInstances(settings.ForgeGitHub, githubAPIs...), WithInstances(settings.ForgeGitLab, gitlabURLs...)}, opts...)
 	for _, opt := range opts {
 		if err := opt(h); err != nil {
 			return nil, err
@@ -150,7 +152,7 @@ func loopback(host string) bool {
 // Repository is one repository on a service: where its API is and the
 // path the API names it by.
 type Repository struct {
-	Kind Kind
+	Kind settings.Forge
 	// API is the base URL of the REST API (https://api.github.com,
 	// https://gitlab.example.com/api/v4, https://dev.azure.com).
 	API string
@@ -163,12 +165,12 @@ type Repository struct {
 
 // Lookup finds the API of kind that serves repoURL (https://, ssh:// or
 // user@host:path). Credentials in the URL are ignored.
-func (h *Hosts) Lookup(kind Kind, repoURL string) (Repository, error) {
+func (h *Hosts) Lookup(kind settings.Forge, repoURL string) (Repository, error) {
 	host, path, err := splitRepoURL(repoURL)
 	if err != nil {
 		return Repository{}, err
 	}
-	if kind == AzureDevOps {
+	if kind == settings.ForgeAzureDevOps {
 		host, path = azureCloudHost(host, path)
 	}
 	in, ok := h.apis[hostKey{kind, host}]
@@ -196,20 +198,20 @@ func (h *Hosts) Lookup(kind Kind, repoURL string) (Repository, error) {
 
 // projectPath reads the path by which the API of kind names the
 // repository at path, or says what path should be.
-func projectPath(kind Kind, path string) (string, error) {
+func projectPath(kind settings.Forge, path string) (string, error) {
 	parts := strings.Split(path, "/")
 	switch kind {
-	case GitHub, Gitea, Bitbucket:
+	case settings.ForgeGitHub, settings.ForgeGitea, settings.ForgeBitbucket:
 		// The path goes into the API's URL as it is: these services'
 		// names, of letters, digits, '-', '_' and '.', need no escaping.
 		if len(parts) != 2 || !plainName(parts[0]) || !plainName(parts[1]) {
 			return "", errors.New("<owner>/<repository>")
 		}
-	case GitLab:
+	case settings.ForgeGitLab:
 		if len(parts) < 2 || slices.Contains(parts, "") {
 			return "", errors.New("<group>/<project>")
 		}
-	case BitbucketServer:
+	case settings.ForgeBitbucketServer:
 		// HTTPS clones are under /scm/, SSH ones at the root; a personal
 		// repository's project key is ~user.
 		if len(parts) == 3 && parts[0] == "scm" {
@@ -218,7 +220,7 @@ func projectPath(kind Kind, path string) (string, error) {
 		if len(parts) != 2 || !plainName(strings.TrimPrefix(parts[0], "~")) || !plainName(parts[1]) {
 			return "", errors.New("[scm/]<project key>/<repository>")
 		}
-	case AzureDevOps:
+	case settings.ForgeAzureDevOps:
 		// HTTPS: organization/project/_git/repository, or
 		// organization/_git/repository for the project's namesake; SSH:
 		// v3/organization/project/repository.
@@ -277,7 +279,7 @@ func plainName(s string) bool {
 // that name their own API (a GitHub App's githubAppEnterpriseBaseUrl) may
 // only name one of these: the hosts the controller sends tokens to, and
 // whose answers it reads, are the operator's choice alone.
-func (h *Hosts) APIURL(kind Kind, raw string) (*url.URL, error) {
+func (h *Hosts) APIURL(kind settings.Forge, raw string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimSuffix(strings.TrimSpace(raw), "/"))
 	if err == nil {
 		for k, in := range h.apis {
@@ -313,7 +315,7 @@ func sameAPI(api, u *url.URL) bool {
 		strings.TrimSuffix(u.Path, "/") == strings.TrimSuffix(api.Path, "/")
 }
 
-func (h *Hosts) known(kind Kind) []string {
+func (h *Hosts) known(kind settings.Forge) []string {
 	var out []string
 	for k := range h.apis {
 		if k.kind == kind {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // ClientOption configures a Client.
@@ -61,22 +62,22 @@ func (r Repository) Client(token string, rt http.RoundTripper, opts ...ClientOpt
 		opt(c)
 	}
 	switch r.Kind {
-	case GitHub:
+	case settings.ForgeGitHub:
 		c.auth, c.message = githubAuth, githubMessage
 		return &gitHub{caller: c, project: r.Project}, nil
-	case GitLab:
+	case settings.ForgeGitLab:
 		c.auth, c.message = gitlabAuth, gitlabMessage
 		return &gitLab{caller: c, project: r.Project}, nil
-	case Gitea:
+	case settings.ForgeGitea:
 		c.auth, c.message = giteaAuth, giteaMessage
 		return &gitea{caller: c, project: r.Project}, nil
-	case Bitbucket:
+	case settings.ForgeBitbucket:
 		c.auth, c.message = bitbucketAuth(c.username), bitbucketMessage
 		return &bitbucket{caller: c, project: r.Project}, nil
-	case BitbucketServer:
+	case settings.ForgeBitbucketServer:
 		c.auth, c.message = bitbucketServerAuth, bitbucketServerMessage
 		return newBitbucketServer(c, r.Project)
-	case AzureDevOps:
+	case settings.ForgeAzureDevOps:
 		c.auth, c.message = azureAuth, azureMessage
 		return newAzureDevOps(c, r.Project)
 	}
@@ -98,7 +99,7 @@ const userAgent = "argocd-image-updater"
 
 // caller makes the JSON calls of one service.
 type caller struct {
-	kind     Kind
+	kind     settings.Forge
 	base     string
 	token    string
 	username string
@@ -153,7 +154,7 @@ func (c *caller) do(ctx context.Context, method, endpoint string, in, out any) (
 	if err != nil {
 		return nil, c.scrub(fmt.Errorf("%s %s: %w", method, endpoint, err))
 	}
-	if resp.StatusCode == http.StatusNonAuthoritativeInfo && c.kind == AzureDevOps {
+	if resp.StatusCode == http.StatusNonAuthoritativeInfo && c.kind == settings.ForgeAzureDevOps {
 		// Azure DevOps answers a token it does not take with its sign-in
 		// page.
 		return nil, &Error{

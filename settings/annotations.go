@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 )
@@ -390,7 +389,7 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 	wb.GitBranch, _ = get(KeyGitBranch)
 	wb.GitRepository, _ = get(KeyGitRepository)
 	if v, _ := get(KeyGitPullRequest); v != "" && wb.Method == WriteBackGit {
-		kind, err := forge.ParseKind(v)
+		kind, err := ParseForge(v)
 		switch {
 		case err != nil:
 			*problems = append(*problems, Problem{Origin: AnnotationOrigin(KeyGitPullRequest), Message: err.Error()})

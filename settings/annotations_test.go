@@ -5,14 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/forge"
-
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/strategy"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 func ann(kv ...string) map[string]string {
@@ -273,14 +272,14 @@ func TestParseAnnotations(t *testing.T) {
 			name:        "pull request",
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", "main:image-updater-{{.SHA256}}", "git-pull-request", "gitlab"),
 			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: "main:image-updater-{{.SHA256}}", PullRequest: forge.GitLab},
+			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: "main:image-updater-{{.SHA256}}", PullRequest: ForgeGitLab},
 		},
 		{
 			name: "pull request labels",
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "github",
 				"git-pull-request-labels", " image-update, team-a,,image-update"),
 			wantImages: []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.GitHub, PullRequestLabels: []string{"image-update", "team-a"}},
+			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: ForgeGitHub, PullRequestLabels: []string{"image-update", "team-a"}},
 		},
 		{
 			name:         "pull request labels without a pull request",
@@ -308,20 +307,20 @@ func TestParseAnnotations(t *testing.T) {
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "forgejo",
 				"git-pull-request-labels", "image-update"),
 			wantImages: []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.Gitea, PullRequestLabels: []string{"image-update"}},
+			wantWB:     WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: ForgeGitea, PullRequestLabels: []string{"image-update"}},
 		},
 		{
 			name:        "azure devops",
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "azure-devops"),
 			wantImages:  []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.AzureDevOps},
+			wantWB:      WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: ForgeAzureDevOps},
 		},
 		{
 			name: "bitbucket data center, whose pull requests have no labels",
 			annotations: ann("image-list", "nginx", "write-back-method", "git", "git-branch", ":updates", "git-pull-request", "bitbucket-datacenter",
 				"git-pull-request-labels", "image-update"),
 			wantImages:   []ImageSpec{{Image: mustRef("nginx")}},
-			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: forge.BitbucketServer},
+			wantWB:       WriteBack{Method: WriteBackGit, GitBranch: ":updates", PullRequest: ForgeBitbucketServer},
 			wantProblems: []string{"git-pull-request-labels: ignored: bitbucket-server pull requests have no labels"},
 		},
 		{

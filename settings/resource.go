@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 )
@@ -209,7 +208,7 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 	var method, target string
 	var targetAt Origin
 	var pr Origin
-	var kind forge.Kind
+	var kind Forge
 	for i, l := range levels {
 		if l == nil {
 			continue
@@ -266,20 +265,20 @@ func writeBack(levels []*api.WriteBackConfig, at []Origin, problems *[]Problem) 
 
 // pullRequestKind is the service a pullRequest names; the CRD lets
 // exactly one be set.
-func pullRequestKind(p *api.PullRequestConfig) forge.Kind {
+func pullRequestKind(p *api.PullRequestConfig) Forge {
 	switch {
 	case p.GitHub != nil:
-		return forge.GitHub
+		return ForgeGitHub
 	case p.Gitea != nil:
-		return forge.Gitea
+		return ForgeGitea
 	case p.Bitbucket != nil:
-		return forge.Bitbucket
+		return ForgeBitbucket
 	case p.BitbucketServer != nil:
-		return forge.BitbucketServer
+		return ForgeBitbucketServer
 	case p.AzureDevOps != nil:
-		return forge.AzureDevOps
+		return ForgeAzureDevOps
 	}
-	return forge.GitLab
+	return ForgeGitLab
 }
 
 // PullRequestBranch is the branch a pull request of an ImageUpdater comes

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/forge"
 )
 
 // FuzzParseImageUpdater feeds ParseImageUpdater what a tenant may write in a resource: it
@@ -53,25 +52,25 @@ func TestWriteBackPullRequest(t *testing.T) {
 		name       string
 		branch     string
 		pr         *api.PullRequestConfig
-		want       forge.Kind
+		want       Forge
 		wantBranch string
 		wantLabels []string
 		// wantProblem is the one problem reported, if any.
 		wantProblem string
 	}{
-		{name: "github", branch: "main:image-updates", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}, want: forge.GitHub, wantBranch: "main:image-updates"},
-		{name: "gitlab", branch: ":image-updates", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}}, want: forge.GitLab, wantBranch: ":image-updates"},
-		{name: "gitea", branch: ":image-updates", pr: &api.PullRequestConfig{Gitea: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.Gitea, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
-		{name: "bitbucket", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}}, want: forge.Bitbucket, wantBranch: ":image-updates"},
-		{name: "bitbucket data center", branch: ":image-updates", pr: &api.PullRequestConfig{BitbucketServer: &api.ForgeConfig{}}, want: forge.BitbucketServer, wantBranch: ":image-updates"},
-		{name: "azure devops", branch: ":image-updates", pr: &api.PullRequestConfig{AzureDevOps: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.AzureDevOps, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
-		{name: "bitbucket labels are ignored", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: forge.Bitbucket, wantBranch: ":image-updates",
+		{name: "github", branch: "main:image-updates", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}}, want: ForgeGitHub, wantBranch: "main:image-updates"},
+		{name: "gitlab", branch: ":image-updates", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}}, want: ForgeGitLab, wantBranch: ":image-updates"},
+		{name: "gitea", branch: ":image-updates", pr: &api.PullRequestConfig{Gitea: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: ForgeGitea, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
+		{name: "bitbucket", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}}, want: ForgeBitbucket, wantBranch: ":image-updates"},
+		{name: "bitbucket data center", branch: ":image-updates", pr: &api.PullRequestConfig{BitbucketServer: &api.ForgeConfig{}}, want: ForgeBitbucketServer, wantBranch: ":image-updates"},
+		{name: "azure devops", branch: ":image-updates", pr: &api.PullRequestConfig{AzureDevOps: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: ForgeAzureDevOps, wantBranch: ":image-updates", wantLabels: []string{"image-update"}},
+		{name: "bitbucket labels are ignored", branch: ":image-updates", pr: &api.PullRequestConfig{Bitbucket: &api.ForgeConfig{}, Labels: []string{"image-update"}}, want: ForgeBitbucket, wantBranch: ":image-updates",
 			wantProblem: "spec.writeBackConfig.gitConfig.pullRequest.labels: ignored: bitbucket pull requests have no labels"},
 		{name: "none", branch: "main", wantBranch: "main"},
 		{name: "the base only, as v1.3.0", branch: "main", pr: &api.PullRequestConfig{GitHub: &api.ForgeConfig{}, Labels: []string{"image-update"}},
-			want: forge.GitHub, wantBranch: "main:image-updater-{{.TargetKey}}-{{.SHA256}}", wantLabels: []string{"image-update"}},
+			want: ForgeGitHub, wantBranch: "main:image-updater-{{.TargetKey}}-{{.SHA256}}", wantLabels: []string{"image-update"}},
 		{name: "no branch: the target revision is the base", pr: &api.PullRequestConfig{GitLab: &api.ForgeConfig{}},
-			want: forge.GitLab, wantBranch: ":image-updater-{{.TargetKey}}-{{.SHA256}}"},
+			want: ForgeGitLab, wantBranch: ":image-updater-{{.TargetKey}}-{{.SHA256}}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

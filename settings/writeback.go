@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/image-updater/argocd-image-updater/forge"
 )
 
 // WriteBackMethod says where a chosen version is written.
@@ -32,7 +30,7 @@ type WriteBack struct {
 	// its own and open (or update) a pull request on GitHub or a merge
 	// request on GitLab from it into the base branch; GitBranch must then
 	// name both ("base:branch" or ":branch").
-	PullRequest forge.Kind
+	PullRequest Forge
 	// PullRequestLabels are put on the request when it is opened.
 	PullRequestLabels []string
 	// MethodOrigin is where the method is written, or would be.

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/forge"
-
 	"github.com/spf13/cobra"
+
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 func TestExecute(t *testing.T) {
@@ -235,39 +235,39 @@ func TestPullRequestFlags(t *testing.T) {
 		name    string
 		args    []string
 		env     map[string]string
-		known   map[forge.Kind]string // kind → a repository that must have an API
-		unknown map[forge.Kind]string // kind → a repository that must not
+		known   map[settings.Forge]string // kind → a repository that must have an API
+		unknown map[settings.Forge]string // kind → a repository that must not
 		wantErr string
 	}{
 		{
 			name:    "default",
-			known:   map[forge.Kind]string{forge.GitHub: "https://github.com/o/r", forge.GitLab: "git@gitlab.com:g/p.git"},
-			unknown: map[forge.Kind]string{forge.GitHub: "https://github.example.com/o/r", forge.GitLab: "https://github.com/o/r"},
+			known:   map[settings.Forge]string{settings.ForgeGitHub: "https://github.com/o/r", settings.ForgeGitLab: "git@gitlab.com:g/p.git"},
+			unknown: map[settings.Forge]string{settings.ForgeGitHub: "https://github.example.com/o/r", settings.ForgeGitLab: "https://github.com/o/r"},
 		},
 		{
 			name:  "flags",
 			args:  []string{"--github-enterprise-api-url", "https://github.example.com/api/v3", "--gitlab-url", "https://gitlab.example.com"},
-			known: map[forge.Kind]string{forge.GitHub: "https://github.example.com/o/r", forge.GitLab: "https://gitlab.example.com/g/p"},
+			known: map[settings.Forge]string{settings.ForgeGitHub: "https://github.example.com/o/r", settings.ForgeGitLab: "https://gitlab.example.com/g/p"},
 		},
 		{
 			name:    "environment",
 			env:     map[string]string{"IMAGE_UPDATER_GITHUB_ENTERPRISE_API_URLS": "https://a.example/api/v3,https://b.example/api/v3", "IMAGE_UPDATER_GITLAB_URLS": "https://c.example"},
-			known:   map[forge.Kind]string{forge.GitHub: "https://b.example/o/r", forge.GitLab: "https://c.example/g/p"},
-			unknown: map[forge.Kind]string{forge.GitLab: "https://a.example/g/p"},
+			known:   map[settings.Forge]string{settings.ForgeGitHub: "https://b.example/o/r", settings.ForgeGitLab: "https://c.example/g/p"},
+			unknown: map[settings.Forge]string{settings.ForgeGitLab: "https://a.example/g/p"},
 		},
 		{
 			name: "other forges' flags",
 			args: []string{"--gitea-url", "https://git.example.com", "--bitbucket-server-url", "https://example.com/bitbucket", "--azure-devops-url", "https://tfs.example.com/tfs"},
-			known: map[forge.Kind]string{forge.Gitea: "https://git.example.com/o/r", forge.BitbucketServer: "https://example.com/bitbucket/scm/PRJ/r.git",
-				forge.AzureDevOps: "https://tfs.example.com/tfs/DefaultCollection/p/_git/r"},
-			unknown: map[forge.Kind]string{forge.Gitea: "https://example.com/o/r", forge.Bitbucket: "https://example.com/o/r"},
+			known: map[settings.Forge]string{settings.ForgeGitea: "https://git.example.com/o/r", settings.ForgeBitbucketServer: "https://example.com/bitbucket/scm/PRJ/r.git",
+				settings.ForgeAzureDevOps: "https://tfs.example.com/tfs/DefaultCollection/p/_git/r"},
+			unknown: map[settings.Forge]string{settings.ForgeGitea: "https://example.com/o/r", settings.ForgeBitbucket: "https://example.com/o/r"},
 		},
 		{
 			name: "other forges' environment",
 			env: map[string]string{"IMAGE_UPDATER_GITEA_URLS": "https://a.example,https://b.example", "IMAGE_UPDATER_BITBUCKET_SERVER_URLS": "https://c.example",
 				"IMAGE_UPDATER_AZURE_DEVOPS_URLS": "https://d.example"},
-			known: map[forge.Kind]string{forge.Gitea: "https://b.example/o/r", forge.BitbucketServer: "ssh://git@c.example:7999/PRJ/r.git",
-				forge.AzureDevOps: "https://d.example/c/p/_git/r", forge.Bitbucket: "git@bitbucket.org:w/r.git"},
+			known: map[settings.Forge]string{settings.ForgeGitea: "https://b.example/o/r", settings.ForgeBitbucketServer: "ssh://git@c.example:7999/PRJ/r.git",
+				settings.ForgeAzureDevOps: "https://d.example/c/p/_git/r", settings.ForgeBitbucket: "git@bitbucket.org:w/r.git"},
 		},
 		{name: "plain http", args: []string{"--gitlab-url", "http://gitlab.example.com"}, wantErr: "tokens go only over https"},
 		{name: "plain http to gitea", args: []string{"--gitea-url", "http://git.example.com"}, wantErr: "Gitea URL: \"http://git.example.com\": tokens go only over https"},

@@ -17,6 +17,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/registry"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
@@ -386,9 +387,9 @@ func (o *runOptions) validate() error {
 		return usageErrorf("--git-clone-dir must not be empty")
 	}
 	if o.forgeHosts, err = forge.NewHosts(o.githubEnterpriseAPIs, o.gitlabURLs,
-		forge.WithInstances(forge.Gitea, o.giteaURLs...),
-		forge.WithInstances(forge.BitbucketServer, o.bitbucketServerURLs...),
-		forge.WithInstances(forge.AzureDevOps, o.azureDevOpsURLs...)); err != nil {
+		forge.WithInstances(settings.ForgeGitea, o.giteaURLs...),
+		forge.WithInstances(settings.ForgeBitbucketServer, o.bitbucketServerURLs...),
+		forge.WithInstances(settings.ForgeAzureDevOps, o.azureDevOpsURLs...)); err != nil {
 		return usageErrorf("--github-enterprise-api-url, --gitlab-url, --gitea-url, --bitbucket-server-url or --azure-devops-url: %v", err)
 	}
 	if o.stallTimeout == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/utils/merkletrie"
 
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -27,7 +28,7 @@ func (w *Writer) apiCommitter(ctx context.Context, creds *gitauth.Resolver, url 
 		log.Warn("--git-commit-method api commits through the GitHub API with a GitHub App's credentials only; these are not, so the commits are pushed with git")
 		return nil, nothing, nil
 	}
-	repo, err := w.cfg.forges.Lookup(forge.GitHub, url)
+	repo, err := w.cfg.forges.Lookup(settings.ForgeGitHub, url)
 	if err != nil {
 		log.Warn("--git-commit-method api: the repository is not on a GitHub host the controller knows, so the commits are pushed with git", "error", err)
 		return nil, nothing, nil

@@ -294,9 +294,9 @@ func TestReviewBranchesBound(t *testing.T) {
 	}
 	const token = "token-0123456789abcdef"
 	for _, tt := range []struct {
-		kind forge.Kind
+		kind settings.Forge
 		api  reviewAPI
-	}{{forge.GitHub, gh}, {forge.GitLab, gl}} {
+	}{{settings.ForgeGitHub, gh}, {settings.ForgeGitLab, gl}} {
 		t.Run(string(tt.kind), func(t *testing.T) {
 			tt.api.AcceptToken(token)
 			repo, err := hosts.Lookup(tt.kind, "https://127.0.0.1/example/deploy.git")

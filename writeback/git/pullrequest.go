@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
@@ -124,7 +125,7 @@ const maxReviewBranches = 100
 // writeBranch does, then opens one request from it into plan.base, or
 // brings the open one's title and description up to date. A failure of
 // the request fails the Applications it would have listed.
-func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, kind forge.Kind, apps []*appWrite, retry *transientRetry) {
+func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, kind settings.Forge, apps []*appWrite, retry *transientRetry) {
 	if plan.target == plan.base {
 		failAll(apps, invalidTarget{fmt.Errorf("a %s pull request needs a branch other than its base %s: set git-branch to <base>:<branch>", kind, plan.base)})
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -29,7 +30,7 @@ type reviewAPI interface {
 
 // reviewEnv is one service's stand-in with a writer that knows it.
 type reviewEnv struct {
-	kind  forge.Kind
+	kind  settings.Forge
 	api   reviewAPI
 	hosts *forge.Hosts
 	// gitPath is where the git server keeps the repository the service
@@ -55,8 +56,8 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 	// All serve the git server's host, 127.0.0.1; each writer is told
 	// which one the Applications name.
 	hosts, err := forge.NewHosts([]string{gh.URL}, []string{gl.URL},
-		forge.WithInstances(forge.Gitea, gt.URL), forge.WithInstances(forge.Bitbucket, bb.URL),
-		forge.WithInstances(forge.BitbucketServer, bbs.URL), forge.WithInstances(forge.AzureDevOps, az.URL))
+		forge.WithInstances(settings.ForgeGitea, gt.URL), forge.WithInstances(settings.ForgeBitbucket, bb.URL),
+		forge.WithInstances(settings.ForgeBitbucketServer, bbs.URL), forge.WithInstances(settings.ForgeAzureDevOps, az.URL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 		return "/" + org + "/" + proj + "/_apis/git/repositories/" + repo + "/pullrequests"
 	}
 	envs := []reviewEnv{
-		{kind: forge.GitHub, api: gh, gitPath: same, list: ghList, find: get(ghList),
+		{kind: settings.ForgeGitHub, api: gh, gitPath: same, list: ghList, find: get(ghList),
 			open: func(name string, n int, labels []string) []string {
 				calls := []string{"POST " + ghList(name)}
 				if len(labels) > 0 {
@@ -97,9 +98,9 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 				return calls
 			},
 			update: func(name string, n int) []string { return one("PATCH")(ghList(name))(name, n) }},
-		{kind: forge.GitLab, api: gl, gitPath: same, list: glList, find: get(glList), open: post(glList),
+		{kind: settings.ForgeGitLab, api: gl, gitPath: same, list: glList, find: get(glList), open: post(glList),
 			update: func(name string, n int) []string { return one("PUT")(glList(name))(name, n) }},
-		{kind: forge.Gitea, api: gt, gitPath: same, list: gtList, find: get(gtList),
+		{kind: settings.ForgeGitea, api: gt, gitPath: same, list: gtList, find: get(gtList),
 			open: func(name string, _ int, labels []string) []string {
 				var calls []string
 				if len(labels) > 0 {
@@ -111,14 +112,14 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 				return append(calls, "POST "+gtList(name))
 			},
 			update: func(name string, n int) []string { return one("PATCH")(gtList(name))(name, n) }},
-		{kind: forge.Bitbucket, api: bb, gitPath: same, list: bbList, find: get(bbList), open: post(bbList),
+		{kind: settings.ForgeBitbucket, api: bb, gitPath: same, list: bbList, find: get(bbList), open: post(bbList),
 			update: func(name string, n int) []string { return one("PUT")(bbList(name))(name, n) }},
-		{kind: forge.BitbucketServer, api: bbs, list: bbsList, find: get(bbsList), open: post(bbsList),
+		{kind: settings.ForgeBitbucketServer, api: bbs, list: bbsList, find: get(bbsList), open: post(bbsList),
 			gitPath: func(name string) string { return "bitbucket/scm/" + name },
 			update: func(name string, n int) []string {
 				return append(one("GET")(bbsList(name))(name, n), one("PUT")(bbsList(name))(name, n)...)
 			}},
-		{kind: forge.AzureDevOps, api: az, list: azList, open: post(azList),
+		{kind: settings.ForgeAzureDevOps, api: az, list: azList, open: post(azList),
 			gitPath: func(name string) string {
 				org, rest, _ := strings.Cut(name, "/")
 				proj, repo, _ := strings.Cut(rest, "/")
@@ -157,11 +158,11 @@ func (e *gitEnv) reviewEnvs(t *testing.T, ca *testenv.CA) []reviewEnv {
 // reviewName is the repository a test of kind names name on that
 // service: Bitbucket Data Center's project keys are upper case, Azure
 // DevOps' repositories belong to an organization's project.
-func reviewName(kind forge.Kind, name string) string {
+func reviewName(kind settings.Forge, name string) string {
 	switch kind {
-	case forge.BitbucketServer:
+	case settings.ForgeBitbucketServer:
 		return "PRJ/" + name
-	case forge.AzureDevOps:
+	case settings.ForgeAzureDevOps:
 		return "org/project/" + name
 	}
 	return "example/" + name
@@ -169,7 +170,7 @@ func reviewName(kind forge.Kind, name string) string {
 
 // reviewUpdate is an Application of repository url moving app to tag on
 // the branch image-updates, with a request of kind.
-func reviewUpdate(name, url, tag string, kind forge.Kind) update {
+func reviewUpdate(name, url, tag string, kind settings.Forge) update {
 	u := appUpdate(name, url)
 	u.Branch = "main:image-updates"
 	u.PullRequest = kind
@@ -289,28 +290,28 @@ func (e *gitEnv) testPullRequestErrors(t *testing.T) {
 		name    string
 		status  int
 		noHosts bool
-		want    map[forge.Kind]string
+		want    map[settings.Forge]string
 	}{
-		{name: "401", status: http.StatusUnauthorized, want: map[forge.Kind]string{
-			forge.GitHub: `401 Unauthorized: "Bad credentials"`, forge.GitLab: `401 Unauthorized: "401 Unauthorized"`,
-			forge.Gitea: `401 Unauthorized: "Unauthorized"`, forge.Bitbucket: `401 Unauthorized: "Unauthorized"`,
-			forge.BitbucketServer: `401 Unauthorized: "Unauthorized (ServiceException)"`, forge.AzureDevOps: `401 Unauthorized: "TF400813: Unauthorized`}},
-		{name: "403", status: http.StatusForbidden, want: map[forge.Kind]string{
-			forge.GitHub: `403 Forbidden: "Resource not accessible by integration"`, forge.GitLab: "403 Forbidden",
-			forge.Gitea: "403 Forbidden", forge.Bitbucket: "403 Forbidden", forge.BitbucketServer: "403 Forbidden", forge.AzureDevOps: "403 Forbidden"}},
-		{name: "422", status: http.StatusUnprocessableEntity, want: map[forge.Kind]string{
-			forge.GitHub: `422 Unprocessable Entity: "Validation Failed"`, forge.GitLab: "422 Unprocessable Entity",
-			forge.Gitea: "422 Unprocessable Entity", forge.Bitbucket: "422 Unprocessable Entity", forge.BitbucketServer: "422 Unprocessable Entity", forge.AzureDevOps: "422 Unprocessable Entity"}},
-		{name: "503", status: http.StatusServiceUnavailable, want: map[forge.Kind]string{
-			forge.GitHub: "503 Service Unavailable", forge.GitLab: "503 Service Unavailable",
-			forge.Gitea: "503 Service Unavailable", forge.Bitbucket: "503 Service Unavailable", forge.BitbucketServer: "503 Service Unavailable", forge.AzureDevOps: "503 Service Unavailable"}},
-		{name: "host not configured", noHosts: true, want: map[forge.Kind]string{
-			forge.GitHub:          "no github API is configured for host 127.0.0.1 (known hosts: github.com)",
-			forge.GitLab:          "no gitlab API is configured for host 127.0.0.1 (known hosts: gitlab.com)",
-			forge.Gitea:           "no gitea API is configured for host 127.0.0.1 (known hosts: codeberg.org, gitea.com)",
-			forge.Bitbucket:       "no bitbucket API is configured for host 127.0.0.1 (known hosts: bitbucket.org)",
-			forge.BitbucketServer: "no bitbucket-server API is configured for host 127.0.0.1 (known hosts: none)",
-			forge.AzureDevOps:     "no azure-devops API is configured for host 127.0.0.1 (known hosts: dev.azure.com)"}},
+		{name: "401", status: http.StatusUnauthorized, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `401 Unauthorized: "Bad credentials"`, settings.ForgeGitLab: `401 Unauthorized: "401 Unauthorized"`,
+			settings.ForgeGitea: `401 Unauthorized: "Unauthorized"`, settings.ForgeBitbucket: `401 Unauthorized: "Unauthorized"`,
+			settings.ForgeBitbucketServer: `401 Unauthorized: "Unauthorized (ServiceException)"`, settings.ForgeAzureDevOps: `401 Unauthorized: "TF400813: Unauthorized`}},
+		{name: "403", status: http.StatusForbidden, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `403 Forbidden: "Resource not accessible by integration"`, settings.ForgeGitLab: "403 Forbidden",
+			settings.ForgeGitea: "403 Forbidden", settings.ForgeBitbucket: "403 Forbidden", settings.ForgeBitbucketServer: "403 Forbidden", settings.ForgeAzureDevOps: "403 Forbidden"}},
+		{name: "422", status: http.StatusUnprocessableEntity, want: map[settings.Forge]string{
+			settings.ForgeGitHub: `422 Unprocessable Entity: "Validation Failed"`, settings.ForgeGitLab: "422 Unprocessable Entity",
+			settings.ForgeGitea: "422 Unprocessable Entity", settings.ForgeBitbucket: "422 Unprocessable Entity", settings.ForgeBitbucketServer: "422 Unprocessable Entity", settings.ForgeAzureDevOps: "422 Unprocessable Entity"}},
+		{name: "503", status: http.StatusServiceUnavailable, want: map[settings.Forge]string{
+			settings.ForgeGitHub: "503 Service Unavailable", settings.ForgeGitLab: "503 Service Unavailable",
+			settings.ForgeGitea: "503 Service Unavailable", settings.ForgeBitbucket: "503 Service Unavailable", settings.ForgeBitbucketServer: "503 Service Unavailable", settings.ForgeAzureDevOps: "503 Service Unavailable"}},
+		{name: "host not configured", noHosts: true, want: map[settings.Forge]string{
+			settings.ForgeGitHub:          "no github API is configured for host 127.0.0.1 (known hosts: github.com)",
+			settings.ForgeGitLab:          "no gitlab API is configured for host 127.0.0.1 (known hosts: gitlab.com)",
+			settings.ForgeGitea:           "no gitea API is configured for host 127.0.0.1 (known hosts: codeberg.org, gitea.com)",
+			settings.ForgeBitbucket:       "no bitbucket API is configured for host 127.0.0.1 (known hosts: bitbucket.org)",
+			settings.ForgeBitbucketServer: "no bitbucket-server API is configured for host 127.0.0.1 (known hosts: none)",
+			settings.ForgeAzureDevOps:     "no azure-devops API is configured for host 127.0.0.1 (known hosts: dev.azure.com)"}},
 	}
 	for _, r := range envs {
 		for i, tt := range tests {

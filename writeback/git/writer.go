@@ -82,7 +82,7 @@ type update struct {
 	// PullRequest, when set, pushes to the target branch of Branch, which
 	// must differ from its base, and opens or updates a pull request (or
 	// merge request) from it into the base (see WithForgeHosts).
-	PullRequest forge.Kind
+	PullRequest settings.Forge
 	// PullRequestLabels are put on the request when it is opened; those
 	// of every Application in it.
 	PullRequestLabels []string
@@ -104,7 +104,7 @@ func (u update) validate() error {
 		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	if u.PullRequest != "" {
-		if _, err := forge.ParseKind(string(u.PullRequest)); err != nil {
+		if _, err := settings.ParseForge(string(u.PullRequest)); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -556,7 +556,7 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	}
 	type groupKey struct {
 		target string
-		review forge.Kind
+		review settings.Forge
 	}
 	var groups []*branchGroup
 	byTarget := map[groupKey]*branchGroup{}

@@ -19,6 +19,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // defaultGitHubAPI is where installation tokens come from unless the
@@ -136,7 +137,7 @@ func NewGitHubTokens(apis *forge.Hosts) *GitHubTokens {
 // allow is refused before anything is sent: the Secret that names it may
 // be a tenant's, and the answer would reach the tenant's errors.
 func (g *GitHubTokens) token(ctx context.Context, app githubApp, source string, rt http.RoundTripper) (string, error) {
-	if _, err := g.apis.APIURL(forge.GitHub, app.baseURL); err != nil {
+	if _, err := g.apis.APIURL(settings.ForgeGitHub, app.baseURL); err != nil {
 		return "", fmt.Errorf("githubAppEnterpriseBaseUrl %q in %s: %v; the operator allows a GitHub Enterprise Server with --github-enterprise-api-url", app.baseURL, source, err)
 	}
 	key := app.cacheKey()
