@@ -20,8 +20,10 @@ import (
 // and tells it what was written.
 type HealthGate interface {
 	// Skipped are the versions of the image (by its settings.ImageSpec
-	// Key) that are not to be written for app.
-	Skipped(app *application.Application, image string) []imageref.Version
+	// Key) that are not to be written for app, which holds current of it
+	// now: a version the updater wrote that someone else replaced by an
+	// older one is skipped from then on (held).
+	Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) []imageref.Version
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
@@ -38,7 +40,7 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 	if u.gate == nil {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
-	skipped := u.gate.Skipped(j.app, j.spec.Key())
+	skipped := u.gate.Skipped(ctx, j.app, j.spec.Key(), j.current)
 	if len(skipped) == 0 {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}

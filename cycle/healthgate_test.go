@@ -23,7 +23,7 @@ type skipGate struct {
 	written []writeback.Result
 }
 
-func (g *skipGate) Skipped(_ *application.Application, image string) []imageref.Version {
+func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) []imageref.Version {
 	return g.skipped[image]
 }
 
