@@ -216,16 +216,17 @@ func (g *Gate) Load(apps []*application.Application, updaters []*api.ImageUpdate
 // then replaced by an older one (see rolledBack) was rolled back by
 // someone else: unless the Application's rollback-hold is "false", it is
 // skipped from then on, which holds the image at what that person chose
-// until a version other than it (the strategy's next best) appears or
-// health-gate-clear lifts the hold. A zero current tells nothing.
-func (g *Gate) Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) []imageref.Version {
+// until a newer version appears or health-gate-clear lifts the hold;
+// heldFrom is that version while the hold lasts. A zero current tells
+// nothing.
+func (g *Gate) Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) (skipped []imageref.Version, heldFrom imageref.Version) {
 	key := keyOf(app)
 	now := g.now()
 	g.mu.Lock()
 	st := g.states[key]
 	if st == nil {
 		g.mu.Unlock()
-		return nil
+		return nil, imageref.Version{}
 	}
 	save, held := false, ""
 	if r := st.record(image); r != nil && !current.IsZero() {
@@ -244,12 +245,15 @@ func (g *Gate) Skipped(ctx context.Context, app *application.Application, image 
 			r.Message = fmt.Sprintf("rolled back to %s by someone else; %s is skipped until %s lifts the hold", current, r.Version, ClearAnnotation)
 			if !already {
 				st.skip(image, r.Version, reason, now)
-				held = fmt.Sprintf("image %s: version %s, which the updater wrote, was rolled back to %s by someone else; the image is held: %s is not written again, a version other than it is written when one is chosen; set %s to %q to lift the hold", image, r.Version, current, r.Version, ClearAnnotation, image+":"+r.Version)
+				held = fmt.Sprintf("image %s: version %s, which the updater wrote, was rolled back to %s by someone else; the image is held: neither %s nor an older version is written again, a newer one is when it appears; set %s to %q to lift the hold", image, r.Version, current, r.Version, ClearAnnotation, image+":"+r.Version)
 			}
 			save = true
 		}
 	}
-	out := st.skippedVersions(image)
+	skipped = st.skippedVersions(image)
+	if r := st.record(image); r != nil && r.State == api.HealthGateRolledBack && slices.Contains(skipped, imageref.ParseVersion(r.Version)) {
+		heldFrom = imageref.ParseVersion(r.Version)
+	}
 	g.mu.Unlock()
 	if held != "" {
 		g.event(app, corev1.EventTypeWarning, ReasonHeld, held)
@@ -258,7 +262,7 @@ func (g *Gate) Skipped(ctx context.Context, app *application.Application, image 
 	if save {
 		g.save(ctx, key)
 	}
-	return out
+	return skipped, heldFrom
 }
 
 // seen tells whether the version of a record was seen in its Application

@@ -282,7 +282,7 @@ func TestGateReverts(t *testing.T) {
 			r.log = nil
 			r.gate.Evaluate(t.Context())
 			rec := r.record(t, "shop")
-			skipped := r.gate.Skipped(t.Context(), app, "app", imageref.Version{})
+			skipped, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{})
 			if tt.cause == "" {
 				if rec.State != api.HealthGatePending || len(r.rev.got) != 0 || len(skipped) != 0 {
 					t.Fatalf("judged: %+v, reverts %v, skipped %v", rec, r.rev.got, skipped)
@@ -382,7 +382,7 @@ func TestGateRevertRetried(t *testing.T) {
 	if len(ev) != 2 || !strings.HasPrefix(ev[0], "Warning HealthGateRevertFailed") || !strings.Contains(ev[0], "connection refused") || !strings.HasPrefix(ev[1], "Warning HealthGateSkipped") {
 		t.Errorf("events %q", ev)
 	}
-	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 1 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 1 {
 		t.Errorf("skipped %v", got)
 	}
 	if got := testutil.ToFloat64(r.gate.metrics.revertErrors); got != 2 {
@@ -420,7 +420,7 @@ func TestGateResumes(t *testing.T) {
 	cart2.ImageUpdater = types.NamespacedName{Namespace: "argocd", Name: "iu"}
 	iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "iu"}, Status: api.ImageUpdaterStatus{HealthGate: records, SkippedVersions: skipped}}
 	second.gate.Load([]*application.Application{shop2, cart2}, []*api.ImageUpdater{iu})
-	if got := second.gate.Skipped(t.Context(), cart2, "app", imageref.Version{}); !slices.Equal(got, []imageref.Version{{Tag: "2.1.0"}}) {
+	if got, _ := second.gate.Skipped(t.Context(), cart2, "app", imageref.Version{}); !slices.Equal(got, []imageref.Version{{Tag: "2.1.0"}}) {
 		t.Errorf("skipped after the restart %v", got)
 	}
 	second.gate.Evaluate(t.Context())
@@ -461,10 +461,10 @@ func TestGateClear(t *testing.T) {
 	r.gate.OnUpdate(application.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "shop", "namespace": "argocd"}}}))
 	app = r.apps.set(t, "shop", with, argo("Healthy", "1.0.0", nil))
 	r.gate.Evaluate(t.Context())
-	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 0 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 0 {
 		t.Errorf("app still skips %v", got)
 	}
-	if got := r.gate.Skipped(t.Context(), app, "web", imageref.Version{}); len(got) != 1 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "web", imageref.Version{}); len(got) != 1 {
 		t.Errorf("web skips %v", got)
 	}
 	if want := []string{"save shop", "unclear shop app:1.2.0, 1.1.0"}; !slices.Equal(r.log, want) {
@@ -560,24 +560,25 @@ func TestRollbackHold(t *testing.T) {
 			app := r.apps.set(t, "shop", tt.annotations, argo("Healthy", "1.0.0", nil))
 			r.written(t, app, "1.0.0", "1.1.0", "c0ffee")
 			if tt.seenFirst {
-				if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"}); len(got) != 0 {
+				if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"}); len(got) != 0 {
 					t.Fatalf("skipped %v while it holds what was written", got)
 				}
 			}
 			r.takeEvents()
 			var got []imageref.Version
+			var heldFrom imageref.Version
 			for range 2 { // a later cycle holds as the first
-				got = r.gate.Skipped(t.Context(), app, "app", imageref.ParseVersion(tt.current))
+				got, heldFrom = r.gate.Skipped(t.Context(), app, "app", imageref.ParseVersion(tt.current))
 			}
 			events := r.takeEvents()
 			if !tt.held {
-				if len(got) != 0 || len(events) != 0 {
-					t.Fatalf("skipped %v, events %q; want nothing held", got, events)
+				if len(got) != 0 || len(events) != 0 || !heldFrom.IsZero() {
+					t.Fatalf("skipped %v, held from %v, events %q; want nothing held", got, heldFrom, events)
 				}
 				return
 			}
-			if !slices.Equal(got, []imageref.Version{{Tag: "1.1.0"}}) {
-				t.Fatalf("skipped %v, want 1.1.0", got)
+			if !slices.Equal(got, []imageref.Version{{Tag: "1.1.0"}}) || heldFrom != (imageref.Version{Tag: "1.1.0"}) {
+				t.Fatalf("skipped %v, held from %v, want 1.1.0", got, heldFrom)
 			}
 			if len(events) != 1 || !strings.Contains(events[0], "Warning ImageHeld image app: version 1.1.0") || !strings.Contains(events[0], "rolled back to "+tt.current) {
 				t.Errorf("events %q, want one ImageHeld naming both versions", events)
@@ -602,12 +603,12 @@ func TestRollbackHoldLifted(t *testing.T) {
 	plain := map[string]string{"image-list": "app=" + image}
 	app := r.apps.set(t, "shop", plain, argo("Healthy", "1.0.0", nil))
 	r.written(t, app, "1.0.0", "1.1.0", "")
-	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 1 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 1 {
 		t.Fatalf("skipped %v, want 1.1.0 held", got)
 	}
 	r.apps.set(t, "shop", map[string]string{"image-list": "app=" + image, "health-gate-clear": "app:1.1.0"}, argo("Healthy", "1.0.0", nil))
 	r.gate.Evaluate(t.Context())
-	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 0 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 0 {
 		t.Fatalf("skipped %v after the hold was lifted", got)
 	}
 	if !slices.Contains(r.log, "unclear shop app:1.1.0") {
