@@ -27,7 +27,7 @@ import (
 func TestRollback(t *testing.T) {
 	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
-		for _, name := range []string{"rb-argocd", "rb-git"} {
+		for _, name := range []string{"rb-argocd", "rb-git", "rb-off"} {
 			for path, content := range overlay(name, reg) {
 				files[path] = content
 			}
@@ -56,7 +56,9 @@ func TestRollback(t *testing.T) {
 		if st := w.gateState(t, "rb-argocd"); len(st.Skipped) != 1 || st.Skipped[0].Version != "1.1.0" || !strings.Contains(st.Skipped[0].Reason, "rolled back to 1.0.0") {
 			t.Errorf("skipped %+v", st.Skipped)
 		}
-		// Two more cycles later, it still holds what the person chose.
+		// Two more cycles later, it still holds what the person chose, even
+		// with a version between pushed.
+		w.push(t, "rb-argocd-app", "1.0.5")
 		w.waitCycles(t, c, 2)
 		if got := w.kustomizeImages(t, "rb-argocd"); !slices.Equal(got, []string{app + ":1.0.0"}) {
 			t.Fatalf("override %v after the hold, want %s:1.0.0", got, app)
@@ -117,6 +119,32 @@ func TestRollback(t *testing.T) {
 
 		w.push(t, "rb-git-app", "1.2.0")
 		w.waitDeployed(t, "rb-git", "front", app+":1.2.0", web)
+	})
+
+	t.Run("rollback-hold false: the version rolled back is written again", func(t *testing.T) {
+		app, web := w.push(t, "rb-off-app", "1.0.0"), w.reg.Repo("rb-off-web")+":v0.0.1"
+		w.push(t, "rb-off-app", "1.1.0")
+		w.createApp(t, "rb-off", "rb-off/overlays/production", nil, map[string]string{
+			"image-list":          "app=" + app,
+			"app.update-strategy": "semver",
+			"write-back-method":   "argocd",
+			"rollback-hold":       "false",
+		})
+		w.waitDeployed(t, "rb-off", "front", app+":v0.0.1", web)
+		c := w.startController(t, "rb-off")
+		w.waitDeployed(t, "rb-off", "front", app+":1.1.0", web)
+		w.setKustomizeImages(t, "rb-off", app+":1.0.0")
+		w.waitCycles(t, c, 2)
+		if got := w.kustomizeImages(t, "rb-off"); !slices.Equal(got, []string{app + ":1.1.0"}) {
+			t.Fatalf("override %v, want %s:1.1.0 written again", got, app)
+		}
+		w.waitDeployed(t, "rb-off", "front", app+":1.1.0", web)
+		if rec := gateRecord(t, w.gateState(t, "rb-off"), "app"); rec.State != api.HealthGateWritten {
+			t.Errorf("record %+v", rec)
+		}
+		if slices.Contains(w.eventReasons(t, "rb-off"), healthgate.ReasonHeld) {
+			t.Errorf("events %v", w.eventReasons(t, "rb-off"))
+		}
 	})
 }
 
