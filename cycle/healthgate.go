@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -20,8 +22,12 @@ import (
 // and tells it what was written.
 type HealthGate interface {
 	// Skipped are the versions of the image (by its settings.ImageSpec
-	// Key) that are not to be written for app.
-	Skipped(app *application.Application, image string) []imageref.Version
+	// Key) that are not to be written for app, which holds current of it
+	// now: a version the updater wrote that someone else replaced by an
+	// older one is skipped from then on (held), and returned as heldFrom
+	// (zero when the image is not held): no version older than it is
+	// written either.
+	Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) (skipped []imageref.Version, heldFrom imageref.Version)
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
@@ -32,19 +38,22 @@ type HealthGate interface {
 func WithHealthGate(g HealthGate) Option { return func(u *Updater) { u.gate = g } }
 
 // chooseGated is chooseOne without the versions the health gate skips for
-// the job's image: skipped tags are not candidates, and a skipped digest
-// chosen (the digest strategy follows one tag) is not an update.
+// the job's image: skipped tags are not candidates, nor, while the image
+// is held after a rollback, semantic versions not newer than the one
+// rolled back from; a skipped digest chosen (the digest strategy follows
+// one tag) is not an update.
 func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[keyID]loadedKey) outcome {
 	if u.gate == nil {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
-	skipped := u.gate.Skipped(j.app, j.spec.Key())
+	skipped, heldFrom := u.gate.Skipped(ctx, j.app, j.spec.Key(), j.current)
 	if len(skipped) == 0 {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
+	held, _ := semver.NewVersion(heldFrom.Tag)
 	var passed []string
 	tr.tags = slices.DeleteFunc(slices.Clone(tr.tags), func(tag string) bool {
-		if slices.Contains(skipped, imageref.Version{Tag: tag}) {
+		if slices.Contains(skipped, imageref.Version{Tag: tag}) || held != nil && tag != j.current.Tag && notNewer(tag, held) {
 			passed = append(passed, tag)
 			return true
 		}
@@ -58,6 +67,12 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 		o.result.Reason += fmt.Sprintf("; passed over what the health gate skips: %s", strings.Join(passed, ", "))
 	}
 	return o
+}
+
+// notNewer tells whether tag is a semantic version not newer than held.
+func notNewer(tag string, held *semver.Version) bool {
+	v, err := semver.NewVersion(tag)
+	return err == nil && !v.GreaterThan(held)
 }
 
 // gateWritten tells the health gate of a write that persisted versions

@@ -18,13 +18,14 @@ import (
 
 // skipGate skips fixed versions per image key and records what it is told.
 type skipGate struct {
-	skipped map[string][]imageref.Version
-	mu      sync.Mutex
-	written []writeback.Result
+	skipped  map[string][]imageref.Version
+	heldFrom map[string]imageref.Version
+	mu       sync.Mutex
+	written  []writeback.Result
 }
 
-func (g *skipGate) Skipped(_ *application.Application, image string) []imageref.Version {
-	return g.skipped[image]
+func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) ([]imageref.Version, imageref.Version) {
+	return g.skipped[image], g.heldFrom[image]
 }
 
 func (g *skipGate) Written(_ context.Context, _ *application.Application, res writeback.Result) {
@@ -74,12 +75,16 @@ func TestHealthGateSkips(t *testing.T) {
 		constraint string
 		tags       []string
 		skipped    []imageref.Version
+		heldFrom   string // the image is held after a rollback from it
 		want       string // the version written, "" for none
 	}{
 		{name: "nothing skipped", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, want: "1.2.0"},
 		{name: "the newest skipped: the one before", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.2.0"}}, want: "1.1.0"},
 		{name: "every newer one skipped: no update", tags: []string{"1.0.0", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}},
 		{name: "a newer one than the skipped", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, want: "1.2.0"},
+		{name: "held: nothing newer than the version rolled back from", tags: []string{"1.0.0", "1.0.5", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0"},
+		{name: "held: a newer version is written", tags: []string{"1.0.0", "1.0.5", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", want: "1.2.0"},
+		{name: "held: tags that are not semantic versions are left to the strategy", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0", "nightly"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", want: "nightly"},
 		{name: "another digest of the tag is not skipped", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0", Digest: "sha256:aa"}}, want: "1.1.0"},
 		{name: "the digest a followed tag points to", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}},
 		{name: "another digest of the followed tag", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:aa"}}, want: "stable@sha256:bb"},
@@ -100,7 +105,7 @@ func TestHealthGateSkips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := &skipGate{skipped: map[string][]imageref.Version{"app": tt.skipped}}
+			gate := &skipGate{skipped: map[string][]imageref.Version{"app": tt.skipped}, heldFrom: map[string]imageref.Version{"app": imageref.ParseVersion(tt.heldFrom)}}
 			w := &argocdRecorder{}
 			u := mustNew(t, fixedApps{app}, &digestRegistry{listingRegistry{tags: tt.tags}}, w, WithHealthGate(gate))
 			sum := u.RunOnce(t.Context())

@@ -16,11 +16,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/Masterminds/semver/v3"
+
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -42,6 +45,10 @@ const (
 	ReasonUnverified = "HealthGateUnverified"
 	// ReasonCleared (Normal): a person cleared skipped versions.
 	ReasonCleared = "HealthGateCleared"
+	// ReasonHeld (Warning): someone else replaced a version the updater
+	// wrote by an older one; the image is held there, the version
+	// rolled back from skipped.
+	ReasonHeld = "ImageHeld"
 )
 
 // Applications finds an Application as last seen (appwatch.Watcher).
@@ -204,20 +211,100 @@ func (g *Gate) Load(apps []*application.Application, updaters []*api.ImageUpdate
 	g.logger.Info("health gate state read", "applications", len(states), "following", n)
 }
 
-// Skipped are the versions of image skipped for app.
-func (g *Gate) Skipped(app *application.Application, image string) []imageref.Version {
+// Skipped are the versions of image skipped for app, which holds current
+// of it now. A version the updater wrote, once seen in the Application,
+// then replaced by an older one (see rolledBack) was rolled back by
+// someone else: unless the Application's rollback-hold is "false", it is
+// skipped from then on, which holds the image at what that person chose
+// until a newer version appears or health-gate-clear lifts the hold;
+// heldFrom is that version while the hold lasts. A zero current tells
+// nothing.
+func (g *Gate) Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) (skipped []imageref.Version, heldFrom imageref.Version) {
+	key := keyOf(app)
+	now := g.now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	st := g.states[keyOf(app)]
+	st := g.states[key]
 	if st == nil {
-		return nil
+		g.mu.Unlock()
+		return nil, imageref.Version{}
 	}
-	return st.skippedVersions(image)
+	save, held := false, ""
+	if r := st.record(image); r != nil && !current.IsZero() {
+		switch {
+		case sameVersion(current, imageref.ParseVersion(r.Version)):
+			if r.State == api.HealthGateWritten && r.DeployedAt == nil {
+				t := metav1.NewTime(now)
+				r.DeployedAt, r.Message = &t, "written; seen in the Application"
+				save = true
+			}
+		case seen(*r) && rolledBack(current, *r) && app.Annotation(RollbackHoldAnnotation) != "false":
+			already := slices.Contains(st.skippedVersions(image), imageref.ParseVersion(r.Version))
+			t := metav1.NewTime(now)
+			reason := fmt.Sprintf("rolled back to %s by someone else: held; not written again", current)
+			r.State, r.RevertedAt = api.HealthGateRolledBack, &t
+			r.Message = fmt.Sprintf("rolled back to %s by someone else; %s is skipped until %s lifts the hold", current, r.Version, ClearAnnotation)
+			if !already {
+				st.skip(image, r.Version, reason, now)
+				held = fmt.Sprintf("image %s: version %s, which the updater wrote, was rolled back to %s by someone else; the image is held: neither %s nor an older version is written again, a newer one is when it appears; set %s to %q to lift the hold", image, r.Version, current, r.Version, ClearAnnotation, image+":"+r.Version)
+			}
+			save = true
+		}
+	}
+	skipped = st.skippedVersions(image)
+	if r := st.record(image); r != nil && r.State == api.HealthGateRolledBack && slices.Contains(skipped, imageref.ParseVersion(r.Version)) {
+		heldFrom = imageref.ParseVersion(r.Version)
+	}
+	g.mu.Unlock()
+	if held != "" {
+		g.event(app, corev1.EventTypeWarning, ReasonHeld, held)
+		g.logger.Warn("a version the updater wrote was rolled back by someone else; the image is held", "application", key, "image", image, "current", current.String())
+	}
+	if save {
+		g.save(ctx, key)
+	}
+	return skipped, heldFrom
+}
+
+// seen tells whether the version of a record was seen in its Application
+// (Argo CD ran it, or the updater's patch put it there): only then does
+// an older version in its place tell a rollback, not a write Argo CD has
+// not yet seen.
+func seen(r api.HealthGateRecord) bool {
+	switch r.State {
+	case api.HealthGateVerified, api.HealthGateUnverified:
+		return true
+	case api.HealthGateWritten, api.HealthGatePending, api.HealthGateSuperseded:
+		return r.DeployedAt != nil
+	}
+	// The gate's own reverts, and holds already taken.
+	return false
+}
+
+// rolledBack tells whether current, found where the updater wrote r's
+// version, is older: the version it replaced, or a lower semantic
+// version. Any other version (newer, or not comparable) was moved
+// forward or elsewhere by someone, and is left to the strategy.
+func rolledBack(current imageref.Version, r api.HealthGateRecord) bool {
+	if r.PreviousVersion != "" && sameVersion(current, imageref.ParseVersion(r.PreviousVersion)) {
+		return true
+	}
+	written := imageref.ParseVersion(r.Version)
+	if current.Tag == "" || written.Tag == "" {
+		return false
+	}
+	a, errA := semver.NewVersion(current.Tag)
+	b, errB := semver.NewVersion(written.Tag)
+	return errA == nil && errB == nil && a.LessThan(b)
+}
+
+// sameVersion: equal, or the same tag where one side knows no digest.
+func sameVersion(a, b imageref.Version) bool {
+	return a == b || a.Tag != "" && a.Tag == b.Tag && (a.Digest == "" || b.Digest == "")
 }
 
 // Written starts following the versions a write persisted for images
-// with a health gate; a version written for an image without one ends
-// what was followed for it.
+// with a health gate; a version written for an image without one is
+// recorded (Written) only to tell a rollback (see Skipped).
 func (g *Gate) Written(ctx context.Context, app *application.Application, res writeback.Result) {
 	key := keyOf(app)
 	now := g.now()
@@ -230,18 +317,27 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 	st := g.states[key]
 	changed := false
 	for _, c := range res.Changed {
-		if c.HealthGate == 0 {
-			if st != nil && st.record(c.Key()) != nil {
-				st.Records = slices.DeleteFunc(st.Records, func(r api.HealthGateRecord) bool { return r.Alias == c.Key() })
-				changed = true
-			}
-			continue
-		}
 		if st == nil {
 			st = &appState{}
 			g.states[key] = st
 		}
 		st.owner = app.ImageUpdater
+		if c.HealthGate == 0 {
+			// Not followed; kept to tell a rollback by someone else. A
+			// patch of the Application holds the version at once.
+			r := api.HealthGateRecord{
+				Alias: c.Key(), Image: c.Image.Name(), Version: c.New.String(), PreviousVersion: c.Old.String(),
+				State: api.HealthGateWritten, Commit: commit, WrittenAt: metav1.NewTime(now),
+				Message: "written; not yet seen in the Application",
+			}
+			if app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
+				t := metav1.NewTime(now)
+				r.DeployedAt, r.Message = &t, "written; seen in the Application"
+			}
+			st.setRecord(r)
+			changed = true
+			continue
+		}
 		st.setRecord(api.HealthGateRecord{
 			Alias: c.Key(), Image: c.Image.Name(), Version: c.New.String(), PreviousVersion: c.Old.String(),
 			State: api.HealthGatePending, Window: c.HealthGate.String(), Commit: commit,

@@ -282,7 +282,7 @@ func TestGateReverts(t *testing.T) {
 			r.log = nil
 			r.gate.Evaluate(t.Context())
 			rec := r.record(t, "shop")
-			skipped := r.gate.Skipped(app, "app")
+			skipped, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{})
 			if tt.cause == "" {
 				if rec.State != api.HealthGatePending || len(r.rev.got) != 0 || len(skipped) != 0 {
 					t.Fatalf("judged: %+v, reverts %v, skipped %v", rec, r.rev.got, skipped)
@@ -382,7 +382,7 @@ func TestGateRevertRetried(t *testing.T) {
 	if len(ev) != 2 || !strings.HasPrefix(ev[0], "Warning HealthGateRevertFailed") || !strings.Contains(ev[0], "connection refused") || !strings.HasPrefix(ev[1], "Warning HealthGateSkipped") {
 		t.Errorf("events %q", ev)
 	}
-	if got := r.gate.Skipped(app, "app"); len(got) != 1 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 1 {
 		t.Errorf("skipped %v", got)
 	}
 	if got := testutil.ToFloat64(r.gate.metrics.revertErrors); got != 2 {
@@ -420,7 +420,7 @@ func TestGateResumes(t *testing.T) {
 	cart2.ImageUpdater = types.NamespacedName{Namespace: "argocd", Name: "iu"}
 	iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "iu"}, Status: api.ImageUpdaterStatus{HealthGate: records, SkippedVersions: skipped}}
 	second.gate.Load([]*application.Application{shop2, cart2}, []*api.ImageUpdater{iu})
-	if got := second.gate.Skipped(cart2, "app"); !slices.Equal(got, []imageref.Version{{Tag: "2.1.0"}}) {
+	if got, _ := second.gate.Skipped(t.Context(), cart2, "app", imageref.Version{}); !slices.Equal(got, []imageref.Version{{Tag: "2.1.0"}}) {
 		t.Errorf("skipped after the restart %v", got)
 	}
 	second.gate.Evaluate(t.Context())
@@ -461,10 +461,10 @@ func TestGateClear(t *testing.T) {
 	r.gate.OnUpdate(application.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "shop", "namespace": "argocd"}}}))
 	app = r.apps.set(t, "shop", with, argo("Healthy", "1.0.0", nil))
 	r.gate.Evaluate(t.Context())
-	if got := r.gate.Skipped(app, "app"); len(got) != 0 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 0 {
 		t.Errorf("app still skips %v", got)
 	}
-	if got := r.gate.Skipped(app, "web"); len(got) != 1 {
+	if got, _ := r.gate.Skipped(t.Context(), app, "web", imageref.Version{}); len(got) != 1 {
 		t.Errorf("web skips %v", got)
 	}
 	if want := []string{"save shop", "unclear shop app:1.2.0, 1.1.0"}; !slices.Equal(r.log, want) {
@@ -508,14 +508,110 @@ func TestGateWriteRefused(t *testing.T) {
 }
 
 // TestGateOffEndsFollowing: a version written without a gate ends what
-// was followed for the image; other images keep theirs.
+// was followed for the image, and is only recorded (Written) to tell a
+// rollback; other images keep theirs.
 func TestGateOffEndsFollowing(t *testing.T) {
 	r := newRig(t)
 	app := r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
 	r.written(t, app, "1.0.0", "1.1.0", "")
 	off := r.apps.set(t, "shop", map[string]string{"image-list": "app=" + image}, argo("Healthy", "1.1.0", nil))
 	r.written(t, off, "1.1.0", "1.2.0", "")
-	if v := r.store.annotations[types.NamespacedName{Namespace: "argocd", Name: "shop"}]; v != "" {
-		t.Errorf("state %q", v)
+	if rec := r.record(t, "shop"); rec.State != api.HealthGateWritten || rec.Version != "1.2.0" {
+		t.Errorf("record %+v, want 1.2.0 Written", rec)
+	}
+	r.gate.mu.Lock()
+	n := r.gate.following()
+	r.gate.mu.Unlock()
+	if n != 0 {
+		t.Errorf("following %d, want 0", n)
+	}
+}
+
+// TestRollbackHold: a version the updater wrote, seen in its Application,
+// then replaced by an older one by someone else is skipped from then on,
+// with an ImageHeld event; a version not yet seen (a commit Argo CD has
+// not synced), a newer or unrelated one, and rollback-hold "false" hold
+// nothing.
+func TestRollbackHold(t *testing.T) {
+	plain := map[string]string{"image-list": "app=" + image}
+	git := map[string]string{"image-list": "app=" + image, "write-back-method": "git"}
+	off := map[string]string{"image-list": "app=" + image, "rollback-hold": "false"}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		seenFirst   bool   // the cycle saw 1.1.0 in the Application first
+		current     string // then what the Application holds
+		held        bool
+	}{
+		{name: "argocd: the version before", annotations: plain, current: "1.0.0", held: true},
+		{name: "argocd: an older version", annotations: plain, current: "0.9.0", held: true},
+		{name: "argocd: still the version written", annotations: plain, current: "1.1.0"},
+		{name: "argocd: a newer version", annotations: plain, current: "1.2.0"},
+		{name: "argocd: a version not comparable", annotations: plain, current: "latest"},
+		{name: "argocd: the same tag by digest", annotations: plain, current: "1.1.0@sha256:aa"},
+		{name: "git: not yet synced by Argo CD", annotations: git, current: "1.0.0"},
+		{name: "git: reverted once synced", annotations: git, seenFirst: true, current: "1.0.0", held: true},
+		{name: "rollback-hold false", annotations: off, current: "1.0.0"},
+		{name: "gated: not yet deployed", annotations: gated, current: "1.0.0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			app := r.apps.set(t, "shop", tt.annotations, argo("Healthy", "1.0.0", nil))
+			r.written(t, app, "1.0.0", "1.1.0", "c0ffee")
+			if tt.seenFirst {
+				if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"}); len(got) != 0 {
+					t.Fatalf("skipped %v while it holds what was written", got)
+				}
+			}
+			r.takeEvents()
+			var got []imageref.Version
+			var heldFrom imageref.Version
+			for range 2 { // a later cycle holds as the first
+				got, heldFrom = r.gate.Skipped(t.Context(), app, "app", imageref.ParseVersion(tt.current))
+			}
+			events := r.takeEvents()
+			if !tt.held {
+				if len(got) != 0 || len(events) != 0 || !heldFrom.IsZero() {
+					t.Fatalf("skipped %v, held from %v, events %q; want nothing held", got, heldFrom, events)
+				}
+				return
+			}
+			if !slices.Equal(got, []imageref.Version{{Tag: "1.1.0"}}) || heldFrom != (imageref.Version{Tag: "1.1.0"}) {
+				t.Fatalf("skipped %v, held from %v, want 1.1.0", got, heldFrom)
+			}
+			if len(events) != 1 || !strings.Contains(events[0], "Warning ImageHeld image app: version 1.1.0") || !strings.Contains(events[0], "rolled back to "+tt.current) {
+				t.Errorf("events %q, want one ImageHeld naming both versions", events)
+			}
+			rec := r.record(t, "shop")
+			if rec.State != api.HealthGateRolledBack || !strings.Contains(rec.Message, "rolled back to "+tt.current) {
+				t.Errorf("record %+v", rec)
+			}
+			st, _ := ParseState(r.store.annotations[types.NamespacedName{Namespace: "argocd", Name: "shop"}])
+			if len(st.Skipped) != 1 || !strings.Contains(st.Skipped[0].Reason, "rolled back to") {
+				t.Errorf("saved skips %+v", st.Skipped)
+			}
+		})
+	}
+}
+
+// TestRollbackHoldLifted: health-gate-clear lifts a hold; the version is
+// chosen again and not held again while the Application holds what the
+// person chose.
+func TestRollbackHoldLifted(t *testing.T) {
+	r := newRig(t)
+	plain := map[string]string{"image-list": "app=" + image}
+	app := r.apps.set(t, "shop", plain, argo("Healthy", "1.0.0", nil))
+	r.written(t, app, "1.0.0", "1.1.0", "")
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 1 {
+		t.Fatalf("skipped %v, want 1.1.0 held", got)
+	}
+	r.apps.set(t, "shop", map[string]string{"image-list": "app=" + image, "health-gate-clear": "app:1.1.0"}, argo("Healthy", "1.0.0", nil))
+	r.gate.Evaluate(t.Context())
+	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 0 {
+		t.Fatalf("skipped %v after the hold was lifted", got)
+	}
+	if !slices.Contains(r.log, "unclear shop app:1.1.0") {
+		t.Errorf("did %q, want the clear annotation removed", r.log)
 	}
 }

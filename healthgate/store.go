@@ -20,6 +20,9 @@ import (
 const (
 	StateAnnotation = settings.AnnotationPrefix + settings.KeyHealthGateState
 	ClearAnnotation = settings.AnnotationPrefix + settings.KeyHealthGateClear
+	// RollbackHoldAnnotation "false" turns off holding a version someone
+	// else rolled back.
+	RollbackHoldAnnotation = settings.AnnotationPrefix + settings.KeyRollbackHold
 )
 
 // fieldManager names the controller's writes, as the argocd write-back's.

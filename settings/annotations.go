@@ -62,6 +62,10 @@ const (
 	KeyHealthGateState = "health-gate-state"
 	KeyHealthGateClear = "health-gate-clear"
 
+	// KeyRollbackHold, of the Application: "false" writes again a version
+	// someone else rolled back; by default it is held (skipped).
+	KeyRollbackHold = "rollback-hold"
+
 	// KeyTagMatch is the deprecated name of allow-tags, per image only;
 	// existing Applications still carry it.
 	KeyTagMatch = "tag-match"
@@ -71,7 +75,7 @@ var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
 		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
-	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold}
 )
 
 // Default Helm parameter names, as Helm charts commonly name them.

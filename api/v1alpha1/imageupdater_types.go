@@ -448,7 +448,7 @@ type RecentUpdate struct {
 }
 
 // HealthGateState is where a version written under the health gate stands.
-// +kubebuilder:validation:Enum=Pending;Verified;Unverified;Reverting;Reverted;Superseded
+// +kubebuilder:validation:Enum=Pending;Verified;Unverified;Reverting;Reverted;Superseded;Written;RolledBack
 type HealthGateState string
 
 const (
@@ -467,6 +467,12 @@ const (
 	// HealthGateSuperseded: another version replaced it before it was
 	// judged.
 	HealthGateSuperseded HealthGateState = "Superseded"
+	// HealthGateWritten: written for an image without a health gate;
+	// kept only to tell when someone else rolls it back.
+	HealthGateWritten HealthGateState = "Written"
+	// HealthGateRolledBack: someone else replaced it with an older
+	// version; it is skipped (held) until a person lifts the hold.
+	HealthGateRolledBack HealthGateState = "RolledBack"
 )
 
 // HealthGateRecord is the last version written for one image of one

@@ -336,6 +336,17 @@ func (g *GitServer) CommitFiles(t testing.TB, repo, branch, message string, file
 	return strings.TrimSpace(runGit(t, work, "rev-parse", "HEAD"))
 }
 
+// Revert reverts a commit on a branch as a person would (git revert in a
+// clone, a push), and returns the revert commit's hash.
+func (g *GitServer) Revert(t testing.TB, repo, branch, commit string) string {
+	t.Helper()
+	work := t.TempDir()
+	runGit(t, "", "clone", "--quiet", "--branch", branch, filepath.Join(g.Root, repo+".git"), work)
+	runGit(t, work, "revert", "--no-edit", commit)
+	runGit(t, work, "push", "--quiet", "origin", branch)
+	return strings.TrimSpace(runGit(t, work, "rev-parse", "HEAD"))
+}
+
 // FastForward moves branch into to the tip of branch from, as merging a
 // pull request without a merge commit does.
 func (g *GitServer) FastForward(t testing.TB, repo, into, from string) {
