@@ -461,10 +461,12 @@ func TestArgoCD(t *testing.T) {
 		w.runOnce(t, "mixed")
 		w.waitDeployed(t, "mixed", "front", app+":v0.6.0", web+":v0.0.1")
 		after := w.application(t, "mixed")
-		// What the updater may change: the one override list; what Argo CD
-		// changes: status, the operation and bookkeeping.
+		// What the updater may change: the one override list, and its
+		// record of what it wrote (which a rollback is told from); what
+		// Argo CD changes: status, the operation and bookkeeping.
 		for _, obj := range []*unstructured.Unstructured{before, after} {
 			unstructured.RemoveNestedField(obj.Object, "spec", "source", "kustomize", "images")
+			unstructured.RemoveNestedField(obj.Object, "metadata", "annotations", settings.AnnotationPrefix+settings.KeyHealthGateState)
 			unstructured.RemoveNestedField(obj.Object, "status")
 			unstructured.RemoveNestedField(obj.Object, "operation")
 			unstructured.RemoveNestedField(obj.Object, "metadata", "resourceVersion")
