@@ -734,6 +734,14 @@ func (g *Gate) save(ctx context.Context, key types.NamespacedName) {
 // most recent, within the status's bounds.
 func (g *Gate) saveOwner(ctx context.Context, owner types.NamespacedName) {
 	if err := g.mayWrite(); err != nil {
+		// As save does: kept dirty, so that a later evaluation saves it.
+		g.mu.Lock()
+		for _, st := range g.states {
+			if st.owner == owner {
+				st.dirty = true
+			}
+		}
+		g.mu.Unlock()
 		return
 	}
 	g.saveMu.Lock()
