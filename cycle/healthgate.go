@@ -191,13 +191,14 @@ func (u *Updater) Revert(ctx context.Context, reverts []Revert) []RevertResult {
 			viaArgoCD = append(viaArgoCD, au)
 		}
 	}
-	sum := Summary{Trigger: "a health gate revert"}
+	// Not a cycle: it reports no summary, nor to the observer.
+	r := u.newRun(scope{why: "a health gate revert"})
 	for _, batch := range []struct {
 		method  settings.WriteBackMethod
 		w       writeback.Writer
 		updates []*appUpdate
 	}{{settings.WriteBackArgoCD, u.argocd, viaArgoCD}, {settings.WriteBackGit, u.git, viaGit}} {
-		for n, res := range u.writeWith(ctx, batch.method, batch.w, batch.updates, &sum) {
+		for n, res := range r.writeWith(ctx, batch.method, batch.w, batch.updates) {
 			for _, i := range index[batch.updates[n]] {
 				out[i] = RevertResult{Done: res.Err == nil, Written: res.Written && len(res.Changed) > 0,
 					Commit: res.Commit, PullRequest: res.PullRequest, Err: res.Err}

@@ -35,7 +35,7 @@ func (u *Updater) CheckRepositories(ctx context.Context, repos []imageref.Refere
 	for _, r := range repos {
 		names[r.Name()] = true
 	}
-	return u.run(ctx, &scope{repos: repos, names: names, why: trigger})
+	return u.run(ctx, scope{repos: repos, names: names, why: trigger})
 }
 
 // CheckImageUpdaters checks now every image of the Applications that the
@@ -48,32 +48,34 @@ func (u *Updater) CheckImageUpdaters(ctx context.Context, names []types.Namespac
 	if len(names) == 0 {
 		return Summary{Trigger: trigger}
 	}
-	return u.run(ctx, &scope{updaters: names, why: trigger})
+	return u.run(ctx, scope{updaters: names, why: trigger})
 }
 
-// scope restricts a run to some repositories, or to the Applications of
-// some ImageUpdaters; a nil scope is a full cycle.
+// scope is what a run covers: some repositories, or the Applications of
+// some ImageUpdaters; the zero scope is a full cycle.
 type scope struct {
 	repos    []imageref.Reference
 	names    map[string]bool // of repos, by Name
 	updaters []types.NamespacedName
-	why      string
+	// why is what asked for the run; empty for a cycle.
+	why string
 }
 
-func (s *scope) trigger() string {
-	if s == nil {
-		return ""
-	}
-	return s.why
-}
+// full tells whether the run is a full cycle, which alone counts for the
+// cycle metrics and Stalled, and alone tells what is watched.
+func (s scope) full() bool { return len(s.repos) == 0 && len(s.updaters) == 0 }
 
-func (s *scope) includes(ref imageref.Reference) bool { return s.names[ref.Name()] }
+// observed tells whether the observer hears of the run: it writes the
+// status of every ImageUpdater a full cycle covers, or of those named.
+func (s scope) observed() bool { return s.full() || len(s.updaters) > 0 }
+
+func (s scope) includes(ref imageref.Reference) bool { return s.names[ref.Name()] }
 
 // applications keeps the Applications that have an image in scope, each
 // reduced to those images, so that planning, listing and writing see
 // nothing else. Problems of the other images are left to the cycles; those
 // of the Application itself stay, since they stop its write-back.
-func (s *scope) applications(apps []*application.Application) []*application.Application {
+func (s scope) applications(apps []*application.Application) []*application.Application {
 	if len(s.updaters) > 0 {
 		return slices.DeleteFunc(apps, func(app *application.Application) bool {
 			return app.ImageUpdater.Name == "" || !slices.Contains(s.updaters, app.ImageUpdater)
@@ -106,7 +108,10 @@ func (s *scope) applications(apps []*application.Application) []*application.App
 // unlisted are the scope's repositories named with a tag that a listing
 // of the repository (for whatever credentials) succeeded without, and
 // none listed.
-func (s *scope) unlisted(byRepo map[string][]*job, tags map[string]tagResult) []imageref.Reference {
+func (s scope) unlisted(byRepo map[string][]*job, tags map[string]tagResult) []imageref.Reference {
+	if len(s.repos) == 0 {
+		return nil
+	}
 	// The successful listings by repository, so that many repositories
 	// and listings cost time in proportion to them.
 	tagged := map[string]bool{}

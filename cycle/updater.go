@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,33 +50,41 @@ type ApplicationWriter interface {
 	Refresh(ctx context.Context, namespace, name string) error
 }
 
-// Updater runs update cycles.
+// Updater runs update cycles. It holds only what it is configured with
+// and what stays from one pass to the next; a pass's own state is a run.
 type Updater struct {
-	apps                Applications
-	registry            Registry
-	argocd              ApplicationWriter
-	git                 writeback.Writer
+	// What it reads.
+	apps             Applications
+	registry         Registry
+	config           func() *config.Config
+	defaultPlatforms []v1.Platform
+	// controllerNamespace alone may name env: and ext: credentials.
 	controllerNamespace string
-	config              func() *config.Config
-	maxConcurrency      int
-	imageTimeout        time.Duration
-	dryRun              bool
-	refreshAfterGit     bool
-	defaultPlatforms    []v1.Platform
-	logger              *slog.Logger
-	events              *EventReporter
-	metrics             *Metrics
-	now                 func() time.Time
-	writeGate           func() error
-	writeCtx            context.Context
 	signatures          Signatures
 	keySecrets          credentials.SecretGetter
 	trustedRoot         *signature.TrustedRoot
-	observer            Observer
-	gate                HealthGate
-	// results collects what a cycle did for each Application, for the
-	// observer; nil outside cycles and in targeted checks.
-	results *results
+
+	// Where it writes, and when it may.
+	argocd          ApplicationWriter
+	git             writeback.Writer
+	dryRun          bool
+	refreshAfterGit bool
+	writeGate       func() error
+	writeCtx        context.Context
+	gate            HealthGate
+
+	// Its bounds.
+	maxConcurrency int
+	imageTimeout   time.Duration
+
+	// Whom it tells.
+	logger   *slog.Logger
+	events   *EventReporter
+	metrics  *Metrics
+	observer Observer
+
+	now func() time.Time
+	// running is held by each pass: passes never overlap.
 	running sync.Mutex
 	// progress is when Run last started or a cycle last finished (Unix
 	// nanoseconds), 0 while Run is not running: what Stalled reads.
@@ -259,111 +264,7 @@ func (u *Updater) Stalled(after time.Duration) bool {
 
 // RunOnce runs one cycle. ctx bounds its reads, and once it ends no write
 // starts; see WithWriteContext for the writes in flight.
-func (u *Updater) RunOnce(ctx context.Context) Summary { return u.run(ctx, nil) }
-
-// run runs a cycle, or with a scope a targeted check of the scope's
-// repositories only (see CheckRepositories).
-func (u *Updater) run(ctx context.Context, sc *scope) Summary {
-	u.running.Lock()
-	defer u.running.Unlock()
-	// Image-level credentials that are not cached (ext: scripts) are
-	// resolved once for the whole cycle, not on every registry request.
-	ctx = credentials.WithCycle(ctx)
-	start := u.now()
-	if sc == nil {
-		u.events.beginCycle()
-	}
-	cfg := u.config()
-
-	// 1. plan
-	apps := u.apps.Applications(cfg.ReferenceOptions()...)
-	if sc != nil {
-		apps = sc.applications(apps)
-		// A push may move a tag without changing the tag list: what the
-		// registry client knew of these repositories' tags no longer
-		// holds. (Without an Application using them, nobody asks.)
-		for _, r := range sc.repos {
-			if len(apps) > 0 {
-				u.registry.ForgetTags(r)
-			}
-		}
-	}
-	observed := sc == nil || len(sc.updaters) > 0
-	if observed && u.observer != nil {
-		u.results = newResults(apps)
-		defer func() { u.results = nil }()
-	}
-	sum := Summary{Applications: len(apps), Trigger: sc.trigger()}
-	var jobs []*job
-	plan := newPlanner(u.controllerNamespace, u.defaultPlatforms)
-	for _, app := range apps {
-		appJobs, skips, problems := plan.application(app)
-		sum.Images += len(app.Settings.Images)
-		if sc == nil {
-			u.metrics.imagesWatched(app, len(app.Settings.Images))
-		}
-		u.reportProblems(app, problems)
-		for _, p := range problems {
-			if isWarning(p) {
-				continue
-			}
-			sum.Errors++
-			u.metrics.imageError(app)
-		}
-		for _, s := range skips {
-			sum.Skipped++
-			u.logger.Debug("image skipped", "application", app.Key(), "image", s.image, "reason", s.reason)
-			if s.reason == skipNotRunning && !slices.ContainsFunc(sum.NotRunning, s.repo.SameName) {
-				sum.NotRunning = append(sum.NotRunning, s.repo)
-			}
-		}
-		jobs = append(jobs, appJobs...)
-	}
-	if sc == nil {
-		u.metrics.applicationsWatched(apps)
-	}
-
-	// 2. list: one listing per repository and credentials
-	byRepo := map[string][]*job{}
-	for _, j := range jobs {
-		byRepo[j.repoKey()] = append(byRepo[j.repoKey()], j)
-	}
-	sum.TagListings = len(byRepo)
-	tags := u.listTags(ctx, byRepo)
-	if sc != nil {
-		sum.Unlisted = sc.unlisted(byRepo, tags)
-	}
-
-	// 3. choose
-	updates := u.choose(ctx, jobs, tags, &sum)
-
-	// 4. write
-	u.write(ctx, updates, &sum)
-
-	sum.Duration = u.now().Sub(start)
-	if sc != nil {
-		if u.results != nil {
-			u.observer.CycleDone(ctx, start, u.results.list(), sc.updaters)
-		}
-		u.logger.Info("targeted check finished", "trigger", sum.Trigger,
-			"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
-			"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,
-			"duration", sum.Duration.Round(time.Millisecond))
-		return sum
-	}
-	if u.progress.Load() != 0 {
-		u.progress.Store(u.now().UnixNano())
-	}
-	u.metrics.cycleDone(sum)
-	if u.results != nil {
-		u.observer.CycleDone(ctx, start, u.results.list(), nil)
-	}
-	u.logger.Info("update cycle finished",
-		"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
-		"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,
-		"duration", sum.Duration.Round(time.Millisecond))
-	return sum
-}
+func (u *Updater) RunOnce(ctx context.Context) Summary { return u.run(ctx, scope{}) }
 
 type tagResult struct {
 	tags []string
@@ -403,22 +304,6 @@ type appUpdate struct {
 	changes []writeback.ImageUpdate
 	// revert: the health gate writes a version back (see Revert).
 	revert bool
-}
-
-func (u *Updater) choose(ctx context.Context, jobs []*job, tags map[string]tagResult, sum *Summary) []*appUpdate {
-	outcomes := make([]outcome, len(jobs))
-	memo := newMetadataMemo()
-	keys := u.loadKeys(ctx, jobs)
-	g := errgroup.Group{}
-	g.SetLimit(u.maxConcurrency)
-	for i, j := range jobs {
-		g.Go(func() error {
-			outcomes[i] = u.chooseGated(ctx, j, tags[j.repoKey()], memo, keys)
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return u.collect(ctx, outcomes, sum)
 }
 
 // outcome is what choosing a version for one job gave.
@@ -480,69 +365,6 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 	// a request of their own.
 	info, _ := memo.known(j.metadataKey(res.Tag))
 	return outcome{job: j, result: res, labels: info.Labels, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
-}
-
-// collect reports the outcomes' errors and skipped versions, and groups
-// the updates by what one write carries: an Application (git), or one
-// source of an Application (argocd), in a stable order.
-func (u *Updater) collect(ctx context.Context, outcomes []outcome, sum *Summary) []*appUpdate {
-	byApp := map[string]*appUpdate{}
-	var order []string
-	for _, o := range outcomes {
-		app := o.job.app
-		if o.err != nil && ctx.Err() != nil {
-			// Cut off by the end of the cycle: not the image's problem.
-			u.logger.Debug("image not checked: the update cycle was stopped", "application", app.Key(), "image", o.job.spec.Key(), "error", o.err)
-			continue
-		}
-		if o.err != nil {
-			sum.Errors++
-			u.metrics.imageError(app)
-			u.reportProblems(app, []error{fmt.Errorf("image %s: %w", o.job.spec.Key(), o.err)})
-			continue
-		}
-		u.reportSkipped(o.job, o.skipped)
-		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {
-			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
-			continue
-		}
-		key := app.Key()
-		if app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
-			// Each source is its own patch: images of one Application
-			// may go to a plugin's environment and to a Helm source.
-			key += "\x00" + strconv.Itoa(o.job.source.Index)
-		}
-		au, ok := byApp[key]
-		if !ok {
-			au = &appUpdate{app: app, source: o.job.source}
-			byApp[key] = au
-			order = append(order, key)
-		}
-		au.changes = append(au.changes, writeback.ImageUpdate{
-			ImageSpec: o.job.spec,
-			New:       newVersion(o.job.policy, o.result),
-			Old:       o.job.current,
-			Labels:    o.labels,
-		})
-	}
-	sort.Strings(order)
-	updates := make([]*appUpdate, 0, len(order))
-	for _, k := range order {
-		updates = append(updates, byApp[k])
-	}
-	return updates
-}
-
-func (u *Updater) reportProblems(app *application.Application, problems []error) {
-	for _, p := range problems {
-		level := slog.LevelError
-		if isWarning(p) {
-			level = slog.LevelWarn
-		}
-		u.logger.Log(context.Background(), level, "problem", "application", app.Key(), "error", p)
-	}
-	u.events.problems(app, problems)
-	u.results.problems(app, problems)
 }
 
 // errImageTimeout is the cause of a context that withImageTimeout ended.

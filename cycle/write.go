@@ -15,7 +15,8 @@ import (
 // write hands the changes to the writer of their write-back method, each
 // writer all of its changes of the cycle at once (argocd first, then git,
 // as each repository and branch gets one push), and reports each result.
-func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary) {
+func (r *run) write(ctx context.Context, updates []*appUpdate) {
+	u := r.u
 	var viaArgoCD, viaGit []*appUpdate
 	for _, au := range updates {
 		u.logChanges(au)
@@ -25,13 +26,14 @@ func (u *Updater) write(ctx context.Context, updates []*appUpdate, sum *Summary)
 			viaArgoCD = append(viaArgoCD, au)
 		}
 	}
-	u.writeWith(ctx, settings.WriteBackArgoCD, u.argocd, viaArgoCD, sum)
-	u.writeWith(ctx, settings.WriteBackGit, u.git, viaGit, sum)
+	r.writeWith(ctx, settings.WriteBackArgoCD, u.argocd, viaArgoCD)
+	r.writeWith(ctx, settings.WriteBackGit, u.git, viaGit)
 }
 
 // writeWith writes the changes of one write-back method with w, reports
 // each result, and returns them in the order of updates.
-func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod, w writeback.Writer, updates []*appUpdate, sum *Summary) []writeback.Result {
+func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w writeback.Writer, updates []*appUpdate) []writeback.Result {
+	u := r.u
 	if len(updates) == 0 {
 		return nil
 	}
@@ -45,7 +47,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 	if w == nil {
 		err := fmt.Errorf("write-back-method %s is not configured in this controller", method)
 		for _, au := range updates {
-			u.writeFailed(au, err, sum)
+			r.writeFailed(au, err)
 		}
 		return failed(err)
 	}
@@ -69,7 +71,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 	})
 	if err != nil {
 		for _, au := range updates {
-			u.writeFailed(au, err, sum)
+			r.writeFailed(au, err)
 		}
 		return failed(err)
 	}
@@ -88,16 +90,16 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 				logged[be] = true
 				u.logger.Error("write-back failed for a batch of Applications", "method", method, "applications", be.Applications, "error", be.Err)
 			}
-			u.countWriteFailure(au, sum)
+			r.countWriteFailure(au)
 			u.events.problems(au.app, []error{res.Err})
-			u.results.problems(au.app, []error{res.Err})
+			r.results.problems(au.app, []error{res.Err})
 			continue
 		}
 		if res.Err != nil {
-			u.writeFailed(au, res.Err, sum)
+			r.writeFailed(au, res.Err)
 			continue
 		}
-		u.written(au.app, res.Changed, res.Written, sum)
+		r.written(au.app, res.Changed, res.Written)
 		u.gateWritten(ctx, au, res)
 		// A commit on the branch Argo CD follows, rather than in a pull
 		// request: Argo CD reads it at its next poll, or at once when
@@ -148,14 +150,15 @@ func (u *Updater) logChanges(au *appUpdate) {
 }
 
 // writeFailed records a failed write-back of all of an Application's changes.
-func (u *Updater) writeFailed(au *appUpdate, err error, sum *Summary) {
-	u.countWriteFailure(au, sum)
-	u.reportProblems(au.app, []error{err})
+func (r *run) writeFailed(au *appUpdate, err error) {
+	r.countWriteFailure(au)
+	r.report(au.app, []error{err})
 }
 
 // countWriteFailure counts the images of a write that failed as errors.
-func (u *Updater) countWriteFailure(au *appUpdate, sum *Summary) {
-	sum.Errors += len(au.changes)
+func (r *run) countWriteFailure(au *appUpdate) {
+	u := r.u
+	r.sum.Errors += len(au.changes)
 	for range au.changes {
 		u.metrics.imageError(au.app)
 	}
@@ -163,15 +166,16 @@ func (u *Updater) countWriteFailure(au *appUpdate, sum *Summary) {
 
 // written records a successful write-back. persisted is false in dry-run
 // mode, where nothing was written and no event is recorded.
-func (u *Updater) written(app *application.Application, changed []writeback.ImageUpdate, persisted bool, sum *Summary) {
+func (r *run) written(app *application.Application, changed []writeback.ImageUpdate, persisted bool) {
+	u := r.u
 	if len(changed) == 0 {
 		return
 	}
-	sum.Updated += len(changed)
+	r.sum.Updated += len(changed)
 	if persisted {
 		u.metrics.imagesUpdated(app, len(changed))
-		u.events.imagesUpdated(app, changed, sum.Trigger)
-		u.results.updated(app, changed)
+		u.events.imagesUpdated(app, changed, r.sum.Trigger)
+		r.results.updated(app, changed)
 	}
 }
 
