@@ -94,6 +94,9 @@ func newArgoWorld(t testing.TB, files func(reg *testenv.Registry) map[string]str
 }
 
 func TestArgoCD(t *testing.T) {
+	// Each of the package's tests has its own API server and Argo CD,
+	// and waits on Argo CD most of the time: they run side by side.
+	t.Parallel()
 	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
 		for _, name := range []string{"seed003", "kgit", "ksource"} {

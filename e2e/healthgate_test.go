@@ -64,6 +64,7 @@ func newGateWorld(t testing.TB, files func(reg *testenv.Registry) map[string]str
 }
 
 func TestHealthGate(t *testing.T) {
+	t.Parallel()
 	w := newGateWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
 		for _, name := range []string{"gate-patch", "gate-git-a", "gate-git-b", "gate-restart"} {

@@ -25,6 +25,7 @@ import (
 // not written again; the image is held there, which an event and the
 // state say, until a newer version appears.
 func TestRollback(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
 		for _, name := range []string{"rb-argocd", "rb-git", "rb-off"} {

@@ -139,6 +139,7 @@ var (
 const gitUser, gitPassword = "git", "git"
 
 func TestUpstreamV1(t *testing.T) {
+	t.Parallel()
 	u := newUpstreamWorld(t)
 	t.Run("side by side", func(t *testing.T) {
 		// All at once, as upstream's CI runs its parallel specs: each
