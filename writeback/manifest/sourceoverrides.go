@@ -25,30 +25,9 @@ import (
 // it wrote changes only in the values; the lines before a "---" document
 // start are kept as they are.
 func SetSourceOverrides(name string, src []byte, sourceType application.SourceType, images []writeback.ImageUpdate) ([]byte, []writeback.ImageUpdate, error) {
-	var edits []listEdit
-	switch sourceType {
-	case application.SourceKustomize:
-		edits = []listEdit{{kustomizeImages, images}}
-	case application.SourceHelm:
-		edits = []listEdit{{helmParameters, images}}
-	case application.SourcePlugin:
-		// Images without a plugin target are written as Helm parameters,
-		// as Argo CD Image Updater writes them for plugin sources.
-		var env, params []writeback.ImageUpdate
-		for _, img := range images {
-			if img.PluginTarget() {
-				env = append(env, img)
-			} else {
-				params = append(params, img)
-			}
-		}
-		for _, e := range []listEdit{{pluginEnv, env}, {helmParameters, params}} {
-			if len(e.images) > 0 {
-				edits = append(edits, e)
-			}
-		}
-	default:
-		return nil, nil, fmt.Errorf("%s: source type %q cannot be written (want %s, %s or %s)", name, sourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin)
+	edits, err := sourceEdits(name, sourceType, images)
+	if err != nil {
+		return nil, nil, err
 	}
 	prefix, body := splitDocumentStart(src)
 	var doc yaml.Node
@@ -87,6 +66,37 @@ func SetSourceOverrides(name string, src []byte, sourceType application.SourceTy
 		return nil, nil, fmt.Errorf("%s: render: %w", name, err)
 	}
 	return append(prefix, out...), changed, nil
+}
+
+// sourceEdits are the lists of a source's overrides the updates go to:
+// the kustomize images, the Helm parameters, or a plugin's environment
+// (and, for images without a plugin target, the Helm parameters, as Argo
+// CD Image Updater writes them for plugin sources).
+func sourceEdits(name string, sourceType application.SourceType, images []writeback.ImageUpdate) ([]listEdit, error) {
+	switch sourceType {
+	case application.SourceKustomize:
+		return []listEdit{{kustomizeImages, images}}, nil
+	case application.SourceHelm:
+		return []listEdit{{helmParameters, images}}, nil
+	case application.SourcePlugin:
+		var env, params []writeback.ImageUpdate
+		for _, img := range images {
+			if img.PluginTarget() {
+				env = append(env, img)
+			} else {
+				params = append(params, img)
+			}
+		}
+		var edits []listEdit
+		for _, e := range []listEdit{{pluginEnv, env}, {helmParameters, params}} {
+			if len(e.images) > 0 {
+				edits = append(edits, e)
+			}
+		}
+		return edits, nil
+	default:
+		return nil, fmt.Errorf("%s: source type %q cannot be written (want %s, %s or %s)", name, sourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin)
+	}
 }
 
 // overrideList is one list of an override file and how updates merge

@@ -1,0 +1,208 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// ApplicationDefinition names an Application whose definition is a
+// document in its parent Application's manifests (app of apps), and the
+// source of it an edit writes.
+type ApplicationDefinition struct {
+	Namespace, Name string
+	// DefaultNamespace is where Argo CD creates an Application whose
+	// document names no namespace: the parent's destination namespace.
+	DefaultNamespace string
+	// Source is the index in spec.sources of the source written; -1 for
+	// spec.source.
+	Source     int
+	SourceType application.SourceType
+}
+
+func (d ApplicationDefinition) String() string { return d.Namespace + "/" + d.Name }
+
+// SetApplicationImages writes the updates into the document of src that
+// defines the Application def (kind Application of argoproj.io, its name,
+// its namespace): into its source's kustomize images, Helm parameters or
+// plugin environment, merged as the argocd method merges them into the
+// live Application. found is false when no document of src defines it.
+// Only the edited block of the source (kustomize:, helm: or plugin:) is
+// rendered anew, with the comments it holds; the rest of the file stays as
+// it is, other documents included.
+func SetApplicationImages(name string, src []byte, def ApplicationDefinition, images []writeback.ImageUpdate) (out []byte, found bool, changed []writeback.ImageUpdate, _ error) {
+	if err := repoyaml.CheckSize(name, src); err != nil {
+		return nil, false, nil, err
+	}
+	edits, err := sourceEdits(name, def.SourceType, images)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	foundAt := 0
+	out = src
+	for _, d := range documents(src) {
+		// Blank lines in front keep the parser's line numbers the file's.
+		padded := append([]byte(strings.Repeat("\n", d.line-1)), src[d.start:d.end]...)
+		y, err := parseYAMLText(name, padded)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		root := y.root()
+		if !defines(root, def) {
+			continue
+		}
+		if foundAt != 0 {
+			return nil, false, nil, fmt.Errorf("%s: the documents at lines %d and %d both define Application %s", name, foundAt, root.Line, def)
+		}
+		foundAt = root.Line
+		edited, c, err := y.editApplicationSource(root, def, edits)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		if len(c) > 0 {
+			changed = c
+			doc := edited[d.line-1:]
+			out = append(append(append([]byte{}, src[:d.start]...), doc...), src[d.end:]...)
+		}
+	}
+	return out, foundAt != 0, changed, nil
+}
+
+// document is one YAML document's bytes in a file, and the line it starts
+// on.
+type document struct{ start, end, line int }
+
+// documents splits a file at its "---" lines.
+func documents(src []byte) []document {
+	var docs []document
+	cur := document{line: 1}
+	line := 1
+	for off := 0; off < len(src); line++ {
+		end := len(src)
+		if i := strings.IndexByte(string(src[off:]), '\n'); i >= 0 {
+			end = off + i + 1
+		}
+		if isDocumentStart(strings.TrimRight(string(src[off:end]), "\r\n")) && off > cur.start {
+			cur.end = off
+			docs = append(docs, cur)
+			cur = document{start: off, line: line}
+		}
+		off = end
+	}
+	cur.end = len(src)
+	return append(docs, cur)
+}
+
+// defines tells whether a document is the definition of def.
+func defines(root *yaml.Node, def ApplicationDefinition) bool {
+	if root == nil || root.Kind != yaml.MappingNode {
+		return false
+	}
+	_, kind := mappingGet(root, "kind")
+	_, version := mappingGet(root, "apiVersion")
+	_, meta := mappingGet(root, "metadata")
+	_, name := mappingGet(meta, "name")
+	_, ns := mappingGet(meta, "namespace")
+	if kind == nil || kind.Value != "Application" || version == nil || !strings.HasPrefix(version.Value, "argoproj.io/") || name == nil || name.Value != def.Name {
+		return false
+	}
+	if ns == nil || ns.Value == "" {
+		return def.Namespace == def.DefaultNamespace
+	}
+	return ns.Value == def.Namespace
+}
+
+// editApplicationSource merges the edits into the source of the
+// Application document root, as a text edit of the blocks they change.
+func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinition, edits []listEdit) ([]byte, []writeback.ImageUpdate, error) {
+	_, spec := mappingGet(root, "spec")
+	var source *yaml.Node
+	where := "spec.source"
+	if def.Source < 0 {
+		_, source = mappingGet(spec, "source")
+	} else {
+		where = fmt.Sprintf("spec.sources[%d]", def.Source)
+		if _, list := mappingGet(spec, "sources"); list != nil && list.Kind == yaml.SequenceNode && def.Source < len(list.Content) {
+			source = list.Content[def.Source]
+		}
+	}
+	switch {
+	case source == nil:
+		return nil, nil, fmt.Errorf("%s:%d: Application %s has no %s", y.name, root.Line, def, where)
+	case source.Kind != yaml.MappingNode:
+		return nil, nil, fmt.Errorf("%s:%d: %s of Application %s is a %s, not a map", y.name, source.Line, where, def, kindName(source))
+	case source.Style&yaml.FlowStyle != 0 || len(source.Content) == 0:
+		return nil, nil, fmt.Errorf("%s:%d: %s of Application %s is written in flow style ({...}), which is not edited in place", y.name, source.Line, where, def)
+	}
+	// Where each block was before the edit, and where a new one goes.
+	type span struct{ key, end int }
+	before := map[string]span{}
+	for i := 0; i+1 < len(source.Content); i += 2 {
+		k, v := source.Content[i], source.Content[i+1]
+		before[k.Value] = span{k.Line, y.blockEnd(k, v)}
+	}
+	last := source.Content[len(source.Content)-2]
+	afterLast := y.blockEnd(last, source.Content[len(source.Content)-1])
+	indent := source.Content[0].Column - 1
+
+	var changed []writeback.ImageUpdate
+	var blocks []string
+	for _, e := range edits {
+		c, err := e.apply(y.name, source)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(c) > 0 {
+			changed = append(changed, c...)
+			blocks = append(blocks, e.list.block)
+		}
+	}
+	if len(changed) == 0 {
+		return y.src, nil, nil
+	}
+	var want any
+	if err := root.Decode(&want); err != nil {
+		return nil, nil, fmt.Errorf("%s:%d: %w", y.name, root.Line, err)
+	}
+	var textEdits []textEdit
+	for _, block := range blocks {
+		k, v := mappingGet(source, block)
+		key := *k
+		key.HeadComment = "" // stays on its lines above
+		v.Style &^= yaml.FlowStyle
+		text, err := marshalCompact(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{&key, v}})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: render %s: %w", y.name, block, err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+		for i := range lines {
+			if lines[i] != "" {
+				lines[i] = pad(indent) + lines[i]
+			}
+		}
+		if s, ok := before[block]; ok {
+			// From the key on: a dash before it on its line stays.
+			start, ok := y.offset(s.key, k.Column)
+			if !ok {
+				return nil, nil, fmt.Errorf("%s:%d: %s.%s: unusual layout; not written", y.name, s.key, where, block)
+			}
+			lines[0] = strings.TrimLeft(lines[0], " ")
+			textEdits = append(textEdits, textEdit{start: start, end: y.lineStart(s.end + 1), text: strings.Join(lines, y.newline()) + y.newline()})
+		} else {
+			textEdits = append(textEdits, y.insertAfterLineEdit(afterLast, lines))
+		}
+	}
+	edited, ok := y.applyEdits(textEdits)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s:%d: %s of Application %s: unusual layout; not written", y.name, source.Line, where, def)
+	}
+	if err := checkEdit(y.name, edited, want); err != nil {
+		return nil, nil, err
+	}
+	return edited, changed, nil
+}
