@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -75,7 +77,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 		}
 		return failed(err)
 	}
-	var pushed []*appUpdate
+	var pushed []types.NamespacedName
 	logged := map[*writeback.BatchError]bool{}
 	for i, res := range results {
 		au := updates[i]
@@ -104,8 +106,16 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 		// A commit on the branch Argo CD follows, rather than in a pull
 		// request: Argo CD reads it at its next poll, or at once when
 		// asked to.
+		// A change written into the Application's definition reaches it
+		// through the parent's sync.
 		if res.Commit != "" && res.PullRequest == "" {
-			pushed = append(pushed, au)
+			read := types.NamespacedName{Namespace: au.app.Namespace, Name: au.app.Name}
+			if res.ParentName != "" {
+				read = types.NamespacedName{Namespace: res.ParentNamespace, Name: res.ParentName}
+			}
+			if !slices.Contains(pushed, read) {
+				pushed = append(pushed, read)
+			}
 		}
 	}
 	u.refresh(ctx, pushed)
@@ -183,19 +193,19 @@ func (r *run) written(app *application.Application, changed []writeback.ImageUpd
 // landed, so that it deploys them now rather than at its next poll. It
 // runs only after the push: a refresh before would read the old commit. A
 // failure costs only that wait, so it is a warning.
-func (u *Updater) refresh(ctx context.Context, apps []*appUpdate) {
+func (u *Updater) refresh(ctx context.Context, apps []types.NamespacedName) {
 	if !u.refreshAfterGit || u.dryRun || len(apps) == 0 || u.argocd == nil {
 		return
 	}
 	var g errgroup.Group
 	g.SetLimit(u.maxConcurrency)
-	for _, au := range apps {
+	for _, app := range apps {
 		g.Go(func() error {
-			err := u.guard("refreshing Application "+au.app.Key(), func() error {
-				return u.argocd.Refresh(u.writeContext(ctx), au.app.Namespace, au.app.Name)
+			err := u.guard("refreshing Application "+app.String(), func() error {
+				return u.argocd.Refresh(u.writeContext(ctx), app.Namespace, app.Name)
 			})
 			if err != nil {
-				u.logger.Warn("Argo CD will see the commit at its next poll: the refresh failed", "application", au.app.Key(), "error", err)
+				u.logger.Warn("Argo CD will see the commit at its next poll: the refresh failed", "application", app.String(), "error", err)
 			}
 			return nil
 		})

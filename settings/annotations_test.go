@@ -439,6 +439,8 @@ func TestParseWriteBackTarget(t *testing.T) {
 		{value: "kustomization:../../base", want: WriteBackTarget{Kind: TargetKustomization, Path: "../../base"}},
 		{value: "helmvalues", want: WriteBackTarget{Kind: TargetHelmValues}},
 		{value: "helmvalues:/charts/app/values.yaml", want: WriteBackTarget{Kind: TargetHelmValues, Path: "/charts/app/values.yaml"}},
+		{value: "app-of-apps", want: WriteBackTarget{Kind: TargetAppOfApps}},
+		{value: "app-of-apps:../apps", want: WriteBackTarget{Kind: TargetAppOfApps, Path: "../apps"}},
 		// Anything else is the override file's path from the repository
 		// root, as the old tool read it.
 		{value: "values.yaml", want: WriteBackTarget{Kind: TargetOverrideFile, Path: "values.yaml"}},
@@ -449,6 +451,7 @@ func TestParseWriteBackTarget(t *testing.T) {
 		// not paths.
 		{value: "kustomization.yaml", wantErr: `unknown target "kustomization.yaml"`},
 		{value: "helmvalues.yaml", wantErr: `unknown target "helmvalues.yaml"`},
+		{value: "app-of-apps.yaml", wantErr: `unknown target "app-of-apps.yaml"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {

@@ -52,16 +52,20 @@ const (
 	// .argocd-source-<app>.yaml at a path of the user's choosing: any
 	// write-back-target that names neither kind above.
 	TargetOverrideFile TargetKind = "file"
+	// TargetAppOfApps is the document that defines the Application in its
+	// parent's manifests (app of apps): the parent's sync would otherwise
+	// put the Application's own overrides back.
+	TargetAppOfApps TargetKind = "app-of-apps"
 )
 
 // WriteBackTarget is a write-back target (the write-back-target annotation,
 // or gitConfig.writeBackTarget of an ImageUpdater), parsed.
 type WriteBackTarget struct {
 	Kind TargetKind
-	// Path is, for a kustomization or Helm values target, what followed
-	// "<kind>:", relative to the source path or, starting with '/', to the
-	// repository root; "" means the default (the source folder, or its
-	// values.yaml). For an override file it is the whole annotation value,
+	// Path is, for a kustomization, Helm values or app-of-apps target,
+	// what followed "<kind>:", relative to the source path (the parent's,
+	// for app-of-apps) or, starting with '/', to the repository root; ""
+	// means the default (the source folder, or its values.yaml). For an override file it is the whole annotation value,
 	// a file path from the repository root.
 	Path string
 }
@@ -78,7 +82,7 @@ func (t WriteBackTarget) String() string {
 }
 
 // ParseWriteBackTarget reads a write-back-target value: kustomization[:<dir>],
-// helmvalues[:<file>], or else the path of an override file, as Argo CD
+// helmvalues[:<file>], app-of-apps[:<dir>], or else the path of an override file, as Argo CD
 // Image Updater has always read other values.
 func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	if s == "" {
@@ -86,13 +90,13 @@ func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	}
 	kind, path, _ := strings.Cut(s, ":")
 	switch t := TargetKind(kind); t {
-	case TargetKustomization, TargetHelmValues:
+	case TargetKustomization, TargetHelmValues, TargetAppOfApps:
 		return WriteBackTarget{Kind: t, Path: path}, nil
 	}
 	// "kustomization.yaml" or "helmvalues-prod.yaml" is a misspelt kind
 	// far more often than a file meant to hold parameter overrides.
-	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) {
-		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], or the path of an override file", s)
+	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) || strings.HasPrefix(s, string(TargetAppOfApps)) {
+		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>], or the path of an override file", s)
 	}
 	return WriteBackTarget{Kind: TargetOverrideFile, Path: s}, nil
 }

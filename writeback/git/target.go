@@ -1,6 +1,8 @@
 package git
 
 import (
+	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -250,8 +252,16 @@ func planTarget(t *repoTree, u update) (targetEdit, error) {
 		return planFileEdit(t, file, true, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
 			return manifest.SetHelmValues(name, src, u.Images)
 		})
+	case settings.TargetAppOfApps:
+		dir := source
+		if arg != "" {
+			if dir, err = repoPath(source, arg); err != nil {
+				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+			}
+		}
+		return planDefinition(t, u, dir)
 	default:
-		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>] or the path of an override file", u.Target)
+		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>] or the path of an override file", u.Target)
 	}
 }
 
@@ -263,22 +273,20 @@ const (
 	maxMarkedBytes   = 64 << 20
 )
 
-// planMarkers writes the images into the values marked with them in the
-// YAML files under dir (see manifest.SetMarkedImages), its sub-folders
-// included. Symbolic links and submodules are not followed. An image
-// that no file marks is an error: there is nowhere else to write it.
-func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
+// walkYAML calls f with each YAML file under dir, its sub-folders
+// included, within the bounds above; f returns false to stop. Symbolic
+// links and submodules are not followed; a file another Application of the
+// batch changed is read as changed.
+func walkYAML(t *repoTree, dir string, what string, f func(path string, content []byte) (bool, error)) error {
 	d, err := t.stat(dir)
 	switch {
 	case err != nil:
-		return targetEdit{}, err
+		return err
 	case !d.exists || !d.isDir:
-		return targetEdit{}, fmt.Errorf("folder %s does not exist", d.path)
+		return fmt.Errorf("folder %s does not exist", d.path)
 	}
-	edit := targetEdit{files: map[string][]byte{}}
-	found := map[string]bool{}
-	changed := map[string]bool{}
 	entries, files, size := 0, 0, 0
+	stop := errors.New("stop")
 	var walk func(dir string, hash plumbing.Hash) error
 	walk = func(dir string, hash plumbing.Hash) error {
 		tree := t.root
@@ -290,7 +298,7 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 		}
 		for _, e := range tree.Entries {
 			if entries++; entries > maxMarkedEntries {
-				return fmt.Errorf("%s holds more than %d files and folders, the most looked at for marked images", d.path, maxMarkedEntries)
+				return fmt.Errorf("%s holds more than %d files and folders, the most looked at for %s", d.path, maxMarkedEntries, what)
 			}
 			p := path.Join(dir, e.Name)
 			switch {
@@ -305,7 +313,7 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 				continue
 			}
 			if files++; files > maxMarkedFiles {
-				return fmt.Errorf("%s holds more than %d YAML files, the most read for marked images", d.path, maxMarkedFiles)
+				return fmt.Errorf("%s holds more than %d YAML files, the most read for %s", d.path, maxMarkedFiles, what)
 			}
 			// The entry names the blob: no walk from the root per file,
 			// unless another Application of the batch changed the file.
@@ -317,28 +325,52 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 				}
 			}
 			if size += len(content); size > maxMarkedBytes {
-				return fmt.Errorf("the YAML files under %s hold more than %d MiB, the most read for marked images", d.path, maxMarkedBytes>>20)
+				return fmt.Errorf("the YAML files under %s hold more than %d MiB, the most read for %s", d.path, maxMarkedBytes>>20, what)
 			}
-			if !manifest.HasMarkers(content) {
-				continue
-			}
-			out, marked, c, err := manifest.SetMarkedImages(p, content, u.Images)
+			more, err := f(p, content)
 			if err != nil {
 				return err
 			}
-			for a := range marked {
-				found[a] = true
-			}
-			if len(c) > 0 {
-				edit.files[p] = out
-				for _, img := range c {
-					changed[img.Alias] = true
-				}
+			if !more {
+				return stop
 			}
 		}
 		return nil
 	}
-	if err := walk(d.path, d.hash); err != nil {
+	if err := walk(d.path, d.hash); err != nil && err != stop {
+		return err
+	}
+	return nil
+}
+
+// planMarkers writes the images into the values marked with them in the
+// YAML files under dir (see manifest.SetMarkedImages), its sub-folders
+// included. An image that no file marks is an error: there is nowhere
+// else to write it.
+func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
+	edit := targetEdit{files: map[string][]byte{}}
+	found := map[string]bool{}
+	changed := map[string]bool{}
+	err := walkYAML(t, dir, "marked images", func(p string, content []byte) (bool, error) {
+		if !manifest.HasMarkers(content) {
+			return true, nil
+		}
+		out, marked, c, err := manifest.SetMarkedImages(p, content, u.Images)
+		if err != nil {
+			return false, err
+		}
+		for a := range marked {
+			found[a] = true
+		}
+		if len(c) > 0 {
+			edit.files[p] = out
+			for _, img := range c {
+				changed[img.Alias] = true
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
 		return targetEdit{}, err
 	}
 	var missing []string
@@ -350,10 +382,43 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 			edit.changed = append(edit.changed, img)
 		}
 	}
+	d, _ := t.stat(dir)
 	if len(missing) > 0 {
 		return targetEdit{}, fmt.Errorf("no YAML file under %s marks the image %s: add # {\"%s\": \"<alias>\"} after its value (a plain-manifest source has no override file)", d.path, strings.Join(missing, ", "), manifest.MarkerKey)
 	}
 	edit.path = d.path
+	return edit, nil
+}
+
+// planDefinition writes the images into the document that defines the
+// Application among the YAML files under dir, its parent's manifests.
+func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
+	def := manifest.ApplicationDefinition{Namespace: u.Namespace, Name: u.Name, Source: u.SourceIndex, SourceType: u.SourceType}
+	parent := "its parent"
+	if u.Parent != nil {
+		def.DefaultNamespace = cmp.Or(u.Parent.DestinationNamespace, u.Parent.Namespace)
+		parent = "its parent " + u.Parent.key()
+	}
+	var edit targetEdit
+	found := false
+	err := walkYAML(t, dir, "the definition of an Application", func(p string, content []byte) (bool, error) {
+		if !bytes.Contains(content, []byte(u.Name)) {
+			return true, nil
+		}
+		out, ok, changed, err := manifest.SetApplicationImages(p, content, def, u.Images)
+		if err != nil || !ok {
+			return err == nil, err
+		}
+		found = true
+		edit = targetEdit{path: p, content: out, changed: changed}
+		return false, nil
+	})
+	switch {
+	case err != nil:
+		return targetEdit{}, err
+	case !found:
+		return targetEdit{}, fmt.Errorf("no YAML file under %s of %s's repository defines Application %s (kind Application, its name and namespace)", dir, parent, u.key())
+	}
 	return edit, nil
 }
 

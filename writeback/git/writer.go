@@ -87,6 +87,13 @@ type update struct {
 	// of every Application in it.
 	PullRequestLabels []string
 	Images            []writeback.ImageUpdate
+	// SourceIndex is the index in spec.sources of the source written, -1
+	// for spec.source: the one an app-of-apps target edits.
+	SourceIndex int
+	// Parent is the Application whose manifests define this one, for an
+	// app-of-apps target: RepoURL, TargetRevision, SourcePath and Project
+	// are then the parent's.
+	Parent *Parent
 }
 
 func (u update) key() string { return u.Namespace + "/" + u.Name }
@@ -102,6 +109,9 @@ func (u update) validate() error {
 	if u.Target.Kind == settings.TargetOverrideFile && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin ||
 		u.Target.Kind == settings.TargetSourceOverrides && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin && u.SourceType != application.SourceDirectory {
 		errs = append(errs, fmt.Errorf("source type %q cannot be written to an override file like .argocd-source (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
+	}
+	if u.Target.Kind == settings.TargetAppOfApps && !u.SourceType.Writable() && u.SourceType != application.SourcePlugin {
+		errs = append(errs, fmt.Errorf("source type %q has no overrides to write into its definition (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	if u.PullRequest != "" {
 		if _, err := settings.ParseForge(string(u.PullRequest)); err != nil {
@@ -141,7 +151,12 @@ type writerConfig struct {
 	forges      *forge.Hosts
 	pullRequest *PullRequestTemplate
 	apiCommits  bool
+	parents     Parents
 }
+
+// WithParents finds the parents of Applications whose write-back-target
+// is app-of-apps; without it such Applications are reported as errors.
+func WithParents(p Parents) Option { return func(c *writerConfig) { c.parents = p } }
 
 // WithArgoCDNamespace sets where Argo CD's repository Secrets,
 // argocd-ssh-known-hosts-cm and argocd-tls-certs-cm are read (default
@@ -363,7 +378,7 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 	var updates []update
 	var at []int
 	for i, c := range changes {
-		u, err := w.updateOf(c)
+		u, err := w.updateOf(ctx, c)
 		if err != nil {
 			results[i] = writeback.Result{Namespace: u.Namespace, Name: u.Name, Err: err}
 			continue
@@ -385,7 +400,10 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 // source of a multi-source Application (the values of a chart from a Helm
 // repository, say) is committed to at that source's revision, as Argo CD
 // Image Updater does, not at the chart's version.
-func (w *Writer) updateOf(c writeback.Change) (update, error) {
+//
+// For an app-of-apps target the repository, revision and path are the
+// parent's, and so is the AppProject that must permit the repository.
+func (w *Writer) updateOf(ctx context.Context, c writeback.Change) (update, error) {
 	app, wb := c.App, c.App.Settings.WriteBack
 	u := update{
 		Namespace:           app.Namespace,
@@ -402,6 +420,10 @@ func (w *Writer) updateOf(c writeback.Change) (update, error) {
 		PullRequest:         wb.PullRequest,
 		PullRequestLabels:   wb.PullRequestLabels,
 		Images:              c.Images,
+		SourceIndex:         c.Source.Index,
+	}
+	if wb.Target.Kind == settings.TargetAppOfApps {
+		return w.parentUpdate(ctx, u)
 	}
 	if u.RepoURL == "" {
 		u.RepoURL = c.Source.RepoURL
@@ -410,6 +432,27 @@ func (w *Writer) updateOf(c writeback.Change) (update, error) {
 	}
 	if u.RepoURL == "" {
 		return u, errors.New("git write-back: the Application has no source repository and no git-repository annotation")
+	}
+	return u, nil
+}
+
+// parentUpdate points an app-of-apps update at the parent's repository.
+func (w *Writer) parentUpdate(ctx context.Context, u update) (update, error) {
+	if w.cfg.parents == nil {
+		return u, fmt.Errorf("git write-back of Application %s: write-back-target %s is not available in this controller", u.key(), settings.TargetAppOfApps)
+	}
+	if u.CredentialsSecret != (types.NamespacedName{}) {
+		// The repository is the parent's: its credentials are Argo CD's.
+		return u, fmt.Errorf("git write-back of Application %s: write-back-target %s writes to the parent's repository with Argo CD's credentials for it, and takes no git:secret", u.key(), settings.TargetAppOfApps)
+	}
+	p, err := w.cfg.parents.Parent(ctx, u.Namespace, u.Name)
+	if err != nil {
+		return u, fmt.Errorf("git write-back of Application %s: write-back-target %s: %w", u.key(), settings.TargetAppOfApps, err)
+	}
+	u.Parent = &p
+	u.RepoURL, u.TargetRevision, u.SourcePath, u.Project = p.RepoURL, p.TargetRevision, p.Path, p.Project
+	if u.RepoURL == "" {
+		return u, fmt.Errorf("git write-back of Application %s: its parent %s has no source repository", u.key(), p.key())
 	}
 	return u, nil
 }
@@ -441,6 +484,9 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 	policy := gitauth.NewPolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
 		a := &appWrite{update: u, result: writeback.Result{Namespace: u.Namespace, Name: u.Name}}
+		if u.Parent != nil {
+			a.result.ParentNamespace, a.result.ParentName = u.Parent.Namespace, u.Parent.Name
+		}
 		writes[i] = a
 		if err := u.validate(); err != nil {
 			a.result.Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
@@ -450,7 +496,13 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 			continue
 		}
 		// Before anything is read or sent for the Application.
-		if err := policy.Check(ctx, gitauth.Request{Namespace: u.Namespace, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
+		// The parent's repository is reached as the parent: with its
+		// AppProject, from its namespace.
+		ns := u.Namespace
+		if u.Parent != nil {
+			ns = u.Parent.Namespace
+		}
+		if err := policy.Check(ctx, gitauth.Request{Namespace: ns, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
 			a.fail(err)
 			continue
 		}

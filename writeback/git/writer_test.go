@@ -118,6 +118,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("helm values", e.testHelmValues)
 	t.Run("override file targets", e.testOverrideFileTargets)
 	t.Run("invalid targets", e.testInvalidTargets)
+	t.Run("app of apps", e.testAppOfApps)
 	t.Run("fifty applications one push", e.testFiftyApplications)
 	t.Run("clone kept between cycles", e.testCloneReuse)
 	t.Run("clone kept across restarts", e.testCloneAcrossRestarts)

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
@@ -84,7 +85,7 @@ func documents(src []byte) []document {
 	line := 1
 	for off := 0; off < len(src); line++ {
 		end := len(src)
-		if i := strings.IndexByte(string(src[off:]), '\n'); i >= 0 {
+		if i := bytes.IndexByte(src[off:], '\n'); i >= 0 {
 			end = off + i + 1
 		}
 		if isDocumentStart(strings.TrimRight(string(src[off:end]), "\r\n")) && off > cur.start {

@@ -39,8 +39,8 @@ func TestSetApplicationImages(t *testing.T) {
 		},
 		{
 			name: "an existing entry rewritten, other entries and keys kept", def: child, images: []writeback.ImageUpdate{app},
-			src: header + "spec:\n  source:\n    kustomize:\n      namePrefix: prod-\n      images:\n        - nginx:1.25\n        - " + gitAppImage + ":v0.0.1\n    path: child\n",
-			want: header + "spec:\n  source:\n    kustomize:\n      namePrefix: prod-\n      images:\n      - nginx:1.25\n      - " + gitAppImage + ":v0.0.2\n    path: child\n",
+			src:   header + "spec:\n  source:\n    kustomize:\n      namePrefix: prod-\n      images:\n        - nginx:1.25\n        - " + gitAppImage + ":v0.0.1\n    path: child\n",
+			want:  header + "spec:\n  source:\n    kustomize:\n      namePrefix: prod-\n      images:\n      - nginx:1.25\n      - " + gitAppImage + ":v0.0.2\n    path: child\n",
 			found: true, changed: []string{"app"},
 		},
 		{
@@ -64,8 +64,8 @@ func TestSetApplicationImages(t *testing.T) {
 		},
 		{
 			name: "the second of several sources, its first key after a dash", def: second, images: []writeback.ImageUpdate{app},
-			src: header + "spec:\n  sources:\n  - repoURL: https://git.example.com/values.git\n    ref: values\n  - repoURL: https://git.example.com/apps.git\n    kustomize:\n      images: []\n",
-			want: header + "spec:\n  sources:\n  - repoURL: https://git.example.com/values.git\n    ref: values\n  - repoURL: https://git.example.com/apps.git\n    kustomize:\n      images:\n      - " + gitAppImage + ":v0.0.2\n",
+			src:   header + "spec:\n  sources:\n  - repoURL: https://git.example.com/values.git\n    ref: values\n  - repoURL: https://git.example.com/apps.git\n    kustomize:\n      images: []\n",
+			want:  header + "spec:\n  sources:\n  - repoURL: https://git.example.com/values.git\n    ref: values\n  - repoURL: https://git.example.com/apps.git\n    kustomize:\n      images:\n      - " + gitAppImage + ":v0.0.2\n",
 			found: true, changed: []string{"app"},
 		},
 		{

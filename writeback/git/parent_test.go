@@ -1,0 +1,69 @@
+package git
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// testAppOfApps: an Application created by a parent's manifests gets its
+// images written into its document there; one whose tracking names a
+// parent that does not manage it gets nothing written.
+func (e *gitEnv) testAppOfApps(t *testing.T) {
+	ns := e.argoNamespace(t, "app-of-apps", true)
+	childDoc := "# the platform's applications\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: child\n" +
+		"spec:\n  project: default\n  source:\n    repoURL: https://git.example.com/child.git\n    path: child # its overlay\n    targetRevision: main\n" +
+		"  destination:\n    server: https://kubernetes.default.svc\n    namespace: main\n"
+	other := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: other\nspec:\n  source:\n    path: other\n"
+	url := e.repo(t, "app-of-apps", map[string]string{"apps/child.yaml": childDoc, "apps/more/other.yaml": other})
+
+	apps := e.dyn.Resource(application.Resource()).Namespace(ns)
+	create := func(obj map[string]any) {
+		t.Helper()
+		if _, err := apps.Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta := func(name string, annotations map[string]any) map[string]any {
+		return map[string]any{"name": name, "namespace": ns, "annotations": annotations}
+	}
+	create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": meta("root", nil),
+		"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": url, "path": "apps", "targetRevision": "main"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns}},
+		"status": map[string]any{"resources": []any{map[string]any{"group": "argoproj.io", "version": "v1alpha1", "kind": "Application", "namespace": ns, "name": "child"}}}})
+	for _, name := range []string{"child", "intruder"} {
+		create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": meta(name, map[string]any{trackingAnnotation: "root:argoproj.io/Application:" + ns + "/" + name}),
+			"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": "https://git.example.com/child.git", "path": "child"},
+				"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"}}})
+	}
+
+	w := e.writer(t, ns, WithParents(NewKubeParents(e.dyn, ns)))
+	change := func(name string) writeback.Change {
+		src := application.Source{Index: -1, RepoURL: "https://git.example.com/child.git", Path: "child", TargetRevision: "main", Type: application.SourceKustomize}
+		app := &application.Application{Namespace: ns, Name: name, Project: "default", Sources: []application.Source{src}}
+		app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, Target: mustTarget("app-of-apps")}
+		return writeback.Change{App: app, Source: src, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}}}
+	}
+	results := w.Write(t.Context(), []writeback.Change{change("child"), change("intruder")})
+	if r := results[0]; r.Err != nil || !r.Written || r.ParentNamespace != ns || r.ParentName != "root" {
+		t.Fatalf("child: %+v", r)
+	}
+	want := strings.Replace(childDoc, "    targetRevision: main\n", "    targetRevision: main\n    kustomize:\n      images:\n      - "+gitAppImage+":v0.0.2\n", 1)
+	if got := e.git.ReadFile(t, "app-of-apps", "main", "apps/child.yaml"); got != want {
+		t.Errorf("apps/child.yaml:\n%s\nwant\n%s", got, want)
+	}
+	if got := e.git.ReadFile(t, "app-of-apps", "main", "apps/more/other.yaml"); got != other {
+		t.Errorf("apps/more/other.yaml changed:\n%s", got)
+	}
+	if err := results[1].Err; err == nil || !strings.Contains(err.Error(), "Application "+ns+"/root, which Argo CD's tracking names as the parent of "+ns+"/intruder, does not list it among its resources") {
+		t.Errorf("intruder: %v", err)
+	}
+}
