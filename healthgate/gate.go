@@ -318,7 +318,7 @@ func syncedVersion(app *application.Application, image string) (imageref.Version
 // rollback-hold annotation "false", or the rollbackHold field of the
 // ImageUpdater that configures it false.
 func holdOff(app *application.Application) bool {
-	return app.Annotation(RollbackHoldAnnotation) == "false"
+	return app.Settings.RollbackHoldOff || app.Annotation(RollbackHoldAnnotation) == "false"
 }
 
 // seen tells whether the version of a record was seen in its Application

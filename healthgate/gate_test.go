@@ -547,6 +547,7 @@ func TestRollbackHold(t *testing.T) {
 		annotations map[string]string
 		seenFirst   bool   // the cycle saw 1.1.0 in the Application first
 		current     string // then what the Application holds
+		holdOff     bool   // the ImageUpdater's rollbackHold is false
 		held        bool
 	}{
 		{name: "argocd: the version before", annotations: plain, current: "1.0.0", held: true},
@@ -558,12 +559,14 @@ func TestRollbackHold(t *testing.T) {
 		{name: "git: not yet synced by Argo CD", annotations: git, current: "1.0.0"},
 		{name: "git: reverted once synced", annotations: git, seenFirst: true, current: "1.0.0", held: true},
 		{name: "rollback-hold false", annotations: off, current: "1.0.0"},
+		{name: "the ImageUpdater's rollbackHold false", annotations: plain, holdOff: true, current: "1.0.0"},
 		{name: "gated: not yet deployed", annotations: gated, current: "1.0.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			app := r.apps.set(t, "shop", tt.annotations, argo("Healthy", "1.0.0", nil))
+			app.Settings.RollbackHoldOff = tt.holdOff
 			r.written(t, app, "1.0.0", "1.1.0", "c0ffee")
 			if tt.seenFirst {
 				if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"}).Versions; len(got) != 0 {
