@@ -8,6 +8,8 @@
 package application
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -205,6 +207,41 @@ func (s Source) CurrentVersion(img settings.ImageSpec) (imageref.Version, bool) 
 		}
 	}
 	return imageref.Version{}, false
+}
+
+// SyncedVersion is the version of img that the Application's last sync
+// deployed when that sync was a person's and named a source whose
+// overrides differ from the spec's: Argo CD's rollback to an earlier
+// history entry (argocd app rollback) syncs that entry's source and
+// leaves the spec, whose override then no longer says what runs. A
+// source that overrides the image nowhere runs what its manifests hold:
+// then the version is the running one, once the sync succeeded. started
+// is when that sync started.
+func (a *Application) SyncedVersion(img settings.ImageSpec) (v imageref.Version, started time.Time, ok bool) {
+	op := a.Status().Operation
+	if len(op.Sources) == 0 || op.Automated {
+		return imageref.Version{}, time.Time{}, false
+	}
+	target, found := a.TargetSource(img)
+	if !found {
+		return imageref.Version{}, time.Time{}, false
+	}
+	for _, s := range op.Sources {
+		if s.Index != target.Index {
+			continue
+		}
+		own, _ := target.CurrentVersion(img)
+		if v, ok := s.CurrentVersion(img); ok {
+			return v, op.StartedAt, v != own
+		}
+		if op.Phase != "Succeeded" {
+			return imageref.Version{}, time.Time{}, false
+		}
+		if v, ok, _ := a.RunningVersion(img); ok && v != own && !a.RollingOut(img) {
+			return v, op.StartedAt, true
+		}
+	}
+	return imageref.Version{}, time.Time{}, false
 }
 
 // KustomizeStale tells whether the source's Kustomize override of the

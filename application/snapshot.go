@@ -123,7 +123,15 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 	s.status = readStatus(obj.Object, str)
 	s.statusType = str(stringAt(obj.Object, "status", "sourceType"))
 	s.statusTypes = stringsAt(obj.Object, str, "status", "sourceTypes")
+	s.readSources(obj, str)
+	if s.status != nil && s.err == nil {
+		s.status.Operation.Sources = syncedSources(obj.Object, s.sources, s.multiSource, str)
+	}
+	return s
+}
 
+// readSources reads the spec's sources.
+func (s *Snapshot) readSources(obj *unstructured.Unstructured, str func(string) string) {
 	if raw, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "sources"); raw != nil {
 		if list, ok := raw.([]any); ok && len(list) > 0 {
 			s.multiSource = true
@@ -132,7 +140,7 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 				if !ok {
 					s.err = fmt.Errorf("application %s/%s: spec.sources[%d] is not an object", s.namespace, s.name, i)
 					s.sources = nil
-					return s
+					return
 				}
 				t := ""
 				if i < len(s.statusTypes) {
@@ -140,12 +148,12 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 				}
 				s.sources = append(s.sources, newSource(i, m, t, str))
 			}
-			return s
+			return
 		}
 	}
 	if m, ok := mapAt(obj.Object, "spec", "source"); ok {
 		s.sources = []Source{newSource(-1, m, s.statusType, str)}
-		return s
+		return
 	}
 	if m, ok := mapAt(obj.Object, "spec", "sourceHydrator", "drySource"); ok {
 		// The status describes the rendered sync source (a directory),
@@ -154,7 +162,6 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 		src.Dry = true
 		s.sources = []Source{src}
 	}
-	return s
 }
 
 // GetObjectMeta makes a Snapshot an object to the informer's store and

@@ -1,10 +1,14 @@
 package application
 
 import (
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Status is what Argo CD last said of an Application's sync and health:
@@ -39,12 +43,71 @@ type Operation struct {
 	// Retries counts the failed attempts Argo CD retries (its sync
 	// policy's retry): the phase is Running again meanwhile.
 	Retries int64
+	// Automated tells that Argo CD's automated sync started the
+	// operation (initiatedBy.automated), not a person.
+	Automated bool
+	// Sources are the sources a person's sync named (operation.sync.source
+	// or sources) where their overrides differ from the spec's: Argo CD's
+	// rollback syncs an earlier history entry's source and leaves the spec
+	// as it is. Each has the Index of the spec's source it stands for.
+	// Kept only when they differ, as a plain sync names the spec's own.
+	Sources []Source
 }
 
 // Failed reports whether the operation failed: it ended in failure, or an
 // attempt failed and Argo CD retries it.
 func (o Operation) Failed() bool {
 	return o.Phase == "Failed" || o.Phase == "Error" || o.Phase == "Running" && o.Retries > 0
+}
+
+func (o Operation) zero() bool {
+	return o.Phase == "" && o.Message == "" && o.StartedAt.IsZero() && o.FinishedAt.IsZero() && o.Revision == "" && o.Retries == 0 && !o.Automated && o.Sources == nil
+}
+
+// syncedSources are the sources of the last operation, when a person's
+// sync named sources whose overrides differ from those of spec, the
+// Application's sources; nil otherwise.
+func syncedSources(obj map[string]any, spec []Source, multiSource bool, str func(string) string) []Source {
+	op, ok := mapAt(obj, "status", "operationState", "operation")
+	if !ok {
+		return nil
+	}
+	if automated, _, _ := unstructured.NestedBool(op, "initiatedBy", "automated"); automated {
+		return nil
+	}
+	var named []map[string]any
+	if multiSource {
+		list, _ := fieldAt(op, "sync", "sources").([]any)
+		for _, e := range list {
+			m, _ := e.(map[string]any)
+			named = append(named, m)
+		}
+	} else if m, ok := mapAt(op, "sync", "source"); ok {
+		named = append(named, m)
+	}
+	var out []Source
+	for i, m := range named {
+		if m == nil || i >= len(spec) {
+			continue
+		}
+		own := spec[i]
+		if own.Dry {
+			// A Source Hydrator's sync source is the rendered one.
+			continue
+		}
+		src := newSource(own.Index, m, "", str)
+		// Read as the spec's source is, whatever blocks it names.
+		src.Type = own.Type
+		if !sameOverrides(src, own) {
+			out = append(out, src)
+		}
+	}
+	return out
+}
+
+// sameOverrides tells whether two sources set the same overrides.
+func sameOverrides(a, b Source) bool {
+	return slices.Equal(a.KustomizeImages, b.KustomizeImages) && reflect.DeepEqual(a.helmParameters, b.helmParameters) && reflect.DeepEqual(a.pluginEnv, b.pluginEnv)
 }
 
 // retrying is what Argo CD appends to the message of an attempt it retries.
@@ -74,6 +137,7 @@ func readStatus(obj map[string]any, str func(string) string) *Status {
 		if n, ok := op["retryCount"].(int64); ok {
 			st.Operation.Retries = n
 		}
+		st.Operation.Automated, _, _ = unstructured.NestedBool(op, "operation", "initiatedBy", "automated")
 		if st.Operation.Revision == "" {
 			if revs := stringsAt(op, str, "syncResult", "revisions"); len(revs) > 0 {
 				st.Operation.Revision = revs[0]
@@ -107,7 +171,7 @@ func readStatus(obj map[string]any, str func(string) string) *Status {
 			}
 		}
 	}
-	if st.Health == "" && st.Sync == "" && st.Operation == (Operation{}) && st.Degraded == nil {
+	if st.Health == "" && st.Sync == "" && st.Operation.zero() && st.Degraded == nil {
 		return nil
 	}
 	return st

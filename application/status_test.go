@@ -84,3 +84,68 @@ func TestStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncedVersion: a person's sync of a source whose overrides differ
+// from the spec's (Argo CD's rollback to an earlier history entry) tells
+// what runs; a plain sync, Argo CD's automated sync, and a sync of other
+// overrides of other images tell nothing.
+func TestSyncedVersion(t *testing.T) {
+	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	kustomize := func(images ...string) string {
+		list := `"` + strings.Join(images, `","`) + `"`
+		if len(images) == 0 {
+			list = ""
+		}
+		return `{"repoURL":"https://git.example.com/r.git","path":"p","targetRevision":"main","kustomize":{"images":[` + list + `]}}`
+	}
+	helm := func(tag string) string {
+		return `{"repoURL":"https://git.example.com/r.git","path":"c","helm":{"parameters":[{"name":"image.tag","value":"` + tag + `"}]}}`
+	}
+	op := func(phase, initiatedBy, sync string) string {
+		return `"operationState":{"phase":"` + phase + `","startedAt":"2026-01-02T03:04:05Z","operation":{"initiatedBy":` + initiatedBy + `,"sync":` + sync + `}}`
+	}
+	const person, automated = `{"username":"admin"}`, `{"automated":true}`
+	running := func(tag string) string { return `"summary":{"images":["example.com/app:` + tag + `"]}` }
+	tests := []struct {
+		name, spec, status string
+		want               string // "" for none
+	}{
+		{name: "a rollback to the entry before", spec: `"source":` + kustomize("example.com/app:1.1.0"),
+			status: op("Succeeded", person, `{"revision":"abc","source":`+kustomize("example.com/app:1.0.0")+`}`) + "," + running("1.0.0"), want: "1.0.0"},
+		{name: "a rollback still running", spec: `"source":` + kustomize("example.com/app:1.1.0"),
+			status: op("Running", person, `{"revision":"abc","source":`+kustomize("example.com/app:1.0.0")+`}`) + "," + running("1.1.0"), want: "1.0.0"},
+		{name: "a plain sync names the spec's source", spec: `"source":` + kustomize("example.com/app:1.1.0"),
+			status: op("Succeeded", person, `{"source":`+kustomize("example.com/app:1.1.0")+`}`) + "," + running("1.1.0")},
+		{name: "the automated sync", spec: `"source":` + kustomize("example.com/app:1.1.0"),
+			status: op("Succeeded", automated, `{"source":`+kustomize("example.com/app:1.0.0")+`}`) + "," + running("1.0.0")},
+		{name: "other images' overrides", spec: `"source":` + kustomize("example.com/app:1.1.0", "example.com/web:2"),
+			status: op("Succeeded", person, `{"source":`+kustomize("example.com/app:1.1.0", "example.com/web:1")+`}`) + "," + running("1.1.0")},
+		{name: "an entry without the override runs what the manifests hold", spec: `"source":` + kustomize("example.com/app:1.1.0"),
+			status: op("Succeeded", person, `{"source":`+kustomize()+`}`) + "," + running("0.9.0"), want: "0.9.0"},
+		{name: "an entry without the override, still syncing", spec: `"source":` + kustomize("example.com/app:1.1.0"),
+			status: op("Running", person, `{"source":`+kustomize()+`}`) + "," + running("1.1.0")},
+		{name: "several sources: the Helm source's parameter", spec: `"sources":[` + kustomize() + "," + helm("1.1.0") + `]`,
+			status: op("Succeeded", person, `{"revisions":["a","b"],"sources":[`+kustomize()+","+helm("1.0.0")+`]}`) + "," + running("1.0.0"), want: "1.0.0"},
+		{name: "no operation", spec: `"source":` + kustomize("example.com/app:1.1.0"), status: running("1.1.0")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"a","namespace":"argocd",
+				"annotations":{"argocd-image-updater.argoproj.io/image-list":"app=example.com/app"}},"spec":{` + tt.spec + `},"status":{` + tt.status + `}}`
+			app, err := SnapshotOf(decoded(t, doc)).Application()
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, at, ok := app.SyncedVersion(app.Settings.Images[0])
+			if tt.want == "" {
+				if ok {
+					t.Fatalf("synced %s, want nothing", v)
+				}
+				return
+			}
+			if !ok || v.String() != tt.want || !at.Equal(started) {
+				t.Fatalf("synced %s at %s (%v), want %s at %s", v, at, ok, tt.want, started)
+			}
+		})
+	}
+}

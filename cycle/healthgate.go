@@ -21,16 +21,31 @@ import (
 // that broke its Application. The cycle asks it which versions it skips,
 // and tells it what was written.
 type HealthGate interface {
-	// Skipped are the versions of the image (by its settings.ImageSpec
-	// Key) that are not to be written for app, which holds current of it
-	// now: a version the updater wrote that someone else replaced by an
-	// older one is skipped from then on (held), and returned as heldFrom
-	// (zero when the image is not held): no version older than it is
-	// written either.
-	Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) (skipped []imageref.Version, heldFrom imageref.Version)
+	// Skipped says which versions of the image (by its
+	// settings.ImageSpec Key) are not to be written for app, which holds
+	// current of it now (see Skips).
+	Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) Skips
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
+}
+
+// Skips is what the health gate says of one image of an Application.
+type Skips struct {
+	// Versions are not to be written.
+	Versions []imageref.Version
+	// HeldFrom is set while the image is held after a person rolled back
+	// a version the updater wrote: that version, which is among Versions;
+	// no version older than it is written either.
+	HeldFrom imageref.Version
+	// HoldAt is the version the person rolled the image back to, when it
+	// is to be written where the Application's write-back keeps the
+	// image, should that hold another: after Argo CD's rollback, which
+	// leaves the spec holding the version rolled back from, so that a sync
+	// of the spec (automated sync turned on again) does not deploy it.
+	// The cycle takes it as the current version and writes only what the
+	// target lacks.
+	HoldAt imageref.Version
 }
 
 // WithHealthGate has the cycle pass over the versions g skips and tell g
@@ -41,16 +56,23 @@ func WithHealthGate(g HealthGate) Option { return func(u *Updater) { u.gate = g 
 // the job's image: skipped tags are not candidates, nor, while the image
 // is held after a rollback, semantic versions not newer than the one
 // rolled back from; a skipped digest chosen (the digest strategy follows
-// one tag) is not an update.
+// one tag) is not an update. An image the gate holds at a version its
+// target does not hold is written there (see Skips.HoldAt).
 func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[keyID]loadedKey) outcome {
 	if u.gate == nil {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
-	skipped, heldFrom := u.gate.Skipped(ctx, j.app, j.spec.Key(), j.current)
+	sk := u.gate.Skipped(ctx, j.app, j.spec.Key(), j.current)
+	if !sk.HoldAt.IsZero() {
+		at := *j
+		at.current, at.askTarget = sk.HoldAt, true
+		j = &at
+	}
+	skipped := sk.Versions
 	if len(skipped) == 0 {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
-	held, _ := semver.NewVersion(heldFrom.Tag)
+	held, _ := semver.NewVersion(sk.HeldFrom.Tag)
 	var passed []string
 	tr.tags = slices.DeleteFunc(slices.Clone(tr.tags), func(tag string) bool {
 		if slices.Contains(skipped, imageref.Version{Tag: tag}) || held != nil && tag != j.current.Tag && notNewer(tag, held) {

@@ -20,12 +20,13 @@ import (
 type skipGate struct {
 	skipped  map[string][]imageref.Version
 	heldFrom map[string]imageref.Version
+	holdAt   map[string]imageref.Version
 	mu       sync.Mutex
 	written  []writeback.Result
 }
 
-func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) ([]imageref.Version, imageref.Version) {
-	return g.skipped[image], g.heldFrom[image]
+func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) Skips {
+	return Skips{Versions: g.skipped[image], HeldFrom: g.heldFrom[image], HoldAt: g.holdAt[image]}
 }
 
 func (g *skipGate) Written(_ context.Context, _ *application.Application, res writeback.Result) {
@@ -76,6 +77,7 @@ func TestHealthGateSkips(t *testing.T) {
 		tags       []string
 		skipped    []imageref.Version
 		heldFrom   string // the image is held after a rollback from it
+		holdAt     string // at this version, which its target is to hold
 		want       string // the version written, "" for none
 	}{
 		{name: "nothing skipped", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, want: "1.2.0"},
@@ -84,6 +86,8 @@ func TestHealthGateSkips(t *testing.T) {
 		{name: "a newer one than the skipped", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, want: "1.2.0"},
 		{name: "held: nothing newer than the version rolled back from", tags: []string{"1.0.0", "1.0.5", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0"},
 		{name: "held: a newer version is written", tags: []string{"1.0.0", "1.0.5", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", want: "1.2.0"},
+		{name: "held at the version rolled back to: its target is asked to hold it", tags: []string{"0.9.0", "1.0.0", "1.0.5", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", holdAt: "0.9.0", want: "0.9.0"},
+		{name: "held at a version, with a newer one pushed", tags: []string{"0.9.0", "1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", holdAt: "0.9.0", want: "1.2.0"},
 		{name: "held: tags that are not semantic versions are left to the strategy", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0", "nightly"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", want: "nightly"},
 		{name: "another digest of the tag is not skipped", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0", Digest: "sha256:aa"}}, want: "1.1.0"},
 		{name: "the digest a followed tag points to", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}},
@@ -105,7 +109,8 @@ func TestHealthGateSkips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := &skipGate{skipped: map[string][]imageref.Version{"app": tt.skipped}, heldFrom: map[string]imageref.Version{"app": imageref.ParseVersion(tt.heldFrom)}}
+			gate := &skipGate{skipped: map[string][]imageref.Version{"app": tt.skipped}, heldFrom: map[string]imageref.Version{"app": imageref.ParseVersion(tt.heldFrom)},
+				holdAt: map[string]imageref.Version{"app": imageref.ParseVersion(tt.holdAt)}}
 			w := &argocdRecorder{}
 			u := mustNew(t, fixedApps{app}, &digestRegistry{listingRegistry{tags: tt.tags}}, w, WithHealthGate(gate))
 			sum := u.RunOnce(t.Context())

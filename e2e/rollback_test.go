@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,14 +22,14 @@ import (
 )
 
 // TestRollback: a version the updater wrote that a person rolls back (the
-// Application's override set back, or the updater's commit reverted) is
-// not written again; the image is held there, which an event and the
+// Application's override set back, Argo CD's rollback to an earlier
+// history entry, or the updater's commit reverted) is not written again; the image is held there, which an event and the
 // state say, until a newer version appears.
 func TestRollback(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
-		for _, name := range []string{"rb-argocd", "rb-git", "rb-off"} {
+		for _, name := range []string{"rb-argocd", "rb-undo", "rb-git", "rb-off"} {
 			for path, content := range overlay(name, reg) {
 				files[path] = content
 			}
@@ -69,6 +70,65 @@ func TestRollback(t *testing.T) {
 		// A newer version is written.
 		w.push(t, "rb-argocd-app", "1.2.0")
 		w.waitDeployed(t, "rb-argocd", "front", app+":1.2.0", web)
+	})
+
+	t.Run("argocd: Argo CD's rollback to an earlier history entry is held, and written into the spec", func(t *testing.T) {
+		app, web := w.push(t, "rb-undo-app", "1.0.0"), w.reg.Repo("rb-undo-web")+":v0.0.1"
+		w.createApp(t, "rb-undo", "rb-undo/overlays/production", nil, map[string]string{
+			"image-list":          "app=" + app,
+			"app.update-strategy": "semver",
+			"write-back-method":   "argocd",
+		})
+		w.waitDeployed(t, "rb-undo", "front", app+":v0.0.1", web)
+		c := w.startController(t, "rb-undo")
+		w.waitDeployed(t, "rb-undo", "front", app+":1.0.0", web)
+		w.push(t, "rb-undo-app", "1.1.0")
+		w.waitDeployed(t, "rb-undo", "front", app+":1.1.0", web)
+
+		// 1.1.0 is broken: a person runs `argocd app rollback` to the
+		// history entry that deployed 1.0.0. Argo CD's server refuses it
+		// while automated sync is on, then sets the Application's
+		// operation: a sync of that entry's revision and source, which
+		// leaves the spec (and its override of 1.1.0) as it is.
+		w.setAutomated(t, "rb-undo", false)
+		entry := w.historyEntry(t, "rb-undo", app+":1.0.0")
+		w.setOperation(t, "rb-undo", map[string]any{
+			"sync": map[string]any{
+				"revision":     entry["revision"],
+				"source":       entry["source"],
+				"syncStrategy": map[string]any{"apply": map[string]any{}},
+			},
+			"initiatedBy": map[string]any{"username": "admin"},
+		})
+		w.waitDeployed(t, "rb-undo", "front", app+":1.0.0", web)
+		w.waitGate(t, "rb-undo", "app", "1.1.0", api.HealthGateRolledBack)
+		w.waitEvent(t, "rb-undo", healthgate.ReasonHeld, corev1.EventTypeWarning, "version 1.1.0", "rolled back to 1.0.0 by Argo CD's rollback", "the image is held")
+		// The updater writes the version held into the spec, so that a
+		// sync of the spec does not deploy 1.1.0 again.
+		testenv.WaitFor(t, time.Minute, "the override of rb-undo set to 1.0.0", func() (bool, string) {
+			got := w.kustomizeImages(t, "rb-undo")
+			return slices.Equal(got, []string{app + ":1.0.0"}), fmt.Sprint(got)
+		})
+		if st := w.gateState(t, "rb-undo"); len(st.Skipped) != 1 || st.Skipped[0].Version != "1.1.0" || !strings.Contains(st.Skipped[0].Reason, "rolled back to 1.0.0") {
+			t.Errorf("skipped %+v", st.Skipped)
+		}
+
+		// The person turns automated sync on again; with a version between
+		// pushed, two cycles later it still runs 1.0.0.
+		w.setAutomated(t, "rb-undo", true)
+		w.push(t, "rb-undo-app", "1.0.5")
+		w.waitCycles(t, c, 2)
+		if got := w.kustomizeImages(t, "rb-undo"); !slices.Equal(got, []string{app + ":1.0.0"}) {
+			t.Fatalf("override %v after the hold, want %s:1.0.0", got, app)
+		}
+		w.waitDeployed(t, "rb-undo", "front", app+":1.0.0", web)
+		if rec := gateRecord(t, w.gateState(t, "rb-undo"), "app"); rec.State != api.HealthGateRolledBack || rec.Version != "1.1.0" {
+			t.Errorf("record %+v", rec)
+		}
+
+		// A newer version is written and deployed.
+		w.push(t, "rb-undo-app", "1.2.0")
+		w.waitDeployed(t, "rb-undo", "front", app+":1.2.0", web)
 	})
 
 	t.Run("git: a revert of the updater's commit is held, in the ImageUpdater's status", func(t *testing.T) {
@@ -176,4 +236,69 @@ func (w *world) waitCycles(t testing.TB, c *runningController, n int) {
 	testenv.WaitFor(t, time.Minute, fmt.Sprintf("%d more cycles", n), func() (bool, string) {
 		return strings.Count(c.logs.String(), "cycle finished") >= start+n, ""
 	})
+}
+
+// setAutomated turns an Application's automated sync on or off, as a
+// person does before `argocd app rollback`, which Argo CD refuses while
+// it is on.
+func (w *world) setAutomated(t testing.TB, name string, on bool) {
+	t.Helper()
+	var automated any
+	if on {
+		automated = map[string]any{"prune": true, "selfHeal": true}
+	}
+	w.patchApp(t, name, map[string]any{"spec": map[string]any{"syncPolicy": map[string]any{"automated": automated}}})
+}
+
+// setOperation sets an Application's operation as Argo CD's server does
+// for a sync or a rollback (argo.SetAppOperation): refused while another
+// operation is in progress (here: waited for), the last operation's state
+// removed, the whole object updated, again on a conflict.
+func (w *world) setOperation(t testing.TB, name string, op map[string]any) {
+	t.Helper()
+	apps := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
+	testenv.WaitFor(t, deployTimeout, "the operation of "+name+" set", func() (bool, string) {
+		obj := w.application(t, name)
+		if cur, ok := obj.Object["operation"]; ok && cur != nil {
+			return false, "another operation is in progress"
+		}
+		obj.Object["operation"] = op
+		unstructured.RemoveNestedField(obj.Object, "status", "operationState")
+		_, err := apps.Update(t.Context(), obj, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, err.Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return true, ""
+	})
+}
+
+func (w *world) patchApp(t testing.TB, name string, patch map[string]any) {
+	t.Helper()
+	body, err := json.Marshal(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), name, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// historyEntry is the latest entry of an Application's status.history
+// whose source overrides an image as image (name:tag), as `argocd app
+// history` lists them for a rollback.
+func (w *world) historyEntry(t testing.TB, name, image string) map[string]any {
+	t.Helper()
+	history, _, _ := unstructured.NestedSlice(w.application(t, name).Object, "status", "history")
+	for i := len(history) - 1; i >= 0; i-- {
+		entry, _ := history[i].(map[string]any)
+		images, _, _ := unstructured.NestedStringSlice(entry, "source", "kustomize", "images")
+		if slices.Contains(images, image) {
+			return entry
+		}
+	}
+	t.Fatalf("no history entry of %s deploys %s: %v", name, image, history)
+	return nil
 }

@@ -44,6 +44,12 @@ func (a *apps) Get(namespace, name string) (*application.Snapshot, bool) {
 // prefix) and status, and returns it as the cycle reads it.
 func (a *apps) set(t *testing.T, name string, annotations map[string]string, status map[string]any) *application.Application {
 	t.Helper()
+	return a.setSource(t, name, annotations, map[string]any{}, status)
+}
+
+// setSource is set with the source's Kustomize block.
+func (a *apps) setSource(t *testing.T, name string, annotations map[string]string, kustomize map[string]any, status map[string]any) *application.Application {
+	t.Helper()
 	ann := map[string]any{}
 	for k, v := range annotations {
 		ann[settings.AnnotationPrefix+k] = v
@@ -51,7 +57,7 @@ func (a *apps) set(t *testing.T, name string, annotations map[string]string, sta
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": name, "namespace": "argocd", "annotations": ann},
-		"spec":     map[string]any{"source": map[string]any{"repoURL": "https://git.example.com/r.git", "path": "p", "kustomize": map[string]any{}}},
+		"spec":     map[string]any{"source": map[string]any{"repoURL": "https://git.example.com/r.git", "path": "p", "kustomize": kustomize}},
 		"status":   status,
 	}}
 	s := application.SnapshotOf(obj)
@@ -282,7 +288,7 @@ func TestGateReverts(t *testing.T) {
 			r.log = nil
 			r.gate.Evaluate(t.Context())
 			rec := r.record(t, "shop")
-			skipped, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{})
+			skipped := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}).Versions
 			if tt.cause == "" {
 				if rec.State != api.HealthGatePending || len(r.rev.got) != 0 || len(skipped) != 0 {
 					t.Fatalf("judged: %+v, reverts %v, skipped %v", rec, r.rev.got, skipped)
@@ -382,7 +388,7 @@ func TestGateRevertRetried(t *testing.T) {
 	if len(ev) != 2 || !strings.HasPrefix(ev[0], "Warning HealthGateRevertFailed") || !strings.Contains(ev[0], "connection refused") || !strings.HasPrefix(ev[1], "Warning HealthGateSkipped") {
 		t.Errorf("events %q", ev)
 	}
-	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 1 {
+	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}).Versions; len(got) != 1 {
 		t.Errorf("skipped %v", got)
 	}
 	if got := testutil.ToFloat64(r.gate.metrics.revertErrors); got != 2 {
@@ -420,7 +426,7 @@ func TestGateResumes(t *testing.T) {
 	cart2.ImageUpdater = types.NamespacedName{Namespace: "argocd", Name: "iu"}
 	iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "iu"}, Status: api.ImageUpdaterStatus{HealthGate: records, SkippedVersions: skipped}}
 	second.gate.Load([]*application.Application{shop2, cart2}, []*api.ImageUpdater{iu})
-	if got, _ := second.gate.Skipped(t.Context(), cart2, "app", imageref.Version{}); !slices.Equal(got, []imageref.Version{{Tag: "2.1.0"}}) {
+	if got := second.gate.Skipped(t.Context(), cart2, "app", imageref.Version{}).Versions; !slices.Equal(got, []imageref.Version{{Tag: "2.1.0"}}) {
 		t.Errorf("skipped after the restart %v", got)
 	}
 	second.gate.Evaluate(t.Context())
@@ -461,10 +467,10 @@ func TestGateClear(t *testing.T) {
 	r.gate.OnUpdate(application.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "shop", "namespace": "argocd"}}}))
 	app = r.apps.set(t, "shop", with, argo("Healthy", "1.0.0", nil))
 	r.gate.Evaluate(t.Context())
-	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}); len(got) != 0 {
+	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}).Versions; len(got) != 0 {
 		t.Errorf("app still skips %v", got)
 	}
-	if got, _ := r.gate.Skipped(t.Context(), app, "web", imageref.Version{}); len(got) != 1 {
+	if got := r.gate.Skipped(t.Context(), app, "web", imageref.Version{}).Versions; len(got) != 1 {
 		t.Errorf("web skips %v", got)
 	}
 	if want := []string{"save shop", "unclear shop app:1.2.0, 1.1.0"}; !slices.Equal(r.log, want) {
@@ -541,6 +547,7 @@ func TestRollbackHold(t *testing.T) {
 		annotations map[string]string
 		seenFirst   bool   // the cycle saw 1.1.0 in the Application first
 		current     string // then what the Application holds
+		holdOff     bool   // the ImageUpdater's rollbackHold is false
 		held        bool
 	}{
 		{name: "argocd: the version before", annotations: plain, current: "1.0.0", held: true},
@@ -552,15 +559,17 @@ func TestRollbackHold(t *testing.T) {
 		{name: "git: not yet synced by Argo CD", annotations: git, current: "1.0.0"},
 		{name: "git: reverted once synced", annotations: git, seenFirst: true, current: "1.0.0", held: true},
 		{name: "rollback-hold false", annotations: off, current: "1.0.0"},
+		{name: "the ImageUpdater's rollbackHold false", annotations: plain, holdOff: true, current: "1.0.0"},
 		{name: "gated: not yet deployed", annotations: gated, current: "1.0.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			app := r.apps.set(t, "shop", tt.annotations, argo("Healthy", "1.0.0", nil))
+			app.Settings.RollbackHoldOff = tt.holdOff
 			r.written(t, app, "1.0.0", "1.1.0", "c0ffee")
 			if tt.seenFirst {
-				if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"}); len(got) != 0 {
+				if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"}).Versions; len(got) != 0 {
 					t.Fatalf("skipped %v while it holds what was written", got)
 				}
 			}
@@ -568,7 +577,8 @@ func TestRollbackHold(t *testing.T) {
 			var got []imageref.Version
 			var heldFrom imageref.Version
 			for range 2 { // a later cycle holds as the first
-				got, heldFrom = r.gate.Skipped(t.Context(), app, "app", imageref.ParseVersion(tt.current))
+				sk := r.gate.Skipped(t.Context(), app, "app", imageref.ParseVersion(tt.current))
+				got, heldFrom = sk.Versions, sk.HeldFrom
 			}
 			events := r.takeEvents()
 			if !tt.held {
@@ -603,15 +613,97 @@ func TestRollbackHoldLifted(t *testing.T) {
 	plain := map[string]string{"image-list": "app=" + image}
 	app := r.apps.set(t, "shop", plain, argo("Healthy", "1.0.0", nil))
 	r.written(t, app, "1.0.0", "1.1.0", "")
-	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 1 {
+	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}).Versions; len(got) != 1 {
 		t.Fatalf("skipped %v, want 1.1.0 held", got)
 	}
 	r.apps.set(t, "shop", map[string]string{"image-list": "app=" + image, "health-gate-clear": "app:1.1.0"}, argo("Healthy", "1.0.0", nil))
 	r.gate.Evaluate(t.Context())
-	if got, _ := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(got) != 0 {
+	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}).Versions; len(got) != 0 {
 		t.Fatalf("skipped %v after the hold was lifted", got)
 	}
 	if !slices.Contains(r.log, "unclear shop app:1.1.0") {
 		t.Errorf("did %q, want the clear annotation removed", r.log)
+	}
+}
+
+// TestRollbackHoldArgoCD: Argo CD's rollback (a person's sync of an
+// earlier history entry's source, the spec left holding the version the
+// updater wrote) holds the image at the version it deployed, which the
+// cycle is asked to write into the spec until the spec holds it; a sync
+// that started before the write, Argo CD's automated sync, a sync of a
+// newer version and rollback-hold "false" hold nothing.
+func TestRollbackHoldArgoCD(t *testing.T) {
+	plain := map[string]string{"image-list": "app=" + image}
+	off := map[string]string{"image-list": "app=" + image, "rollback-hold": "false"}
+	overrides := func(tag string) map[string]any { return map[string]any{"images": []any{image + ":" + tag}} }
+	// sync is Argo CD's status after a sync of a source overriding the
+	// image with tag, started at the second after the write plus after.
+	sync := func(tag string, after time.Duration, automated bool) map[string]any {
+		initiator := map[string]any{"username": "admin"}
+		if automated {
+			initiator = map[string]any{"automated": true}
+		}
+		started := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC).Add(after).Format(time.RFC3339)
+		return argo("Healthy", tag, map[string]any{"phase": "Succeeded", "startedAt": started, "operation": map[string]any{
+			"initiatedBy": initiator,
+			"sync":        map[string]any{"revision": "abc", "source": map[string]any{"repoURL": "https://git.example.com/r.git", "path": "p", "kustomize": overrides(tag)}},
+		}})
+	}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		status      map[string]any
+		held        string // the version held at, "" for none
+	}{
+		{name: "a rollback to the version before", annotations: plain, status: sync("1.0.0", time.Minute, false), held: "1.0.0"},
+		{name: "a rollback to an earlier entry", annotations: plain, status: sync("0.9.0", time.Minute, false), held: "0.9.0"},
+		{name: "a rollback in the second of the write", annotations: plain, status: sync("1.0.0", 0, false), held: "1.0.0"},
+		{name: "a sync that started before the write", annotations: plain, status: sync("1.0.0", -time.Second, false)},
+		{name: "Argo CD's automated sync", annotations: plain, status: sync("1.0.0", time.Minute, true)},
+		{name: "a sync of a newer version", annotations: plain, status: sync("1.2.0", time.Minute, false)},
+		{name: "rollback-hold false", annotations: off, status: sync("1.0.0", time.Minute, false)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			app := r.apps.setSource(t, "shop", tt.annotations, overrides("1.0.0"), argo("Healthy", "1.0.0", nil))
+			r.written(t, app, "1.0.0", "1.1.0", "")
+			r.now = r.now.Add(2 * time.Minute)
+			app = r.apps.setSource(t, "shop", tt.annotations, overrides("1.1.0"), tt.status)
+			var sk cycle.Skips
+			for range 2 { // a later cycle, before the spec holds it, as the first
+				sk = r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.1.0"})
+			}
+			events := r.takeEvents()
+			if tt.held == "" {
+				if len(sk.Versions) != 0 || !sk.HoldAt.IsZero() || len(events) != 0 {
+					t.Fatalf("skips %+v, events %q; want nothing held", sk, events)
+				}
+				return
+			}
+			if !slices.Equal(sk.Versions, []imageref.Version{{Tag: "1.1.0"}}) || sk.HeldFrom.Tag != "1.1.0" || sk.HoldAt.String() != tt.held {
+				t.Fatalf("skips %+v, want 1.1.0 held at %s", sk, tt.held)
+			}
+			if len(events) != 1 || !strings.Contains(events[0], "Warning ImageHeld image app: version 1.1.0, which the updater wrote, was rolled back to "+tt.held+" by Argo CD's rollback") {
+				t.Errorf("events %q, want one ImageHeld", events)
+			}
+			if rec := r.record(t, "shop"); rec.State != api.HealthGateRolledBack || !strings.Contains(rec.Message, "rolled back to "+tt.held) {
+				t.Errorf("record %+v", rec)
+			}
+			// The cycle writes the version held into the spec: the hold
+			// stays, and nothing more is asked.
+			r.written(t, app, tt.held, tt.held, "")
+			app = r.apps.setSource(t, "shop", tt.annotations, overrides(tt.held), tt.status)
+			sk = r.gate.Skipped(t.Context(), app, "app", imageref.ParseVersion(tt.held))
+			if !slices.Equal(sk.Versions, []imageref.Version{{Tag: "1.1.0"}}) || sk.HeldFrom.Tag != "1.1.0" || !sk.HoldAt.IsZero() {
+				t.Errorf("skips %+v once the spec holds %s", sk, tt.held)
+			}
+			if rec := r.record(t, "shop"); rec.State != api.HealthGateRolledBack {
+				t.Errorf("record %+v after the spec was written", rec)
+			}
+			if events := r.takeEvents(); len(events) != 0 {
+				t.Errorf("events %q", events)
+			}
+		})
 	}
 }

@@ -96,6 +96,11 @@ type Settings struct {
 	// FromAnnotations is true when an ImageUpdater selected the
 	// Application and reads its annotations (useAnnotations).
 	FromAnnotations bool
+	// RollbackHoldOff writes again a version a person rolled back: the
+	// ImageUpdater's rollbackHold false. The Application's rollback-hold
+	// annotation "false" does the same, whatever configures it, and is
+	// read where the hold is decided.
+	RollbackHoldOff bool
 }
 
 // Managed reports whether an Application carries the image-list annotation.

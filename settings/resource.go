@@ -39,6 +39,12 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 		[]*api.WriteBackConfig{ref.WriteBackConfig, iu.Spec.WriteBackConfig},
 		[]Origin{refAt.Child(".writeBackConfig"), spec.Child(".writeBackConfig")},
 		&a.Problems)
+	for _, hold := range []*bool{ref.RollbackHold, iu.Spec.RollbackHold} {
+		if hold != nil {
+			a.RollbackHoldOff = !*hold
+			break
+		}
+	}
 
 	levels := []level{
 		{common: ref.CommonUpdateSettings, verify: ref.ImagesVerification, gate: ref.HealthGate, at: refAt},

@@ -371,3 +371,31 @@ func TestHealthGateLevels(t *testing.T) {
 		t.Errorf("problems %v", p)
 	}
 }
+
+// TestRollbackHoldLevels: rollbackHold of the ref wins over the spec's;
+// unset at both, a rollback is held.
+func TestRollbackHoldLevels(t *testing.T) {
+	images := []api.ImageConfig{{Alias: "app", ImageName: "nginx"}}
+	tests := []struct {
+		name      string
+		spec, ref *bool
+		off       bool
+	}{
+		{name: "unset"},
+		{name: "the spec's false", spec: ptr(false), off: true},
+		{name: "the ref's true over the spec's false", spec: ptr(false), ref: ptr(true)},
+		{name: "the ref's false over the spec's true", spec: ptr(true), ref: ptr(false), off: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			iu := &api.ImageUpdater{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+				Spec: api.ImageUpdaterSpec{RollbackHold: tt.spec,
+					ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", RollbackHold: tt.ref, Images: images}}},
+			}
+			if got := ParseImageUpdater(iu, 0).RollbackHoldOff; got != tt.off {
+				t.Errorf("RollbackHoldOff %v, want %v", got, tt.off)
+			}
+		})
+	}
+}

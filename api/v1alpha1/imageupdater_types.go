@@ -33,6 +33,15 @@ type ImageUpdaterSpec struct {
 	// +optional
 	HealthGate *HealthGate `json:"healthGate,omitempty"`
 
+	// RollbackHold, true unless a level sets it false, holds an image a
+	// person rolled back (the override set back, Argo CD's rollback, the
+	// updater's commit reverted): the version rolled back from is not
+	// written again, nor an older one, until a newer one appears. False
+	// writes it again, as the rollback-hold annotation "false" does. No
+	// schema default: one at the ref level would hide the spec's.
+	// +optional
+	RollbackHold *bool `json:"rollbackHold,omitempty"`
+
 	// ApplicationRefs select Applications in the resource's namespace. An
 	// Application matched by several refs is handled by the first. Each
 	// cycle matches each ref against every Application of the namespace:
@@ -83,6 +92,10 @@ type ApplicationRef struct {
 	// HealthGate overrides the spec's for this ref's images.
 	// +optional
 	HealthGate *HealthGate `json:"healthGate,omitempty"`
+
+	// RollbackHold overrides the spec's for this ref's Applications.
+	// +optional
+	RollbackHold *bool `json:"rollbackHold,omitempty"`
 
 	// Images are the images to update; required unless useAnnotations.
 	// +optional

@@ -42,6 +42,11 @@ func (in *ApplicationRef) DeepCopyInto(out *ApplicationRef) {
 		*out = new(HealthGate)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.RollbackHold != nil {
+		in, out := &in.RollbackHold, &out.RollbackHold
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Images != nil {
 		in, out := &in.Images, &out.Images
 		*out = make([]ImageConfig, len(*in))
@@ -375,6 +380,11 @@ func (in *ImageUpdaterSpec) DeepCopyInto(out *ImageUpdaterSpec) {
 		in, out := &in.HealthGate, &out.HealthGate
 		*out = new(HealthGate)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.RollbackHold != nil {
+		in, out := &in.RollbackHold, &out.RollbackHold
+		*out = new(bool)
+		**out = **in
 	}
 	if in.ApplicationRefs != nil {
 		in, out := &in.ApplicationRefs, &out.ApplicationRefs
