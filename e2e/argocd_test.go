@@ -208,6 +208,39 @@ func TestArgoCD(t *testing.T) {
 		w.waitDeployed(t, "chart-values", "front", app+":1.2.0")
 	})
 
+	t.Run("app of apps: the images written into the child's definition in the parent's repository", func(t *testing.T) {
+		app, web := w.push(t, "aoa-app", "v0.0.1"), w.push(t, "aoa-web", "v0.0.1")
+		repo := w.git.HTTPRepoURL("deploy")
+		files := overlay("aoa", w.reg)
+		child := "# The team's application; the aoa Application creates it.\n" +
+			"apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: aoa-child\n  namespace: argocd\n  annotations:\n" +
+			"    " + settings.AnnotationPrefix + "image-list: app=" + app + "\n" +
+			"    " + settings.AnnotationPrefix + "write-back-method: git\n" +
+			"    " + settings.AnnotationPrefix + "write-back-target: app-of-apps\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: " + repo + "\n    path: aoa/overlays/production # the overlay\n    targetRevision: main\n" +
+			"  destination:\n    server: " + testenv.InCluster + "\n    namespace: aoa-child\n" +
+			"  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n"
+		files["aoa-apps/child.yaml"] = child
+		w.git.CommitFiles(t, "deploy", "main", "add the app of apps", files)
+		w.k.CreateNamespace(t, "aoa")
+		w.k.CreateNamespace(t, "aoa-child")
+		w.createAppSpec(t, "aoa", map[string]any{"source": map[string]any{"repoURL": repo, "path": "aoa-apps", "targetRevision": "main"}}, testenv.InCluster, nil)
+		testenv.WaitFor(t, deployTimeout, "Application aoa-child, which aoa's sync creates", func() (bool, string) {
+			_, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), "aoa-child", metav1.GetOptions{})
+			return err == nil, fmt.Sprint(err, "; aoa: ", w.appState(t, "aoa"))
+		})
+		w.waitDeployed(t, "aoa-child", "front", app+":v0.0.1", web+":v0.0.1")
+		w.push(t, "aoa-app", "v0.5.0")
+		w.runOnce(t, "aoa-child")
+		// The parent's sync, which the updater's refresh starts, gives the
+		// child its new override; a patch of the child would be undone by it.
+		w.waitDeployed(t, "aoa-child", "front", app+":v0.5.0", web+":v0.0.1")
+		want := strings.Replace(child, "    targetRevision: main\n", "    targetRevision: main\n    kustomize:\n      images:\n      - "+app+":v0.5.0\n", 1)
+		if got := w.git.ReadFile(t, "deploy", "main", "aoa-apps/child.yaml"); got != want {
+			t.Errorf("aoa-apps/child.yaml after the write-back:\n%s\nwant\n%s", got, want)
+		}
+	})
+
 	t.Run("a multi-source Application: the Kustomize source naming the image is written", func(t *testing.T) {
 		app := w.push(t, "multi-app", "v0.0.1")
 		files := overlay("multi", w.reg)
