@@ -38,17 +38,7 @@ func TestRollback(t *testing.T) {
 	})
 
 	t.Run("argocd: the override set back to the version before is held", func(t *testing.T) {
-		app, web := w.push(t, "rb-argocd-app", "1.0.0"), w.reg.Repo("rb-argocd-web")+":v0.0.1"
-		w.createApp(t, "rb-argocd", "rb-argocd/overlays/production", nil, map[string]string{
-			"image-list":          "app=" + app,
-			"app.update-strategy": "semver",
-			"write-back-method":   "argocd",
-		})
-		w.waitDeployed(t, "rb-argocd", "front", app+":v0.0.1", web)
-		c := w.startController(t, "rb-argocd")
-		w.waitDeployed(t, "rb-argocd", "front", app+":1.0.0", web)
-		w.push(t, "rb-argocd-app", "1.1.0")
-		w.waitDeployed(t, "rb-argocd", "front", app+":1.1.0", web)
+		app, web, c := w.rolledForward(t, "rb-argocd")
 
 		// 1.1.0 is broken: a person sets the override back to 1.0.0, as
 		// `argocd app set --kustomize-image` does.
@@ -73,17 +63,7 @@ func TestRollback(t *testing.T) {
 	})
 
 	t.Run("argocd: Argo CD's rollback to an earlier history entry is held, and written into the spec", func(t *testing.T) {
-		app, web := w.push(t, "rb-undo-app", "1.0.0"), w.reg.Repo("rb-undo-web")+":v0.0.1"
-		w.createApp(t, "rb-undo", "rb-undo/overlays/production", nil, map[string]string{
-			"image-list":          "app=" + app,
-			"app.update-strategy": "semver",
-			"write-back-method":   "argocd",
-		})
-		w.waitDeployed(t, "rb-undo", "front", app+":v0.0.1", web)
-		c := w.startController(t, "rb-undo")
-		w.waitDeployed(t, "rb-undo", "front", app+":1.0.0", web)
-		w.push(t, "rb-undo-app", "1.1.0")
-		w.waitDeployed(t, "rb-undo", "front", app+":1.1.0", web)
+		app, web, c := w.rolledForward(t, "rb-undo")
 
 		// 1.1.0 is broken: a person runs `argocd app rollback` to the
 		// history entry that deployed 1.0.0. Argo CD's server refuses it
@@ -301,4 +281,23 @@ func (w *world) historyEntry(t testing.TB, name, image string) map[string]any {
 	}
 	t.Fatalf("no history entry of %s deploys %s: %v", name, image, history)
 	return nil
+}
+
+// rolledForward creates the automatically synced Application name, with
+// the argocd method and semver, and starts a controller for it, which
+// deploys 1.0.0 and then 1.1.0: the version a person then rolls back.
+func (w *world) rolledForward(t *testing.T, name string) (app, web string, c *runningController) {
+	t.Helper()
+	app, web = w.push(t, name+"-app", "1.0.0"), w.reg.Repo(name+"-web")+":v0.0.1"
+	w.createApp(t, name, name+"/overlays/production", nil, map[string]string{
+		"image-list":          "app=" + app,
+		"app.update-strategy": "semver",
+		"write-back-method":   "argocd",
+	})
+	w.waitDeployed(t, name, "front", app+":v0.0.1", web)
+	c = w.startController(t, name)
+	w.waitDeployed(t, name, "front", app+":1.0.0", web)
+	w.push(t, name+"-app", "1.1.0")
+	w.waitDeployed(t, name, "front", app+":1.1.0", web)
+	return app, web, c
 }
