@@ -405,12 +405,12 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 		if !bytes.Contains(content, []byte(u.Name)) {
 			return true, nil
 		}
-		out, ok, changed, err := manifest.SetApplicationImages(p, content, def, u.Images)
+		out, ok, changed, err := manifest.SetApplicationSource(p, content, def, manifest.SourceChange{Images: u.Images})
 		if err != nil || !ok {
 			return err == nil, err
 		}
 		found = true
-		edit = targetEdit{path: p, content: out, changed: changed}
+		edit = targetEdit{path: p, content: out, changed: changed.Images}
 		return false, nil
 	})
 	switch {

@@ -28,21 +28,40 @@ type ApplicationDefinition struct {
 
 func (d ApplicationDefinition) String() string { return d.Namespace + "/" + d.Name }
 
-// SetApplicationImages writes the updates into the document of src that
+// SourceChange is what an edit of an Application's definition writes into
+// its source: new versions of its images, and a new targetRevision (the
+// version of its chart) unless Revision is empty.
+type SourceChange struct {
+	Images   []writeback.ImageUpdate
+	Revision string
+}
+
+// SourceChanged is what such an edit changed.
+type SourceChanged struct {
+	Images   []writeback.ImageUpdate
+	Revision bool
+}
+
+// SetApplicationSource writes a change into the document of src that
 // defines the Application def (kind Application of argoproj.io, its name,
-// its namespace): into its source's kustomize images, Helm parameters or
-// plugin environment, merged as the argocd method merges them into the
-// live Application. found is false when no document of src defines it.
-// Only the edited block of the source (kustomize:, helm: or plugin:) is
-// rendered anew, with the comments it holds; the rest of the file stays as
-// it is, other documents included.
-func SetApplicationImages(name string, src []byte, def ApplicationDefinition, images []writeback.ImageUpdate) (out []byte, found bool, changed []writeback.ImageUpdate, _ error) {
+// its namespace): the images into its source's kustomize images, Helm
+// parameters or plugin environment, merged as the argocd method merges
+// them into the live Application, and the revision into its
+// targetRevision. found is false when no document of src defines it. Only
+// the edited block of the source (kustomize:, helm: or plugin:) is
+// rendered anew, with the comments it holds, and the targetRevision value
+// replaced in place; the rest of the file stays as it is, other documents
+// included.
+func SetApplicationSource(name string, src []byte, def ApplicationDefinition, change SourceChange) (out []byte, found bool, changed SourceChanged, _ error) {
 	if err := repoyaml.CheckSize(name, src); err != nil {
-		return nil, false, nil, err
+		return nil, false, changed, err
 	}
-	edits, err := sourceEdits(name, def.SourceType, images)
-	if err != nil {
-		return nil, false, nil, err
+	var edits []listEdit
+	if len(change.Images) > 0 {
+		var err error
+		if edits, err = sourceEdits(name, def.SourceType, change.Images); err != nil {
+			return nil, false, changed, err
+		}
 	}
 	foundAt := 0
 	out = src
@@ -51,21 +70,21 @@ func SetApplicationImages(name string, src []byte, def ApplicationDefinition, im
 		padded := append([]byte(strings.Repeat("\n", d.line-1)), src[d.start:d.end]...)
 		y, err := parseYAMLText(name, padded)
 		if err != nil {
-			return nil, false, nil, err
+			return nil, false, SourceChanged{}, err
 		}
 		root := y.root()
 		if !defines(root, def) {
 			continue
 		}
 		if foundAt != 0 {
-			return nil, false, nil, fmt.Errorf("%s: the documents at lines %d and %d both define Application %s", name, foundAt, root.Line, def)
+			return nil, false, SourceChanged{}, fmt.Errorf("%s: the documents at lines %d and %d both define Application %s", name, foundAt, root.Line, def)
 		}
 		foundAt = root.Line
-		edited, c, err := y.editApplicationSource(root, def, edits)
+		edited, c, err := y.editApplicationSource(root, def, edits, change.Revision)
 		if err != nil {
-			return nil, false, nil, err
+			return nil, false, SourceChanged{}, err
 		}
-		if len(c) > 0 {
+		if len(c.Images) > 0 || c.Revision {
 			changed = c
 			doc := edited[d.line-1:]
 			out = append(append(append([]byte{}, src[:d.start]...), doc...), src[d.end:]...)
@@ -119,8 +138,9 @@ func defines(root *yaml.Node, def ApplicationDefinition) bool {
 }
 
 // editApplicationSource merges the edits into the source of the
-// Application document root, as a text edit of the blocks they change.
-func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinition, edits []listEdit) ([]byte, []writeback.ImageUpdate, error) {
+// Application document root, and sets its targetRevision to revision
+// unless empty, as a text edit of the blocks and the value they change.
+func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinition, edits []listEdit, revision string) ([]byte, SourceChanged, error) {
 	_, spec := mappingGet(root, "spec")
 	var source *yaml.Node
 	where := "spec.source"
@@ -134,11 +154,11 @@ func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinit
 	}
 	switch {
 	case source == nil:
-		return nil, nil, fmt.Errorf("%s:%d: Application %s has no %s", y.name, root.Line, def, where)
+		return nil, SourceChanged{}, fmt.Errorf("%s:%d: Application %s has no %s", y.name, root.Line, def, where)
 	case source.Kind != yaml.MappingNode:
-		return nil, nil, fmt.Errorf("%s:%d: %s of Application %s is a %s, not a map", y.name, source.Line, where, def, kindName(source))
+		return nil, SourceChanged{}, fmt.Errorf("%s:%d: %s of Application %s is a %s, not a map", y.name, source.Line, where, def, kindName(source))
 	case source.Style&yaml.FlowStyle != 0 || len(source.Content) == 0:
-		return nil, nil, fmt.Errorf("%s:%d: %s of Application %s is written in flow style ({...}), which is not edited in place", y.name, source.Line, where, def)
+		return nil, SourceChanged{}, fmt.Errorf("%s:%d: %s of Application %s is written in flow style ({...}), which is not edited in place", y.name, source.Line, where, def)
 	}
 	// Where each block was before the edit, and where a new one goes.
 	type span struct{ key, end int }
@@ -156,19 +176,41 @@ func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinit
 	for _, e := range edits {
 		c, err := e.apply(y.name, source)
 		if err != nil {
-			return nil, nil, err
+			return nil, SourceChanged{}, err
 		}
 		if len(c) > 0 {
 			changed = append(changed, c...)
 			blocks = append(blocks, e.list.block)
 		}
 	}
-	if len(changed) == 0 {
-		return y.src, nil, nil
+	var revisionEdit *textEdit
+	if revision != "" {
+		k, v := mappingGet(source, "targetRevision")
+		switch {
+		case v == nil:
+			line, err := renderString(revision, 0)
+			if err != nil {
+				return nil, SourceChanged{}, fmt.Errorf("%s: targetRevision %q: %w", y.name, revision, err)
+			}
+			e := y.insertAfterLineEdit(afterLast, []string{pad(indent) + "targetRevision: " + line})
+			e.order = 1
+			revisionEdit = &e
+			source.Content = append(source.Content, strNode("targetRevision"), strNode(revision))
+		case v.Value != revision || v.ShortTag() != "!!str":
+			e, err := y.replaceValueEdit(k, v, revision, false)
+			if err != nil {
+				return nil, SourceChanged{}, err
+			}
+			revisionEdit = &e
+			v.Value, v.Tag = revision, "!!str"
+		}
+	}
+	if len(changed) == 0 && revisionEdit == nil {
+		return y.src, SourceChanged{}, nil
 	}
 	var want any
 	if err := root.Decode(&want); err != nil {
-		return nil, nil, fmt.Errorf("%s:%d: %w", y.name, root.Line, err)
+		return nil, SourceChanged{}, fmt.Errorf("%s:%d: %w", y.name, root.Line, err)
 	}
 	var textEdits []textEdit
 	for _, block := range blocks {
@@ -178,7 +220,7 @@ func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinit
 		v.Style &^= yaml.FlowStyle
 		text, err := marshalCompact(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{&key, v}})
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: render %s: %w", y.name, block, err)
+			return nil, SourceChanged{}, fmt.Errorf("%s: render %s: %w", y.name, block, err)
 		}
 		lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
 		for i := range lines {
@@ -190,7 +232,7 @@ func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinit
 			// From the key on: a dash before it on its line stays.
 			start, ok := y.offset(s.key, k.Column)
 			if !ok {
-				return nil, nil, fmt.Errorf("%s:%d: %s.%s: unusual layout; not written", y.name, s.key, where, block)
+				return nil, SourceChanged{}, fmt.Errorf("%s:%d: %s.%s: unusual layout; not written", y.name, s.key, where, block)
 			}
 			lines[0] = strings.TrimLeft(lines[0], " ")
 			textEdits = append(textEdits, textEdit{start: start, end: y.lineStart(s.end + 1), text: strings.Join(lines, y.newline()) + y.newline()})
@@ -198,12 +240,15 @@ func (y *yamlText) editApplicationSource(root *yaml.Node, def ApplicationDefinit
 			textEdits = append(textEdits, y.insertAfterLineEdit(afterLast, lines))
 		}
 	}
+	if revisionEdit != nil {
+		textEdits = append(textEdits, *revisionEdit)
+	}
 	edited, ok := y.applyEdits(textEdits)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s:%d: %s of Application %s: unusual layout; not written", y.name, source.Line, where, def)
+		return nil, SourceChanged{}, fmt.Errorf("%s:%d: %s of Application %s: unusual layout; not written", y.name, source.Line, where, def)
 	}
 	if err := checkEdit(y.name, edited, want); err != nil {
-		return nil, nil, err
+		return nil, SourceChanged{}, err
 	}
-	return edited, changed, nil
+	return edited, SourceChanged{Images: changed, Revision: revisionEdit != nil}, nil
 }

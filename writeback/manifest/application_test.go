@@ -11,7 +11,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
-func TestSetApplicationImages(t *testing.T) {
+func TestSetApplicationSource(t *testing.T) {
 	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}}
 	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(gitWebImage), HelmImageSpec: "web.image"}, New: imageref.Version{Tag: "1.5.0"}}
 	child := ApplicationDefinition{Namespace: "argocd", Name: "child", DefaultNamespace: "argocd", Source: -1, SourceType: application.SourceKustomize}
@@ -29,6 +29,10 @@ func TestSetApplicationImages(t *testing.T) {
 		want    string
 		found   bool
 		changed []string
+		// revision is the chart version written, revisionChanged whether
+		// that changed the file.
+		revision        string
+		revisionChanged bool
 	}{
 		{
 			name: "a new kustomize block after the source's last key, comments kept", def: child, images: []writeback.ImageUpdate{app},
@@ -84,12 +88,40 @@ func TestSetApplicationImages(t *testing.T) {
 			name: "not in the file", def: child, images: []writeback.ImageUpdate{app},
 			src: other, want: other,
 		},
+		{
+			name: "a chart's version replaced in place, its quotes kept", def: helmChild, revision: "15.1.0",
+			src:   header + "spec:\n  source:\n    chart: web\n    targetRevision: \"15.0.2\" # the chart\n    helm: {}\n",
+			want:  header + "spec:\n  source:\n    chart: web\n    targetRevision: \"15.1.0\" # the chart\n    helm: {}\n",
+			found: true, revisionChanged: true,
+		},
+		{
+			name: "a version that would read as a number is quoted", def: helmChild, revision: "1.10",
+			src:   header + "spec:\n  source:\n    chart: web\n    targetRevision: 1.9.0\n",
+			want:  header + "spec:\n  source:\n    chart: web\n    targetRevision: \"1.10\"\n",
+			found: true, revisionChanged: true,
+		},
+		{
+			name: "a missing targetRevision added, with an image", def: helmChild, revision: "2.0.0", images: []writeback.ImageUpdate{web},
+			src: header + "spec:\n  source:\n    chart: web\n  project: default\n",
+			want: header + "spec:\n  source:\n    chart: web\n    helm:\n      parameters:\n      - name: web.image\n        value: " + gitWebImage + ":1.5.0\n        forcestring: true\n" +
+				"    targetRevision: 2.0.0\n  project: default\n",
+			found: true, changed: []string{"web"}, revisionChanged: true,
+		},
+		{
+			name: "the version already there", def: helmChild, revision: "15.0.2",
+			src:   header + "spec:\n  source:\n    chart: web\n    targetRevision: 15.0.2\n",
+			want:  header + "spec:\n  source:\n    chart: web\n    targetRevision: 15.0.2\n",
+			found: true,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, found, changed, err := SetApplicationImages("apps.yaml", []byte(tt.src), tt.def, tt.images)
+			out, found, changed, err := SetApplicationSource("apps.yaml", []byte(tt.src), tt.def, SourceChange{Images: tt.images, Revision: tt.revision})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if changed.Revision != tt.revisionChanged {
+				t.Errorf("revision changed %v, want %v", changed.Revision, tt.revisionChanged)
 			}
 			if string(out) != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", out, tt.want)
@@ -98,7 +130,7 @@ func TestSetApplicationImages(t *testing.T) {
 				t.Errorf("found %v, want %v", found, tt.found)
 			}
 			var aliases []string
-			for _, c := range changed {
+			for _, c := range changed.Images {
 				aliases = append(aliases, c.Alias)
 			}
 			if !slices.Equal(aliases, tt.changed) {
@@ -108,7 +140,7 @@ func TestSetApplicationImages(t *testing.T) {
 	}
 }
 
-func TestSetApplicationImagesErrors(t *testing.T) {
+func TestSetApplicationSourceErrors(t *testing.T) {
 	img := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "1"}}}
 	def := ApplicationDefinition{Namespace: "argocd", Name: "child", DefaultNamespace: "argocd", Source: -1, SourceType: application.SourceKustomize}
 	header := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: child\n"
@@ -129,7 +161,7 @@ func TestSetApplicationImagesErrors(t *testing.T) {
 			if tt.def != nil {
 				d = *tt.def
 			}
-			_, _, _, err := SetApplicationImages("apps.yaml", []byte(tt.src), d, img)
+			_, _, _, err := SetApplicationSource("apps.yaml", []byte(tt.src), d, SourceChange{Images: img})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
@@ -137,9 +169,9 @@ func TestSetApplicationImagesErrors(t *testing.T) {
 	}
 }
 
-// FuzzSetApplicationImages checks that any file either is refused or,
-// when edited, still holds the Application's definition, with the image.
-func FuzzSetApplicationImages(f *testing.F) {
+// FuzzSetApplicationSource checks that any file either is refused or,
+// once edited, holds the change: editing it again changes nothing.
+func FuzzSetApplicationSource(f *testing.F) {
 	header := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: child\n"
 	for _, s := range []string{
 		header + "spec:\n  source:\n    path: child\n",
@@ -151,16 +183,17 @@ func FuzzSetApplicationImages(f *testing.F) {
 	}
 	img := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Image: mustRef("nginx")}, New: imageref.Version{Tag: "2"}}}
 	def := ApplicationDefinition{Namespace: "argocd", Name: "child", DefaultNamespace: "argocd", Source: -1, SourceType: application.SourceKustomize}
+	change := SourceChange{Images: img, Revision: "1.10"}
 	f.Fuzz(func(t *testing.T, src string) {
-		out, found, changed, err := SetApplicationImages("apps.yaml", []byte(src), def, img)
-		if err != nil || len(changed) == 0 {
+		out, found, changed, err := SetApplicationSource("apps.yaml", []byte(src), def, change)
+		if err != nil || len(changed.Images) == 0 && !changed.Revision {
 			return
 		}
 		if !found {
 			t.Fatal("changed without finding the definition")
 		}
-		again, found, changedAgain, err := SetApplicationImages("apps.yaml", out, def, img)
-		if err != nil || !found || len(changedAgain) != 0 || string(again) != string(out) {
+		again, found, changedAgain, err := SetApplicationSource("apps.yaml", out, def, change)
+		if err != nil || !found || len(changedAgain.Images) != 0 || changedAgain.Revision || string(again) != string(out) {
 			t.Fatalf("the edit is not stable: found %v, changed %v, error %v\n%s", found, changedAgain, err, out)
 		}
 	})
