@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/Masterminds/semver/v3"
+
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
@@ -20,6 +22,10 @@ type ChartRepository struct {
 	OCI imageref.Reference
 	// Err is why repoURL names neither; the chart is then not updated.
 	Err error
+	// Range tells that the source's targetRevision is not a version but
+	// a semver range (or empty, which Argo CD reads as "*"): Argo CD
+	// resolves it to the highest version in it at each refresh.
+	Range bool
 }
 
 // IsOCI tells whether the chart is in an OCI registry.
@@ -34,8 +40,16 @@ func (r ChartRepository) String() string {
 	return r.URL
 }
 
-// chartRepository reads the repository of a chart source.
-func chartRepository(repoURL, chart string) *ChartRepository {
+// chartRepository reads the repository of a chart source and tells
+// whether its targetRevision is a range.
+func chartRepository(repoURL, chart, targetRevision string) *ChartRepository {
+	r := chartRepo(repoURL, chart)
+	_, err := semver.NewVersion(strings.TrimSpace(targetRevision))
+	r.Range = err != nil
+	return r
+}
+
+func chartRepo(repoURL, chart string) *ChartRepository {
 	u := strings.TrimSpace(repoURL)
 	lower := strings.ToLower(u)
 	switch {

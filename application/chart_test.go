@@ -27,7 +27,7 @@ func TestChartRepository(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.repoURL+" "+tt.chart, func(t *testing.T) {
-			r := chartRepository(tt.repoURL, tt.chart)
+			r := chartRepository(tt.repoURL, tt.chart, "1.0.0")
 			got := r.String()
 			if r.Err != nil {
 				got = "error"
@@ -56,6 +56,11 @@ func TestChartOnlyApplicationIsManaged(t *testing.T) {
 	app, err := s.Application()
 	if err != nil {
 		t.Fatal(err)
+	}
+	for rev, isRange := range map[string]bool{"1.2.3": false, "v1.2.3": false, "1.2": false, "^1.2": true, "1.2.*": true, "": true, ">=1 <2": true} {
+		if r := chartRepository("https://charts.example.com", "c", rev); r.Range != isRange {
+			t.Errorf("targetRevision %q: range %v", rev, r.Range)
+		}
 	}
 	src, ok := app.ChartSource(app.Settings.Charts[0])
 	if !ok || src.Index != 1 || src.TargetRevision != "15.1.0" || src.ChartRepo.String() != "oci://docker.io/bitnamicharts/postgresql" {

@@ -303,7 +303,7 @@ func newSource(index int, s map[string]any, statusType string, str func(string) 
 		src.Type = SourceDirectory
 	}
 	if src.Chart != "" {
-		src.ChartRepo = chartRepository(src.RepoURL, src.Chart)
+		src.ChartRepo = chartRepository(src.RepoURL, src.Chart, src.TargetRevision)
 	}
 	src.KustomizeImages = stringsAt(s, str, "kustomize", "images")
 	if raw, _, _ := unstructured.NestedFieldNoCopy(s, "helm", "parameters"); raw != nil {

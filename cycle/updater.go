@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry"
@@ -73,6 +74,7 @@ type Updater struct {
 	writeGate           func() error
 	writeCtx            context.Context
 	signatures          Signatures
+	charts              ChartRepositories
 	keySecrets          credentials.SecretGetter
 	trustedRoot         *signature.TrustedRoot
 	observer            Observer
@@ -207,11 +209,15 @@ func (u *Updater) check() error {
 type Summary struct {
 	Applications int
 	Images       int
-	Skipped      int
-	Updated      int
-	Errors       int
-	TagListings  int
-	Duration     time.Duration
+	// Charts counts the charts of chart-list, ChartListings the index
+	// reads and OCI tag listings they took.
+	Charts        int
+	ChartListings int
+	Skipped       int
+	Updated       int
+	Errors        int
+	TagListings   int
+	Duration      time.Duration
 	// Trigger is what asked for a targeted check (CheckRepositories);
 	// empty for a cycle.
 	Trigger string
@@ -322,6 +328,30 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	if sc == nil {
 		u.metrics.applicationsWatched(apps)
 	}
+	// Charts are checked by the periodic cycle; a push notification
+	// names an image repository.
+	var chartJobs []*chartJob
+	if sc == nil {
+		var session *chartrepo.Session
+		sessionOf := func() *chartrepo.Session {
+			if session == nil {
+				session = u.charts.Session()
+			}
+			return session
+		}
+		for _, app := range apps {
+			sum.Charts += len(app.Settings.Charts)
+			jobs, problems := plan.charts(ctx, app, u.charts, sessionOf)
+			u.reportProblems(app, problems)
+			for _, p := range problems {
+				if !isWarning(p) {
+					sum.Errors++
+					u.metrics.imageError(app)
+				}
+			}
+			chartJobs = append(chartJobs, jobs...)
+		}
+	}
 
 	// 2. list: one listing per repository and credentials
 	byRepo := map[string][]*job{}
@@ -330,12 +360,15 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	}
 	sum.TagListings = len(byRepo)
 	tags := u.listTags(ctx, byRepo)
+	charts := u.listCharts(ctx, chartJobs)
+	sum.ChartListings = len(charts)
 	if sc != nil {
 		sum.Unlisted = sc.unlisted(byRepo, tags)
 	}
 
 	// 3. choose
 	updates := u.choose(ctx, jobs, tags, &sum)
+	updates = u.chooseCharts(ctx, chartJobs, charts, updates, &sum)
 
 	// 4. write
 	u.write(ctx, updates, &sum)
@@ -401,6 +434,7 @@ type appUpdate struct {
 	app     *application.Application
 	source  application.Source
 	changes []writeback.ImageUpdate
+	charts  []writeback.ChartUpdate
 	// revert: the health gate writes a version back (see Revert).
 	revert bool
 }

@@ -57,7 +57,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 	}
 	changes := make([]writeback.Change, len(updates))
 	for i, au := range updates {
-		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes}
+		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes, Charts: au.charts}
 	}
 	var results []writeback.Result
 	err := u.guard("writing back with method "+string(method), func() error {
@@ -98,6 +98,7 @@ func (u *Updater) writeWith(ctx context.Context, method settings.WriteBackMethod
 			continue
 		}
 		u.written(au.app, res.Changed, res.Written, sum)
+		u.chartsWritten(au.app, res.ChangedCharts, res.Written, sum)
 		u.gateWritten(ctx, au, res)
 		// A commit on the branch Argo CD follows, rather than in a pull
 		// request: Argo CD reads it at its next poll, or at once when
@@ -145,6 +146,23 @@ func (u *Updater) logChanges(au *appUpdate) {
 			"from", c.Old.String(), "to", c.New.String(),
 			"writeBack", au.app.Settings.WriteBack.Method, "dryRun", u.dryRun)
 	}
+	for _, c := range au.charts {
+		u.logger.Info("new chart version", "application", au.app.Key(), "chart", c.Chart, "alias", c.Alias,
+			"source", sourceName(au.source), "from", c.Old, "to", c.New, "writeBack", au.app.Settings.WriteBack.Method, "dryRun", u.dryRun)
+	}
+}
+
+// chartsWritten records the charts of a successful write-back, as written
+// does the images.
+func (u *Updater) chartsWritten(app *application.Application, changed []writeback.ChartUpdate, persisted bool, sum *Summary) {
+	if len(changed) == 0 {
+		return
+	}
+	sum.Updated += len(changed)
+	if persisted {
+		u.metrics.imagesUpdated(app, len(changed))
+		u.events.chartsUpdated(app, changed, sum.Trigger)
+	}
 }
 
 // writeFailed records a failed write-back of all of an Application's changes.
@@ -155,8 +173,8 @@ func (u *Updater) writeFailed(au *appUpdate, err error, sum *Summary) {
 
 // countWriteFailure counts the images of a write that failed as errors.
 func (u *Updater) countWriteFailure(au *appUpdate, sum *Summary) {
-	sum.Errors += len(au.changes)
-	for range au.changes {
+	sum.Errors += len(au.changes) + len(au.charts)
+	for range len(au.changes) + len(au.charts) {
 		u.metrics.imageError(au.app)
 	}
 }

@@ -92,9 +92,9 @@ func ParseChart(entry string) (ChartSpec, error) {
 // versions are chosen by their names, so the strategies that read image
 // metadata do not apply.
 func compileChartPolicy(c *ChartSpec, raw policySettings) (Problem, bool) {
-	raw.Constraint = c.Constraint
+	raw.Constraint, raw.ChartVersions = c.Constraint, true
 	if name, err := strategy.ParseName(raw.Strategy); err == nil && name != strategy.SemVer && name != strategy.Alphabetical {
-		return Problem{Image: c.Key(), Origin: raw.strategyAt, Message: fmt.Sprintf("a chart is updated by semver or alphabetical, not %s (which reads image metadata)", name)}, false
+		return Problem{Image: c.Key(), Chart: true, Origin: raw.strategyAt, Message: fmt.Sprintf("a chart is updated by semver or alphabetical, not %s (which reads image metadata)", name)}, false
 	}
 	p, err := strategy.Shared(raw.Settings)
 	if err == nil {
@@ -113,7 +113,7 @@ func compileChartPolicy(c *ChartSpec, raw policySettings) (Problem, bool) {
 			at = raw.ignoreTagsAt
 		}
 	}
-	return Problem{Image: c.Key(), Origin: at, Message: err.Error()}, false
+	return Problem{Image: c.Key(), Chart: true, Origin: at, Message: err.Error()}, false
 }
 
 // parseChartList reads chart-list and each chart's keys. aliases holds the
@@ -150,7 +150,7 @@ func parseChartList(get func(string) (string, bool), aliases map[string]bool, pr
 			err = fmt.Errorf("chart %s is listed twice", c.Chart)
 		}
 		if err != nil {
-			*problems = append(*problems, Problem{Image: entry, Origin: at, Message: err.Error()})
+			*problems = append(*problems, Problem{Image: entry, Chart: true, Origin: at, Message: err.Error()})
 			continue
 		}
 		if alias != "" {

@@ -37,12 +37,12 @@ func TestParseChartList(t *testing.T) {
 		{
 			name:         "a strategy that reads image metadata",
 			annotations:  ann("chart-list", "app=podinfo", "app.update-strategy", "newest-build"),
-			wantProblems: []string{"annotation argocd-image-updater.argoproj.io/app.update-strategy (image app): a chart is updated by semver or alphabetical"},
+			wantProblems: []string{"annotation argocd-image-updater.argoproj.io/app.update-strategy (chart app): a chart is updated by semver or alphabetical"},
 		},
 		{
 			name:         "a bad constraint is named at chart-list",
 			annotations:  ann("chart-list", "podinfo:^^1"),
-			wantProblems: []string{"annotation argocd-image-updater.argoproj.io/chart-list (image podinfo): invalid constraint"},
+			wantProblems: []string{"annotation argocd-image-updater.argoproj.io/chart-list (chart podinfo): invalid constraint"},
 		},
 		{
 			name:         "a bad filter is named where it is written",
