@@ -3,6 +3,10 @@ package settings
 import (
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 )
 
 func TestParseChartList(t *testing.T) {
@@ -127,4 +131,70 @@ func FuzzParseChartList(f *testing.F) {
 			t.Fatalf("%d charts", len(s.Charts))
 		}
 	})
+}
+
+func TestImageUpdaterCharts(t *testing.T) {
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name         string
+		ref          api.ApplicationRef
+		want         []string // "<key> <chart> <policy>"
+		wantProblems []string
+	}{
+		{
+			name: "charts with their own settings; the images' do not apply",
+			ref: api.ApplicationRef{
+				CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: str("regexp:^v")},
+				Charts: []api.ChartConfig{
+					{Alias: "db", ChartName: "postgresql:^15", IgnoreTags: []string{"15.0.*"}},
+					{Alias: "web", ChartName: "podinfo", UpdateStrategy: str("alphabetical"), AllowTags: str("regexp:^6")},
+				},
+			},
+			want: []string{`db postgresql semver constraint="^15" ignore-tags="15.0.*"`, `web podinfo alphabetical allow-tags="regexp:^6"`},
+		},
+		{
+			name: "bad values are named at their field",
+			ref: api.ApplicationRef{
+				Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx"}},
+				Charts: []api.ChartConfig{
+					{Alias: "web", ChartName: "podinfo"},
+					{Alias: "db", ChartName: "postgresql:^^1"},
+					{Alias: "c", ChartName: "redis", UpdateStrategy: str("digest")},
+					{Alias: "d", ChartName: "memcached"},
+				},
+			},
+			want: []string{"d memcached semver"},
+			wantProblems: []string{
+				`ImageUpdater ns/iu spec.applicationRefs[0].charts[0].chartName (chart web): alias "web" is used twice`,
+				"ImageUpdater ns/iu spec.applicationRefs[0].charts[1].chartName (chart db): invalid constraint",
+				"ImageUpdater ns/iu spec.applicationRefs[0].charts[2].updateStrategy (chart c): a chart is updated by semver or alphabetical",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.ref.NamePattern = "*"
+			iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"}, Spec: api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{tt.ref}}}
+			s := ParseImageUpdater(iu, 0)
+			var got []string
+			for _, c := range s.Charts {
+				got = append(got, c.Key()+" "+c.Chart+" "+c.Policy.String())
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("charts\n got %q\nwant %q", got, tt.want)
+			}
+			var problems []string
+			for _, p := range s.Problems {
+				problems = append(problems, p.Error())
+			}
+			if len(problems) != len(tt.wantProblems) {
+				t.Fatalf("problems %q, want %q", problems, tt.wantProblems)
+			}
+			for i, w := range tt.wantProblems {
+				if !strings.Contains(problems[i], w) {
+					t.Errorf("problem %d: %q does not contain %q", i, problems[i], w)
+				}
+			}
+		})
+	}
 }
