@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
@@ -206,6 +208,13 @@ func TestCharts(t *testing.T) {
 		writeFile(t, w.conf, fmt.Sprintf("registries:\n- name: local\n  prefix: %s\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n- name: charts\n  prefix: %s\n  api_url: http://%s\n",
 			w.reg.Host, w.reg.Host, charts.Host, charts.Host))
 		pushChart(t, charts, "charts", "podinfo", "6.4.0", image)
+		// A repository written as a host and path is OCI to Argo CD by
+		// its repository Secret.
+		w.k.Create(t, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "repo-oci-charts", Namespace: testenv.ArgoCDNamespace,
+				Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+			StringData: map[string]string{"type": "helm", "name": "oci-charts", "url": charts.Repo("charts"), "enableOCI": "true"},
+		})
 		w.k.CreateNamespace(t, "oci-chart")
 		w.createAppSpec(t, "oci-chart", map[string]any{"sources": []any{
 			map[string]any{"repoURL": w.git.HTTPRepoURL("deploy"), "targetRevision": "main", "ref": "values"},
