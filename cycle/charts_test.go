@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/chartrepo"
+	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
@@ -136,5 +137,22 @@ entries:
 	}
 	if repo.full.Load() != 1 || repo.notModified.Load() != 1 {
 		t.Errorf("%d full reads and %d not modified, want 1 and 1", repo.full.Load(), repo.notModified.Load())
+	}
+
+	// A push to the chart's OCI repository checks that chart alone.
+	reg.PushImage(t, "charts/podinfo", []string{"6.6.0"})
+	ref, err := imageref.Parse(reg.Repo("charts/podinfo") + ":6.6.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum = w.updater.CheckRepositories(t.Context(), []imageref.Reference{ref}, "a push notification")
+	if sum.Updated != 1 || sum.Errors != 0 || sum.Applications != 1 || sum.ChartListings != 1 {
+		t.Errorf("targeted check %+v", sum)
+	}
+	if got := revision("chart-oci"); got != "6.6.0" {
+		t.Errorf("chart-oci: targetRevision %q after the push, want 6.6.0", got)
+	}
+	if repo.full.Load()+repo.notModified.Load() != 2 {
+		t.Error("the targeted check read the HTTP repository")
 	}
 }

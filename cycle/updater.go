@@ -328,10 +328,10 @@ func (u *Updater) run(ctx context.Context, sc *scope) Summary {
 	if sc == nil {
 		u.metrics.applicationsWatched(apps)
 	}
-	// Charts are checked by the periodic cycle; a push notification
-	// names an image repository.
+	// The charts of the Applications in scope: all of them for a cycle;
+	// for a push notification, those in the OCI repositories it names.
 	var chartJobs []*chartJob
-	if sc == nil {
+	{
 		var session *chartrepo.Session
 		sessionOf := func() *chartrepo.Session {
 			if session == nil {
