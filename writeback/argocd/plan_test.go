@@ -213,3 +213,35 @@ func TestApplicationUpdateValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestStillWantedCharts: a write retried after the Application changed
+// keeps only the charts its annotations still list, unpaused, under the
+// argocd method.
+func TestStillWantedCharts(t *testing.T) {
+	web := writeback.ChartUpdate{ChartSpec: settings.ChartSpec{Alias: "web", Chart: "podinfo"}, New: "1.1.0"}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        int
+	}{
+		{"still listed", map[string]string{"chart-list": "web=podinfo", "write-back-method": "argocd"}, 1},
+		{"paused", map[string]string{"chart-list": "web=podinfo", "web.ignore-tags": "*", "write-back-method": "argocd"}, 0},
+		{"removed", map[string]string{"chart-list": "other=redis", "write-back-method": "argocd"}, 0},
+		{"another chart under the alias", map[string]string{"chart-list": "web=redis", "write-back-method": "argocd"}, 0},
+		{"now git", map[string]string{"chart-list": "web=podinfo", "write-back-method": "git"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := &unstructured.Unstructured{Object: map[string]any{}}
+			a := map[string]string{}
+			for k, v := range tt.annotations {
+				a[settings.AnnotationPrefix+k] = v
+			}
+			obj.SetAnnotations(a)
+			_, charts := stillWanted(obj, nil, []writeback.ChartUpdate{web})
+			if len(charts) != tt.want {
+				t.Errorf("kept %v, want %d", charts, tt.want)
+			}
+		})
+	}
+}
