@@ -54,6 +54,9 @@ type Source struct {
 	Type           SourceType // "" when neither the spec nor the status tells
 	// KustomizeImages are spec.source(s)[i].kustomize.images.
 	KustomizeImages []string
+	// ChartRepo is where the versions of the source's chart are listed;
+	// nil when the source has no chart.
+	ChartRepo *ChartRepository
 	// helmParameters are spec.source(s)[i].helm.parameters as written
 	// (see HelmParameter).
 	helmParameters []any

@@ -112,7 +112,7 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 			s.applicationSet = o.Name
 		}
 	}
-	if !keepSpec && !s.annotations.Has(settings.AnnotationPrefix+settings.KeyImageList) {
+	if !keepSpec && !s.Managed() {
 		return s
 	}
 	s.spec = true
@@ -182,9 +182,10 @@ func (s *Snapshot) Labels() labels.Labels { return s.labels }
 // Annotation is the value of one of the updater's annotations.
 func (s *Snapshot) Annotation(key string) string { return s.annotations.Get(key) }
 
-// Managed reports whether the Application has the image-list annotation.
+// Managed reports whether the Application has the image-list or the
+// chart-list annotation.
 func (s *Snapshot) Managed() bool {
-	return s.annotations.Has(settings.AnnotationPrefix + settings.KeyImageList)
+	return s.annotations.Has(settings.AnnotationPrefix+settings.KeyImageList) || s.annotations.Has(settings.AnnotationPrefix+settings.KeyChartList)
 }
 
 // Application is the Application with its annotations read with opts
@@ -307,6 +308,9 @@ func newSource(index int, s map[string]any, statusType string, str func(string) 
 		src.Type = SourcePlugin
 	case src.blocks&blockDirectory != 0 && src.Type == "":
 		src.Type = SourceDirectory
+	}
+	if src.Chart != "" {
+		src.ChartRepo = chartRepository(src.RepoURL, src.Chart, src.TargetRevision)
 	}
 	src.KustomizeImages = stringsAt(s, str, "kustomize", "images")
 	if raw, _, _ := unstructured.NestedFieldNoCopy(s, "helm", "parameters"); raw != nil {

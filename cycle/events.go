@@ -19,6 +19,8 @@ import (
 // Event reasons.
 const (
 	ReasonImagesUpdated = "ImagesUpdated"
+	// ReasonChartsUpdated: new chart versions written (chart-list).
+	ReasonChartsUpdated = "ChartsUpdated"
 	ReasonInvalidConfig = "InvalidConfiguration"
 	ReasonUpdateFailed  = "UpdateFailed"
 	// ReasonSignatureNotVerified: a new version was passed over for
@@ -124,6 +126,24 @@ func (e *EventReporter) imagesUpdated(app *application.Application, changed []wr
 	}
 	e.recorder.AnnotatedEventf(app.Object(), imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
 		"%s", truncate(fmt.Sprintf("updated %d image(s)%s: %s", len(changed), after, strings.Join(lines, "; "))))
+}
+
+// chartsUpdated reports the charts of a write-back.
+func (e *EventReporter) chartsUpdated(app *application.Application, changed []writeback.ChartUpdate, trigger string) {
+	if e == nil || len(changed) == 0 {
+		return
+	}
+	lines := make([]string, 0, len(changed))
+	for _, c := range changed {
+		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Chart, c.Old, c.New))
+	}
+	sort.Strings(lines)
+	after := ""
+	if trigger != "" {
+		after = " after " + trigger
+	}
+	e.recorder.Eventf(app.Object(), corev1.EventTypeNormal, ReasonChartsUpdated,
+		"%s", truncate(fmt.Sprintf("updated %d chart(s)%s: %s", len(changed), after, strings.Join(lines, "; "))))
 }
 
 // imagesUpdatedAnnotations are the annotations Argo CD Image Updater set on

@@ -107,14 +107,10 @@ func (pl *planner) application(app *application.Application) (jobs []*job, skips
 		p.Message = fmt.Sprintf("the ApplicationSet %s generates this Application and puts back the images the argocd write-back method sets, unless its ignoreApplicationDifferences lists them (/spec/source/kustomize/images or /spec/source/helm/parameters); write-back-method git keeps them in the repository the ApplicationSet renders from", app.ApplicationSet)
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
 	}
-	appBroken := false
 	for _, p := range appProblems {
 		problems = append(problems, p)
-		if p.Image == "" && !p.Warning {
-			appBroken = true
-		}
 	}
-	if appBroken {
+	if applicationBroken(app) {
 		for _, spec := range app.Settings.Images {
 			skips = append(skips, skip{image: spec.Key(), reason: skipAppInvalid, repo: spec.Image})
 		}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -45,9 +46,10 @@ func (u *Updater) run(ctx context.Context, sc scope) Summary {
 	ctx = credentials.WithCycle(ctx)
 	r := u.newRun(sc)
 	apps := r.applications()
-	jobs := r.plan(apps)
-	tags := r.list(ctx, jobs)
+	jobs, chartJobs := r.plan(ctx, apps)
+	tags, charts := r.list(ctx, jobs, chartJobs)
 	updates := r.choose(ctx, jobs, tags)
+	updates = r.chooseCharts(ctx, chartJobs, charts, updates)
 	r.write(ctx, updates)
 	return r.finish(ctx)
 }
@@ -77,9 +79,9 @@ func (r *run) applications() []*application.Application {
 	return apps
 }
 
-// plan turns the Applications' settings into jobs, reporting their
-// problems and the images skipped.
-func (r *run) plan(apps []*application.Application) []*job {
+// plan turns the Applications' settings into jobs, one per image and one
+// per chart, reporting their problems and the images skipped.
+func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job, []*chartJob) {
 	u := r.u
 	var jobs []*job
 	plan := newPlanner(u.controllerNamespace, u.defaultPlatforms)
@@ -109,12 +111,35 @@ func (r *run) plan(apps []*application.Application) []*job {
 		}
 		u.metrics.applicationsWatched(apps)
 	}
-	return jobs
+	// The charts of the Applications in scope: all of them for a cycle;
+	// for a push notification, those in the OCI repositories it names.
+	var chartJobs []*chartJob
+	var session *chartrepo.Session
+	sessionOf := func() *chartrepo.Session {
+		if session == nil {
+			session = u.charts.Session()
+		}
+		return session
+	}
+	for _, app := range apps {
+		r.sum.Charts += len(app.Settings.Charts)
+		js, problems := plan.charts(ctx, app, u.charts, sessionOf)
+		r.report(app, problems)
+		for _, p := range problems {
+			if !isWarning(p) {
+				r.sum.Errors++
+				u.metrics.imageError(app)
+			}
+		}
+		chartJobs = append(chartJobs, js...)
+	}
+	return jobs, chartJobs
 }
 
-// list lists the tags of the jobs' repositories: one listing per
-// repository and credentials, whatever the number of jobs.
-func (r *run) list(ctx context.Context, jobs []*job) map[string]tagResult {
+// list lists the tags of the jobs' repositories and the versions of the
+// charts' repositories: one listing per repository and credentials,
+// whatever the number of jobs.
+func (r *run) list(ctx context.Context, jobs []*job, chartJobs []*chartJob) (map[string]tagResult, map[string]chartListing) {
 	byRepo := map[string][]*job{}
 	for _, j := range jobs {
 		byRepo[j.repoKey()] = append(byRepo[j.repoKey()], j)
@@ -122,7 +147,9 @@ func (r *run) list(ctx context.Context, jobs []*job) map[string]tagResult {
 	r.sum.TagListings = len(byRepo)
 	tags := r.u.listTags(ctx, byRepo)
 	r.sum.Unlisted = r.scope.unlisted(byRepo, tags)
-	return tags
+	charts := r.u.listCharts(ctx, chartJobs)
+	r.sum.ChartListings = len(charts)
+	return tags, charts
 }
 
 // choose chooses each job's new version, with metadata asked for once per

@@ -11,8 +11,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/settings"
 )
 
-// CheckRepositories checks now the images, of every managed Application,
-// whose repository is one of repos (compared by registry and repository,
+// CheckRepositories checks now the images and the charts in OCI
+// registries, of every managed Application, whose repository is one of
+// repos (compared by registry and repository,
 // whatever the tag), through the same steps as a cycle.
 // A repository may be named with a tag, once for each tag a push
 // notification named; Summary.Unlisted says which of those the listing
@@ -71,10 +72,11 @@ func (s scope) observed() bool { return s.full() || len(s.updaters) > 0 }
 
 func (s scope) includes(ref imageref.Reference) bool { return s.names[ref.Name()] }
 
-// applications keeps the Applications that have an image in scope, each
-// reduced to those images, so that planning, listing and writing see
-// nothing else. Problems of the other images are left to the cycles; those
-// of the Application itself stay, since they stop its write-back.
+// applications keeps the Applications that have an image or a chart in
+// an OCI registry in scope, each reduced to those images and charts, so
+// that planning, listing and writing see nothing else. Problems of the
+// others are left to the cycles; those of the Application itself stay,
+// since they stop its write-back.
 func (s scope) applications(apps []*application.Application) []*application.Application {
 	if len(s.updaters) > 0 {
 		return slices.DeleteFunc(apps, func(app *application.Application) bool {
@@ -89,11 +91,17 @@ func (s scope) applications(apps []*application.Application) []*application.Appl
 				images = append(images, spec)
 			}
 		}
-		if len(images) == 0 {
+		var charts []settings.ChartSpec
+		for _, spec := range app.Settings.Charts {
+			if src, ok := app.ChartSource(spec); ok && src.ChartRepo.IsOCI() && s.includes(src.ChartRepo.OCI) {
+				charts = append(charts, spec)
+			}
+		}
+		if len(images) == 0 && len(charts) == 0 {
 			continue
 		}
 		reduced := *app
-		reduced.Settings.Images = images
+		reduced.Settings.Images, reduced.Settings.Charts = images, charts
 		reduced.Settings.Problems = nil
 		for _, p := range app.Settings.Problems {
 			if p.Image == "" {

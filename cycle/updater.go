@@ -61,6 +61,7 @@ type Updater struct {
 	// controllerNamespace alone may name env: and ext: credentials.
 	controllerNamespace string
 	signatures          Signatures
+	charts              ChartRepositories
 	keySecrets          credentials.SecretGetter
 	trustedRoot         *signature.TrustedRoot
 
@@ -212,11 +213,15 @@ func (u *Updater) check() error {
 type Summary struct {
 	Applications int
 	Images       int
-	Skipped      int
-	Updated      int
-	Errors       int
-	TagListings  int
-	Duration     time.Duration
+	// Charts counts the charts of chart-list, ChartListings the index
+	// reads and OCI tag listings they took.
+	Charts        int
+	ChartListings int
+	Skipped       int
+	Updated       int
+	Errors        int
+	TagListings   int
+	Duration      time.Duration
 	// Trigger is what asked for a targeted check (CheckRepositories);
 	// empty for a cycle.
 	Trigger string
@@ -302,6 +307,7 @@ type appUpdate struct {
 	app     *application.Application
 	source  application.Source
 	changes []writeback.ImageUpdate
+	charts  []writeback.ChartUpdate
 	// revert: the health gate writes a version back (see Revert).
 	revert bool
 }

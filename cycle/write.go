@@ -61,7 +61,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 	}
 	changes := make([]writeback.Change, len(updates))
 	for i, au := range updates {
-		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes}
+		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes, Charts: au.charts}
 	}
 	var results []writeback.Result
 	err := u.guard("writing back with method "+string(method), func() error {
@@ -102,6 +102,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 			continue
 		}
 		r.written(au.app, res.Changed, res.Written)
+		r.chartsWritten(au.app, res.ChangedCharts, res.Written)
 		u.gateWritten(ctx, au, res)
 		// A commit on the branch Argo CD follows, rather than in a pull
 		// request: Argo CD reads it at its next poll, or at once when
@@ -157,6 +158,23 @@ func (u *Updater) logChanges(au *appUpdate) {
 			"from", c.Old.String(), "to", c.New.String(),
 			"writeBack", au.app.Settings.WriteBack.Method, "dryRun", u.dryRun)
 	}
+	for _, c := range au.charts {
+		u.logger.Info("new chart version", "application", au.app.Key(), "chart", c.Chart, "alias", c.Alias,
+			"source", sourceName(au.source), "from", c.Old, "to", c.New, "writeBack", au.app.Settings.WriteBack.Method, "dryRun", u.dryRun)
+	}
+}
+
+// chartsWritten records the charts of a successful write-back, as written
+// does the images.
+func (r *run) chartsWritten(app *application.Application, changed []writeback.ChartUpdate, persisted bool) {
+	if len(changed) == 0 {
+		return
+	}
+	r.sum.Updated += len(changed)
+	if persisted {
+		r.u.metrics.imagesUpdated(app, len(changed))
+		r.u.events.chartsUpdated(app, changed, r.sum.Trigger)
+	}
 }
 
 // writeFailed records a failed write-back of all of an Application's changes.
@@ -168,8 +186,8 @@ func (r *run) writeFailed(au *appUpdate, err error) {
 // countWriteFailure counts the images of a write that failed as errors.
 func (r *run) countWriteFailure(au *appUpdate) {
 	u := r.u
-	r.sum.Errors += len(au.changes)
-	for range au.changes {
+	r.sum.Errors += len(au.changes) + len(au.charts)
+	for range len(au.changes) + len(au.charts) {
 		u.metrics.imageError(au.app)
 	}
 }

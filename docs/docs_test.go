@@ -88,6 +88,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/record"
@@ -95,6 +97,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -106,6 +109,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // block is one fenced code block of a Markdown file.
@@ -365,6 +369,33 @@ func (emptyRegistry) Referrers(context.Context, imageref.Reference, credentials.
 
 // docSecrets holds, in every Secret the examples name, a public key in
 // every field: the examples' signature keys are then readable.
+// docCharts are HTTP Helm repositories whose indexes list no versions,
+// read under the rules of the controller: Argo CD's namespace holds no
+// repository Secrets, and every AppProject permits every repository.
+type docCharts struct{ *chartrepo.Client }
+
+func (docCharts) Index(context.Context, chartrepo.Access) (chartrepo.Index, error) {
+	return chartrepo.Index{}, nil
+}
+
+type docRepoSecrets struct{}
+
+func (docRepoSecrets) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
+	return nil, nil
+}
+func (docRepoSecrets) Secret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+func (docRepoSecrets) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+type docProjects struct{}
+
+func (docProjects) AppProject(context.Context, string, string) (*gitauth.AppProject, error) {
+	return &gitauth.AppProject{SourceRepos: []string{"*"}}, nil
+}
+
 type docSecrets struct{}
 
 var docKey = func() []byte {
@@ -422,7 +453,7 @@ func checkApplication(b block, want string, exp block, hasExp bool) error {
 			return errors.New("metadata.name and metadata.namespace are required in examples")
 		}
 		if !settings.Managed(obj.GetAnnotations()) {
-			return errors.New("the Application has no image-list annotation")
+			return errors.New("the Application has neither an image-list nor a chart-list annotation")
 		}
 		if v, ok := obj.GetAnnotations()[healthgate.StateAnnotation]; ok {
 			// The health gate's state, as it reads it back.
@@ -477,7 +508,8 @@ func runCycle(apps cycle.Applications, want string, exp block, hasExp bool) erro
 		cycle.WithEvents(cycle.NewEventReporter(recorder)),
 		cycle.WithControllerNamespace("argocd"),
 		cycle.WithSignatures(signature.NewVerifier(emptyRegistry{}), docSecrets{}, docTrustedRoot()),
-		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}))
+		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}),
+		cycle.WithChartRepositories(docCharts{chartrepo.NewClient(docRepoSecrets{}, docProjects{}, "argocd")}))
 	if err != nil {
 		return err
 	}

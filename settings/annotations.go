@@ -88,7 +88,10 @@ const (
 // its annotations (ParseAnnotations), or of the ImageUpdater that selected
 // it (ParseImageUpdater).
 type Settings struct {
-	Images    []ImageSpec
+	Images []ImageSpec
+	// Charts are the Helm charts whose version is kept up to date
+	// (chart-list); a chart with a non-warning problem is not in Charts.
+	Charts    []ChartSpec
 	WriteBack WriteBack
 	// Problems lists what could not be understood. Images with a
 	// non-warning problem are not in Images.
@@ -103,10 +106,12 @@ type Settings struct {
 	RollbackHoldOff bool
 }
 
-// Managed reports whether an Application carries the image-list annotation.
+// Managed reports whether an Application carries the image-list or the
+// chart-list annotation.
 func Managed(annotations map[string]string) bool {
-	_, ok := annotations[AnnotationPrefix+KeyImageList]
-	return ok
+	_, images := annotations[AnnotationPrefix+KeyImageList]
+	_, charts := annotations[AnnotationPrefix+KeyChartList]
+	return images || charts
 }
 
 // ParseAnnotations reads the updater's annotations; image names are read
@@ -129,7 +134,7 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 	}
 	entries := strings.Split(list, ",")
 	named := slices.ContainsFunc(entries, func(e string) bool { return strings.TrimSpace(e) != "" })
-	if listed && !named {
+	if _, charts := get(KeyChartList); listed && !named && !charts {
 		// As v1.3.0 reports it: an Application marked for updates whose
 		// list names nothing is a mistake, not a silent no-op.
 		a.Problems = append(a.Problems, Problem{Origin: AnnotationOrigin(KeyImageList), Message: "is empty: it names no image to update"})
@@ -165,7 +170,17 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 			a.Images = append(a.Images, spec)
 		}
 	}
-	a.Problems = append(a.Problems, unknownKeys(annotations, seenAlias)...)
+	imageAliases := len(seenAlias)
+	a.Charts = parseChartList(get, seenAlias, &a.Problems)
+	chartAliases := map[string]bool{}
+	if len(seenAlias) > imageAliases {
+		for _, c := range a.Charts {
+			if c.Alias != "" {
+				chartAliases[c.Alias] = true
+			}
+		}
+	}
+	a.Problems = append(a.Problems, unknownKeys(annotations, seenAlias, chartAliases)...)
 	return a
 }
 
@@ -446,9 +461,9 @@ func parseWriteBack(get func(string) (string, bool), problems *[]Problem) WriteB
 // unknownKeys warns about annotations with our prefix that nothing reads,
 // which are usually typos ("app.update-stratgey") or aliases missing from
 // image-list.
-func unknownKeys(annotations map[string]string, aliases map[string]bool) []Problem {
+func unknownKeys(annotations map[string]string, aliases, chartAliases map[string]bool) []Problem {
 	known := map[string]bool{}
-	for _, k := range append(append([]string{}, appKeys...), imageKeys...) {
+	for _, k := range slices.Concat(appKeys, imageKeys, chartAppKeys) {
 		known[k] = true
 	}
 	var problems []Problem
@@ -458,6 +473,13 @@ func unknownKeys(annotations map[string]string, aliases map[string]bool) []Probl
 			continue
 		}
 		if alias, rest, ok := strings.Cut(key, "."); ok && (slices.Contains(imageKeys, rest) || slices.Contains(imageOnlyKeys, rest)) {
+			if aliasKnown(chartAliases, alias) && !slices.Contains(chartKeys, rest) {
+				problems = append(problems, Problem{
+					Origin: Origin("annotation " + full), Warning: true,
+					Message: fmt.Sprintf("%q is the alias of a chart, which reads only %s", alias, strings.Join(chartKeys, ", ")),
+				})
+				continue
+			}
 			if !aliasKnown(aliases, alias) {
 				problems = append(problems, Problem{
 					Origin: Origin("annotation " + full), Warning: true,

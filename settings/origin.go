@@ -47,12 +47,17 @@ type Problem struct {
 	Origin  Origin // where the wrong value is written
 	Message string
 	Warning bool // reported, but nothing is disabled
+	// Chart tells that Image names a chart of chart-list.
+	Chart bool
 }
 
 func (p Problem) Error() string {
 	var b strings.Builder
 	b.WriteString(string(p.Origin))
-	if p.Image != "" {
+	switch {
+	case p.Image != "" && p.Chart:
+		fmt.Fprintf(&b, " (chart %s)", p.Image)
+	case p.Image != "":
 		fmt.Fprintf(&b, " (image %s)", p.Image)
 	}
 	b.WriteString(": ")

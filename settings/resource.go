@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
+	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // DefaultCosignKeyField is the Secret key read when cosignKey names none:
@@ -61,7 +63,59 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 			a.Images = append(a.Images, s)
 		}
 	}
+	a.Charts = chartConfigs(ref, refAt, &a.Problems)
 	return a
+}
+
+// chartConfigs reads an applicationRef's charts; their settings are
+// their own, as the chart-list annotation's are.
+func chartConfigs(ref api.ApplicationRef, refAt Origin, problems *[]Problem) []ChartSpec {
+	if len(ref.Charts) > MaxCharts {
+		*problems = append(*problems, Problem{Origin: refAt.Child(".charts"), Message: fmt.Sprintf("%d charts, more than the %d one Application may have; none of its charts is updated", len(ref.Charts), MaxCharts)})
+		return nil
+	}
+	aliases := map[string]bool{}
+	for _, img := range ref.Images {
+		aliases[img.Alias] = true
+	}
+	charts := []ChartSpec{}
+	seen := map[string]bool{}
+	for j, c := range ref.Charts {
+		at := refAt.Child(".charts[%d]", j)
+		spec, err := ParseChart(strings.TrimSpace(c.ChartName))
+		spec.Alias, spec.Origin = c.Alias, at.Child(".chartName")
+		switch {
+		case err != nil:
+		case c.Alias == "":
+			err = errors.New("a chart needs an alias")
+		case aliases[c.Alias]:
+			err = fmt.Errorf("alias %q is used twice; aliases must be unique among the ref's images and charts", c.Alias)
+		case seen[spec.Chart]:
+			err = fmt.Errorf("chart %s is listed twice", spec.Chart)
+		}
+		if err != nil {
+			*problems = append(*problems, Problem{Image: c.Alias, Chart: true, Origin: spec.Origin, Message: err.Error()})
+			continue
+		}
+		aliases[c.Alias], seen[spec.Chart] = true, true
+		raw := policySettings{constraintAt: spec.Origin, Settings: strategy.Settings{IgnoreTags: c.IgnoreTags}}
+		raw.strategyAt, raw.allowTagsAt, raw.ignoreTagsAt = at.Child(".updateStrategy"), at.Child(".allowTags"), at.Child(".ignoreTags")
+		if c.UpdateStrategy != nil {
+			raw.Strategy = *c.UpdateStrategy
+		}
+		if c.AllowTags != nil {
+			raw.AllowTags = *c.AllowTags
+		}
+		if p, ok := compileChartPolicy(&spec, raw); !ok {
+			*problems = append(*problems, p)
+			continue
+		}
+		charts = append(charts, spec)
+	}
+	if len(charts) == 0 {
+		return nil
+	}
+	return charts
 }
 
 func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref.Option, problems *[]Problem) (ImageSpec, bool) {

@@ -30,6 +30,10 @@ type Settings struct {
 	// read image metadata. Empty means the caller applies its default when
 	// fetching metadata and no platform check happens here.
 	Platforms []v1.Platform
+	// ChartVersions: the candidates are Helm chart versions, not image
+	// tags, whose grammar also admits '+' before build metadata (an OCI
+	// tag writes it '_').
+	ChartVersions bool
 }
 
 // Policy is a validated Settings. It is immutable and safe for concurrent use.
@@ -43,6 +47,7 @@ type Policy struct {
 	ignore     []glob
 	paused     bool
 	platforms  []v1.Platform
+	charts     bool
 }
 
 // New parses and validates s. Every error is a *SettingError naming the field
@@ -64,7 +69,7 @@ func New(s Settings) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Policy{name: name}
+	p := &Policy{name: name, charts: s.ChartVersions}
 
 	constraint := strings.TrimSpace(s.Constraint)
 	switch name {
@@ -245,7 +250,7 @@ type filterStats struct {
 // keep applies the tag filters to one tag, counting drops.
 func (p *Policy) keep(tag string, st *filterStats) bool {
 	switch {
-	case !imageref.ValidTag(tag):
+	case !imageref.ValidTag(tag) && !(p.charts && imageref.ValidTag(strings.ReplaceAll(tag, "+", "_"))):
 		// A registry's answer is input like any other: a tag outside the
 		// OCI grammar (a newline, a slash) must never reach a commit
 		// message, a file or a patch.

@@ -80,6 +80,7 @@ func sharedKey(name Name, s Settings) string {
 		b.WriteString(v)
 	}
 	put(string(name))
+	put(strconv.FormatBool(s.ChartVersions))
 	put(strings.TrimSpace(s.Constraint))
 	put(strings.TrimSpace(s.AllowTags))
 	put(strconv.Itoa(len(s.IgnoreTags)))

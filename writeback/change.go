@@ -25,6 +25,28 @@ type ImageUpdate struct {
 	Labels map[string]string
 }
 
+// ChartUpdate is one Helm chart whose new version should be written into
+// its source's targetRevision.
+type ChartUpdate struct {
+	settings.ChartSpec
+	// New is written; Old is only reported.
+	New, Old string
+}
+
+// ValidateCharts checks what every write-back needs of its charts.
+func ValidateCharts(charts []ChartUpdate) []error {
+	var errs []error
+	for _, c := range charts {
+		switch {
+		case c.Chart == "":
+			errs = append(errs, fmt.Errorf("chart %q: empty chart name", c.Alias))
+		case c.New == "" || strings.ContainsAny(c.New, " \t\n/"):
+			errs = append(errs, fmt.Errorf("chart %s: %q is no version to write", c.Key(), c.New))
+		}
+	}
+	return errs
+}
+
 // ReportedChange is how Argo CD Image Updater named one change where users
 // read it back: the annotations of ImagesUpdated events and the fields and
 // hash of git-branch templates. Keeping its names keeps their alerting and

@@ -19,11 +19,14 @@ type Writer interface {
 // its images and the source they are written for. The argocd method
 // writes one source's list per Change; the git method takes all of an
 // Application's images in one Change, whose Source tells the repository,
-// revision, path and type it writes for.
+// revision, path and type it writes for. Charts are new versions of the
+// source's chart (its targetRevision), which the argocd method writes in
+// the same patch.
 type Change struct {
 	App    *application.Application
 	Source application.Source
 	Images []ImageUpdate
+	Charts []ChartUpdate
 }
 
 // Result is what a Writer did with one Change.
@@ -34,6 +37,9 @@ type Result struct {
 	// mode: would have been); empty when the Application or its files
 	// already held every version, or when Err is set.
 	Changed []ImageUpdate
+	// ChangedCharts lists the charts whose versions were written, as
+	// Changed the images.
+	ChangedCharts []ChartUpdate
 	// Written is true when the change was persisted: a patch accepted or
 	// a commit pushed; false in dry-run mode.
 	Written bool

@@ -60,7 +60,7 @@ const MaxApplicationRefs = 1000
 
 // ApplicationRef selects Applications by name and labels, with settings
 // for their images.
-// +kubebuilder:validation:XValidation:rule="!(has(self.useAnnotations) && self.useAnnotations == true) ? (has(self.images) && size(self.images) > 0) : true",message="Either useAnnotations must be true, or images must be provided with at least one item"
+// +kubebuilder:validation:XValidation:rule="!(has(self.useAnnotations) && self.useAnnotations == true) ? ((has(self.images) && size(self.images) > 0) || (has(self.charts) && size(self.charts) > 0)) : true",message="Either useAnnotations must be true, or images or charts must be provided with at least one item"
 type ApplicationRef struct {
 	// NamePattern is a glob matched against the Application's name.
 	// +kubebuilder:validation:Required
@@ -97,11 +97,52 @@ type ApplicationRef struct {
 	// +optional
 	RollbackHold *bool `json:"rollbackHold,omitempty"`
 
-	// Images are the images to update; required unless useAnnotations.
+	// Images are the images to update; required unless useAnnotations
+	// or charts.
 	// +optional
 	// +listType=map
 	// +listMapKey=alias
 	Images []ImageConfig `json:"images,omitempty"`
+
+	// Charts are the Helm charts whose version (their source's
+	// targetRevision) to update, as the chart-list annotation names
+	// them.
+	// +optional
+	// +listType=map
+	// +listMapKey=alias
+	// +kubebuilder:validation:MaxItems=50
+	Charts []ChartConfig `json:"charts,omitempty"`
+}
+
+// ChartConfig is one Helm chart to update. The images' settings of the
+// ref and the spec do not apply to it: a chart's versions are not its
+// images' tags.
+type ChartConfig struct {
+	// Alias names the chart; unique among the ref's images and charts.
+	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9-._]*$`
+	Alias string `json:"alias"`
+
+	// ChartName is the source's chart field, with an optional semver
+	// constraint after ':', as in the chart-list annotation
+	// ("postgresql:^15").
+	// +kubebuilder:validation:Required
+	ChartName string `json:"chartName"`
+
+	// UpdateStrategy is semver (the default) or alphabetical.
+	// +optional
+	UpdateStrategy *string `json:"updateStrategy,omitempty"`
+
+	// AllowTags keeps only matching versions (regexp:<expression>, or
+	// any: all).
+	// +optional
+	AllowTags *string `json:"allowTags,omitempty"`
+
+	// IgnoreTags are globs of versions never chosen; a lone "*" pauses
+	// the chart.
+	// +listType=atomic
+	// +optional
+	IgnoreTags []string `json:"ignoreTags,omitempty"`
 }
 
 // ImageConfig is one image to update.

@@ -32,6 +32,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
+	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
@@ -316,6 +317,8 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
 		append(append(c.status, c.healthGateOptions()...),
 			cycle.WithGitWriter(gitWriter),
+			cycle.WithChartRepositories(chartrepo.NewClient(gitauth.NewCachedSecretLister(gitauth.NewKubeSecretLister(c.clientset), 0),
+				gitauth.NewKubeAppProjectGetter(c.dyn), c.namespace)),
 			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset), root),
 			cycle.WithControllerNamespace(c.namespace),
 			cycle.WithRegistryConfig(c.conf.Current),

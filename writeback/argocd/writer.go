@@ -119,6 +119,8 @@ type update struct {
 	// target (written into spec.source(s)[i].plugin.env).
 	SourceType application.SourceType
 	Images     []writeback.ImageUpdate
+	// Charts are new versions of the source's chart: its targetRevision.
+	Charts []writeback.ChartUpdate
 }
 
 func (u update) key() string { return u.Namespace + "/" + u.Name }
@@ -137,10 +139,11 @@ func (u update) validate() error {
 				errs = append(errs, fmt.Errorf("image %s: a config management plugin source takes only images with a plugin target (the environment variables receiving them)", img.Key()))
 			}
 		}
-	} else if !u.SourceType.Writable() {
+	} else if !u.SourceType.Writable() && (len(u.Images) > 0 || len(u.Charts) == 0) {
 		errs = append(errs, fmt.Errorf("source type %q cannot be written (want %s, %s or %s)", u.SourceType, application.SourceKustomize, application.SourceHelm, application.SourcePlugin))
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
+	errs = append(errs, writeback.ValidateCharts(u.Charts)...)
 	return errors.Join(errs...)
 }
 
@@ -159,7 +162,7 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 				results[i].Err = err
 				return nil
 			}
-			u := update{Namespace: c.App.Namespace, Name: c.App.Name, SourceIndex: c.Source.Index, SourceType: c.Source.Type, Images: c.Images}
+			u := update{Namespace: c.App.Namespace, Name: c.App.Name, SourceIndex: c.Source.Index, SourceType: c.Source.Type, Images: c.Images, Charts: c.Charts}
 			// An Application's lists must not be able to stop the
 			// controller: a panic fails this change alone.
 			res, err := safe.Value(func() (writeback.Result, error) { return w.writeOne(ctx, c.App.Object(), u) })
@@ -199,7 +202,7 @@ func (w *Writer) writeOne(ctx context.Context, cached *unstructured.Unstructured
 	if err := u.validate(); err != nil {
 		return writeback.Result{}, fmt.Errorf("write back to Application %s: %w", u.key(), err)
 	}
-	if len(u.Images) == 0 {
+	if len(u.Images) == 0 && len(u.Charts) == 0 {
 		return writeback.Result{}, nil
 	}
 	apps := w.client.Resource(application.Resource()).Namespace(u.Namespace)
@@ -225,8 +228,8 @@ func (w *Writer) writeOne(ctx context.Context, cached *unstructured.Unstructured
 		} else if !maps.Equal(readAnnotations, ownAnnotations(obj)) {
 			// Whoever changed the Application meanwhile may have paused
 			// or removed an image: its annotations as they are now decide.
-			u.Images = stillWanted(obj, u.Images)
-			if len(u.Images) == 0 {
+			u.Images, u.Charts = stillWanted(obj, u.Images, u.Charts)
+			if len(u.Images) == 0 && len(u.Charts) == 0 {
 				w.log.Info("not writing back: the Application's annotations no longer ask for these updates", "application", u.key())
 				return writeback.Result{}, nil
 			}
@@ -242,18 +245,18 @@ func (w *Writer) writeOne(ctx context.Context, cached *unstructured.Unstructured
 		} else if p.source != firstSource {
 			return writeback.Result{}, fmt.Errorf("write back to Application %s: source %d changed while writing (was %s, now %s)", u.key(), u.SourceIndex, firstSource, p.source)
 		}
-		if len(p.changed) == 0 {
+		if len(p.changed) == 0 && len(p.charts) == 0 {
 			return writeback.Result{}, nil
 		}
 		log := w.log.With("application", u.key(), "resourceVersion", obj.GetResourceVersion())
 		if w.dryRun {
-			log.Info("dry run: not writing back", "images", writeback.ImageList(p.changed), "patch", string(p.patch))
-			return writeback.Result{Changed: p.changed, Patch: p.patch}, nil
+			log.Info("dry run: not writing back", "images", writeback.ImageList(p.changed), "charts", chartList(p.charts), "patch", string(p.patch))
+			return writeback.Result{Changed: p.changed, ChangedCharts: p.charts, Patch: p.patch}, nil
 		}
 		_, err = apps.Patch(ctx, u.Name, types.JSONPatchType, p.patch, metav1.PatchOptions{FieldManager: FieldManager})
 		if err == nil {
-			log.Info("wrote back new image versions", "images", writeback.ImageList(p.changed))
-			return writeback.Result{Changed: p.changed, Written: true, Patch: p.patch}, nil
+			log.Info("wrote back new versions", "images", writeback.ImageList(p.changed), "charts", chartList(p.charts))
+			return writeback.Result{Changed: p.changed, ChangedCharts: p.charts, Written: true, Patch: p.patch}, nil
 		}
 		fresh, conflict, checkErr := w.conflicting(ctx, apps, obj, err)
 		if checkErr != nil {
@@ -283,12 +286,22 @@ func ownAnnotations(obj *unstructured.Unstructured) map[string]string {
 }
 
 // stillWanted keeps the updates that obj's annotations still ask the
-// argocd write-back for: the image is still listed (by alias, else by
-// name), not paused with ignore-tags "*", and the method is still argocd.
-func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate) []writeback.ImageUpdate {
+// argocd write-back for: the image or chart is still listed (by alias,
+// else by name), not paused with ignore-tags "*", and the method is still
+// argocd.
+func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate, charts []writeback.ChartUpdate) ([]writeback.ImageUpdate, []writeback.ChartUpdate) {
 	now := settings.ParseAnnotations(obj.GetAnnotations())
 	if now.WriteBack.Method != settings.WriteBackArgoCD {
-		return nil
+		return nil, nil
+	}
+	var keepCharts []writeback.ChartUpdate
+	for _, c := range charts {
+		for _, spec := range now.Charts {
+			if spec.Key() == c.Key() && spec.Chart == c.Chart && !spec.Paused() {
+				keepCharts = append(keepCharts, c)
+				break
+			}
+		}
 	}
 	var keep []writeback.ImageUpdate
 	for _, img := range images {
@@ -299,7 +312,16 @@ func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate)
 			}
 		}
 	}
-	return keep
+	return keep, keepCharts
+}
+
+// chartList lists charts with their new versions, for logs.
+func chartList(charts []writeback.ChartUpdate) []string {
+	out := make([]string, len(charts))
+	for i, c := range charts {
+		out[i] = c.Chart + ":" + c.New
+	}
+	return out
 }
 
 // conflicting tells whether a rejected patch lost a race with another
@@ -326,6 +348,7 @@ func (w *Writer) conflicting(ctx context.Context, apps dynamic.ResourceInterface
 // writePlan is one computed write.
 type writePlan struct {
 	changed []writeback.ImageUpdate
+	charts  []writeback.ChartUpdate
 	patch   []byte
 	// source identifies the source written to, to detect reordering.
 	source string
@@ -337,14 +360,53 @@ type jsonPatchOp struct {
 	Value any    `json:"value"`
 }
 
-// planWrite computes the new list for the update's source and the JSON
-// patch that writes it, or no patch when the list already holds every
-// version.
+// planWrite computes the new list for the update's source and its new
+// targetRevision, and the JSON patch that writes them, or no patch when
+// the source already holds every version.
 func planWrite(obj *unstructured.Unstructured, u update) (writePlan, error) {
 	source, path, pointer, err := findSource(obj, u.SourceIndex)
 	if err != nil {
 		return writePlan{}, err
 	}
+	p := writePlan{source: sourceIdentity(source)}
+	ops := []jsonPatchOp{{Op: "replace", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
+	if len(u.Images) > 0 {
+		op, changed, err := planList(source, path, pointer, u)
+		if err != nil {
+			return writePlan{}, err
+		}
+		p.changed = changed
+		if len(changed) > 0 {
+			ops = append(ops, op)
+		}
+	}
+	for _, c := range u.Charts {
+		// The chart is the source's: a source that now deploys another
+		// chart (spec.sources edited meanwhile) is not written.
+		if chart, _ := source["chart"].(string); chart != c.Chart {
+			return writePlan{}, fmt.Errorf("chart %s: %s deploys chart %q", c.Key(), path, chart)
+		}
+		if rev, _ := source["targetRevision"].(string); rev == c.New {
+			continue
+		}
+		// "add" sets the member whether or not it exists.
+		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer + "/targetRevision", Value: c.New})
+		p.charts = append(p.charts, c)
+		// One source has one chart.
+		break
+	}
+	if len(p.changed) == 0 && len(p.charts) == 0 {
+		return p, nil
+	}
+	if p.patch, err = json.Marshal(ops); err != nil {
+		return writePlan{}, fmt.Errorf("encode patch: %w", err)
+	}
+	return p, nil
+}
+
+// planList computes the new override list of the update's images, and the
+// patch operation that writes it.
+func planList(source map[string]any, path, pointer string, u update) (jsonPatchOp, []writeback.ImageUpdate, error) {
 	block, field, update := "kustomize", "images", manifest.UpdateKustomizeImages
 	switch u.SourceType {
 	case application.SourceHelm:
@@ -355,31 +417,21 @@ func planWrite(obj *unstructured.Unstructured, u update) (writePlan, error) {
 	var settings map[string]any
 	if raw, ok := source[block]; ok && raw != nil {
 		if settings, ok = raw.(map[string]any); !ok {
-			return writePlan{}, fmt.Errorf("%s.%s is a %T, not an object", path, block, raw)
+			return jsonPatchOp{}, nil, fmt.Errorf("%s.%s is a %T, not an object", path, block, raw)
 		}
 	}
 	var current []any
 	if raw, ok := settings[field]; ok && raw != nil {
 		if current, ok = raw.([]any); !ok {
-			return writePlan{}, fmt.Errorf("%s.%s.%s is a %T, not a list", path, block, field, raw)
+			return jsonPatchOp{}, nil, fmt.Errorf("%s.%s.%s is a %T, not a list", path, block, field, raw)
 		}
 	}
 	next, changed := update(current, u.Images)
-	p := writePlan{changed: changed, source: sourceIdentity(source)}
-	if len(changed) == 0 {
-		return p, nil
-	}
-	ops := []jsonPatchOp{{Op: "replace", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}}
 	if settings == nil {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer + "/" + block, Value: map[string]any{field: next}})
-	} else {
-		// "add" on an existing member replaces it, so it serves both cases.
-		ops = append(ops, jsonPatchOp{Op: "add", Path: pointer + "/" + block + "/" + field, Value: next})
+		return jsonPatchOp{Op: "add", Path: pointer + "/" + block, Value: map[string]any{field: next}}, changed, nil
 	}
-	if p.patch, err = json.Marshal(ops); err != nil {
-		return writePlan{}, fmt.Errorf("encode patch: %w", err)
-	}
-	return p, nil
+	// "add" on an existing member replaces it, so it serves both cases.
+	return jsonPatchOp{Op: "add", Path: pointer + "/" + block + "/" + field, Value: next}, changed, nil
 }
 
 // findSource returns the source an index designates, its field path for

@@ -202,6 +202,12 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 		}
 		return c, nil
 	}
+	return r.resolveArgoCD(ctx, repoURL, project, isGitSecret)
+}
+
+// resolveArgoCD finds Argo CD's repository credentials of the kind that
+// of keeps, by Resolve's rules.
+func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, of func(*corev1.Secret) bool) (Credentials, error) {
 	r.listOnce.Do(func() {
 		r.secrets, r.listErr = r.lister.RepositorySecrets(ctx, r.namespace)
 		slices.SortFunc(r.secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
@@ -216,7 +222,7 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 	var unscoped *corev1.Secret
 	for i := range r.secrets {
 		s := &r.secrets[i]
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepository || !isGitSecret(s) {
+		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepository || !of(s) {
 			continue
 		}
 		// A repository Secret without credentials of its own takes them
@@ -241,7 +247,7 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 	for i := range r.secrets {
 		s := &r.secrets[i]
 		prefix := string(s.Data["url"])
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !isGitSecret(s) || !urlCovers(prefix, repoURL) {
+		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !of(s) || !urlCovers(prefix, repoURL) {
 			continue
 		}
 		scope := string(s.Data["project"])

@@ -1,0 +1,237 @@
+package chartrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+)
+
+// DefaultMaxIndexSize bounds one index.yaml as read: the largest public
+// repositories serve some tens of MiB. Parsing is streamed, so the bound
+// is on time and traffic; memory holds only the versions (MaxVersions).
+const DefaultMaxIndexSize = 128 << 20
+
+// DefaultMaxCached bounds the indexes kept between cycles, one per
+// repository and credentials.
+const DefaultMaxCached = 1000
+
+// Client reads Helm repository indexes, keeping each with its ETag (or
+// Last-Modified) for the next read. It is safe for concurrent use.
+type Client struct {
+	secrets   gitauth.SecretLister
+	projects  gitauth.AppProjectGetter
+	namespace string
+	maxIndex  int64
+	maxCached int
+	timeout   time.Duration
+
+	calls coalesce.Group[Index]
+	mu    sync.Mutex
+	cache map[string]*cached
+	// order is the keys of cache, least recently used first.
+	order []string
+	// stats count what Index did, for tests and benchmarks.
+	fetched, notModified int
+}
+
+type cached struct {
+	etag, lastModified string
+	index              Index
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithMaxIndexSize bounds the index.yaml read (default
+// DefaultMaxIndexSize).
+func WithMaxIndexSize(n int64) Option { return func(c *Client) { c.maxIndex = n } }
+
+// WithMaxCached bounds the indexes kept between cycles (default
+// DefaultMaxCached).
+func WithMaxCached(n int) Option { return func(c *Client) { c.maxCached = max(n, 1) } }
+
+// WithTimeout bounds one index request, body included (default 2 minutes).
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// NewClient reads Argo CD's repository Secrets and AppProjects from
+// argoCDNamespace through secrets and projects.
+func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
+	c := &Client{
+		secrets: secrets, projects: projects, namespace: argoCDNamespace,
+		maxIndex: DefaultMaxIndexSize, maxCached: DefaultMaxCached, timeout: 2 * time.Minute,
+		cache: map[string]*cached{},
+	}
+	for _, opt := range opts {
+		opt(c)
+	}
+	return c
+}
+
+// Session is one cycle's reads of Argo CD's Secrets and AppProjects: each
+// is read once however many Applications ask.
+type Session struct {
+	c        *Client
+	resolver *gitauth.Resolver
+	policy   *gitauth.Policy
+	mu       sync.Mutex
+	seen     map[string]accessResult
+}
+
+type accessResult struct {
+	access Access
+	err    error
+}
+
+// Session starts a cycle's reads.
+func (c *Client) Session() *Session {
+	return &Session{
+		c:        c,
+		resolver: gitauth.NewResolver(c.secrets, c.namespace, "", nil),
+		policy:   gitauth.NewPolicy(c.projects, c.namespace),
+		seen:     map[string]accessResult{},
+	}
+}
+
+// Access is one repository as an Application may read it: the URL, with
+// the credentials it gets.
+type Access struct {
+	URL    string
+	client *http.Client
+	auth   func(*http.Request)
+	// creds names the credentials ("" for none).
+	creds string
+}
+
+// Key identifies what a read gives: the same URL read with the same
+// credentials gives the same index.
+func (a Access) Key() string { return a.URL + "\x00" + a.creds }
+
+// Access checks that an Application of namespace and project may read the
+// repository repoURL (its AppProject's sourceRepos and sourceNamespaces,
+// as for git write-back), and finds its credentials among Argo CD's
+// repository Secrets of type helm.
+func (s *Session) Access(ctx context.Context, namespace, project, repoURL string) (Access, error) {
+	key := namespace + "\x00" + project + "\x00" + repoURL
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.seen[key]; ok {
+		return r.access, r.err
+	}
+	a, err := s.access(ctx, namespace, project, repoURL)
+	s.seen[key] = accessResult{a, err}
+	return a, err
+}
+
+func (s *Session) access(ctx context.Context, namespace, project, repoURL string) (Access, error) {
+	if err := s.policy.Check(ctx, gitauth.Request{Namespace: namespace, Project: project, RepoURL: repoURL}); err != nil {
+		return Access{}, err
+	}
+	creds, err := s.resolver.ResolveHelm(ctx, repoURL, project)
+	if err != nil {
+		return Access{}, err
+	}
+	client, auth, err := s.resolver.HTTPRepository(ctx, repoURL, creds)
+	if err != nil {
+		return Access{}, err
+	}
+	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+gitauth.RedactURL(repoURL))
+	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source()}, nil
+}
+
+// Index is the repository's index: read again only when the server says
+// it changed (If-None-Match, If-Modified-Since), and once for callers
+// that ask at the same time.
+func (c *Client) Index(ctx context.Context, a Access) (Index, error) {
+	if a.client == nil {
+		return Index{}, errors.New("no access to the repository (see Session.Access)")
+	}
+	return c.calls.Do(ctx, a.Key(), nil, func(ctx context.Context) (Index, error) {
+		ix, err := c.read(ctx, a)
+		if err != nil {
+			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", gitauth.RedactURL(a.URL), gitauth.RedactErrorURLs(err))
+		}
+		return ix, nil
+	})
+}
+
+func (c *Client) read(ctx context.Context, a Access) (Index, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(a.URL, "/")+"/index.yaml", nil)
+	if err != nil {
+		return Index{}, err
+	}
+	a.auth(req)
+	c.mu.Lock()
+	prev := c.cache[a.Key()]
+	c.mu.Unlock()
+	if prev != nil {
+		if prev.etag != "" {
+			req.Header.Set("If-None-Match", prev.etag)
+		} else if prev.lastModified != "" {
+			req.Header.Set("If-Modified-Since", prev.lastModified)
+		}
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return Index{}, err
+	}
+	defer func() {
+		// What is left of a body (an error's) is not read: the
+		// connection is closed rather than drained.
+		_ = resp.Body.Close()
+	}()
+	switch {
+	case resp.StatusCode == http.StatusNotModified && prev != nil:
+		c.keep(a.Key(), prev, false)
+		return prev.index, nil
+	case resp.StatusCode != http.StatusOK:
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, bounded.MessageLength))
+		return Index{}, fmt.Errorf("%s: %s", resp.Status, bounded.Excerpt(string(msg), bounded.MessageLength))
+	}
+	ix, err := ParseIndex(resp.Body)
+	if err != nil {
+		return Index{}, err
+	}
+	c.keep(a.Key(), &cached{etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"), index: ix}, true)
+	return ix, nil
+}
+
+// keep records e as the latest read of key, most recently used.
+func (c *Client) keep(key string, e *cached, fetched bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fetched {
+		c.fetched++
+	} else {
+		c.notModified++
+	}
+	if e.etag == "" && e.lastModified == "" {
+		// Nothing to ask with next time.
+		delete(c.cache, key)
+		return
+	}
+	if _, ok := c.cache[key]; ok {
+		for i, k := range c.order {
+			if k == key {
+				c.order = append(c.order[:i], c.order[i+1:]...)
+				break
+			}
+		}
+	}
+	c.cache[key] = e
+	c.order = append(c.order, key)
+	for len(c.order) > c.maxCached {
+		delete(c.cache, c.order[0])
+		c.order = c.order[1:]
+	}
+}

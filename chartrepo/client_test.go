@@ -1,0 +1,161 @@
+package chartrepo
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+)
+
+type secrets []corev1.Secret
+
+func (s secrets) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) { return s, nil }
+func (s secrets) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+func (s secrets) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+type projects map[string]*gitauth.AppProject
+
+func (p projects) AppProject(_ context.Context, _, name string) (*gitauth.AppProject, error) {
+	if pr, ok := p[name]; ok {
+		return pr, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "appprojects"}, name)
+}
+
+func helmSecret(name, url, project, user, password string) corev1.Secret {
+	return corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "argocd", Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+		Data: map[string][]byte{"type": []byte("helm"), "url": []byte(url), "project": []byte(project),
+			"username": []byte(user), "password": []byte(password)},
+	}
+}
+
+// repoServer serves helmIndex with an ETag, asking for basic auth when
+// user is set, and counts full and conditional answers.
+func repoServer(t *testing.T, user, password string) (*httptest.Server, *atomic.Int32, *atomic.Int32) {
+	var full, notModified atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, _ := r.BasicAuth(); user != "" && (u != user || p != password) {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/charts/index.yaml" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			notModified.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		full.Add(1)
+		_, _ = w.Write([]byte(helmIndex))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &full, &notModified
+}
+
+func TestIndex(t *testing.T) {
+	srv, full, notModified := repoServer(t, "reader", "s3cret")
+	url := srv.URL + "/charts"
+	all := &gitauth.AppProject{SourceRepos: []string{"*"}}
+	c := NewClient(secrets{
+		helmSecret("other-project", url, "team-b", "reader", "wrong"),
+		helmSecret("repo", url, "", "reader", "s3cret"),
+	}, projects{"default": all, "team-b": all, "narrow": {SourceRepos: []string{"https://charts.example.com/*"}}}, "argocd")
+	ctx := context.Background()
+
+	for cycle := range 3 {
+		s := c.Session()
+		a, err := s.Access(ctx, "argocd", "", url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := c.Index(ctx, a)
+		if err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+		if !slices.Equal(ix.Versions("podinfo"), []string{"6.5.1", "6.5.0"}) {
+			t.Fatalf("cycle %d: %v", cycle, ix.Charts)
+		}
+	}
+	if full.Load() != 1 || notModified.Load() != 2 {
+		t.Errorf("%d full answers and %d not modified, want 1 and 2", full.Load(), notModified.Load())
+	}
+
+	s := c.Session()
+	// A project's own Secret is its Applications' alone, and wins.
+	a, err := s.Access(ctx, "argocd", "team-b", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Index(ctx, a); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
+		t.Errorf("error %v, want the server's 401 and no password", err)
+	}
+	if _, err := s.Access(ctx, "argocd", "narrow", url); !errors.Is(err, gitauth.ErrNotPermitted) {
+		t.Errorf("error %v, want not permitted by the AppProject", err)
+	}
+	if _, err := s.Access(ctx, "argocd", "missing", url); !errors.Is(err, gitauth.ErrNotPermitted) {
+		t.Errorf("error %v, want not permitted: no AppProject", err)
+	}
+	if _, err := s.Access(ctx, "argocd", "", "http://user:pw@"+strings.TrimPrefix(url, "http://")); err == nil || strings.Contains(err.Error(), "pw") {
+		t.Errorf("error %v, want a refusal without the password", err)
+	}
+}
+
+func TestIndexBounds(t *testing.T) {
+	big := strings.Repeat("# padding\n", 20_000)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(helmIndex))
+	}))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big/index.yaml":
+			_, _ = w.Write([]byte(big + helmIndex))
+		case "/moved/index.yaml":
+			http.Redirect(w, r, other.URL+"/index.yaml", http.StatusFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd", WithMaxIndexSize(int64(len(big))))
+	s := c.Session()
+	ctx := context.Background()
+	tests := []struct {
+		path string
+		want error
+		msg  string
+	}{
+		{"/big", bounded.ErrTooLarge, "larger than"},
+		{"/moved", nil, "refusing to follow a redirect"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			a, err := s.Access(ctx, "argocd", "", srv.URL+tt.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Index(ctx, a)
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("error %v, want %v (%q)", err, tt.want, tt.msg)
+			}
+		})
+	}
+}

@@ -1,0 +1,235 @@
+package cycle
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/chartrepo"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/writeback"
+)
+
+// ChartRepositories reads the indexes of HTTP(S) Helm repositories (see
+// chartrepo.Client): which an Application may read, with which
+// credentials, once per cycle.
+type ChartRepositories interface {
+	Session() *chartrepo.Session
+	Index(ctx context.Context, a chartrepo.Access) (chartrepo.Index, error)
+}
+
+// WithChartRepositories reads the charts of chart-list from HTTP(S) Helm
+// repositories through c; without it such charts are reported as errors
+// (charts in OCI registries need only the registry client).
+func WithChartRepositories(c ChartRepositories) Option { return func(u *Updater) { u.charts = c } }
+
+// chartJob is one chart of one Application, ready to be checked.
+type chartJob struct {
+	app    *application.Application
+	spec   settings.ChartSpec
+	source application.Source
+	// key identifies the listing: the OCI repository, or the HTTP
+	// repository with its credentials.
+	key    string
+	oci    imageref.Reference
+	access chartrepo.Access
+}
+
+// chartProblem is a problem of one chart, naming its source.
+func chartProblem(spec settings.ChartSpec, src *application.Source, format string, args ...any) settings.Problem {
+	msg := fmt.Sprintf(format, args...)
+	if src != nil {
+		msg = sourceName(*src) + ": " + msg
+	}
+	return settings.Problem{Image: spec.Key(), Chart: true, Origin: spec.Origin, Message: msg}
+}
+
+// sourceName is how messages name a source: its field path.
+func sourceName(s application.Source) string {
+	if s.Index < 0 {
+		return "spec.source"
+	}
+	return "spec.sources[" + strconv.Itoa(s.Index) + "]"
+}
+
+// charts turns an Application's charts into jobs. session is the cycle's
+// reads of Argo CD's credentials and AppProjects, made when first needed.
+func (pl *planner) charts(ctx context.Context, app *application.Application, repos ChartRepositories, session func() *chartrepo.Session) (jobs []*chartJob, problems []error) {
+	if len(app.Settings.Charts) == 0 || applicationBroken(app) {
+		return nil, nil
+	}
+	for _, spec := range app.Settings.Charts {
+		src, ok := app.ChartSource(spec)
+		switch {
+		case !ok:
+			problems = append(problems, chartProblem(spec, nil, "no source of the Application deploys chart %s", spec.Chart))
+			continue
+		case src.ChartRepo.Err != nil:
+			problems = append(problems, chartProblem(spec, &src, "%v", src.ChartRepo.Err))
+			continue
+		case spec.Paused():
+			continue
+		case src.ChartRepo.Range:
+			p := chartProblem(spec, &src, "targetRevision %q is a range, which Argo CD resolves to the highest version in it itself; the updater leaves it (write a version to have the updater choose it)", src.TargetRevision)
+			p.Warning = true
+			problems = append(problems, p)
+			continue
+		case app.Settings.WriteBack.Method != settings.WriteBackArgoCD:
+			problems = append(problems, chartProblem(spec, &src, "a chart's version is written with write-back-method argocd; with %s it is not updated", app.Settings.WriteBack.Method))
+			continue
+		}
+		j := &chartJob{app: app, spec: spec, source: src}
+		if src.ChartRepo.IsOCI() {
+			j.oci = src.ChartRepo.OCI
+			j.key = "oci\x00" + j.oci.Name()
+		} else {
+			if repos == nil {
+				problems = append(problems, chartProblem(spec, &src, "this controller reads no HTTP(S) Helm repositories"))
+				continue
+			}
+			a, err := session().Access(ctx, app.Namespace, app.Project, src.ChartRepo.URL)
+			if err != nil {
+				problems = append(problems, chartProblem(spec, &src, "%v", err))
+				continue
+			}
+			j.access, j.key = a, "http\x00"+a.Key()
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, problems
+}
+
+// applicationBroken tells whether an Application-level problem stops its
+// write-back (see planner.application).
+func applicationBroken(app *application.Application) bool {
+	if _, bad := writeBackProblem(app); bad {
+		return true
+	}
+	for _, p := range app.Settings.Problems {
+		if p.Image == "" && !p.Warning {
+			return true
+		}
+	}
+	return false
+}
+
+// chartListing is the versions of the charts of one listing: an index's,
+// or an OCI repository's tags.
+type chartListing struct {
+	index chartrepo.Index
+	tags  []string
+	err   error
+}
+
+// versions are the chart's versions, with the '_' Helm writes for '+' in
+// OCI tags read back.
+func (l chartListing) versions(chart string) []string {
+	if l.tags == nil {
+		return l.index.Versions(chart)
+	}
+	out := make([]string, len(l.tags))
+	for i, t := range l.tags {
+		out[i] = strings.ReplaceAll(t, "_", "+")
+	}
+	return out
+}
+
+// listCharts lists each distinct repository once: one index request (a
+// conditional one, when it was read before) per HTTP repository and
+// credentials, one tag listing per OCI repository.
+func (u *Updater) listCharts(ctx context.Context, jobs []*chartJob) map[string]chartListing {
+	byKey := map[string]*chartJob{}
+	for _, j := range jobs {
+		if _, ok := byKey[j.key]; !ok {
+			byKey[j.key] = j
+		}
+	}
+	results := make(map[string]chartListing, len(byKey))
+	var mu sync.Mutex
+	g := errgroup.Group{}
+	g.SetLimit(u.maxConcurrency)
+	for key, j := range byKey {
+		g.Go(func() error {
+			ctx, cancel := u.withImageTimeout(ctx)
+			defer cancel()
+			var l chartListing
+			what := j.source.ChartRepo.String()
+			l.err = u.guard("listing the versions of "+what, func() (err error) {
+				if !j.oci.IsZero() {
+					l.tags, err = u.registry.Tags(ctx, j.oci, credentials.Ref{})
+					if err == nil && l.tags == nil {
+						l.tags = []string{}
+					}
+					return err
+				}
+				l.index, err = u.charts.Index(ctx, j.access)
+				return err
+			})
+			l.err = u.timedOut(ctx, what, l.err)
+			mu.Lock()
+			results[key] = l
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return results
+}
+
+// chooseCharts chooses each chart's version with its policy, and adds the
+// new ones to the updates of their Application's source: an image and a
+// chart of one source are one patch.
+func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, listings map[string]chartListing, updates []*appUpdate) []*appUpdate {
+	u := r.u
+	byKey := map[string]*appUpdate{}
+	for _, au := range updates {
+		byKey[au.app.Key()+"\x00"+strconv.Itoa(au.source.Index)] = au
+	}
+	for _, j := range jobs {
+		l := listings[j.key]
+		if l.err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			r.sum.Errors++
+			u.metrics.imageError(j.app)
+			r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", l.err)})
+			continue
+		}
+		var err error
+		res, err := j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.sum.Errors++
+				r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", err)})
+			}
+			continue
+		}
+		if !res.Update {
+			u.logger.Debug("no update", "application", j.app.Key(), "chart", j.spec.Key(), "reason", res.Reason)
+			continue
+		}
+		key := j.app.Key() + "\x00" + strconv.Itoa(j.source.Index)
+		au, ok := byKey[key]
+		if !ok {
+			au = &appUpdate{app: j.app, source: j.source}
+			byKey[key] = au
+			updates = append(updates, au)
+		}
+		au.charts = append(au.charts, writeback.ChartUpdate{ChartSpec: j.spec, New: res.Tag, Old: j.source.TargetRevision})
+	}
+	sort.SliceStable(updates, func(a, b int) bool {
+		ka := updates[a].app.Key() + "\x00" + strconv.Itoa(updates[a].source.Index)
+		kb := updates[b].app.Key() + "\x00" + strconv.Itoa(updates[b].source.Index)
+		return ka < kb
+	})
+	return updates
+}
