@@ -15,6 +15,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/internal/memlimit"
 	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -259,6 +260,7 @@ func (o *runOptions) run(cmd *cobra.Command, lookupEnv func(string) (string, boo
 	for _, w := range o.warnings {
 		logger.Warn(w)
 	}
+	memlimit.Set(logger, memlimit.FromCgroup)
 	return runController(cmd.Context(), o, logger, lookupEnv)
 }
 
