@@ -81,6 +81,12 @@ func (r *run) applications() []*application.Application {
 // problems and the images skipped.
 func (r *run) plan(apps []*application.Application) []*job {
 	u := r.u
+	if r.scope.full() {
+		// What is watched is only known from a full cycle; the
+		// Applications with series of their own are chosen before their
+		// errors are counted.
+		u.metrics.applicationsWatched(apps)
+	}
 	var jobs []*job
 	plan := newPlanner(u.controllerNamespace, u.defaultPlatforms)
 	for _, app := range apps {
@@ -101,13 +107,6 @@ func (r *run) plan(apps []*application.Application) []*job {
 			}
 		}
 		jobs = append(jobs, appJobs...)
-	}
-	if r.scope.full() {
-		// What is watched is only known from a full cycle.
-		for _, app := range apps {
-			u.metrics.imagesWatched(app, len(app.Settings.Images))
-		}
-		u.metrics.applicationsWatched(apps)
 	}
 	return jobs
 }
