@@ -18,7 +18,9 @@
 //	-scale.interval 30s          the controller's --interval instead of each scenario's
 //	-scale.registry-limit 20     the registries.conf limit of the registry
 //	-scale.controller-args "..." more controller flags (--kube-api-qps=500 ...)
-//	-scale.controller-env "..."  more controller environment (GOMEMLIMIT=150MiB ...)
+//	-scale.controller-env "..."  more controller environment (GOGC=50 ...); the controller
+//	                             runs with the soft memory limit it sets itself under the
+//	                             install's container limit, GOMEMLIMIT=off runs it without
 //	-scale.profile DIR           CPU profiles of each cycle and a heap profile, summarized in the report
 //	-scale.gobench FILE          Go benchmark output to include in the report
 //

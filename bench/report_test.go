@@ -10,16 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/image-updater/argocd-image-updater/internal/memlimit"
 )
 
 // The issue's targets.
 const (
 	targetSteadyWall = 1500 * time.Millisecond
-	targetPeakRSS    = 150 << 20
+	targetPeakRSS    = 100 << 20
 	targetScenario   = "b"
 	// The largest scenario's own memory bound.
 	largeScenario   = "c"
-	targetLargeRSS  = 400 << 20
+	targetLargeRSS  = 250 << 20
 	defaultRegLimit = 20 // requests per second: the public registries' cap, and the old default
 )
 
@@ -64,7 +68,8 @@ func readMachine() machine {
 }
 
 type report struct {
-	Args, Env         string // extra controller flags and environment
+	Args, Env         string            // extra controller flags and environment
+	MemoryLimit       resource.Quantity // the install's container memory limit
 	Large             bool
 	Started, Finished time.Time
 	Limit             float64
@@ -139,6 +144,9 @@ func (r *report) markdown() string {
 		p("20 requests per second (Docker Hub, GCR, GHCR and Quay, and every registry before) would by itself hold a")
 		p("cycle of N registry requests to about N/20 seconds: the table \"What users wait\" computes that.")
 	}
+	p("The controller's environment has the soft memory limit it sets itself in the install's container")
+	p("(memory limit %s): `GOMEMLIMIT=%d`, %.0f%% of it ([configuration](configuration.md#memory)).",
+		r.MemoryLimit.String(), memlimit.ForContainer(uint64(r.MemoryLimit.Value())), memlimit.Ratio*100)
 	p("Leader election is off so that the Lease renewals (one GET and one UPDATE every 2 s) do not blur the")
 	p("per-cycle Kubernetes counts.")
 	p("")

@@ -10,13 +10,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -24,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/memlimit"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
 
@@ -87,7 +91,8 @@ func TestScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep := &report{Large: large, Started: time.Now(), Limit: *flagLimit, Machine: readMachine(), Args: *flagArgs, Env: *flagEnv}
+	rep := &report{Large: large, Started: time.Now(), Limit: *flagLimit, Machine: readMachine(), Args: *flagArgs, Env: *flagEnv,
+		MemoryLimit: installMemoryLimit(t)}
 	// The controller is built while the first servers start.
 	type built struct {
 		path string
@@ -325,9 +330,14 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 	if out, err := exec.Command(res.Binary, "version", "--short").Output(); err == nil {
 		res.Version = strings.TrimSpace(string(out))
 	}
+	memLimit := installMemoryLimit(t)
 	ctlOpts := controllerOptions{
 		binary: res.Binary, kubeconfig: kubeconfig, registriesConf: conf, interval: s.Interval, profiling: profiling, tmp: tmp,
-		env:  append([]string{"REGISTRY_CREDS=" + regUser + ":" + regPass}, strings.Fields(*flagEnv)...),
+		// The soft memory limit the controller sets itself in the
+		// install's container; -scale.controller-env may override it.
+		env: append([]string{"REGISTRY_CREDS=" + regUser + ":" + regPass,
+			"GOMEMLIMIT=" + strconv.FormatInt(memlimit.ForContainer(uint64(memLimit.Value())), 10)},
+			strings.Fields(*flagEnv)...),
 		args: strings.Fields(*flagArgs),
 	}
 	ctl := startController(t, ctlOpts)
@@ -689,6 +699,27 @@ func checkGitContent(t *testing.T, w *workload, cs *changeSet, g *testenv.GitSer
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// installMemoryLimit is the memory limit of the controller's container in
+// the install manifests.
+func installMemoryLimit(t *testing.T) resource.Quantity {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "manifests", "base", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			return q
+		}
+	}
+	t.Fatal("manifests/base/deployment.yaml: no container with a memory limit")
+	return resource.Quantity{}
 }
 
 // installRBAC creates the Role and RoleBinding of the install manifests.

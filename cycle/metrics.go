@@ -3,6 +3,7 @@ package cycle
 import (
 	"net/http"
 	"slices"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,6 +16,12 @@ import (
 // lines' dashboards and alerts keep working: v0.18's application, and
 // v1.x's image_updater_cr_name and image_updater_cr_namespace (the
 // ImageUpdater that configures the Application, empty for annotations).
+//
+// At most maxApps Applications have series of their own (each costs
+// about 1 KiB of the controller's memory per metric, and a series in
+// Prometheus); the others are counted together, per ImageUpdater, under
+// an empty application label. An Application keeps its series while it
+// is managed, so that the series do not move from one to another.
 type Metrics struct {
 	appsWatchedVec   *prometheus.GaugeVec
 	imagesWatchedVec *prometheus.GaugeVec
@@ -26,13 +33,30 @@ type Metrics struct {
 	kubeRequests     prometheus.Counter
 	kubeErrors       prometheus.Counter
 
-	// series are the label values of the per-Application series, and
-	// resources those of applications_watched_total, so that the series
-	// of Applications and resources that are gone can be deleted. Only
-	// the cycle, which never overlaps itself, touches them.
+	maxApps int
+
+	// mu guards series, read by targeted checks while a cycle may change
+	// it. series are the label values of the Applications with series of
+	// their own, and resources those of applications_watched_total and of
+	// the series of the other Applications, so that the series of
+	// Applications and resources that are gone can be deleted. Only the
+	// cycle, which never overlaps itself, writes them.
+	mu        sync.RWMutex
 	series    map[string][]string
 	resources map[[2]string]bool
+	others    map[[2]string]bool
 }
+
+// DefaultMaxApplicationSeries is how many Applications have per-Application
+// series unless MaxApplicationSeries says otherwise.
+const DefaultMaxApplicationSeries = 1000
+
+// MetricsOption configures Metrics.
+type MetricsOption func(*Metrics)
+
+// MaxApplicationSeries bounds the Applications with series of their own;
+// 0 or less: every Application has its own.
+func MaxApplicationSeries(n int) MetricsOption { return func(m *Metrics) { m.maxApps = n } }
 
 // Label names of the per-Application series.
 const (
@@ -43,14 +67,28 @@ const (
 
 var appLabels = []string{labelApplication, labelCRName, labelCRNamespace}
 
-// appLabelValues are an Application's values of appLabels.
+// appLabelValues are an Application's values of appLabels when it has
+// series of its own.
 func appLabelValues(app *application.Application) []string {
 	return []string{app.Key(), app.ImageUpdater.Name, app.ImageUpdater.Namespace}
 }
 
+// labelValues are the values of appLabels app is counted under: its own,
+// or those of the other Applications of its ImageUpdater.
+func (m *Metrics) labelValues(app *application.Application) []string {
+	m.mu.RLock()
+	values, ok := m.series[app.Key()]
+	m.mu.RUnlock()
+	if ok && values[1] == app.ImageUpdater.Name && values[2] == app.ImageUpdater.Namespace {
+		return values
+	}
+	return []string{"", app.ImageUpdater.Name, app.ImageUpdater.Namespace}
+}
+
 // NewMetrics registers the metrics with reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, error) {
 	m := &Metrics{
+		maxApps: DefaultMaxApplicationSeries,
 		appsWatchedVec: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "argocd_image_updater_applications_watched_total",
 			Help: "Number of Applications whose images are managed, by the ImageUpdater configuring them (empty for annotations).",
@@ -95,33 +133,64 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, err
 		}
 	}
+	for _, o := range opts {
+		o(m)
+	}
 	return m, nil
 }
 
-// applicationsWatched records the Applications of this cycle and deletes
-// the per-Application series of those that are gone, so that deleted
-// Applications do not stay on dashboards and in alerts.
+// applicationsWatched records the Applications of this cycle and the
+// images each manages, gives series of their own to Applications while
+// fewer than maxApps have them, and deletes the series of Applications
+// and resources that are gone, so that deleted Applications do not stay
+// on dashboards and in alerts.
 func (m *Metrics) applicationsWatched(apps []*application.Application) {
 	if m == nil {
 		return
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	managed := make(map[string]*application.Application, len(apps))
+	for _, a := range apps {
+		managed[a.Key()] = a
+	}
+	for key, values := range m.series {
+		if a, ok := managed[key]; !ok || !slices.Equal(appLabelValues(a), values) {
+			m.deleteSeries(values)
+			delete(m.series, key)
+		}
+	}
+	if m.series == nil {
+		m.series = make(map[string][]string)
+	}
 	// Annotated Applications are always counted, under empty resource
 	// labels, as v0.18's unlabelled gauge counted them.
 	counts := map[[2]string]int{{"", ""}: 0}
-	now := make(map[string][]string, len(apps))
+	others := map[[2]string]int{}
 	for _, a := range apps {
-		values := appLabelValues(a)
-		now[a.Key()] = values
-		counts[[2]string{values[1], values[2]}]++
+		r := [2]string{a.ImageUpdater.Name, a.ImageUpdater.Namespace}
+		counts[r]++
+		values, ok := m.series[a.Key()]
+		if !ok && (m.maxApps <= 0 || len(m.series) < m.maxApps) {
+			values, ok = appLabelValues(a), true
+			m.series[a.Key()] = values
+		}
+		if ok {
+			m.imagesWatchedVec.WithLabelValues(values...).Set(float64(len(a.Settings.Images)))
+			continue
+		}
+		others[r] += len(a.Settings.Images)
 	}
-	for key, values := range m.series {
-		if v, ok := now[key]; !ok || !slices.Equal(v, values) {
-			m.imagesWatchedVec.DeleteLabelValues(values...)
-			m.imagesUpdatedVec.DeleteLabelValues(values...)
-			m.imagesErrorsVec.DeleteLabelValues(values...)
+	for r := range m.others {
+		if _, ok := others[r]; !ok {
+			m.deleteSeries([]string{"", r[0], r[1]})
 		}
 	}
-	m.series = now
+	m.others = make(map[[2]string]bool, len(others))
+	for r, n := range others {
+		m.imagesWatchedVec.WithLabelValues("", r[0], r[1]).Set(float64(n))
+		m.others[r] = true
+	}
 	for r := range m.resources {
 		if _, ok := counts[r]; !ok {
 			m.appsWatchedVec.DeleteLabelValues(r[0], r[1])
@@ -134,21 +203,22 @@ func (m *Metrics) applicationsWatched(apps []*application.Application) {
 	}
 }
 
-func (m *Metrics) imagesWatched(app *application.Application, n int) {
-	if m != nil {
-		m.imagesWatchedVec.WithLabelValues(appLabelValues(app)...).Set(float64(n))
-	}
+// deleteSeries deletes the per-Application series with values.
+func (m *Metrics) deleteSeries(values []string) {
+	m.imagesWatchedVec.DeleteLabelValues(values...)
+	m.imagesUpdatedVec.DeleteLabelValues(values...)
+	m.imagesErrorsVec.DeleteLabelValues(values...)
 }
 
 func (m *Metrics) imagesUpdated(app *application.Application, n int) {
 	if m != nil {
-		m.imagesUpdatedVec.WithLabelValues(appLabelValues(app)...).Add(float64(n))
+		m.imagesUpdatedVec.WithLabelValues(m.labelValues(app)...).Add(float64(n))
 	}
 }
 
 func (m *Metrics) imageError(app *application.Application) {
 	if m != nil {
-		m.imagesErrorsVec.WithLabelValues(appLabelValues(app)...).Inc()
+		m.imagesErrorsVec.WithLabelValues(m.labelValues(app)...).Inc()
 	}
 }
 

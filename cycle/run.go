@@ -83,6 +83,12 @@ func (r *run) applications() []*application.Application {
 // per chart, reporting their problems and the images skipped.
 func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job, []*chartJob) {
 	u := r.u
+	if r.scope.full() {
+		// What is watched is only known from a full cycle; the
+		// Applications with series of their own are chosen before their
+		// errors are counted.
+		u.metrics.applicationsWatched(apps)
+	}
 	var jobs []*job
 	plan := newPlanner(u.controllerNamespace, u.defaultPlatforms)
 	for _, app := range apps {
@@ -103,13 +109,6 @@ func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job
 			}
 		}
 		jobs = append(jobs, appJobs...)
-	}
-	if r.scope.full() {
-		// What is watched is only known from a full cycle.
-		for _, app := range apps {
-			u.metrics.imagesWatched(app, len(app.Settings.Images))
-		}
-		u.metrics.applicationsWatched(apps)
 	}
 	// The charts of the Applications in scope: all of them for a cycle;
 	// for a push notification, those in the OCI repositories it names.

@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -156,6 +158,93 @@ func (b *blockingApps) Applications(...imageref.Option) []*application.Applicati
 	return nil
 }
 
+// TestMetricSeriesBound: at most MaxApplicationSeries Applications have
+// series of their own, kept while they are managed; the others are counted
+// together per ImageUpdater under an empty application label.
+func TestMetricSeriesBound(t *testing.T) {
+	app := func(name string, images int) *application.Application {
+		return &application.Application{Namespace: "argocd", Name: name, Settings: settings.Settings{Images: make([]settings.ImageSpec, images)}}
+	}
+	a, b, c, d := app("a", 1), app("b", 2), app("c", 3), app("d", 4)
+	byResource := &application.Application{Namespace: "team", Name: "e", ImageUpdater: types.NamespacedName{Namespace: "team", Name: "u"},
+		Settings: settings.Settings{Images: make([]settings.ImageSpec, 5)}}
+	type cycle struct {
+		apps    []*application.Application
+		updated []*application.Application // one image updated each
+		want    string                     // images_watched_total, then images_updated_total
+	}
+	series := func(metric, app, cr, ns string, v int) string {
+		return fmt.Sprintf("argocd_image_updater_%s{application=%q,image_updater_cr_name=%q,image_updater_cr_namespace=%q} %d\n", metric, app, cr, ns, v)
+	}
+	for _, tc := range []struct {
+		name   string
+		max    int
+		cycles []cycle
+	}{
+		{name: "under the bound", max: 10, cycles: []cycle{{
+			apps: []*application.Application{a, b}, updated: []*application.Application{b},
+			want: series("images_watched_total", "argocd/a", "", "", 1) + series("images_watched_total", "argocd/b", "", "", 2) +
+				series("images_updated_total", "argocd/b", "", "", 1),
+		}}},
+		{name: "no bound", max: 0, cycles: []cycle{{
+			apps: []*application.Application{a, b, c},
+			want: series("images_watched_total", "argocd/a", "", "", 1) + series("images_watched_total", "argocd/b", "", "", 2) +
+				series("images_watched_total", "argocd/c", "", "", 3),
+		}}},
+		{name: "over the bound, then a slot freed", max: 2, cycles: []cycle{
+			{
+				apps: []*application.Application{a, b, c, d, byResource}, updated: []*application.Application{a, c, d, byResource},
+				want: series("images_watched_total", "", "", "", 7) + series("images_watched_total", "", "u", "team", 5) +
+					series("images_watched_total", "argocd/a", "", "", 1) + series("images_watched_total", "argocd/b", "", "", 2) +
+					series("images_updated_total", "", "", "", 2) + series("images_updated_total", "", "u", "team", 1) +
+					series("images_updated_total", "argocd/a", "", "", 1),
+			},
+			{
+				// b is gone: c takes its place and keeps it, a keeps its own.
+				apps: []*application.Application{a, c, d, byResource},
+				want: series("images_watched_total", "", "", "", 4) + series("images_watched_total", "", "u", "team", 5) +
+					series("images_watched_total", "argocd/a", "", "", 1) + series("images_watched_total", "argocd/c", "", "", 3) +
+					series("images_updated_total", "", "", "", 2) + series("images_updated_total", "", "u", "team", 1) +
+					series("images_updated_total", "argocd/a", "", "", 1),
+			},
+			{
+				// Nothing over the bound any more: the shared series go.
+				apps: []*application.Application{a, c},
+				want: series("images_watched_total", "argocd/a", "", "", 1) + series("images_watched_total", "argocd/c", "", "", 3) +
+					series("images_updated_total", "argocd/a", "", "", 1),
+			},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m, err := NewMetrics(reg, MaxApplicationSeries(tc.max))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range tc.cycles {
+				m.applicationsWatched(c.apps)
+				for _, app := range c.updated {
+					m.imagesUpdated(app, 1)
+				}
+				var want strings.Builder
+				for _, line := range strings.SplitAfter(c.want, "\n") {
+					if strings.HasPrefix(line, "argocd_image_updater_images_watched_total") && !strings.Contains(want.String(), "TYPE argocd_image_updater_images_watched_total") {
+						want.WriteString("# HELP argocd_image_updater_images_watched_total Number of images managed, by Application.\n# TYPE argocd_image_updater_images_watched_total gauge\n")
+					}
+					if strings.HasPrefix(line, "argocd_image_updater_images_updated_total") && !strings.Contains(want.String(), "TYPE argocd_image_updater_images_updated_total") {
+						want.WriteString("# HELP argocd_image_updater_images_updated_total Number of images updated, by Application.\n# TYPE argocd_image_updater_images_updated_total counter\n")
+					}
+					want.WriteString(line)
+				}
+				if err := testutil.GatherAndCompare(reg, strings.NewReader(want.String()),
+					"argocd_image_updater_images_watched_total", "argocd_image_updater_images_updated_total"); err != nil {
+					t.Errorf("cycle %d: %v", i+1, err)
+				}
+			}
+		})
+	}
+}
+
 // TestMetricLabels: the per-Application series carry v0.18's application
 // label and v1.x's ImageUpdater labels; series of Applications and
 // resources that are gone are deleted.
@@ -165,11 +254,10 @@ func TestMetricLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	annotated := &application.Application{Namespace: "argocd", Name: "web"}
+	annotated := &application.Application{Namespace: "argocd", Name: "web", Settings: settings.Settings{Images: make([]settings.ImageSpec, 1)}}
 	byResource := &application.Application{Namespace: "team-a", Name: "shop", ImageUpdater: types.NamespacedName{Namespace: "team-a", Name: "updater"}}
 	m.applicationsWatched([]*application.Application{annotated, byResource})
 	m.imagesUpdated(byResource, 2)
-	m.imagesWatched(annotated, 1)
 	want := `
 # HELP argocd_image_updater_applications_watched_total Number of Applications whose images are managed, by the ImageUpdater configuring them (empty for annotations).
 # TYPE argocd_image_updater_applications_watched_total gauge
@@ -181,6 +269,7 @@ argocd_image_updater_images_updated_total{application="team-a/shop",image_update
 # HELP argocd_image_updater_images_watched_total Number of images managed, by Application.
 # TYPE argocd_image_updater_images_watched_total gauge
 argocd_image_updater_images_watched_total{application="argocd/web",image_updater_cr_name="",image_updater_cr_namespace=""} 1
+argocd_image_updater_images_watched_total{application="team-a/shop",image_updater_cr_name="updater",image_updater_cr_namespace="team-a"} 0
 `
 	names := []string{"argocd_image_updater_applications_watched_total", "argocd_image_updater_images_updated_total", "argocd_image_updater_images_watched_total"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {

@@ -134,7 +134,7 @@ func (c *controller) close() {
 
 func (c *controller) startMetrics(context.Context) (err error) {
 	c.reg = prometheus.NewRegistry()
-	c.cycleMetrics, c.registryMetrics, c.gateMetrics, err = registerMetrics(c.reg)
+	c.cycleMetrics, c.registryMetrics, c.gateMetrics, err = registerMetrics(c.reg, cycle.MaxApplicationSeries(c.o.maxAppMetrics))
 	return err
 }
 
@@ -520,14 +520,14 @@ var errServerFailed = errors.New("server failed")
 
 // registerMetrics registers every metric /metrics serves. The monitoring
 // examples are checked against what it registers.
-func registerMetrics(reg prometheus.Registerer) (*cycle.Metrics, *registry.Metrics, *healthgate.Metrics, error) {
+func registerMetrics(reg prometheus.Registerer, opts ...cycle.MetricsOption) (*cycle.Metrics, *registry.Metrics, *healthgate.Metrics, error) {
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, nil, nil, err
 	}
-	cycleMetrics, err := cycle.NewMetrics(reg)
+	cycleMetrics, err := cycle.NewMetrics(reg, opts...)
 	if err != nil {
 		return nil, nil, nil, err
 	}

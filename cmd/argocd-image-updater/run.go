@@ -15,6 +15,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/forge"
+	"github.com/image-updater/argocd-image-updater/internal/memlimit"
 	"github.com/image-updater/argocd-image-updater/internal/servertls"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/settings"
@@ -57,6 +58,9 @@ type runOptions struct {
 	requestTimeout time.Duration
 	imageTimeout   time.Duration
 	metricsPort    int
+	// maxAppMetrics bounds the Applications with per-Application series
+	// (cycle.MaxApplicationSeries).
+	maxAppMetrics int
 	// metricsSecure serves the metrics over HTTPS to callers the API
 	// server authorizes (the v1.x line's --metrics-secure).
 	metricsSecure   bool
@@ -175,6 +179,7 @@ var runEnv = envFlags{
 	"bitbucket-server-url":      "IMAGE_UPDATER_BITBUCKET_SERVER_URLS",
 	"azure-devops-url":          "IMAGE_UPDATER_AZURE_DEVOPS_URLS",
 	"shutdown-grace-period":     "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD",
+	"max-application-metrics":   "IMAGE_UPDATER_MAX_APPLICATION_METRICS",
 	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
 	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
 	"sigstore-trusted-root":     "IMAGE_UPDATER_SIGSTORE_TRUSTED_ROOT",
@@ -259,6 +264,7 @@ func (o *runOptions) run(cmd *cobra.Command, lookupEnv func(string) (string, boo
 	for _, w := range o.warnings {
 		logger.Warn(w)
 	}
+	memlimit.Set(logger, memlimit.FromCgroup)
 	return runController(cmd.Context(), o, logger, lookupEnv)
 }
 
@@ -328,6 +334,7 @@ func (o *runOptions) addGitFlags(f *pflag.FlagSet) {
 func (o *runOptions) addServerFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.healthPort, "health-port", 8080, "port of the health server (/healthz, /readyz); 0 disables it")
 	f.IntVar(&o.metricsPort, "metrics-port", 8081, "port of the Prometheus metrics server; 0 disables it")
+	f.IntVar(&o.maxAppMetrics, "max-application-metrics", cycle.DefaultMaxApplicationSeries, "Applications with per-Application metric series; the others are counted together per ImageUpdater, under an empty application label (0: every Application)")
 	f.StringVar(&o.listenAddress, "listen-address", "", "address the health, metrics and webhook servers listen on (default: all interfaces)")
 	f.StringVar(&o.logLevel, "loglevel", "info", "log level: trace, debug, info, warn or error")
 	f.StringVar(&o.logFormat, "logformat", "text", "log format: text or json")
@@ -363,6 +370,8 @@ func (o *runOptions) validate() error {
 		return usageErrorf("invalid value %s for --interval: must not be negative", o.interval)
 	case o.maxConcurrency < 1:
 		return usageErrorf("invalid value %d for --max-concurrency: must be at least 1", o.maxConcurrency)
+	case o.maxAppMetrics < 0:
+		return usageErrorf("invalid value %d for --max-application-metrics: must not be negative", o.maxAppMetrics)
 	case o.healthPort < 0 || o.healthPort > 65535:
 		return usageErrorf("invalid value %d for --health-port: must be a port number or 0", o.healthPort)
 	case o.metricsPort < 0 || o.metricsPort > 65535:
