@@ -224,8 +224,9 @@ func (e *sbsEnv) run(t *testing.T, name, bin string) sbsRun {
 		args = append(args, "--metrics-port", "0")
 	} else {
 		// Upstream watches the namespace it runs in, which outside a pod
-		// it takes from POD_NAMESPACE; its metrics are off by default.
-		env = append(env, "POD_NAMESPACE="+argocdNS)
+		// it takes from POD_NAMESPACE; its manager's client reads
+		// KUBECONFIG, not --kubeconfig; its metrics are off by default.
+		env = append(env, "POD_NAMESPACE="+argocdNS, "KUBECONFIG="+e.kubeconfig)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
