@@ -11,7 +11,7 @@ GO       ?= go
 TESTBIN  ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/argocd-image-updater/testbin
 export TESTBIN
 
-.PHONY: all build test unit lint bench soak testbin demo generate manifests clean
+.PHONY: all build test unit lint bench bench-upstream soak testbin demo generate manifests clean
 
 all: build
 
@@ -54,6 +54,19 @@ bench: build
 	BENCH_BINARY="$(CURDIR)/$(BINARY)" $(GO) test -count=1 -run '^TestScale$$' -v -timeout 120m ./bench/ \
 		-args -scale -scale.only "$(BENCH_SCENARIOS)" -scale.write "$(CURDIR)/docs/benchmarks.md" -scale.gobench "$$out" && \
 	exit $$gobench
+
+## bench-upstream: this controller and upstream's v1.3.0 side by side
+## (bench/sidebyside_test.go): both `run --once` over the same annotated
+## Applications, interleaved, BENCH_UPSTREAM_RUNS times each per size in
+## BENCH_UPSTREAM_APPS; writes the section "Side by side with upstream v1.3.0"
+## of docs/benchmarks.md. Upstream is built from its published sources by
+## hack/upstream.sh, once per machine (optional: nothing else needs it).
+BENCH_UPSTREAM_APPS ?= 500,5000
+BENCH_UPSTREAM_RUNS ?= 2
+bench-upstream: build
+	assets="$$(hack/testbin.sh)" && upstream="$$(hack/upstream.sh)" && \
+	BENCH_BINARY="$(CURDIR)/$(BINARY)" KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -run '^TestSideBySide$$' -v -timeout 120m ./bench/ \
+		-args -sbs.upstream "$$upstream" -sbs.apps "$(BENCH_UPSTREAM_APPS)" -sbs.runs "$(BENCH_UPSTREAM_RUNS)" -sbs.write "$(CURDIR)/docs/benchmarks.md"
 
 ## soak: the long run of the robustness suite (robustness/: faults, kills and
 ## other writers against real servers; make test runs a short one); it logs
