@@ -80,8 +80,9 @@ func TestServerLimits(t *testing.T) {
 	}
 	t.Run("headers not sent in time", func(t *testing.T) {
 		addr = start(serverLimits{idle: time.Minute, header: slow, read: time.Minute, headerBytes: 4 << 10, connections: 3})
-		c := dial()
+		// Before the dial: the server's deadline starts when it accepts.
 		begin := time.Now()
+		c := dial()
 		fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n") // and no blank line
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
@@ -96,8 +97,9 @@ func TestServerLimits(t *testing.T) {
 			}
 		})
 		addr = startWith(serverLimits{idle: time.Minute, header: time.Minute, read: slow, headerBytes: 4 << 10, connections: 3}, readBody)
-		c := dial()
+		// Before the dial: the server's deadline starts when it accepts.
 		begin := time.Now()
+		c := dial()
 		fmt.Fprint(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789")
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
