@@ -65,7 +65,7 @@ type sbsRun struct {
 	Wall     time.Duration // process start to exit
 	Cycle    time.Duration // ours: the cycle it logs; upstream: its update pass, after the warm-up
 	WarmUp   time.Duration // upstream only: the warm-up pass (dry run over every image) before it
-	PeakRSS  int64         // bytes, the kernel's high-water mark (ru_maxrss, VmHWM at exit)
+	PeakRSS  int64         // bytes, the process's high-water mark of resident memory (VmHWM)
 	CPU      time.Duration // user and system
 	Written  int           // Applications whose spec the run changed
 	Expected int
@@ -248,12 +248,36 @@ func (e *sbsEnv) run(t *testing.T, name, bin string) sbsRun {
 	}
 	timer := time.AfterFunc(30*time.Minute, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer timer.Stop()
+	// The process's own high-water mark (VmHWM), read until it exits: it
+	// only grows, so polling misses at most the last interval's growth.
+	// ru_maxrss after the wait would not do: the kernel keeps in it the
+	// memory of the process that forked the child before its exec, here
+	// the harness, which at 5,000 Applications holds more than either.
+	hwm := make(chan int64, 1)
+	stopHWM := make(chan struct{})
+	go func() {
+		var peak int64
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v, err := procStatusKB(cmd.Process.Pid, "VmHWM"); err == nil {
+				peak = max(peak, v)
+			}
+			select {
+			case <-stopHWM:
+				hwm <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	var p passTimes
 	p.read(io.TeeReader(out, logFile))
+	close(stopHWM)
+	r.PeakRSS = <-hwm
 	waitErr := cmd.Wait()
 	r.Wall = time.Since(start)
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.PeakRSS = ru.Maxrss * 1024
 		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	r.Cycle, r.WarmUp = p.cycle, p.warmUp
@@ -436,7 +460,7 @@ func sideBySideMarkdown(runs []sbsRun, started time.Time, took time.Duration, lo
 		"and %d%% of them run the tag before the newest, so every run patches those. One ImageUpdater selects them all "+
 		"(`namePattern: \"*\"`, `useAnnotations: true`). Each binary runs `run --once` as the API server's administrator with the same registries.conf, "+
 		"interleaved (ours, upstream, ours, upstream); the Applications are put back as created after each run. "+
-		"Peak RSS is the kernel's high-water mark of the process (`ru_maxrss`); wall is from process start to exit, start-up and the informers' "+
+		"Peak RSS is the process's high-water mark of resident memory (`VmHWM`, read every 20 ms until it exits); wall is from process start to exit, start-up and the informers' "+
 		"first list included. Cycle: ours, the cycle it logs; upstream, its reconciler's pass, which follows a warm-up pass over the same "+
 		"images (a dry run that fills its registry cache; `--once` implies `--warmup-cache`).\n\n", sbsAppsPerRepo, sbsTags, *flagSBSBehind)
 	b.WriteString("| Applications | binary | run | peak RSS MiB | wall s | cycle s | upstream warm-up s | CPU s | Applications written |\n")
@@ -529,7 +553,7 @@ func replaceSection(page, section string) string {
 	}
 	if i := strings.Index(page, handWrittenMarker+"\n"); i >= 0 {
 		at := i + len(handWrittenMarker) + 1
-		return page[:at] + "\n" + section + page[at:]
+		return page[:at] + "\n" + section + strings.TrimLeft(page[at:], "\n")
 	}
 	return strings.TrimRight(page, "\n") + "\n\n" + section
 }
