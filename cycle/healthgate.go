@@ -28,6 +28,9 @@ type HealthGate interface {
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
+	// Flush persists what Written was told since the last Flush: the
+	// cycle calls it once after each batch of writes.
+	Flush(ctx context.Context)
 }
 
 // Skips is what the health gate says of one image of an Application.
@@ -105,6 +108,17 @@ func (u *Updater) gateWritten(ctx context.Context, au *appUpdate, res writeback.
 	}
 	_ = u.guard("recording the versions written for the health gate", func() error {
 		u.gate.Written(ctx, au.app, res)
+		return nil
+	})
+}
+
+// gateFlush has the health gate persist what it was told of a batch.
+func (u *Updater) gateFlush(ctx context.Context) {
+	if u.gate == nil {
+		return
+	}
+	_ = u.guard("saving the health gate's records", func() error {
+		u.gate.Flush(ctx)
 		return nil
 	})
 }

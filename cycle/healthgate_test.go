@@ -29,6 +29,8 @@ func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image 
 	return Skips{Versions: g.skipped[image], HeldFrom: g.heldFrom[image], HoldAt: g.holdAt[image]}
 }
 
+func (g *skipGate) Flush(context.Context) {}
+
 func (g *skipGate) Written(_ context.Context, _ *application.Application, res writeback.Result) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -119,6 +119,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 			}
 		}
 	}
+	u.gateFlush(ctx)
 	u.refresh(ctx, pushed)
 	return results
 }

@@ -94,7 +94,12 @@ type Gate struct {
 	states map[types.NamespacedName]*appState
 	// clears are Applications without state carrying health-gate-clear.
 	clears map[types.NamespacedName]bool
-	wake   chan struct{}
+	// unsaved are the ImageUpdaters whose Applications' records Written
+	// changed since the last Flush: their status is saved once per batch
+	// of writes, not once per Application, which would write a status
+	// of n records n times.
+	unsaved map[types.NamespacedName]bool
+	wake    chan struct{}
 }
 
 // appState is the State of one Application, with what the gate keeps of
@@ -157,7 +162,8 @@ func New(apps Applications, reverter Reverter, client dynamic.Interface, opts ..
 		apps: apps, reverter: reverter, store: kubeStore{client: client},
 		logger: slog.New(slog.DiscardHandler), now: time.Now, poll: DefaultPollInterval,
 		states: map[types.NamespacedName]*appState{}, clears: map[types.NamespacedName]bool{},
-		wake: make(chan struct{}, 1),
+		unsaved: map[types.NamespacedName]bool{},
+		wake:    make(chan struct{}, 1),
 	}
 	for _, opt := range opts {
 		opt(g)
@@ -410,13 +416,39 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 		changed = true
 	}
 	n := g.following()
+	owner := types.NamespacedName{}
+	if st != nil {
+		owner = st.owner
+	}
+	if changed && owner.Name != "" {
+		g.unsaved[owner] = true
+	}
 	g.mu.Unlock()
 	if !changed {
 		return
 	}
 	g.metrics.following(n)
-	g.save(ctx, key)
+	if owner.Name == "" {
+		g.save(ctx, key)
+	}
 	g.poke()
+}
+
+// Flush saves the status of the ImageUpdaters whose Applications' records
+// Written changed since the last Flush: the cycle calls it after each
+// batch of writes.
+func (g *Gate) Flush(ctx context.Context) {
+	g.mu.Lock()
+	owners := make([]types.NamespacedName, 0, len(g.unsaved))
+	for o := range g.unsaved {
+		owners = append(owners, o)
+	}
+	clear(g.unsaved)
+	g.mu.Unlock()
+	slices.SortFunc(owners, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	for _, o := range owners {
+		g.saveOwner(ctx, o)
+	}
 }
 
 // OnUpdate is told of each change of an Application (appwatch.Watcher's
@@ -708,8 +740,24 @@ func (g *Gate) revert(ctx context.Context, reverts []pendingRevert, now time.Tim
 		g.mu.Unlock()
 		saved[key] = true
 	}
+	// An ImageUpdater's status holds all of its Applications' records:
+	// saved once, however many of them changed.
+	owners := map[types.NamespacedName]bool{}
 	for key := range saved {
+		g.mu.Lock()
+		var owner types.NamespacedName
+		if st := g.states[key]; st != nil {
+			owner = st.owner
+		}
+		g.mu.Unlock()
+		if owner.Name != "" {
+			owners[owner] = true
+			continue
+		}
 		g.save(ctx, key)
+	}
+	for owner := range owners {
+		g.saveOwner(ctx, owner)
 	}
 }
 

@@ -707,3 +707,40 @@ func TestRollbackHoldArgoCD(t *testing.T) {
 		})
 	}
 }
+
+// TestWrittenSavesAnImageUpdaterOnce: the records of an ImageUpdater's
+// Applications written in one batch are saved in its status once, at the
+// batch's Flush, not once per Application (a status of n records written
+// n times).
+func TestWrittenSavesAnImageUpdaterOnce(t *testing.T) {
+	r := newRig(t)
+	iu := types.NamespacedName{Namespace: "argocd", Name: "iu"}
+	const n = 20
+	for i := range n {
+		app := r.apps.set(t, fmt.Sprintf("app-%02d", i), map[string]string{"image-list": "app=" + image}, argo("Healthy", "1.0.0", nil))
+		app.ImageUpdater = iu
+		r.written(t, app, "1.0.0", "1.1.0", "")
+	}
+	count := func() int {
+		r.store.mu.Lock()
+		defer r.store.mu.Unlock()
+		return strings.Count(strings.Join(r.log, "\n")+"\n", "status iu\n")
+	}
+	if got := count(); got != 0 {
+		t.Fatalf("%d status saves before the batch ended, want 0", got)
+	}
+	r.gate.Flush(t.Context())
+	if got := count(); got != 1 {
+		t.Fatalf("%d status saves for a batch of %d, want 1", got, n)
+	}
+	r.store.mu.Lock()
+	records, _ := r.store.status[iu][0].([]api.HealthGateRecord)
+	r.store.mu.Unlock()
+	if len(records) != n {
+		t.Errorf("%d records saved, want %d", len(records), n)
+	}
+	r.gate.Flush(t.Context())
+	if got := count(); got != 1 {
+		t.Errorf("%d status saves after a Flush with nothing new, want 1", got)
+	}
+}
