@@ -82,8 +82,8 @@ func (pl *planner) charts(ctx context.Context, app *application.Application, rep
 			p.Warning = true
 			problems = append(problems, p)
 			continue
-		case app.Settings.WriteBack.Method != settings.WriteBackArgoCD:
-			problems = append(problems, chartProblem(spec, &src, "a chart's version is written with write-back-method argocd; with %s it is not updated", app.Settings.WriteBack.Method))
+		case app.Settings.WriteBack.Method != settings.WriteBackArgoCD && app.Settings.WriteBack.Target.Kind != settings.TargetAppOfApps:
+			problems = append(problems, chartProblem(spec, &src, "a chart's version is written with write-back-method argocd, or with git into the Application's definition (write-back-target %s); with %s and another target it is not updated", settings.TargetAppOfApps, app.Settings.WriteBack.Method))
 			continue
 		}
 		j := &chartJob{app: app, spec: spec, source: src}

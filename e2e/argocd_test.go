@@ -225,10 +225,7 @@ func TestArgoCD(t *testing.T) {
 		w.k.CreateNamespace(t, "aoa")
 		w.k.CreateNamespace(t, "aoa-child")
 		w.createAppSpec(t, "aoa", map[string]any{"source": map[string]any{"repoURL": repo, "path": "aoa-apps", "targetRevision": "main"}}, testenv.InCluster, nil)
-		testenv.WaitFor(t, deployTimeout, "Application aoa-child, which aoa's sync creates", func() (bool, string) {
-			_, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), "aoa-child", metav1.GetOptions{})
-			return err == nil, fmt.Sprint(err, "; aoa: ", w.appState(t, "aoa"))
-		})
+		w.waitCreated(t, "aoa-child", "aoa")
 		w.waitDeployed(t, "aoa-child", "front", app+":v0.0.1", web+":v0.0.1")
 		w.push(t, "aoa-app", "v0.5.0")
 		w.runOnce(t, "aoa-child")
@@ -648,6 +645,16 @@ func (w *world) refresh(t testing.TB, name string) {
 	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitCreated waits for the Application name, which the sync of the
+// Application parent creates.
+func (w *world) waitCreated(t testing.TB, name, parent string) {
+	t.Helper()
+	testenv.WaitFor(t, deployTimeout, "Application "+name+", which "+parent+"'s sync creates", func() (bool, string) {
+		_, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err, "; ", parent, ": ", w.appState(t, parent))
+	})
 }
 
 func (w *world) application(t testing.TB, name string) *unstructured.Unstructured {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/settings"
 )
 
 // chartPackage is a chart archive as `helm package` writes it: one
@@ -174,8 +176,36 @@ func (w *world) targetRevision(t testing.TB, app string, i int) string {
 // move to their new versions, within their constraints, and Argo CD
 // deploys what the new chart renders.
 func TestCharts(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, func(*testenv.Registry) map[string]string { return map[string]string{"README.md": "charts\n"} })
 	image := w.reg.Repo("podinfo-app")
+
+	t.Run("app of apps: the child's chart version committed to the parent's repository", func(t *testing.T) {
+		repo := startChartRepo(t)
+		repo.publish(t, "guestbook", "1.0.0", image)
+		child := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: chart-child\n  namespace: argocd\n  annotations:\n" +
+			"    " + settings.AnnotationPrefix + "chart-list: guestbook\n" +
+			"    " + settings.AnnotationPrefix + "write-back-method: git\n" +
+			"    " + settings.AnnotationPrefix + "write-back-target: app-of-apps\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: " + repo.URL + "\n    chart: guestbook\n    targetRevision: 1.0.0 # the chart's version\n" +
+			"  destination:\n    server: " + testenv.InCluster + "\n    namespace: chart-child\n" +
+			"  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n"
+		w.git.CommitFiles(t, "deploy", "main", "add the charts' app of apps", map[string]string{"chart-apps/child.yaml": child})
+		w.k.CreateNamespace(t, "chart-root")
+		w.k.CreateNamespace(t, "chart-child")
+		w.createAppSpec(t, "chart-root", map[string]any{"source": map[string]any{"repoURL": w.git.HTTPRepoURL("deploy"), "path": "chart-apps", "targetRevision": "main"}}, testenv.InCluster, nil)
+		w.waitCreated(t, "chart-child", "chart-root")
+		w.waitDeployed(t, "chart-child", "front", image+":1.0.0")
+
+		repo.publish(t, "guestbook", "1.1.0", image)
+		w.runOnce(t, "chart-child")
+		// The parent's sync, which the updater's refresh starts, gives the
+		// child its new version.
+		w.waitDeployed(t, "chart-child", "front", image+":1.1.0")
+		if got, want := w.git.ReadFile(t, "deploy", "main", "chart-apps/child.yaml"), strings.Replace(child, "1.0.0 #", "1.1.0 #", 1); got != want {
+			t.Errorf("chart-apps/child.yaml after the write-back:\n%s\nwant\n%s", got, want)
+		}
+	})
 
 	t.Run("an HTTP Helm repository; a constraint holds a chart back", func(t *testing.T) {
 		repo := startChartRepo(t)

@@ -22,7 +22,9 @@ func (e *gitEnv) testAppOfApps(t *testing.T) {
 		"spec:\n  project: default\n  source:\n    repoURL: https://git.example.com/child.git\n    path: child # its overlay\n    targetRevision: main\n" +
 		"  destination:\n    server: https://kubernetes.default.svc\n    namespace: main\n"
 	other := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: other\nspec:\n  source:\n    path: other\n"
-	url := e.repo(t, "app-of-apps", map[string]string{"apps/child.yaml": childDoc, "apps/more/other.yaml": other})
+	webDoc := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n" +
+		"spec:\n  source:\n    repoURL: https://charts.example.com\n    chart: web\n    targetRevision: 1.0.0 # the chart's version\n"
+	url := e.repo(t, "app-of-apps", map[string]string{"apps/child.yaml": childDoc, "apps/more/other.yaml": other, "apps/web.yaml": webDoc})
 
 	apps := e.dyn.Resource(application.Resource()).Namespace(ns)
 	create := func(obj map[string]any) {
@@ -37,8 +39,11 @@ func (e *gitEnv) testAppOfApps(t *testing.T) {
 	create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": meta("root", nil),
 		"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": url, "path": "apps", "targetRevision": "main"},
 			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns}},
-		"status": map[string]any{"resources": []any{map[string]any{"group": "argoproj.io", "version": "v1alpha1", "kind": "Application", "namespace": ns, "name": "child"}}}})
-	for _, name := range []string{"child", "intruder"} {
+		"status": map[string]any{"resources": []any{
+			map[string]any{"group": "argoproj.io", "version": "v1alpha1", "kind": "Application", "namespace": ns, "name": "child"},
+			map[string]any{"group": "argoproj.io", "version": "v1alpha1", "kind": "Application", "namespace": ns, "name": "web"},
+		}}})
+	for _, name := range []string{"child", "intruder", "web"} {
 		create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 			"metadata": meta(name, map[string]any{trackingAnnotation: "root:argoproj.io/Application:" + ns + "/" + name}),
 			"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": "https://git.example.com/child.git", "path": "child"},
@@ -52,7 +57,12 @@ func (e *gitEnv) testAppOfApps(t *testing.T) {
 		app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, Target: mustTarget("app-of-apps")}
 		return writeback.Change{App: app, Source: src, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}}}
 	}
-	results := w.Write(t.Context(), []writeback.Change{change("child"), change("intruder")})
+	// The chart of web, a Helm Application, moves to 1.1.0.
+	web := change("web")
+	web.Source.Type, web.Source.Chart, web.Images = application.SourceHelm, "web", nil
+	web.App.Sources = []application.Source{web.Source}
+	web.Charts = []writeback.ChartUpdate{{ChartSpec: settings.ChartSpec{Chart: "web"}, Old: "1.0.0", New: "1.1.0"}}
+	results := w.Write(t.Context(), []writeback.Change{change("child"), change("intruder"), web})
 	if r := results[0]; r.Err != nil || !r.Written || r.ParentNamespace != ns || r.ParentName != "root" {
 		t.Fatalf("child: %+v", r)
 	}
@@ -62,6 +72,15 @@ func (e *gitEnv) testAppOfApps(t *testing.T) {
 	}
 	if got := e.git.ReadFile(t, "app-of-apps", "main", "apps/more/other.yaml"); got != other {
 		t.Errorf("apps/more/other.yaml changed:\n%s", got)
+	}
+	if r := results[2]; r.Err != nil || !r.Written || len(r.ChangedCharts) != 1 || len(r.Changed) != 0 {
+		t.Errorf("web: %+v", r)
+	}
+	if got, want := e.git.ReadFile(t, "app-of-apps", "main", "apps/web.yaml"), strings.Replace(webDoc, "1.0.0 #", "1.1.0 #", 1); got != want {
+		t.Errorf("apps/web.yaml:\n%s\nwant\n%s", got, want)
+	}
+	if log := e.git.Log(t, "app-of-apps", "main"); !strings.Contains(log[0].Body, "updates chart web version '1.0.0' to '1.1.0'") {
+		t.Errorf("commit message %q %q", log[0].Subject, log[0].Body)
 	}
 	if err := results[1].Err; err == nil || !strings.Contains(err.Error(), "Application "+ns+"/root, which Argo CD's tracking names as the parent of "+ns+"/intruder, does not list it among its resources") {
 		t.Errorf("intruder: %v", err)

@@ -192,6 +192,8 @@ type targetEdit struct {
 	content []byte
 	files   map[string][]byte
 	changed []writeback.ImageUpdate
+	// charts are the chart versions it writes (app-of-apps only).
+	charts []writeback.ChartUpdate
 }
 
 // contents are the files the edit writes.
@@ -405,12 +407,20 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 		if !bytes.Contains(content, []byte(u.Name)) {
 			return true, nil
 		}
-		out, ok, changed, err := manifest.SetApplicationSource(p, content, def, manifest.SourceChange{Images: u.Images})
+		change := manifest.SourceChange{Images: u.Images}
+		if len(u.Charts) > 0 {
+			// A source deploys one chart.
+			change.Revision = u.Charts[0].New
+		}
+		out, ok, changed, err := manifest.SetApplicationSource(p, content, def, change)
 		if err != nil || !ok {
 			return err == nil, err
 		}
 		found = true
 		edit = targetEdit{path: p, content: out, changed: changed.Images}
+		if changed.Revision {
+			edit.charts = u.Charts
+		}
 		return false, nil
 	})
 	switch {

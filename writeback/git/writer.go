@@ -87,6 +87,9 @@ type update struct {
 	// of every Application in it.
 	PullRequestLabels []string
 	Images            []writeback.ImageUpdate
+	// Charts are new versions of the source's chart, written into its
+	// targetRevision: only through an app-of-apps target.
+	Charts []writeback.ChartUpdate
 	// SourceIndex is the index in spec.sources of the source written, -1
 	// for spec.source: the one an app-of-apps target edits.
 	SourceIndex int
@@ -119,6 +122,10 @@ func (u update) validate() error {
 		}
 	}
 	errs = append(errs, writeback.ValidateImages(u.Images)...)
+	errs = append(errs, writeback.ValidateCharts(u.Charts)...)
+	if len(u.Charts) > 0 && u.Target.Kind != settings.TargetAppOfApps {
+		errs = append(errs, fmt.Errorf("a chart's version is written by git only into the Application's definition (write-back-target %s)", settings.TargetAppOfApps))
+	}
 	return errors.Join(errs...)
 }
 
@@ -420,6 +427,7 @@ func (w *Writer) updateOf(ctx context.Context, c writeback.Change) (update, erro
 		PullRequest:         wb.PullRequest,
 		PullRequestLabels:   wb.PullRequestLabels,
 		Images:              c.Images,
+		Charts:              c.Charts,
 		SourceIndex:         c.Source.Index,
 	}
 	if wb.Target.Kind == settings.TargetAppOfApps {
@@ -492,7 +500,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 			a.result.Err = fmt.Errorf("git write-back of Application %s: %w", u.key(), err)
 			continue
 		}
-		if len(u.Images) == 0 {
+		if len(u.Images) == 0 && len(u.Charts) == 0 {
 			continue
 		}
 		// Before anything is read or sent for the Application.
@@ -645,6 +653,7 @@ type pendingCommit struct {
 	commit  plumbing.Hash
 	path    string
 	changed []writeback.ImageUpdate
+	charts  []writeback.ChartUpdate
 }
 
 // writeBranch commits the Applications of one target branch and pushes
@@ -683,7 +692,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 		}
 		if w.cfg.dryRun {
 			for _, p := range pending {
-				p.app.result.Changed = p.changed
+				p.app.result.Changed, p.app.result.ChangedCharts = p.changed, p.charts
 				log.Info("dry run: not committing", "application", p.app.update.key(), "file", p.path, "images", writeback.ImageList(p.changed))
 			}
 			return
@@ -766,7 +775,7 @@ func (w *Writer) mayPush() error {
 // landed records pushed commits in their Applications' results.
 func landed(log *slog.Logger, pending []pendingCommit) {
 	for _, p := range pending {
-		p.app.result.Changed = p.changed
+		p.app.result.Changed, p.app.result.ChangedCharts = p.changed, p.charts
 		p.app.result.Commit = p.commit.String()
 		p.app.result.Written = true
 		log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", writeback.ImageList(p.changed))
@@ -871,18 +880,18 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 	head = tip
 	for _, a := range apps {
 		u := a.update
-		a.result.Err, a.result.Changed, a.result.Commit, a.result.Written = nil, nil, "", false
+		a.result.Err, a.result.Changed, a.result.ChangedCharts, a.result.Commit, a.result.Written = nil, nil, nil, "", false
 		edit, err := w.planGuarded(tree, a)
 		if err != nil {
 			a.fail(invalidTarget{err})
 			continue
 		}
-		if len(edit.changed) == 0 {
+		if len(edit.changed) == 0 && len(edit.charts) == 0 {
 			continue
 		}
 		var h plumbing.Hash
 		if !w.cfg.dryRun {
-			msg, err := w.commitMessage(u, edit.changed)
+			msg, err := w.commitMessage(u, edit.changed, edit.charts)
 			if err != nil {
 				a.fail(err)
 				continue
@@ -897,7 +906,7 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 			head = h
 		}
 		maps.Copy(tree.changed, edit.contents())
-		pending = append(pending, pendingCommit{app: a, commit: h, path: edit.path, changed: edit.changed})
+		pending = append(pending, pendingCommit{app: a, commit: h, path: edit.path, changed: edit.changed, charts: edit.charts})
 	}
 	return head, pending, created, nil
 }
@@ -915,10 +924,19 @@ func (w *Writer) signature() object.Signature {
 }
 
 // commitMessage renders the template for one Application's changes.
-func (w *Writer) commitMessage(u update, changed []writeback.ImageUpdate) (string, error) {
-	msg, err := w.message.Render(commitMessageData(u, changed))
-	if err != nil {
-		return "", err
+func (w *Writer) commitMessage(u update, changed []writeback.ImageUpdate, charts []writeback.ChartUpdate) (string, error) {
+	msg := ""
+	if len(changed) > 0 || len(charts) == 0 {
+		var err error
+		if msg, err = w.message.Render(commitMessageData(u, changed)); err != nil {
+			return "", err
+		}
+	} else {
+		msg = fmt.Sprintf("build: automatic update of %s\n\n", u.Name)
+	}
+	// The template's data has images only: charts are told after it.
+	for _, c := range charts {
+		msg += fmt.Sprintf("updates chart %s version '%s' to '%s'\n", c.Chart, c.Old, c.New)
 	}
 	if w.cfg.signOff {
 		msg += fmt.Sprintf("\nSigned-off-by: %s <%s>\n", w.cfg.authorName, w.cfg.authorEmail)
