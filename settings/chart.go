@@ -1,7 +1,6 @@
 package settings
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -101,19 +100,7 @@ func compileChartPolicy(c *ChartSpec, raw policySettings) (Problem, bool) {
 		c.Policy = p
 		return Problem{}, true
 	}
-	at := raw.strategyAt
-	var se *strategy.SettingError
-	if errors.As(err, &se) {
-		switch se.Field {
-		case strategy.FieldConstraint:
-			at = raw.constraintAt
-		case strategy.FieldAllowTags:
-			at = raw.allowTagsAt
-		case strategy.FieldIgnoreTags:
-			at = raw.ignoreTagsAt
-		}
-	}
-	return Problem{Image: c.Key(), Chart: true, Origin: at, Message: err.Error()}, false
+	return Problem{Image: c.Key(), Chart: true, Origin: raw.origin(err), Message: err.Error()}, false
 }
 
 // parseChartList reads chart-list and each chart's keys. aliases holds the

@@ -93,19 +93,23 @@ func compilePolicy(spec *ImageSpec, raw policySettings) (Problem, bool) {
 		spec.Policy = p
 		return Problem{}, true
 	}
-	at := raw.strategyAt
+	return Problem{Image: spec.Key(), Origin: raw.origin(err), Message: err.Error()}, false
+}
+
+// origin is where the setting a policy's error names is written.
+func (raw policySettings) origin(err error) Origin {
 	var se *strategy.SettingError
 	if errors.As(err, &se) {
 		switch se.Field {
 		case strategy.FieldConstraint:
-			at = raw.constraintAt
+			return raw.constraintAt
 		case strategy.FieldAllowTags:
-			at = raw.allowTagsAt
+			return raw.allowTagsAt
 		case strategy.FieldIgnoreTags:
-			at = raw.ignoreTagsAt
+			return raw.ignoreTagsAt
 		}
 	}
-	return Problem{Image: spec.Key(), Origin: at, Message: err.Error()}, false
+	return raw.strategyAt
 }
 
 // readPullSecret sets spec's credential reference from the value at at.
