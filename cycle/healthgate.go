@@ -85,9 +85,15 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 		return false
 	})
 	o := u.chooseOne(ctx, j, tr, memo, keys)
+	writingBack := sk.HoldAt.IsZero() && slices.ContainsFunc(skipped, func(v imageref.Version) bool { return v.Tag == j.current.Tag })
 	if v := newVersion(j.policy, o.result); o.result.Update && slices.Contains(skipped, v) {
 		o.result.Update = false
 		o.result.Reason = fmt.Sprintf("version %s is skipped: the health gate wrote it back", v)
+	} else if cur, err := semver.NewVersion(j.current.Tag); o.result.Update && writingBack && err == nil && notNewer(o.result.Tag, cur) {
+		// The version in place is skipped: the gate writes back the one
+		// before it, which this choice must not race with an older one.
+		o.result.Update = false
+		o.result.Reason = fmt.Sprintf("version %s is skipped and the health gate writes back the version before it; %s is not newer", j.current, o.result.Tag)
 	} else if !o.result.Update && len(passed) > 0 {
 		o.result.Reason += fmt.Sprintf("; passed over what the health gate skips: %s", strings.Join(passed, ", "))
 	}

@@ -80,6 +80,7 @@ func TestHealthGateSkips(t *testing.T) {
 		skipped    []imageref.Version
 		heldFrom   string // the image is held after a rollback from it
 		holdAt     string // at this version, which its target is to hold
+		current    string // the spec's override, when it differs from what runs (1.0.0)
 		want       string // the version written, "" for none
 	}{
 		{name: "nothing skipped", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, want: "1.2.0"},
@@ -91,6 +92,8 @@ func TestHealthGateSkips(t *testing.T) {
 		{name: "held at the version rolled back to: its target is asked to hold it", tags: []string{"0.9.0", "1.0.0", "1.0.5", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", holdAt: "0.9.0", want: "0.9.0"},
 		{name: "held at a version, with a newer one pushed", tags: []string{"0.9.0", "1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", holdAt: "0.9.0", want: "1.2.0"},
 		{name: "held: tags that are not semantic versions are left to the strategy", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0", "nightly"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, heldFrom: "1.1.0", want: "nightly"},
+		{name: "the version written is being written back: nothing older is written", tags: []string{"1.0.0", "1.0.5", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, current: "1.1.0"},
+		{name: "the version written is being written back: a newer one is written", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, current: "1.1.0", want: "1.2.0"},
 		{name: "another digest of the tag is not skipped", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0", Digest: "sha256:aa"}}, want: "1.1.0"},
 		{name: "the digest a followed tag points to", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}},
 		{name: "another digest of the followed tag", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:aa"}}, want: "stable@sha256:bb"},
@@ -106,7 +109,14 @@ func TestHealthGateSkips(t *testing.T) {
 				ann["image-list"] += ":" + tt.constraint
 				running = image + ":" + tt.constraint + "@sha256:00"
 			}
-			obj := appObject("a", ann, nil, running)
+			var spec map[string]any
+			if tt.current != "" {
+				spec = map[string]any{"source": map[string]any{
+					"repoURL": "https://git.example.com/deploy.git", "path": "main/overlays/production", "targetRevision": "main",
+					"kustomize": map[string]any{"images": []any{image + ":" + tt.current}},
+				}}
+			}
+			obj := appObject("a", ann, spec, running)
 			app, err := application.FromUnstructured(obj)
 			if err != nil {
 				t.Fatal(err)

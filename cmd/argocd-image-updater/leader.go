@@ -198,9 +198,26 @@ func (l *trackedLease) Create(ctx context.Context, rec resourcelock.LeaderElecti
 	ctx, cancel := detach(ctx)
 	defer cancel()
 	sent := l.now()
-	err := l.Interface.Create(ctx, rec)
+	err := l.create(ctx, rec)
 	l.wrote(rec, sent, err)
 	return err
+}
+
+// create creates the Leases. client-go's MultiLock.Create goes on to the
+// second Lease when the first already exists: two replicas starting
+// together could then each create one, both hold half, and neither renew
+// until the Leases expire (seen in the tests: no writes for over 30 s).
+// Here a first Lease that exists is the other replica's, and nothing more
+// is created.
+func (l *trackedLease) create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	ml, ok := l.Interface.(*resourcelock.MultiLock)
+	if !ok {
+		return l.Interface.Create(ctx, rec)
+	}
+	if err := ml.Primary.Create(ctx, rec); err != nil {
+		return err
+	}
+	return ml.Secondary.Create(ctx, rec)
 }
 
 func (l *trackedLease) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {

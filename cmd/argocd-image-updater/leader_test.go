@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -129,5 +131,39 @@ func (w *controllerWorld) written(t *testing.T, name string, want []string) func
 	return func() (bool, string) {
 		got := w.images(t, name)
 		return slices.Equal(got, want), strings.Join(got, ",")
+	}
+}
+
+// TestLeaseCreateIsAllOrNothing: a replica that finds the first Lease
+// created by another, which is about to create the second, creates
+// neither; each replica holding one of the two would keep both from
+// leading until the Leases expire.
+func TestLeaseCreateIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	k := testenv.StartKube(t)
+	cs := kubernetes.NewForConfigOrDie(k.Config)
+	first, err := newLeadership(cs, testenv.ArgoCDNamespace, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := newLeadership(cs, testenv.ArgoCDNamespace, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml := first.lock.Interface.(*resourcelock.MultiLock)
+	now := metav1.NewTime(time.Now())
+	// The first replica has created the first Lease, not yet the second.
+	if err := ml.Primary.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: first.lock.Identity(), LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}); err != nil {
+		t.Fatal(err)
+	}
+	err = second.lock.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: second.lock.Identity(), LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now})
+	if !apierrors.IsAlreadyExists(err) {
+		t.Errorf("the second replica's create: %v, want AlreadyExists", err)
+	}
+	if _, err := cs.CoordinationV1().Leases(testenv.ArgoCDNamespace).Get(t.Context(), v1LeaseName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the second Lease after the second replica's create: %v, want none", err)
+	}
+	if second.lock.held() {
+		t.Error("the second replica holds the Lease")
 	}
 }
