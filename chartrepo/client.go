@@ -12,6 +12,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/internal/transient"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -163,12 +164,37 @@ func (c *Client) Index(ctx context.Context, a Access) (Index, error) {
 	})
 }
 
+// indexAttempts and indexBackoff bound the retries of an index read that
+// met a fault the next request may not meet (a reset, a cut answer, a
+// 5xx or 429): without them one such answer costs the charts of the
+// repository a whole cycle.
+const (
+	indexAttempts = 3
+	indexBackoff  = 500 * time.Millisecond
+)
+
 func (c *Client) read(ctx context.Context, a Access) (Index, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		ix, retry, err := c.readOnce(ctx, a)
+		if err == nil || !retry || attempt == indexAttempts {
+			return ix, err
+		}
+		select {
+		case <-ctx.Done():
+			return Index{}, err
+		case <-time.After(indexBackoff << (attempt - 1)):
+		}
+	}
+}
+
+// readOnce asks for the index once; retry tells whether its failure may
+// not recur.
+func (c *Client) readOnce(ctx context.Context, a Access) (_ Index, retry bool, _ error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(a.URL, "/")+"/index.yaml", nil)
 	if err != nil {
-		return Index{}, err
+		return Index{}, false, err
 	}
 	a.auth(req)
 	c.mu.Lock()
@@ -183,7 +209,7 @@ func (c *Client) read(ctx context.Context, a Access) (Index, error) {
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return Index{}, err
+		return Index{}, transient.Network(err), err
 	}
 	defer func() {
 		// What is left of a body (an error's) is not read: the
@@ -193,17 +219,18 @@ func (c *Client) read(ctx context.Context, a Access) (Index, error) {
 	switch {
 	case resp.StatusCode == http.StatusNotModified && prev != nil:
 		c.keep(a.Key(), prev, false)
-		return prev.index, nil
+		return prev.index, false, nil
 	case resp.StatusCode != http.StatusOK:
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, bounded.MessageLength))
-		return Index{}, fmt.Errorf("%s: %s", resp.Status, bounded.Excerpt(string(msg), bounded.MessageLength))
+		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
+		return Index{}, retry, fmt.Errorf("%s: %s", resp.Status, bounded.Excerpt(string(msg), bounded.MessageLength))
 	}
 	ix, err := ParseIndex(resp.Body)
 	if err != nil {
-		return Index{}, err
+		return Index{}, transient.Network(err), err
 	}
 	c.keep(a.Key(), &cached{etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"), index: ix}, true)
-	return ix, nil
+	return ix, false, nil
 }
 
 // keep records e as the latest read of key, most recently used.

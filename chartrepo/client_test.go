@@ -3,6 +3,7 @@ package chartrepo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -155,6 +156,73 @@ func TestIndexBounds(t *testing.T) {
 			_, err = c.Index(ctx, a)
 			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %v, want %v (%q)", err, tt.want, tt.msg)
+			}
+		})
+	}
+}
+
+// TestIndexRetried: a 5xx, a connection reset and an answer cut short are
+// each retried within the read; a 404 is not, and a server failing every
+// time is asked three times, then reported.
+func TestIndexRetried(t *testing.T) {
+	tests := []struct {
+		name     string
+		faults   []string // what the first requests get: "500", "reset", "cut", "404"
+		wantErr  string
+		requests int32
+	}{
+		{name: "a 500 once", faults: []string{"500"}, requests: 2},
+		{name: "a reset once", faults: []string{"reset"}, requests: 2},
+		{name: "an answer cut short once", faults: []string{"cut"}, requests: 2},
+		{name: "a 404 is not retried", faults: []string{"404"}, wantErr: "404", requests: 1},
+		{name: "failing every time", faults: []string{"500", "500", "500", "500"}, wantErr: "500", requests: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				i := int(n.Add(1)) - 1
+				fault := ""
+				if i < len(tt.faults) {
+					fault = tt.faults[i]
+				}
+				switch fault {
+				case "500":
+					http.Error(w, "try again", http.StatusInternalServerError)
+				case "404":
+					http.NotFound(w, r)
+				case "reset", "cut":
+					conn, buf, err := w.(http.Hijacker).Hijack()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if fault == "cut" {
+						fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(helmIndex), helmIndex[:len(helmIndex)/2])
+						_ = buf.Flush()
+					}
+					_ = conn.Close()
+				default:
+					_, _ = w.Write([]byte(helmIndex))
+				}
+			}))
+			t.Cleanup(srv.Close)
+			c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd")
+			a, err := c.Session().Access(t.Context(), "argocd", "", srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ix, err := c.Index(t.Context(), a)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatal(err)
+			case tt.wantErr == "" && !slices.Equal(ix.Versions("podinfo"), []string{"6.5.1", "6.5.0"}):
+				t.Errorf("versions %v", ix.Versions("podinfo"))
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("error %v, want one naming %s", err, tt.wantErr)
+			}
+			if got := n.Load(); got != tt.requests {
+				t.Errorf("%d requests, want %d", got, tt.requests)
 			}
 		})
 	}
