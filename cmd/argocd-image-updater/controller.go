@@ -117,6 +117,12 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		c.startWatches,
 	} {
 		if err := step(ctx); err != nil {
+			if ctx.Err() != nil {
+				// Stopped while starting (SIGTERM before the first
+				// cycle): a requested stop, not a failure to start.
+				logger.Info("stopped while starting", "reason", context.Cause(ctx), "error", err)
+				return nil
+			}
 			return err
 		}
 	}
