@@ -147,4 +147,7 @@ func BenchmarkChartCycle(b *testing.B) {
 	}
 	b.ReportMetric(float64(reg.listings.Load())/float64(b.N), "oci-listings/cycle")
 	b.ReportMetric(float64(full.Load()+notModified.Load())/float64(b.N), "index-requests/cycle")
+	// The index is read whole once, then answered 304 by its ETag.
+	b.ReportMetric(float64(full.Load())*float64(len(body))/float64(b.N), "index-bytes/cycle")
+	b.ReportMetric(float64(len(body)), "index-bytes")
 }
