@@ -87,6 +87,7 @@ type Gate struct {
 	now       func() time.Time
 	writeGate func() error
 	poll      time.Duration
+	refOpts   func() []imageref.Option
 
 	// saveMu keeps the saves in the order of the changes they carry.
 	saveMu sync.Mutex
@@ -149,6 +150,15 @@ func WithPollInterval(d time.Duration) Option {
 // Application and at the end of each window.
 const DefaultPollInterval = 30 * time.Second
 
+// WithReferenceOptions gives the image reference options the cycle reads
+// Applications with (registries.conf's default registry and namespace).
+// An Application keeps the settings parsed with the last options asked,
+// so the gate asks with the same ones: else each of its looks would parse
+// a followed Application anew, and the next cycle again.
+func WithReferenceOptions(opts func() []imageref.Option) Option {
+	return func(g *Gate) { g.refOpts = opts }
+}
+
 // withClock replaces time.Now, for tests.
 func withClock(now func() time.Time) Option { return func(g *Gate) { g.now = now } }
 
@@ -172,6 +182,13 @@ func New(apps Applications, reverter Reverter, client dynamic.Interface, opts ..
 }
 
 var _ cycle.HealthGate = (*Gate)(nil)
+
+func (g *Gate) referenceOptions() []imageref.Option {
+	if g.refOpts == nil {
+		return nil
+	}
+	return g.refOpts()
+}
 
 func keyOf(app *application.Application) types.NamespacedName {
 	return types.NamespacedName{Namespace: app.Namespace, Name: app.Name}
@@ -534,7 +551,7 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 		var app *application.Application
 		if ok {
 			var err error
-			if app, err = snap.Application(); err != nil {
+			if app, err = snap.Application(g.referenceOptions()...); err != nil {
 				ok = false
 			}
 		}

@@ -245,6 +245,29 @@ func TestGateVerifies(t *testing.T) {
 	}
 }
 
+// TestGateReadsAsTheCycle: the gate reads Applications with the cycle's
+// reference options, so the settings the cycle parsed stay parsed.
+func TestGateReadsAsTheCycle(t *testing.T) {
+	opts := []imageref.Option{imageref.WithDefaultRegistry("registry.example.com")}
+	r := newRig(t)
+	r.gate.refOpts = func() []imageref.Option { return opts }
+	r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
+	snap, _ := r.apps.Get("argocd", "shop")
+	app, err := snap.Application(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.written(t, app, "1.0.0", "1.1.0", "")
+	r.gate.Evaluate(t.Context())
+	again, err := snap.Application(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &again.Settings.Images[0] != &app.Settings.Images[0] {
+		t.Error("the settings were parsed again after the gate read the Application")
+	}
+}
+
 // TestGateReverts: a version that breaks the Application is skipped,
 // durably, before it is written back; the Warning event names the
 // version, what Argo CD said and the revert; the metric counts it by

@@ -7,6 +7,7 @@ import (
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/healthgate"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 // healthGateOptions makes the health gate, which follows the versions
@@ -18,7 +19,8 @@ func (c *controller) healthGateOptions() []cycle.Option {
 	revert := healthgate.RevertFunc(func(ctx context.Context, r []cycle.Revert) []cycle.RevertResult { return c.updater.Revert(ctx, r) })
 	c.gate = healthgate.New(c.watcher, revert, c.dyn,
 		healthgate.WithEvents(c.recorder), healthgate.WithMetrics(c.gateMetrics),
-		healthgate.WithLogger(c.logger), healthgate.WithWriteGate(c.writeGate))
+		healthgate.WithLogger(c.logger), healthgate.WithWriteGate(c.writeGate),
+		healthgate.WithReferenceOptions(func() []imageref.Option { return c.conf.Current().ReferenceOptions() }))
 	c.watcher.OnUpdate(c.gate.OnUpdate)
 	return []cycle.Option{cycle.WithHealthGate(c.gate)}
 }
