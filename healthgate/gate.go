@@ -203,7 +203,11 @@ func (g *Gate) Load(apps []*application.Application, updaters []*api.ImageUpdate
 		byName[types.NamespacedName{Namespace: iu.Namespace, Name: iu.Name}] = iu
 	}
 	states := map[types.NamespacedName]*appState{}
+	var clears []types.NamespacedName
 	for _, app := range apps {
+		if app.Annotation(ClearAnnotation) != "" {
+			clears = append(clears, keyOf(app))
+		}
 		var st State
 		if app.ImageUpdater.Name == "" {
 			var err error
@@ -228,6 +232,9 @@ func (g *Gate) Load(apps []*application.Application, updaters []*api.ImageUpdate
 	}
 	g.mu.Lock()
 	g.states = states
+	for _, k := range clears {
+		g.clears[k] = true
+	}
 	n := g.following()
 	g.mu.Unlock()
 	g.metrics.following(n)
@@ -434,8 +441,10 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 	}
 	n := g.following()
 	owner := types.NamespacedName{}
+	follow := false
 	if st != nil {
 		owner = st.owner
+		follow = slices.ContainsFunc(st.Records, active)
 	}
 	if changed && owner.Name != "" {
 		g.unsaved[owner] = true
@@ -448,7 +457,9 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 	if owner.Name == "" {
 		g.save(ctx, key)
 	}
-	g.poke()
+	if follow {
+		g.poke()
+	}
 }
 
 // Flush saves the status of the ImageUpdaters whose Applications' records
@@ -477,7 +488,7 @@ func (g *Gate) OnUpdate(s *application.Snapshot) {
 	g.mu.Lock()
 	st := g.states[key]
 	look := clear || st != nil && slices.ContainsFunc(st.Records, active)
-	if clear && st == nil {
+	if clear {
 		g.clears[key] = true
 	}
 	g.mu.Unlock()
@@ -530,9 +541,15 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 	now := g.now()
 	next := now.Add(g.poll)
 	g.mu.Lock()
-	keys := make([]types.NamespacedName, 0, len(g.states)+len(g.clears))
-	for k := range g.states {
-		keys = append(keys, k)
+	// Only what can change: the versions followed, the saves to retry,
+	// the clears asked. The records kept only to tell a rollback (one per
+	// Application written) are read by the cycle, not here: looking at
+	// them at each write would cost writes × Applications written.
+	var keys []types.NamespacedName
+	for k, st := range g.states {
+		if st.dirty || slices.ContainsFunc(st.Records, active) || g.clears[k] {
+			keys = append(keys, k)
+		}
 	}
 	for k := range g.clears {
 		if g.states[k] == nil {

@@ -31,11 +31,13 @@ const image = "registry.example.com/team/api"
 type apps struct {
 	mu    sync.Mutex
 	snaps map[types.NamespacedName]*application.Snapshot
+	gets  int
 }
 
 func (a *apps) Get(namespace, name string) (*application.Snapshot, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.gets++
 	s, ok := a.snaps[types.NamespacedName{Namespace: namespace, Name: name}]
 	return s, ok
 }
@@ -72,6 +74,16 @@ func (a *apps) setSource(t *testing.T, name string, annotations map[string]strin
 		t.Fatal(err)
 	}
 	return app
+}
+
+// snapshot is the Application name as the watcher holds it.
+func (a *apps) snapshot(t *testing.T, name string) *application.Snapshot {
+	t.Helper()
+	s, ok := a.Get("argocd", name)
+	if !ok {
+		t.Fatalf("no Application %s", name)
+	}
+	return s
 }
 
 // argo is what Argo CD says: health, the images that run, the last sync.
@@ -265,6 +277,31 @@ func TestGateReadsAsTheCycle(t *testing.T) {
 	}
 	if &again.Settings.Images[0] != &app.Settings.Images[0] {
 		t.Error("the settings were parsed again after the gate read the Application")
+	}
+}
+
+// TestGateLooksAtFollowedOnly: the records kept of every write only to
+// tell a rollback neither wake the gate nor are read at each look; the
+// versions followed are.
+func TestGateLooksAtFollowedOnly(t *testing.T) {
+	r := newRig(t)
+	plain := map[string]string{"image-list": "app=" + image}
+	for i := range 50 {
+		app := r.apps.set(t, fmt.Sprintf("plain-%02d", i), plain, argo("Healthy", "1.0.0", nil))
+		r.written(t, app, "1.0.0", "1.1.0", "")
+	}
+	if len(r.gate.wake) != 0 {
+		t.Error("a write the gate does not follow woke it")
+	}
+	app := r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
+	r.written(t, app, "1.0.0", "1.1.0", "")
+	if len(r.gate.wake) != 1 {
+		t.Error("a write the gate follows did not wake it")
+	}
+	r.apps.gets = 0
+	r.gate.Evaluate(t.Context())
+	if r.apps.gets != 1 {
+		t.Errorf("a look read %d Applications, want the 1 followed", r.apps.gets)
 	}
 }
 
@@ -487,8 +524,8 @@ func TestGateClear(t *testing.T) {
 	r.gate.states[keyOf(app)] = st
 	r.gate.mu.Unlock()
 	with := map[string]string{"image-list": gated["image-list"], "health-gate-clear": "app:1.2.0, 1.1.0"}
-	r.gate.OnUpdate(application.SnapshotOf(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "shop", "namespace": "argocd"}}}))
 	app = r.apps.set(t, "shop", with, argo("Healthy", "1.0.0", nil))
+	r.gate.OnUpdate(r.apps.snapshot(t, "shop"))
 	r.gate.Evaluate(t.Context())
 	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{}).Versions; len(got) != 0 {
 		t.Errorf("app still skips %v", got)
@@ -640,6 +677,7 @@ func TestRollbackHoldLifted(t *testing.T) {
 		t.Fatalf("skipped %v, want 1.1.0 held", got)
 	}
 	r.apps.set(t, "shop", map[string]string{"image-list": "app=" + image, "health-gate-clear": "app:1.1.0"}, argo("Healthy", "1.0.0", nil))
+	r.gate.OnUpdate(r.apps.snapshot(t, "shop"))
 	r.gate.Evaluate(t.Context())
 	if got := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}).Versions; len(got) != 0 {
 		t.Fatalf("skipped %v after the hold was lifted", got)
