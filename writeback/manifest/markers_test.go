@@ -15,6 +15,7 @@ import (
 func TestSetMarkedImages(t *testing.T) {
 	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("ghcr.io/example/app")}, New: imageref.Version{Tag: "1.5.0"}}
 	web := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef("nginx")}, New: imageref.Version{Tag: "1.27", Digest: "sha256:" + strings.Repeat("a", 64)}}
+	num := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "num", Image: mustRef("example.com/num")}, New: imageref.Version{Tag: "1.10"}}
 	tests := []struct {
 		name, src, want string
 		changed         []string
@@ -40,13 +41,20 @@ func TestSetMarkedImages(t *testing.T) {
 			want:  "image: busybox:1 # {\"$imageupdater\": \"other\"}\r\nimage: ghcr.io/example/app:1.5.0 # {\"$imageupdater\": \"app\"}\r\n",
 			found: []string{"app"},
 		},
+		{
+			name:    "a version that would read as a number is quoted, unless it is already",
+			src:     "env:\n- value: 1.9 # {\"$imageupdater\": \"num:tag\"}\n- value: '1.9' # {\"$imageupdater\": \"num:tag\"}\n",
+			want:    "env:\n- value: \"1.10\" # {\"$imageupdater\": \"num:tag\"}\n- value: '1.10' # {\"$imageupdater\": \"num:tag\"}\n",
+			changed: []string{"num"},
+			found:   []string{"num"},
+		},
 		{name: "a marker after no value", src: "image: # {\"$imageupdater\": \"app\"}\n", err: "x.yaml:1: the marker comment follows no value"},
 		{name: "a marker on a key", src: "# {\"$imageupdater\": \"app\"}\n", err: "x.yaml:1: the marker comment follows no value"},
 		{name: "an unknown part", src: "image: a # {\"$imageupdater\": \"app:digest\"}\n", err: `x.yaml:1: marker "app:digest": want "app", "app:tag" or "app:name"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, found, changed, err := SetMarkedImages("x.yaml", []byte(tt.src), []writeback.ImageUpdate{app, web})
+			out, found, changed, err := SetMarkedImages("x.yaml", []byte(tt.src), []writeback.ImageUpdate{app, web, num})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error %v, want %q", err, tt.err)
@@ -63,7 +71,7 @@ func TestSetMarkedImages(t *testing.T) {
 			for _, c := range changed {
 				gotChanged = append(gotChanged, c.Alias)
 			}
-			for _, a := range []string{"app", "web"} {
+			for _, a := range []string{"app", "web", "num"} {
 				if found[a] {
 					gotFound = append(gotFound, a)
 				}
