@@ -431,10 +431,12 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 				edit.files[p] = out
 			}
 			for _, img := range changed.Images {
-				changedImages[img.Alias+"\x00"+img.Image.OriginalName()] = true
+				changedImages[imageID(img)] = true
 			}
 			if changed.Revision {
-				changedCharts[u.Charts[0].Alias+"\x00"+u.Charts[0].Chart] = true
+				for _, c := range u.Charts {
+					changedCharts[chartID(c)] = true
+				}
 			}
 			return true, nil
 		case !manifest.HasMarkers(content):
@@ -450,10 +452,10 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 			edit.files[p] = out
 		}
 		for _, img := range mc.ChangedImages {
-			changedImages[img.Alias+"\x00"+img.Image.OriginalName()] = true
+			changedImages[imageID(img)] = true
 		}
 		for _, c := range mc.ChangedCharts {
-			changedCharts[c.Alias+"\x00"+c.Chart] = true
+			changedCharts[chartID(c)] = true
 		}
 		return true, nil
 	})
@@ -465,7 +467,7 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 		if !defined && (img.Alias == "" || !markedImages[img.Alias]) {
 			missing = append(missing, unmarked("image", img.Alias, img.Key()))
 		}
-		if changedImages[img.Alias+"\x00"+img.Image.OriginalName()] {
+		if changedImages[imageID(img)] {
 			edit.changed = append(edit.changed, img)
 		}
 	}
@@ -473,7 +475,7 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 		if !defined && (c.Alias == "" || !markedCharts[c.Alias]) {
 			missing = append(missing, unmarked("chart", c.Alias, c.Key()))
 		}
-		if changedCharts[c.Alias+"\x00"+c.Chart] {
+		if changedCharts[chartID(c)] {
 			edit.charts = append(edit.charts, c)
 		}
 	}
@@ -489,6 +491,11 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 	}
 	return edit, nil
 }
+
+// imageID and chartID tell apart the images and charts of an update,
+// whose aliases may be empty.
+func imageID(img writeback.ImageUpdate) string { return img.Alias + "\x00" + img.Image.OriginalName() }
+func chartID(c writeback.ChartUpdate) string   { return c.Alias + "\x00" + c.Chart }
 
 // unmarked names an image or chart no marker names, and why when it has
 // no alias to be named by.
