@@ -29,6 +29,13 @@ package docs
 //	yaml manifest                 Kubernetes objects: every document has
 //	                              apiVersion, kind and metadata.name
 //	yaml kustomization            a kustomization or a patch: valid YAML
+//	yaml parent-values            an app-of-apps parent's values file with
+//	                              markers: the sample child argocd/web
+//	                              (image app to v0.0.2, chart web to
+//	                              1.1.0) is written into it by
+//	                              manifest.SetApplicationMarkers, which
+//	                              finds both; the next block must be
+//	                              "text written", equal to the result
 //	yaml values                   values for the Helm chart: every key it
 //	                              sets is a value of charts/argocd-image-
 //	                              updater/values.yaml (below a map that is
@@ -110,6 +117,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 )
 
 // block is one fenced code block of a Markdown file.
@@ -246,6 +254,14 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			err = checkYAMLDocuments(b)
 		case "yaml values":
 			err = checkHelmValues(b)
+		case "yaml parent-values":
+			exp, ok := next(i, "written")
+			if !ok {
+				err = errors.New(`a parent-values example must be followed by a "text written" block`)
+				break
+			}
+			i++
+			err = checkParentValues(b, exp)
 		case "json":
 			if !json.Valid([]byte(b.body)) {
 				err = errors.New("invalid JSON")
@@ -268,7 +284,7 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			// Output shown as is.
 		case "yaml distribution-config":
 			err = checkDistributionConfig(b)
-		case "text error", "text events", "text rendered", "text repositories":
+		case "text error", "text events", "text rendered", "text repositories", "text written":
 			err = errors.New("expectation block follows no block it belongs to")
 		default:
 			if source, ok := strings.CutPrefix(strings.TrimSpace(kind), "json webhook "); ok {
@@ -679,6 +695,28 @@ func checkManifest(b block) error {
 		if obj.GetAPIVersion() == "" || obj.GetKind() == "" || obj.GetName() == "" {
 			return errors.New("a Kubernetes object needs apiVersion, kind and metadata.name")
 		}
+	}
+	return nil
+}
+
+// checkParentValues writes the sample child's new image and chart version
+// into the values of an app-of-apps parent, as the git write-back does.
+func checkParentValues(b, written block) error {
+	img, err := imageref.Parse("123456789012.dkr.ecr.ap-northeast-1.amazonaws.com/eks-app")
+	if err != nil {
+		return err
+	}
+	images := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: img}, New: imageref.Version{Tag: "v0.0.2"}}}
+	charts := []writeback.ChartUpdate{{ChartSpec: settings.ChartSpec{Alias: "web", Chart: "web"}, New: "1.1.0"}}
+	def := manifest.ApplicationDefinition{Namespace: "argocd", Name: "web", DefaultNamespace: "argocd", Source: -1}
+	out, mc, err := manifest.SetApplicationMarkers("values.yaml", []byte(b.body), def, images, charts)
+	switch {
+	case err != nil:
+		return err
+	case !mc.Images["app"] || !mc.Charts["web"]:
+		return fmt.Errorf("the markers name image app %v and chart web %v of argocd/web; want both", mc.Images["app"], mc.Charts["web"])
+	case string(out) != written.body:
+		return fmt.Errorf("written:\n%s\nthe next block shows:\n%s", out, written.body)
 	}
 	return nil
 }

@@ -207,6 +207,47 @@ func TestCharts(t *testing.T) {
 		}
 	})
 
+	t.Run("app of apps: a Helm parent; the child's chart version committed to the parent's values file", func(t *testing.T) {
+		repo := startChartRepo(t)
+		repo.publish(t, "guestbook", "1.0.0", image)
+		// The parent chart emits an Application for each entry of its
+		// values; its template is no YAML, and names no child.
+		template := "{{- range $name, $app := .Values.apps }}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {{ $name }}\n  namespace: argocd\n  annotations:\n" +
+			"    " + settings.AnnotationPrefix + "chart-list: {{ $app.alias }}={{ $app.chart }}\n" +
+			"    " + settings.AnnotationPrefix + "write-back-method: git\n" +
+			"    " + settings.AnnotationPrefix + "write-back-target: app-of-apps\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: {{ $app.repoURL }}\n    chart: {{ $app.chart }}\n    targetRevision: {{ $app.version | quote }}\n" +
+			"  destination:\n    server: {{ $.Values.server }}\n    namespace: {{ $name }}\n" +
+			"  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n{{- end }}\n"
+		values := "# the platform's applications\nserver: " + testenv.InCluster + "\napps:\n  helm-child:\n    repoURL: " + repo.URL + "\n    chart: guestbook\n    alias: guestbook\n" +
+			"    version: 1.0.0 # {\"$imageupdater\": \"argocd/helm-child/guestbook\"} the chart's version\n"
+		w.git.CommitFiles(t, "deploy", "main", "add the platform chart", map[string]string{
+			"helm-apps/Chart.yaml":          "apiVersion: v2\nname: platform\nversion: 0.1.0\n",
+			"helm-apps/templates/apps.yaml": template,
+			"helm-apps/values.yaml":         values,
+		})
+		w.k.CreateNamespace(t, "helm-root")
+		w.k.CreateNamespace(t, "helm-child")
+		w.createAppSpec(t, "helm-root", map[string]any{"source": map[string]any{"repoURL": w.git.HTTPRepoURL("deploy"), "path": "helm-apps", "targetRevision": "main"}}, testenv.InCluster, nil)
+		w.waitCreated(t, "helm-child", "helm-root")
+		w.waitDeployed(t, "helm-child", "front", image+":1.0.0")
+
+		repo.publish(t, "guestbook", "1.1.0", image)
+		w.runOnce(t, "helm-child")
+		// The parent's sync, which the updater's refresh starts, renders
+		// the child with its new version.
+		w.waitDeployed(t, "helm-child", "front", image+":1.1.0")
+		if got, want := w.git.ReadFile(t, "deploy", "main", "helm-apps/values.yaml"), strings.Replace(values, "1.0.0 #", "1.1.0 #", 1); got != want {
+			t.Errorf("helm-apps/values.yaml after the write-back:\n%s\nwant\n%s", got, want)
+		}
+		if got := w.git.ReadFile(t, "deploy", "main", "helm-apps/templates/apps.yaml"); got != template {
+			t.Errorf("the template changed:\n%s", got)
+		}
+		if got := w.targetRevision(t, "helm-child", -1); got != "1.1.0" {
+			t.Errorf("targetRevision %s, want 1.1.0", got)
+		}
+	})
+
 	t.Run("an HTTP Helm repository; a constraint holds a chart back", func(t *testing.T) {
 		repo := startChartRepo(t)
 		repo.publish(t, "podinfo", "1.0.0", image)

@@ -29,6 +29,9 @@ const MaxValues = 50_000
 // ErrTooLarge is what errors for documents past the bound are (errors.Is).
 var ErrTooLarge = errors.New("too many values")
 
+// ErrInvalid is what errors for texts that are no YAML are (errors.Is).
+var ErrInvalid = errors.New("invalid YAML")
+
 // tooLarge is an error for a document past the bound: its message is the
 // whole story, and it is ErrTooLarge.
 type tooLarge struct{ msg string }
@@ -83,7 +86,7 @@ func Parse(name string, src []byte, opts ...Option) (*yaml.Node, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		return nil, fmt.Errorf("%s: invalid YAML: %w", name, err)
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrInvalid, err)
 	}
 	if err := CheckExpanded(name, &doc, opts...); err != nil {
 		return nil, err

@@ -86,3 +86,67 @@ func (e *gitEnv) testAppOfApps(t *testing.T) {
 		t.Errorf("intruder: %v", err)
 	}
 }
+
+// testAppOfAppsHelm: a parent that is a Helm chart emits its children
+// from its values; the child's chart version and image are written into
+// the values its values file marks with the child, the templates as they
+// were.
+func (e *gitEnv) testAppOfAppsHelm(t *testing.T) {
+	ns := e.argoNamespace(t, "app-of-apps-helm", true)
+	chart := "apiVersion: v2\nname: platform\nversion: 0.1.0\n"
+	template := "{{- range $name, $app := .Values.apps }}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {{ $name }}\n" +
+		"spec:\n  project: default\n  source:\n    repoURL: {{ $app.repoURL }}\n    chart: {{ $app.chart }}\n    targetRevision: {{ $app.version | quote }}\n" +
+		"    helm:\n      parameters:\n      - name: image\n        value: {{ $app.image }}\n" +
+		"  destination:\n    server: https://kubernetes.default.svc\n    namespace: {{ $name }}\n{{- end }}\n"
+	values := "# the platform's applications\napps:\n  web:\n    repoURL: https://charts.example.com\n    chart: web\n" +
+		"    version: 1.0.0 # {\"$imageupdater\": \"web/web\"} the chart's version\n" +
+		"    image: " + gitAppImage + ":v0.0.1 # {\"$imageupdater\": \"" + ns + "/web/app\"}\n"
+	files := map[string]string{"platform/Chart.yaml": chart, "platform/templates/apps.yaml": template, "platform/values.yaml": values}
+	url := e.repo(t, "app-of-apps-helm", files)
+
+	apps := e.dyn.Resource(application.Resource()).Namespace(ns)
+	create := func(obj map[string]any) {
+		t.Helper()
+		if _, err := apps.Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": map[string]any{"name": "platform", "namespace": ns},
+		"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": url, "path": "platform", "targetRevision": "main"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns}},
+		"status": map[string]any{"resources": []any{
+			map[string]any{"group": "argoproj.io", "version": "v1alpha1", "kind": "Application", "namespace": ns, "name": "web"},
+		}}})
+	src := application.Source{Index: -1, RepoURL: "https://charts.example.com", Chart: "web", TargetRevision: "1.0.0", Type: application.SourceHelm}
+	create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "web", "namespace": ns, "annotations": map[string]any{trackingAnnotation: "platform:argoproj.io/Application:" + ns + "/web"}},
+		"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": src.RepoURL, "chart": "web", "targetRevision": "1.0.0"},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "web"}}})
+
+	w := e.writer(t, ns, WithParents(NewKubeParents(e.dyn, ns)))
+	app := &application.Application{Namespace: ns, Name: "web", Project: "default", Sources: []application.Source{src}}
+	app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, Target: mustTarget("app-of-apps")}
+	change := writeback.Change{App: app, Source: src,
+		Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}},
+		Charts: []writeback.ChartUpdate{{ChartSpec: settings.ChartSpec{Alias: "web", Chart: "web"}, Old: "1.0.0", New: "1.1.0"}}}
+	results := w.Write(t.Context(), []writeback.Change{change})
+	if r := results[0]; r.Err != nil || !r.Written || r.ParentName != "platform" || len(r.Changed) != 1 || len(r.ChangedCharts) != 1 {
+		t.Fatalf("web: %+v", r)
+	}
+	want := strings.NewReplacer("1.0.0 #", "1.1.0 #", ":v0.0.1 #", ":v0.0.2 #").Replace(values)
+	if got := e.git.ReadFile(t, "app-of-apps-helm", "main", "platform/values.yaml"); got != want {
+		t.Errorf("platform/values.yaml:\n%s\nwant\n%s", got, want)
+	}
+	for _, p := range []string{"platform/Chart.yaml", "platform/templates/apps.yaml"} {
+		if got := e.git.ReadFile(t, "app-of-apps-helm", "main", p); got != files[p] {
+			t.Errorf("%s changed:\n%s", p, got)
+		}
+	}
+	if log := e.git.Log(t, "app-of-apps-helm", "main"); !strings.Contains(log[0].Body, "updates chart web version '1.0.0' to '1.1.0'") {
+		t.Errorf("commit message %q %q", log[0].Subject, log[0].Body)
+	}
+	// Written already: nothing more to commit.
+	if r := w.Write(t.Context(), []writeback.Change{change})[0]; r.Err != nil || r.Written {
+		t.Errorf("second write: %+v", r)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/repoyaml"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
@@ -392,8 +394,13 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 	return edit, nil
 }
 
-// planDefinition writes the images into the document that defines the
-// Application among the YAML files under dir, its parent's manifests.
+// planDefinition writes the images and the chart version into the
+// parent's manifests, the YAML files under dir: into the document that
+// defines the Application, or, where none does (a parent that is a Helm
+// chart, whose templates range over its values), into the values marked
+// with the Application (see manifest.SetApplicationMarkers). In a file
+// that holds the definition, its markers are not read. A Helm template,
+// which is seldom YAML, is passed over by the search for the definition.
 func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 	def := manifest.ApplicationDefinition{Namespace: u.Namespace, Name: u.Name, Source: u.SourceIndex, SourceType: u.SourceType}
 	parent := "its parent"
@@ -401,35 +408,111 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 		def.DefaultNamespace = cmp.Or(u.Parent.DestinationNamespace, u.Parent.Namespace)
 		parent = "its parent " + u.Parent.key()
 	}
-	var edit targetEdit
-	found := false
+	change := manifest.SourceChange{Images: u.Images}
+	if len(u.Charts) > 0 {
+		// A source deploys one chart.
+		change.Revision = u.Charts[0].New
+	}
+	edit := targetEdit{files: map[string][]byte{}}
+	defined := false
+	markedImages, markedCharts := map[string]bool{}, map[string]bool{}
+	changedImages, changedCharts := map[string]bool{}, map[string]bool{}
 	err := walkYAML(t, dir, "the definition of an Application", func(p string, content []byte) (bool, error) {
 		if !bytes.Contains(content, []byte(u.Name)) {
 			return true, nil
 		}
-		change := manifest.SourceChange{Images: u.Images}
-		if len(u.Charts) > 0 {
-			// A source deploys one chart.
-			change.Revision = u.Charts[0].New
-		}
 		out, ok, changed, err := manifest.SetApplicationSource(p, content, def, change)
-		if err != nil || !ok {
-			return err == nil, err
+		switch {
+		case err != nil && !(errors.Is(err, repoyaml.ErrInvalid) && bytes.Contains(content, []byte("{{"))):
+			return false, err
+		case ok:
+			defined = true
+			if len(changed.Images) > 0 || changed.Revision {
+				edit.files[p] = out
+			}
+			for _, img := range changed.Images {
+				changedImages[imageID(img)] = true
+			}
+			if changed.Revision {
+				for _, c := range u.Charts {
+					changedCharts[chartID(c)] = true
+				}
+			}
+			return true, nil
+		case !manifest.HasMarkers(content):
+			return true, nil
 		}
-		found = true
-		edit = targetEdit{path: p, content: out, changed: changed.Images}
-		if changed.Revision {
-			edit.charts = u.Charts
+		out, mc, err := manifest.SetApplicationMarkers(p, content, def, u.Images, u.Charts)
+		if err != nil {
+			return false, err
 		}
-		return false, nil
+		maps.Copy(markedImages, mc.Images)
+		maps.Copy(markedCharts, mc.Charts)
+		if len(mc.ChangedImages)+len(mc.ChangedCharts) > 0 {
+			edit.files[p] = out
+		}
+		for _, img := range mc.ChangedImages {
+			changedImages[imageID(img)] = true
+		}
+		for _, c := range mc.ChangedCharts {
+			changedCharts[chartID(c)] = true
+		}
+		return true, nil
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return targetEdit{}, err
-	case !found:
-		return targetEdit{}, fmt.Errorf("no YAML file under %s of %s's repository defines Application %s (kind Application, its name and namespace)", dir, parent, u.key())
+	}
+	var missing []string
+	for _, img := range u.Images {
+		if !defined && (img.Alias == "" || !markedImages[img.Alias]) {
+			missing = append(missing, unmarked("image", img.Alias, img.Key()))
+		}
+		if changedImages[imageID(img)] {
+			edit.changed = append(edit.changed, img)
+		}
+	}
+	for _, c := range u.Charts {
+		if !defined && (c.Alias == "" || !markedCharts[c.Alias]) {
+			missing = append(missing, unmarked("chart", c.Alias, c.Key()))
+		}
+		if changedCharts[chartID(c)] {
+			edit.charts = append(edit.charts, c)
+		}
+	}
+	d, _ := t.stat(dir)
+	if len(missing) > 0 {
+		return targetEdit{}, fmt.Errorf("no YAML file under %s of %s's repository defines Application %s (kind Application, its name and namespace) or marks its %s: add # {\"%s\": \"%s/<alias>\"} after the value in the parent's files (a Helm parent's values file), the image or chart named by its alias", d.path, parent, u.key(), strings.Join(missing, ", "), manifest.MarkerKey, markerApplication(def))
+	}
+	edit.path = d.path
+	if len(edit.files) == 1 {
+		for p, c := range edit.files {
+			edit.path, edit.content, edit.files = p, c, nil
+		}
 	}
 	return edit, nil
+}
+
+// imageID and chartID tell apart the images and charts of an update,
+// whose aliases may be empty.
+func imageID(img writeback.ImageUpdate) string { return img.Alias + "\x00" + img.Image.OriginalName() }
+func chartID(c writeback.ChartUpdate) string   { return c.Alias + "\x00" + c.Chart }
+
+// unmarked names an image or chart no marker names, and why when it has
+// no alias to be named by.
+func unmarked(what, alias, key string) string {
+	if alias == "" {
+		return what + " " + key + " (which has no alias: give it one in its list, <alias>=" + key + ")"
+	}
+	return what + " " + alias
+}
+
+// markerApplication is how a marker names the Application: without its
+// namespace when that is where the parent creates it.
+func markerApplication(def manifest.ApplicationDefinition) string {
+	if def.Namespace == def.DefaultNamespace {
+		return def.Name
+	}
+	return def.Namespace + "/" + def.Name
 }
 
 // planSourceOverrides edits, or creates (with its folders, as Argo CD

@@ -288,3 +288,112 @@ func TestPlanMarkers(t *testing.T) {
 		t.Errorf("too many entries: %v", err)
 	}
 }
+
+// An app-of-apps parent that is a Helm chart: its templates, which are no
+// YAML, are passed over by the search for the child's definition, and the
+// values its files mark with the child are written; a definition document
+// wins in its file; what neither a document nor a marker holds is an error
+// that names the marker to add.
+func TestPlanDefinitionHelmParent(t *testing.T) {
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/app")}, New: imageref.Version{Tag: "2.0.0"}}
+	guestbook := writeback.ChartUpdate{ChartSpec: settings.ChartSpec{Alias: "guestbook", Chart: "guestbook"}, Old: "1.0.0", New: "1.1.0"}
+	parent := &Parent{Namespace: "argocd", Name: "root", Path: "root", DestinationNamespace: "argocd"}
+	upd := func(charts []writeback.ChartUpdate, images ...writeback.ImageUpdate) update {
+		return update{Namespace: "argocd", Name: "child", SourcePath: "root", SourceIndex: -1, SourceType: application.SourceHelm,
+			Target: mustTarget("app-of-apps"), Parent: parent, Charts: charts, Images: images}
+	}
+	template := "{{- range $name, $app := .Values.apps }}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {{ $name }}\n" +
+		"spec:\n  source:\n    chart: {{ $app.chart }}\n    targetRevision: {{ $app.version | quote }}\n{{- end }}\n"
+	values := "apps:\n  child: # the guestbook\n    chart: guestbook\n    version: 1.0.0 # {\"$imageupdater\": \"child/guestbook\"}\n" +
+		"    image: example.com/app:1.0.0 # {\"$imageupdater\": \"child/app\"}\n"
+	definition := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: child\nspec:\n  source:\n    chart: guestbook\n    targetRevision: 1.0.0\n"
+	tests := []struct {
+		name   string
+		files  map[string]string
+		upd    update
+		want   map[string]string
+		images int
+		charts []string
+		err    string
+	}{
+		{
+			name:  "chart version and image in the values file",
+			files: map[string]string{"root/Chart.yaml": "apiVersion: v2\nname: root\nversion: 0.1.0\n", "root/templates/apps.yaml": template + "# child\n", "root/values.yaml": values},
+			upd:   upd([]writeback.ChartUpdate{guestbook}, app),
+			want: map[string]string{"root/values.yaml": "apps:\n  child: # the guestbook\n    chart: guestbook\n    version: 1.1.0 # {\"$imageupdater\": \"child/guestbook\"}\n" +
+				"    image: example.com/app:2.0.0 # {\"$imageupdater\": \"child/app\"}\n"},
+			images: 1, charts: []string{"guestbook"},
+		},
+		{
+			name:   "a template that names the child is passed over; the definition beside it is written",
+			files:  map[string]string{"root/a-templates/child.yaml": template + "# child\n", "root/child.yaml": definition},
+			upd:    upd([]writeback.ChartUpdate{guestbook}),
+			want:   map[string]string{"root/child.yaml": strings.Replace(definition, "1.0.0", "1.1.0", 1)},
+			charts: []string{"guestbook"},
+		},
+		{
+			name:   "the definition wins in its file",
+			files:  map[string]string{"root/child.yaml": strings.Replace(definition, "targetRevision: 1.0.0", "targetRevision: 1.0.0 # {\"$imageupdater\": \"child/guestbook:tag\"}", 1)},
+			upd:    upd([]writeback.ChartUpdate{guestbook}),
+			want:   map[string]string{"root/child.yaml": strings.Replace(definition, "targetRevision: 1.0.0", "targetRevision: 1.1.0 # {\"$imageupdater\": \"child/guestbook:tag\"}", 1)},
+			charts: []string{"guestbook"},
+		},
+		{
+			name:  "already written",
+			files: map[string]string{"root/values.yaml": strings.Replace(values, "1.0.0 #", "1.1.0 #", 1)},
+			upd:   upd([]writeback.ChartUpdate{guestbook}),
+			want:  map[string]string{},
+		},
+		{
+			name:  "an image no file marks",
+			files: map[string]string{"root/templates/apps.yaml": template, "root/values.yaml": strings.Replace(values, "child/app", "other/app", 1)},
+			upd:   upd([]writeback.ChartUpdate{guestbook}, app),
+			err:   `no YAML file under root of its parent argocd/root's repository defines Application argocd/child (kind Application, its name and namespace) or marks its image app: add # {"$imageupdater": "child/<alias>"} after the value`,
+		},
+		{
+			name:  "a chart without an alias",
+			files: map[string]string{"root/values.yaml": values},
+			upd:   upd([]writeback.ChartUpdate{{ChartSpec: settings.ChartSpec{Chart: "guestbook"}, New: "1.1.0"}}),
+			err:   "marks its chart guestbook (which has no alias: give it one in its list, <alias>=guestbook)",
+		},
+		{
+			name:  "a YAML file that does not parse, without a template, still fails",
+			files: map[string]string{"root/values.yaml": "child: [\n"},
+			upd:   upd([]writeback.ChartUpdate{guestbook}),
+			err:   "root/values.yaml: invalid YAML",
+		},
+		{
+			name:  "a chart marked with :tag",
+			files: map[string]string{"root/values.yaml": "\nv: 1.0.0 # {\"$imageupdater\": \"argocd/child/guestbook:tag\"}\n"},
+			upd:   upd([]writeback.ChartUpdate{guestbook}),
+			err:   `root/values.yaml:2: marker "argocd/child/guestbook:tag": guestbook is a chart`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			edit, err := planTarget(memoryTree(t, tt.files, nil), tt.upd)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			if len(edit.changed)+len(edit.charts) > 0 {
+				for p, c := range edit.contents() {
+					got[p] = string(c)
+				}
+			}
+			var charts []string
+			for _, c := range edit.charts {
+				charts = append(charts, c.Alias)
+			}
+			if !maps.Equal(got, tt.want) || len(edit.changed) != tt.images || fmt.Sprint(charts) != fmt.Sprint(tt.charts) {
+				t.Errorf("edit %q (images %d, charts %v), want %q (%d, %v)", got, len(edit.changed), charts, tt.want, tt.images, tt.charts)
+			}
+		})
+	}
+}

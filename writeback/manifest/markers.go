@@ -15,6 +15,11 @@ import (
 // whole reference, "<alias>:tag" for the version alone, "<alias>:name" for
 // the name alone. It follows the form of Flux's image setters
 // ({"$imagepolicy": ...}), whose users mark their manifests the same way.
+//
+// In the files of an app-of-apps parent, "<application>/<alias>" or
+// "<namespace>/<application>/<alias>" marks a value of a child
+// Application: one of its images, in the same three forms, or the version
+// of one of its charts (see SetApplicationMarkers).
 const MarkerKey = "$imageupdater"
 
 var markerRE = regexp.MustCompile(`#\s*\{\s*"\$imageupdater"\s*:\s*"([^"]*)"\s*\}`)
@@ -24,46 +29,161 @@ func HasMarkers(src []byte) bool { return bytes.Contains(src, []byte(`"`+MarkerK
 
 // SetMarkedImages writes the updates into the values that marker comments
 // name, as a text edit: only the value before each marker changes, its
-// quotes kept. A marker naming an alias that is not updated is left
-// alone. found lists the aliases marked in the file; changed the updates
-// that altered it.
+// quotes kept. A marker naming an alias that is not updated, or naming an
+// Application ("<application>/<alias>"), is left alone. found lists the
+// aliases marked in the file; changed the updates that altered it.
 func SetMarkedImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, found map[string]bool, changed []writeback.ImageUpdate, _ error) {
-	if err := repoyaml.CheckSize(name, src); err != nil {
+	byAlias := aliasesOf(images)
+	out, found, modified, err := setMarked(name, src, func(ref string) (string, string, bool, error) {
+		alias, part, _ := strings.Cut(ref, ":")
+		img, ok := byAlias[alias]
+		if !ok {
+			return "", "", false, nil
+		}
+		v, err := imageValue(img, ref, part)
+		return v, alias, true, err
+	})
+	if err != nil {
 		return nil, nil, nil, err
 	}
+	for _, img := range images {
+		if modified[img.Alias] {
+			changed = append(changed, img)
+		}
+	}
+	return out, found, changed, nil
+}
+
+// MarkedChange is what SetApplicationMarkers found and wrote: the aliases
+// of images and of charts marked in the file, and the updates that
+// altered it.
+type MarkedChange struct {
+	Images, Charts map[string]bool
+	ChangedImages  []writeback.ImageUpdate
+	ChangedCharts  []writeback.ChartUpdate
+}
+
+// SetApplicationMarkers writes the images and chart versions of the child
+// Application def into the values its parent's files mark with
+// # {"$imageupdater": "<application>/<alias>"} (the child in
+// def.DefaultNamespace, where Argo CD creates an Application whose
+// manifest names no namespace) or "<namespace>/<application>/<alias>":
+// an image alias as SetMarkedImages writes it (":tag" and ":name"
+// included), a chart alias as the chart's new version. It is a text edit
+// of the values before the markers, as SetMarkedImages; markers of other
+// Applications, and those naming no Application, are left alone.
+func SetApplicationMarkers(name string, src []byte, def ApplicationDefinition, images []writeback.ImageUpdate, charts []writeback.ChartUpdate) (out []byte, _ MarkedChange, _ error) {
+	byAlias := aliasesOf(images)
+	chartByAlias := map[string]writeback.ChartUpdate{}
+	for _, c := range charts {
+		if c.Alias != "" {
+			chartByAlias[c.Alias] = c
+		}
+	}
+	isChart := map[string]bool{}
+	out, found, modified, err := setMarked(name, src, func(ref string) (string, string, bool, error) {
+		parts := strings.Split(ref, "/")
+		ns := def.DefaultNamespace
+		switch len(parts) {
+		case 2:
+		case 3:
+			ns = parts[0]
+		default:
+			return "", "", false, nil
+		}
+		if parts[len(parts)-2] != def.Name || ns != def.Namespace {
+			return "", "", false, nil
+		}
+		alias, part, _ := strings.Cut(parts[len(parts)-1], ":")
+		if img, ok := byAlias[alias]; ok {
+			v, err := imageValue(img, ref, part)
+			return v, alias, true, err
+		}
+		c, ok := chartByAlias[alias]
+		if !ok {
+			return "", "", false, nil
+		}
+		isChart[alias] = true
+		if part != "" {
+			return "", "", false, fmt.Errorf("marker %q: %s is a chart, whose version is written whole: want %q", ref, alias, strings.TrimSuffix(ref, ":"+part))
+		}
+		return c.New, alias, true, nil
+	})
+	if err != nil {
+		return nil, MarkedChange{}, err
+	}
+	mc := MarkedChange{Images: map[string]bool{}, Charts: map[string]bool{}}
+	for a := range found {
+		if isChart[a] {
+			mc.Charts[a] = true
+		} else {
+			mc.Images[a] = true
+		}
+	}
+	for _, img := range images {
+		if img.Alias != "" && modified[img.Alias] && !isChart[img.Alias] {
+			mc.ChangedImages = append(mc.ChangedImages, img)
+		}
+	}
+	for _, c := range charts {
+		if c.Alias != "" && modified[c.Alias] && isChart[c.Alias] {
+			mc.ChangedCharts = append(mc.ChangedCharts, c)
+		}
+	}
+	return out, mc, nil
+}
+
+func aliasesOf(images []writeback.ImageUpdate) map[string]writeback.ImageUpdate {
 	byAlias := map[string]writeback.ImageUpdate{}
 	for _, img := range images {
 		if img.Alias != "" {
 			byAlias[img.Alias] = img
 		}
 	}
+	return byAlias
+}
+
+// imageValue is what a marker ref, of part "" (the whole reference),
+// "tag" or "name", writes of an image.
+func imageValue(img writeback.ImageUpdate, ref, part string) (string, error) {
+	switch part {
+	case "":
+		return img.Written(), nil
+	case "tag":
+		return img.New.String(), nil
+	case "name":
+		return img.Image.OriginalName(), nil
+	}
+	whole := strings.TrimSuffix(ref, ":"+part)
+	return "", fmt.Errorf("marker %q: want %q, %q or %q", ref, whole, whole+":tag", whole+":name")
+}
+
+// setMarked replaces the value before each marker comment of src that
+// value resolves: value returns what to write and the alias it counts
+// for, or ok false to leave the marker alone. found holds the aliases of
+// the markers resolved, modified those whose value changed. Errors are
+// named file:line.
+func setMarked(name string, src []byte, value func(ref string) (v, alias string, ok bool, err error)) (out []byte, found, modified map[string]bool, _ error) {
+	if err := repoyaml.CheckSize(name, src); err != nil {
+		return nil, nil, nil, err
+	}
 	found = map[string]bool{}
-	modified := map[string]bool{}
+	modified = map[string]bool{}
 	lines := strings.SplitAfter(string(src), "\n")
 	for i, line := range lines {
 		m := markerRE.FindStringSubmatchIndex(line)
 		if m == nil {
 			continue
 		}
-		ref := line[m[2]:m[3]]
-		alias, part, _ := strings.Cut(ref, ":")
-		img, ok := byAlias[alias]
+		v, alias, ok, err := value(line[m[2]:m[3]])
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s:%d: %w", name, i+1, err)
+		}
 		if !ok {
 			continue
 		}
 		found[alias] = true
-		var value string
-		switch part {
-		case "":
-			value = img.Written()
-		case "tag":
-			value = img.New.String()
-		case "name":
-			value = img.Image.OriginalName()
-		default:
-			return nil, nil, nil, fmt.Errorf("%s:%d: marker %q: want %q, %q or %q", name, i+1, ref, alias, alias+":tag", alias+":name")
-		}
-		edited, err := replaceMarkedValue(line, m[0], value)
+		edited, err := replaceMarkedValue(line, m[0], v)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s:%d: %w", name, i+1, err)
 		}
@@ -72,19 +192,16 @@ func SetMarkedImages(name string, src []byte, images []writeback.ImageUpdate) (o
 			modified[alias] = true
 		}
 	}
-	for _, img := range images {
-		if modified[img.Alias] {
-			changed = append(changed, img)
-		}
+	if len(modified) == 0 {
+		return src, found, modified, nil
 	}
-	if len(changed) == 0 {
-		return src, found, nil, nil
-	}
-	return []byte(strings.Join(lines, "")), found, changed, nil
+	return []byte(strings.Join(lines, "")), found, modified, nil
 }
 
 // replaceMarkedValue replaces the scalar before the marker at col: the
-// last word of "key: value" or "- value", quoted or not.
+// last word of "key: value" or "- value", quoted or not. Unquoted, a value
+// that YAML would read as no string (a number such as 1.10, a boolean) is
+// quoted, as the targetRevision edit does.
 func replaceMarkedValue(line string, col int, value string) (string, error) {
 	before := strings.TrimRight(line[:col], " \t")
 	start := strings.LastIndexAny(before, " \t") + 1
@@ -93,11 +210,13 @@ func replaceMarkedValue(line string, col int, value string) (string, error) {
 	if word == "" || word == "-" || strings.HasSuffix(word, ":") || !(strings.HasSuffix(lead, ":") || strings.HasSuffix(lead, "-")) {
 		return "", fmt.Errorf("the marker comment follows no value: it goes after \"image: <value>\" or \"- <value>\" on the same line")
 	}
-	quote := ""
+	var quote byte
 	if q := word[0]; (q == '"' || q == '\'') && len(word) > 1 && word[len(word)-1] == q {
-		quote = string(q)
+		quote = q
 	}
-	// An image reference starts with a letter or digit and holds no space,
-	// so it is a plain scalar as it is.
-	return before[:start] + quote + value + quote + line[len(before):], nil
+	r, err := renderString(value, quote)
+	if err != nil {
+		return "", err
+	}
+	return before[:start] + r + line[len(before):], nil
 }
