@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/pem"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/image-updater/argocd-image-updater/healthgate"
 )
 
 // counter is a set of named counts, safe for concurrent use.
@@ -239,9 +243,16 @@ func startKubeProxy(t testing.TB, admin *rest.Config) *kubeProxy {
 			kind := kubeRequestKind(r.In.Method, r.In.URL)
 			if kind == "patch applications" && strings.HasPrefix(r.In.Header.Get("Content-Type"), "application/merge-patch+json") {
 				// The refresh after a git write-back, which sets Argo
-				// CD's refresh annotation; the argocd write-back sends
-				// JSON patches.
+				// CD's refresh annotation, or the save of the record
+				// kept of a write (health gate, rollbacks); the argocd
+				// write-back sends JSON patches.
 				kind = "refresh applications"
+				if body, err := io.ReadAll(io.LimitReader(r.In.Body, 1<<20)); err == nil {
+					r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+					if bytes.Contains(body, []byte(healthgate.StateAnnotation)) {
+						kind = "save write records"
+					}
+				}
 			}
 			p.count.add(kind, 1)
 		},

@@ -477,7 +477,7 @@ func (r *report) targets(p func(string, ...any)) {
 				if patches != int64(ph.Expect.Patched) {
 					ok = false
 				}
-				parts = append(parts, fmt.Sprintf("%s %s: %d patches for %d changed Applications, %d lists", s.Size.Name, ph.Name, patches, ph.Expect.Patched, lists))
+				parts = append(parts, fmt.Sprintf("%s %s: %d patches for %d changed Applications, %d saves of write records for %d Applications written, %d lists", s.Size.Name, ph.Name, patches, ph.Expect.Patched, ph.Kube["save write records"], ph.Expect.Patched+ph.Expect.GitChanged, lists))
 			default:
 				if patches != 0 {
 					ok = false
@@ -499,7 +499,7 @@ func (r *report) targets(p func(string, ...any)) {
 		sort.Strings(listed)
 		miss = "(" + strings.Join(listed, "; ") + ")"
 	}
-	p("| Kubernetes API: no list per cycle, one patch per changed Application (the first git write after start lists the repository Secrets, kept 3 minutes) | %s | %s |", strings.Join(parts, "; "), result(ok, miss))
+	p("| Kubernetes API: no list per cycle, one patch per changed Application, and one save of the record of each write, which tells a rollback by someone else (the first git write after start lists the repository Secrets, kept 3 minutes) | %s | %s |", strings.Join(parts, "; "), result(ok, miss))
 
 	// Git: the first write after start also fills the fresh clone; the
 	// target is about the cost of a write, so the second one counts.
