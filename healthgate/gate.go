@@ -101,6 +101,9 @@ type Gate struct {
 	// of n records n times.
 	unsaved map[types.NamespacedName]bool
 	wake    chan struct{}
+	// swept is when the records of Applications since deleted were last
+	// looked for, once per poll interval.
+	swept time.Time
 }
 
 // appState is the State of one Application, with what the gate keeps of
@@ -545,11 +548,18 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 	// the clears asked. The records kept only to tell a rollback (one per
 	// Application written) are read by the cycle, not here: looking at
 	// them at each write would cost writes × Applications written.
-	var keys []types.NamespacedName
+	var keys, kept []types.NamespacedName
+	sweep := !now.Before(g.swept.Add(g.poll))
 	for k, st := range g.states {
-		if st.dirty || slices.ContainsFunc(st.Records, active) || g.clears[k] {
+		switch {
+		case st.dirty || slices.ContainsFunc(st.Records, active) || g.clears[k]:
 			keys = append(keys, k)
+		case sweep:
+			kept = append(kept, k)
 		}
+	}
+	if sweep {
+		g.swept = now
 	}
 	for k := range g.clears {
 		if g.states[k] == nil {
@@ -561,6 +571,13 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
+
+	for _, key := range kept {
+		// Deleted: its records go, from the ImageUpdater's status too.
+		if _, ok := g.apps.Get(key.Namespace, key.Name); !ok {
+			g.forget(ctx, key)
+		}
+	}
 
 	var reverts []pendingRevert
 	for _, key := range keys {

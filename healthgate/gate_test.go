@@ -281,8 +281,9 @@ func TestGateReadsAsTheCycle(t *testing.T) {
 }
 
 // TestGateLooksAtFollowedOnly: the records kept of every write only to
-// tell a rollback neither wake the gate nor are read at each look; the
-// versions followed are.
+// tell a rollback neither wake the gate nor are read at each look (only
+// once a poll interval, to forget the Applications deleted); the versions
+// followed are.
 func TestGateLooksAtFollowedOnly(t *testing.T) {
 	r := newRig(t)
 	plain := map[string]string{"image-list": "app=" + image}
@@ -293,6 +294,16 @@ func TestGateLooksAtFollowedOnly(t *testing.T) {
 	if len(r.gate.wake) != 0 {
 		t.Error("a write the gate does not follow woke it")
 	}
+	// Once a poll interval, the look tells whether those Applications
+	// are still there, and forgets those deleted.
+	r.apps.mu.Lock()
+	delete(r.apps.snaps, types.NamespacedName{Namespace: "argocd", Name: "plain-00"})
+	r.apps.mu.Unlock()
+	r.gate.Evaluate(t.Context())
+	if r.apps.gets != 50 || r.gate.states[types.NamespacedName{Namespace: "argocd", Name: "plain-00"}] != nil || len(r.gate.states) != 49 {
+		t.Errorf("the sweep read %d Applications and kept %d states, want 50 read and the deleted one forgotten", r.apps.gets, len(r.gate.states))
+	}
+
 	app := r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
 	r.written(t, app, "1.0.0", "1.1.0", "")
 	if len(r.gate.wake) != 1 {
@@ -301,7 +312,13 @@ func TestGateLooksAtFollowedOnly(t *testing.T) {
 	r.apps.gets = 0
 	r.gate.Evaluate(t.Context())
 	if r.apps.gets != 1 {
-		t.Errorf("a look read %d Applications, want the 1 followed", r.apps.gets)
+		t.Errorf("a look within the poll interval read %d Applications, want the 1 followed", r.apps.gets)
+	}
+	r.now = r.now.Add(DefaultPollInterval)
+	r.apps.gets = 0
+	r.gate.Evaluate(t.Context())
+	if r.apps.gets != 50 {
+		t.Errorf("a look a poll interval later read %d Applications, want the 1 followed and the 49 kept", r.apps.gets)
 	}
 }
 
