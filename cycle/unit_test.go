@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/application"
@@ -309,5 +310,41 @@ func TestNewChecksOptions(t *testing.T) {
 	}
 	if _, err := New(nil, nil, nil, WithMaxConcurrency(1), WithImageTimeout(time.Second)); err != nil {
 		t.Errorf("valid options refused: %v", err)
+	}
+}
+
+// TestNotWrittenCounted: changes whose write cannot start (this replica
+// does not hold the Lease) are no error, but the summary counts them, so
+// that whoever ran the check can run it again.
+func TestNotWrittenCounted(t *testing.T) {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "web", "namespace": "argocd", "annotations": map[string]any{
+			"argocd-image-updater.argoproj.io/chart-list":        "c=web:^1",
+			"argocd-image-updater.argoproj.io/write-back-method": "argocd",
+		}},
+		"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": "oci://registry.example.com/charts", "chart": "web", "targetRevision": "1.0.0"}},
+	}}
+	app, err := application.FromUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		gate       error
+		sent       int64
+		notWritten int
+	}{
+		{"writes", nil, 1, 0},
+		{"no Lease", errors.New("this replica does not hold the leader Lease"), 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &benchWriter{}
+			u := mustNew(t, benchApps{app}, &benchRegistry{tags: []string{"1.0.0", "1.1.0"}}, w, WithWriteGate(func() error { return tc.gate }))
+			sum := u.RunOnce(t.Context())
+			if w.changes.Load() != tc.sent || sum.NotWritten != tc.notWritten || sum.Errors != 0 {
+				t.Errorf("%d changes sent, summary %+v; want %d sent, %d not written, no error", w.changes.Load(), sum, tc.sent, tc.notWritten)
+			}
+		})
 	}
 }

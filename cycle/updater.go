@@ -220,8 +220,12 @@ type Summary struct {
 	Skipped       int
 	Updated       int
 	Errors        int
-	TagListings   int
-	Duration      time.Duration
+	// NotWritten counts the Applications whose changes were not written
+	// because no write could start (this replica lost its Lease, the run
+	// was stopped): no failure of theirs, but nothing was written.
+	NotWritten  int
+	TagListings int
+	Duration    time.Duration
 	// Trigger is what asked for a targeted check (CheckRepositories);
 	// empty for a cycle.
 	Trigger string

@@ -55,7 +55,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 	}
 	if err := u.mayWrite(ctx); err != nil {
 		for _, au := range updates {
-			u.notWritten(au, err)
+			r.notWritten(au, err)
 		}
 		return failed(err)
 	}
@@ -82,7 +82,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 	for i, res := range results {
 		au := updates[i]
 		if errors.Is(res.Err, writeback.ErrWriteNotStarted) {
-			u.notWritten(au, res.Err)
+			r.notWritten(au, res.Err)
 			continue
 		}
 		// A failure of a whole batch is logged once; each Application
@@ -148,9 +148,11 @@ func (u *Updater) writeContext(ctx context.Context) context.Context {
 }
 
 // notWritten records changes whose write was not started. That is no
-// failure of the Application: no error is counted and no event recorded.
-func (u *Updater) notWritten(au *appUpdate, err error) {
-	u.logger.Info("changes not written", "application", au.app.Key(), "images", len(au.changes), "reason", err)
+// failure of the Application: no error is counted and no event recorded;
+// the summary counts them, for whoever runs the check to run it again.
+func (r *run) notWritten(au *appUpdate, err error) {
+	r.sum.NotWritten++
+	r.u.logger.Info("changes not written", "application", au.app.Key(), "images", len(au.changes), "reason", err)
 }
 
 func (u *Updater) logChanges(au *appUpdate) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -469,7 +470,7 @@ func controllerWork(o *runOptions, updater *cycle.Updater, d *webhook.Dispatcher
 			checks.Go(func() { d.Run(ctx) })
 		}
 		if changes != nil {
-			checks.Go(func() { checkChangedImageUpdaters(ctx, updater, changes) })
+			checks.Go(func() { checkChangedImageUpdaters(ctx, updater, changes, o.onChangeOnly) })
 		}
 		if o.onChangeOnly {
 			updater.RunOnce(ctx)
@@ -487,17 +488,55 @@ type imageUpdaterChanges interface {
 	TakeChanged() []types.NamespacedName
 }
 
+// imageUpdaterChecker checks the Applications of some ImageUpdaters
+// (cycle.Updater).
+type imageUpdaterChecker interface {
+	CheckImageUpdaters(ctx context.Context, names []types.NamespacedName, trigger string) cycle.Summary
+}
+
+// How long after a check that failed or could not write it is run again,
+// doubling up to the most, when no cycle follows to do it.
+const (
+	firstRecheck = 5 * time.Second
+	maxRecheck   = 5 * time.Minute
+)
+
 // checkChangedImageUpdaters checks the Applications of each ImageUpdater
 // when it is created or its spec changes, as the v1.x line reconciles a
 // resource then, rather than at the next cycle; those changed while a
-// check runs are checked together after it.
-func checkChangedImageUpdaters(ctx context.Context, updater *cycle.Updater, changes imageUpdaterChanges) {
+// check runs are checked together after it. With recheck (no cycles run),
+// a check that met an error or could not write (this replica did not hold
+// the Lease at that moment) is run again after a backoff, as the v1.x
+// line requeues a resource whose reconcile failed: nothing else would.
+func checkChangedImageUpdaters(ctx context.Context, updater imageUpdaterChecker, changes imageUpdaterChanges, recheck bool) {
+	var again []types.NamespacedName
+	var timer <-chan time.Time
+	wait := firstRecheck
 	for {
+		var names []types.NamespacedName
+		trigger := "an ImageUpdater was created or changed"
 		select {
 		case <-ctx.Done():
 			return
 		case <-changes.Changed():
-			updater.CheckImageUpdaters(ctx, changes.TakeChanged(), "an ImageUpdater was created or changed")
+			names = changes.TakeChanged()
+		case <-timer:
+			trigger = "the last check of these ImageUpdaters failed or could not write"
+		}
+		for _, n := range again {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		sum := updater.CheckImageUpdaters(ctx, names, trigger)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case recheck && (sum.Errors > 0 || sum.NotWritten > 0):
+			again, timer = names, time.After(wait)
+			wait = min(2*wait, maxRecheck)
+		default:
+			again, timer, wait = nil, nil, firstRecheck
 		}
 	}
 }
