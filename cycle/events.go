@@ -119,13 +119,19 @@ func (e *EventReporter) imagesUpdated(app *application.Application, changed []wr
 	for _, c := range changed {
 		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Image.OriginalName(), c.Old, c.New))
 	}
+	e.recorder.AnnotatedEventf(app.Object(), imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
+		"%s", updatedMessage("image", lines, trigger))
+}
+
+// updatedMessage is the message of an update event: what was updated,
+// one line each, and the trigger of the targeted check, if any.
+func updatedMessage(what string, lines []string, trigger string) string {
 	sort.Strings(lines)
 	after := ""
 	if trigger != "" {
 		after = " after " + trigger
 	}
-	e.recorder.AnnotatedEventf(app.Object(), imagesUpdatedAnnotations(changed), corev1.EventTypeNormal, ReasonImagesUpdated,
-		"%s", truncate(fmt.Sprintf("updated %d image(s)%s: %s", len(changed), after, strings.Join(lines, "; "))))
+	return truncate(fmt.Sprintf("updated %d %s(s)%s: %s", len(lines), what, after, strings.Join(lines, "; ")))
 }
 
 // chartsUpdated reports the charts of a write-back.
@@ -137,13 +143,7 @@ func (e *EventReporter) chartsUpdated(app *application.Application, changed []wr
 	for _, c := range changed {
 		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Chart, c.Old, c.New))
 	}
-	sort.Strings(lines)
-	after := ""
-	if trigger != "" {
-		after = " after " + trigger
-	}
-	e.recorder.Eventf(app.Object(), corev1.EventTypeNormal, ReasonChartsUpdated,
-		"%s", truncate(fmt.Sprintf("updated %d chart(s)%s: %s", len(changed), after, strings.Join(lines, "; "))))
+	e.recorder.Event(app.Object(), corev1.EventTypeNormal, ReasonChartsUpdated, updatedMessage("chart", lines, trigger))
 }
 
 // imagesUpdatedAnnotations are the annotations Argo CD Image Updater set on
