@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +25,11 @@ const DefaultMaxIndexSize = 128 << 20
 // repository and credentials.
 const DefaultMaxCached = 1000
 
+// maxCachedVersions bounds the versions of all the indexes kept together
+// (some tens of MiB): each may hold MaxVersions, and the repositories
+// are named by tenants, so a count of indexes alone bounds nothing.
+const maxCachedVersions = 2 * MaxVersions
+
 // Client reads Helm repository indexes, keeping each with its ETag (or
 // Last-Modified) for the next read. It is safe for concurrent use.
 type Client struct {
@@ -33,20 +38,23 @@ type Client struct {
 	namespace string
 	maxIndex  int64
 	maxCached int
-	timeout   time.Duration
+	// maxVersions bounds the versions of the indexes kept together.
+	maxVersions int
+	timeout     time.Duration
 
 	calls coalesce.Group[Index]
 	mu    sync.Mutex
 	cache map[string]*cached
 	// order is the keys of cache, least recently used first.
 	order []string
-	// stats count what Index did, for tests and benchmarks.
-	fetched, notModified int
+	// versions counts the versions of the indexes in cache.
+	versions int
 }
 
 type cached struct {
 	etag, lastModified string
 	index              Index
+	versions           int
 }
 
 // Option configures a Client.
@@ -68,7 +76,7 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
 	c := &Client{
 		secrets: secrets, projects: projects, namespace: argoCDNamespace,
-		maxIndex: DefaultMaxIndexSize, maxCached: DefaultMaxCached, timeout: 2 * time.Minute,
+		maxIndex: DefaultMaxIndexSize, maxCached: DefaultMaxCached, maxVersions: maxCachedVersions, timeout: 2 * time.Minute,
 		cache: map[string]*cached{},
 	}
 	for _, opt := range opts {
@@ -218,47 +226,51 @@ func (c *Client) readOnce(ctx context.Context, a Access) (_ Index, retry bool, _
 	}()
 	switch {
 	case resp.StatusCode == http.StatusNotModified && prev != nil:
-		c.keep(a.Key(), prev, false)
+		c.keep(a.Key(), prev)
 		return prev.index, false, nil
 	case resp.StatusCode != http.StatusOK:
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, bounded.MessageLength))
+		// The body is not quoted: the answer of whatever host a tenant
+		// names is not read back to the tenant, as for registries.
 		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
-		return Index{}, retry, fmt.Errorf("%s: %s", resp.Status, bounded.Excerpt(string(msg), bounded.MessageLength))
+		return Index{}, retry, fmt.Errorf("answered %s", bounded.Excerpt(resp.Status, bounded.MessageLength))
 	}
 	ix, err := ParseIndex(resp.Body)
 	if err != nil {
 		return Index{}, transient.Network(err), err
 	}
-	c.keep(a.Key(), &cached{etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"), index: ix}, true)
+	n := 0
+	for _, v := range ix.Charts {
+		n += len(v)
+	}
+	c.keep(a.Key(), &cached{etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"), index: ix, versions: n})
 	return ix, false, nil
 }
 
-// keep records e as the latest read of key, most recently used.
-func (c *Client) keep(key string, e *cached, fetched bool) {
+// keep records e as the latest read of key, most recently used, and
+// drops the least recently used beyond the bounds.
+func (c *Client) keep(key string, e *cached) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if fetched {
-		c.fetched++
-	} else {
-		c.notModified++
-	}
+	c.drop(key)
 	if e.etag == "" && e.lastModified == "" {
 		// Nothing to ask with next time.
-		delete(c.cache, key)
 		return
-	}
-	if _, ok := c.cache[key]; ok {
-		for i, k := range c.order {
-			if k == key {
-				c.order = append(c.order[:i], c.order[i+1:]...)
-				break
-			}
-		}
 	}
 	c.cache[key] = e
 	c.order = append(c.order, key)
-	for len(c.order) > c.maxCached {
-		delete(c.cache, c.order[0])
-		c.order = c.order[1:]
+	c.versions += e.versions
+	for len(c.order) > c.maxCached || c.versions > c.maxVersions {
+		c.drop(c.order[0])
 	}
+}
+
+// drop forgets key; the caller holds c.mu.
+func (c *Client) drop(key string) {
+	e, ok := c.cache[key]
+	if !ok {
+		return
+	}
+	delete(c.cache, key)
+	c.versions -= e.versions
+	c.order = slices.DeleteFunc(c.order, func(k string) bool { return k == key })
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -107,8 +109,8 @@ func TestIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Index(ctx, a); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") {
-		t.Errorf("error %v, want the server's 401 and no password", err)
+	if _, err := c.Index(ctx, a); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") || strings.Contains(err.Error(), "who are you") {
+		t.Errorf("error %v, want the server's 401, not its answer's body, and no password", err)
 	}
 	if _, err := s.Access(ctx, "argocd", "narrow", url); !errors.Is(err, gitauth.ErrNotPermitted) {
 		t.Errorf("error %v, want not permitted by the AppProject", err)
@@ -118,6 +120,48 @@ func TestIndex(t *testing.T) {
 	}
 	if _, err := s.Access(ctx, "argocd", "", "http://user:pw@"+strings.TrimPrefix(url, "http://")); err == nil || strings.Contains(err.Error(), "pw") {
 		t.Errorf("error %v, want a refusal without the password", err)
+	}
+}
+
+// TestIndexCacheBound: the indexes kept between cycles are bounded by
+// their versions all together, the least recently used dropped first: a
+// dropped one is read whole again.
+func TestIndexCacheBound(t *testing.T) {
+	var full sync.Map // path → *atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		if r.Header.Get("If-None-Match") == `"v1"` {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		n, _ := full.LoadOrStore(r.URL.Path, new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+		_, _ = w.Write([]byte(helmIndex)) // 4 versions
+	}))
+	t.Cleanup(srv.Close)
+	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd")
+	c.maxVersions = 8
+	read := func(repo string) {
+		t.Helper()
+		a, err := c.Session().Access(t.Context(), "argocd", "", srv.URL+"/"+repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Index(t.Context(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, repo := range []string{"a", "b", "a", "c", "a", "b"} {
+		read(repo)
+	}
+	// a, b kept; c drops b (a was used since); a is kept; b drops c.
+	got := map[string]int32{}
+	full.Range(func(k, v any) bool { got[k.(string)] = v.(*atomic.Int32).Load(); return true })
+	if want := map[string]int32{"/a/index.yaml": 1, "/b/index.yaml": 2, "/c/index.yaml": 1}; !maps.Equal(got, want) {
+		t.Errorf("full reads %v, want %v", got, want)
+	}
+	if c.versions != 8 || len(c.cache) != 2 {
+		t.Errorf("%d versions in %d indexes kept, want 8 in 2", c.versions, len(c.cache))
 	}
 }
 
