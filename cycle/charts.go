@@ -114,7 +114,7 @@ func applicationBroken(app *application.Application) bool {
 		return true
 	}
 	for _, p := range app.Settings.Problems {
-		if p.Image == "" && !p.Warning {
+		if p.Image == "" && !p.Warning && !p.Chart {
 			return true
 		}
 	}
@@ -204,11 +204,11 @@ func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, listings map[s
 			r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", l.err)})
 			continue
 		}
-		var err error
 		res, err := j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.sum.Errors++
+				u.metrics.imageError(j.app)
 				r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", err)})
 			}
 			continue

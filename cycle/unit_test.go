@@ -348,3 +348,29 @@ func TestNotWrittenCounted(t *testing.T) {
 		})
 	}
 }
+
+// TestChartListProblemsStopNoImage: a chart-list that cannot be used
+// (empty, or over the bound) is an error for the charts alone; the
+// Application's images are still updated.
+func TestChartListProblemsStopNoImage(t *testing.T) {
+	for _, list := range []string{" ", strings.Repeat("c,", settings.MaxCharts+1)} {
+		app, err := application.FromUnstructured(&unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": "web", "namespace": "argocd", "annotations": map[string]any{
+				"argocd-image-updater.argoproj.io/image-list":        "app=nginx",
+				"argocd-image-updater.argoproj.io/chart-list":        list,
+				"argocd-image-updater.argoproj.io/write-back-method": "argocd",
+			}},
+			"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": "https://git.example.com/r.git", "path": "p", "kustomize": map[string]any{}}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(app.Settings.Problems) == 0 {
+			t.Fatalf("chart-list %q: no problem", list)
+		}
+		if applicationBroken(app) {
+			t.Errorf("chart-list %q stops the Application's images: %v", list, app.Settings.Problems)
+		}
+	}
+}

@@ -112,7 +112,7 @@ func parseChartList(get func(string) (string, bool), aliases map[string]bool, pr
 	}
 	at := AnnotationOrigin(KeyChartList)
 	if n := countEntries(list); n > MaxCharts {
-		*problems = append(*problems, Problem{Origin: at, Message: fmt.Sprintf("%d charts, more than the %d one Application may have; none of its charts is updated", n, MaxCharts)})
+		*problems = append(*problems, Problem{Chart: true, Origin: at, Message: fmt.Sprintf("%d charts, more than the %d one Application may have; none of its charts is updated", n, MaxCharts)})
 		return nil
 	}
 	var charts []ChartSpec
@@ -149,7 +149,7 @@ func parseChartList(get func(string) (string, bool), aliases map[string]bool, pr
 		}
 	}
 	if countEntries(list) == 0 {
-		*problems = append(*problems, Problem{Origin: at, Message: "is empty: it names no chart to update"})
+		*problems = append(*problems, Problem{Chart: true, Origin: at, Message: "is empty: it names no chart to update"})
 	}
 	return charts
 }

@@ -47,7 +47,8 @@ type Problem struct {
 	Origin  Origin // where the wrong value is written
 	Message string
 	Warning bool // reported, but nothing is disabled
-	// Chart tells that Image names a chart of chart-list.
+	// Chart tells that the problem concerns charts only: the chart Image
+	// names, or with Image empty, the list of charts. It stops no image.
 	Chart bool
 }
 

@@ -71,7 +71,7 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 // their own, as the chart-list annotation's are.
 func chartConfigs(ref api.ApplicationRef, refAt Origin, problems *[]Problem) []ChartSpec {
 	if len(ref.Charts) > MaxCharts {
-		*problems = append(*problems, Problem{Origin: refAt.Child(".charts"), Message: fmt.Sprintf("%d charts, more than the %d one Application may have; none of its charts is updated", len(ref.Charts), MaxCharts)})
+		*problems = append(*problems, Problem{Chart: true, Origin: refAt.Child(".charts"), Message: fmt.Sprintf("%d charts, more than the %d one Application may have; none of its charts is updated", len(ref.Charts), MaxCharts)})
 		return nil
 	}
 	aliases := map[string]bool{}
