@@ -27,8 +27,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &limitedBody{body: resp.Body, left: t.limit, err: &TooLargeError{What: t.what, Limit: t.limit}}
+	resp.Body = Body(resp.Body, t.limit, t.what)
 	return resp, nil
+}
+
+// Body reads at most limit bytes of body: a read past it fails with a
+// *TooLargeError. For answers read below a library's own transport, such
+// as the AWS SDK's middleware stack.
+func Body(body io.ReadCloser, limit int64, what string) io.ReadCloser {
+	return &limitedBody{body: body, left: limit, err: &TooLargeError{What: what, Limit: limit}}
 }
 
 // limitedBody is a body that fails once more than its limit was read.

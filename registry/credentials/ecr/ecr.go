@@ -5,16 +5,18 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	awsecr "github.com/aws/aws-sdk-go-v2/service/ecr"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
@@ -73,7 +75,7 @@ func withClock(now func() time.Time) option { return func(p *Provider) { p.now =
 type Provider struct {
 	load configLoader
 	now  func() time.Time
-	http *http.Client
+	http *awshttp.BuildableClient
 
 	mu      sync.Mutex
 	clients map[clientKey]*awsecr.Client
@@ -95,10 +97,11 @@ func newProvider(opts ...option) *Provider {
 		load:    config.LoadDefaultConfig,
 		now:     time.Now,
 		clients: map[clientKey]*awsecr.Client{},
-		http: &http.Client{
-			Transport: bounded.Transport(http.DefaultTransport.(*http.Transport).Clone(), maxAnswer, "AWS answer"),
-			Timeout:   requestTimeout,
-		},
+		// The SDK's own client: it adds AWS_CA_BUNDLE (or a profile's
+		// ca_bundle) to the roots only of a client of this type. Answers are
+		// bounded by boundAnswers instead, in every client built from the
+		// configuration.
+		http: awshttp.NewBuildableClient().WithTimeout(requestTimeout),
 	}
 	for _, opt := range opts {
 		opt(p)
@@ -175,7 +178,8 @@ func (p *Provider) client(ctx context.Context, region, roleARN string) (*awsecr.
 	if c, ok := p.clients[key]; ok {
 		return c, nil
 	}
-	cfg, err := p.load(ctx, config.WithRegion(region), config.WithHTTPClient(p.http))
+	cfg, err := p.load(ctx, config.WithRegion(region), config.WithHTTPClient(p.http),
+		config.WithAPIOptions([]func(*middleware.Stack) error{boundAnswers}))
 	if err != nil {
 		return nil, err
 	}
@@ -191,4 +195,19 @@ func (p *Provider) client(ctx context.Context, region, roleARN string) (*awsecr.
 	c := awsecr.NewFromConfig(cfg)
 	p.clients[key] = c
 	return c, nil
+}
+
+// boundAnswers reads at most maxAnswer bytes of each answer. The options
+// of the configuration reach every client built from it, those the SDK
+// builds while loading (STS for web identity, the instance metadata
+// service, SSO) as much as ECR's.
+func boundAnswers(stack *middleware.Stack) error {
+	return stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("BoundAnswer",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if resp, ok := out.RawResponse.(*smithyhttp.Response); ok && resp.Body != nil {
+				resp.Body = bounded.Body(resp.Body, maxAnswer, "AWS answer")
+			}
+			return out, md, err
+		}), middleware.After)
 }

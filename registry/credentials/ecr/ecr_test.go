@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -322,7 +325,7 @@ func TestECRProviderMisbehavingEndpoints(t *testing.T) {
 			defer cancel()
 			var err error
 			p := NewProvider()
-			p.http.Timeout = 3 * time.Second
+			p.http = p.http.WithTimeout(3 * time.Second)
 			start := time.Now()
 			grew := allocated(func() {
 				_, _, err = p.Credential(ctx, credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
@@ -360,4 +363,56 @@ func timedOut(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() ||
 		strings.Contains(err.Error(), "Client.Timeout exceeded")
+}
+
+// TestECRProviderCABundle: STS and ECR behind a CA of the operator's, which
+// AWS_CA_BUNDLE names (the SDK's variable for a corporate or private
+// endpoint's CA), are trusted through it, and their answers stay bounded.
+func TestECRProviderCABundle(t *testing.T) {
+	s, ca := newAWSStandInTLS(t)
+	setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
+	bundle := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(bundle, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	credential := func(t *testing.T) (credentials.Credential, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		c, _, err := NewProvider().Credential(ctx, credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
+		return c, err
+	}
+
+	t.Run("without the bundle, the endpoints are not trusted", func(t *testing.T) {
+		if _, err := credential(t); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("got %v, want a certificate error", err)
+		}
+	})
+	t.Setenv("AWS_CA_BUNDLE", bundle)
+	t.Run("trusted through the bundle, STS and ECR alike", func(t *testing.T) {
+		c, err := credential(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Username != "AWS" || c.Password != s.ECRPassword {
+			t.Errorf("credential %q, want AWS and the stand-in's password", c.Username)
+		}
+		var actions []string
+		for _, call := range s.Calls() {
+			actions = append(actions, call.Action)
+		}
+		if !slices.Equal(actions, []string{"AssumeRoleWithWebIdentity", "GetAuthorizationToken"}) {
+			t.Errorf("calls %v", actions)
+		}
+	})
+	for _, action := range []string{"AssumeRoleWithWebIdentity", "GetAuthorizationToken"} {
+		t.Run("an endless answer is still bounded: "+action, func(t *testing.T) {
+			s.mu.Lock()
+			s.Misbehave = map[string]string{action: "endless"}
+			s.mu.Unlock()
+			defer func() { s.mu.Lock(); s.Misbehave = nil; s.mu.Unlock() }()
+			if _, err := credential(t); err == nil || !strings.Contains(err.Error(), "AWS answer is larger than 1 MiB") {
+				t.Fatalf("got %v, want the bound's error", err)
+			}
+		})
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -79,6 +80,23 @@ const stsNamespace = "https://sts.amazonaws.com/doc/2011-06-15/"
 
 func newAWSStandIn(t *testing.T) *awsStandIn {
 	t.Helper()
+	return startAWSStandIn(t, httptest.NewServer)
+}
+
+// newAWSStandInTLS is the stand-in over HTTPS, with a certificate of its
+// own CA, and that CA's certificate in PEM.
+func newAWSStandInTLS(t *testing.T) (*awsStandIn, []byte) {
+	t.Helper()
+	var srv *httptest.Server
+	s := startAWSStandIn(t, func(h http.Handler) *httptest.Server {
+		srv = httptest.NewTLSServer(h)
+		return srv
+	})
+	return s, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+}
+
+func startAWSStandIn(t *testing.T, start func(http.Handler) *httptest.Server) *awsStandIn {
+	t.Helper()
 	s := &awsStandIn{
 		t:               t,
 		WebIdentityKeys: awsKeys{"ASIAWEBIDENTITY00001", "web-identity-secret-key", "web-identity-session-token"},
@@ -86,7 +104,7 @@ func newAWSStandIn(t *testing.T) *awsStandIn {
 		ECRPassword:     "ecr-registry-password-0123456789",
 		ECRExpiresAt:    time.Now().Add(12 * time.Hour).Truncate(time.Second),
 	}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	srv := start(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
