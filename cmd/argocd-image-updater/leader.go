@@ -56,19 +56,17 @@ func newLeadership(cs kubernetes.Interface, namespace string, logger *slog.Logge
 	}
 	id += "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	observer := &leaseObserver{id: id, now: time.Now}
-	lease := func(name string, client coordinationv1client.LeasesGetter) resourcelock.Interface {
+	lease := func(name string, client coordinationv1client.LeasesGetter) *resourcelock.LeaseLock {
 		return &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
 			Client:     client,
 			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		}
 	}
-	// client-go's MultiLock: held only when both name this replica; a
-	// holder of either keeps the others waiting.
 	lock := &trackedLease{
-		Interface: &resourcelock.MultiLock{
-			Primary:   lease(leaseName, observedLeases{LeasesGetter: cs.CoordinationV1(), o: observer}),
-			Secondary: lease(v1LeaseName, cs.CoordinationV1()),
+		Interface: &leasePair{
+			primary:   lease(leaseName, observedLeases{LeasesGetter: cs.CoordinationV1(), o: observer}),
+			secondary: lease(v1LeaseName, cs.CoordinationV1()),
 		},
 		logger: logger,
 		now:    time.Now,
@@ -130,9 +128,9 @@ func (l *leadership) run(ctx context.Context, lost func(), work func(context.Con
 			OnNewLeader: func(leader string) {
 				switch leader {
 				case id:
-				case resourcelock.UnknownLeader:
-					// The two Leases name different holders: another
-					// controller, Argo CD Image Updater v1.x perhaps, leads.
+				case splitLeader:
+					// Another controller, Argo CD Image Updater v1.x
+					// perhaps, holds one of the two Leases.
 					l.logger.Info("another controller holds a leader Lease; waiting", "leases", leaseName+", "+v1LeaseName)
 				default:
 					l.logger.Info("another replica leads; waiting", "leader", leader)
@@ -198,26 +196,9 @@ func (l *trackedLease) Create(ctx context.Context, rec resourcelock.LeaderElecti
 	ctx, cancel := detach(ctx)
 	defer cancel()
 	sent := l.now()
-	err := l.create(ctx, rec)
+	err := l.Interface.Create(ctx, rec)
 	l.wrote(rec, sent, err)
 	return err
-}
-
-// create creates the Leases. client-go's MultiLock.Create goes on to the
-// second Lease when the first already exists: two replicas starting
-// together could then each create one, both hold half, and neither renew
-// until the Leases expire (seen in the tests: no writes for over 30 s).
-// Here a first Lease that exists is the other replica's, and nothing more
-// is created.
-func (l *trackedLease) create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	ml, ok := l.Interface.(*resourcelock.MultiLock)
-	if !ok {
-		return l.Interface.Create(ctx, rec)
-	}
-	if err := ml.Primary.Create(ctx, rec); err != nil {
-		return err
-	}
-	return ml.Secondary.Create(ctx, rec)
 }
 
 func (l *trackedLease) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -9,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
@@ -150,10 +154,10 @@ func TestLeaseCreateIsAllOrNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ml := first.lock.Interface.(*resourcelock.MultiLock)
+	pair := first.lock.Interface.(*leasePair)
 	now := metav1.NewTime(time.Now())
 	// The first replica has created the first Lease, not yet the second.
-	if err := ml.Primary.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: first.lock.Identity(), LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}); err != nil {
+	if err := pair.primary.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: first.lock.Identity(), LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now}); err != nil {
 		t.Fatal(err)
 	}
 	err = second.lock.Create(t.Context(), resourcelock.LeaderElectionRecord{HolderIdentity: second.lock.Identity(), LeaseDurationSeconds: 15, AcquireTime: now, RenewTime: now})
@@ -165,5 +169,133 @@ func TestLeaseCreateIsAllOrNothing(t *testing.T) {
 	}
 	if second.lock.held() {
 		t.Error("the second replica holds the Lease")
+	}
+}
+
+func TestPairRecord(t *testing.T) {
+	t.Parallel()
+	rec := func(holder string) *resourcelock.LeaderElectionRecord {
+		return &resourcelock.LeaderElectionRecord{HolderIdentity: holder, LeaseDurationSeconds: 15}
+	}
+	for _, tc := range []struct {
+		name      string
+		prim, sec *resourcelock.LeaderElectionRecord
+		want      string
+	}{
+		{"both held by one replica", rec("a"), rec("a"), "a"},
+		{"v1.x's Lease deleted", rec("a"), nil, "a"},
+		{"v1.x's Lease released", rec("a"), rec(""), "a"},
+		{"only v1.x's Lease exists, released", nil, rec(""), ""},
+		{"both released", rec(""), rec(""), ""},
+		{"v1.x holds its Lease, ours missing", nil, rec("v1"), splitLeader},
+		{"v1.x holds its Lease, ours released", rec(""), rec("v1"), splitLeader},
+		{"two holders", rec("a"), rec("v1"), splitLeader},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pairRecord(tc.prim, tc.sec).HolderIdentity; got != tc.want {
+				t.Errorf("holder %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTakeoverFromV1Lease: v1.x's Lease is held while this controller
+// starts, then v1.x leaves in each of the ways it can. This controller
+// leads within one Lease duration of v1.x's end, and at once (within a
+// renewal deadline, which bounds a few retry periods) when the Lease was
+// deleted or released. Only the Lease stands for v1.x here: what matters is
+// what it holds; TestOneWriterWithV1 runs client-go's elector as v1.x does.
+func TestTakeoverFromV1Lease(t *testing.T) {
+	t.Parallel()
+	k := testenv.StartKube(t)
+	cs := kubernetes.NewForConfigOrDie(k.Config)
+	for i, tc := range []struct {
+		name string
+		end  func(t *testing.T, leases coordinationv1client.LeaseInterface)
+		// within bounds the time from v1.x's end to this controller's
+		// leading.
+		within time.Duration
+	}{
+		{"deleted", func(t *testing.T, leases coordinationv1client.LeaseInterface) {
+			if err := leases.Delete(t.Context(), v1LeaseName, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, renewDeadline},
+		{"released", func(t *testing.T, leases coordinationv1client.LeaseInterface) {
+			// As client-go releases it on a clean stop.
+			l, err := leases.Get(t.Context(), v1LeaseName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Spec.HolderIdentity = ptr.To("")
+			l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
+			if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}, renewDeadline},
+		{"expired", func(t *testing.T, leases coordinationv1client.LeaseInterface) {
+			// v1.x was killed: its Lease is no longer renewed.
+		}, 2 * leaseDuration},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("takeover-%d", i)
+			k.CreateNamespace(t, ns)
+			leases := cs.CoordinationV1().Leases(ns)
+			now := metav1.NewMicroTime(time.Now())
+			if _, err := leases.Create(t.Context(), &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: v1LeaseName, Namespace: ns},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity:       ptr.To("argocd-image-updater-controller-7d9f8c6b5-x2x4z_4f0c7c9e"),
+					LeaseDurationSeconds: ptr.To(int32(15)),
+					AcquireTime:          &now,
+					RenewTime:            &now,
+				},
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+
+			var logs testenv.SyncBuffer
+			l, err := newLeadership(cs, ns, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(t.Context())
+			leading := make(chan time.Time, 1)
+			done := make(chan error, 1)
+			go func() {
+				done <- l.run(ctx, func() {}, func(ctx context.Context) {
+					leading <- time.Now()
+					<-ctx.Done()
+				})
+			}()
+			t.Cleanup(func() { stop(); <-done })
+			testenv.WaitFor(t, 30*time.Second, "this controller to wait for v1.x", func() (bool, string) {
+				return strings.Contains(logs.String(), "another controller holds a leader Lease; waiting"), logs.String()
+			})
+			if l.check() == nil {
+				t.Fatal("leads while v1.x holds its Lease")
+			}
+
+			ended := time.Now()
+			tc.end(t, leases)
+			select {
+			case at := <-leading:
+				t.Logf("led %v after v1.x's end", at.Sub(ended).Round(100*time.Millisecond))
+			case <-time.After(tc.within):
+				t.Fatalf("not leading %v after v1.x's end:\n%s", tc.within, logs.String())
+			}
+			testenv.WaitFor(t, 10*time.Second, "the write gate to open", func() (bool, string) {
+				return l.check() == nil, "closed"
+			})
+			for _, name := range []string{leaseName, v1LeaseName} {
+				got, err := leases.Get(t.Context(), name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatalf("Lease %s: %v", name, err)
+				}
+				if h := got.Spec.HolderIdentity; h == nil || *h != l.lock.Identity() {
+					t.Errorf("Lease %s held by %v, want this replica", name, h)
+				}
+			}
+		})
 	}
 }
