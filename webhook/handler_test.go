@@ -576,13 +576,12 @@ func placesAre(t *testing.T, h *Handler, held, waiting int) {
 func TestUnverifiedReadsAreBounded(t *testing.T) {
 	// Only a waiting request frees a place.
 	h, m, srv, _ := signedTestServer(t, func(h *Handler) { h.grace = time.Hour })
-	var held []net.Conn
-	for range MaxUnverifiedReads {
+	var held []net.Conn // oldest first
+	for i := range MaxUnverifiedReads {
 		held = append(held, stall(t, srv))
+		placesAre(t, h, i+1, 0)
 	}
-	placesAre(t, h, MaxUnverifiedReads, 0)
 	late := stall(t, srv)
-	placesAre(t, h, MaxUnverifiedReads, 1)
 	// The oldest gives its place up to the request that waits.
 	resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
