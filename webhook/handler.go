@@ -11,12 +11,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -83,21 +81,34 @@ type Handler struct {
 	logger      *slog.Logger
 	now         func() time.Time
 	readTimeout time.Duration
+	// grace is slowSenderGrace; tests lengthen it.
+	grace time.Duration
 	// unverified holds a place for each payload read before its sender
 	// is authenticated (the signed types, whose signature covers the
 	// payload): at most MaxUnverifiedReads at once, so that senders who
 	// know no secret cannot make the controller hold more than that many
-	// bodies.
-	unverified chan struct{}
-	// senders counts the places each sender address holds.
-	sendersMu sync.Mutex
-	senders   map[string]int
+	// bodies, and each given up to a waiting request after placeHold.
+	unverified *places
 }
 
 // MaxUnverifiedReads is how many payloads of signed types are read at once
-// before their signature is checked; a request past it is answered 503 at
-// once. Each holds at most the body size limit (1 MiB by default).
+// before their signature is checked. Each holds at most the body size
+// limit (1 MiB by default).
 const MaxUnverifiedReads = 8
+
+// Bounds of the places of Handler.unverified. The senders of such payloads
+// cannot be told apart before their payload is read, by address either
+// (behind an Ingress or a load balancer they all have its address): what
+// tells a registry's delivery is that it is read at once.
+const (
+	// placeHold is how long a payload keeps its place while a request
+	// waits for one: a registry's delivery, tens of kilobytes, is read
+	// well within it.
+	placeHold = time.Second
+	// placeWait is how long a request waits for a place, in turn, before
+	// it is answered 503.
+	placeWait = 3 * time.Second
+)
 
 // Option configures a Handler.
 type Option func(*Handler)
@@ -125,13 +136,13 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 		oidc:        map[string]*OIDCVerifier{},
 		open:        cfg.AllowUnauthenticated,
 		maxBody:     cfg.MaxBodySize,
-		unverified:  make(chan struct{}, MaxUnverifiedReads),
-		senders:     map[string]int{},
+		unverified:  newPlaces(MaxUnverifiedReads, placeHold),
 		limiters:    map[string]*rate.Limiter{},
 		failures:    map[string]*rate.Limiter{},
 		logger:      slog.New(slog.DiscardHandler),
 		now:         time.Now,
 		readTimeout: readTimeout,
+		grace:       slowSenderGrace,
 	}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodySize
@@ -230,11 +241,12 @@ type webhookRequest struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	received time.Time
-	// throttled: the payload is read before the sender is proven, in one
-	// of the places of Handler.unverified.
-	throttled bool
-	source    string // as the request names it; known
-	format    format
+	rc       *http.ResponseController
+	// place: the payload is read before the sender is proven, in one of
+	// the places of Handler.unverified.
+	place  *place
+	source string // as the request names it; known
+	format format
 	// authenticate tells that the source has a secret or an OIDC issuer.
 	authenticate bool
 	log          *slog.Logger
@@ -259,7 +271,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*webhookRequest
 	}
 	h.metrics.request(label)
 	// The query may hold a secret: log the path alone.
-	q := &webhookRequest{h: h, w: w, r: r, received: received, source: label, format: f,
+	q := &webhookRequest{h: h, w: w, r: r, received: received, rc: http.NewResponseController(w), source: label, format: f,
 		log: h.logger.With("source", label, "remote", r.RemoteAddr)}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -330,78 +342,38 @@ func (q *webhookRequest) authenticateHeaders() (release func(), ok bool) {
 	if q.format.auth != authSignature || !q.authenticate {
 		return func() {}, !q.limited(h.limiters[source], "requests")
 	}
-	// One sender holds at most half the places, so that senders who know
-	// no secret, from one address, leave room for the registry's.
-	sender := senderAddr(q.r)
-	if !h.admitSender(sender) {
+	// Every sender, whatever its address, waits in turn; a place held
+	// past placeHold goes to the first that waits.
+	q.place = h.unverified.take(q.r.Context(), q.rc, placeWait)
+	if q.place == nil {
 		q.w.Header().Set("Retry-After", "1")
 		q.reject(http.StatusServiceUnavailable, RejectUnavailable,
-			fmt.Sprintf("too many %s payloads from one sender are being read before their signature is checked; retry", source))
+			fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
 		return nil, false
 	}
-	// A place frees within slowSenderGrace at the latest (readBody cuts a
-	// sender slower than minSenderRate), so a request waits that long for
-	// one rather than being refused while slow senders hold them all.
-	wait := time.NewTimer(slowSenderGrace + time.Second)
-	defer wait.Stop()
-	select {
-	case h.unverified <- struct{}{}:
-		q.throttled = true
-		return func() { <-h.unverified; h.releaseSender(sender) }, true
-	case <-wait.C:
-	case <-q.r.Context().Done():
-	}
-	h.releaseSender(sender)
-	q.w.Header().Set("Retry-After", "1")
-	q.reject(http.StatusServiceUnavailable, RejectUnavailable,
-		fmt.Sprintf("too many %s payloads are being read before their signature is checked; retry", source))
-	return nil, false
-}
-
-// senderAddr is the address a request came from (the peer's: behind a
-// proxy, the proxy's).
-func senderAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// admitSender counts a payload of sender read before its signature is
-// checked; false past maxUnverifiedPerSender.
-func (h *Handler) admitSender(sender string) bool {
-	h.sendersMu.Lock()
-	defer h.sendersMu.Unlock()
-	if h.senders[sender] >= maxUnverifiedPerSender {
-		return false
-	}
-	h.senders[sender]++
-	return true
-}
-
-func (h *Handler) releaseSender(sender string) {
-	h.sendersMu.Lock()
-	defer h.sendersMu.Unlock()
-	if h.senders[sender]--; h.senders[sender] <= 0 {
-		delete(h.senders, sender)
-	}
+	return func() { h.unverified.release(q.place) }, true
 }
 
 // readBody reads the payload within the size and time bounds.
 func (q *webhookRequest) readBody() ([]byte, bool) {
-	rc := http.NewResponseController(q.w)
 	if q.h.readTimeout > 0 {
-		_ = rc.SetReadDeadline(q.received.Add(q.h.readTimeout))
+		_ = q.rc.SetReadDeadline(q.received.Add(q.h.readTimeout))
 	}
 	var body io.Reader = http.MaxBytesReader(q.w, q.r.Body, q.h.maxBody)
-	if q.throttled {
+	if q.place != nil {
 		// A payload read before its sender is proven holds a place that
 		// genuine deliveries need: it must keep up minSenderRate after
-		// slowSenderGrace, or the read is cut.
-		body = &paceReader{r: body, rc: rc, start: q.received, limit: q.received.Add(q.h.readTimeout)}
+		// the grace, counted from when it got its place, or the read is
+		// cut.
+		body = &paceReader{r: body, place: q.place, start: q.place.heldSince(), grace: q.h.grace, limit: q.received.Add(q.h.readTimeout)}
 	}
 	data, err := io.ReadAll(body)
+	if q.place != nil && q.place.done() && err != nil {
+		q.w.Header().Set("Retry-After", "1")
+		q.reject(http.StatusServiceUnavailable, RejectUnavailable,
+			fmt.Sprintf("the %s payload was not read within %s while other requests waited for its place; retry", q.source, placeHold))
+		return nil, false
+	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -415,33 +387,34 @@ func (q *webhookRequest) readBody() ([]byte, bool) {
 }
 
 // A payload read before its sender is proven must arrive at
-// minSenderRate once slowSenderGrace has passed: a sender trickling bytes
-// holds its place for about slowSenderGrace, not readTimeout.
+// minSenderRate once slowSenderGrace has passed: even while no request
+// waits for its place, a sender trickling bytes holds it for about
+// slowSenderGrace, not readTimeout.
 const (
 	slowSenderGrace = 2 * time.Second
 	minSenderRate   = 32 << 10 // bytes per second
 )
 
-// maxUnverifiedPerSender is how many of the MaxUnverifiedReads places one
-// sender address may hold.
-const maxUnverifiedPerSender = MaxUnverifiedReads / 2
-
 // paceReader moves the connection's read deadline as bytes arrive, so
-// that each read must bring the body up to minSenderRate since start.
+// that each read must bring the body up to minSenderRate since start,
+// after grace.
 type paceReader struct {
 	r     io.Reader
-	rc    *http.ResponseController
+	place *place
 	start time.Time
+	grace time.Duration
 	limit time.Time
 	n     int64
 }
 
 func (p *paceReader) Read(b []byte) (int, error) {
-	deadline := p.start.Add(slowSenderGrace + time.Duration((p.n+int64(len(b)))*int64(time.Second)/minSenderRate))
+	deadline := p.start.Add(p.grace + time.Duration((p.n+int64(len(b)))*int64(time.Second)/minSenderRate))
 	if deadline.After(p.limit) {
 		deadline = p.limit
 	}
-	_ = p.rc.SetReadDeadline(deadline)
+	if err := p.place.setReadDeadline(deadline); errors.Is(err, errGivenUp) {
+		return 0, err
+	}
 	n, err := p.r.Read(b)
 	p.n += int64(n)
 	return n, err

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,13 +17,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
 
 // recorder is a Notifier that keeps what it is given.
@@ -502,31 +504,20 @@ func TestHeaderOrQuerySecret(t *testing.T) {
 	}
 }
 
-// Senders that know no secret cannot make the controller hold more than
-// MaxUnverifiedReads payloads of a signed type, which are read before the
-// signature can be checked; one sender address holds at most half of them;
-// and senders who trickle their payload are cut after slowSenderGrace, so
-// that a genuine delivery waiting for a place gets one instead of a 503.
-func TestUnverifiedReadsAreBounded(t *testing.T) {
+// signedTestServer serves a handler with every secret, set up by tune,
+// over a real loopback server; send delivers s's payload to it as its
+// registry does.
+func signedTestServer(t *testing.T, tune func(*Handler)) (h *Handler, m *Metrics, srv *httptest.Server, send func(s sender) int) {
+	t.Helper()
 	var n recorder
-	h, m := newTestHandler(t, &n, Config{Secrets: allSecrets()})
-	srv := httptest.NewServer(h)
+	h, m = newTestHandler(t, &n, Config{Secrets: allSecrets()})
+	tune(h)
+	srv = httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	// stall announces 1 MiB from address from and sends 10 bytes of it.
-	stall := func(from string) net.Conn {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-		c, err := d.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		fmt.Fprintf(c, "POST %s?type=%s HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n0123456789", Path, GHCR, DefaultMaxBodySize)
-		return c
-	}
-	ghcr := senders[slices.IndexFunc(senders, func(s sender) bool { return s.source == GHCR })]
-	body := readPayload(t, ghcr.file)
-	send := func() *http.Response {
-		req := ghcr.request(t, body, testSecret, proofRight)
+	send = func(s sender) int {
+		t.Helper()
+		body := readPayload(t, s.file)
+		req := s.request(t, body, testSecret, proofRight)
 		out, err := http.NewRequest(req.Method, srv.URL+req.URL.String(), bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -537,38 +528,132 @@ func TestUnverifiedReadsAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp
+		return resp.StatusCode
 	}
+	return h, m, srv, send
+}
 
-	// From one address: half the places, then 503 at once.
-	for range maxUnverifiedPerSender {
-		stall("127.0.0.2")
+func senderOf(source string) sender {
+	return senders[slices.IndexFunc(senders, func(s sender) bool { return s.source == source })]
+}
+
+// stalled sends, from 127.0.0.1, the headers of a ghcr.io request that
+// announces 1 MiB and 10 bytes of its payload, then nothing.
+func stalled(srv *httptest.Server) (net.Conn, error) {
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		return nil, err
 	}
-	testenv.WaitFor(t, 10*time.Second, "the places one sender may hold", func() (bool, string) {
-		n := len(h.unverified)
-		return n == maxUnverifiedPerSender, fmt.Sprintf("%d of %d", n, maxUnverifiedPerSender)
+	fmt.Fprintf(c, "POST %s?type=%s HTTP/1.1\r\nHost: x\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n0123456789", Path, GHCR, DefaultMaxBodySize)
+	return c, nil
+}
+
+func stall(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	c, err := stalled(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// placesAre waits until held places are held and waiting requests wait.
+func placesAre(t *testing.T, h *Handler, held, waiting int) {
+	t.Helper()
+	poll.Until(t, 10*time.Second, fmt.Sprintf("%d places held, %d requests waiting", held, waiting), func() (bool, string) {
+		hd, w := h.unverified.count()
+		return hd == held && w == waiting, fmt.Sprintf("%d held, %d waiting", hd, w)
 	})
-	c := stall("127.0.0.2")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("a sender past its share: %v %v, want 503 with Retry-After", resp, err)
+}
+
+// Senders that know no secret cannot make the controller hold more than
+// MaxUnverifiedReads payloads of a signed type, which are read before the
+// signature can be checked. A request that finds them taken waits in
+// turn, and a payload that has held its place for placeHold gives it up to
+// it (503 with Retry-After); while none waits, senders who trickle their
+// payload are cut after slowSenderGrace.
+func TestUnverifiedReadsAreBounded(t *testing.T) {
+	// Only a waiting request frees a place.
+	h, m, srv, _ := signedTestServer(t, func(h *Handler) { h.grace = time.Hour })
+	var held []net.Conn // oldest first
+	for i := range MaxUnverifiedReads {
+		held = append(held, stall(t, srv))
+		placesAre(t, h, i+1, 0)
 	}
+	late := stall(t, srv)
+	// The oldest gives its place up to the request that waits.
+	resp, err := http.ReadResponse(bufio.NewReader(held[0]), nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("the oldest payload while a request waits: %v %v, want 503 with Retry-After", resp, err)
+	}
+	placesAre(t, h, MaxUnverifiedReads, 0)
 	if c := testutil.ToFloat64(m.rejected.WithLabelValues(GHCR, RejectUnavailable)); c != 1 {
 		t.Errorf("rejected{ghcr,unavailable} = %v", c)
 	}
+	late.Close()
+	placesAre(t, h, MaxUnverifiedReads-1, 0)
+	for _, c := range held[1:] {
+		c.Close()
+	}
+	placesAre(t, h, 0, 0)
 
-	// From many addresses, every place held: a genuine delivery waits for
-	// the trickling senders to be cut, and is accepted.
-	for i := range MaxUnverifiedReads {
-		stall(fmt.Sprintf("127.0.0.%d", 10+i))
+	// While no place is given up: the trickling senders are cut after the
+	// grace, and a delivery that waited meanwhile is accepted.
+	h, _, srv, send := signedTestServer(t, func(h *Handler) { h.unverified.hold = time.Hour })
+	for range MaxUnverifiedReads {
+		stall(t, srv)
 	}
-	if resp := send(); resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("a genuine delivery while slow senders held the places: status %d, want 202", resp.StatusCode)
+	placesAre(t, h, MaxUnverifiedReads, 0)
+	if code := send(senderOf(GHCR)); code != http.StatusAccepted {
+		t.Fatalf("a genuine delivery while slow senders held the places: status %d, want 202", code)
 	}
-	testenv.WaitFor(t, 30*time.Second, "the places given back after the slow senders were cut", func() (bool, string) {
-		n := len(h.unverified)
-		return n == 0, fmt.Sprintf("%d still held", n)
-	})
+	placesAre(t, h, 0, 0)
+}
+
+// Senders that share one address with a registry (behind an Ingress or a
+// load balancer every sender has its address), who keep every place of the
+// signed payloads taken and come back each time they are cut, do not keep
+// the registry's signed deliveries out: each waits its turn and is
+// accepted. A delivery whose secret is in a header takes no place.
+func TestSlowSendersBehindOneAddress(t *testing.T) {
+	const deliveries = 12
+	// The senders keep the pace: only a request waiting frees a place.
+	h, _, srv, send := signedTestServer(t, func(h *Handler) { h.grace = time.Hour })
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	var cut atomic.Int32
+	for range MaxUnverifiedReads {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				c, err := stalled(srv)
+				if err != nil {
+					return
+				}
+				stop := context.AfterFunc(ctx, func() { c.Close() })
+				if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode == http.StatusServiceUnavailable {
+					cut.Add(1)
+				}
+				stop()
+				c.Close()
+			}
+		})
+	}
+	defer wg.Wait()
+	defer cancel()
+	for i := range deliveries {
+		placesAre(t, h, MaxUnverifiedReads, 0)
+		if code := send(senderOf(GHCR)); code != http.StatusAccepted {
+			t.Fatalf("signed delivery %d of %d while slow senders from its address held the places: status %d, want 202", i+1, deliveries, code)
+		}
+	}
+	placesAre(t, h, MaxUnverifiedReads, 0)
+	if code := send(senderOf(Harbor)); code != http.StatusAccepted {
+		t.Errorf("a delivery with its secret in a header while the places are held: status %d, want 202", code)
+	}
+	if c := cut.Load(); c < deliveries {
+		t.Errorf("the slow senders were cut %d times, want at least %d (one for each delivery)", c, deliveries)
+	}
 }
 
 // A sender that stops sending its payload is cut at the read deadline,

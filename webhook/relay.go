@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -58,14 +59,20 @@ const (
 	// they fail; a new notification tries at once.
 	relayRetry    = time.Second
 	relayMaxRetry = 10 * time.Second
-	// relayUnverified bounds the forwarded messages read at once before
-	// their signature is checked.
-	relayUnverified = 4
+	// relayMaxProofs bounds the proofs remembered to refuse their reuse:
+	// far more messages than replicas forward within relayMaxSkew.
+	relayMaxProofs = 10000
 )
 
 // relaySignatureHeader carries the HMAC-SHA256 of a forwarded message's
 // body, keyed with the relay key: "sha256=" and its hex.
 const relaySignatureHeader = "X-Relay-Signature"
+
+// relayProofHeader proves, before the body is read, that the sender knows
+// the relay key: "<send time, Unix nanoseconds>:<hex HMAC-SHA256>" of that
+// time and the X-Relay-Signature value (relayProof). A sender without the
+// key is refused before its body takes anything; a proof is taken once.
+const relayProofHeader = "X-Relay-Proof"
 
 // Leader is what this replica knows of the replica that holds the leader
 // Lease.
@@ -117,7 +124,7 @@ func RelayKey(secrets map[string]string) []byte {
 func WithRelay(key []byte, leader func() Leader) DispatcherOption {
 	return func(d *Dispatcher) {
 		d.relay = &relay{key: key, leader: leader, client: relayClient(), failures: failureLimit(0),
-			unverified: make(chan struct{}, relayUnverified)}
+			proofs: map[string]time.Time{}}
 	}
 }
 
@@ -145,9 +152,11 @@ type relay struct {
 	leader   func() Leader
 	client   *http.Client
 	failures *rate.Limiter // failed authentications of forwarded messages
-	// unverified holds a place for each forwarded message read before its
-	// signature is checked.
-	unverified chan struct{}
+	// proofs are the relayProofHeader values taken, until their send time
+	// is relayMaxSkew past, so that a copy of a request is refused before
+	// its body is read.
+	proofsMu sync.Mutex
+	proofs   map[string]time.Time
 }
 
 // admit tells whether a notification can be accepted while this replica
@@ -329,7 +338,9 @@ func (r *relay) post(ctx context.Context, target string, chunk []*pendingRepo, n
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(relaySignatureHeader, "sha256="+hex.EncodeToString(relayMAC(r.key, body)))
+	sig := "sha256=" + hex.EncodeToString(relayMAC(r.key, body))
+	req.Header.Set(relaySignatureHeader, sig)
+	req.Header.Set(relayProofHeader, relayProof(r.key, now, sig))
 	resp, err := r.client.Do(req)
 	if err != nil {
 		return err
@@ -346,6 +357,54 @@ func relayMAC(key, body []byte) []byte {
 	mac := hmac.New(sha256.New, key)
 	mac.Write(body)
 	return mac.Sum(nil)
+}
+
+// relayProof is the relayProofHeader value of a message sent at sent with
+// the X-Relay-Signature value sig. What it covers starts with a byte no
+// JSON body starts with, so it never is the signature of a message.
+func relayProof(key []byte, sent time.Time, sig string) string {
+	t := strconv.FormatInt(sent.UnixNano(), 10)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("\x00relay proof\x00" + t + "\x00" + sig))
+	return t + ":" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// checkProof tells why req's relayProofHeader does not prove the relay
+// key, or takes the proof and returns "": forged, for another signature,
+// sent more than relayMaxSkew from now, or taken before.
+func (r *relay) checkProof(req *http.Request, now time.Time) string {
+	proof := req.Header.Get(relayProofHeader)
+	t, _, _ := strings.Cut(proof, ":")
+	nanos, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || !hmac.Equal([]byte(proof), []byte(relayProof(r.key, time.Unix(0, nanos), req.Header.Get(relaySignatureHeader)))) {
+		return relayProofHeader + " is missing or does not prove the relay key (do the replicas have the same webhook secrets?)"
+	}
+	sent := time.Unix(0, nanos)
+	if age := now.Sub(sent); age > relayMaxSkew || age < -relayMaxSkew {
+		return fmt.Sprintf("the message was sent at %s, more than %s from this replica's clock", sent.UTC().Format(time.RFC3339), relayMaxSkew)
+	}
+	r.proofsMu.Lock()
+	defer r.proofsMu.Unlock()
+	if _, ok := r.proofs[proof]; ok {
+		return "the message was taken before: " + relayProofHeader + " proves one message once"
+	}
+	if len(r.proofs) >= relayMaxProofs {
+		// Only holders of the key add proofs: those past the skew, which
+		// prove nothing any more, are forgotten, or else the oldest.
+		oldest := ""
+		for p, exp := range r.proofs {
+			if !exp.After(now) {
+				delete(r.proofs, p)
+			} else if oldest == "" || exp.Before(r.proofs[oldest]) {
+				oldest = p
+			}
+		}
+		if len(r.proofs) >= relayMaxProofs {
+			delete(r.proofs, oldest)
+		}
+	}
+	r.proofs[proof] = sent.Add(relayMaxSkew)
+	return ""
 }
 
 // RelayHandler takes the notifications other replicas forward (POST
@@ -370,14 +429,6 @@ func (r *relay) serve(d *Dispatcher, w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "only POST is accepted", http.StatusMethodNotAllowed)
 		return
 	}
-	select {
-	case r.unverified <- struct{}{}:
-		defer func() { <-r.unverified }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "too many forwarded notifications are being read; retry", http.StatusServiceUnavailable)
-		return
-	}
 	now := d.now()
 	unauthorized := func(msg string) {
 		if !r.failures.AllowN(now, 1) {
@@ -387,6 +438,12 @@ func (r *relay) serve(d *Dispatcher, w http.ResponseWriter, req *http.Request) {
 		}
 		log.Warn("forwarded notification refused", "status", http.StatusUnauthorized, "message", msg)
 		http.Error(w, msg, http.StatusUnauthorized)
+	}
+	// Before the body is read, so that senders who know no key hold
+	// nothing a replica's forwarded message waits for.
+	if msg := r.checkProof(req, now); msg != "" {
+		unauthorized(msg)
+		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, relayMaxBody))
 	if err != nil {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -277,11 +279,18 @@ func relayRequest(t *testing.T, key []byte, msg any, sig string) *http.Request {
 	req := httptest.NewRequest(http.MethodPost, RelayPath, bytes.NewReader(body))
 	switch sig {
 	case "":
-		req.Header.Set(relaySignatureHeader, "sha256="+hex.EncodeToString(relayMAC(key, body)))
+		sig = "sha256=" + hex.EncodeToString(relayMAC(key, body))
 	case "none":
-	default:
+		sig = ""
+	}
+	if sig != "" {
 		req.Header.Set(relaySignatureHeader, sig)
 	}
+	sent := time.Now()
+	if m, ok := msg.(relayMessage); ok {
+		sent = m.Sent
+	}
+	req.Header.Set(relayProofHeader, relayProof(key, sent, sig))
 	return req
 }
 
@@ -300,10 +309,26 @@ func TestRelayHandler(t *testing.T) {
 		notRunning bool
 		msg        func() any
 		sig        string
+		proof      func(*http.Request) // changes the X-Relay-Proof header
+		twice      bool                // the same request sent again
 		wantStatus int
 		wantBody   string
 	}{
 		{name: "accepted", msg: func() any { return good() }, wantStatus: http.StatusAccepted},
+		{name: "no proof", msg: func() any { return good() }, proof: func(r *http.Request) { r.Header.Del(relayProofHeader) },
+			wantStatus: http.StatusUnauthorized, wantBody: relayProofHeader},
+		{name: "proof for another signature", msg: func() any { return good() }, proof: func(r *http.Request) {
+			r.Header.Set(relayProofHeader, relayProof(relayTestKey, time.Now(), "sha256="+strings.Repeat("00", 32)))
+		}, wantStatus: http.StatusUnauthorized, wantBody: relayProofHeader},
+		{name: "proof of an older time", msg: func() any { return good() }, proof: func(r *http.Request) {
+			old := time.Now().Add(-relayMaxSkew - time.Second)
+			r.Header.Set(relayProofHeader, relayProof(relayTestKey, old, r.Header.Get(relaySignatureHeader)))
+		}, wantStatus: http.StatusUnauthorized, wantBody: "from this replica's clock"},
+		{name: "proof of another time", msg: func() any { return good() }, proof: func(r *http.Request) {
+			t, mac, _ := strings.Cut(r.Header.Get(relayProofHeader), ":")
+			r.Header.Set(relayProofHeader, t+"1:"+mac)
+		}, wantStatus: http.StatusUnauthorized, wantBody: relayProofHeader},
+		{name: "sent again", msg: func() any { return good() }, twice: true, wantStatus: http.StatusUnauthorized, wantBody: "taken before"},
 		{name: "no signature", msg: func() any { return good() }, sig: "none", wantStatus: http.StatusUnauthorized, wantBody: relaySignatureHeader},
 		{name: "wrong signature", msg: func() any { return good() }, sig: "sha256=" + strings.Repeat("00", 32), wantStatus: http.StatusUnauthorized},
 		{name: "signed with another key", key: RelayKey(map[string]string{Quay: "another"}), msg: func() any { return good() },
@@ -359,9 +384,20 @@ func TestRelayHandler(t *testing.T) {
 				if tt.key != nil {
 					key = tt.key
 				}
-				req := relayRequest(t, key, tt.msg(), tt.sig)
+				msg := tt.msg()
+				req := relayRequest(t, key, msg, tt.sig)
 				if tt.method != "" {
 					req.Method = tt.method
+				}
+				if tt.proof != nil {
+					tt.proof(req)
+				}
+				if tt.twice {
+					first := httptest.NewRecorder()
+					d.RelayHandler().ServeHTTP(first, relayRequest(t, key, msg, tt.sig))
+					if first.Code != http.StatusAccepted {
+						t.Fatalf("the first time: status %d %q, want 202", first.Code, first.Body.String())
+					}
 				}
 				rec := httptest.NewRecorder()
 				d.RelayHandler().ServeHTTP(rec, req)
@@ -370,7 +406,7 @@ func TestRelayHandler(t *testing.T) {
 				}
 				synctest.Wait()
 				wantChecks := 0
-				if tt.wantStatus == http.StatusAccepted {
+				if tt.wantStatus == http.StatusAccepted || tt.twice {
 					wantChecks = 1
 				}
 				if len(c.recorded()) != wantChecks {
@@ -458,11 +494,88 @@ func TestRelayOverTLS(t *testing.T) {
 	})
 }
 
-// What others can make a replica spend on forwarded messages before their
-// signature is checked: at most relayUnverified bodies read at once (503
-// past it), and failed signatures within a budget of their own (429 past
-// it), which a message signed with the relay key never spends.
-func TestRelayUnverifiedBounds(t *testing.T) {
+// firstRead counts, in reading, the bodies a handler started to read.
+type firstRead struct {
+	io.ReadCloser
+	reading *atomic.Int32
+	once    sync.Once
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	f.once.Do(func() { f.reading.Add(1) })
+	return f.ReadCloser.Read(p)
+}
+
+// Senders who know no relay key, each trickling a message over a real
+// connection, are refused before their body is read: they hold nothing
+// that a replica's signed message waits for, which is taken meanwhile.
+func TestRelaySendersWithoutKey(t *testing.T) {
+	const senders = 4 // as many as there were places for unverified messages
+	c := &fakeChecker{start: time.Now()}
+	d := NewDispatcher(c, WithRelay(relayTestKey, func() Leader { return Leader{} }))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go d.Run(ctx)
+	poll.True(t, 10*time.Second, "the leader running", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.running
+	})
+	var reading, answered atomic.Int32
+	relayed := d.RelayHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A copy: the server decides from its own request's body what to
+		// do with what the handler did not read.
+		counted := r.Clone(r.Context())
+		counted.Body = &firstRead{ReadCloser: r.Body, reading: &reading}
+		relayed.ServeHTTP(w, counted)
+		answered.Add(1)
+	}))
+	defer srv.Close()
+
+	var conns []net.Conn
+	for range senders {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\n%s: sha256=%s\r\n%s: 1:%s\r\nContent-Length: %d\r\n\r\n{\"sent\":",
+			RelayPath, relaySignatureHeader, strings.Repeat("00", 32), relayProofHeader, strings.Repeat("00", 32), relayMaxBody)
+		conns = append(conns, conn)
+	}
+	poll.Until(t, 10*time.Second, "each sender without the key reading its body or answered", func() (bool, string) {
+		r, a := reading.Load(), answered.Load()
+		return r+a == senders, fmt.Sprintf("%d reading, %d answered", r, a)
+	})
+	unkeyedRead := reading.Load()
+
+	sender := &relay{key: relayTestKey, client: relayClient()}
+	now := time.Now()
+	p := &pendingRepo{ref: mustRef(t, "quay.io/a/x"), sources: map[string]bool{Quay: true}, received: []time.Time{now}, last: now}
+	if err := sender.post(t.Context(), srv.URL+RelayPath, []*pendingRepo{p}, now); err != nil {
+		t.Fatalf("a signed message while %d senders without the key trickle theirs: %v", senders, err)
+	}
+	poll.True(t, 10*time.Second, "a check of the forwarded repository", func() bool { return len(c.recorded()) == 1 })
+	for i, conn := range conns {
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("sender %d: no answer: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("sender %d without the key: status %d, want 401", i, resp.StatusCode)
+		}
+	}
+	if unkeyedRead != 0 {
+		t.Errorf("%d bodies of senders without the key read", unkeyedRead)
+	}
+}
+
+// Failed signatures of forwarded messages spend a budget of their own
+// (429 past it), which a message signed with the relay key never spends.
+func TestRelayFailureBudget(t *testing.T) {
 	good := func() relayMessage {
 		return relayMessage{Sent: time.Now(), Repositories: []relayRepository{
 			{Name: "quay.io/a/x", Sources: []string{Quay}, Received: []time.Time{time.Now()}}}}
@@ -480,41 +593,6 @@ func TestRelayUnverifiedBounds(t *testing.T) {
 		synctest.Wait()
 		return d
 	}
-
-	t.Run("bodies read at once", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			d := start(t)
-			// Senders that send their headers and then nothing.
-			var stalled []*io.PipeWriter
-			answers := make(chan int, relayUnverified)
-			for range relayUnverified {
-				pr, pw := io.Pipe()
-				stalled = append(stalled, pw)
-				req := httptest.NewRequest(http.MethodPost, RelayPath, pr)
-				req.Header.Set(relaySignatureHeader, "sha256="+strings.Repeat("00", 32))
-				go func() { answers <- serve(d, req).Code }()
-			}
-			synctest.Wait()
-			if n := len(d.relay.unverified); n != relayUnverified {
-				t.Fatalf("%d bodies being read, want %d", n, relayUnverified)
-			}
-			rec := serve(d, relayRequest(t, relayTestKey, good(), ""))
-			if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-				t.Errorf("a message past %d being read: status %d, want 503 with Retry-After", relayUnverified, rec.Code)
-			}
-			for _, pw := range stalled {
-				pw.Close()
-			}
-			for range relayUnverified {
-				if code := <-answers; code != http.StatusUnauthorized {
-					t.Errorf("a stalled sender that gave up: status %d, want 401", code)
-				}
-			}
-			if rec := serve(d, relayRequest(t, relayTestKey, good(), "")); rec.Code != http.StatusAccepted {
-				t.Errorf("once the places are free: status %d, want 202", rec.Code)
-			}
-		})
-	})
 
 	t.Run("failed signatures", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
