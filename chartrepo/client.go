@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/internal/budget"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
@@ -21,40 +22,65 @@ import (
 // is on time and traffic; memory holds only the versions (MaxVersions).
 const DefaultMaxIndexSize = 128 << 20
 
-// DefaultMaxCached bounds the indexes kept between cycles, one per
-// repository and credentials.
-const DefaultMaxCached = 1000
+// DefaultCycleBudget bounds in bytes the chart versions a cycle holds at
+// once, of all the indexes it reads, from the read of an index to the
+// choice of its charts: a tenant names the repositories and their charts,
+// and another's server answers. Real charts list some hundreds of
+// versions (some tens of KiB); this is some 1.5 million versions, an
+// eighth of the install's 512 MiB.
+const DefaultCycleBudget = 64 << 20
 
-// maxCachedVersions bounds the versions of all the indexes kept together
-// (some tens of MiB): each may hold MaxVersions, and the repositories
-// are named by tenants, so a count of indexes alone bounds nothing.
-const maxCachedVersions = 2 * MaxVersions
+// DefaultMaxKept bounds in bytes the indexes kept between cycles, each
+// with its ETag, the least recently used dropped first: as much as a
+// cycle may hold, so that the steady cycle, asking for what it asked
+// before, is answered 304 from memory.
+const DefaultMaxKept = 64 << 20
 
 // Client reads Helm repository indexes, keeping each with its ETag (or
-// Last-Modified) for the next read. It is safe for concurrent use.
+// Last-Modified) for the next read: of each index, only the versions of
+// the charts asked for. It is safe for concurrent use.
 type Client struct {
-	secrets   gitauth.SecretLister
-	projects  gitauth.AppProjectGetter
-	namespace string
-	maxIndex  int64
-	maxCached int
-	// maxVersions bounds the versions of the indexes kept together.
-	maxVersions int
+	secrets     gitauth.SecretLister
+	projects    gitauth.AppProjectGetter
+	namespace   string
+	maxIndex    int64
+	cycleBudget int64
 	timeout     time.Duration
 
 	calls coalesce.Group[Index]
-	mu    sync.Mutex
-	cache map[string]*cached
-	// order is the keys of cache, least recently used first.
-	order []string
-	// versions counts the versions of the indexes in cache.
-	versions int
+	kept  *budget.LRU[string, *cached]
 }
 
+// cached is an index kept between cycles.
 type cached struct {
+	key                string
 	etag, lastModified string
-	index              Index
-	versions           int
+	// asked are the charts read, listed or not: the index answers for
+	// them alone, and is read whole again when asked for another.
+	asked map[string]bool
+	index Index
+}
+
+// keptEntry is what a kept index takes besides its names and versions:
+// its entry in the LRU, its map of charts asked.
+const keptEntry = 256
+
+func (e *cached) Bytes() int64 {
+	n := keptEntry + e.index.Bytes() + budget.String(e.key) + budget.String(e.etag) + budget.String(e.lastModified)
+	for name := range e.asked {
+		n += chartBytes(name)
+	}
+	return n
+}
+
+// covers tells whether the kept index answers for all of charts.
+func (e *cached) covers(charts []string) bool {
+	for _, c := range charts {
+		if !e.asked[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // Option configures a Client.
@@ -64,9 +90,15 @@ type Option func(*Client)
 // DefaultMaxIndexSize).
 func WithMaxIndexSize(n int64) Option { return func(c *Client) { c.maxIndex = n } }
 
-// WithMaxCached bounds the indexes kept between cycles (default
-// DefaultMaxCached).
-func WithMaxCached(n int) Option { return func(c *Client) { c.maxCached = max(n, 1) } }
+// WithCycleBudget bounds in bytes the chart versions a cycle holds at
+// once (default DefaultCycleBudget).
+func WithCycleBudget(n int64) Option { return func(c *Client) { c.cycleBudget = n } }
+
+// WithMaxKept bounds in bytes the indexes kept between cycles (default
+// DefaultMaxKept).
+func WithMaxKept(n int64) Option {
+	return func(c *Client) { c.kept = budget.NewLRU[string, *cached](n) }
+}
 
 // WithTimeout bounds one index request, body included (default 2 minutes).
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
@@ -76,8 +108,8 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
 	c := &Client{
 		secrets: secrets, projects: projects, namespace: argoCDNamespace,
-		maxIndex: DefaultMaxIndexSize, maxCached: DefaultMaxCached, maxVersions: maxCachedVersions, timeout: 2 * time.Minute,
-		cache: map[string]*cached{},
+		maxIndex: DefaultMaxIndexSize, cycleBudget: DefaultCycleBudget, timeout: 2 * time.Minute,
+		kept: budget.NewLRU[string, *cached](DefaultMaxKept),
 	}
 	for _, opt := range opts {
 		opt(c)
@@ -86,11 +118,13 @@ func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 }
 
 // Session is one cycle's reads of Argo CD's Secrets and AppProjects: each
-// is read once however many Applications ask.
+// is read once however many Applications ask. The indexes read through
+// its Accesses count against its budget until released.
 type Session struct {
 	c        *Client
 	resolver *gitauth.Resolver
 	policy   *gitauth.Policy
+	budget   *budget.Budget
 	mu       sync.Mutex
 	seen     map[string]accessResult
 }
@@ -106,6 +140,7 @@ func (c *Client) Session() *Session {
 		c:        c,
 		resolver: gitauth.NewResolver(c.secrets, c.namespace, "", nil),
 		policy:   gitauth.NewPolicy(c.projects, c.namespace),
+		budget:   budget.New(c.cycleBudget),
 		seen:     map[string]accessResult{},
 	}
 }
@@ -118,6 +153,8 @@ type Access struct {
 	auth   func(*http.Request)
 	// creds names the credentials ("" for none).
 	creds string
+	// budget is the Session's.
+	budget *budget.Budget
 }
 
 // Key identifies what a read gives: the same URL read with the same
@@ -153,18 +190,21 @@ func (s *Session) access(ctx context.Context, namespace, project, repoURL string
 		return Access{}, err
 	}
 	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+gitauth.RedactURL(repoURL))
-	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source()}, nil
+	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source(), budget: s.budget}, nil
 }
 
-// Index is the repository's index: read again only when the server says
-// it changed (If-None-Match, If-Modified-Since), and once for callers
-// that ask at the same time.
-func (c *Client) Index(ctx context.Context, a Access) (Index, error) {
+// Index is the versions of charts in the repository's index, counted
+// against the Session's budget until released (Index.Release): the index
+// is read again only when the server says it changed (If-None-Match,
+// If-Modified-Since), or when it was kept without one of charts, and once
+// for callers that ask at the same time.
+func (c *Client) Index(ctx context.Context, a Access, charts []string) (Index, error) {
 	if a.client == nil {
 		return Index{}, errors.New("no access to the repository (see Session.Access)")
 	}
-	return c.calls.Do(ctx, a.Key(), nil, func(ctx context.Context) (Index, error) {
-		ix, err := c.read(ctx, a)
+	charts = slices.Compact(slices.Sorted(slices.Values(charts)))
+	return c.calls.Do(ctx, a.Key()+"\x00"+strings.Join(charts, "\x00"), nil, func(ctx context.Context) (Index, error) {
+		ix, err := c.read(ctx, a, charts)
 		if err != nil {
 			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", gitauth.RedactURL(a.URL), gitauth.RedactErrorURLs(err))
 		}
@@ -181,11 +221,11 @@ const (
 	indexBackoff  = 500 * time.Millisecond
 )
 
-func (c *Client) read(ctx context.Context, a Access) (Index, error) {
+func (c *Client) read(ctx context.Context, a Access, charts []string) (Index, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		ix, retry, err := c.readOnce(ctx, a)
+		ix, retry, err := c.readOnce(ctx, a, charts)
 		if err == nil || !retry || attempt == indexAttempts {
 			return ix, err
 		}
@@ -199,21 +239,23 @@ func (c *Client) read(ctx context.Context, a Access) (Index, error) {
 
 // readOnce asks for the index once; retry tells whether its failure may
 // not recur.
-func (c *Client) readOnce(ctx context.Context, a Access) (_ Index, retry bool, _ error) {
+func (c *Client) readOnce(ctx context.Context, a Access, charts []string) (_ Index, retry bool, _ error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(a.URL, "/")+"/index.yaml", nil)
 	if err != nil {
 		return Index{}, false, err
 	}
 	a.auth(req)
-	c.mu.Lock()
-	prev := c.cache[a.Key()]
-	c.mu.Unlock()
-	if prev != nil {
+	// A kept index without one of charts cannot answer for it: a 304
+	// would tell nothing of that chart's versions.
+	prev, _ := c.kept.Get(a.Key())
+	if prev != nil && prev.covers(charts) {
 		if prev.etag != "" {
 			req.Header.Set("If-None-Match", prev.etag)
-		} else if prev.lastModified != "" {
+		} else {
 			req.Header.Set("If-Modified-Since", prev.lastModified)
 		}
+	} else {
+		prev = nil
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {
@@ -226,51 +268,56 @@ func (c *Client) readOnce(ctx context.Context, a Access) (_ Index, retry bool, _
 	}()
 	switch {
 	case resp.StatusCode == http.StatusNotModified && prev != nil:
-		c.keep(a.Key(), prev)
-		return prev.index, false, nil
+		ix := Index{Charts: make(map[string][]string, len(charts))}
+		for _, name := range charts {
+			if v, ok := prev.index.Charts[name]; ok {
+				ix.Charts[name] = v
+			}
+		}
+		held, err := hold(ix, ix.Bytes(), a.budget)
+		return held, false, err
 	case resp.StatusCode != http.StatusOK:
 		// The body is not quoted: the answer of whatever host a tenant
 		// names is not read back to the tenant, as for registries.
 		retry := resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
 		return Index{}, retry, fmt.Errorf("answered %s", bounded.Excerpt(resp.Status, bounded.MessageLength))
 	}
-	ix, err := ParseIndex(resp.Body)
+	want := make(map[string]bool, len(charts))
+	for _, name := range charts {
+		want[name] = true
+	}
+	// The versions are counted as they are read: an index past the
+	// budget fails while it is read, not once held.
+	col := &collector{want: want, take: func(n int64) error { return take(a.budget, n) }}
+	ix, err := parseIndex(resp.Body, col)
 	if err != nil {
-		return Index{}, transient.Network(err), err
+		a.budget.Release(col.bytes)
+		return Index{}, !errors.Is(err, budget.ErrExceeded) && transient.Network(err), err
 	}
-	n := 0
-	for _, v := range ix.Charts {
-		n += len(v)
+	e := &cached{key: a.Key(), etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"), asked: want, index: ix}
+	if e.etag == "" && e.lastModified == "" {
+		// Nothing to ask with next time.
+		c.kept.Remove(e.key)
+	} else {
+		c.kept.Put(e.key, e)
 	}
-	c.keep(a.Key(), &cached{etag: resp.Header.Get("ETag"), lastModified: resp.Header.Get("Last-Modified"), index: ix, versions: n})
+	ix.held = &held{budget: a.budget, bytes: col.bytes}
 	return ix, false, nil
 }
 
-// keep records e as the latest read of key, most recently used, and
-// drops the least recently used beyond the bounds.
-func (c *Client) keep(key string, e *cached) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.drop(key)
-	if e.etag == "" && e.lastModified == "" {
-		// Nothing to ask with next time.
-		return
+// hold counts n bytes of ix against b.
+func hold(ix Index, n int64, b *budget.Budget) (Index, error) {
+	if err := take(b, n); err != nil {
+		return Index{}, err
 	}
-	c.cache[key] = e
-	c.order = append(c.order, key)
-	c.versions += e.versions
-	for len(c.order) > c.maxCached || c.versions > c.maxVersions {
-		c.drop(c.order[0])
-	}
+	ix.held = &held{budget: b, bytes: n}
+	return ix, nil
 }
 
-// drop forgets key; the caller holds c.mu.
-func (c *Client) drop(key string) {
-	e, ok := c.cache[key]
-	if !ok {
-		return
+// take counts n bytes against the cycle's budget b.
+func take(b *budget.Budget, n int64) error {
+	if err := b.Take(n); err != nil {
+		return fmt.Errorf("the chart versions this cycle holds would pass its budget of %s: %w", budget.Format(b.Limit()), budget.ErrExceeded)
 	}
-	delete(c.cache, key)
-	c.versions -= e.versions
-	c.order = slices.DeleteFunc(c.order, func(k string) bool { return k == key })
+	return nil
 }

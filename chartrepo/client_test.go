@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/internal/budget"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -91,7 +93,7 @@ func TestIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ix, err := c.Index(ctx, a)
+		ix, err := c.Index(ctx, a, []string{"podinfo"})
 		if err != nil {
 			t.Fatalf("cycle %d: %v", cycle, err)
 		}
@@ -109,7 +111,7 @@ func TestIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Index(ctx, a); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") || strings.Contains(err.Error(), "who are you") {
+	if _, err := c.Index(ctx, a, []string{"podinfo"}); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") || strings.Contains(err.Error(), "who are you") {
 		t.Errorf("error %v, want the server's 401, not its answer's body, and no password", err)
 	}
 	if _, err := s.Access(ctx, "argocd", "narrow", url); !errors.Is(err, gitauth.ErrNotPermitted) {
@@ -124,7 +126,7 @@ func TestIndex(t *testing.T) {
 }
 
 // TestIndexCacheBound: the indexes kept between cycles are bounded by
-// their versions all together, the least recently used dropped first: a
+// their bytes all together, the least recently used dropped first: a
 // dropped one is read whole again.
 func TestIndexCacheBound(t *testing.T) {
 	var full sync.Map // path → *atomic.Int32
@@ -136,23 +138,27 @@ func TestIndexCacheBound(t *testing.T) {
 		}
 		n, _ := full.LoadOrStore(r.URL.Path, new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
-		_, _ = w.Write([]byte(helmIndex)) // 4 versions
+		_, _ = w.Write([]byte(helmIndex))
 	}))
 	t.Cleanup(srv.Close)
-	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd")
-	c.maxVersions = 8
-	read := func(repo string) {
+	read := func(c *Client, repo string) {
 		t.Helper()
 		a, err := c.Session().Access(t.Context(), "argocd", "", srv.URL+"/"+repo)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Index(t.Context(), a); err != nil {
+		if _, err := c.Index(t.Context(), a, []string{"podinfo", "redis"}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// What one index takes, kept: those of a, b, c take as much.
+	probe := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd")
+	read(probe, "p")
+	one := probe.kept.Used()
+	full.Clear()
+	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd", WithMaxKept(2*one))
 	for _, repo := range []string{"a", "b", "a", "c", "a", "b"} {
-		read(repo)
+		read(c, repo)
 	}
 	// a, b kept; c drops b (a was used since); a is kept; b drops c.
 	got := map[string]int32{}
@@ -160,9 +166,212 @@ func TestIndexCacheBound(t *testing.T) {
 	if want := map[string]int32{"/a/index.yaml": 1, "/b/index.yaml": 2, "/c/index.yaml": 1}; !maps.Equal(got, want) {
 		t.Errorf("full reads %v, want %v", got, want)
 	}
-	if c.versions != 8 || len(c.cache) != 2 {
-		t.Errorf("%d versions in %d indexes kept, want 8 in 2", c.versions, len(c.cache))
+	if c.kept.Used() != 2*one || c.kept.Len() != 2 {
+		t.Errorf("%d bytes in %d indexes kept, want %d in 2", c.kept.Used(), c.kept.Len(), 2*one)
 	}
+}
+
+// TestIndexKeepsAskedCharts: of an index, only the charts asked are kept
+// and answered; a kept index asked for a chart it was read without is read
+// whole again, not answered 304 as if the chart had no versions.
+func TestIndexKeepsAskedCharts(t *testing.T) {
+	srv, full, notModified := repoServer(t, "", "")
+	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd")
+	steps := []struct {
+		charts []string
+		want   map[string][]string
+		full   int32 // full reads so far
+	}{
+		{[]string{"podinfo"}, map[string][]string{"podinfo": {"6.5.1", "6.5.0"}}, 1},
+		{[]string{"podinfo"}, map[string][]string{"podinfo": {"6.5.1", "6.5.0"}}, 1},
+		{[]string{"redis", "podinfo", "missing"}, map[string][]string{"podinfo": {"6.5.1", "6.5.0"}, "redis": {"18.0.1", "18.0.0"}}, 2},
+		{[]string{"redis"}, map[string][]string{"redis": {"18.0.1", "18.0.0"}}, 2},
+		{[]string{"missing"}, map[string][]string{}, 2},
+		{[]string{"empty"}, map[string][]string{"empty": nil}, 3},
+	}
+	for i, st := range steps {
+		s := c.Session()
+		a, err := s.Access(t.Context(), "argocd", "", srv.URL+"/charts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix, err := c.Index(t.Context(), a, st.charts)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if !maps.EqualFunc(ix.Charts, st.want, slices.Equal) || full.Load() != st.full {
+			t.Errorf("step %d: %v after %d full reads, want %v after %d", i, ix.Charts, full.Load(), st.want, st.full)
+		}
+		if s.budget.Used() != ix.Bytes() || ix.Bytes() == 0 && len(st.want) > 0 {
+			t.Errorf("step %d: the cycle holds %d bytes for an index of %d", i, s.budget.Used(), ix.Bytes())
+		}
+		ix.Release()
+		ix.Release()
+		if s.budget.Used() != 0 {
+			t.Errorf("step %d: the cycle holds %d bytes once the index is released", i, s.budget.Used())
+		}
+	}
+	if notModified.Load() != 3 {
+		t.Errorf("%d answers 304, want 3", notModified.Load())
+	}
+	e, _ := c.kept.Get(srv.URL + "/charts\x00")
+	if e == nil || !slices.Equal(slices.Sorted(maps.Keys(e.index.Charts)), []string{"empty"}) {
+		t.Errorf("kept %v, want the chart last asked alone", e)
+	}
+}
+
+// TestIndexCycleBudget: the versions a cycle holds are counted against
+// its budget as they are read; the read that would pass it fails, naming
+// the repository and the budget, and holds nothing; others go on.
+func TestIndexCycleBudget(t *testing.T) {
+	var index strings.Builder
+	index.WriteString("entries:\n  big:\n")
+	for i := range 10_000 {
+		fmt.Fprintf(&index, "  - version: 1.0.%d\n", i)
+	}
+	big := index.String()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		if r.URL.Path == "/big/index.yaml" {
+			_, _ = w.Write([]byte(big))
+			return
+		}
+		_, _ = w.Write([]byte(helmIndex))
+	}))
+	t.Cleanup(srv.Close)
+	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd", WithCycleBudget(64<<10))
+	s := c.Session()
+	access := func(path string) Access {
+		a, err := s.Access(t.Context(), "argocd", "", srv.URL+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	small, err := c.Index(t.Context(), access("/small"), []string{"podinfo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := s.budget.Used()
+	_, err = c.Index(t.Context(), access("/big"), []string{"big"})
+	if !errors.Is(err, budget.ErrExceeded) || !strings.Contains(err.Error(), srv.URL+"/big") || !strings.Contains(err.Error(), "budget of 64 KiB") {
+		t.Fatalf("error %v, want the budget passed, naming the repository", err)
+	}
+	if s.budget.Used() != held {
+		t.Errorf("the cycle holds %d bytes after a failed read, want the %d it held before", s.budget.Used(), held)
+	}
+	if _, ok := c.kept.Get(srv.URL + "/big\x00"); ok {
+		t.Error("an index past the budget kept")
+	}
+	if !slices.Equal(small.Versions("podinfo"), []string{"6.5.1", "6.5.0"}) {
+		t.Errorf("versions %v", small.Versions("podinfo"))
+	}
+	small.Release()
+	// The next cycle has a budget of its own, and the index of another
+	// cycle's failed read is read whole.
+	if _, err := c.Index(t.Context(), access("/other"), []string{"podinfo"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// longNamesIndex is an index of charts names long charts of about 60 KiB
+// each, one version each, with the podinfo of helmIndex.
+func longNamesIndex(charts int) (string, []string) {
+	var b strings.Builder
+	b.WriteString(helmIndex[:strings.Index(helmIndex, "  redis:")])
+	var names []string
+	for i := range charts {
+		name := fmt.Sprintf("%05d-%s", i, strings.Repeat("n", 60<<10))
+		names = append(names, name)
+		fmt.Fprintf(&b, "  %s:\n  - version: 1.0.0\n", name)
+	}
+	return b.String(), names
+}
+
+// TestIndexKeptLongNames: the indexes kept between cycles stay within
+// their budget in bytes, names counted, whatever the length of the
+// charts' names; of an index of long names, the charts not asked cost
+// nothing kept.
+func TestIndexKeptLongNames(t *testing.T) {
+	body, names := longNamesIndex(100) // 6 MB, of names alone
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	const maxKept = 4 << 20
+	c := NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd", WithMaxKept(maxKept))
+	before := liveHeap()
+	for repo := range 8 {
+		s := c.Session()
+		a, err := s.Access(t.Context(), "argocd", "", fmt.Sprintf("%s/%d", srv.URL, repo))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each repository is asked for podinfo and 10 of its long names:
+		// about 1.2 MiB kept, the names counted as read and as asked.
+		ix, err := c.Index(t.Context(), a, append([]string{"podinfo"}, names[repo*10:repo*10+10]...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ix.Charts) != 11 {
+			t.Fatalf("%d charts answered, want the 11 asked", len(ix.Charts))
+		}
+		ix.Release()
+	}
+	grown := liveHeap() - before
+	runtime.KeepAlive(c)
+	runtime.KeepAlive(names)
+	if c.kept.Used() > maxKept || c.kept.Len() != 3 {
+		t.Errorf("%d bytes in %d indexes kept, want at most %d in 3", c.kept.Used(), c.kept.Len(), maxKept)
+	}
+	// Kept whole, the 8 indexes would hold 48 MiB of names.
+	if grown > 2*maxKept {
+		t.Errorf("the heap grew by %d MiB for %d MiB kept", grown>>20, c.kept.Used()>>20)
+	}
+	t.Logf("heap grown by %.1f MiB, %.1f MiB kept in %d indexes", float64(grown)/(1<<20), float64(c.kept.Used())/(1<<20), c.kept.Len())
+}
+
+// BenchmarkIndexLongNames reads 8 indexes of 100 charts of 60 KiB names,
+// asking one chart of each: the bytes kept are the chart asked, not the
+// names listed.
+func BenchmarkIndexLongNames(b *testing.B) {
+	body, _ := longNamesIndex(100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		_, _ = w.Write([]byte(body))
+	}))
+	b.Cleanup(srv.Close)
+	var c *Client
+	var grown int64
+	b.ReportAllocs()
+	b.SetBytes(8 * int64(len(body)))
+	for b.Loop() {
+		c = NewClient(secrets{}, projects{"default": {SourceRepos: []string{"*"}}}, "argocd")
+		before := liveHeap()
+		for repo := range 8 {
+			a, err := c.Session().Access(b.Context(), "argocd", "", fmt.Sprintf("%s/%d", srv.URL, repo))
+			if err != nil {
+				b.Fatal(err)
+			}
+			ix, err := c.Index(b.Context(), a, []string{"podinfo"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ix.Release()
+		}
+		grown = liveHeap() - before
+	}
+	b.ReportMetric(float64(c.kept.Used()), "kept-bytes")
+	b.ReportMetric(float64(grown), "heap-kept-bytes")
 }
 
 func TestIndexBounds(t *testing.T) {
@@ -197,7 +406,7 @@ func TestIndexBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.Index(ctx, a)
+			_, err = c.Index(ctx, a, []string{"podinfo"})
 			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("error %v, want %v (%q)", err, tt.want, tt.msg)
 			}
@@ -256,7 +465,7 @@ func TestIndexRetried(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ix, err := c.Index(t.Context(), a)
+			ix, err := c.Index(t.Context(), a, []string{"podinfo"})
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatal(err)

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/image-updater/argocd-image-updater/internal/budget"
 )
 
 // Bounds of one index, whoever serves it. Real indexes list some tens of
@@ -35,10 +38,45 @@ var ErrTooManyVersions = errors.New("too many chart versions")
 // versions of each chart, in the order listed.
 type Index struct {
 	Charts map[string][]string
+	// held is what the index counts against its cycle's budget.
+	held *held
 }
 
 // Versions are the listed versions of chart.
 func (ix Index) Versions(chart string) []string { return ix.Charts[chart] }
+
+// Bytes is what the index takes in memory, approximated from above.
+func (ix Index) Bytes() int64 {
+	var n int64
+	for name, versions := range ix.Charts {
+		n += chartBytes(name) + int64(cap(versions))*budget.StringHeader
+		for _, v := range versions {
+			n += budget.Data(len(v))
+		}
+	}
+	return n
+}
+
+// Release gives back to its cycle's budget what the index holds, once its
+// charts are chosen; the index is not to be used after.
+func (ix Index) Release() {
+	if ix.held != nil {
+		ix.held.once.Do(func() { ix.held.budget.Release(ix.held.bytes) })
+	}
+}
+
+type held struct {
+	once   sync.Once
+	budget *budget.Budget
+	bytes  int64
+}
+
+// chartSlot is what a chart's entry of Charts takes besides its data: the
+// key's and the value's headers, in a map table up to twice as large as
+// its entries.
+const chartSlot = 2 * (budget.StringHeader + budget.SliceHeader + 8)
+
+func chartBytes(name string) int64 { return chartSlot + budget.Data(len(name)) }
 
 // ParseIndex reads a Helm repository index from r as a stream, keeping
 // only each chart's name and versions: the index is never held whole,
@@ -47,7 +85,11 @@ func (ix Index) Versions(chart string) []string { return ix.Charts[chart] }
 // (and most servers copy), and JSON. A YAML index in another style (flow
 // collections, anchors in place of versions) is refused rather than
 // misread.
-func ParseIndex(r io.Reader) (Index, error) {
+func ParseIndex(r io.Reader) (Index, error) { return parseIndex(r, &collector{}) }
+
+// parseIndex reads an index into c.
+func parseIndex(r io.Reader, c *collector) (Index, error) {
+	c.ix = Index{Charts: map[string][]string{}}
 	br := bufio.NewReaderSize(r, 64<<10)
 	// The first non-space byte tells JSON from YAML.
 	for {
@@ -63,25 +105,44 @@ func ParseIndex(r io.Reader) (Index, error) {
 			_, _ = br.ReadByte()
 			continue
 		case '{':
-			return parseJSONIndex(br)
+			return parseJSONIndex(br, c)
 		}
-		return parseYAMLIndex(br)
+		return parseYAMLIndex(br, c)
 	}
 }
 
-// collector keeps the versions within MaxVersions.
+// collector keeps the versions within MaxVersions: of the charts in want
+// alone, when want is not nil, counting the bytes they take with take, if
+// not nil, as they are read.
 type collector struct {
-	ix Index
-	n  int
+	ix   Index
+	n    int
+	want map[string]bool
+	take func(int64) error
+	// bytes are what was counted with take (Index.Bytes of ix).
+	bytes int64
+}
+
+func (c *collector) count(n int64) error {
+	if c.take != nil {
+		if err := c.take(n); err != nil {
+			return err
+		}
+	}
+	c.bytes += n
+	return nil
 }
 
 // chart registers a chart, which counts as a version against the bound.
 func (c *collector) chart(name string) error {
-	if _, ok := c.ix.Charts[name]; ok {
+	if _, ok := c.ix.Charts[name]; ok || c.want != nil && !c.want[name] {
 		return nil
 	}
 	if c.n >= MaxVersions {
 		return fmt.Errorf("the index lists more than %d charts and versions: %w", MaxVersions, ErrTooManyVersions)
+	}
+	if err := c.count(chartBytes(name)); err != nil {
+		return err
 	}
 	c.n++
 	c.ix.Charts[name] = nil
@@ -89,14 +150,20 @@ func (c *collector) chart(name string) error {
 }
 
 func (c *collector) add(chart, version string) error {
-	if version == "" || len(version) > maxVersionLen {
+	if version == "" || len(version) > maxVersionLen || c.want != nil && !c.want[chart] {
 		return nil
 	}
 	if c.n >= MaxVersions {
 		return fmt.Errorf("the index lists more than %d versions: %w", MaxVersions, ErrTooManyVersions)
 	}
+	versions := c.ix.Charts[chart]
+	grown := cap(versions)
+	versions = append(versions, version)
+	if err := c.count(int64(cap(versions)-grown)*budget.StringHeader + budget.Data(len(version))); err != nil {
+		return err
+	}
 	c.n++
-	c.ix.Charts[chart] = append(c.ix.Charts[chart], version)
+	c.ix.Charts[chart] = versions
 	return nil
 }
 
@@ -104,8 +171,7 @@ func (c *collector) add(chart, version string) error {
 // key, under it one key per chart, under each a sequence of entries whose
 // own "version" key (at the entry's first level, not in a nested map such
 // as dependencies) is the version.
-func parseYAMLIndex(br *bufio.Reader) (Index, error) {
-	c := collector{ix: Index{Charts: map[string][]string{}}}
+func parseYAMLIndex(br *bufio.Reader, c *collector) (Index, error) {
 	inEntries, sawEntries := false, false
 	chartIndent, itemIndent, keyIndent := -1, -1, -1
 	chart, inChart := "", false
@@ -358,8 +424,7 @@ func isBlockScalar(value []byte) bool {
 }
 
 // parseJSONIndex reads a JSON index token by token.
-func parseJSONIndex(r io.Reader) (Index, error) {
-	c := collector{ix: Index{Charts: map[string][]string{}}}
+func parseJSONIndex(r io.Reader, c *collector) (Index, error) {
 	dec := json.NewDecoder(r)
 	if err := expectDelim(dec, '{'); err != nil {
 		return Index{}, err

@@ -150,20 +150,41 @@ func FuzzParseIndex(f *testing.F) {
 	})
 }
 
-// FuzzParseIndexAny: no input panics or reads unbounded.
+// FuzzParseIndexAny: no input panics or reads unbounded; read for some
+// charts alone, an index gives those charts of the whole, and counts as
+// it reads exactly the bytes it then holds.
 func FuzzParseIndexAny(f *testing.F) {
 	f.Add(helmIndex)
 	f.Add(`{"entries":{"a":[{"version":"1"}]}}`)
 	f.Fuzz(func(t *testing.T, doc string) {
 		ix, err := ParseIndex(strings.NewReader(doc))
-		if err == nil {
-			n := 0
-			for _, vs := range ix.Charts {
-				n += len(vs) + 1
+		if err != nil {
+			return
+		}
+		n := 0
+		for _, vs := range ix.Charts {
+			n += len(vs) + 1
+		}
+		if n > MaxVersions {
+			t.Fatalf("%d versions", n)
+		}
+		want := map[string]bool{"a": true, "podinfo": true}
+		for name := range ix.Charts {
+			want[name] = len(name)%2 == 0
+		}
+		var counted int64
+		c := &collector{want: want, take: func(n int64) error { counted += n; return nil }}
+		some, err := parseIndex(strings.NewReader(doc), c)
+		if err != nil {
+			t.Fatalf("read for some charts: %v", err)
+		}
+		for name, vs := range ix.Charts {
+			if got, ok := some.Charts[name]; ok != want[name] || ok && !slices.Equal(got, vs) {
+				t.Fatalf("chart %q: %q (kept %v), want %q (asked %v)", name, got, ok, vs, want[name])
 			}
-			if n > MaxVersions {
-				t.Fatalf("%d versions", n)
-			}
+		}
+		if len(some.Charts) > len(ix.Charts) || counted != some.Bytes() || c.bytes != counted {
+			t.Fatalf("%d charts of %d; %d bytes counted, %d held", len(some.Charts), len(ix.Charts), counted, some.Bytes())
 		}
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -15,15 +14,17 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 // ChartRepositories reads the indexes of HTTP(S) Helm repositories (see
 // chartrepo.Client): which an Application may read, with which
-// credentials, once per cycle.
+// credentials, once per cycle; of each index, the versions of the charts
+// asked for, held against the cycle's budget until released.
 type ChartRepositories interface {
 	Session() *chartrepo.Session
-	Index(ctx context.Context, a chartrepo.Access) (chartrepo.Index, error)
+	Index(ctx context.Context, a chartrepo.Access, charts []string) (chartrepo.Index, error)
 }
 
 // WithChartRepositories reads the charts of chart-list from HTTP(S) Helm
@@ -142,69 +143,83 @@ func (l chartListing) versions(chart string) []string {
 	return out
 }
 
+// chartChoice is what a chart's policy chose, or why it could not.
+type chartChoice struct {
+	result strategy.Result
+	err    error
+}
+
 // listCharts lists each distinct repository once: one index request (a
 // conditional one, when it was read before) per HTTP repository and
-// credentials, one tag listing per OCI repository.
-func (u *Updater) listCharts(ctx context.Context, jobs []*chartJob) map[string]chartListing {
-	byKey := map[string]*chartJob{}
-	for _, j := range jobs {
-		if _, ok := byKey[j.key]; !ok {
-			byKey[j.key] = j
-		}
+// credentials, one tag listing per OCI repository. Each chart is chosen
+// as its listing arrives, and the listing is let go then: a cycle holds
+// the listings being read, not all it read. It gives the choices in the
+// order of jobs, and the number of listings.
+func (u *Updater) listCharts(ctx context.Context, jobs []*chartJob) ([]chartChoice, int) {
+	byKey := map[string][]int{}
+	for i, j := range jobs {
+		byKey[j.key] = append(byKey[j.key], i)
 	}
-	results := make(map[string]chartListing, len(byKey))
-	var mu sync.Mutex
+	choices := make([]chartChoice, len(jobs))
 	g := errgroup.Group{}
 	g.SetLimit(u.maxConcurrency)
-	for key, j := range byKey {
+	for _, of := range byKey {
 		g.Go(func() error {
-			ctx, cancel := u.withImageTimeout(ctx)
-			defer cancel()
-			var l chartListing
-			what := j.source.ChartRepo.String()
-			l.err = u.guard("listing the versions of "+what, func() (err error) {
-				if !j.oci.IsZero() {
-					l.tags, err = u.registry.Tags(ctx, j.oci, credentials.Ref{})
-					if err == nil && l.tags == nil {
-						l.tags = []string{}
-					}
-					return err
+			l := u.listChart(ctx, jobs, of)
+			defer l.index.Release()
+			for _, i := range of {
+				j := jobs[i]
+				if l.err != nil {
+					choices[i].err = l.err
+					continue
 				}
-				l.index, err = u.charts.Index(ctx, j.access)
-				return err
-			})
-			l.err = u.timedOut(ctx, what, l.err)
-			mu.Lock()
-			results[key] = l
-			mu.Unlock()
+				choices[i].result, choices[i].err = j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
+			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return results
+	return choices, len(byKey)
 }
 
-// chooseCharts chooses each chart's version with its policy, and adds the
-// new ones to the updates of their Application's source: an image and a
+// listChart lists the repository of the jobs of, which share it: of an
+// index, the charts they ask.
+func (u *Updater) listChart(ctx context.Context, jobs []*chartJob, of []int) chartListing {
+	ctx, cancel := u.withImageTimeout(ctx)
+	defer cancel()
+	j := jobs[of[0]]
+	var l chartListing
+	what := j.source.ChartRepo.String()
+	l.err = u.guard("listing the versions of "+what, func() (err error) {
+		if !j.oci.IsZero() {
+			l.tags, err = u.registry.Tags(ctx, j.oci, credentials.Ref{})
+			if err == nil && l.tags == nil {
+				l.tags = []string{}
+			}
+			return err
+		}
+		charts := make([]string, len(of))
+		for k, i := range of {
+			charts[k] = jobs[i].spec.Chart
+		}
+		l.index, err = u.charts.Index(ctx, j.access, charts)
+		return err
+	})
+	l.err = u.timedOut(ctx, what, l.err)
+	return l
+}
+
+// chooseCharts reports the charts' errors, and adds the new versions
+// chosen to the updates of their Application's source: an image and a
 // chart of one source are one patch.
-func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, listings map[string]chartListing, updates []*appUpdate) []*appUpdate {
+func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, choices []chartChoice, updates []*appUpdate) []*appUpdate {
 	u := r.u
 	byKey := map[string]*appUpdate{}
 	for _, au := range updates {
 		byKey[au.app.Key()+"\x00"+strconv.Itoa(au.source.Index)] = au
 	}
-	for _, j := range jobs {
-		l := listings[j.key]
-		if l.err != nil {
-			if ctx.Err() != nil {
-				continue
-			}
-			r.sum.Errors++
-			u.metrics.imageError(j.app)
-			r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", l.err)})
-			continue
-		}
-		res, err := j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
+	for i, j := range jobs {
+		res, err := choices[i].result, choices[i].err
 		if err != nil {
 			if ctx.Err() == nil {
 				r.sum.Errors++

@@ -138,7 +138,7 @@ func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job
 // list lists the tags of the jobs' repositories and the versions of the
 // charts' repositories: one listing per repository and credentials,
 // whatever the number of jobs.
-func (r *run) list(ctx context.Context, jobs []*job, chartJobs []*chartJob) (map[string]tagResult, map[string]chartListing) {
+func (r *run) list(ctx context.Context, jobs []*job, chartJobs []*chartJob) (map[string]tagResult, []chartChoice) {
 	byRepo := map[string][]*job{}
 	for _, j := range jobs {
 		byRepo[j.repoKey()] = append(byRepo[j.repoKey()], j)
@@ -146,8 +146,8 @@ func (r *run) list(ctx context.Context, jobs []*job, chartJobs []*chartJob) (map
 	r.sum.TagListings = len(byRepo)
 	tags := r.u.listTags(ctx, byRepo)
 	r.sum.Unlisted = r.scope.unlisted(byRepo, tags)
-	charts := r.u.listCharts(ctx, chartJobs)
-	r.sum.ChartListings = len(charts)
+	charts, listings := r.u.listCharts(ctx, chartJobs)
+	r.sum.ChartListings = listings
 	return tags, charts
 }
 

@@ -390,7 +390,7 @@ func (emptyRegistry) Referrers(context.Context, imageref.Reference, credentials.
 // repository Secrets, and every AppProject permits every repository.
 type docCharts struct{ *chartrepo.Client }
 
-func (docCharts) Index(context.Context, chartrepo.Access) (chartrepo.Index, error) {
+func (docCharts) Index(context.Context, chartrepo.Access, []string) (chartrepo.Index, error) {
 	return chartrepo.Index{}, nil
 }
 
