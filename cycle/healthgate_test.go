@@ -96,6 +96,7 @@ func TestHealthGateSkips(t *testing.T) {
 		{name: "the version written is being written back: a newer one is written", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, current: "1.1.0", want: "1.2.0"},
 		{name: "another digest of the tag is not skipped", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0", Digest: "sha256:aa"}}, want: "1.1.0"},
 		{name: "the digest a followed tag points to", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}},
+		{name: "held at a digest: the digest rolled back from is not written", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}, heldFrom: "stable@sha256:bb", holdAt: "stable@sha256:00", want: "stable@sha256:00"},
 		{name: "another digest of the followed tag", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:aa"}}, want: "stable@sha256:bb"},
 	}
 	for _, tt := range tests {
