@@ -123,6 +123,11 @@ type appState struct {
 	// retryAt and failures pace the retries of a failed write-back.
 	retryAt  map[string]time.Time
 	failures map[string]int
+	// pushes are the git pushes that carried the versions followed, by
+	// image, to tell a sync of a later commit of the same push (see
+	// syncOfWrite). Kept in memory only: after a restart, a revision
+	// other than the record's commit is judged without them.
+	pushes map[string]*writeback.Push
 }
 
 // Option configures a Gate.
@@ -434,6 +439,7 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 				r.DeployedAt, r.Message = &t, "written; seen in the Application"
 			}
 			st.setRecord(r)
+			st.setPush(c.Key(), "", nil)
 			changed = true
 			continue
 		}
@@ -443,6 +449,7 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 			HealthBefore: app.Status().Health, WrittenAt: metav1.NewTime(now),
 			Message: "written; waiting for Argo CD to deploy it",
 		})
+		st.setPush(c.Key(), commit, res.Push)
 		changed = true
 	}
 	n := g.following()
@@ -650,7 +657,7 @@ func (g *Gate) evaluateApp(ctx context.Context, key types.NamespacedName, app *a
 		switch r.State {
 		case api.HealthGatePending:
 			before := *r
-			j := judge(r, status, app.RunningImages, now)
+			j := judge(r, status, app.RunningImages, st.pushes[r.Alias], now)
 			switch j.verdict {
 			case follow:
 				r.Message = j.message
@@ -691,6 +698,9 @@ func (g *Gate) evaluateApp(ctx context.Context, key types.NamespacedName, app *a
 				reverts = append(reverts, g.revertOf(key, app, r))
 			}
 			changed = changed || !sameRecord(before, *r)
+			if r.State != api.HealthGatePending {
+				delete(st.pushes, r.Alias)
+			}
 		case api.HealthGateReverting:
 			if at := st.retryAt[r.Alias]; !at.After(now) {
 				reverts = append(reverts, g.revertOf(key, app, r))
