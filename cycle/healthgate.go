@@ -28,8 +28,9 @@ type HealthGate interface {
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
-	// Flush persists what Written was told since the last Flush: the
-	// cycle calls it once after each batch of writes.
+	// Flush persists what Written and Skipped changed since the last
+	// Flush: the cycle calls it once after each batch of writes, and at
+	// the end of each pass.
 	Flush(ctx context.Context)
 }
 

@@ -23,13 +23,18 @@ type skipGate struct {
 	holdAt   map[string]imageref.Version
 	mu       sync.Mutex
 	written  []writeback.Result
+	flushes  int
 }
 
 func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) Skips {
 	return Skips{Versions: g.skipped[image], HeldFrom: g.heldFrom[image], HoldAt: g.holdAt[image]}
 }
 
-func (g *skipGate) Flush(context.Context) {}
+func (g *skipGate) Flush(context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushes++
+}
 
 func (g *skipGate) Written(_ context.Context, _ *application.Application, res writeback.Result) {
 	g.mu.Lock()
@@ -139,6 +144,10 @@ func TestHealthGateSkips(t *testing.T) {
 			}
 			if want := min(1, len(w.batches)); len(gate.written) != want {
 				t.Errorf("gate told of %d writes, want %d", len(gate.written), want)
+			}
+			// What the gate learnt while choosing is saved, written or not.
+			if gate.flushes == 0 {
+				t.Error("the gate was not flushed at the end of the pass")
 			}
 		})
 	}

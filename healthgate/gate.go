@@ -476,8 +476,8 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 }
 
 // Flush saves the status of the ImageUpdaters whose Applications' records
-// Written changed since the last Flush: the cycle calls it after each
-// batch of writes.
+// Written or Skipped changed since the last Flush (or look): the cycle
+// calls it after each batch of writes, and at the end of each pass.
 func (g *Gate) Flush(ctx context.Context) {
 	g.saveOwners(ctx, g.takeUnsaved())
 }

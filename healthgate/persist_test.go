@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -179,5 +181,40 @@ func TestEvaluateSavesAnImageUpdaterOnce(t *testing.T) {
 	}
 	if verified != n {
 		t.Errorf("%d records Verified in the status, want %d", verified, n)
+	}
+}
+
+// TestSkippedSavesAnImageUpdaterOnce: the holds a cycle finds while
+// choosing, for Applications an ImageUpdater configures, are saved in its
+// status once, at the pass's Flush, not at each answer of Skipped.
+func TestSkippedSavesAnImageUpdaterOnce(t *testing.T) {
+	r := newRig(t)
+	iu := types.NamespacedName{Namespace: "argocd", Name: "iu"}
+	plain := map[string]string{"image-list": "app=" + image}
+	const n = 20
+	var held []*application.Application
+	for i := range n {
+		app := r.apps.set(t, fmt.Sprintf("app-%02d", i), plain, argo("Healthy", "1.0.0", nil))
+		app.ImageUpdater = iu
+		r.written(t, app, "1.0.0", "1.1.0", "")
+		held = append(held, app)
+	}
+	r.gate.Flush(t.Context())
+	r.log = nil
+	for _, app := range held {
+		if sk := r.gate.Skipped(t.Context(), app, "app", imageref.Version{Tag: "1.0.0"}); len(sk.Versions) != 1 {
+			t.Fatalf("%s: skips %+v, want 1.1.0 held", app.Name, sk)
+		}
+	}
+	if len(r.log) != 0 {
+		t.Fatalf("saved %q while the cycle chose, want nothing until its Flush", r.log)
+	}
+	r.gate.Flush(t.Context())
+	if want := []string{"status iu"}; !slices.Equal(r.log, want) {
+		t.Errorf("did %q, want %q", r.log, want)
+	}
+	_, skipped := r.store.status[iu][0], r.store.status[iu][1].([]api.SkippedVersion)
+	if len(skipped) != n {
+		t.Errorf("%d skips saved, want %d", len(skipped), n)
 	}
 }
