@@ -28,8 +28,9 @@ type HealthGate interface {
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
-	// Flush persists what Written was told since the last Flush: the
-	// cycle calls it once after each batch of writes.
+	// Flush persists what Written and Skipped changed since the last
+	// Flush: the cycle calls it once after each batch of writes, and at
+	// the end of each pass.
 	Flush(ctx context.Context)
 }
 
@@ -87,7 +88,9 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 	o := u.chooseOne(ctx, j, tr, memo, keys)
 	writingBack := sk.HoldAt.IsZero() && slices.ContainsFunc(skipped, func(v imageref.Version) bool { return v.Tag == j.current.Tag })
 	if v := newVersion(j.policy, o.result); o.result.Update && slices.Contains(skipped, v) {
-		o.result.Update = false
+		// Not handed to the write-back either when its target is asked
+		// (askTarget, a hold's HoldAt): the version in place is.
+		o.result.Update, o.result.Tag, o.result.Digest = false, j.current.Tag, j.current.Digest
 		o.result.Reason = fmt.Sprintf("version %s is skipped: the health gate wrote it back", v)
 	} else if cur, err := semver.NewVersion(j.current.Tag); o.result.Update && writingBack && err == nil && notNewer(o.result.Tag, cur) {
 		// The version in place is skipped: the gate writes back the one

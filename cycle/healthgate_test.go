@@ -23,13 +23,18 @@ type skipGate struct {
 	holdAt   map[string]imageref.Version
 	mu       sync.Mutex
 	written  []writeback.Result
+	flushes  int
 }
 
 func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) Skips {
 	return Skips{Versions: g.skipped[image], HeldFrom: g.heldFrom[image], HoldAt: g.holdAt[image]}
 }
 
-func (g *skipGate) Flush(context.Context) {}
+func (g *skipGate) Flush(context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.flushes++
+}
 
 func (g *skipGate) Written(_ context.Context, _ *application.Application, res writeback.Result) {
 	g.mu.Lock()
@@ -96,6 +101,7 @@ func TestHealthGateSkips(t *testing.T) {
 		{name: "the version written is being written back: a newer one is written", tags: []string{"1.0.0", "1.1.0", "1.2.0"}, skipped: []imageref.Version{{Tag: "1.1.0"}}, current: "1.1.0", want: "1.2.0"},
 		{name: "another digest of the tag is not skipped", strategy: "alphabetical", tags: []string{"1.0.0", "1.1.0"}, skipped: []imageref.Version{{Tag: "1.1.0", Digest: "sha256:aa"}}, want: "1.1.0"},
 		{name: "the digest a followed tag points to", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}},
+		{name: "held at a digest: the digest rolled back from is not written", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:bb"}}, heldFrom: "stable@sha256:bb", holdAt: "stable@sha256:00", want: "stable@sha256:00"},
 		{name: "another digest of the followed tag", strategy: "digest", constraint: "stable", tags: []string{"stable"}, skipped: []imageref.Version{{Tag: "stable", Digest: "sha256:aa"}}, want: "stable@sha256:bb"},
 	}
 	for _, tt := range tests {
@@ -138,6 +144,10 @@ func TestHealthGateSkips(t *testing.T) {
 			}
 			if want := min(1, len(w.batches)); len(gate.written) != want {
 				t.Errorf("gate told of %d writes, want %d", len(gate.written), want)
+			}
+			// What the gate learnt while choosing is saved, written or not.
+			if gate.flushes == 0 {
+				t.Error("the gate was not flushed at the end of the pass")
 			}
 		})
 	}

@@ -100,6 +100,9 @@ type Gate struct {
 	// of writes, not once per Application, which would write a status
 	// of n records n times.
 	unsaved map[types.NamespacedName]bool
+	// retries pace the saves of the ImageUpdaters' statuses the API
+	// server refused.
+	retries map[types.NamespacedName]statusRetry
 	wake    chan struct{}
 	// swept is when the records of Applications since deleted were last
 	// looked for, once per poll interval.
@@ -120,6 +123,11 @@ type appState struct {
 	// retryAt and failures pace the retries of a failed write-back.
 	retryAt  map[string]time.Time
 	failures map[string]int
+	// pushes are the git pushes that carried the versions followed, by
+	// image, to tell a sync of a later commit of the same push (see
+	// syncOfWrite). Kept in memory only: after a restart, a revision
+	// other than the record's commit is judged without them.
+	pushes map[string]*writeback.Push
 }
 
 // Option configures a Gate.
@@ -175,8 +183,8 @@ func New(apps Applications, reverter Reverter, client dynamic.Interface, opts ..
 		apps: apps, reverter: reverter, store: kubeStore{client: client},
 		logger: slog.New(slog.DiscardHandler), now: time.Now, poll: DefaultPollInterval,
 		states: map[types.NamespacedName]*appState{}, clears: map[types.NamespacedName]bool{},
-		unsaved: map[types.NamespacedName]bool{},
-		wake:    make(chan struct{}, 1),
+		unsaved: map[types.NamespacedName]bool{}, retries: map[types.NamespacedName]statusRetry{},
+		wake: make(chan struct{}, 1),
 	}
 	for _, opt := range opts {
 		opt(g)
@@ -315,7 +323,7 @@ func (g *Gate) Skipped(ctx context.Context, app *application.Application, image 
 		g.logger.Warn("a version the updater wrote was rolled back by someone else; the image is held", "application", key, "image", image, "current", current.String())
 	}
 	if save {
-		g.save(ctx, key)
+		g.saveSoon(ctx, key)
 	}
 	return out
 }
@@ -431,6 +439,7 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 				r.DeployedAt, r.Message = &t, "written; seen in the Application"
 			}
 			st.setRecord(r)
+			st.setPush(c.Key(), "", nil)
 			changed = true
 			continue
 		}
@@ -440,6 +449,7 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 			HealthBefore: app.Status().Health, WrittenAt: metav1.NewTime(now),
 			Message: "written; waiting for Argo CD to deploy it",
 		})
+		st.setPush(c.Key(), commit, res.Push)
 		changed = true
 	}
 	n := g.following()
@@ -466,20 +476,10 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 }
 
 // Flush saves the status of the ImageUpdaters whose Applications' records
-// Written changed since the last Flush: the cycle calls it after each
-// batch of writes.
+// Written or Skipped changed since the last Flush (or look): the cycle
+// calls it after each batch of writes, and at the end of each pass.
 func (g *Gate) Flush(ctx context.Context) {
-	g.mu.Lock()
-	owners := make([]types.NamespacedName, 0, len(g.unsaved))
-	for o := range g.unsaved {
-		owners = append(owners, o)
-	}
-	clear(g.unsaved)
-	g.mu.Unlock()
-	slices.SortFunc(owners, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
-	for _, o := range owners {
-		g.saveOwner(ctx, o)
-	}
+	g.saveOwners(ctx, g.takeUnsaved())
 }
 
 // OnUpdate is told of each change of an Application (appwatch.Watcher's
@@ -572,10 +572,13 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 
+	// Each ImageUpdater's status is saved once for all of its
+	// Applications that changed in this look.
+	owners := g.takeUnsaved()
 	for _, key := range kept {
 		// Deleted: its records go, from the ImageUpdater's status too.
 		if _, ok := g.apps.Get(key.Namespace, key.Name); !ok {
-			g.forget(ctx, key)
+			g.forget(key, owners)
 		}
 	}
 
@@ -590,7 +593,7 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 			}
 		}
 		if !ok {
-			g.forget(ctx, key)
+			g.forget(key, owners)
 			continue
 		}
 		rs, when, save, clearValue := g.evaluateApp(ctx, key, app, now)
@@ -599,7 +602,7 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 			next = when
 		}
 		if save {
-			g.save(ctx, key)
+			g.saveOrQueue(ctx, key, owners)
 		}
 		if clearValue != "" && g.mayWrite() == nil {
 			if err := g.store.removeClear(ctx, key, clearValue); err != nil {
@@ -607,6 +610,8 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 			}
 		}
 	}
+	// Before the write-backs: their skips are saved first.
+	g.saveOwners(ctx, owners)
 	if len(reverts) > 0 {
 		g.revert(ctx, reverts, now)
 		for _, r := range reverts {
@@ -617,6 +622,9 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 	}
 	g.mu.Lock()
 	n := g.following()
+	if at := g.statusRetryDue(); !at.IsZero() && at.Before(next) {
+		next = at
+	}
 	g.mu.Unlock()
 	g.metrics.following(n)
 	return next
@@ -649,7 +657,7 @@ func (g *Gate) evaluateApp(ctx context.Context, key types.NamespacedName, app *a
 		switch r.State {
 		case api.HealthGatePending:
 			before := *r
-			j := judge(r, status, app.RunningImages, now)
+			j := judge(r, status, app.RunningImages, st.pushes[r.Alias], now)
 			switch j.verdict {
 			case follow:
 				r.Message = j.message
@@ -690,6 +698,9 @@ func (g *Gate) evaluateApp(ctx context.Context, key types.NamespacedName, app *a
 				reverts = append(reverts, g.revertOf(key, app, r))
 			}
 			changed = changed || !sameRecord(before, *r)
+			if r.State != api.HealthGatePending {
+				delete(st.pushes, r.Alias)
+			}
 		case api.HealthGateReverting:
 			if at := st.retryAt[r.Alias]; !at.After(now) {
 				reverts = append(reverts, g.revertOf(key, app, r))
@@ -795,21 +806,9 @@ func (g *Gate) revert(ctx context.Context, reverts []pendingRevert, now time.Tim
 	// saved once, however many of them changed.
 	owners := map[types.NamespacedName]bool{}
 	for key := range saved {
-		g.mu.Lock()
-		var owner types.NamespacedName
-		if st := g.states[key]; st != nil {
-			owner = st.owner
-		}
-		g.mu.Unlock()
-		if owner.Name != "" {
-			owners[owner] = true
-			continue
-		}
-		g.save(ctx, key)
+		g.saveOrQueue(ctx, key, owners)
 	}
-	for owner := range owners {
-		g.saveOwner(ctx, owner)
-	}
+	g.saveOwners(ctx, owners)
 }
 
 func shortCommit(c string) string { return c[:min(len(c), 12)] }
@@ -826,14 +825,15 @@ func (g *Gate) retryTime(key types.NamespacedName, image string) time.Time {
 }
 
 // forget drops the state of an Application that is gone or no longer
-// read; an ImageUpdater's status is saved without it.
-func (g *Gate) forget(ctx context.Context, key types.NamespacedName) {
+// read; its ImageUpdater is added to owners, whose status is saved
+// without it.
+func (g *Gate) forget(key types.NamespacedName, owners map[types.NamespacedName]bool) {
 	g.mu.Lock()
 	st := g.states[key]
 	delete(g.states, key)
 	g.mu.Unlock()
 	if st != nil && st.owner.Name != "" {
-		g.saveOwner(ctx, st.owner)
+		owners[st.owner] = true
 	}
 }
 
@@ -855,115 +855,6 @@ func (g *Gate) mayWrite() error {
 		return nil
 	}
 	return g.writeGate()
-}
-
-// save keeps the state of the Application key where it survives a
-// restart. A failure is logged and the next evaluation saves again.
-func (g *Gate) save(ctx context.Context, key types.NamespacedName) {
-	g.mu.Lock()
-	st := g.states[key]
-	var owner types.NamespacedName
-	if st != nil {
-		owner = st.owner
-	}
-	g.mu.Unlock()
-	if owner.Name != "" {
-		g.saveOwner(ctx, owner)
-		return
-	}
-	if err := g.mayWrite(); err != nil {
-		g.markDirty(key, true)
-		return
-	}
-	g.saveMu.Lock()
-	defer g.saveMu.Unlock()
-	g.mu.Lock()
-	value := ""
-	if st := g.states[key]; st != nil {
-		st.normalize("")
-		value = st.Encode()
-	}
-	g.mu.Unlock()
-	err := g.store.saveAnnotation(ctx, key, value)
-	if err != nil {
-		g.logger.Warn("cannot save the health gate's state; tried again", "application", key, "error", err)
-	}
-	g.markDirty(key, err != nil)
-}
-
-// saveOwner saves the state of every Application an ImageUpdater
-// configures into its status: the records still followed first, then the
-// most recent, within the status's bounds.
-func (g *Gate) saveOwner(ctx context.Context, owner types.NamespacedName) {
-	if err := g.mayWrite(); err != nil {
-		// As save does: kept dirty, so that a later evaluation saves it.
-		g.mu.Lock()
-		for _, st := range g.states {
-			if st.owner == owner {
-				st.dirty = true
-			}
-		}
-		g.mu.Unlock()
-		return
-	}
-	g.saveMu.Lock()
-	defer g.saveMu.Unlock()
-	var records []api.HealthGateRecord
-	var skipped []api.SkippedVersion
-	var keys []types.NamespacedName
-	g.mu.Lock()
-	for key, st := range g.states {
-		if st.owner != owner {
-			continue
-		}
-		keys = append(keys, key)
-		st.normalize("")
-		for _, r := range st.Records {
-			r.Application = key.Name
-			records = append(records, r)
-		}
-		for _, s := range st.Skipped {
-			s.Application = key.Name
-			skipped = append(skipped, s)
-		}
-	}
-	g.mu.Unlock()
-	slices.SortStableFunc(records, func(a, b api.HealthGateRecord) int {
-		if active(a) != active(b) {
-			if active(a) {
-				return -1
-			}
-			return 1
-		}
-		return b.WrittenAt.Compare(a.WrittenAt.Time)
-	})
-	records = records[:min(len(records), maxStatusEntries)]
-	slices.SortStableFunc(skipped, func(a, b api.SkippedVersion) int { return b.SkippedAt.Compare(a.SkippedAt.Time) })
-	skipped = skipped[:min(len(skipped), maxStatusEntries)]
-	slices.SortFunc(records, func(a, b api.HealthGateRecord) int {
-		return cmp.Or(cmp.Compare(a.Application, b.Application), cmp.Compare(a.Alias, b.Alias))
-	})
-	slices.SortStableFunc(skipped, func(a, b api.SkippedVersion) int {
-		return cmp.Or(cmp.Compare(a.Application, b.Application), cmp.Compare(a.Alias, b.Alias), a.SkippedAt.Compare(b.SkippedAt.Time))
-	})
-	err := g.store.saveStatus(ctx, owner, records, skipped)
-	if err != nil {
-		g.logger.Warn("cannot save the health gate's state; tried again", "imageUpdater", owner, "error", err)
-	}
-	for _, key := range keys {
-		g.markDirty(key, err != nil)
-	}
-}
-
-// maxStatusEntries bounds each of the status's lists, as the CRD does.
-const maxStatusEntries = 1000
-
-func (g *Gate) markDirty(key types.NamespacedName, dirty bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if st := g.states[key]; st != nil {
-		st.dirty = dirty
-	}
 }
 
 // event records an event on app, its message bounded.

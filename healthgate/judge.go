@@ -11,6 +11,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
 // Argo CD's health statuses the gate reads.
@@ -49,9 +50,11 @@ type judgement struct {
 
 // judge decides on a Pending record from what Argo CD says of the
 // Application now, and sets the record's DeployedAt when it is first
-// seen running. The rules:
-//   - a sync that started after the write (of the written commit, for
-//     git) and failed: broken, whatever the health was before;
+// seen running; push is the git push that carried the write, when known.
+// The rules:
+//   - a sync that started after the write, of a revision that holds the
+//     write (see syncOfWrite), and failed: broken, whatever the health
+//     was before;
 //   - health Degraded while the version runs, where the Application was
 //     not Degraded before the write: broken;
 //   - the window, counted from when the version was first seen running,
@@ -59,10 +62,10 @@ type judgement struct {
 //     Degraded before: unverified (kept, not judged by health); over with
 //     another health (Progressing, Missing...): followed until one of
 //     these.
-func judge(r *api.HealthGateRecord, st application.Status, running []string, now time.Time) judgement {
+func judge(r *api.HealthGateRecord, st application.Status, running []string, push *writeback.Push, now time.Time) judgement {
 	op := st.Operation
 	written := r.WrittenAt.Time.Truncate(time.Second)
-	if op.Failed() && !op.StartedAt.Before(written) && (r.Commit == "" || op.Revision == "" || op.Revision == r.Commit) {
+	if op.Failed() && !op.StartedAt.Before(written) && syncOfWrite(r, op, push) {
 		msg := fmt.Sprintf("the sync of %s failed", r.Version)
 		if op.Message != "" {
 			msg += ": " + op.Message

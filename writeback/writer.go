@@ -50,6 +50,9 @@ type Result struct {
 	// branch written to, and PullRequest the web page of the pull request
 	// opened or updated for it, when the Application asked for one.
 	Commit, Branch, PullRequest string
+	// Push is the push that carried Commit, shared by the results of
+	// the Applications it carried; nil when unknown.
+	Push *Push
 	// ParentNamespace and ParentName name the Application whose manifests
 	// define this one, when the change went there (app of apps): Argo CD
 	// applies it when it reads that Application's sources.

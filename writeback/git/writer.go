@@ -734,7 +734,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 		}
 		if pushed {
 			remote.Heads[plan.target] = head
-			landed(log, pending)
+			landed(log, pending, tip)
 			return
 		}
 		// Lost on the way (a reset, a 5xx, a 429), or unknown because the
@@ -744,7 +744,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 			continue
 		}
 		if !moved && len(pending) > 1 && refusedByServer(pushErr) {
-			w.landAround(ctx, clone, acc, remote, plan, expected, pending, created, pushErr, log)
+			w.landAround(ctx, clone, acc, remote, plan, tip, expected, pending, created, pushErr, log)
 			return
 		}
 		if !moved || attempt >= w.cfg.pushRetries {
@@ -772,11 +772,22 @@ func (w *Writer) mayPush() error {
 	return nil
 }
 
-// landed records pushed commits in their Applications' results.
-func landed(log *slog.Logger, pending []pendingCommit) {
+// landed records pushed commits, made on base, in their Applications'
+// results, each with the push that carried them: the health gate tells
+// by it that a sync of a later commit of the push is a sync of an
+// earlier one too.
+func landed(log *slog.Logger, pending []pendingCommit, base plumbing.Hash) {
+	push := &writeback.Push{Base: base.String()}
+	for _, p := range pending {
+		// Commits through the API are one commit for them all.
+		if c := p.commit.String(); len(push.Commits) == 0 || push.Commits[len(push.Commits)-1] != c {
+			push.Commits = append(push.Commits, c)
+		}
+	}
 	for _, p := range pending {
 		p.app.result.Changed, p.app.result.ChangedCharts = p.changed, p.charts
 		p.app.result.Commit = p.commit.String()
+		p.app.result.Push = push
 		p.app.result.Written = true
 		log.Info("pushed new image versions", "application", p.app.update.key(), "commit", p.commit.String(), "file", p.path, "images", writeback.ImageList(p.changed))
 	}
@@ -797,7 +808,8 @@ func refusedByServer(err error) bool {
 // halving), the commit after it is reported as refused, and the rest is
 // committed again on the new tip and pushed the same way. Each refused
 // Application costs about log2(n) extra pushes.
-func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *gitwire.Branches, plan branchPlan, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
+func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Remote, remote *gitwire.Branches, plan branchPlan, onto, expected plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, pushErr error, log *slog.Logger) {
+	// onto is the commit the chain pending was made on.
 	for len(pending) > 0 {
 		// The first lo commits are pushed; the first hi are refused.
 		lo, hi, refusal := 0, len(pending), pushErr
@@ -809,7 +821,11 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 			}
 			switch {
 			case err == nil:
-				landed(log, pending[lo:mid])
+				base := onto
+				if lo > 0 {
+					base = pending[lo-1].commit
+				}
+				landed(log, pending[lo:mid], base)
 				expected = pending[mid-1].commit
 				remote.Heads[plan.target] = expected
 				lo = mid
@@ -832,7 +848,8 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 		if len(rest) == 0 {
 			return
 		}
-		head, again, more, err := w.commitApplications(clone, expected, rest)
+		onto = expected
+		head, again, more, err := w.commitApplications(clone, onto, rest)
 		if err != nil {
 			failAll(rest, err)
 			return
@@ -848,7 +865,7 @@ func (w *Writer) landAround(ctx context.Context, clone *gitClone, acc gitauth.Re
 		switch {
 		case err == nil:
 			remote.Heads[plan.target] = head
-			landed(log, again)
+			landed(log, again, onto)
 			return
 		case len(again) == 1 || !refusedByServer(err):
 			for _, p := range again {

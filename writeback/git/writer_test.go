@@ -590,6 +590,17 @@ func (e *gitEnv) testFiftyApplications(t *testing.T) {
 		}
 		seen[r.Commit] = true
 	}
+	// Each result carries the push: the tip it was made on, and the
+	// commits in order, the newest last, the earlier held by the later.
+	var want []string
+	for _, c := range slices.Backward(log[:50]) {
+		want = append(want, c.Hash)
+	}
+	for i, r := range results {
+		if r.Push != results[0].Push || r.Push == nil || r.Push.Base != log[50].Hash || !slices.Equal(r.Push.Commits, want) || r.Push.Commits[i] != r.Commit {
+			t.Fatalf("result %d: push %+v, want one made on %s with the branch's 50 new commits in order", i, r.Push, log[50].Hash)
+		}
+	}
 
 	for i := range updates {
 		updates[i].Images[0].Old, updates[i].Images[0].New = imageref.Version{Tag: "v0.0.2"}, imageref.Version{Tag: "v0.0.3"}
