@@ -23,13 +23,11 @@ build:
 testbin:
 	@hack/testbin.sh >/dev/null
 
-## test: lint, the unit tests under the race detector, then every test,
-## including those against real servers. Four packages at a time, and four
-## parallel tests in a package: most of their time is spent waiting on
-## servers starting, lease and grace timings, not on the CPU (2m33s instead
-## of 3m35s on 2 cores).
-test: lint unit
-	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -p 4 -parallel 4 -timeout 20m ./...
+## test: lint, then every test once, including those against real servers:
+## the packages whose tests start no server under the race detector, the
+## others without it (hack/test.sh); prints the elapsed time.
+test: lint
+	@hack/test.sh
 
 ## unit: the tests that need no test servers, under the race detector
 unit:
