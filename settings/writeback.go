@@ -66,7 +66,10 @@ type WriteBackTarget struct {
 	// what followed "<kind>:", relative to the source path (the parent's,
 	// for app-of-apps) or, starting with '/', to the repository root; ""
 	// means the default (the source folder, or its values.yaml). For an override file it is the whole annotation value,
-	// a file path from the repository root.
+	// a file path from the repository root. It is read as written here;
+	// the git write-back resolves it against the folder the Application
+	// may write (its repository, or for app-of-apps the parent's source
+	// path) and refuses it outside.
 	Path string
 }
 

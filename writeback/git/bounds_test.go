@@ -206,7 +206,7 @@ func TestTargetFileSizeBound(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, _, err = newRepoTree(s, root).read("app/values.yaml")
+			_, _, err = newRepoTree(s, root).read(repositoryGrant, "app/values.yaml")
 			check("read", err, tt.read)
 			_, err = clone.changedFiles(empty, head)
 			check("files to commit through the API", err, tt.commit)

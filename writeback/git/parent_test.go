@@ -1,6 +1,7 @@
 package git
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -148,5 +149,79 @@ func (e *gitEnv) testAppOfAppsHelm(t *testing.T) {
 	// Written already: nothing more to commit.
 	if r := w.Write(t.Context(), []writeback.Change{change})[0]; r.Err != nil || r.Written {
 		t.Errorf("second write: %+v", r)
+	}
+}
+
+// testAppOfAppsConfined: in a platform repository of one folder per team,
+// team b's child cannot point its target at team a's folder, and a
+// definition that names no namespace is not taken for the child's where
+// its parent has no destination namespace; nothing is committed, and
+// each child gets an error that says why.
+func (e *gitEnv) testAppOfAppsConfined(t *testing.T) {
+	ns := e.argoNamespace(t, "app-of-apps-confined", true)
+	doc := func(name string) string {
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: " + name + "\n" +
+			"spec:\n  project: default\n  source:\n    repoURL: https://git.example.com/" + name + ".git\n    path: deploy\n    targetRevision: main\n"
+	}
+	// Team a's web, which names no namespace: its parent creates it in
+	// the same namespace as team b's.
+	files := map[string]string{"apps/team-a/web.yaml": doc("web"), "apps/team-b/api.yaml": doc("api"), "root/orphan.yaml": doc("orphan")}
+	url := e.repo(t, "app-of-apps-confined", files)
+
+	apps := e.dyn.Resource(application.Resource()).Namespace(ns)
+	create := func(obj map[string]any) {
+		t.Helper()
+		if _, err := apps.Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent := func(name, path string, destination map[string]any, children ...string) {
+		var resources []any
+		for _, c := range children {
+			resources = append(resources, map[string]any{"group": "argoproj.io", "version": "v1alpha1", "kind": "Application", "namespace": ns, "name": c})
+		}
+		create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": map[string]any{"name": name, "namespace": ns},
+			"spec":   map[string]any{"project": "default", "source": map[string]any{"repoURL": url, "path": path, "targetRevision": "main"}, "destination": destination},
+			"status": map[string]any{"resources": resources}})
+	}
+	parent("platform-b", "apps/team-b", map[string]any{"server": "https://kubernetes.default.svc", "namespace": ns}, "web")
+	parent("root", "root", map[string]any{"server": "https://kubernetes.default.svc"}, "orphan")
+	for name, p := range map[string]string{"web": "platform-b", "orphan": "root"} {
+		create(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+			"metadata": map[string]any{"name": name, "namespace": ns, "annotations": map[string]any{trackingAnnotation: p + ":argoproj.io/Application:" + ns + "/" + name}},
+			"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": "https://git.example.com/" + name + ".git", "path": "deploy"},
+				"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"}}})
+	}
+
+	w := e.writer(t, ns, WithParents(NewKubeParents(e.dyn, ns)))
+	change := func(name, target string) writeback.Change {
+		src := application.Source{Index: -1, RepoURL: "https://git.example.com/" + name + ".git", Path: "deploy", TargetRevision: "main", Type: application.SourceKustomize}
+		app := &application.Application{Namespace: ns, Name: name, Project: "default", Sources: []application.Source{src}}
+		app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, Target: mustTarget(target)}
+		return writeback.Change{App: app, Source: src, Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(gitAppImage)}, New: imageref.Version{Tag: "v0.0.2"}, Old: imageref.ParseVersion("v0.0.1")}}}
+	}
+	before := e.git.Log(t, "app-of-apps-confined", "main")
+	results := w.Write(t.Context(), []writeback.Change{change("web", "app-of-apps:../team-a"), change("orphan", "app-of-apps")})
+	wantErr := []string{
+		`write-back-target "app-of-apps:../team-a": path "../team-a" (from "apps/team-b") leaves apps/team-b, the folder its parent ` + ns + `/platform-b deploys`,
+		"the Application orphan at root/orphan.yaml:1 names no namespace, and its parent " + ns + "/root has no spec.destination.namespace to create it in, so it is not taken as the definition of " + ns + "/orphan",
+	}
+	for i, r := range results {
+		switch {
+		case r.Err == nil || !strings.Contains(r.Err.Error(), wantErr[i]) || !strings.Contains(r.Err.Error(), "Application "+ns+"/"+r.Name):
+			t.Errorf("%s: got %v, want an error naming the Application and containing %q", r.Name, r.Err, wantErr[i])
+		case !errors.Is(r.Err, writeback.ErrInvalidTarget):
+			t.Errorf("%s: %v does not match writeback.ErrInvalidTarget", r.Name, r.Err)
+		case r.Written || r.Commit != "":
+			t.Errorf("%s: failed yet reports commit %q", r.Name, r.Commit)
+		}
+	}
+	for p, want := range files {
+		if got := e.git.ReadFile(t, "app-of-apps-confined", "main", p); got != want {
+			t.Errorf("%s changed:\n%s", p, got)
+		}
+	}
+	if after := e.git.Log(t, "app-of-apps-confined", "main"); len(after) != len(before) {
+		t.Errorf("%d new commits, want none", len(after)-len(before))
 	}
 }

@@ -2,7 +2,6 @@ package git
 
 import (
 	"bytes"
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -51,15 +50,14 @@ type treeFile struct {
 	hash   plumbing.Hash
 }
 
-// errLeavesRepository is wrapped by errors for paths outside the
-// repository, whether by ".." or through a symlink.
-var errLeavesRepository = errors.New("leaves the repository")
-
-// stat resolves a clean, slash-separated path relative to the repository
-// root, following symlinks stored in the tree. A symlink pointing outside
-// the repository is an error, as a checkout would read a file that is not
-// versioned with it.
-func (t *repoTree) stat(p string) (treeFile, error) {
+// stat resolves a clean, slash-separated path from the repository root,
+// which must be inside g, following the symbolic links stored in the
+// tree; each link is confined to g, and one to an absolute path refused
+// (a checkout would read a file not versioned with the repository).
+func (t *repoTree) stat(g grant, p string) (treeFile, error) {
+	if _, err := g.confine(".", p); err != nil {
+		return treeFile{}, err
+	}
 	parts := gitwire.SplitPath(p)
 	hops := 0
 restart:
@@ -91,11 +89,14 @@ restart:
 			}
 			link := string(target)
 			if path.IsAbs(link) {
-				return treeFile{}, fmt.Errorf("%s is a symbolic link to %s, which %w", here, link, errLeavesRepository)
+				return treeFile{}, &outsideError{fmt.Sprintf("%s is a symbolic link to %s, which leaves the repository", here, link)}
 			}
-			resolved := path.Join(path.Dir(here), link)
-			if resolved == ".." || strings.HasPrefix(resolved, "../") {
-				return treeFile{}, fmt.Errorf("%s is a symbolic link to %s, which %w", here, link, errLeavesRepository)
+			resolved, err := g.confine(path.Dir(here), link)
+			switch {
+			case errors.Is(err, errOutsideGrant):
+				return treeFile{}, &outsideError{fmt.Sprintf("%s is a symbolic link to %s, which leaves %s", here, link, g.what)}
+			case err != nil:
+				return treeFile{}, fmt.Errorf("%s is a symbolic link: %w", here, err)
 			}
 			parts = append(gitwire.SplitPath(resolved), parts[i+1:]...)
 			goto restart
@@ -121,8 +122,8 @@ restart:
 }
 
 // read returns a file's content (nil when it does not exist).
-func (t *repoTree) read(p string) ([]byte, treeFile, error) {
-	f, err := t.stat(p)
+func (t *repoTree) read(g grant, p string) ([]byte, treeFile, error) {
+	f, err := t.stat(g, p)
 	if err != nil || !f.exists || f.isDir {
 		return nil, f, err
 	}
@@ -150,30 +151,6 @@ func (t *repoTree) readBlob(h plumbing.Hash) ([]byte, error) {
 	}
 	defer r.Close()
 	return io.ReadAll(r)
-}
-
-// repoPath resolves a path from an annotation: relative to base (the
-// Application's source path), or from the repository root when it starts
-// with "/". Paths leaving the repository are refused.
-func repoPath(base, p string) (string, error) {
-	var joined string
-	if strings.HasPrefix(p, "/") {
-		joined = path.Clean(strings.TrimLeft(p, "/"))
-	} else {
-		joined = path.Join(base, p)
-	}
-	if joined == ".." || strings.HasPrefix(joined, "../") {
-		return "", fmt.Errorf("path %q (from %q) %w", p, base, errLeavesRepository)
-	}
-	if joined == "" {
-		joined = "."
-	}
-	return joined, nil
-}
-
-// sourceDir is an Application's source path as a clean repository path.
-func sourceDir(sourcePath string) (string, error) {
-	return repoPath(".", strings.TrimLeft(sourcePath, "/"))
 }
 
 // sourceOverrideFileName is the parameter override file Argo CD reads for
@@ -208,62 +185,88 @@ func (e targetEdit) contents() map[string][]byte {
 
 // planTarget computes the edit of one Application's write-back target.
 // No edit (changed empty) means the target already holds every version.
+// Every path it reads or writes is confined to the Application's grant:
+// its repository, or for app-of-apps what its parent deploys.
 func planTarget(t *repoTree, u update) (targetEdit, error) {
-	source, err := sourceDir(u.SourcePath)
+	g := repositoryGrant
+	source, err := g.confine(".", u.SourcePath)
 	if err != nil {
 		return targetEdit{}, fmt.Errorf("source path: %w", err)
 	}
-	arg := u.Target.Path
+	// A link out of the grant met while reading is told with the
+	// annotation that led there.
+	field := fmt.Sprintf("write-back-target %q", u.Target)
+	if u.Target.Kind == settings.TargetSourceOverrides {
+		field = fmt.Sprintf("source path %q", u.SourcePath)
+	}
+	confined := func(edit targetEdit, err error) (targetEdit, error) {
+		if errors.Is(err, errOutsideGrant) {
+			err = fmt.Errorf("%s: %w", field, err)
+		}
+		return edit, err
+	}
+	if u.Target.Kind == settings.TargetAppOfApps {
+		// The source is the parent's: what it deploys, links resolved.
+		if g, err = parentGrant(t, u, source); err != nil {
+			return targetEdit{}, fmt.Errorf("%s: %w", field, err)
+		}
+		source = g.root
+	}
+	// named is the path the annotation names, else def.
+	named := func(def string) (string, error) {
+		if u.Target.Path == "" {
+			return def, nil
+		}
+		p, err := g.confine(source, u.Target.Path)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", field, err)
+		}
+		return p, nil
+	}
 	switch u.Target.Kind {
 	case settings.TargetSourceOverrides:
 		if u.SourceType == application.SourceDirectory {
 			// Argo CD has no overrides for plain manifests: the values
 			// marked with the image are written in the manifests.
-			return planMarkers(t, u, source)
+			return confined(planMarkers(t, g, u, source))
 		}
-		return planSourceOverrides(t, u, path.Join(source, sourceOverrideFileName(u)))
+		return confined(planSourceOverrides(t, g, u, path.Join(source, sourceOverrideFileName(u))))
 	case settings.TargetOverrideFile:
 		// From the repository root whether or not it starts with '/', as
 		// Argo CD Image Updater has always read it.
-		file, err := repoPath(".", arg)
+		file, err := g.confine(".", u.Target.Path)
 		if err != nil {
-			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+			return targetEdit{}, fmt.Errorf("%s: %w", field, err)
 		}
-		return planSourceOverrides(t, u, file)
+		return confined(planSourceOverrides(t, g, u, file))
 	case settings.TargetKustomization:
-		dir := source
-		if arg != "" {
-			if dir, err = repoPath(source, arg); err != nil {
-				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
-			}
-		}
-		file, err := findKustomization(t, dir)
+		dir, err := named(source)
 		if err != nil {
-			return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
+			return targetEdit{}, err
 		}
-		return planFileEdit(t, file, false, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
+		file, err := findKustomization(t, g, dir)
+		if err != nil {
+			return targetEdit{}, fmt.Errorf("%s: %w", field, err)
+		}
+		return planFileEdit(t, g, file, false, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
 			return manifest.SetKustomizationImages(name, src, u.Images)
 		})
 	case settings.TargetHelmValues:
-		file := path.Join(source, "values.yaml")
-		if arg != "" {
-			if file, err = repoPath(source, arg); err != nil {
-				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
-			}
+		file, err := named(path.Join(source, "values.yaml"))
+		if err != nil {
+			return targetEdit{}, err
 		}
 		// Created when missing, with its folders, as Argo CD Image
 		// Updater does.
-		return planFileEdit(t, file, true, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
+		return confined(planFileEdit(t, g, file, true, func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error) {
 			return manifest.SetHelmValues(name, src, u.Images)
-		})
+		}))
 	case settings.TargetAppOfApps:
-		dir := source
-		if arg != "" {
-			if dir, err = repoPath(source, arg); err != nil {
-				return targetEdit{}, fmt.Errorf("write-back-target %q: %w", u.Target, err)
-			}
+		dir, err := named(source)
+		if err != nil {
+			return targetEdit{}, err
 		}
-		return planDefinition(t, u, dir)
+		return confined(planDefinition(t, g, u, dir))
 	default:
 		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>] or the path of an override file", u.Target)
 	}
@@ -281,8 +284,8 @@ const (
 // included, within the bounds above; f returns false to stop. Symbolic
 // links and submodules are not followed; a file another Application of the
 // batch changed is read as changed.
-func walkYAML(t *repoTree, dir string, what string, f func(path string, content []byte) (bool, error)) error {
-	d, err := t.stat(dir)
+func walkYAML(t *repoTree, g grant, dir string, what string, f func(path string, content []byte) (bool, error)) error {
+	d, err := t.stat(g, dir)
 	switch {
 	case err != nil:
 		return err
@@ -351,11 +354,11 @@ func walkYAML(t *repoTree, dir string, what string, f func(path string, content 
 // YAML files under dir (see manifest.SetMarkedImages), its sub-folders
 // included. An image that no file marks is an error: there is nowhere
 // else to write it.
-func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
+func planMarkers(t *repoTree, g grant, u update, dir string) (targetEdit, error) {
 	edit := targetEdit{files: map[string][]byte{}}
 	found := map[string]bool{}
 	changed := map[string]bool{}
-	err := walkYAML(t, dir, "marked images", func(p string, content []byte) (bool, error) {
+	err := walkYAML(t, g, dir, "marked images", func(p string, content []byte) (bool, error) {
 		if !manifest.HasMarkers(content) {
 			return true, nil
 		}
@@ -386,7 +389,7 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 			edit.changed = append(edit.changed, img)
 		}
 	}
-	d, _ := t.stat(dir)
+	d, _ := t.stat(g, dir)
 	if len(missing) > 0 {
 		return targetEdit{}, fmt.Errorf("no YAML file under %s marks the image %s: add # {\"%s\": \"<alias>\"} after its value (a plain-manifest source has no override file)", d.path, strings.Join(missing, ", "), manifest.MarkerKey)
 	}
@@ -401,11 +404,15 @@ func planMarkers(t *repoTree, u update, dir string) (targetEdit, error) {
 // with the Application (see manifest.SetApplicationMarkers). In a file
 // that holds the definition, its markers are not read. A Helm template,
 // which is seldom YAML, is passed over by the search for the definition.
-func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
+func planDefinition(t *repoTree, g grant, u update, dir string) (targetEdit, error) {
 	def := manifest.ApplicationDefinition{Namespace: u.Namespace, Name: u.Name, Source: u.SourceIndex, SourceType: u.SourceType}
 	parent := "its parent"
 	if u.Parent != nil {
-		def.DefaultNamespace = cmp.Or(u.Parent.DestinationNamespace, u.Parent.Namespace)
+		// Where Argo CD creates what the parent's manifests leave without
+		// a namespace; without a destination namespace that is not known
+		// (not the parent's own namespace), and such a document is no
+		// proof of being the child's.
+		def.DefaultNamespace = u.Parent.DestinationNamespace
 		parent = "its parent " + u.Parent.key()
 	}
 	change := manifest.SourceChange{Images: u.Images}
@@ -415,17 +422,21 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 	}
 	edit := targetEdit{files: map[string][]byte{}}
 	defined := false
+	var unproven []string
 	markedImages, markedCharts := map[string]bool{}, map[string]bool{}
 	changedImages, changedCharts := map[string]bool{}, map[string]bool{}
-	err := walkYAML(t, dir, "the definition of an Application", func(p string, content []byte) (bool, error) {
+	err := walkYAML(t, g, dir, "the definition of an Application", func(p string, content []byte) (bool, error) {
 		if !bytes.Contains(content, []byte(u.Name)) {
 			return true, nil
 		}
-		out, ok, changed, err := manifest.SetApplicationSource(p, content, def, change)
+		out, m, changed, err := manifest.SetApplicationSource(p, content, def, change)
+		for _, line := range m.Unproven {
+			unproven = append(unproven, fmt.Sprintf("%s:%d", p, line))
+		}
 		switch {
 		case err != nil && !(errors.Is(err, repoyaml.ErrInvalid) && bytes.Contains(content, []byte("{{"))):
 			return false, err
-		case ok:
+		case m.Found():
 			defined = true
 			if len(changed.Images) > 0 || changed.Revision {
 				edit.files[p] = out
@@ -479,9 +490,13 @@ func planDefinition(t *repoTree, u update, dir string) (targetEdit, error) {
 			edit.charts = append(edit.charts, c)
 		}
 	}
-	d, _ := t.stat(dir)
+	d, _ := t.stat(g, dir)
 	if len(missing) > 0 {
-		return targetEdit{}, fmt.Errorf("no YAML file under %s of %s's repository defines Application %s (kind Application, its name and namespace) or marks its %s: add # {\"%s\": \"%s/<alias>\"} after the value in the parent's files (a Helm parent's values file), the image or chart named by its alias", d.path, parent, u.key(), strings.Join(missing, ", "), manifest.MarkerKey, markerApplication(def))
+		err := fmt.Errorf("no YAML file under %s of %s's repository defines Application %s (kind Application, its name and namespace) or marks its %s: add # {\"%s\": \"%s/<alias>\"} after the value in the parent's files (a Helm parent's values file), the image or chart named by its alias", d.path, parent, u.key(), strings.Join(missing, ", "), manifest.MarkerKey, markerApplication(def))
+		if len(unproven) > 0 {
+			err = fmt.Errorf("the Application %s at %s names no namespace, and %s has no spec.destination.namespace to create it in, so it is not taken as the definition of %s (write metadata.namespace: %s in it); %w", u.Name, strings.Join(unproven, ", "), parent, u.key(), u.Namespace, err)
+		}
+		return targetEdit{}, err
 	}
 	edit.path = d.path
 	if len(edit.files) == 1 {
@@ -517,8 +532,8 @@ func markerApplication(def manifest.ApplicationDefinition) string {
 
 // planSourceOverrides edits, or creates (with its folders, as Argo CD
 // Image Updater does), a file in the .argocd-source format.
-func planSourceOverrides(t *repoTree, u update, file string) (targetEdit, error) {
-	content, f, err := t.read(file)
+func planSourceOverrides(t *repoTree, g grant, u update, file string) (targetEdit, error) {
+	content, f, err := t.read(g, file)
 	switch {
 	case err != nil:
 		return targetEdit{}, err
@@ -533,8 +548,8 @@ func planSourceOverrides(t *repoTree, u update, file string) (targetEdit, error)
 }
 
 // planFileEdit edits a file, which must exist unless create is set.
-func planFileEdit(t *repoTree, file string, create bool, edit func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error)) (targetEdit, error) {
-	content, f, err := t.read(file)
+func planFileEdit(t *repoTree, g grant, file string, create bool, edit func(name string, src []byte) ([]byte, []writeback.ImageUpdate, error)) (targetEdit, error) {
+	content, f, err := t.read(g, file)
 	switch {
 	case err != nil:
 		return targetEdit{}, err
@@ -551,8 +566,8 @@ func planFileEdit(t *repoTree, file string, create bool, edit func(name string, 
 }
 
 // findKustomization finds the one kustomization file of a folder.
-func findKustomization(t *repoTree, dir string) (string, error) {
-	d, err := t.stat(dir)
+func findKustomization(t *repoTree, g grant, dir string) (string, error) {
+	d, err := t.stat(g, dir)
 	switch {
 	case err != nil:
 		return "", err
@@ -563,7 +578,7 @@ func findKustomization(t *repoTree, dir string) (string, error) {
 	}
 	var found []string
 	for _, name := range manifest.KustomizationFileNames() {
-		f, err := t.stat(path.Join(d.path, name))
+		f, err := t.stat(g, path.Join(d.path, name))
 		if err != nil {
 			return "", err
 		}

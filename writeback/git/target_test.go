@@ -1,8 +1,11 @@
 package git
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,32 +30,102 @@ func mustRef(s string) imageref.Reference {
 	return r
 }
 
-func TestRepoPath(t *testing.T) {
-	tests := []struct{ base, p, want, err string }{
-		{base: "main/overlays/production", p: "../../base", want: "main/base"},
-		{base: "main/overlays/production", p: "/main/base", want: "main/base"},
-		{base: "main/overlays/production", p: "//main/base/", want: "main/base"},
-		{base: "main/overlays/production", p: ".", want: "main/overlays/production"},
-		{base: ".", p: "values.yaml", want: "values.yaml"},
-		{base: "main/overlays/production", p: "../../../..", err: "leaves the repository"},
-		{base: "main", p: "/../x", err: "leaves the repository"},
-		{base: ".", p: "../x", err: "leaves the repository"},
+// Every path an Application names is resolved against the folder it was
+// granted: its repository, or the folder its parent deploys.
+func TestConfine(t *testing.T) {
+	teamB := grant{root: "apps/team-b", what: "apps/team-b, the folder its parent argocd/platform deploys"}
+	tests := []struct {
+		g             grant
+		base, p, want string
+		err           string
+	}{
+		{g: repositoryGrant, base: "main/overlays/production", p: "../../base", want: "main/base"},
+		{g: repositoryGrant, base: "main/overlays/production", p: "/main/base", want: "main/base"},
+		{g: repositoryGrant, base: "main/overlays/production", p: "//main/base/", want: "main/base"},
+		{g: repositoryGrant, base: "main/overlays/production", p: ".", want: "main/overlays/production"},
+		{g: repositoryGrant, base: "main/overlays/production", p: "", want: "main/overlays/production"},
+		{g: repositoryGrant, base: ".", p: "values.yaml", want: "values.yaml"},
+		{g: repositoryGrant, base: ".", p: "./main/overlays/production/", want: "main/overlays/production"},
+		{g: repositoryGrant, base: ".", p: "/", want: "."},
+		{g: repositoryGrant, base: "main/overlays/production", p: "../../../..", err: `path "../../../.." (from "main/overlays/production") leaves the repository`},
+		{g: repositoryGrant, base: "main", p: "/../x", err: "leaves the repository"},
+		{g: repositoryGrant, base: ".", p: "../x", err: "leaves the repository"},
+		{g: repositoryGrant, base: ".", p: "..", err: "leaves the repository"},
+
+		// What the parent deploys, and nothing beside it.
+		{g: teamB, base: "apps/team-b", p: "", want: "apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "web", want: "apps/team-b/web"},
+		{g: teamB, base: "apps/team-b", p: "web/../prod/", want: "apps/team-b/prod"},
+		{g: teamB, base: "apps/team-b", p: "../team-b/web", want: "apps/team-b/web"},
+		{g: teamB, base: "apps/team-b", p: "/apps/team-b/web", want: "apps/team-b/web"},
+		{g: teamB, base: "apps/team-b", p: "../team-a", err: `path "../team-a" (from "apps/team-b") leaves apps/team-b, the folder its parent argocd/platform deploys`},
+		{g: teamB, base: "apps/team-b", p: "web/../../team-a/web.yaml", err: "leaves apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "..", err: "leaves apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "../team-b-extra", err: "leaves apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "/apps/team-a", err: "leaves apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "/", err: "leaves apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "/etc/passwd", err: "leaves apps/team-b"},
+		{g: teamB, base: "apps/team-b", p: "../../../../etc", err: "leaves apps/team-b"},
+		// Git decodes no escapes: an encoded separator is part of a name.
+		{g: teamB, base: "apps/team-b", p: "%2e%2e/team-a", want: "apps/team-b/%2e%2e/team-a"},
+		{g: teamB, base: "apps/team-b", p: "..%2fteam-a", want: "apps/team-b/..%2fteam-a"},
+		{g: teamB, base: "apps/team-b", p: "..%2F..%2Fteam-a", want: "apps/team-b/..%2F..%2Fteam-a"},
+		// A separator elsewhere, or a control character, is refused.
+		{g: teamB, base: "apps/team-b", p: `..\team-a`, err: `path "..\\team-a" holds '\\'`},
+		{g: repositoryGrant, base: ".", p: "a\x00/../b", err: "no control characters"},
+		{g: repositoryGrant, base: ".", p: "a\n", err: "no control characters"},
 	}
 	for _, tt := range tests {
-		got, err := repoPath(tt.base, tt.p)
+		got, err := tt.g.confine(tt.base, tt.p)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("%s + %s: got %q, %v; want an error containing %q", tt.base, tt.p, got, err, tt.err)
+				t.Errorf("%s: %s + %q: got %q, %v; want an error containing %q", tt.g.root, tt.base, tt.p, got, err, tt.err)
 			}
 			continue
 		}
 		if err != nil || got != tt.want {
-			t.Errorf("%s + %s: got %q, %v; want %q", tt.base, tt.p, got, err, tt.want)
+			t.Errorf("%s: %s + %q: got %q, %v; want %q", tt.g.root, tt.base, tt.p, got, err, tt.want)
 		}
 	}
-	if got, err := sourceDir("./main/overlays/production/"); err != nil || got != "main/overlays/production" {
-		t.Errorf("sourceDir: %q, %v", got, err)
+}
+
+// FuzzConfine checks that a path confine accepts is a clean path from the
+// repository root inside the grant, whatever the grant, base and path.
+func FuzzConfine(f *testing.F) {
+	for _, s := range [][3]string{
+		{"apps/team-b", "apps/team-b", "../team-a"},
+		{"apps/team-b", "apps/team-b/web", "/apps/team-b/../team-a"},
+		{".", "main/overlays", "../../base"},
+		{"a", "a", "..%2f..%2fb"},
+		{"a/b", "a/b", "./../b/./c//d/"},
+	} {
+		f.Add(s[0], s[1], s[2])
 	}
+	f.Fuzz(func(t *testing.T, root, base, p string) {
+		r, err := repositoryGrant.confine(".", root)
+		if err != nil {
+			return
+		}
+		g := grant{root: r, what: r}
+		if base, err = g.confine(".", base); err != nil {
+			return
+		}
+		got, err := g.confine(base, p)
+		if err != nil {
+			return
+		}
+		parts, rootParts := gitwire.SplitPath(got), gitwire.SplitPath(g.root)
+		switch {
+		case got != path.Clean(got) || path.IsAbs(got):
+			t.Fatalf("%q + %q in %q: %q is not a clean relative path", base, p, g.root, got)
+		case slices.Contains(parts, ".."):
+			t.Fatalf("%q + %q in %q: %q holds ..", base, p, g.root, got)
+		case len(parts) < len(rootParts) || !slices.Equal(parts[:len(rootParts)], rootParts):
+			t.Fatalf("%q + %q in %q: %q is outside the grant", base, p, g.root, got)
+		case strings.ContainsAny(got, "\\\x00"):
+			t.Fatalf("%q + %q in %q: %q holds a backslash or NUL", base, p, g.root, got)
+		}
+	})
 }
 
 // memoryTree builds a repoTree from files (content), symlinks (target)
@@ -154,9 +227,12 @@ func setMode(t *testing.T, s *memory.Storage, tree plumbing.Hash, parts []string
 func TestRepoTreeStat(t *testing.T) {
 	tree := memoryTree(t,
 		map[string]string{"a/b/file.yaml": "x: 1\n", "a/c/kustomization.yaml": "{}\n", "a/c/Kustomization": "{}\n"},
-		map[string]string{"loop/x": "y", "loop/y": "x", "a/link": "b", "a/file-link": "b/file.yaml", "a/chain": "link"},
+		map[string]string{"loop/x": "y", "loop/y": "x", "a/link": "b", "a/file-link": "b/file.yaml", "a/chain": "link",
+			"a/up": "../..", "a/abs": "/etc", "a/out": "../x", "a/b/back": "../../a/b", "x/in": "../a/b"},
 		"vendor/sub")
+	a := grant{root: "a", what: "a, the folder its parent deploys"}
 	tests := []struct {
+		g              grant
 		path, resolved string
 		exists, dir    bool
 		err            string
@@ -171,12 +247,30 @@ func TestRepoTreeStat(t *testing.T) {
 		{path: "loop/x/file", err: "too many levels of symbolic links"},
 		{path: "a/b/file.yaml/x", err: "a/b/file.yaml is a file, not a folder"},
 		{path: "vendor/sub/values.yaml", err: "vendor/sub is a submodule"},
+		{path: "a/up/x", err: "a/up is a symbolic link to ../.., which leaves the repository"},
+		{path: "a/abs/passwd", err: "a/abs is a symbolic link to /etc, which leaves the repository"},
+		{path: "a/out/f.yaml", resolved: "x/f.yaml"},
+		{path: "x/in/file.yaml", resolved: "a/b/file.yaml", exists: true},
+
+		// Inside a folder granted, links are confined to it.
+		{g: a, path: "a/link/file.yaml", resolved: "a/b/file.yaml", exists: true},
+		{g: a, path: "a/b/back/file.yaml", resolved: "a/b/file.yaml", exists: true},
+		{g: a, path: "a/out/f.yaml", err: "a/out is a symbolic link to ../x, which leaves a, the folder its parent deploys"},
+		{g: a, path: "a/up/x", err: "a/up is a symbolic link to ../.., which leaves a, the folder"},
+		{g: a, path: "a/abs", err: "a/abs is a symbolic link to /etc, which leaves the repository"},
+		{g: a, path: "x/in/file.yaml", err: `path "x/in/file.yaml" (from ".") leaves a, the folder`},
 	}
 	for _, tt := range tests {
-		f, err := tree.stat(tt.path)
+		if tt.g == (grant{}) {
+			tt.g = repositoryGrant
+		}
+		f, err := tree.stat(tt.g, tt.path)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%s: got %+v, %v; want an error containing %q", tt.path, f, err, tt.err)
+			}
+			if !errors.Is(err, errOutsideGrant) && strings.Contains(tt.err, "leaves") {
+				t.Errorf("%s: %v is not errOutsideGrant", tt.path, err)
 			}
 			continue
 		}
@@ -184,15 +278,15 @@ func TestRepoTreeStat(t *testing.T) {
 			t.Errorf("%s: got %+v, %v", tt.path, f, err)
 		}
 	}
-	if _, err := findKustomization(tree, "a/c"); err == nil || !strings.Contains(err.Error(), "more than one kustomization file") {
+	if _, err := findKustomization(tree, repositoryGrant, "a/c"); err == nil || !strings.Contains(err.Error(), "more than one kustomization file") {
 		t.Errorf("two kustomization files: %v", err)
 	}
-	if _, err := findKustomization(tree, "a/b"); err == nil || !strings.Contains(err.Error(), "no kustomization.yaml, kustomization.yml, Kustomization in a/b") {
+	if _, err := findKustomization(tree, repositoryGrant, "a/b"); err == nil || !strings.Contains(err.Error(), "no kustomization.yaml, kustomization.yml, Kustomization in a/b") {
 		t.Errorf("no kustomization file: %v", err)
 	}
 	// Files written by earlier Applications are read back.
 	tree.changed["a/b/new.yaml"] = []byte("y: 2\n")
-	if content, f, err := tree.read("a/link/new.yaml"); err != nil || !f.exists || string(content) != "y: 2\n" {
+	if content, f, err := tree.read(repositoryGrant, "a/link/new.yaml"); err != nil || !f.exists || string(content) != "y: 2\n" {
 		t.Errorf("changed file: %q %+v %v", content, f, err)
 	}
 	// A missing folder is created with the file, as Argo CD Image Updater
@@ -393,6 +487,112 @@ func TestPlanDefinitionHelmParent(t *testing.T) {
 			}
 			if !maps.Equal(got, tt.want) || len(edit.changed) != tt.images || fmt.Sprint(charts) != fmt.Sprint(tt.charts) {
 				t.Errorf("edit %q (images %d, charts %v), want %q (%d, %v)", got, len(edit.changed), charts, tt.want, tt.images, tt.charts)
+			}
+		})
+	}
+}
+
+// An app-of-apps child writes only under the folder its parent deploys,
+// and only into a document proven to be its own: in a platform
+// repository of one folder per team, team b's child cannot reach team
+// a's definitions, by ".." or "/", or through a link; a definition that
+// names no namespace is its own only where its parent creates it in the
+// child's namespace.
+func TestPlanDefinitionConfined(t *testing.T) {
+	app := writeback.ImageUpdate{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("example.com/team-b/web")}, New: imageref.Version{Tag: "2.0.0"}}
+	doc := func(name, ns string) string {
+		meta := "  name: " + name + "\n"
+		if ns != "" {
+			meta += "  namespace: " + ns + "\n"
+		}
+		return "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n" + meta + "spec:\n  source:\n    path: " + name + "\n"
+	}
+	files := map[string]string{
+		// Team a's web, created by team a's parent in team-a.
+		"apps/team-a/web.yaml": doc("web", ""),
+		"apps/team-b/api.yaml": doc("api", "team-b"),
+		"root/web.yaml":        doc("web", ""),
+		"root/api.yaml":        doc("api", "argocd"),
+	}
+	// A link in team b's folder to team a's definition is passed over by
+	// the search, as every link is.
+	links := map[string]string{"apps/team-b/a-link": "../team-a", "apps/b-link": "team-b", "apps/team-b/web.yaml": "../team-a/web.yaml"}
+	teamB := &Parent{Namespace: "argocd", Name: "platform-b", Path: "apps/team-b", DestinationNamespace: "team-b"}
+	// root has no destination namespace: where it creates what names
+	// none is not known.
+	root := &Parent{Namespace: "argocd", Name: "root", Path: "root"}
+	upd := func(p *Parent, ns, name, target string) update {
+		return update{Namespace: ns, Name: name, SourcePath: p.Path, SourceIndex: -1, SourceType: application.SourceKustomize,
+			Target: mustTarget(target), Parent: p, Images: []writeback.ImageUpdate{app}}
+	}
+	kustomized := func(d string) string {
+		return d + "    kustomize:\n      images:\n      - example.com/team-b/web:2.0.0\n"
+	}
+	tests := []struct {
+		name string
+		upd  update
+		want map[string]string
+		err  string
+	}{
+		{
+			name: "team b's child names team a's folder",
+			upd:  upd(teamB, "team-b", "web", "app-of-apps:../team-a"),
+			err:  `write-back-target "app-of-apps:../team-a": path "../team-a" (from "apps/team-b") leaves apps/team-b, the folder its parent argocd/platform-b deploys`,
+		},
+		{
+			name: "team b's child names team a's folder from the root",
+			upd:  upd(teamB, "team-b", "web", "app-of-apps:/apps/team-a"),
+			err:  `path "/apps/team-a" (from "apps/team-b") leaves apps/team-b, the folder its parent argocd/platform-b deploys`,
+		},
+		{
+			name: "team b's child names a link to team a's folder",
+			upd:  upd(teamB, "team-b", "web", "app-of-apps:a-link"),
+			err:  "apps/team-b/a-link is a symbolic link to ../team-a, which leaves apps/team-b, the folder its parent argocd/platform-b deploys",
+		},
+		{
+			name: "team b's child is not defined in what its parent deploys",
+			upd:  upd(teamB, "team-b", "web", "app-of-apps"),
+			err:  "no YAML file under apps/team-b of its parent argocd/platform-b's repository defines Application team-b/web",
+		},
+		{
+			name: "team b's own child",
+			upd:  upd(teamB, "team-b", "api", "app-of-apps"),
+			want: map[string]string{"apps/team-b/api.yaml": kustomized(doc("api", "team-b"))},
+		},
+		{
+			name: "a parent whose path is a link deploys the folder linked to",
+			upd:  upd(&Parent{Namespace: "argocd", Name: "platform-b", Path: "apps/b-link", DestinationNamespace: "team-b"}, "team-b", "api", "app-of-apps:."),
+			want: map[string]string{"apps/team-b/api.yaml": kustomized(doc("api", "team-b"))},
+		},
+		{
+			name: "no namespace, and none the parent creates it in",
+			upd:  upd(root, "argocd", "web", "app-of-apps"),
+			err:  "the Application web at root/web.yaml:1 names no namespace, and its parent argocd/root has no spec.destination.namespace to create it in, so it is not taken as the definition of argocd/web (write metadata.namespace: argocd in it)",
+		},
+		{
+			name: "its namespace written, where the parent has none",
+			upd:  upd(root, "argocd", "api", "app-of-apps"),
+			want: map[string]string{"root/api.yaml": kustomized(doc("api", "argocd"))},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			edit, err := planTarget(memoryTree(t, files, links), tt.upd)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for p, c := range edit.contents() {
+				got[p] = string(c)
+			}
+			if !maps.Equal(got, tt.want) || len(edit.changed) != 1 {
+				t.Errorf("edit %q (images %d), want %q", got, len(edit.changed), tt.want)
 			}
 		})
 	}

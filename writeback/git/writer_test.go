@@ -120,6 +120,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("invalid targets", e.testInvalidTargets)
 	t.Run("app of apps", e.testAppOfApps)
 	t.Run("app of apps: a Helm parent", e.testAppOfAppsHelm)
+	t.Run("app of apps: only what the parent deploys", e.testAppOfAppsConfined)
 	t.Run("fifty applications one push", e.testFiftyApplications)
 	t.Run("clone kept between cycles", e.testCloneReuse)
 	t.Run("clone kept across restarts", e.testCloneAcrossRestarts)

@@ -18,7 +18,9 @@ import (
 type ApplicationDefinition struct {
 	Namespace, Name string
 	// DefaultNamespace is where Argo CD creates an Application whose
-	// document names no namespace: the parent's destination namespace.
+	// document names no namespace: the parent's destination namespace;
+	// "" when that is not known, and such a document is then no proof of
+	// being the Application's definition.
 	DefaultNamespace string
 	// Source is the index in spec.sources of the source written; -1 for
 	// spec.source.
@@ -36,6 +38,20 @@ type SourceChange struct {
 	Revision string
 }
 
+// Match is where a file defines an Application.
+type Match struct {
+	// Line is where the document that defines it starts; 0 for none.
+	Line int
+	// Unproven are the lines of the documents of its kind and name that
+	// name no namespace while the namespace Argo CD creates them in is
+	// not known (ApplicationDefinition.DefaultNamespace is ""): they may
+	// be another namespace's Application, and are not edited.
+	Unproven []int
+}
+
+// Found tells whether a document defines the Application.
+func (m Match) Found() bool { return m.Line != 0 }
+
 // SourceChanged is what such an edit changed.
 type SourceChanged struct {
 	Images   []writeback.ImageUpdate
@@ -44,45 +60,48 @@ type SourceChanged struct {
 
 // SetApplicationSource writes a change into the document of src that
 // defines the Application def (kind Application of argoproj.io, its name,
-// its namespace): the images into its source's kustomize images, Helm
+// its namespace, see defines): the images into its source's kustomize images, Helm
 // parameters or plugin environment, merged as the argocd method merges
 // them into the live Application, and the revision into its
-// targetRevision. found is false when no document of src defines it. Only
+// targetRevision. m tells which document defines it, if any. Only
 // the edited block of the source (kustomize:, helm: or plugin:) is
 // rendered anew, with the comments it holds, and the targetRevision value
 // replaced in place; the rest of the file stays as it is, other documents
 // included.
-func SetApplicationSource(name string, src []byte, def ApplicationDefinition, change SourceChange) (out []byte, found bool, changed SourceChanged, _ error) {
+func SetApplicationSource(name string, src []byte, def ApplicationDefinition, change SourceChange) (out []byte, m Match, changed SourceChanged, _ error) {
 	if err := repoyaml.CheckSize(name, src); err != nil {
-		return nil, false, changed, err
+		return nil, Match{}, changed, err
 	}
 	var edits []listEdit
 	if len(change.Images) > 0 {
 		var err error
 		if edits, err = sourceEdits(name, def.SourceType, change.Images); err != nil {
-			return nil, false, changed, err
+			return nil, Match{}, changed, err
 		}
 	}
-	foundAt := 0
 	out = src
 	for _, d := range documents(src) {
 		// Blank lines in front keep the parser's line numbers the file's.
 		padded := append([]byte(strings.Repeat("\n", d.line-1)), src[d.start:d.end]...)
 		y, err := parseYAMLText(name, padded)
 		if err != nil {
-			return nil, false, SourceChanged{}, err
+			return nil, Match{}, SourceChanged{}, err
 		}
 		root := y.root()
-		if !defines(root, def) {
+		switch defines(root, def) {
+		case definedNot:
+			continue
+		case definedUnproven:
+			m.Unproven = append(m.Unproven, root.Line)
 			continue
 		}
-		if foundAt != 0 {
-			return nil, false, SourceChanged{}, fmt.Errorf("%s: the documents at lines %d and %d both define Application %s", name, foundAt, root.Line, def)
+		if m.Line != 0 {
+			return nil, Match{}, SourceChanged{}, fmt.Errorf("%s: the documents at lines %d and %d both define Application %s", name, m.Line, root.Line, def)
 		}
-		foundAt = root.Line
+		m.Line = root.Line
 		edited, c, err := y.editApplicationSource(root, def, edits, change.Revision)
 		if err != nil {
-			return nil, false, SourceChanged{}, err
+			return nil, Match{}, SourceChanged{}, err
 		}
 		if len(c.Images) > 0 || c.Revision {
 			changed = c
@@ -90,7 +109,7 @@ func SetApplicationSource(name string, src []byte, def ApplicationDefinition, ch
 			out = append(append(append([]byte{}, src[:d.start]...), doc...), src[d.end:]...)
 		}
 	}
-	return out, foundAt != 0, changed, nil
+	return out, m, changed, nil
 }
 
 // document is one YAML document's bytes in a file, and the line it starts
@@ -118,23 +137,47 @@ func documents(src []byte) []document {
 	return append(docs, cur)
 }
 
-// defines tells whether a document is the definition of def.
-func defines(root *yaml.Node, def ApplicationDefinition) bool {
+// definition is whether a document defines an Application.
+type definition int
+
+const (
+	definedNot definition = iota
+	definedYes
+	// definedUnproven is a document of its kind and name that names no
+	// namespace, where the namespace it is created in is not known.
+	definedUnproven
+)
+
+// defines tells whether a document is the definition of def: of kind
+// Application of argoproj.io, named def.Name, in def.Namespace, written
+// in metadata.namespace or, where that is empty, def.DefaultNamespace. A
+// name alone proves nothing: another namespace may hold an Application of
+// that name.
+func defines(root *yaml.Node, def ApplicationDefinition) definition {
 	if root == nil || root.Kind != yaml.MappingNode {
-		return false
+		return definedNot
 	}
 	_, kind := mappingGet(root, "kind")
 	_, version := mappingGet(root, "apiVersion")
 	_, meta := mappingGet(root, "metadata")
 	_, name := mappingGet(meta, "name")
 	_, ns := mappingGet(meta, "namespace")
-	if kind == nil || kind.Value != "Application" || version == nil || !strings.HasPrefix(version.Value, "argoproj.io/") || name == nil || name.Value != def.Name {
-		return false
+	switch {
+	case kind == nil || kind.Value != "Application" || version == nil || !strings.HasPrefix(version.Value, "argoproj.io/") || name == nil || name.Value != def.Name:
+		return definedNot
+	case ns != nil && (ns.Kind != yaml.ScalarNode || ns.Value != ""):
+		return definedIf(ns.Kind == yaml.ScalarNode && ns.Value == def.Namespace)
+	case def.DefaultNamespace == "":
+		return definedUnproven
 	}
-	if ns == nil || ns.Value == "" {
-		return def.Namespace == def.DefaultNamespace
+	return definedIf(def.DefaultNamespace == def.Namespace)
+}
+
+func definedIf(ok bool) definition {
+	if ok {
+		return definedYes
 	}
-	return ns.Value == def.Namespace
+	return definedNot
 }
 
 // editApplicationSource merges the edits into the source of the

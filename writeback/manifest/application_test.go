@@ -19,16 +19,21 @@ func TestSetApplicationSource(t *testing.T) {
 	helmChild.SourceType = application.SourceHelm
 	second := child
 	second.Source = 1
+	otherDefault, unknownDefault := child, child
+	otherDefault.DefaultNamespace, unknownDefault.DefaultNamespace = "team-a", ""
 	other := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: child # not an Application\n"
 	header := "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: child\n"
 	tests := []struct {
-		name    string
-		def     ApplicationDefinition
-		images  []writeback.ImageUpdate
-		src     string
-		want    string
-		found   bool
-		changed []string
+		name   string
+		def    ApplicationDefinition
+		images []writeback.ImageUpdate
+		src    string
+		want   string
+		found  bool
+		// unproven are the lines of the documents not taken for want of
+		// a namespace.
+		unproven []int
+		changed  []string
 		// revision is the chart version written, revisionChanged whether
 		// that changed the file.
 		revision        string
@@ -85,6 +90,33 @@ func TestSetApplicationSource(t *testing.T) {
 			want: strings.Replace(header, "name: child\n", "name: child\n  namespace: team-a\n", 1) + "spec:\n  source:\n    path: child\n",
 		},
 		{
+			name: "no namespace, where the parent creates it in the child's: it", def: child, images: []writeback.ImageUpdate{app},
+			src:   header + "spec:\n  source:\n    path: child\n",
+			want:  header + "spec:\n  source:\n    path: child\n    kustomize:\n      images:\n      - " + gitAppImage + ":v0.0.2\n",
+			found: true, changed: []string{"app"},
+		},
+		{
+			name: "no namespace, where the parent creates it in another: not it", def: otherDefault, images: []writeback.ImageUpdate{app},
+			src:  header + "spec:\n  source:\n    path: child\n",
+			want: header + "spec:\n  source:\n    path: child\n",
+		},
+		{
+			name: "no namespace, where the namespace it is created in is not known: not it, and told", def: unknownDefault, images: []writeback.ImageUpdate{app},
+			src:  other + "---\n" + header + "spec:\n  source:\n    path: child\n",
+			want: other + "---\n" + header + "spec:\n  source:\n    path: child\n", unproven: []int{6},
+		},
+		{
+			name: "its namespace written, where the namespace of others is not known: it", def: unknownDefault, images: []writeback.ImageUpdate{app},
+			src:   strings.Replace(header, "name: child\n", "name: child\n  namespace: argocd\n", 1) + "spec:\n  source:\n    path: child\n",
+			want:  strings.Replace(header, "name: child\n", "name: child\n  namespace: argocd\n", 1) + "spec:\n  source:\n    path: child\n    kustomize:\n      images:\n      - " + gitAppImage + ":v0.0.2\n",
+			found: true, changed: []string{"app"},
+		},
+		{
+			name: "a namespace that is no string: not it", def: child, images: []writeback.ImageUpdate{app},
+			src:  strings.Replace(header, "name: child\n", "name: child\n  namespace: [argocd]\n", 1) + "spec:\n  source:\n    path: child\n",
+			want: strings.Replace(header, "name: child\n", "name: child\n  namespace: [argocd]\n", 1) + "spec:\n  source:\n    path: child\n",
+		},
+		{
 			name: "not in the file", def: child, images: []writeback.ImageUpdate{app},
 			src: other, want: other,
 		},
@@ -116,7 +148,7 @@ func TestSetApplicationSource(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, found, changed, err := SetApplicationSource("apps.yaml", []byte(tt.src), tt.def, SourceChange{Images: tt.images, Revision: tt.revision})
+			out, m, changed, err := SetApplicationSource("apps.yaml", []byte(tt.src), tt.def, SourceChange{Images: tt.images, Revision: tt.revision})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,8 +158,8 @@ func TestSetApplicationSource(t *testing.T) {
 			if string(out) != tt.want {
 				t.Errorf("got\n%s\nwant\n%s", out, tt.want)
 			}
-			if found != tt.found {
-				t.Errorf("found %v, want %v", found, tt.found)
+			if m.Found() != tt.found || !slices.Equal(m.Unproven, tt.unproven) {
+				t.Errorf("found %v, unproven %v; want %v, %v", m.Found(), m.Unproven, tt.found, tt.unproven)
 			}
 			var aliases []string
 			for _, c := range changed.Images {
@@ -185,16 +217,16 @@ func FuzzSetApplicationSource(f *testing.F) {
 	def := ApplicationDefinition{Namespace: "argocd", Name: "child", DefaultNamespace: "argocd", Source: -1, SourceType: application.SourceKustomize}
 	change := SourceChange{Images: img, Revision: "1.10"}
 	f.Fuzz(func(t *testing.T, src string) {
-		out, found, changed, err := SetApplicationSource("apps.yaml", []byte(src), def, change)
+		out, m, changed, err := SetApplicationSource("apps.yaml", []byte(src), def, change)
 		if err != nil || len(changed.Images) == 0 && !changed.Revision {
 			return
 		}
-		if !found {
+		if !m.Found() {
 			t.Fatal("changed without finding the definition")
 		}
-		again, found, changedAgain, err := SetApplicationSource("apps.yaml", out, def, change)
-		if err != nil || !found || len(changedAgain.Images) != 0 || changedAgain.Revision || string(again) != string(out) {
-			t.Fatalf("the edit is not stable: found %v, changed %v, error %v\n%s", found, changedAgain, err, out)
+		again, m, changedAgain, err := SetApplicationSource("apps.yaml", out, def, change)
+		if err != nil || !m.Found() || len(changedAgain.Images) != 0 || changedAgain.Revision || string(again) != string(out) {
+			t.Fatalf("the edit is not stable: found %v, changed %v, error %v\n%s", m.Found(), changedAgain, err, out)
 		}
 	})
 }

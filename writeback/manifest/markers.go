@@ -67,7 +67,8 @@ type MarkedChange struct {
 // Application def into the values its parent's files mark with
 // # {"$imageupdater": "<application>/<alias>"} (the child in
 // def.DefaultNamespace, where Argo CD creates an Application whose
-// manifest names no namespace) or "<namespace>/<application>/<alias>":
+// manifest names no namespace; none when that is not known) or
+// "<namespace>/<application>/<alias>":
 // an image alias as SetMarkedImages writes it (":tag" and ":name"
 // included), a chart alias as the chart's new version. It is a text edit
 // of the values before the markers, as SetMarkedImages; markers of other
@@ -86,6 +87,9 @@ func SetApplicationMarkers(name string, src []byte, def ApplicationDefinition, i
 		ns := def.DefaultNamespace
 		switch len(parts) {
 		case 2:
+			if ns == "" {
+				return "", "", false, nil
+			}
 		case 3:
 			ns = parts[0]
 		default:

@@ -162,6 +162,12 @@ func TestSetApplicationMarkers(t *testing.T) {
 			charts: []string{"web"}, changedCharts: []string{"web"},
 		},
 		{
+			name: "where the namespace a child is created in is not known, only markers naming it",
+			def:  ApplicationDefinition{Namespace: "argocd", Name: "child", Source: -1}, src: "a: 1.0.0 # {\"$imageupdater\": \"child/web\"}\nb: 1.0.0 # {\"$imageupdater\": \"argocd/child/web\"}\n",
+			want:   "a: 1.0.0 # {\"$imageupdater\": \"child/web\"}\nb: 1.1.0 # {\"$imageupdater\": \"argocd/child/web\"}\n",
+			charts: []string{"web"}, changedCharts: []string{"web"},
+		},
+		{
 			name: "already written",
 			def:  child, src: "v: \"1.1.0\" # {\"$imageupdater\": \"child/web\"}\n",
 			want:   "v: \"1.1.0\" # {\"$imageupdater\": \"child/web\"}\n",
