@@ -13,6 +13,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -152,7 +153,7 @@ func (s *Session) access(ctx context.Context, namespace, project, repoURL string
 	if err != nil {
 		return Access{}, err
 	}
-	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+gitauth.RedactURL(repoURL))
+	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+repoaccess.RedactURL(repoURL))
 	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source()}, nil
 }
 
@@ -166,7 +167,7 @@ func (c *Client) Index(ctx context.Context, a Access) (Index, error) {
 	return c.calls.Do(ctx, a.Key(), nil, func(ctx context.Context) (Index, error) {
 		ix, err := c.read(ctx, a)
 		if err != nil {
-			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", gitauth.RedactURL(a.URL), gitauth.RedactErrorURLs(err))
+			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", repoaccess.RedactURL(a.URL), repoaccess.RedactErrorURLs(err))
 		}
 		return ix, nil
 	})

@@ -30,6 +30,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // Names Argo CD gives its repository credentials and SSH known hosts.
@@ -172,7 +174,7 @@ func NewResolver(lister SecretLister, namespace, tempDir string, github *GitHubT
 // (git:secret:<namespace>/<name>) that Secret alone, refused when its url
 // does not cover the repository; else Argo CD's repository Secret for
 // that URL, then the repo-creds Secret with the longest URL prefix that
-// covers it (Argo CD's own order; urlCovers). No match means no
+// covers it (Argo CD's own order; repoaccess.URL.Within). No match means no
 // credentials, which is fine for public repositories over HTTPS.
 //
 // project is the Application's AppProject ("" is "default"). A Secret
@@ -193,8 +195,8 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 		case err != nil:
 			return Credentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
 		}
-		if u := string(s.Data["url"]); u != "" && !urlCovers(u, repoURL) {
-			return Credentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, RedactURL(u), RedactURL(repoURL))
+		if u := string(s.Data["url"]); u != "" && !repoaccess.Covers(u, repoURL) {
+			return Credentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, repoaccess.RedactURL(u), repoaccess.RedactURL(repoURL))
 		}
 		c := credentialsFromSecret(s)
 		if c.empty() {
@@ -218,7 +220,10 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 	if project == "" {
 		project = "default"
 	}
-	want := normalizeRepoURL(repoURL)
+	repo, err := repoaccess.ParseURL(repoURL)
+	if err != nil {
+		return Credentials{}, err
+	}
 	var unscoped *corev1.Secret
 	for i := range r.secrets {
 		s := &r.secrets[i]
@@ -227,7 +232,7 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 		}
 		// A repository Secret without credentials of its own takes them
 		// from a matching repo-creds Secret, as in Argo CD.
-		if want == "" || normalizeRepoURL(string(s.Data["url"])) != want || credentialsFromSecret(s).empty() {
+		if u, err := repoaccess.ParseURL(string(s.Data["url"])); err != nil || !u.Same(repo) || credentialsFromSecret(s).empty() {
 			continue
 		}
 		switch scope := string(s.Data["project"]); scope {
@@ -246,15 +251,18 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 	bestLen, bestScoped := 0, false
 	for i := range r.secrets {
 		s := &r.secrets[i]
-		prefix := string(s.Data["url"])
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !of(s) || !urlCovers(prefix, repoURL) {
+		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !of(s) {
+			continue
+		}
+		prefix, err := repoaccess.ParseURL(string(s.Data["url"]))
+		if err != nil || !repo.Within(prefix) {
 			continue
 		}
 		scope := string(s.Data["project"])
 		if scope != "" && scope != project {
 			continue
 		}
-		n, scoped := len(normalizeRepoURL(prefix)), scope != ""
+		n, scoped := len(prefix.Key()), scope != ""
 		if best == nil || n > bestLen || n == bestLen && scoped && !bestScoped {
 			best, bestLen, bestScoped = s, n, scoped
 		}
@@ -323,14 +331,13 @@ func (acc Remote) Close() {
 // x-access-token. SSH host keys are checked against Argo CD's known hosts
 // unless the writer or the Secret says otherwise.
 func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ignoreHostKey bool) (Remote, error) {
-	ep, err := transport.NewEndpoint(repoURL)
+	repo, err := repoaccess.ParseURL(repoURL)
 	if err != nil {
-		// The parser's error repeats the URL, credentials and all.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return Remote{}, fmt.Errorf("invalid repository URL %q: %w", RedactURL(repoURL), err)
+		return Remote{}, err
+	}
+	ep, err := transport.NewEndpoint(strings.TrimSpace(repoURL))
+	if err != nil {
+		return Remote{}, fmt.Errorf("invalid repository URL %s", repo)
 	}
 	acc := Remote{creds: c}
 	switch ep.Protocol {
@@ -344,10 +351,10 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ig
 				acc.creds.source = "the repository URL"
 			}
 		}
-		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
+		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !repo.Loopback() {
 			return Remote{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.describe(), ep.Host)
 		}
-		tr, err := r.httpTransport(ctx, ep.Host, c)
+		tr, err := r.httpTransport(ctx, repo.Host(), c)
 		if err != nil {
 			return Remote{}, err
 		}
@@ -367,7 +374,7 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ig
 		acc.Auth = &githttp.BasicAuth{Username: user, Password: password}
 	case "ssh":
 		if c.sshPrivateKey == "" {
-			return Remote{}, fmt.Errorf("no SSH private key for %s (%s)", RedactURL(repoURL), c.describe())
+			return Remote{}, fmt.Errorf("no SSH private key for %s (%s)", repo, c.describe())
 		}
 		signer, err := ssh.ParsePrivateKey([]byte(c.sshPrivateKey))
 		if err != nil {
@@ -392,7 +399,7 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ig
 		acc.sshProxy = transport.ProxyOptions{URL: c.proxy}
 	default:
 		if acc.Client, err = client.NewClient(ep); err != nil {
-			return Remote{}, fmt.Errorf("repository %s: %w", RedactURL(repoURL), err)
+			return Remote{}, fmt.Errorf("repository %s: %w", repo, err)
 		}
 	}
 	return acc, nil
@@ -465,84 +472,4 @@ func (r *Resolver) loadKnownHosts(ctx context.Context) (ssh.HostKeyCallback, err
 		}
 		return err
 	}, nil
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// RedactURL hides credentials written into a repository URL, for logs
-// and messages:
-//   - a password becomes xxxxx (url.URL.Redacted);
-//   - a user name alone is replaced by xxxxx too, except over SSH: HTTPS
-//     servers take tokens as the user name (https://TOKEN@github.com/...),
-//     while an SSH user name such as git@ authenticates nothing by itself;
-//   - scp-like addresses (git@github.com:org/repo) keep their user name, and
-//     lose anything after a ':' in it;
-//   - input url.Parse refuses loses everything up to its last '@' after the
-//     scheme, since its secret may hold an unescaped '/', '?' or '#' that
-//     hides where the authority ends.
-func RedactURL(raw string) string {
-	if IsSCPLikeURL(raw) {
-		return redactSCPLikeURL(raw)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		scheme, rest := "", raw
-		if i := strings.Index(raw, "://"); i >= 0 {
-			scheme, rest = raw[:i+len("://")], raw[i+len("://"):]
-		}
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			return scheme + redacted + rest[at:]
-		}
-		return raw
-	}
-	if u.User == nil {
-		return raw
-	}
-	if _, hasPassword := u.User.Password(); !hasPassword && !isSSHScheme(u.Scheme) {
-		u.User = url.User(redacted)
-	}
-	return u.Redacted()
-}
-
-// redacted is what stands in for a secret; url.URL.Redacted uses it too.
-const redacted = "xxxxx"
-
-func isSSHScheme(scheme string) bool {
-	switch strings.ToLower(scheme) {
-	case "ssh", "git+ssh", "ssh+git":
-		return true
-	}
-	return false
-}
-
-// IsSCPLikeURL tells [user@]host:path apart from URLs the way git does: no
-// "://", and a ':' before the first '/'.
-func IsSCPLikeURL(raw string) bool {
-	if strings.Contains(raw, "://") {
-		return false
-	}
-	colon := strings.Index(raw, ":")
-	slash := strings.Index(raw, "/")
-	return colon > 0 && (slash < 0 || colon < slash)
-}
-
-func redactSCPLikeURL(raw string) string {
-	authority := raw
-	if slash := strings.Index(raw, "/"); slash >= 0 {
-		authority = raw[:slash]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return raw
-	}
-	if colon := strings.Index(raw[:at], ":"); colon >= 0 {
-		return raw[:colon+1] + redacted + raw[at:]
-	}
-	return raw
 }

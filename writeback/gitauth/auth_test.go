@@ -55,7 +55,7 @@ func TestAccess(t *testing.T) {
 		{name: "a token in the URL", url: "https://s3cret@git.example.com/org/repo.git", wantUser: "s3cret"},
 		{name: "the Secret wins over the URL", url: "https://other:s3cret@git.example.com/org/repo.git", creds: basic, wantUser: "bot"},
 		{name: "credentials in the URL over plain http to loopback", url: "http://bot:s3cret@127.0.0.1:8080/repo.git", wantUser: "bot"},
-		{name: "unparsable URL with credentials", url: "https://bot:s3cret@git.example.com:http/repo.git", err: `invalid repository URL "https://xxxxx@git.example.com:http/repo.git"`},
+		{name: "unparsable URL with credentials", url: "https://bot:s3cret@git.example.com:http/repo.git", err: `repository URL "https://xxxxx@git.example.com:http/repo.git": invalid port`},
 		{name: "credentials in the URL over plain http elsewhere", url: "http://bot:s3cret@git.example.com/repo.git", err: "refusing to send credentials from the repository URL over plain http to git.example.com; use https"},
 		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
 		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "../1", githubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
@@ -117,49 +117,6 @@ func TestAccessSSHUser(t *testing.T) {
 		if a, ok := acc.Auth.(*gitssh.PublicKeys); !ok || a.User != want {
 			t.Errorf("%s: auth %+v, want user %s", url, acc.Auth, want)
 		}
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-		secret         string // must not appear in the result
-	}{
-		{name: "user and password", in: "https://bot:s3cret@git.example.com/repo.git", want: "https://bot:xxxxx@git.example.com/repo.git", secret: "s3cret"},
-		{name: "empty password", in: "https://bot:@git.example.com/repo.git", want: "https://bot:xxxxx@git.example.com/repo.git"},
-		{name: "token as user name", in: "https://ghp_abc123@github.com/org/repo", want: "https://xxxxx@github.com/org/repo", secret: "ghp_abc123"},
-		{name: "token as user name over http", in: "http://ghp_abc123@127.0.0.1:8080/repo.git", want: "http://xxxxx@127.0.0.1:8080/repo.git", secret: "ghp_abc123"},
-		{name: "no user info", in: "https://github.com/org/repo.git", want: "https://github.com/org/repo.git"},
-		{name: "ssh user", in: "ssh://deploy@git.example.com:2222/repo.git", want: "ssh://deploy@git.example.com:2222/repo.git"},
-		{name: "ssh user and password", in: "ssh://deploy:s3cret@git.example.com/repo.git", want: "ssh://deploy:xxxxx@git.example.com/repo.git", secret: "s3cret"},
-		{name: "scp-like", in: "git@github.com:org/repo.git", want: "git@github.com:org/repo.git"},
-		{name: "scp-like without user", in: "github.com:org/repo.git", want: "github.com:org/repo.git"},
-		{name: "scp-like with password", in: "git:s3cret@github.com:org/repo.git", want: "git:xxxxx@github.com:org/repo.git", secret: "s3cret"},
-		{name: "scp-like with @ in path", in: "git@github.com:org/repo@v1", want: "git@github.com:org/repo@v1"},
-		{name: "unparsable port", in: "https://bot:s3cret@git.example.com:http/repo.git", want: "https://xxxxx@git.example.com:http/repo.git", secret: "s3cret"},
-		{name: "unparsable escape in token", in: "https://ghp_%zz123@github.com/org/repo", want: "https://xxxxx@github.com/org/repo", secret: "ghp_"},
-		{name: "unparsable slash in password", in: "https://bot:pa/ss@git.example.com/repo.git", want: "https://xxxxx@git.example.com/repo.git", secret: "pa/ss"},
-		{name: "unparsable hash in password", in: "https://bot:pa#ss@git.example.com/repo.git", want: "https://xxxxx@git.example.com/repo.git", secret: "pa#ss"},
-		{name: "unparsable control character", in: "https://bot:s3cret@git.example.com/repo.git\n", want: "https://xxxxx@git.example.com/repo.git\n", secret: "s3cret"},
-		{name: "unparsable without user info", in: "https://git.example.com:http/repo.git", want: "https://git.example.com:http/repo.git"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := RedactURL(tt.in)
-			if got != tt.want {
-				t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-			if tt.secret != "" && strings.Contains(got, tt.secret) {
-				t.Errorf("RedactURL(%q) = %q shows %q", tt.in, got, tt.secret)
-			}
-		})
-	}
-}
-
-func TestNormalizeRepoURL(t *testing.T) {
-	a, b := normalizeRepoURL("https://GitHub.com/Org/Repo.git"), normalizeRepoURL("https://github.com/org/repo/")
-	if a != b {
-		t.Errorf("%s != %s", a, b)
 	}
 }
 

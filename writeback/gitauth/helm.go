@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // Helm repositories are read with the rules of git write-back: Argo CD's
@@ -38,17 +39,20 @@ func (c Credentials) Source() string { return c.source }
 // host, following redirects on that host only, and the function that
 // adds the credentials to a request.
 func (r *Resolver) HTTPRepository(ctx context.Context, repoURL string, c Credentials) (*http.Client, func(*http.Request), error) {
-	u, err := url.Parse(repoURL)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, nil, fmt.Errorf("%s is not an http(s):// URL", RedactURL(repoURL))
+	u, err := repoaccess.ParseURL(repoURL)
+	if err != nil {
+		return nil, nil, err
 	}
-	if u.User != nil {
-		return nil, nil, fmt.Errorf("the repository URL %s holds credentials: keep them in an Argo CD repository Secret", RedactURL(repoURL))
+	if u.Scheme() != "https" && u.Scheme() != "http" {
+		return nil, nil, fmt.Errorf("%s is not an http(s):// URL", u)
 	}
-	if (c.username != "" || c.password != "") && u.Scheme == "http" && !isLoopbackHost(u.Hostname()) {
-		return nil, nil, fmt.Errorf("refusing to send %s over plain http to %s; use https", c.describe(), u.Host)
+	if u.HoldsCredentials() {
+		return nil, nil, fmt.Errorf("the repository URL %s holds credentials: keep them in an Argo CD repository Secret", u)
 	}
-	tr, err := r.httpTransport(ctx, u.Hostname(), c)
+	if (c.username != "" || c.password != "") && u.Scheme() == "http" && !u.Loopback() {
+		return nil, nil, fmt.Errorf("refusing to send %s over plain http to %s; use https", c.describe(), u.Host())
+	}
+	tr, err := r.httpTransport(ctx, u.Host(), c)
 	if err != nil {
 		return nil, nil, err
 	}

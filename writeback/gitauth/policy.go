@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gobwas/glob"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,11 +131,15 @@ type Request struct {
 // Check tells whether the Application of u may write to its repository
 // with the credentials it names.
 func (p *Policy) Check(ctx context.Context, u Request) error {
-	if !remoteRepoURL(u.RepoURL) {
-		return notPermittedf("the repository URL %s is not an https://, http://, ssh:// or user@host:path URL", RedactURL(u.RepoURL))
+	repo, err := repoaccess.ParseURL(u.RepoURL)
+	if err != nil {
+		return notPermitted{err}
 	}
-	if hasDotSegment(u.RepoURL) {
-		return notPermittedf("the repository URL %s has a '.' or '..' path segment, which could lead to another repository than the one it names", RedactURL(u.RepoURL))
+	if !repo.Remote() {
+		return notPermittedf("the repository URL %s is not an https://, http://, ssh:// or user@host:path URL", repo)
+	}
+	if repo.HasDotSegment() {
+		return notPermittedf("the repository URL %s has a '.' or '..' path segment, which could lead to another repository than the one it names", repo)
 	}
 	if s := u.CredentialsSecret; s != (types.NamespacedName{}) && s.Namespace != u.Namespace {
 		return notPermittedf("git:secret:%s/%s: an Application may only use a Secret of its own namespace, %s", s.Namespace, s.Name, u.Namespace)
@@ -162,127 +167,10 @@ func (p *Policy) Check(ctx context.Context, u Request) error {
 	if u.Namespace != p.namespace && !namespacePermitted(r.project.SourceNamespaces, u.Namespace) {
 		return notPermittedf("AppProject %s does not permit Applications in namespace %s (spec.sourceNamespaces)", name, u.Namespace)
 	}
-	if !sourceRepoPermitted(r.project.SourceRepos, u.RepoURL) {
-		return notPermittedf("repository %s is not permitted by AppProject %s (spec.sourceRepos)", RedactURL(u.RepoURL), name)
+	if !repo.PermittedBy(r.project.SourceRepos) {
+		return notPermittedf("repository %s is not permitted by AppProject %s (spec.sourceRepos)", repo, name)
 	}
 	return nil
-}
-
-// sshUserHost tells an scp-like SSH address (user@host:path) the way Argo
-// CD does: a user before the last '@', with no '/' or ':' in front of it.
-var sshUserHost = regexp.MustCompile(`^[^/:]*@[^@]+$`)
-
-// parseRepoURL parses a repository URL in Argo CD's normalised spelling:
-// lower case, scp-like addresses as ssh:// URLs, without ".git".
-func parseRepoURL(raw string) (*url.URL, error) {
-	s := strings.ToLower(strings.TrimSpace(raw))
-	if !strings.HasPrefix(s, "ssh://") && sshUserHost.MatchString(s) {
-		s = "ssh://" + strings.Replace(s, ":", "/", 1)
-	}
-	return url.Parse(strings.TrimSuffix(s, ".git"))
-}
-
-// canonicalRepoURL is the spelling Argo CD compares repository URLs and
-// sourceRepos patterns in ("" when the URL cannot be parsed): SSH URLs
-// lose their ssh:// so that both SSH spellings compare equal.
-func canonicalRepoURL(raw string) string {
-	u, err := parseRepoURL(raw)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimPrefix(u.String(), "ssh://")
-}
-
-// normalizeRepoURL makes spellings of one repository URL compare equal:
-// canonicalRepoURL, without a trailing '/' either.
-func normalizeRepoURL(raw string) string {
-	return strings.TrimSuffix(canonicalRepoURL(strings.TrimSuffix(strings.TrimSpace(raw), "/")), "/")
-}
-
-// SameRepository reports whether two URLs name one repository, spelt as
-// Argo CD compares them (case, ".git", a trailing '/', both SSH forms).
-func SameRepository(a, b string) bool {
-	na := normalizeRepoURL(a)
-	return na != "" && na == normalizeRepoURL(b)
-}
-
-// urlCovers reports whether a credentials URL (a repo-creds prefix, or
-// the url of a git:secret Secret) covers a repository. Argo CD takes any
-// prefix of the normalised URL; here the prefix must also end where the
-// host, the port or a path segment ends, so that credentials for
-// https://git.example.com never go to https://git.example.com.evil.io and
-// those for https://git.example.com/org never to .../organic.
-func urlCovers(prefix, repoURL string) bool {
-	p, r := normalizeRepoURL(prefix), normalizeRepoURL(repoURL)
-	if p == "" || r == "" || !strings.HasPrefix(r, p) {
-		return false
-	}
-	rest := r[len(p):]
-	return rest == "" || rest[0] == '/'
-}
-
-// remoteRepoURL reports whether a repository URL names a server: go-git
-// also opens file:// URLs and local paths, in-process, where they would
-// reach the controller's own files, the clones of other repositories
-// among them.
-func remoteRepoURL(raw string) bool {
-	s := strings.TrimSpace(raw)
-	if IsSCPLikeURL(s) {
-		return true
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "https", "http", "ssh":
-		return true
-	}
-	return false
-}
-
-// hasDotSegment reports whether a repository URL's path holds a "." or
-// ".." segment, escaped or not: the server may resolve it to a repository
-// that neither the credentials' prefix nor the AppProject covers.
-func hasDotSegment(raw string) bool {
-	u, err := parseRepoURL(raw)
-	if err != nil {
-		return false
-	}
-	for _, seg := range strings.Split(u.Path, "/") {
-		if seg == "." || seg == ".." {
-			return true
-		}
-	}
-	return false
-}
-
-// sourceRepoPermitted applies an AppProject's sourceRepos to a repository
-// the way Argo CD documents it: some pattern without "!" must match, and
-// no pattern with "!" may. Patterns and URL are compared normalised; "*"
-// matches every repository; other patterns are globs in which * stops at
-// '/' and ** does not. Argo CD's code also lets a "!" pattern that does
-// not match count as a match, so that a project of deny patterns alone
-// allows everything else; here such a project allows nothing, as its
-// documentation says. A pattern that is no valid glob matches nothing
-// when it allows and everything when it denies.
-func sourceRepoPermitted(patterns []string, repoURL string) bool {
-	repo := canonicalRepoURL(repoURL)
-	if repo == "" {
-		return false
-	}
-	permitted := false
-	for _, raw := range patterns {
-		deny := strings.HasPrefix(raw, "!")
-		matched, valid := globMatch(canonicalRepoURL(strings.TrimPrefix(raw, "!")), repo, '/')
-		switch {
-		case deny && (matched || !valid):
-			return false
-		case !deny && matched:
-			permitted = true
-		}
-	}
-	return permitted
 }
 
 func globMatch(pattern, s string, separators ...rune) (matched, valid bool) {
@@ -325,7 +213,7 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	from, to := via[0].URL, req.URL
-	sameHost := strings.EqualFold(from.Hostname(), to.Hostname())
+	sameHost := repoaccess.SameHost(from.Hostname(), to.Hostname())
 	samePort := from.Scheme == to.Scheme && portOf(from) == portOf(to)
 	upgrade := from.Scheme == "http" && to.Scheme == "https"
 	if sameHost && (samePort || upgrade) {
@@ -342,33 +230,4 @@ func portOf(u *url.URL) string {
 		return "443"
 	}
 	return "80"
-}
-
-// urlInText finds what looks like a URL in a message.
-var urlInText = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s"'<>]+`)
-
-// redactedError is an error whose message has the credentials of the
-// URLs in it hidden; errors.Is and errors.As still see the error.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e redactedError) Error() string { return e.msg }
-func (e redactedError) Unwrap() error { return e.err }
-
-// RedactErrorURLs hides the credentials of every URL in err's message: a
-// URL given with user info in it can come back in the message of any
-// layer below (a URL parser, an HTTP client, go-git), and the message
-// goes to logs and to Kubernetes events that tenants can read.
-func RedactErrorURLs(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	clean := urlInText.ReplaceAllStringFunc(msg, RedactURL)
-	if clean == msg {
-		return err
-	}
-	return redactedError{msg: clean, err: err}
 }

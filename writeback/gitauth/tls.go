@@ -8,12 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/image-updater/argocd-image-updater/internal/netguard"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // TLSCertsConfigMap holds Argo CD's trusted certificates for HTTPS
@@ -27,10 +27,11 @@ func (r *Resolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, e
 	if r.tlsErr != nil {
 		return nil, r.tlsErr
 	}
-	pemData, ok := r.tlsCerts[host]
-	if !ok {
-		pemData, ok = r.tlsCerts[strings.ToLower(host)]
+	key, err := repoaccess.CanonicalHost(host)
+	if err != nil {
+		return nil, err
 	}
+	pemData, ok := r.tlsCerts[key]
 	if !ok {
 		return nil, nil
 	}
@@ -49,7 +50,15 @@ func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) 
 	case err != nil:
 		return nil, fmt.Errorf("read TLS certificates from ConfigMap %s/%s: %w", r.namespace, TLSCertsConfigMap, err)
 	}
-	return cm.Data, nil
+	// Keyed by the host as compared; a key that is no host name serves
+	// no host.
+	certs := make(map[string]string, len(cm.Data))
+	for host, pemData := range cm.Data {
+		if key, err := repoaccess.CanonicalHost(host); err == nil {
+			certs[key] = pemData
+		}
+	}
+	return certs, nil
 }
 
 // httpTransport is the HTTP transport for host (without port) with Argo
