@@ -14,7 +14,6 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // DefaultMaxIndexSize bounds one index.yaml as read: the largest public
@@ -34,8 +33,8 @@ const maxCachedVersions = 2 * MaxVersions
 // Client reads Helm repository indexes, keeping each with its ETag (or
 // Last-Modified) for the next read. It is safe for concurrent use.
 type Client struct {
-	secrets   gitauth.SecretLister
-	projects  gitauth.AppProjectGetter
+	secrets   repoaccess.SecretLister
+	projects  repoaccess.AppProjectGetter
 	namespace string
 	maxIndex  int64
 	maxCached int
@@ -74,7 +73,7 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 
 // NewClient reads Argo CD's repository Secrets and AppProjects from
 // argoCDNamespace through secrets and projects.
-func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
+func NewClient(secrets repoaccess.SecretLister, projects repoaccess.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
 	c := &Client{
 		secrets: secrets, projects: projects, namespace: argoCDNamespace,
 		maxIndex: DefaultMaxIndexSize, maxCached: DefaultMaxCached, maxVersions: maxCachedVersions, timeout: 2 * time.Minute,
@@ -90,8 +89,8 @@ func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 // is read once however many Applications ask.
 type Session struct {
 	c        *Client
-	resolver *gitauth.Resolver
-	policy   *gitauth.Policy
+	resolver *repoaccess.Resolver
+	policy   *repoaccess.Policy
 	mu       sync.Mutex
 	seen     map[string]accessResult
 }
@@ -105,8 +104,8 @@ type accessResult struct {
 func (c *Client) Session() *Session {
 	return &Session{
 		c:        c,
-		resolver: gitauth.NewResolver(c.secrets, c.namespace, "", nil),
-		policy:   gitauth.NewPolicy(c.projects, c.namespace),
+		resolver: repoaccess.NewResolver(c.secrets, c.namespace, ""),
+		policy:   repoaccess.NewPolicy(c.projects, c.namespace),
 		seen:     map[string]accessResult{},
 	}
 }
@@ -142,7 +141,7 @@ func (s *Session) Access(ctx context.Context, namespace, project, repoURL string
 }
 
 func (s *Session) access(ctx context.Context, namespace, project, repoURL string) (Access, error) {
-	if err := s.policy.Check(ctx, gitauth.Request{Namespace: namespace, Project: project, RepoURL: repoURL}); err != nil {
+	if err := s.policy.Check(ctx, repoaccess.Request{Namespace: namespace, Project: project, RepoURL: repoURL}); err != nil {
 		return Access{}, err
 	}
 	creds, err := s.resolver.ResolveHelm(ctx, repoURL, project)
@@ -154,7 +153,7 @@ func (s *Session) access(ctx context.Context, namespace, project, repoURL string
 		return Access{}, err
 	}
 	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+repoaccess.RedactURL(repoURL))
-	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source()}, nil
+	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source}, nil
 }
 
 // Index is the repository's index: read again only when the server says

@@ -289,8 +289,8 @@ func WithClock(now func() time.Time) Option {
 // new tip (so the other commits are kept) and pushed again, a bounded
 // number of times; nothing is ever force-pushed.
 type Writer struct {
-	secrets  gitauth.SecretLister
-	projects gitauth.AppProjectGetter
+	secrets  repoaccess.SecretLister
+	projects repoaccess.AppProjectGetter
 	cfg      writerConfig
 	message  *CommitMessageTemplate
 	signer   gitsign.Signer
@@ -303,7 +303,7 @@ type Writer struct {
 
 // NewWriter returns a writer reading credentials through secrets and
 // the Applications' AppProjects through projects.
-func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, opts ...Option) (*Writer, error) {
+func NewWriter(secrets repoaccess.SecretLister, projects repoaccess.AppProjectGetter, opts ...Option) (*Writer, error) {
 	cfg := writerConfig{
 		argoCDNamespace:  DefaultArgoCDNamespace,
 		authorName:       DefaultGitAuthorName,
@@ -321,10 +321,10 @@ func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 	w := &Writer{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message}
 	var errs []error
 	if secrets == nil {
-		errs = append(errs, errors.New("a gitauth.SecretLister is required"))
+		errs = append(errs, errors.New("a repoaccess.SecretLister is required"))
 	}
 	if projects == nil {
-		errs = append(errs, errors.New("an gitauth.AppProjectGetter is required"))
+		errs = append(errs, errors.New("a repoaccess.AppProjectGetter is required"))
 	}
 	if cfg.authorName == "" || cfg.authorEmail == "" {
 		errs = append(errs, errors.New("commit author name and email must not be empty"))
@@ -490,7 +490,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 	writes := make([]*appWrite, len(updates))
 	var order []repoKey
 	byRepo := map[repoKey][]*appWrite{}
-	policy := gitauth.NewPolicy(w.projects, w.cfg.argoCDNamespace)
+	policy := repoaccess.NewPolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
 		a := &appWrite{update: u, result: writeback.Result{Namespace: u.Namespace, Name: u.Name}}
 		if u.Parent != nil {
@@ -511,7 +511,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 		if u.Parent != nil {
 			ns = u.Parent.Namespace
 		}
-		if err := policy.Check(ctx, gitauth.Request{Namespace: ns, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
+		if err := policy.Check(ctx, repoaccess.Request{Namespace: ns, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
 			a.fail(err)
 			continue
 		}
@@ -962,5 +962,10 @@ func (e invalidTarget) Error() string   { return e.err.Error() }
 func (e invalidTarget) Unwrap() []error { return []error{writeback.ErrInvalidTarget, e.err} }
 
 func appError(u update, err error) error {
+	if errors.Is(err, repoaccess.ErrNotPermitted) {
+		// What the AppProject refuses it refuses until the Application
+		// or the AppProject changes.
+		err = invalidTarget{err}
+	}
 	return repoaccess.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), repoaccess.RedactURL(u.RepoURL), err))
 }

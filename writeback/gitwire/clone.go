@@ -36,7 +36,6 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // RemoteName is the remote a clone fetches from: its remote-tracking
@@ -523,7 +522,7 @@ func (c *Clone) remoteError(op string, acc Remote, err error) error {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		hint = " (the repository has no commits yet)"
 	case errors.As(err, new(x509.UnknownAuthorityError)):
-		hint = " (add the server's certificate, or its CA, to Argo CD's " + gitauth.TLSCertsConfigMap + " under the server's host name)"
+		hint = " (add the server's certificate, or its CA, to Argo CD's " + repoaccess.TLSCertsConfigMap + " under the server's host name)"
 	}
 	return fmt.Errorf("%s %s (%s): %w%s", op, repoaccess.RedactURL(c.URL), acc.Describe(), err, hint)
 }

@@ -1,17 +1,13 @@
-package gitauth
+package repoaccess
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 
 	"github.com/gobwas/glob"
-	"github.com/image-updater/argocd-image-updater/repoaccess"
-	"github.com/image-updater/argocd-image-updater/writeback"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,19 +16,18 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// Whoever can edit an Application's annotations chooses the repository,
-// the branch and the credentials Secret of its git write-back, but is
+// Whoever can edit an Application's annotations chooses the repositories
+// it reads and writes, and the credentials Secret of its git write-back, but is
 // trusted less than the operator who owns the controller and Argo CD's
 // repository credentials. The rules here keep such an Application to the
 // repositories its AppProject allows and to the credentials meant for
 // them.
 
-// ErrNotPermitted is wrapped by errors of write-backs the rules refuse: a
+// ErrNotPermitted is wrapped by errors of the reads and writes the rules refuse: a
 // repository outside the AppProject's sourceRepos, an Application outside
 // its AppProject's sourceNamespaces, a git:secret Secret of another
-// namespace or for another repository. Such errors wrap writeback.ErrInvalidTarget
-// too: trying again does not help until the Application or the
-// AppProject changes.
+// namespace or for another repository. Trying again does not help until
+// the Application or the AppProject changes.
 var ErrNotPermitted = errors.New("not permitted")
 
 type notPermitted struct{ err error }
@@ -41,16 +36,14 @@ func notPermittedf(format string, args ...any) error {
 	return notPermitted{fmt.Errorf(format, args...)}
 }
 
-func (e notPermitted) Error() string { return e.err.Error() }
-func (e notPermitted) Unwrap() []error {
-	return []error{ErrNotPermitted, writeback.ErrInvalidTarget, e.err}
-}
+func (e notPermitted) Error() string   { return e.err.Error() }
+func (e notPermitted) Unwrap() []error { return []error{ErrNotPermitted, e.err} }
 
 // DefaultAppProject is the AppProject of an Application that names none,
 // as in Argo CD.
 const DefaultAppProject = "default"
 
-// AppProject is what the write-back reads of an Argo CD AppProject.
+// AppProject is what the controller reads of an Argo CD AppProject.
 type AppProject struct {
 	// SourceRepos are spec.sourceRepos: globs of the repositories the
 	// project's Applications may use; "!" before one denies.
@@ -131,7 +124,7 @@ type Request struct {
 // Check tells whether the Application of u may write to its repository
 // with the credentials it names.
 func (p *Policy) Check(ctx context.Context, u Request) error {
-	repo, err := repoaccess.ParseURL(u.RepoURL)
+	repo, err := ParseURL(u.RepoURL)
 	if err != nil {
 		return notPermitted{err}
 	}
@@ -200,34 +193,4 @@ func namespacePermitted(patterns []string, namespace string) bool {
 		}
 	}
 	return false
-}
-
-// checkRedirect lets git's HTTP requests follow a redirect only on the
-// repository's own host: go-git sends every later request of a session,
-// with the credentials, to wherever /info/refs was redirected. Another
-// path on the same host and port is followed (a renamed repository), and
-// so is a move from http to https on the same host name, whose
-// certificate must then be valid for that name; https to http is not.
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	from, to := via[0].URL, req.URL
-	sameHost := repoaccess.SameHost(from.Hostname(), to.Hostname())
-	samePort := from.Scheme == to.Scheme && portOf(from) == portOf(to)
-	upgrade := from.Scheme == "http" && to.Scheme == "https"
-	if sameHost && (samePort || upgrade) {
-		return nil
-	}
-	return fmt.Errorf("refusing to follow a redirect from %s to %s://%s: git requests and their credentials go only to the repository's own host", from.Host, to.Scheme, to.Host)
-}
-
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if u.Scheme == "https" {
-		return "443"
-	}
-	return "80"
 }

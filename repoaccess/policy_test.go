@@ -1,4 +1,4 @@
-package gitauth
+package repoaccess
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func TestCheckRedirect(t *testing.T) {
 			via = append(via, r)
 		}
 		req, _ := http.NewRequest(http.MethodGet, tt.to, nil)
-		if err := checkRedirect(req, via); (err == nil) != tt.want {
+		if err := CheckRedirect(req, via); (err == nil) != tt.want {
 			t.Errorf("redirect %s -> %s after %d: %v, want followed %v", tt.from, tt.to, tt.hops, err, tt.want)
 		}
 	}
@@ -116,7 +116,7 @@ func TestRepoCredsBoundaries(t *testing.T) {
 		{url: "ssh://git@git.example.com:22220/team/repo.git"},
 		{url: "https://git.example.com:port/x"},
 	}
-	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
+	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir())
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
 			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{}, "")
@@ -127,8 +127,8 @@ func TestRepoCredsBoundaries(t *testing.T) {
 			if tt.want != "" {
 				want = "Secret " + ns + "/" + tt.want
 			}
-			if c.source != want {
-				t.Errorf("credentials from %q, want %q", c.source, want)
+			if c.Source != want {
+				t.Errorf("credentials from %q, want %q", c.Source, want)
 			}
 		})
 	}
@@ -175,15 +175,15 @@ func TestProjectScopedCredentials(t *testing.T) {
 		{url: "https://git.example.com/team-a/other.git", project: "team-a", want: "creds-a"},
 		{url: "https://git.example.com/team-a/other.git", project: "team-c", want: "creds-all"},
 	}
-	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
+	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir())
 	for _, tt := range tests {
 		t.Run(tt.project+" "+tt.url, func(t *testing.T) {
 			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{}, tt.project)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := "Secret " + ns + "/" + tt.want; c.source != want {
-				t.Errorf("credentials from %q, want %q", c.source, want)
+			if want := "Secret " + ns + "/" + tt.want; c.Source != want {
+				t.Errorf("credentials from %q, want %q", c.Source, want)
 			}
 		})
 	}
