@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gobwas/glob"
+	"github.com/image-updater/argocd-image-updater/internal/tenant"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -134,8 +135,10 @@ func (p *Policy) Check(ctx context.Context, u Request) error {
 	if repo.HasDotSegment() {
 		return notPermittedf("the repository URL %s has a '.' or '..' path segment, which could lead to another repository than the one it names", repo)
 	}
-	if s := u.CredentialsSecret; s != (types.NamespacedName{}) && s.Namespace != u.Namespace {
-		return notPermittedf("git:secret:%s/%s: an Application may only use a Secret of its own namespace, %s", s.Namespace, s.Name, u.Namespace)
+	if s := u.CredentialsSecret; s != (types.NamespacedName{}) {
+		if err := tenant.MayNameSecret("git:secret:"+s.Namespace+"/"+s.Name, s.Namespace, u.Namespace); err != nil {
+			return notPermitted{err}
+		}
 	}
 	name := u.Project
 	if name == "" {
