@@ -70,11 +70,14 @@ func ParseURL(raw string) (URL, error) {
 	if err != nil {
 		return bad(err.Error())
 	}
-	u := fromEndpoint(s, ep, host)
-	if strings.Contains(strings.ToLower(s), "%2f") {
-		return bad("an escaped '/' in the path")
+	if strings.Contains(s, "://") {
+		// go-git dials the path unescaped, net/http as written: they would
+		// name two repositories.
+		if pu, err := url.Parse(s); err == nil && strings.Contains(strings.ToLower(pu.EscapedPath()), "%2f") {
+			return bad("an escaped '/' in the path")
+		}
 	}
-	return u, nil
+	return fromEndpoint(s, ep, host), nil
 }
 
 var defaultPort = map[string]int{"https": 443, "http": 80, "ssh": 22}

@@ -132,6 +132,8 @@ func TestSameRepository(t *testing.T) {
 		{"https://github.com:8443/org/repo", "https://github.com/org/repo", false},
 		{"git@github.com:org/repo", "deploy@github.com:org/repo", false},
 		{"https://github.com/org/repo", "https://github.com/org/repo2", false},
+		{"https://bot:pa%2Fss@github.com/org/repo", "https://github.com/org/repo", true},
+		{"https://github.com/org%2Frepo", "https://github.com/org/repo", false},
 		{"", "", false},
 	}
 	for _, tt := range tests {
