@@ -14,7 +14,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/budget"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // DefaultMaxIndexSize bounds one index.yaml as read: the largest public
@@ -40,8 +40,8 @@ const DefaultMaxKept = 64 << 20
 // Last-Modified) for the next read: of each index, only the versions of
 // the charts asked for. It is safe for concurrent use.
 type Client struct {
-	secrets     gitauth.SecretLister
-	projects    gitauth.AppProjectGetter
+	secrets     repoaccess.SecretLister
+	projects    repoaccess.AppProjectGetter
 	namespace   string
 	maxIndex    int64
 	cycleBudget int64
@@ -105,7 +105,7 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 
 // NewClient reads Argo CD's repository Secrets and AppProjects from
 // argoCDNamespace through secrets and projects.
-func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
+func NewClient(secrets repoaccess.SecretLister, projects repoaccess.AppProjectGetter, argoCDNamespace string, opts ...Option) *Client {
 	c := &Client{
 		secrets: secrets, projects: projects, namespace: argoCDNamespace,
 		maxIndex: DefaultMaxIndexSize, cycleBudget: DefaultCycleBudget, timeout: 2 * time.Minute,
@@ -122,8 +122,8 @@ func NewClient(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 // its Accesses count against its budget until released.
 type Session struct {
 	c        *Client
-	resolver *gitauth.Resolver
-	policy   *gitauth.Policy
+	resolver *repoaccess.Resolver
+	policy   *repoaccess.Policy
 	budget   *budget.Budget
 	mu       sync.Mutex
 	seen     map[string]accessResult
@@ -138,8 +138,8 @@ type accessResult struct {
 func (c *Client) Session() *Session {
 	return &Session{
 		c:        c,
-		resolver: gitauth.NewResolver(c.secrets, c.namespace, "", nil),
-		policy:   gitauth.NewPolicy(c.projects, c.namespace),
+		resolver: repoaccess.NewResolver(c.secrets, c.namespace, ""),
+		policy:   repoaccess.NewPolicy(c.projects, c.namespace),
 		budget:   budget.New(c.cycleBudget),
 		seen:     map[string]accessResult{},
 	}
@@ -178,7 +178,7 @@ func (s *Session) Access(ctx context.Context, namespace, project, repoURL string
 }
 
 func (s *Session) access(ctx context.Context, namespace, project, repoURL string) (Access, error) {
-	if err := s.policy.Check(ctx, gitauth.Request{Namespace: namespace, Project: project, RepoURL: repoURL}); err != nil {
+	if err := s.policy.Check(ctx, repoaccess.Request{Namespace: namespace, Project: project, RepoURL: repoURL}); err != nil {
 		return Access{}, err
 	}
 	creds, err := s.resolver.ResolveHelm(ctx, repoURL, project)
@@ -189,8 +189,8 @@ func (s *Session) access(ctx context.Context, namespace, project, repoURL string
 	if err != nil {
 		return Access{}, err
 	}
-	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+gitauth.RedactURL(repoURL))
-	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source(), budget: s.budget}, nil
+	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+repoaccess.RedactURL(repoURL))
+	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source, budget: s.budget}, nil
 }
 
 // Index is the versions of charts in the repository's index, counted
@@ -206,7 +206,7 @@ func (c *Client) Index(ctx context.Context, a Access, charts []string) (Index, e
 	return c.calls.Do(ctx, a.Key()+"\x00"+strings.Join(charts, "\x00"), nil, func(ctx context.Context) (Index, error) {
 		ix, err := c.read(ctx, a, charts)
 		if err != nil {
-			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", gitauth.RedactURL(a.URL), gitauth.RedactErrorURLs(err))
+			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", repoaccess.RedactURL(a.URL), repoaccess.RedactErrorURLs(err))
 		}
 		return ix, nil
 	})

@@ -21,7 +21,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/budget"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 type secrets []corev1.Secret
@@ -34,9 +34,9 @@ func (s secrets) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMa
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
 }
 
-type projects map[string]*gitauth.AppProject
+type projects map[string]*repoaccess.AppProject
 
-func (p projects) AppProject(_ context.Context, _, name string) (*gitauth.AppProject, error) {
+func (p projects) AppProject(_ context.Context, _, name string) (*repoaccess.AppProject, error) {
 	if pr, ok := p[name]; ok {
 		return pr, nil
 	}
@@ -80,7 +80,7 @@ func repoServer(t *testing.T, user, password string) (*httptest.Server, *atomic.
 func TestIndex(t *testing.T) {
 	srv, full, notModified := repoServer(t, "reader", "s3cret")
 	url := srv.URL + "/charts"
-	all := &gitauth.AppProject{SourceRepos: []string{"*"}}
+	all := &repoaccess.AppProject{SourceRepos: []string{"*"}}
 	c := NewClient(secrets{
 		helmSecret("other-project", url, "team-b", "reader", "wrong"),
 		helmSecret("repo", url, "", "reader", "s3cret"),
@@ -114,10 +114,10 @@ func TestIndex(t *testing.T) {
 	if _, err := c.Index(ctx, a, []string{"podinfo"}); err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "wrong") || strings.Contains(err.Error(), "who are you") {
 		t.Errorf("error %v, want the server's 401, not its answer's body, and no password", err)
 	}
-	if _, err := s.Access(ctx, "argocd", "narrow", url); !errors.Is(err, gitauth.ErrNotPermitted) {
+	if _, err := s.Access(ctx, "argocd", "narrow", url); !errors.Is(err, repoaccess.ErrNotPermitted) {
 		t.Errorf("error %v, want not permitted by the AppProject", err)
 	}
-	if _, err := s.Access(ctx, "argocd", "missing", url); !errors.Is(err, gitauth.ErrNotPermitted) {
+	if _, err := s.Access(ctx, "argocd", "missing", url); !errors.Is(err, repoaccess.ErrNotPermitted) {
 		t.Errorf("error %v, want not permitted: no AppProject", err)
 	}
 	if _, err := s.Access(ctx, "argocd", "", "http://user:pw@"+strings.TrimPrefix(url, "http://")); err == nil || strings.Contains(err.Error(), "pw") {

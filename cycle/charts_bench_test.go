@@ -21,8 +21,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 type benchApps []*application.Application
@@ -71,8 +71,8 @@ func (noSecrets) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap
 
 type anyRepo struct{}
 
-func (anyRepo) AppProject(context.Context, string, string) (*gitauth.AppProject, error) {
-	return &gitauth.AppProject{SourceRepos: []string{"*"}}, nil
+func (anyRepo) AppProject(context.Context, string, string) (*repoaccess.AppProject, error) {
+	return &repoaccess.AppProject{SourceRepos: []string{"*"}}, nil
 }
 
 // BenchmarkChartCycle is one cycle over 1,000 Applications whose charts

@@ -14,7 +14,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // helmRepo serves an index.yaml with an ETag and counts full and
@@ -67,7 +67,7 @@ entries:
 	k.CreateAppProject(t, testenv.ArgoCDNamespace, "charts-narrow", []string{"https://charts.example.com/*"}, nil)
 
 	w := newWorld(t, k, reg, worldOptions{names: "chart-*", updater: []Option{
-		WithChartRepositories(chartrepo.NewClient(gitauth.NewKubeSecretLister(kubernetes.NewForConfigOrDie(k.Config)), gitauth.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(k.Config)), testenv.ArgoCDNamespace)),
+		WithChartRepositories(chartrepo.NewClient(repoaccess.NewKubeSecretLister(kubernetes.NewForConfigOrDie(k.Config)), repoaccess.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(k.Config)), testenv.ArgoCDNamespace)),
 	}})
 	httpSource := func(rev string) map[string]any {
 		return map[string]any{"source": map[string]any{"repoURL": repo.url, "chart": "podinfo", "targetRevision": rev}}

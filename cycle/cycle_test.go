@@ -30,11 +30,11 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 )
@@ -173,7 +173,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		WithControllerNamespace(testenv.ArgoCDNamespace),
 	}
 	if o.git {
-		gw, err := git.NewWriter(gitauth.NewKubeSecretLister(w.cs), gitauth.NewKubeAppProjectGetter(w.dyn),
+		gw, err := git.NewWriter(repoaccess.NewKubeSecretLister(w.cs), repoaccess.NewKubeAppProjectGetter(w.dyn),
 			append([]git.Option{git.WithArgoCDNamespace(testenv.ArgoCDNamespace), git.WithWorkDir(t.TempDir()),
 				git.WithDryRun(o.dryRun), git.WithLogger(logger)}, o.gitOptions...)...)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/tenant"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
@@ -162,7 +163,7 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 		if sigKey.Namespace == "" {
 			sigKey.Namespace = app.Namespace
 		}
-		if err := credentials.TenantMayReadSecret(sigKey.String(), sigKey.Namespace, app.Namespace); err != nil {
+		if err := tenant.MayNameSecret(sigKey.String(), sigKey.Namespace, app.Namespace); err != nil {
 			return nil, noSkip, settings.Problem{Image: spec.Key(), Origin: sigKey.Origin, Message: err.Error()}
 		}
 	}
@@ -253,7 +254,7 @@ func writeBackProblem(app *application.Application) (settings.Problem, bool) {
 	if s.Name == "" {
 		return settings.Problem{}, false
 	}
-	err := credentials.TenantMayReadSecret("git:secret:"+s.Namespace+"/"+s.Name, s.Namespace, app.Namespace)
+	err := tenant.MayNameSecret("git:secret:"+s.Namespace+"/"+s.Name, s.Namespace, app.Namespace)
 	if err == nil {
 		return settings.Problem{}, false
 	}

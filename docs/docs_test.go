@@ -112,11 +112,11 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 )
 
@@ -408,8 +408,8 @@ func (docRepoSecrets) ConfigMap(_ context.Context, _, name string) (*corev1.Conf
 
 type docProjects struct{}
 
-func (docProjects) AppProject(context.Context, string, string) (*gitauth.AppProject, error) {
-	return &gitauth.AppProject{SourceRepos: []string{"*"}}, nil
+func (docProjects) AppProject(context.Context, string, string) (*repoaccess.AppProject, error) {
+	return &repoaccess.AppProject{SourceRepos: []string{"*"}}, nil
 }
 
 type docSecrets struct{}

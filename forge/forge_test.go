@@ -482,7 +482,9 @@ func TestHostsLookup(t *testing.T) {
 		{kind: settings.ForgeGitHub, url: "https://github.com/a/b%3Fstate=closed", wantErr: `"a/b?state=closed" on github.com is not <owner>/<repository>`},
 		{kind: settings.ForgeGitHub, url: "https://github.com/a/..", wantErr: `"a/.." on github.com is not <owner>/<repository>`},
 		{kind: settings.ForgeGitLab, url: "https://gitlab.com/solo.git", wantErr: "is not <group>/<project>"},
-		{kind: settings.ForgeGitHub, url: "https://tok@github.com:bad port/a/b", wantErr: `"https://xxxxx@github.com:bad port/a/b" cannot be parsed`},
+		{kind: settings.ForgeGitHub, url: "https://tok@github.com:bad port/a/b", wantErr: `repository URL "https://xxxxx@github.com:bad port/a/b": `},
+		{kind: settings.ForgeGitHub, url: "https://g\u0130thub.com/example/deploy.git", wantErr: `"gİthub.com" holds "İ": only ASCII`},
+		{kind: settings.ForgeGitLab, url: "git@\u212Aample.org:team/app.git", wantErr: "only ASCII"},
 
 		{kind: settings.ForgeGitea, url: "https://git.example.com/gitea/team/app.git", want: forge.Repository{Kind: settings.ForgeGitea, API: "https://git.example.com/gitea/api/v1", Project: "team/app"}},
 		{kind: settings.ForgeGitea, url: "git@git.example.com:team/app.git", want: forge.Repository{Kind: settings.ForgeGitea, API: "https://git.example.com/gitea/api/v1", Project: "team/app"}},

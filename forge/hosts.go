@@ -3,11 +3,11 @@ package forge
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
 
@@ -51,6 +51,8 @@ type hostKey struct {
 type instance struct {
 	api  *url.URL
 	root string
+	// host is api's host as repository URLs are compared.
+	host string
 }
 
 // HostsOption adds instances to a Hosts.
@@ -71,16 +73,16 @@ func WithInstances(kind settings.Forge, urls ...string) HostsOption {
 			if err != nil {
 				return fmt.Errorf("%s URL: %w", serviceName[kind], err)
 			}
-			in := instance{api: u}
+			in := instance{api: u.URL, host: u.host}
 			if p, ok := apiPath[kind]; ok {
 				in.root = u.Path
-				api := *u
+				api := *u.URL
 				api.Path += p
 				in.api = &api
 			} else if kind == settings.ForgeAzureDevOps {
 				in.root = u.Path
 			}
-			h.apis[hostKey{kind, strings.ToLower(u.Hostname())}] = in
+			h.apis[hostKey{kind, u.host}] = in
 		}
 		return nil
 	}
@@ -112,10 +114,10 @@ func NewHosts(githubAPIs, gitlabURLs []string, opts ...HostsOption) (*Hosts, err
 			return nil, err
 		}
 	}
-	gh, _ := url.Parse(GitHubComAPI)
-	h.apis[hostKey{settings.ForgeGitHub, "github.com"}] = instance{api: gh}
-	bb, _ := url.Parse(BitbucketOrgAPI)
-	h.apis[hostKey{settings.ForgeBitbucket, "bitbucket.org"}] = instance{api: bb}
+	gh, _ := parseAPIURL(GitHubComAPI)
+	h.apis[hostKey{settings.ForgeGitHub, "github.com"}] = instance{api: gh.URL, host: gh.host}
+	bb, _ := parseAPIURL(BitbucketOrgAPI)
+	h.apis[hostKey{settings.ForgeBitbucket, "bitbucket.org"}] = instance{api: bb.URL, host: bb.host}
 	opts = append([]HostsOption{WithInstances(settings.ForgeGitHub, githubAPIs...), WithInstances(settings.ForgeGitLab, gitlabURLs...)}, opts...)
 	for _, opt := range opts {
 		if err := opt(h); err != nil {
@@ -128,25 +130,28 @@ func NewHosts(githubAPIs, gitlabURLs []string, opts ...HostsOption) (*Hosts, err
 // parseAPIURL checks an operator's API URL: https (http only to loopback,
 // for tests and port forwards: a token must not cross a network in clear
 // text), no user, query or fragment.
-func parseAPIURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSuffix(strings.TrimSpace(raw), "/"))
-	switch {
-	case err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("%q is not a URL such as https://git.example.com", raw)
-	case u.Scheme == "http" && !loopback(u.Hostname()):
-		return nil, fmt.Errorf("%q: tokens go only over https (http only to localhost)", raw)
-	case u.Scheme != "https" && u.Scheme != "http":
-		return nil, fmt.Errorf("%q is not an http(s) URL", raw)
+func parseAPIURL(raw string) (apiURL, error) {
+	s := strings.TrimSuffix(strings.TrimSpace(raw), "/")
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return apiURL{}, fmt.Errorf("%q is not a URL such as https://git.example.com", repoaccess.RedactURL(raw))
 	}
-	return u, nil
+	id, err := repoaccess.ParseURL(s)
+	switch {
+	case err != nil:
+		return apiURL{}, err
+	case id.Scheme() == "http" && !id.Loopback():
+		return apiURL{}, fmt.Errorf("%q: tokens go only over https (http only to localhost)", raw)
+	case id.Scheme() != "https" && id.Scheme() != "http":
+		return apiURL{}, fmt.Errorf("%q is not an http(s) URL", raw)
+	}
+	return apiURL{URL: u, host: id.Host()}, nil
 }
 
-func loopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+// apiURL is an API's URL with its host as compared, parsed once.
+type apiURL struct {
+	*url.URL
+	host string
 }
 
 // Repository is one repository on a service: where its API is and the
@@ -166,10 +171,11 @@ type Repository struct {
 // Lookup finds the API of kind that serves repoURL (https://, ssh:// or
 // user@host:path). Credentials in the URL are ignored.
 func (h *Hosts) Lookup(kind settings.Forge, repoURL string) (Repository, error) {
-	host, path, err := splitRepoURL(repoURL)
+	repo, err := repoaccess.ParseURL(repoURL)
 	if err != nil {
 		return Repository{}, err
 	}
+	host, path := repo.Host(), repo.Path()
 	if kind == settings.ForgeAzureDevOps {
 		host, path = azureCloudHost(host, path)
 	}
@@ -280,10 +286,9 @@ func plainName(s string) bool {
 // only name one of these: the hosts the controller sends tokens to, and
 // whose answers it reads, are the operator's choice alone.
 func (h *Hosts) APIURL(kind settings.Forge, raw string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSuffix(strings.TrimSpace(raw), "/"))
-	if err == nil {
+	if u, err := parseAPIURL(raw); err == nil {
 		for k, in := range h.apis {
-			if k.kind == kind && sameAPI(in.api, u) {
+			if k.kind == kind && in.host == u.host && sameAPI(in.api, u.URL) {
 				return in.api, nil
 			}
 		}
@@ -298,8 +303,8 @@ func (h *Hosts) APIURL(kind settings.Forge, raw string) (*url.URL, error) {
 	return nil, fmt.Errorf("not a %s API the controller may use (%s)", kind, strings.Join(known, ", "))
 }
 
-// sameAPI tells whether u is api, with a port left out meaning the
-// scheme's default.
+// sameAPI tells whether u is api, whose hosts are compared already, with
+// a port left out meaning the scheme's default.
 func sameAPI(api, u *url.URL) bool {
 	port := func(u *url.URL) string {
 		if p := u.Port(); p != "" {
@@ -310,8 +315,7 @@ func sameAPI(api, u *url.URL) bool {
 		}
 		return "443"
 	}
-	return u.Scheme == api.Scheme && u.User == nil && u.RawQuery == "" && u.Fragment == "" &&
-		strings.EqualFold(u.Hostname(), api.Hostname()) && port(u) == port(api) &&
+	return u.Scheme == api.Scheme && u.User == nil && u.RawQuery == "" && u.Fragment == "" && port(u) == port(api) &&
 		strings.TrimSuffix(u.Path, "/") == strings.TrimSuffix(api.Path, "/")
 }
 
@@ -324,43 +328,4 @@ func (h *Hosts) known(kind settings.Forge) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// splitRepoURL returns the lower-case host name and the path without
-// slashes around it and without ".git".
-func splitRepoURL(raw string) (host, path string, err error) {
-	s := strings.TrimSpace(raw)
-	if !strings.Contains(s, "://") {
-		// user@host:path, as git reads it.
-		at := strings.LastIndex(s, "@")
-		hostPath := s[at+1:]
-		h, p, ok := strings.Cut(hostPath, ":")
-		if !ok || h == "" || strings.Contains(h, "/") {
-			return "", "", fmt.Errorf("repository URL %q is neither a URL nor user@host:path", redact(raw))
-		}
-		host, path = h, p
-	} else {
-		u, perr := url.Parse(s)
-		if perr != nil || u.Hostname() == "" {
-			return "", "", fmt.Errorf("repository URL %q cannot be parsed", redact(raw))
-		}
-		host, path = u.Hostname(), u.Path
-	}
-	path = strings.TrimSuffix(strings.Trim(path, "/"), ".git")
-	return strings.ToLower(host), path, nil
-}
-
-// redact drops whatever precedes the last '@' of a URL's authority, where
-// a password or token could be written.
-func redact(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		scheme, rest = "", raw
-	} else {
-		scheme += "://"
-	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		return scheme + "xxxxx" + rest[at:]
-	}
-	return raw
 }

@@ -27,9 +27,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 func TestImageUpdater(t *testing.T) {
@@ -977,8 +977,8 @@ func testOnePush(t *testing.T, s *servers) {
 		"apps/by-resource/kustomization.yaml": "resources: []\n",
 	})
 	s.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, []string{ns})
-	gw, err := git.NewWriter(gitauth.NewKubeSecretLister(kubernetes.NewForConfigOrDie(s.k.Config)),
-		gitauth.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(s.k.Config)),
+	gw, err := git.NewWriter(repoaccess.NewKubeSecretLister(kubernetes.NewForConfigOrDie(s.k.Config)),
+		repoaccess.NewKubeAppProjectGetter(dynamic.NewForConfigOrDie(s.k.Config)),
 		git.WithArgoCDNamespace(testenv.ArgoCDNamespace), git.WithWorkDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)

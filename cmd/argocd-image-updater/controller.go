@@ -46,11 +46,11 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials/azure"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/webhook"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // controller is the running controller's parts, made by the steps of
@@ -324,8 +324,8 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
 		append(append(c.status, c.healthGateOptions()...),
 			cycle.WithGitWriter(gitWriter),
-			cycle.WithChartRepositories(chartrepo.NewClient(gitauth.NewCachedSecretLister(gitauth.NewKubeSecretLister(c.clientset), 0),
-				gitauth.NewKubeAppProjectGetter(c.dyn), c.namespace)),
+			cycle.WithChartRepositories(chartrepo.NewClient(repoaccess.NewCachedSecretLister(repoaccess.NewKubeSecretLister(c.clientset), 0),
+				repoaccess.NewKubeAppProjectGetter(c.dyn), c.namespace)),
 			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset), root),
 			cycle.WithControllerNamespace(c.namespace),
 			cycle.WithRegistryConfig(c.conf.Current),
@@ -629,7 +629,7 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
 		opts = append(opts, git.WithGnuPGHome(home))
 	}
-	return git.NewWriter(gitauth.NewCachedSecretLister(gitauth.NewKubeSecretLister(cs), 0), gitauth.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
+	return git.NewWriter(repoaccess.NewCachedSecretLister(repoaccess.NewKubeSecretLister(cs), 0), repoaccess.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
 }
 
 // serverLimits bound what one client of the health, metrics and webhook

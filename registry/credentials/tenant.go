@@ -1,6 +1,10 @@
 package credentials
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/image-updater/argocd-image-updater/internal/tenant"
+)
 
 // Whoever may edit an Application's annotations (or an ImageUpdater) is a
 // tenant, trusted less than the operator who runs the controller and
@@ -21,7 +25,9 @@ import "fmt"
 func (r Ref) TenantMay(namespace, controllerNamespace string) error {
 	switch r.Kind {
 	case KindPullSecret, KindSecret:
-		return TenantMayReadSecret(r.String(), r.Namespace, namespace)
+		if err := tenant.MayNameSecret(r.String(), r.Namespace, namespace); err != nil {
+			return fmt.Errorf("%w (copy the Secret there, or give the registry's credentials in registries.conf)", err)
+		}
 	case KindEnv, KindExt, KindECR:
 		if r.Kind == KindECR && r.RoleARN == "" {
 			return nil
@@ -35,14 +41,4 @@ func (r Ref) TenantMay(namespace, controllerNamespace string) error {
 		}
 	}
 	return nil
-}
-
-// TenantMayReadSecret says whether settings written in namespace may name
-// a Secret in secretNamespace; what is the reference as written.
-func TenantMayReadSecret(what, secretNamespace, namespace string) error {
-	if secretNamespace == namespace {
-		return nil
-	}
-	return fmt.Errorf("%s names a Secret in namespace %s; an Application's annotations may name only Secrets in the Application's own namespace, %s (copy the Secret there, or give the registry's credentials in registries.conf)",
-		what, secretNamespace, namespace)
 }

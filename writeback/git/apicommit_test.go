@@ -8,8 +8,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // testAPICommits commits through the stand-in of GitHub's API, which
@@ -26,7 +26,7 @@ func (e *gitEnv) testAPICommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := e.argoNamespace(t, "api-commits", false)
-	e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+	e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 	e.secret(t, ns, "github-app", argoCDSecretTypeRepoCreds, map[string]string{
 		"url": e.git.HTTPURL + "/example/", "githubAppID": api.AppID, "githubAppInstallationID": fmt.Sprint(api.InstallationID),
 		"githubAppPrivateKey": string(api.PrivateKey), "githubAppEnterpriseBaseUrl": api.URL,

@@ -22,9 +22,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
@@ -32,8 +32,8 @@ import (
 // AppProject permits every repository.
 type openProjects struct{ noObjects }
 
-func (openProjects) AppProject(context.Context, string, string) (*gitauth.AppProject, error) {
-	return &gitauth.AppProject{SourceRepos: []string{"*"}}, nil
+func (openProjects) AppProject(context.Context, string, string) (*repoaccess.AppProject, error) {
+	return &repoaccess.AppProject{SourceRepos: []string{"*"}}, nil
 }
 
 // stallingGit is a git HTTP server that holds every request until the

@@ -12,9 +12,9 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkCommitBatch(b *testing.B) {
 	for _, n := range []int{100, 500} {
 		b.Run(fmt.Sprintf("apps=%d", n), func(b *testing.B) {
 			clone, tip := overlayRepository(b, n)
-			w, err := NewWriter(gitauth.NewKubeSecretLister(nil), gitauth.NewKubeAppProjectGetter(nil), WithWorkDir(b.TempDir()), WithClock(func() time.Time { return testClock }))
+			w, err := NewWriter(repoaccess.NewKubeSecretLister(nil), repoaccess.NewKubeAppProjectGetter(nil), WithWorkDir(b.TempDir()), WithClock(func() time.Time { return testClock }))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -17,8 +17,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 func (e *gitEnv) configMap(t *testing.T, ns, name string, data map[string]string) {
@@ -66,7 +66,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 			ns := e.argoNamespace(t, fmt.Sprintf("github-app-%d", i), false)
 			repo := ns
 			url := e.repo(t, repo, nil)
-			e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+			e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 			e.secret(t, ns, "github-app", argoCDSecretTypeRepoCreds, map[string]string{
 				"url":                        e.git.HTTPURL + "/",
 				"githubAppID":                api.AppID,
@@ -120,7 +120,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 	t.Run("another key gets no cached token", func(t *testing.T) {
 		ns := e.argoNamespace(t, "github-app-other-key", false)
 		good, bad := e.repo(t, ns+"-good", nil), e.repo(t, ns+"-bad", nil)
-		e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+		e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 		otherKey, err := rsa.GenerateKey(rand.Reader, 2048)
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +153,7 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 	t.Run("an API URL the operator did not name", func(t *testing.T) {
 		ns := e.argoNamespace(t, "github-app-other-api", false)
 		url := e.repo(t, ns, nil)
-		e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+		e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 		e.secret(t, ns, "github-app", argoCDSecretTypeRepoCreds, map[string]string{
 			"url":                        e.git.HTTPURL + "/",
 			"githubAppID":                api.AppID,
@@ -225,7 +225,7 @@ func (e *gitEnv) testTLS(t *testing.T) {
 			e.git.CreateRepo(t, repo, "testdata/seed003", nil)
 			url := tt.server + "/" + repo + ".git"
 			if tt.certs != nil {
-				e.configMap(t, ns, gitauth.TLSCertsConfigMap, tt.certs)
+				e.configMap(t, ns, repoaccess.TLSCertsConfigMap, tt.certs)
 			}
 			data := map[string]string{"url": tt.server + "/", "username": e.git.Username, "password": e.git.Password}
 			if tt.clientCert != nil {

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // requestLog records the requests a small test server got, with their
@@ -150,7 +150,7 @@ func (e *gitEnv) testRedirects(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := e.argoNamespace(t, []string{"redirect-host", "redirect-port", "redirect-path", "redirect-https"}[i], true)
-			e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+			e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 			e.git.CreateRepo(t, ns+"-new", "testdata/seed003", nil)
 			target, _ := url.Parse(e.git.HTTPURL)
 			proxy := httputil.NewSingleHostReverseProxy(target)
@@ -234,7 +234,7 @@ func (e *gitEnv) testCredentialsInErrors(t *testing.T) {
 
 // countingSecrets counts the Secrets read by name.
 type countingSecrets struct {
-	gitauth.SecretLister
+	repoaccess.SecretLister
 	gets atomic.Int64
 }
 
@@ -274,16 +274,16 @@ func (e *gitEnv) testGitSecret(t *testing.T) {
 		appNS     string
 		secret    types.NamespacedName
 		wantErr   string
-		forbidden bool // gitauth.ErrNotPermitted, and no Secret read
+		forbidden bool // repoaccess.ErrNotPermitted, and no Secret read
 	}{
 		{name: "own namespace", appNS: team, secret: types.NamespacedName{Namespace: team, Name: "push"}},
 		{name: "url of the repository", appNS: team, secret: types.NamespacedName{Namespace: team, Name: "for-this-repo"}},
 		{name: "url covering the repository", appNS: team, secret: types.NamespacedName{Namespace: team, Name: "for-the-server"}},
 		{name: "Argo CD's namespace for its own Applications", appNS: testenv.ArgoCDNamespace, secret: types.NamespacedName{Namespace: testenv.ArgoCDNamespace, Name: "git-secret-push"}},
 		{name: "another namespace", appNS: team, secret: types.NamespacedName{Namespace: "other-team", Name: "push"}, forbidden: true,
-			wantErr: "git:secret:other-team/push: an Application may only use a Secret of its own namespace, " + team},
+			wantErr: "git:secret:other-team/push names a Secret in namespace other-team; an Application's annotations may name only Secrets in the Application's own namespace, " + team},
 		{name: "Argo CD's namespace for another namespace's Application", appNS: team, secret: types.NamespacedName{Namespace: testenv.ArgoCDNamespace, Name: "git-secret-push"}, forbidden: true,
-			wantErr: "may only use a Secret of its own namespace"},
+			wantErr: "may name only Secrets in the Application's own namespace"},
 		{name: "url of another repository", appNS: team, secret: types.NamespacedName{Namespace: team, Name: "for-another-repo"},
 			wantErr: "credentials Secret " + team + "/for-another-repo is for " + e.git.HTTPRepoURL("creds-git-secret-other") + ", not for " + url},
 		{name: "url cut mid-segment", appNS: team, secret: types.NamespacedName{Namespace: team, Name: "for-a-look-alike"},
@@ -292,8 +292,8 @@ func (e *gitEnv) testGitSecret(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			secrets := &countingSecrets{SecretLister: gitauth.NewKubeSecretLister(e.cs)}
-			w, err := NewWriter(secrets, gitauth.NewKubeAppProjectGetter(e.dyn), WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock }))
+			secrets := &countingSecrets{SecretLister: repoaccess.NewKubeSecretLister(e.cs)}
+			w, err := NewWriter(secrets, repoaccess.NewKubeAppProjectGetter(e.dyn), WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -321,8 +321,8 @@ func (e *gitEnv) testGitSecret(t *testing.T) {
 				t.Errorf("not an invalid target: %v", r.Err)
 			}
 			if tt.forbidden {
-				if !errors.Is(r.Err, gitauth.ErrNotPermitted) {
-					t.Errorf("not gitauth.ErrNotPermitted: %v", r.Err)
+				if !errors.Is(r.Err, repoaccess.ErrNotPermitted) {
+					t.Errorf("not repoaccess.ErrNotPermitted: %v", r.Err)
 				}
 				if n := secrets.gets.Load(); n != 0 {
 					t.Errorf("%d Secrets read", n)
@@ -334,12 +334,12 @@ func (e *gitEnv) testGitSecret(t *testing.T) {
 
 // countingProjects counts the AppProjects read.
 type countingProjects struct {
-	gitauth.AppProjectGetter
+	repoaccess.AppProjectGetter
 	mu    sync.Mutex
 	reads map[string]int
 }
 
-func (c *countingProjects) AppProject(ctx context.Context, namespace, name string) (*gitauth.AppProject, error) {
+func (c *countingProjects) AppProject(ctx context.Context, namespace, name string) (*repoaccess.AppProject, error) {
 	c.mu.Lock()
 	c.reads[name]++
 	c.mu.Unlock()
@@ -401,8 +401,8 @@ func (e *gitEnv) testAppProjects(t *testing.T) {
 		u.Project = tt.project
 		updates = append(updates, u)
 	}
-	projects := &countingProjects{AppProjectGetter: gitauth.NewKubeAppProjectGetter(e.dyn), reads: map[string]int{}}
-	w, err := NewWriter(gitauth.NewKubeSecretLister(e.cs), projects, WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock }))
+	projects := &countingProjects{AppProjectGetter: repoaccess.NewKubeAppProjectGetter(e.dyn), reads: map[string]int{}}
+	w, err := NewWriter(repoaccess.NewKubeSecretLister(e.cs), projects, WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,8 +423,8 @@ func (e *gitEnv) testAppProjects(t *testing.T) {
 			if r.Err == nil || !strings.Contains(r.Err.Error(), tt.wantErr) {
 				t.Fatalf("got %v, want an error containing %q", r.Err, tt.wantErr)
 			}
-			if !errors.Is(r.Err, gitauth.ErrNotPermitted) || !errors.Is(r.Err, writeback.ErrInvalidTarget) {
-				t.Errorf("not gitauth.ErrNotPermitted and writeback.ErrInvalidTarget: %v", r.Err)
+			if !errors.Is(r.Err, repoaccess.ErrNotPermitted) || !errors.Is(r.Err, writeback.ErrInvalidTarget) {
+				t.Errorf("not repoaccess.ErrNotPermitted and writeback.ErrInvalidTarget: %v", r.Err)
 			}
 		})
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
 // reviewAPI is a forge's stand-in as the write-back tests drive it.
@@ -183,7 +183,7 @@ func (e *gitEnv) testPullRequests(t *testing.T) {
 	for _, r := range e.reviewEnvs(t, ca) {
 		t.Run(string(r.kind), func(t *testing.T) {
 			ns := e.argoNamespace(t, "reviews-"+string(r.kind), true)
-			e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+			e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 			repo := reviewName(r.kind, "reviews-"+string(r.kind))
 			gitRepo := r.gitPath(repo)
 			url := e.repo(t, gitRepo, nil)
@@ -317,7 +317,7 @@ func (e *gitEnv) testPullRequestErrors(t *testing.T) {
 		for i, tt := range tests {
 			t.Run(string(r.kind)+" "+tt.name, func(t *testing.T) {
 				ns := e.argoNamespace(t, fmt.Sprintf("review-errors-%s-%d", r.kind, i), true)
-				e.configMap(t, ns, gitauth.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+				e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
 				repo := reviewName(r.kind, fmt.Sprintf("review-errors-%s-%d", r.kind, i))
 				url := e.repo(t, r.gitPath(repo), nil)
 				var opts []Option

@@ -25,6 +25,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
@@ -288,8 +289,8 @@ func WithClock(now func() time.Time) Option {
 // new tip (so the other commits are kept) and pushed again, a bounded
 // number of times; nothing is ever force-pushed.
 type Writer struct {
-	secrets  gitauth.SecretLister
-	projects gitauth.AppProjectGetter
+	secrets  repoaccess.SecretLister
+	projects repoaccess.AppProjectGetter
 	cfg      writerConfig
 	message  *CommitMessageTemplate
 	signer   gitsign.Signer
@@ -302,7 +303,7 @@ type Writer struct {
 
 // NewWriter returns a writer reading credentials through secrets and
 // the Applications' AppProjects through projects.
-func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, opts ...Option) (*Writer, error) {
+func NewWriter(secrets repoaccess.SecretLister, projects repoaccess.AppProjectGetter, opts ...Option) (*Writer, error) {
 	cfg := writerConfig{
 		argoCDNamespace:  DefaultArgoCDNamespace,
 		authorName:       DefaultGitAuthorName,
@@ -320,10 +321,10 @@ func NewWriter(secrets gitauth.SecretLister, projects gitauth.AppProjectGetter, 
 	w := &Writer{secrets: secrets, projects: projects, cfg: cfg, message: cfg.message}
 	var errs []error
 	if secrets == nil {
-		errs = append(errs, errors.New("a gitauth.SecretLister is required"))
+		errs = append(errs, errors.New("a repoaccess.SecretLister is required"))
 	}
 	if projects == nil {
-		errs = append(errs, errors.New("an gitauth.AppProjectGetter is required"))
+		errs = append(errs, errors.New("a repoaccess.AppProjectGetter is required"))
 	}
 	if cfg.authorName == "" || cfg.authorEmail == "" {
 		errs = append(errs, errors.New("commit author name and email must not be empty"))
@@ -469,7 +470,7 @@ func (w *Writer) parentUpdate(ctx context.Context, u update) (update, error) {
 // false for a single-source Application.
 func sourceOf(app *application.Application, repoURL string) (application.Source, bool) {
 	for _, s := range app.Sources {
-		if s.Index >= 0 && gitauth.SameRepository(s.RepoURL, repoURL) {
+		if s.Index >= 0 && repoaccess.SameRepository(s.RepoURL, repoURL) {
 			return s, true
 		}
 	}
@@ -489,7 +490,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 	writes := make([]*appWrite, len(updates))
 	var order []repoKey
 	byRepo := map[repoKey][]*appWrite{}
-	policy := gitauth.NewPolicy(w.projects, w.cfg.argoCDNamespace)
+	policy := repoaccess.NewPolicy(w.projects, w.cfg.argoCDNamespace)
 	for i, u := range updates {
 		a := &appWrite{update: u, result: writeback.Result{Namespace: u.Namespace, Name: u.Name}}
 		if u.Parent != nil {
@@ -510,7 +511,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 		if u.Parent != nil {
 			ns = u.Parent.Namespace
 		}
-		if err := policy.Check(ctx, gitauth.Request{Namespace: ns, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
+		if err := policy.Check(ctx, repoaccess.Request{Namespace: ns, Project: u.Project, RepoURL: u.RepoURL, CredentialsSecret: u.CredentialsSecret}); err != nil {
 			a.fail(err)
 			continue
 		}
@@ -530,7 +531,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 	for _, k := range order {
 		g.Go(func() error {
 			apps := byRepo[k]
-			what := "writing to " + gitauth.RedactURL(k.url)
+			what := "writing to " + repoaccess.RedactURL(k.url)
 			err := safe.Call(func() error { w.writeRepository(ctx, creds, k.url, k.secret, k.project, apps); return nil })
 			if err != nil {
 				// A file from a repository or a template from an
@@ -598,7 +599,7 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	clone.NetworkTimeout = w.cfg.networkTimeout
 	defer w.cache.done(clone)
 	retry := &transientRetry{max: w.cfg.transientRetries, base: w.cfg.transientBackoff,
-		log: w.cfg.log.With("repository", gitauth.RedactURL(url))}
+		log: w.cfg.log.With("repository", repoaccess.RedactURL(url))}
 	var remote gitwire.Branches
 	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.List(ctx, acc); return err }); err != nil {
 		fail(err)
@@ -660,7 +661,7 @@ type pendingCommit struct {
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
 func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
-	log := w.cfg.log.With("repository", gitauth.RedactURL(clone.URL), "branch", plan.target)
+	log := w.cfg.log.With("repository", repoaccess.RedactURL(clone.URL), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
 		from := plan.target
@@ -669,7 +670,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 			from = plan.base
 			var ok bool
 			if listed, ok = remote.Heads[plan.base]; !ok {
-				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, gitauth.RedactURL(clone.URL))})
+				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, repoaccess.RedactURL(clone.URL))})
 				return
 			}
 		}
@@ -978,5 +979,10 @@ func (e invalidTarget) Error() string   { return e.err.Error() }
 func (e invalidTarget) Unwrap() []error { return []error{writeback.ErrInvalidTarget, e.err} }
 
 func appError(u update, err error) error {
-	return gitauth.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), gitauth.RedactURL(u.RepoURL), err))
+	if errors.Is(err, repoaccess.ErrNotPermitted) {
+		// What the AppProject refuses it refuses until the Application
+		// or the AppProject changes.
+		err = invalidTarget{err}
+	}
+	return repoaccess.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), repoaccess.RedactURL(u.RepoURL), err))
 }

@@ -32,9 +32,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitsign"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
@@ -65,8 +65,8 @@ func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap
 	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
 }
 
-func (noObjects) AppProject(_ context.Context, _, name string) (*gitauth.AppProject, error) {
-	return nil, apierrors.NewNotFound(gitauth.AppProjectsResource().GroupResource(), name)
+func (noObjects) AppProject(_ context.Context, _, name string) (*repoaccess.AppProject, error) {
+	return nil, apierrors.NewNotFound(repoaccess.AppProjectsResource().GroupResource(), name)
 }
 
 // gitAppImage is the image the seed repository's manifests name.
@@ -163,7 +163,7 @@ func TestGitWriter(t *testing.T) {
 func (e *gitEnv) argoNamespace(t *testing.T, name string, withCreds bool) string {
 	t.Helper()
 	e.kube.CreateNamespace(t, name)
-	e.kube.CreateAppProject(t, name, gitauth.DefaultAppProject, []string{"*"}, []string{testenv.ArgoCDNamespace, "team-*"})
+	e.kube.CreateAppProject(t, name, repoaccess.DefaultAppProject, []string{"*"}, []string{testenv.ArgoCDNamespace, "team-*"})
 	if withCreds {
 		e.secret(t, name, "server-creds", argoCDSecretTypeRepoCreds, map[string]string{
 			"url": e.git.HTTPURL + "/", "username": e.git.Username, "password": e.git.Password,
@@ -184,7 +184,7 @@ func (e *gitEnv) secret(t *testing.T, ns, name, secretType string, data map[stri
 func (e *gitEnv) writer(t *testing.T, ns string, opts ...Option) *Writer {
 	t.Helper()
 	base := []Option{WithArgoCDNamespace(ns), WithWorkDir(t.TempDir()), WithClock(func() time.Time { return testClock })}
-	w, err := NewWriter(gitauth.NewKubeSecretLister(e.cs), gitauth.NewKubeAppProjectGetter(e.dyn), append(base, opts...)...)
+	w, err := NewWriter(repoaccess.NewKubeSecretLister(e.cs), repoaccess.NewKubeAppProjectGetter(e.dyn), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -217,7 +218,7 @@ func TestSSHAnswersBounded(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, "0000")
 			})
-			acc, err := r.Access(context.Background(), url, Credentials{source: "x", sshPrivateKey: key}, true)
+			acc, err := r.Access(context.Background(), url, repoaccess.Credentials{Source: "x", SSHPrivateKey: key}, true)
 			if err != nil {
 				t.Fatal(err)
 			}

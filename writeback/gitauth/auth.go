@@ -1,274 +1,45 @@
-// Package gitauth decides how the git write-back reaches a repository and
-// whether it may: Argo CD's repository credentials (Secrets, GitHub Apps,
-// TLS certificates, SSH known hosts) and the AppProject rules that keep an
-// Application to the repositories and Secrets meant for it. It also hides
-// credentials in URLs and error messages.
+// Package gitauth is how the git write-back reaches a repository once
+// repoaccess has said it may, and with which credentials: go-git's
+// authentication and clients, GitHub App installation tokens, the
+// clients of the forges' APIs, and the bounds on what a git server sends.
 package gitauth
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-)
 
-// Names Argo CD gives its repository credentials and SSH known hosts.
-const (
-	argoCDSecretTypeLabel      = "argocd.argoproj.io/secret-type"
-	argoCDSecretTypeRepository = "repository"
-	argoCDSecretTypeRepoCreds  = "repo-creds"
-	argoCDKnownHostsConfigMap  = "argocd-ssh-known-hosts-cm"
-	argoCDKnownHostsKey        = "ssh_known_hosts"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // githubTokenUser is the user name sent with a password but no user, as
 // Argo CD does: GitHub and most forges accept any user with a token.
 const githubTokenUser = "x-access-token"
 
-// SecretLister reads the Kubernetes objects git credentials come from.
-// Not-found errors satisfy apierrors.IsNotFound.
-type SecretLister interface {
-	// RepositorySecrets lists the Secrets of a namespace labelled
-	// argocd.argoproj.io/secret-type repository or repo-creds.
-	RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error)
-	// Secret reads one Secret.
-	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
-	// ConfigMap reads one ConfigMap.
-	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
-}
-
-// NewKubeSecretLister reads through the Kubernetes API on every call
-// (NewCachedSecretLister keeps its lists for a while). It needs list and get on
-// secrets in the Argo CD namespace (get in namespaces git:secret: names)
-// and get on configmaps there.
-func NewKubeSecretLister(cs kubernetes.Interface) SecretLister { return kubeSecretLister{cs: cs} }
-
-type kubeSecretLister struct{ cs kubernetes.Interface }
-
-func (l kubeSecretLister) RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
-	list, err := l.cs.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: argoCDSecretTypeLabel + " in (" + argoCDSecretTypeRepository + "," + argoCDSecretTypeRepoCreds + ")",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list repository Secrets in %s: %w", namespace, err)
-	}
-	return list.Items, nil
-}
-
-func (l kubeSecretLister) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
-	return l.cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-func (l kubeSecretLister) ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error) {
-	return l.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-}
-
-// Credentials are the fields of an Argo CD repository Secret we use.
-type Credentials struct {
-	// source names where they came from, for messages ("" = none found).
-	source             string
-	username, password string
-	sshPrivateKey      string
-	// insecure skips TLS verification and SSH host key checks, as the
-	// Secret's insecure field does for Argo CD.
-	insecure bool
-	proxy    string
-	// tlsClientCert and tlsClientKey are a PEM client certificate for
-	// servers that ask for one.
-	tlsClientCert, tlsClientKey string
-	// The GitHub App fields, all kept raw: parseGitHubApp checks them.
-	githubAppID, githubAppInstallationID  string
-	githubAppPrivateKey, githubAppBaseURL string
-}
-
-func credentialsFromSecret(s *corev1.Secret) Credentials {
-	get := func(k string) string { return string(s.Data[k]) }
-	flag := func(k string) bool { b, _ := strconv.ParseBool(get(k)); return b }
-	return Credentials{
-		source:        "Secret " + s.Namespace + "/" + s.Name,
-		username:      get("username"),
-		password:      get("password"),
-		sshPrivateKey: get("sshPrivateKey"),
-		insecure:      flag("insecure") || flag("insecureIgnoreHostKey"),
-		proxy:         get("proxy"),
-		tlsClientCert: get("tlsClientCertData"),
-		tlsClientKey:  get("tlsClientCertKey"),
-
-		githubAppID:             get("githubAppID"),
-		githubAppInstallationID: get("githubAppInstallationID"),
-		githubAppPrivateKey:     get("githubAppPrivateKey"),
-		githubAppBaseURL:        get("githubAppEnterpriseBaseUrl"),
-	}
-}
-
-func (c Credentials) githubApp() bool {
-	return c.githubAppID != "" || c.githubAppInstallationID != "" || c.githubAppPrivateKey != ""
-}
-
-func (c Credentials) empty() bool {
-	return c.username == "" && c.password == "" && c.sshPrivateKey == "" && !c.githubApp() && c.tlsClientCert == ""
-}
-
-func (c Credentials) describe() string {
-	if c.source == "" {
-		return "no credentials"
-	}
-	return "credentials from " + c.source
-}
-
-// Resolver finds credentials for the repositories of one Write.
-// It reads the Secrets and known hosts at most once per Write, so a cycle
-// costs one list however many repositories it writes to.
+// Resolver finds the credentials of the repositories of one Write
+// (repoaccess.Resolver) and turns them into go-git's settings.
 type Resolver struct {
-	lister    SecretLister
-	namespace string
-	tempDir   string
-
-	listOnce sync.Once
-	secrets  []corev1.Secret
-	listErr  error
-
-	hostsOnce sync.Once
-	hostKeys  ssh.HostKeyCallback
-	hostsErr  error
-
-	tlsOnce  sync.Once
-	tlsCerts map[string]string
-	tlsErr   error
-
+	*repoaccess.Resolver
 	github *GitHubTokens
 }
 
-// NewResolver returns a resolver for one Write; github is the
-// writer's token cache, which outlives it.
-func NewResolver(lister SecretLister, namespace, tempDir string, github *GitHubTokens) *Resolver {
+// NewResolver returns a resolver for one Write of Argo CD's repository
+// Secrets in namespace; github is the writer's token cache, which
+// outlives it.
+func NewResolver(lister repoaccess.SecretLister, namespace, tempDir string, github *GitHubTokens) *Resolver {
 	if github == nil {
 		github = NewGitHubTokens(nil)
 	}
-	return &Resolver{lister: lister, namespace: namespace, tempDir: tempDir, github: github}
-}
-
-// Resolve finds the credentials for a repository: with secretRef
-// (git:secret:<namespace>/<name>) that Secret alone, refused when its url
-// does not cover the repository; else Argo CD's repository Secret for
-// that URL, then the repo-creds Secret with the longest URL prefix that
-// covers it (Argo CD's own order; urlCovers). No match means no
-// credentials, which is fine for public repositories over HTTPS.
-//
-// project is the Application's AppProject ("" is "default"). A Secret
-// with a project field serves that project's Applications only, as Argo
-// CD (2.12 and later) gives project-scoped repositories to their project
-// alone; of a project's own Secret and an unscoped one, the project's
-// wins.
-func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.NamespacedName, project string) (Credentials, error) {
-	if secretRef != (types.NamespacedName{}) {
-		ns, name := secretRef.Namespace, secretRef.Name
-		if ns == "" || name == "" {
-			return Credentials{}, fmt.Errorf("credentials Secret %q: want <namespace>/<name>", secretRef)
-		}
-		s, err := r.lister.Secret(ctx, ns, name)
-		switch {
-		case apierrors.IsNotFound(err):
-			return Credentials{}, fmt.Errorf("credentials Secret %s/%s not found", ns, name)
-		case err != nil:
-			return Credentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
-		}
-		if u := string(s.Data["url"]); u != "" && !urlCovers(u, repoURL) {
-			return Credentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, RedactURL(u), RedactURL(repoURL))
-		}
-		c := credentialsFromSecret(s)
-		if c.empty() {
-			return Credentials{}, fmt.Errorf("credentials Secret %s/%s has none of username, password, sshPrivateKey, githubAppPrivateKey, tlsClientCertData", ns, name)
-		}
-		return c, nil
-	}
-	return r.resolveArgoCD(ctx, repoURL, project, isGitSecret)
-}
-
-// resolveArgoCD finds Argo CD's repository credentials of the kind that
-// of keeps, by Resolve's rules.
-func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, of func(*corev1.Secret) bool) (Credentials, error) {
-	r.listOnce.Do(func() {
-		r.secrets, r.listErr = r.lister.RepositorySecrets(ctx, r.namespace)
-		slices.SortFunc(r.secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
-	})
-	if r.listErr != nil {
-		return Credentials{}, fmt.Errorf("read Argo CD repository credentials: %w", r.listErr)
-	}
-	if project == "" {
-		project = "default"
-	}
-	want := normalizeRepoURL(repoURL)
-	var unscoped *corev1.Secret
-	for i := range r.secrets {
-		s := &r.secrets[i]
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepository || !of(s) {
-			continue
-		}
-		// A repository Secret without credentials of its own takes them
-		// from a matching repo-creds Secret, as in Argo CD.
-		if want == "" || normalizeRepoURL(string(s.Data["url"])) != want || credentialsFromSecret(s).empty() {
-			continue
-		}
-		switch scope := string(s.Data["project"]); scope {
-		case project:
-			return credentialsFromSecret(s), nil
-		case "":
-			if unscoped == nil {
-				unscoped = s
-			}
-		}
-	}
-	if unscoped != nil {
-		return credentialsFromSecret(unscoped), nil
-	}
-	var best *corev1.Secret
-	bestLen, bestScoped := 0, false
-	for i := range r.secrets {
-		s := &r.secrets[i]
-		prefix := string(s.Data["url"])
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !of(s) || !urlCovers(prefix, repoURL) {
-			continue
-		}
-		scope := string(s.Data["project"])
-		if scope != "" && scope != project {
-			continue
-		}
-		n, scoped := len(normalizeRepoURL(prefix)), scope != ""
-		if best == nil || n > bestLen || n == bestLen && scoped && !bestScoped {
-			best, bestLen, bestScoped = s, n, scoped
-		}
-	}
-	if best != nil {
-		return credentialsFromSecret(best), nil
-	}
-	return Credentials{}, nil
-}
-
-// isGitSecret skips credentials Argo CD keeps for Helm and OCI registries.
-func isGitSecret(s *corev1.Secret) bool {
-	t := string(s.Data["type"])
-	return t == "" || t == "git"
+	return &Resolver{Resolver: repoaccess.NewResolver(lister, namespace, tempDir), github: github}
 }
 
 // Remote is how to reach one repository.
@@ -281,13 +52,13 @@ type Remote struct {
 	Client transport.Transport
 	// sshProxy is the Secret's proxy for SSH; HTTP clients carry theirs.
 	sshProxy transport.ProxyOptions
-	creds    Credentials
+	creds    repoaccess.Credentials
 	// httpTransport is client's, kept to close its idle connections.
 	httpTransport *http.Transport
 }
 
 // GitHubApp tells whether the credentials are a GitHub App's.
-func (acc Remote) GitHubApp() bool { return acc.creds.githubApp() }
+func (acc Remote) GitHubApp() bool { return acc.creds.GitHubApp() }
 
 // Endpoint is the repository's endpoint for acc's client.
 func (acc Remote) Endpoint(repoURL string) (*transport.Endpoint, error) {
@@ -306,7 +77,7 @@ func (acc Remote) Endpoint(repoURL string) (*transport.Endpoint, error) {
 
 // Describe says where the credentials came from, for errors; it never
 // holds a secret.
-func (acc Remote) Describe() string { return acc.creds.describe() }
+func (acc Remote) Describe() string { return acc.creds.Describe() }
 
 // Close lets go of the connections the write kept open.
 func (acc Remote) Close() {
@@ -322,37 +93,36 @@ func (acc Remote) Close() {
 // app's installation token is sent as GitHub documents, with the user
 // x-access-token. SSH host keys are checked against Argo CD's known hosts
 // unless the writer or the Secret says otherwise.
-func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ignoreHostKey bool) (Remote, error) {
-	ep, err := transport.NewEndpoint(repoURL)
+func (r *Resolver) Access(ctx context.Context, repoURL string, c repoaccess.Credentials, ignoreHostKey bool) (Remote, error) {
+	repo, err := repoaccess.ParseURL(repoURL)
 	if err != nil {
-		// The parser's error repeats the URL, credentials and all.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return Remote{}, fmt.Errorf("invalid repository URL %q: %w", RedactURL(repoURL), err)
+		return Remote{}, err
+	}
+	ep, err := transport.NewEndpoint(strings.TrimSpace(repoURL))
+	if err != nil {
+		return Remote{}, fmt.Errorf("invalid repository URL %s", repo)
 	}
 	acc := Remote{creds: c}
 	switch ep.Protocol {
 	case "http", "https":
-		user, password := c.username, c.password
-		useApp := user == "" && password == "" && c.githubApp()
+		user, password := c.Username, c.Password
+		useApp := user == "" && password == "" && c.GitHubApp()
 		if user == "" && password == "" && !useApp {
-			// Credentials written into the URL, sent as go-git would.
+			// repoaccess.Credentials written into the URL, sent as go-git would.
 			user, password = ep.User, ep.Password
 			if user != "" || password != "" {
-				acc.creds.source = "the repository URL"
+				acc.creds.Source = "the repository URL"
 			}
 		}
-		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !isLoopbackHost(ep.Host) {
-			return Remote{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.describe(), ep.Host)
+		if (user != "" || password != "" || useApp) && ep.Protocol == "http" && !repo.Loopback() {
+			return Remote{}, fmt.Errorf("refusing to send %s over plain http to %s; use https", acc.creds.Describe(), ep.Host)
 		}
-		tr, err := r.httpTransport(ctx, ep.Host, c)
+		tr, err := r.HTTPTransport(ctx, repo.Host(), c)
 		if err != nil {
 			return Remote{}, err
 		}
 		acc.httpTransport = tr
-		acc.Client = githttp.NewClient(&http.Client{Transport: boundedAnswers{next: tr}, CheckRedirect: checkRedirect})
+		acc.Client = githttp.NewClient(&http.Client{Transport: boundedAnswers{next: tr}, CheckRedirect: repoaccess.CheckRedirect})
 		if useApp {
 			if password, err = r.githubAppToken(ctx, c); err != nil {
 				return Remote{}, err
@@ -366,33 +136,33 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ig
 		}
 		acc.Auth = &githttp.BasicAuth{Username: user, Password: password}
 	case "ssh":
-		if c.sshPrivateKey == "" {
-			return Remote{}, fmt.Errorf("no SSH private key for %s (%s)", RedactURL(repoURL), c.describe())
+		if c.SSHPrivateKey == "" {
+			return Remote{}, fmt.Errorf("no SSH private key for %s (%s)", repo, c.Describe())
 		}
-		signer, err := ssh.ParsePrivateKey([]byte(c.sshPrivateKey))
+		signer, err := ssh.ParsePrivateKey([]byte(c.SSHPrivateKey))
 		if err != nil {
 			var missing *ssh.PassphraseMissingError
 			if errors.As(err, &missing) {
-				return Remote{}, fmt.Errorf("the SSH private key in %s is protected by a passphrase, which is not supported", c.source)
+				return Remote{}, fmt.Errorf("the SSH private key in %s is protected by a passphrase, which is not supported", c.Source)
 			}
-			return Remote{}, fmt.Errorf("the SSH private key in %s cannot be parsed", c.source)
+			return Remote{}, fmt.Errorf("the SSH private key in %s cannot be parsed", c.Source)
 		}
 		user := ep.User
 		if user == "" {
 			user = "git"
 		}
 		callback := ssh.InsecureIgnoreHostKey()
-		if !ignoreHostKey && !c.insecure {
-			if callback, err = r.hostKeyCallback(ctx); err != nil {
+		if !ignoreHostKey && !c.Insecure {
+			if callback, err = r.HostKeyCallback(ctx); err != nil {
 				return Remote{}, err
 			}
 		}
 		acc.Auth = &gitssh.PublicKeys{User: user, Signer: signer, HostKeyCallbackHelper: gitssh.HostKeyCallbackHelper{HostKeyCallback: callback}}
 		acc.Client = gitssh.DefaultClient
-		acc.sshProxy = transport.ProxyOptions{URL: c.proxy}
+		acc.sshProxy = transport.ProxyOptions{URL: c.Proxy}
 	default:
 		if acc.Client, err = client.NewClient(ep); err != nil {
-			return Remote{}, fmt.Errorf("repository %s: %w", RedactURL(repoURL), err)
+			return Remote{}, fmt.Errorf("repository %s: %w", repo, err)
 		}
 	}
 	return acc, nil
@@ -401,8 +171,8 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c Credentials, ig
 // githubAppToken mints (or takes from the cache) an installation token
 // for the GitHub App of c. The API host gets the same TLS and proxy
 // settings as the repository's, as in Argo CD.
-func (r *Resolver) githubAppToken(ctx context.Context, c Credentials) (string, error) {
-	app, err := parseGitHubApp(c.source, c.githubAppID, c.githubAppInstallationID, c.githubAppPrivateKey, c.githubAppBaseURL)
+func (r *Resolver) githubAppToken(ctx context.Context, c repoaccess.Credentials) (string, error) {
+	app, err := parseGitHubApp(c.Source, c.GitHubAppID, c.GitHubAppInstallationID, c.GitHubAppPrivateKey, c.GitHubAppBaseURL)
 	if err != nil {
 		return "", err
 	}
@@ -410,139 +180,10 @@ func (r *Resolver) githubAppToken(ctx context.Context, c Credentials) (string, e
 	if err != nil {
 		return "", err
 	}
-	tr, err := r.httpTransport(ctx, api.Hostname(), c)
+	tr, err := r.HTTPTransport(ctx, api.Hostname(), c)
 	if err != nil {
 		return "", err
 	}
 	defer tr.CloseIdleConnections()
-	return r.github.token(ctx, app, c.source, tr)
-}
-
-// hostKeyCallback checks SSH host keys against the known_hosts lines of
-// Argo CD's argocd-ssh-known-hosts-cm, with errors that name the host.
-func (r *Resolver) hostKeyCallback(ctx context.Context) (ssh.HostKeyCallback, error) {
-	r.hostsOnce.Do(func() { r.hostKeys, r.hostsErr = r.loadKnownHosts(ctx) })
-	return r.hostKeys, r.hostsErr
-}
-
-func (r *Resolver) loadKnownHosts(ctx context.Context) (ssh.HostKeyCallback, error) {
-	where := "ConfigMap " + r.namespace + "/" + argoCDKnownHostsConfigMap
-	cm, err := r.lister.ConfigMap(ctx, r.namespace, argoCDKnownHostsConfigMap)
-	switch {
-	case apierrors.IsNotFound(err):
-		return func(host string, _ net.Addr, key ssh.PublicKey) error {
-			return fmt.Errorf("SSH host key %s of %s cannot be checked: %s does not exist", ssh.FingerprintSHA256(key), host, where)
-		}, nil
-	case err != nil:
-		return nil, fmt.Errorf("read SSH known hosts from %s: %w", where, err)
-	}
-	// The known_hosts parser reads files only; the file lives just long
-	// enough to be parsed.
-	f, err := os.CreateTemp(r.tempDir, "known_hosts-*")
-	if err != nil {
-		return nil, fmt.Errorf("read SSH known hosts: %w", err)
-	}
-	defer os.Remove(f.Name())
-	_, err = f.WriteString(cm.Data[argoCDKnownHostsKey])
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read SSH known hosts: %w", err)
-	}
-	check, err := knownhosts.New(f.Name())
-	if err != nil {
-		return nil, fmt.Errorf("parse key %s of %s: %w", argoCDKnownHostsKey, where, err)
-	}
-	return func(host string, remote net.Addr, key ssh.PublicKey) error {
-		err := check(host, remote, key)
-		var keyErr *knownhosts.KeyError
-		switch {
-		case errors.As(err, &keyErr) && len(keyErr.Want) == 0:
-			return fmt.Errorf("SSH host key %s of %s is unknown: add it to %s: %w", ssh.FingerprintSHA256(key), host, where, err)
-		case errors.As(err, &keyErr):
-			return fmt.Errorf("SSH host key %s of %s does not match the keys in %s: %w", ssh.FingerprintSHA256(key), host, where, err)
-		}
-		return err
-	}, nil
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// RedactURL hides credentials written into a repository URL, for logs
-// and messages:
-//   - a password becomes xxxxx (url.URL.Redacted);
-//   - a user name alone is replaced by xxxxx too, except over SSH: HTTPS
-//     servers take tokens as the user name (https://TOKEN@github.com/...),
-//     while an SSH user name such as git@ authenticates nothing by itself;
-//   - scp-like addresses (git@github.com:org/repo) keep their user name, and
-//     lose anything after a ':' in it;
-//   - input url.Parse refuses loses everything up to its last '@' after the
-//     scheme, since its secret may hold an unescaped '/', '?' or '#' that
-//     hides where the authority ends.
-func RedactURL(raw string) string {
-	if IsSCPLikeURL(raw) {
-		return redactSCPLikeURL(raw)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		scheme, rest := "", raw
-		if i := strings.Index(raw, "://"); i >= 0 {
-			scheme, rest = raw[:i+len("://")], raw[i+len("://"):]
-		}
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			return scheme + redacted + rest[at:]
-		}
-		return raw
-	}
-	if u.User == nil {
-		return raw
-	}
-	if _, hasPassword := u.User.Password(); !hasPassword && !isSSHScheme(u.Scheme) {
-		u.User = url.User(redacted)
-	}
-	return u.Redacted()
-}
-
-// redacted is what stands in for a secret; url.URL.Redacted uses it too.
-const redacted = "xxxxx"
-
-func isSSHScheme(scheme string) bool {
-	switch strings.ToLower(scheme) {
-	case "ssh", "git+ssh", "ssh+git":
-		return true
-	}
-	return false
-}
-
-// IsSCPLikeURL tells [user@]host:path apart from URLs the way git does: no
-// "://", and a ':' before the first '/'.
-func IsSCPLikeURL(raw string) bool {
-	if strings.Contains(raw, "://") {
-		return false
-	}
-	colon := strings.Index(raw, ":")
-	slash := strings.Index(raw, "/")
-	return colon > 0 && (slash < 0 || colon < slash)
-}
-
-func redactSCPLikeURL(raw string) string {
-	authority := raw
-	if slash := strings.Index(raw, "/"); slash >= 0 {
-		authority = raw[:slash]
-	}
-	at := strings.LastIndex(authority, "@")
-	if at < 0 {
-		return raw
-	}
-	if colon := strings.Index(raw[:at], ":"); colon >= 0 {
-		return raw[:colon+1] + redacted + raw[at:]
-	}
-	return raw
+	return r.github.token(ctx, app, c.Source, tr)
 }

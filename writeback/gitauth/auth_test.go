@@ -10,12 +10,13 @@ import (
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// noObjects is a cluster without Secrets, ConfigMaps or AppProjects.
+// noObjects is a cluster without Secrets or ConfigMaps.
 type noObjects struct{}
 
 func (noObjects) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
@@ -30,23 +31,19 @@ func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap
 	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
 }
 
-func (noObjects) AppProject(_ context.Context, _, name string) (*AppProject, error) {
-	return nil, apierrors.NewNotFound(AppProjectsResource().GroupResource(), name)
-}
-
 func TestAccess(t *testing.T) {
 	r := NewResolver(noObjects{}, "argocd", t.TempDir(), nil)
 	ctx := context.Background()
-	basic := Credentials{source: "Secret argocd/repo", username: "bot", password: "s3cret"}
+	basic := repoaccess.Credentials{Source: "Secret argocd/repo", Username: "bot", Password: "s3cret"}
 
 	tests := []struct {
 		name, url string
-		creds     Credentials
+		creds     repoaccess.Credentials
 		wantUser  string
 		err       string
 	}{
 		{name: "https", url: "https://git.example.com/org/repo.git", creds: basic, wantUser: "bot"},
-		{name: "token without user", url: "https://git.example.com/org/repo.git", creds: Credentials{source: "x", password: "token"}, wantUser: githubTokenUser},
+		{name: "token without user", url: "https://git.example.com/org/repo.git", creds: repoaccess.Credentials{Source: "x", Password: "token"}, wantUser: githubTokenUser},
 		{name: "plain http to loopback", url: "http://127.0.0.1:8080/repo.git", creds: basic, wantUser: "bot"},
 		{name: "plain http to localhost", url: "http://localhost/repo.git", creds: basic, wantUser: "bot"},
 		{name: "plain http elsewhere", url: "http://git.example.com/repo.git", creds: basic, err: "refusing to send credentials from Secret argocd/repo over plain http to git.example.com; use https"},
@@ -55,17 +52,17 @@ func TestAccess(t *testing.T) {
 		{name: "a token in the URL", url: "https://s3cret@git.example.com/org/repo.git", wantUser: "s3cret"},
 		{name: "the Secret wins over the URL", url: "https://other:s3cret@git.example.com/org/repo.git", creds: basic, wantUser: "bot"},
 		{name: "credentials in the URL over plain http to loopback", url: "http://bot:s3cret@127.0.0.1:8080/repo.git", wantUser: "bot"},
-		{name: "unparsable URL with credentials", url: "https://bot:s3cret@git.example.com:http/repo.git", err: `invalid repository URL "https://xxxxx@git.example.com:http/repo.git"`},
+		{name: "unparsable URL with credentials", url: "https://bot:s3cret@git.example.com:http/repo.git", err: `repository URL "https://xxxxx@git.example.com:http/repo.git": invalid port`},
 		{name: "credentials in the URL over plain http elsewhere", url: "http://bot:s3cret@git.example.com/repo.git", err: "refusing to send credentials from the repository URL over plain http to git.example.com; use https"},
-		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
-		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "../1", githubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
-		{name: "github app over plain http", url: "http://git.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "refusing to send credentials from Secret argocd/app over plain http to git.example.com"},
-		{name: "github enterprise api over plain http", url: "https://github.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret", githubAppBaseURL: "http://github.example.com/api/v3"}, err: "refusing to send GitHub App credentials over plain http"},
-		{name: "github app with a bad key", url: "https://github.com/org/repo.git", creds: Credentials{source: "Secret argocd/app", githubAppID: "1", githubAppInstallationID: "2", githubAppPrivateKey: "s3cret"}, err: "githubAppPrivateKey is not an RSA private key in PEM form"},
-		{name: "half a client certificate", url: "https://git.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/mtls", tlsClientCert: "cert"}, err: "Secret argocd/mtls has only one of tlsClientCertData and tlsClientCertKey"},
-		{name: "bad client certificate", url: "https://git.example.com/org/repo.git", creds: Credentials{source: "Secret argocd/mtls", tlsClientCert: "cert", tlsClientKey: "s3cret"}, err: "the TLS client certificate in Secret argocd/mtls cannot be used"},
+		{name: "github app without ids", url: "https://github.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/app", GitHubAppPrivateKey: "s3cret"}, err: "Secret argocd/app holds GitHub App credentials without githubAppID, githubAppInstallationID"},
+		{name: "github app with a bad installation", url: "https://github.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/app", GitHubAppID: "1", GitHubAppInstallationID: "../1", GitHubAppPrivateKey: "s3cret"}, err: `githubAppInstallationID "../1" in Secret argocd/app is not a positive number`},
+		{name: "github app over plain http", url: "http://git.example.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/app", GitHubAppID: "1", GitHubAppInstallationID: "2", GitHubAppPrivateKey: "s3cret"}, err: "refusing to send credentials from Secret argocd/app over plain http to git.example.com"},
+		{name: "github enterprise api over plain http", url: "https://github.example.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/app", GitHubAppID: "1", GitHubAppInstallationID: "2", GitHubAppPrivateKey: "s3cret", GitHubAppBaseURL: "http://github.example.com/api/v3"}, err: "refusing to send GitHub App credentials over plain http"},
+		{name: "github app with a bad key", url: "https://github.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/app", GitHubAppID: "1", GitHubAppInstallationID: "2", GitHubAppPrivateKey: "s3cret"}, err: "githubAppPrivateKey is not an RSA private key in PEM form"},
+		{name: "half a client certificate", url: "https://git.example.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/mtls", TLSClientCert: "cert"}, err: "Secret argocd/mtls has only one of tlsClientCertData and tlsClientCertKey"},
+		{name: "bad client certificate", url: "https://git.example.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/mtls", TLSClientCert: "cert", TLSClientKey: "s3cret"}, err: "the TLS client certificate in Secret argocd/mtls cannot be used"},
 		{name: "ssh without a key", url: "git@github.com:org/repo.git", creds: basic, err: "no SSH private key for git@github.com:org/repo.git"},
-		{name: "ssh with a bad key", url: "ssh://git@github.com/org/repo.git", creds: Credentials{source: "Secret argocd/ssh", sshPrivateKey: "not a key"}, err: "the SSH private key in Secret argocd/ssh cannot be parsed"},
+		{name: "ssh with a bad key", url: "ssh://git@github.com/org/repo.git", creds: repoaccess.Credentials{Source: "Secret argocd/ssh", SSHPrivateKey: "not a key"}, err: "the SSH private key in Secret argocd/ssh cannot be parsed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,56 +107,13 @@ func TestAccessSSHUser(t *testing.T) {
 		"ssh://deploy@git.example.com:2222/repo.git": "deploy",
 		"ssh://git.example.com/repo.git":             "git",
 	} {
-		acc, err := r.Access(context.Background(), url, Credentials{source: "x", sshPrivateKey: key}, true)
+		acc, err := r.Access(context.Background(), url, repoaccess.Credentials{Source: "x", SSHPrivateKey: key}, true)
 		if err != nil {
 			t.Fatalf("%s: %v", url, err)
 		}
 		if a, ok := acc.Auth.(*gitssh.PublicKeys); !ok || a.User != want {
 			t.Errorf("%s: auth %+v, want user %s", url, acc.Auth, want)
 		}
-	}
-}
-
-func TestRedactURL(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-		secret         string // must not appear in the result
-	}{
-		{name: "user and password", in: "https://bot:s3cret@git.example.com/repo.git", want: "https://bot:xxxxx@git.example.com/repo.git", secret: "s3cret"},
-		{name: "empty password", in: "https://bot:@git.example.com/repo.git", want: "https://bot:xxxxx@git.example.com/repo.git"},
-		{name: "token as user name", in: "https://ghp_abc123@github.com/org/repo", want: "https://xxxxx@github.com/org/repo", secret: "ghp_abc123"},
-		{name: "token as user name over http", in: "http://ghp_abc123@127.0.0.1:8080/repo.git", want: "http://xxxxx@127.0.0.1:8080/repo.git", secret: "ghp_abc123"},
-		{name: "no user info", in: "https://github.com/org/repo.git", want: "https://github.com/org/repo.git"},
-		{name: "ssh user", in: "ssh://deploy@git.example.com:2222/repo.git", want: "ssh://deploy@git.example.com:2222/repo.git"},
-		{name: "ssh user and password", in: "ssh://deploy:s3cret@git.example.com/repo.git", want: "ssh://deploy:xxxxx@git.example.com/repo.git", secret: "s3cret"},
-		{name: "scp-like", in: "git@github.com:org/repo.git", want: "git@github.com:org/repo.git"},
-		{name: "scp-like without user", in: "github.com:org/repo.git", want: "github.com:org/repo.git"},
-		{name: "scp-like with password", in: "git:s3cret@github.com:org/repo.git", want: "git:xxxxx@github.com:org/repo.git", secret: "s3cret"},
-		{name: "scp-like with @ in path", in: "git@github.com:org/repo@v1", want: "git@github.com:org/repo@v1"},
-		{name: "unparsable port", in: "https://bot:s3cret@git.example.com:http/repo.git", want: "https://xxxxx@git.example.com:http/repo.git", secret: "s3cret"},
-		{name: "unparsable escape in token", in: "https://ghp_%zz123@github.com/org/repo", want: "https://xxxxx@github.com/org/repo", secret: "ghp_"},
-		{name: "unparsable slash in password", in: "https://bot:pa/ss@git.example.com/repo.git", want: "https://xxxxx@git.example.com/repo.git", secret: "pa/ss"},
-		{name: "unparsable hash in password", in: "https://bot:pa#ss@git.example.com/repo.git", want: "https://xxxxx@git.example.com/repo.git", secret: "pa#ss"},
-		{name: "unparsable control character", in: "https://bot:s3cret@git.example.com/repo.git\n", want: "https://xxxxx@git.example.com/repo.git\n", secret: "s3cret"},
-		{name: "unparsable without user info", in: "https://git.example.com:http/repo.git", want: "https://git.example.com:http/repo.git"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := RedactURL(tt.in)
-			if got != tt.want {
-				t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
-			}
-			if tt.secret != "" && strings.Contains(got, tt.secret) {
-				t.Errorf("RedactURL(%q) = %q shows %q", tt.in, got, tt.secret)
-			}
-		})
-	}
-}
-
-func TestNormalizeRepoURL(t *testing.T) {
-	a, b := normalizeRepoURL("https://GitHub.com/Org/Repo.git"), normalizeRepoURL("https://github.com/org/repo/")
-	if a != b {
-		t.Errorf("%s != %s", a, b)
 	}
 }
 

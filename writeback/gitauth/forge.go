@@ -21,21 +21,21 @@ func (r *Resolver) ForgeClient(ctx context.Context, repo forge.Repository, acc R
 	switch basic, ok := acc.Auth.(*githttp.BasicAuth); {
 	case ok && basic.Password != "":
 		token, user = basic.Password, basic.Username
-	case acc.creds.password != "":
-		token, user = acc.creds.password, acc.creds.username
-	case acc.creds.githubApp():
+	case acc.creds.Password != "":
+		token, user = acc.creds.Password, acc.creds.Username
+	case acc.creds.GitHubApp():
 		var err error
 		if token, err = r.githubAppToken(ctx, acc.creds); err != nil {
 			return nil, nil, err
 		}
 	default:
-		return nil, nil, fmt.Errorf("%s hold no token for the %s API: add a password (an access token) to them; an SSH key only pushes", acc.creds.describe(), repo.Kind)
+		return nil, nil, fmt.Errorf("%s hold no token for the %s API: add a password (an access token) to them; an SSH key only pushes", acc.creds.Describe(), repo.Kind)
 	}
 	api, err := url.Parse(repo.API)
 	if err != nil {
 		return nil, nil, err
 	}
-	tr, err := r.httpTransport(ctx, api.Hostname(), acc.creds)
+	tr, err := r.HTTPTransport(ctx, api.Hostname(), acc.creds)
 	if err != nil {
 		return nil, nil, err
 	}

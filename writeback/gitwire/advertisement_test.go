@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -75,7 +76,7 @@ func TestAdvertisementBound(t *testing.T) {
 			srv := httptest.NewServer(tt.handler)
 			defer srv.Close()
 			url := srv.URL + "/team/repo.git"
-			acc, err := r.Access(context.Background(), url, gitauth.Credentials{}, false)
+			acc, err := r.Access(context.Background(), url, repoaccess.Credentials{}, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,7 +35,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/image-updater/argocd-image-updater/internal/safe"
-	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 )
 
 // RemoteName is the remote a clone fetches from: its remote-tracking
@@ -189,7 +189,7 @@ func (c *Clone) Tip(ctx context.Context, acc Remote, branch string, listed plumb
 	}
 	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(RemoteName, branch), head)
 	if err := c.Repo.Storer.SetReference(tracking); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, gitauth.RedactURL(c.URL), err)
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, repoaccess.RedactURL(c.URL), err)
 	}
 	return head, nil
 }
@@ -522,9 +522,9 @@ func (c *Clone) remoteError(op string, acc Remote, err error) error {
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		hint = " (the repository has no commits yet)"
 	case errors.As(err, new(x509.UnknownAuthorityError)):
-		hint = " (add the server's certificate, or its CA, to Argo CD's " + gitauth.TLSCertsConfigMap + " under the server's host name)"
+		hint = " (add the server's certificate, or its CA, to Argo CD's " + repoaccess.TLSCertsConfigMap + " under the server's host name)"
 	}
-	return fmt.Errorf("%s %s (%s): %w%s", op, gitauth.RedactURL(c.URL), acc.Describe(), err, hint)
+	return fmt.Errorf("%s %s (%s): %w%s", op, repoaccess.RedactURL(c.URL), acc.Describe(), err, hint)
 }
 
 // Commit stores a commit of parent's tree with files (by slash-separated

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
 
@@ -32,8 +33,8 @@ func (noObjects) ConfigMap(_ context.Context, _, name string) (*corev1.ConfigMap
 	return nil, apierrors.NewNotFound(corev1.Resource("configmaps"), name)
 }
 
-func (noObjects) AppProject(_ context.Context, _, name string) (*gitauth.AppProject, error) {
-	return nil, apierrors.NewNotFound(gitauth.AppProjectsResource().GroupResource(), name)
+func (noObjects) AppProject(_ context.Context, _, name string) (*repoaccess.AppProject, error) {
+	return nil, apierrors.NewNotFound(repoaccess.AppProjectsResource().GroupResource(), name)
 }
 
 // server is a repository on the real git http-backend, and how to reach it.
@@ -48,7 +49,7 @@ func startServer(t *testing.T, files map[string]string) *server {
 	g := testenv.StartGitServer(t)
 	g.CreateRepo(t, "deploy", "", files)
 	url := strings.Replace(g.HTTPRepoURL("deploy"), "://", "://"+g.Username+":"+g.Password+"@", 1)
-	acc, err := gitauth.NewResolver(noObjects{}, "argocd", t.TempDir(), nil).Access(t.Context(), url, gitauth.Credentials{}, false)
+	acc, err := gitauth.NewResolver(noObjects{}, "argocd", t.TempDir(), nil).Access(t.Context(), url, repoaccess.Credentials{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

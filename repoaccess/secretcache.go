@@ -1,4 +1,4 @@
-package gitauth
+package repoaccess
 
 import (
 	"context"
@@ -17,9 +17,9 @@ const DefaultRepositorySecretsTTL = 3 * time.Minute
 
 // NewCachedSecretLister keeps each namespace's list of Argo CD repository
 // Secrets for ttl (DefaultRepositorySecretsTTL when not positive), so that
-// git write-back in every cycle does not cost a list of Secrets: the
-// controller is not allowed to watch Secrets, which an informer would
-// need. A changed or new Secret is seen once the list is older than ttl.
+// the git write-back and chart reads of every cycle do not cost a list of
+// Secrets: the controller is not allowed to watch Secrets, which an
+// informer would need. A changed or new Secret is seen once the list is older than ttl.
 // Secrets named by git:secret: and ConfigMaps are read through next on
 // every call.
 func NewCachedSecretLister(next SecretLister, ttl time.Duration) SecretLister {

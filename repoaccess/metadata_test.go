@@ -1,4 +1,4 @@
-package gitauth
+package repoaccess
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 // TestCloudMetadataRefused: a repository URL naming a cloud's metadata
 // address reaches nothing there; the refusal comes before any connection.
 func TestCloudMetadataRefused(t *testing.T) {
-	tr, err := (&Resolver{}).httpTransport(t.Context(), "169.254.169.254", Credentials{insecure: true})
+	tr, err := (&Resolver{}).HTTPTransport(t.Context(), "169.254.169.254", Credentials{Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package gitauth
+package repoaccess
 
 import (
 	"context"
@@ -45,12 +45,12 @@ func TestCachedSecretLister(t *testing.T) {
 	}
 	password := func() string {
 		t.Helper()
-		r := NewResolver(l, ns, t.TempDir(), nil)
+		r := NewResolver(l, ns, t.TempDir())
 		c, err := r.Resolve(context.Background(), "https://git.example.com/team/deploy.git", types.NamespacedName{}, "") // no git:secret:
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.password
+		return c.Password
 	}
 
 	for cycle := range 5 { // a cycle every 10 s

@@ -1,4 +1,4 @@
-package gitauth
+package repoaccess
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,10 +26,11 @@ func (r *Resolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, e
 	if r.tlsErr != nil {
 		return nil, r.tlsErr
 	}
-	pemData, ok := r.tlsCerts[host]
-	if !ok {
-		pemData, ok = r.tlsCerts[strings.ToLower(host)]
+	key, err := CanonicalHost(host)
+	if err != nil {
+		return nil, err
 	}
+	pemData, ok := r.tlsCerts[key]
 	if !ok {
 		return nil, nil
 	}
@@ -49,24 +49,32 @@ func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) 
 	case err != nil:
 		return nil, fmt.Errorf("read TLS certificates from ConfigMap %s/%s: %w", r.namespace, TLSCertsConfigMap, err)
 	}
-	return cm.Data, nil
+	// Keyed by the host as compared; a key that is no host name serves
+	// no host.
+	certs := make(map[string]string, len(cm.Data))
+	for host, pemData := range cm.Data {
+		if key, err := CanonicalHost(host); err == nil {
+			certs[key] = pemData
+		}
+	}
+	return certs, nil
 }
 
-// httpTransport is the HTTP transport for host (without port) with Argo
+// HTTPTransport is the HTTP transport for host (without port) with Argo
 // CD's repository credentials c, set up as Argo CD sets up its own:
 //   - the certificates of argocd-tls-certs-cm for the server's host are
 //     the only trusted roots when there are any, else the system's;
 //   - the client certificate of the Secret (tlsClientCertData and
 //     tlsClientCertKey) is sent whenever the server asks for one;
 //   - insecure skips verification, proxy replaces the environment's proxy.
-func (r *Resolver) httpTransport(ctx context.Context, host string, c Credentials) (*http.Transport, error) {
+func (r *Resolver) HTTPTransport(ctx context.Context, host string, c Credentials) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// A repository URL is a tenant's choice: no git server answers at a
 	// cloud's metadata address.
 	tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: netguard.MetadataControl}).DialContext
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	tr.TLSClientConfig = cfg
-	if c.insecure {
+	if c.Insecure {
 		cfg.InsecureSkipVerify = true
 	} else {
 		// Also for http: a redirect may move to https on the same host.
@@ -76,23 +84,23 @@ func (r *Resolver) httpTransport(ctx context.Context, host string, c Credentials
 		}
 		cfg.RootCAs = roots
 	}
-	if c.tlsClientCert != "" || c.tlsClientKey != "" {
-		if c.tlsClientCert == "" || c.tlsClientKey == "" {
-			return nil, fmt.Errorf("%s has only one of tlsClientCertData and tlsClientCertKey", c.source)
+	if c.TLSClientCert != "" || c.TLSClientKey != "" {
+		if c.TLSClientCert == "" || c.TLSClientKey == "" {
+			return nil, fmt.Errorf("%s has only one of tlsClientCertData and tlsClientCertKey", c.Source)
 		}
-		cert, err := tls.X509KeyPair([]byte(c.tlsClientCert), []byte(c.tlsClientKey))
+		cert, err := tls.X509KeyPair([]byte(c.TLSClientCert), []byte(c.TLSClientKey))
 		if err != nil {
 			// The parser's errors describe the PEM, never the key.
-			return nil, fmt.Errorf("the TLS client certificate in %s cannot be used: %w", c.source, err)
+			return nil, fmt.Errorf("the TLS client certificate in %s cannot be used: %w", c.Source, err)
 		}
 		// Sent even when the server's list of acceptable CAs does not name
 		// its issuer, as Argo CD does: servers often send no list.
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	}
-	if c.proxy != "" {
-		p, err := url.Parse(c.proxy)
+	if c.Proxy != "" {
+		p, err := url.Parse(c.Proxy)
 		if err != nil || p.Host == "" {
-			return nil, fmt.Errorf("the proxy of %s is not a URL", c.source)
+			return nil, fmt.Errorf("the proxy of %s is not a URL", c.Source)
 		}
 		tr.Proxy = http.ProxyURL(p)
 	}

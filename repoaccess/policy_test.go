@@ -1,8 +1,7 @@
-package gitauth
+package repoaccess
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"testing"
 
@@ -12,74 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
-
-func TestURLCovers(t *testing.T) {
-	tests := []struct {
-		prefix, repo string
-		want         bool
-	}{
-		{"https://github.com", "https://github.com/org/repo.git", true},
-		{"https://github.com/", "https://github.com/org/repo.git", true},
-		{"https://GitHub.com/Org", "https://github.com/org/repo", true},
-		{"https://github.com/org.git", "https://github.com/org/repo", true},
-		{"https://github.com/org/repo.git", "https://github.com/org/repo", true},
-		{"https://github.com/org/repo/", "https://github.com/org/repo.git/", true},
-		{"https://github.com", "https://github.com.evil.io/org/repo", false},
-		{"https://github.com", "https://github.community/org/repo", false},
-		{"https://github.com", "https://github.com:8443/org/repo", false},
-		{"https://github.com", "https://github.com@evil.io/org/repo", false},
-		{"https://github.com", "http://github.com/org/repo", false},
-		{"https://github.com/org", "https://github.com/organic/repo", false},
-		{"https://github.com/org/repo", "https://github.com/org/repository", false},
-		{"http://127.0.0.1:4123", "http://127.0.0.1:41234/repo.git", false},
-		{"http://127.0.0.1", "http://127.0.0.1.nip/repo.git", false},
-		{"git@github.com:org", "git@github.com:org/repo.git", true},
-		{"git@github.com:org", "ssh://git@github.com/org/repo.git", true},
-		{"git@github.com", "git@github.com.evil.io:org/repo.git", false},
-		{"git@github.com:org", "git@github.com:organic/repo.git", false},
-		{"ssh://git@github.com:2222/org", "ssh://git@github.com:22220/org/repo", false},
-		{"", "https://github.com/org/repo", false},
-		{"https://github.com", "", false},
-	}
-	for _, tt := range tests {
-		if got := urlCovers(tt.prefix, tt.repo); got != tt.want {
-			t.Errorf("urlCovers(%q, %q) = %v, want %v", tt.prefix, tt.repo, got, tt.want)
-		}
-	}
-}
-
-func TestSourceRepoPermitted(t *testing.T) {
-	tests := []struct {
-		name     string
-		patterns []string
-		repo     string
-		want     bool
-	}{
-		{"nothing", nil, "https://github.com/org/repo", false},
-		{"star", []string{"*"}, "https://github.com/org/repo.git", true},
-		{"exact", []string{"https://github.com/org/repo.git"}, "https://github.com/org/repo", true},
-		{"exact in another case", []string{"https://GitHub.com/Org/Repo"}, "https://github.com/org/repo.git", true},
-		{"another repository", []string{"https://github.com/org/repo"}, "https://github.com/org/other", false},
-		{"glob in the org", []string{"https://github.com/org/*"}, "https://github.com/org/repo.git", true},
-		{"glob stops at a slash", []string{"https://github.com/org/*"}, "https://github.com/org/sub/repo", false},
-		{"double star crosses slashes", []string{"https://github.com/org/**"}, "https://github.com/org/sub/repo", true},
-		{"glob does not reach a look-alike host", []string{"https://github.com/*"}, "https://github.com.evil.io/repo", false},
-		{"glob over the host", []string{"https://*.example.com/**"}, "https://git.example.com/org/repo", true},
-		{"scp-like pattern, ssh URL", []string{"git@github.com:org/*"}, "ssh://git@github.com/org/repo.git", true},
-		{"deny wins", []string{"!https://github.com/org/secret", "*"}, "https://github.com/org/secret.git", false},
-		{"deny leaves the rest", []string{"!https://github.com/org/secret", "*"}, "https://github.com/org/repo", true},
-		{"deny alone allows nothing", []string{"!https://github.com/org/secret"}, "https://github.com/org/repo", false},
-		{"deny everything", []string{"!*", "*"}, "https://github.com/org/repo", false},
-		{"broken allow pattern", []string{"https://github.com/org/[", "https://github.com/org/repo"}, "https://github.com/org/repo", true},
-		{"broken deny pattern", []string{"!https://github.com/org/[", "*"}, "https://github.com/org/repo", false},
-		{"unparsable URL", []string{"*"}, "https://github.com:port/org/repo", false},
-	}
-	for _, tt := range tests {
-		if got := sourceRepoPermitted(tt.patterns, tt.repo); got != tt.want {
-			t.Errorf("%s: sourceRepoPermitted(%q, %q) = %v, want %v", tt.name, tt.patterns, tt.repo, got, tt.want)
-		}
-	}
-}
 
 func TestNamespacePermitted(t *testing.T) {
 	tests := []struct {
@@ -128,73 +59,8 @@ func TestCheckRedirect(t *testing.T) {
 			via = append(via, r)
 		}
 		req, _ := http.NewRequest(http.MethodGet, tt.to, nil)
-		if err := checkRedirect(req, via); (err == nil) != tt.want {
+		if err := CheckRedirect(req, via); (err == nil) != tt.want {
 			t.Errorf("redirect %s -> %s after %d: %v, want followed %v", tt.from, tt.to, tt.hops, err, tt.want)
-		}
-	}
-}
-
-func TestRedactErrorURLs(t *testing.T) {
-	tests := []struct {
-		msg, want string
-	}{
-		{`unexpected requesting "http://user:s3cret@127.0.0.1:8080/r.git/info/refs" status code: 502`, `unexpected requesting "http://user:xxxxx@127.0.0.1:8080/r.git/info/refs" status code: 502`},
-		{`Get "https://ghp_s3cret@github.com/o/r.git/info/refs": EOF`, `Get "https://xxxxx@github.com/o/r.git/info/refs": EOF`},
-		{`parse "https://bot:pa/s3cret@git.example.com/r.git": invalid port`, `parse "https://xxxxx@git.example.com/r.git": invalid port`},
-		{`ssh: handshake failed for ssh://git@github.com/o/r.git`, `ssh: handshake failed for ssh://git@github.com/o/r.git`},
-		{`nothing to hide in https://github.com/o/r.git`, `nothing to hide in https://github.com/o/r.git`},
-	}
-	for _, tt := range tests {
-		base := errors.New(tt.msg)
-		err := RedactErrorURLs(base)
-		if err.Error() != tt.want {
-			t.Errorf("RedactErrorURLs(%q) = %q, want %q", tt.msg, err, tt.want)
-		}
-		if !errors.Is(err, base) {
-			t.Errorf("RedactErrorURLs(%q) lost the error", tt.msg)
-		}
-	}
-}
-
-func TestRemoteRepoURL(t *testing.T) {
-	tests := []struct {
-		url  string
-		want bool
-	}{
-		{"https://github.com/org/repo.git", true},
-		{"HTTP://127.0.0.1:8080/repo.git", true},
-		{"ssh://git@github.com/org/repo.git", true},
-		{"git@github.com:org/repo.git", true},
-		{"file:///var/lib/clones/abc", false},
-		{"/var/lib/clones/abc", false},
-		{"git://github.com/org/repo.git", false},
-		{"https:///repo.git", false},
-		{"", false},
-	}
-	for _, tt := range tests {
-		if got := remoteRepoURL(tt.url); got != tt.want {
-			t.Errorf("remoteRepoURL(%q) = %v, want %v", tt.url, got, tt.want)
-		}
-	}
-}
-
-func TestHasDotSegment(t *testing.T) {
-	tests := []struct {
-		url  string
-		want bool
-	}{
-		{"https://github.com/org/repo.git", false},
-		{"https://github.com/org/../other/repo.git", true},
-		{"https://github.com/org/./repo.git", true},
-		{"https://github.com/org/%2e%2e/other/repo.git", true},
-		{"https://github.com/org/%2E%2E/other/repo.git", true},
-		{"git@github.com:org/../other/repo.git", true},
-		{"https://github.com/org/..repo.git", false},
-		{"https://github.com/org/repo..", false},
-	}
-	for _, tt := range tests {
-		if got := hasDotSegment(tt.url); got != tt.want {
-			t.Errorf("hasDotSegment(%q) = %v, want %v", tt.url, got, tt.want)
 		}
 	}
 }
@@ -250,7 +116,7 @@ func TestRepoCredsBoundaries(t *testing.T) {
 		{url: "ssh://git@git.example.com:22220/team/repo.git"},
 		{url: "https://git.example.com:port/x"},
 	}
-	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
+	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir())
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
 			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{}, "")
@@ -261,8 +127,8 @@ func TestRepoCredsBoundaries(t *testing.T) {
 			if tt.want != "" {
 				want = "Secret " + ns + "/" + tt.want
 			}
-			if c.source != want {
-				t.Errorf("credentials from %q, want %q", c.source, want)
+			if c.Source != want {
+				t.Errorf("credentials from %q, want %q", c.Source, want)
 			}
 		})
 	}
@@ -309,15 +175,15 @@ func TestProjectScopedCredentials(t *testing.T) {
 		{url: "https://git.example.com/team-a/other.git", project: "team-a", want: "creds-a"},
 		{url: "https://git.example.com/team-a/other.git", project: "team-c", want: "creds-all"},
 	}
-	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir(), nil)
+	r := NewResolver(NewKubeSecretLister(cs), ns, t.TempDir())
 	for _, tt := range tests {
 		t.Run(tt.project+" "+tt.url, func(t *testing.T) {
 			c, err := r.Resolve(context.Background(), tt.url, types.NamespacedName{}, tt.project)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := "Secret " + ns + "/" + tt.want; c.source != want {
-				t.Errorf("credentials from %q, want %q", c.source, want)
+			if want := "Secret " + ns + "/" + tt.want; c.Source != want {
+				t.Errorf("credentials from %q, want %q", c.Source, want)
 			}
 		})
 	}
