@@ -6,9 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
@@ -142,46 +139,25 @@ func (l chartListing) versions(chart string) []string {
 	return out
 }
 
-// listCharts lists each distinct repository once: one index request (a
-// conditional one, when it was read before) per HTTP repository and
-// credentials, one tag listing per OCI repository.
-func (u *Updater) listCharts(ctx context.Context, jobs []*chartJob) map[string]chartListing {
-	byKey := map[string]*chartJob{}
-	for _, j := range jobs {
-		if _, ok := byKey[j.key]; !ok {
-			byKey[j.key] = j
+// listChart reads the versions of j's repository, within ctx: an index
+// request (a conditional one, when it was read before) for an HTTP
+// repository, a tag listing for an OCI one.
+func (u *Updater) listChart(ctx context.Context, j *chartJob) chartListing {
+	var l chartListing
+	what := j.source.ChartRepo.String()
+	l.err = u.guard("listing the versions of "+what, func() (err error) {
+		if !j.oci.IsZero() {
+			l.tags, err = u.registry.Tags(ctx, j.oci, credentials.Ref{})
+			if err == nil && l.tags == nil {
+				l.tags = []string{}
+			}
+			return err
 		}
-	}
-	results := make(map[string]chartListing, len(byKey))
-	var mu sync.Mutex
-	g := errgroup.Group{}
-	g.SetLimit(u.maxConcurrency)
-	for key, j := range byKey {
-		g.Go(func() error {
-			ctx, cancel := u.withImageTimeout(ctx)
-			defer cancel()
-			var l chartListing
-			what := j.source.ChartRepo.String()
-			l.err = u.guard("listing the versions of "+what, func() (err error) {
-				if !j.oci.IsZero() {
-					l.tags, err = u.registry.Tags(ctx, j.oci, credentials.Ref{})
-					if err == nil && l.tags == nil {
-						l.tags = []string{}
-					}
-					return err
-				}
-				l.index, err = u.charts.Index(ctx, j.access)
-				return err
-			})
-			l.err = u.timedOut(ctx, what, l.err)
-			mu.Lock()
-			results[key] = l
-			mu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return results
+		l.index, err = u.charts.Index(ctx, j.access)
+		return err
+	})
+	l.err = u.timedOut(ctx, what, l.err)
+	return l
 }
 
 // chooseCharts chooses each chart's version with its policy, and adds the
