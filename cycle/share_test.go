@@ -15,6 +15,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
@@ -284,4 +285,37 @@ func TestSlotsFair(t *testing.T) {
 		t.Errorf("hog holds %d slots alone, want 4", hog.held)
 	}
 	s.mu.Unlock()
+}
+
+// Checks of ImageUpdaters (the v1.x line's interval 0) overlap: that of an
+// ImageUpdater whose registry never answers does not hold another's.
+func TestImageUpdaterChecksOverlap(t *testing.T) {
+	const hostile = "hostile.example.com"
+	hog := semverApp(t, "hostile", "hog", hostile+"/img")
+	hog.ImageUpdater = types.NamespacedName{Namespace: "hostile", Name: "hog"}
+	web := semverApp(t, "team", "web", "good.example.com/web")
+	web.ImageUpdater = types.NamespacedName{Namespace: "team", Name: "web"}
+	reg := &hostileRegistry{hostile: hostile, tags: []string{"v1.0.0", "v1.1.0"}}
+	u := mustNew(t, benchApps{hog, web}, reg, &watchingWriter{onWrite: func(string) {}}, WithImageTimeout(time.Minute))
+
+	ctx, cancel := context.WithCancel(t.Context())
+	held := make(chan Summary, 1)
+	go func() { held <- u.CheckImageUpdaters(ctx, []types.NamespacedName{hog.ImageUpdater}, "test") }()
+	poll.True(t, 15*time.Second, "the hostile registry to hold hog's listing", func() bool { return reg.held.Load() > 0 })
+
+	checked := make(chan Summary, 1)
+	go func() { checked <- u.CheckImageUpdaters(t.Context(), []types.NamespacedName{web.ImageUpdater}, "test") }()
+	select {
+	case sum := <-checked:
+		if sum.Updated != 1 || sum.Errors != 0 {
+			t.Errorf("web's check: %+v, want its image updated", sum)
+		}
+		if reg.held.Load() == 0 {
+			t.Error("web's check ended after the hostile registry let go")
+		}
+	case <-time.After(30 * time.Second): // a safety net only
+		t.Error("web's check waited for hog's")
+	}
+	cancel()
+	<-held
 }

@@ -83,9 +83,14 @@ func (s scope) includes(ref imageref.Reference) bool { return s.names[ref.Name()
 // since they stop its write-back.
 func (s scope) applications(apps []*application.Application) []*application.Application {
 	if len(s.updaters) > 0 {
-		return slices.DeleteFunc(apps, func(app *application.Application) bool {
-			return app.ImageUpdater.Name == "" || !slices.Contains(s.updaters, app.ImageUpdater)
-		})
+		// A new slice: apps may be shared with passes under way.
+		var out []*application.Application
+		for _, app := range apps {
+			if app.ImageUpdater.Name != "" && slices.Contains(s.updaters, app.ImageUpdater) {
+				out = append(out, app)
+			}
+		}
+		return out
 	}
 	var out []*application.Application
 	for _, app := range apps {
