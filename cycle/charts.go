@@ -7,14 +7,11 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
-	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -143,51 +140,11 @@ func (l chartListing) versions(chart string) []string {
 	return out
 }
 
-// chartChoice is what a chart's policy chose, or why it could not.
-type chartChoice struct {
-	result strategy.Result
-	err    error
-}
-
-// listCharts lists each distinct repository once: one index request (a
-// conditional one, when it was read before) per HTTP repository and
-// credentials, one tag listing per OCI repository. Each chart is chosen
-// as its listing arrives, and the listing is let go then: a cycle holds
-// the listings being read, not all it read. It gives the choices in the
-// order of jobs, and the number of listings.
-func (u *Updater) listCharts(ctx context.Context, jobs []*chartJob) ([]chartChoice, int) {
-	byKey := map[string][]int{}
-	for i, j := range jobs {
-		byKey[j.key] = append(byKey[j.key], i)
-	}
-	choices := make([]chartChoice, len(jobs))
-	g := errgroup.Group{}
-	g.SetLimit(u.maxConcurrency)
-	for _, of := range byKey {
-		g.Go(func() error {
-			l := u.listChart(ctx, jobs, of)
-			defer l.index.Release()
-			for _, i := range of {
-				j := jobs[i]
-				if l.err != nil {
-					choices[i].err = l.err
-					continue
-				}
-				choices[i].result, choices[i].err = j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return choices, len(byKey)
-}
-
-// listChart lists the repository of the jobs of, which share it: of an
-// index, the charts they ask.
-func (u *Updater) listChart(ctx context.Context, jobs []*chartJob, of []int) chartListing {
-	ctx, cancel := u.withImageTimeout(ctx)
-	defer cancel()
-	j := jobs[of[0]]
+// listChart reads the versions of j's repository, within ctx: an index
+// request (a conditional one, when it was read before) for an HTTP
+// repository, of it the charts named (those all the pass's jobs of the
+// repository ask); a tag listing for an OCI one.
+func (u *Updater) listChart(ctx context.Context, j *chartJob, charts []string) chartListing {
 	var l chartListing
 	what := j.source.ChartRepo.String()
 	l.err = u.guard("listing the versions of "+what, func() (err error) {
@@ -198,10 +155,6 @@ func (u *Updater) listChart(ctx context.Context, jobs []*chartJob, of []int) cha
 			}
 			return err
 		}
-		charts := make([]string, len(of))
-		for k, i := range of {
-			charts[k] = jobs[i].spec.Chart
-		}
 		l.index, err = u.charts.Index(ctx, j.access, charts)
 		return err
 	})
@@ -209,17 +162,27 @@ func (u *Updater) listChart(ctx context.Context, jobs []*chartJob, of []int) cha
 	return l
 }
 
-// chooseCharts reports the charts' errors, and adds the new versions
-// chosen to the updates of their Application's source: an image and a
+// chooseCharts chooses each chart's version with its policy, and adds the
+// new ones to the updates of their Application's source: an image and a
 // chart of one source are one patch.
-func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, choices []chartChoice, updates []*appUpdate) []*appUpdate {
+func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, listings map[string]chartListing, updates []*appUpdate) []*appUpdate {
 	u := r.u
 	byKey := map[string]*appUpdate{}
 	for _, au := range updates {
 		byKey[au.app.Key()+"\x00"+strconv.Itoa(au.source.Index)] = au
 	}
-	for i, j := range jobs {
-		res, err := choices[i].result, choices[i].err
+	for _, j := range jobs {
+		l := listings[j.key]
+		if l.err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			r.sum.Errors++
+			u.metrics.imageError(j.app)
+			r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", l.err)})
+			continue
+		}
+		res, err := j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
 		if err != nil {
 			if ctx.Err() == nil {
 				r.sum.Errors++

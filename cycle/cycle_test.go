@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -314,4 +316,48 @@ func startStallingRegistry(t *testing.T, stallOn string) string {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(gone) })
 	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+// silentListener accepts connections and never answers, counting those
+// open, as a registry that holds its clients would.
+type silentListener struct {
+	host string
+	open atomic.Int32
+}
+
+func startSilentListener(t *testing.T) *silentListener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silentListener{host: l.Addr().String()}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			s.open.Add(1)
+			go func() {
+				defer s.open.Add(-1)
+				// Read until the client hangs up; answer nothing.
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return s
 }

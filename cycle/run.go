@@ -7,9 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
@@ -39,18 +38,24 @@ func (u *Updater) newRun(sc scope) *run {
 // run runs a cycle, or with a scope a targeted check of the scope's
 // repositories or ImageUpdaters only (see CheckRepositories).
 func (u *Updater) run(ctx context.Context, sc scope) Summary {
-	u.running.Lock()
-	defer u.running.Unlock()
+	if u.pending.Add(1) == 1 {
+		u.progressed()
+	}
+	defer u.pending.Add(-1)
+	if len(sc.updaters) > 0 {
+		u.running.RLock()
+		defer u.running.RUnlock()
+	} else {
+		u.running.Lock()
+		defer u.running.Unlock()
+	}
 	// Image-level credentials that are not cached (ext: scripts) are
 	// resolved once for the whole pass, not on every registry request.
 	ctx = credentials.WithCycle(ctx)
 	r := u.newRun(sc)
 	apps := r.applications()
 	jobs, chartJobs := r.plan(ctx, apps)
-	tags, charts := r.list(ctx, jobs, chartJobs)
-	updates := r.choose(ctx, jobs, tags)
-	updates = r.chooseCharts(ctx, chartJobs, charts, updates)
-	r.write(ctx, updates)
+	r.check(ctx, jobs, chartJobs)
 	return r.finish(ctx)
 }
 
@@ -135,39 +140,209 @@ func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job
 	return jobs, chartJobs
 }
 
-// list lists the tags of the jobs' repositories and the versions of the
-// charts' repositories: one listing per repository and credentials,
-// whatever the number of jobs.
-func (r *run) list(ctx context.Context, jobs []*job, chartJobs []*chartJob) (map[string]tagResult, []chartChoice) {
+// appWork is what one Application has to check in a pass, and what its
+// checks gave.
+type appWork struct {
+	app    *application.Application
+	jobs   []*job
+	charts []*chartJob
+	// What checkApplication found: the outcomes of the images checked,
+	// the listings of the charts checked, and how many of each the
+	// Application's time ran out before.
+	outcomes        []outcome
+	checkedCharts   []*chartJob
+	chartListings   map[string]chartListing
+	unchecked       int
+	uncheckedCharts int
+}
+
+// check checks the jobs, each Application on its own: its images' and
+// charts' listings and choices take the Updater's slots in turn with the
+// other Applications' (see slots), within one time for all of them (see
+// WithApplicationTimeout). A listing several Applications need is made
+// once. An Application's changes are written with those of the
+// Applications checked by the time the last one is, or once they waited
+// half of that time: a slow Application delays its own writes only.
+func (r *run) check(ctx context.Context, jobs []*job, chartJobs []*chartJob) {
+	u := r.u
+	var order []*appWork
+	byApp := map[string]*appWork{}
+	work := func(app *application.Application) *appWork {
+		w, ok := byApp[app.Key()]
+		if !ok {
+			w = &appWork{app: app}
+			byApp[app.Key()] = w
+			order = append(order, w)
+		}
+		return w
+	}
 	byRepo := map[string][]*job{}
 	for _, j := range jobs {
 		byRepo[j.repoKey()] = append(byRepo[j.repoKey()], j)
+		w := work(j.app)
+		w.jobs = append(w.jobs, j)
+	}
+	// The charts asked of each repository: of an index only these are
+	// kept, counted against the pass's byte budget.
+	chartsOf := map[string][]string{}
+	for _, j := range chartJobs {
+		if !slices.Contains(chartsOf[j.key], j.spec.Chart) {
+			chartsOf[j.key] = append(chartsOf[j.key], j.spec.Chart)
+		}
+		w := work(j.app)
+		w.charts = append(w.charts, j)
 	}
 	r.sum.TagListings = len(byRepo)
-	tags := r.u.listTags(ctx, byRepo)
-	r.sum.Unlisted = r.scope.unlisted(byRepo, tags)
-	charts, listings := r.u.listCharts(ctx, chartJobs)
-	r.sum.ChartListings = listings
-	return tags, charts
-}
+	r.sum.ChartListings = len(chartsOf)
 
-// choose chooses each job's new version, with metadata asked for once per
-// pass and signature keys loaded once.
-func (r *run) choose(ctx context.Context, jobs []*job, tags map[string]tagResult) []*appUpdate {
-	u := r.u
-	outcomes := make([]outcome, len(jobs))
+	tags := newListings[tagResult](ctx, u.imageTimeout, u.progressed)
+	charts := newListings[chartListing](ctx, u.imageTimeout, u.progressed)
 	memo := newMetadataMemo()
 	keys := u.loadKeys(ctx, jobs)
-	g := errgroup.Group{}
-	g.SetLimit(u.maxConcurrency)
-	for i, j := range jobs {
-		g.Go(func() error {
-			outcomes[i] = u.chooseGated(ctx, j, tags[j.repoKey()], memo, keys)
-			return nil
+	done := make(chan *appWork, len(order))
+	for _, w := range order {
+		go func() {
+			r.checkApplication(ctx, w, tags, charts, chartsOf, memo, keys)
+			done <- w
+		}()
+	}
+	r.writeAsDone(ctx, done, len(order))
+	// What the gate learnt while choosing (a version seen, a hold) is
+	// saved before the pass ends, written or not.
+	u.gateFlush(ctx)
+	r.sum.Unlisted = r.scope.unlisted(byRepo, tags.results())
+	// Every chart was chosen: what the indexes hold goes back to the
+	// budget.
+	for _, l := range charts.results() {
+		l.index.Release()
+	}
+}
+
+// checkApplication lists and chooses the versions of one Application's
+// images and charts, in its share of the slots and within its time.
+func (r *run) checkApplication(ctx context.Context, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *metadataMemo, keys map[keyID]loadedKey) {
+	u := r.u
+	actx, start, cancel := appContext(ctx, u.applicationTimeout)
+	defer cancel()
+	share := u.slots.join(w.app.Namespace, start)
+	defer share.leave()
+	// cut tells whether a check that failed was cut off by the end of
+	// the Application's time, rather than failing of its own.
+	cut := func(err error) bool { return err != nil && actx.Err() != nil && outOfTime(actx) }
+
+	var wg sync.WaitGroup
+	outcomes := make([]outcome, len(w.jobs))
+	cutJobs := make([]bool, len(w.jobs))
+	for i, j := range w.jobs {
+		wg.Go(func() {
+			tr, err := tags.get(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return u.listTags(lctx, j) })
+			if err == nil && tr.err == nil {
+				// A failed listing fails its image without a request.
+				if err = share.acquire(actx); err == nil {
+					defer share.release()
+				}
+			}
+			if err != nil {
+				outcomes[i], cutJobs[i] = outcome{job: j, err: err}, cut(err)
+				return
+			}
+			outcomes[i] = u.chooseGated(actx, j, tr, memo, keys)
+			cutJobs[i] = cut(outcomes[i].err)
+			u.progressed()
 		})
 	}
-	_ = g.Wait()
-	return r.collect(ctx, outcomes)
+	chartLs := make([]chartListing, len(w.charts))
+	cutCharts := make([]bool, len(w.charts))
+	for i, j := range w.charts {
+		wg.Go(func() {
+			l, err := charts.get(actx, share, j.key, func(lctx context.Context) chartListing { return u.listChart(lctx, j, chartsOf[j.key]) })
+			if err != nil {
+				l.err = err
+			}
+			chartLs[i], cutCharts[i] = l, cut(l.err)
+		})
+	}
+	wg.Wait()
+	for i, o := range outcomes {
+		if cutJobs[i] {
+			w.unchecked++
+			continue
+		}
+		w.outcomes = append(w.outcomes, o)
+	}
+	w.chartListings = map[string]chartListing{}
+	for i, j := range w.charts {
+		if cutCharts[i] {
+			w.uncheckedCharts++
+			continue
+		}
+		w.checkedCharts = append(w.checkedCharts, j)
+		w.chartListings[j.key] = chartLs[i]
+	}
+}
+
+// writeAsDone writes the changes of the n Applications done sends, in
+// batches: those checked by the time the last one is, or by the time the
+// first of them waited half of the Application timeout. The writes of a
+// cycle thus go together (one push per git repository and branch) unless
+// an Application is slow, which then delays its own only.
+func (r *run) writeAsDone(ctx context.Context, done <-chan *appWork, n int) {
+	u := r.u
+	var batch []*appUpdate
+	var timer *time.Timer
+	var wait <-chan time.Time
+	flush := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, wait = nil, nil
+		}
+		if len(batch) == 0 {
+			return
+		}
+		sort.SliceStable(batch, func(a, b int) bool { return updateKey(batch[a]) < updateKey(batch[b]) })
+		u.writing.Lock()
+		r.write(ctx, batch)
+		u.writing.Unlock()
+		u.progressed()
+		batch = nil
+	}
+	for n > 0 {
+		select {
+		case w := <-done:
+			n--
+			batch = append(batch, r.applicationDone(ctx, w)...)
+			if timer == nil && len(batch) > 0 && n > 0 {
+				timer = time.NewTimer(u.applicationTimeout / 2)
+				wait = timer.C
+			}
+		case <-wait:
+			flush()
+		}
+	}
+	flush()
+}
+
+// updateKey orders the updates of a batch: by Application, then source.
+func updateKey(au *appUpdate) string {
+	return au.app.Key() + "\x00" + strconv.Itoa(au.source.Index)
+}
+
+// applicationDone reports what checking one Application gave and returns
+// its updates; the images and charts its time ran out before are one
+// error, naming how many.
+func (r *run) applicationDone(ctx context.Context, w *appWork) []*appUpdate {
+	u := r.u
+	updates := r.collect(ctx, w.outcomes)
+	updates = r.chooseCharts(ctx, w.checkedCharts, w.chartListings, updates)
+	if n := w.unchecked + w.uncheckedCharts; n > 0 {
+		r.sum.Errors += n
+		for range n {
+			u.metrics.imageError(w.app)
+		}
+		r.report(w.app, []error{fmt.Errorf("Application %s: gave up after %s, the time allowed for the registry and chart repository requests of one Application: %d of its %d images and %d of its %d charts not checked",
+			w.app.Key(), u.applicationTimeout, w.unchecked, len(w.jobs), w.uncheckedCharts, len(w.charts))})
+	}
+	return updates
 }
 
 // collect reports the outcomes' errors and skipped versions, and groups
@@ -246,9 +421,7 @@ func (r *run) finish(ctx context.Context) Summary {
 	msg := "targeted check finished"
 	if r.scope.full() {
 		msg = "update cycle finished"
-		if u.progress.Load() != 0 {
-			u.progress.Store(u.now().UnixNano())
-		}
+		u.progressed()
 		u.metrics.cycleDone(sum)
 	}
 	if r.results != nil {

@@ -433,6 +433,67 @@ func TestCycle(t *testing.T) {
 		})
 	}
 
+	// Fair share: an Application whose 30 images are on a registry that
+	// accepts connections and never answers holds its own images only:
+	// another team's image is written while that registry still holds
+	// the hostile Application's connections, and the hostile images fail
+	// together at the Application's timeout.
+	t.Run("a hostile Application on a registry that never answers delays its own images only", func(t *testing.T) {
+		silent := startSilentListener(t)
+		const appTimeout = 6 * time.Second
+		w := newWorld(t, k, reg, worldOptions{
+			names:      "hostile-*",
+			registries: fmt.Sprintf("- name: silent\n  prefix: %[1]s\n  api_url: http://%[1]s\n", silent.host),
+			updater:    []Option{WithMaxConcurrency(3), WithImageTimeout(time.Minute), WithApplicationTimeout(appTimeout)},
+		})
+		var list, running []string
+		for i := range 30 {
+			list = append(list, fmt.Sprintf("i%d=%s/img-%02d", i, silent.host, i))
+			running = append(running, fmt.Sprintf("%s/img-%02d:v0.0.1", silent.host, i))
+		}
+		w.create(t,
+			appObject("hostile-hog", map[string]string{"image-list": strings.Join(list, ",")}, nil, running...),
+			appObject("hostile-team", map[string]string{"image-list": "app=" + repo("eks-app")}, nil, repo("eks-app")+":v0.0.1"))
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a safety net only
+		defer cancel()
+		done := make(chan Summary, 1)
+		go func() { done <- w.updater.RunOnce(ctx) }()
+		var held int32
+		poll.True(t, 45*time.Second, "hostile-team's image to be written", func() bool {
+			if got := testenv.KustomizeImages(t, w.get(t, "hostile-team")); len(got) == 0 {
+				return false
+			}
+			held = silent.open.Load()
+			return true
+		})
+		select {
+		case sum := <-done:
+			t.Fatalf("hostile-team was written only once the cycle ended (%+v)", sum)
+		default:
+		}
+		if held == 0 {
+			t.Error("hostile-team was written after the silent registry let go of every connection")
+		}
+		sum := <-done
+		if sum.Updated != 1 || sum.Errors != 30 {
+			t.Errorf("summary %+v, want hostile-team's image updated and the 30 hostile images failed", sum)
+		}
+		var msg string
+		poll.True(t, 15*time.Second, "an UpdateFailed event on hostile-hog", func() bool {
+			for _, e := range w.events(t, "hostile-hog") {
+				if e.Reason == ReasonUpdateFailed {
+					msg = e.Message
+					return true
+				}
+			}
+			return false
+		})
+		if want := "gave up after 6s, the time allowed for the registry and chart repository requests of one Application: 30 of its 30 images"; !strings.Contains(msg, want) {
+			t.Errorf("hostile-hog's event %q, want it to say %q", msg, want)
+		}
+	})
+
 	t.Run("a panic while handling one image fails that image only", func(t *testing.T) {
 		// The same registry under another name, whose credentials' lookup
 		// panics: inside the registry client, on a goroutine that the

@@ -27,7 +27,7 @@ import (
 //
 // A check waits for a cycle under way to finish and a cycle for a check:
 // the two never overlap. A check does not count as a cycle for the cycle
-// metrics, nor for Stalled.
+// metrics; for Stalled, its progress counts as a cycle's.
 func (u *Updater) CheckRepositories(ctx context.Context, repos []imageref.Reference, trigger string) Summary {
 	if len(repos) == 0 {
 		return Summary{Trigger: trigger}
@@ -44,7 +44,11 @@ func (u *Updater) CheckRepositories(ctx context.Context, repos []imageref.Refere
 // and writes those resources' status (that of a resource that cannot be
 // used at all too, naming why). It is how a resource that was created or
 // changed takes effect without waiting for the next cycle, and with the
-// v1.x line's interval 0 the only way it takes effect.
+// v1.x line's interval 0 the only way it takes effect. Checks of
+// ImageUpdaters overlap each other (not a cycle, nor a check of
+// repositories): each covers the Applications of its own resources, and
+// shares the slots with the others as a cycle's Applications do, so that
+// one whose registries never answer does not hold the others'.
 func (u *Updater) CheckImageUpdaters(ctx context.Context, names []types.NamespacedName, trigger string) Summary {
 	if len(names) == 0 {
 		return Summary{Trigger: trigger}
@@ -79,9 +83,14 @@ func (s scope) includes(ref imageref.Reference) bool { return s.names[ref.Name()
 // since they stop its write-back.
 func (s scope) applications(apps []*application.Application) []*application.Application {
 	if len(s.updaters) > 0 {
-		return slices.DeleteFunc(apps, func(app *application.Application) bool {
-			return app.ImageUpdater.Name == "" || !slices.Contains(s.updaters, app.ImageUpdater)
-		})
+		// A new slice: apps may be shared with passes under way.
+		var out []*application.Application
+		for _, app := range apps {
+			if app.ImageUpdater.Name != "" && slices.Contains(s.updaters, app.ImageUpdater) {
+				out = append(out, app)
+			}
+		}
+		return out
 	}
 	var out []*application.Application
 	for _, app := range apps {

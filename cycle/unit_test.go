@@ -109,8 +109,8 @@ func TestMetadataMemo(t *testing.T) {
 	}
 }
 
-// Liveness: Stalled turns true when Run has not finished a cycle for
-// longer than allowed, and never while Run is not running.
+// Liveness: Stalled turns true when a cycle under way has made no
+// progress for longer than allowed, and never while no pass is under way.
 func TestStalled(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -75,8 +74,11 @@ type Updater struct {
 	gate            HealthGate
 
 	// Its bounds.
-	maxConcurrency int
-	imageTimeout   time.Duration
+	maxConcurrency     int
+	imageTimeout       time.Duration
+	applicationTimeout time.Duration
+	// slots are the maxConcurrency slots, shared by the passes under way.
+	slots *slots
 
 	// Whom it tells.
 	logger   *slog.Logger
@@ -85,10 +87,18 @@ type Updater struct {
 	observer Observer
 
 	now func() time.Time
-	// running is held by each pass: passes never overlap.
-	running sync.Mutex
-	// progress is when Run last started or a cycle last finished (Unix
-	// nanoseconds), 0 while Run is not running: what Stalled reads.
+	// running is held by each pass: a cycle or a check of repositories
+	// overlaps no other pass; checks of ImageUpdaters, each of its own
+	// Applications, overlap each other.
+	running sync.RWMutex
+	// writing is held by each batch of writes: those of passes that
+	// overlap never do.
+	writing sync.Mutex
+	// pending counts the passes under way or waiting for their turn;
+	// progress is when one last started while none was, or an image or
+	// a chart was last checked or a write made (Unix nanoseconds): what
+	// Stalled reads.
+	pending  atomic.Int32
 	progress atomic.Int64
 }
 
@@ -186,6 +196,10 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 	if err := u.check(); err != nil {
 		return nil, fmt.Errorf("the update cycle: %w", err)
 	}
+	if u.applicationTimeout == 0 {
+		u.applicationTimeout = defaultApplicationTimeoutFactor * u.imageTimeout
+	}
+	u.slots = newSlots(u.maxConcurrency)
 	return u, nil
 }
 
@@ -196,6 +210,9 @@ func (u *Updater) check() error {
 	}
 	if u.imageTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("an image timeout of %s: it must be positive", u.imageTimeout))
+	}
+	if u.applicationTimeout < 0 {
+		errs = append(errs, fmt.Errorf("an Application timeout of %s: it must not be negative", u.applicationTimeout))
 	}
 	if u.config == nil {
 		errs = append(errs, errors.New("no registries configuration (WithRegistryConfig(nil))"))
@@ -245,8 +262,6 @@ type Summary struct {
 // reading and starts no write; Run returns when its writes in flight are
 // done.
 func (u *Updater) Run(ctx context.Context, interval time.Duration) {
-	u.progress.Store(u.now().UnixNano())
-	defer u.progress.Store(0)
 	for ctx.Err() == nil {
 		start := u.now()
 		u.RunOnce(ctx)
@@ -262,14 +277,18 @@ func (u *Updater) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Stalled reports whether Run has gone longer than after without finishing
-// a cycle: something (a registry, a git server) holds the cycle, and a
-// restart is the way out. It is false while Run is not running, as on a
-// replica that does not hold the leader Lease.
+// Stalled reports whether a pass (a cycle or a check) is under way and,
+// for longer than after, no image or chart was checked (whatever the
+// answer) nor any write made, nor a pass started: something holds the
+// controller, and a restart is the way out. A long cycle that makes
+// progress is not stalled, and none is while no pass is under way, as
+// between cycles or on a replica that does not hold the leader Lease.
 func (u *Updater) Stalled(after time.Duration) bool {
-	p := u.progress.Load()
-	return p != 0 && u.now().Sub(time.Unix(0, p)) > after
+	return u.pending.Load() > 0 && u.now().Sub(time.Unix(0, u.progress.Load())) > after
 }
+
+// progressed records that an image or a chart was checked, or a write made.
+func (u *Updater) progressed() { u.progress.Store(u.now().UnixNano()) }
 
 // RunOnce runs one cycle. ctx bounds its reads, and once it ends no write
 // starts; see WithWriteContext for the writes in flight.
@@ -280,30 +299,14 @@ type tagResult struct {
 	err  error
 }
 
-func (u *Updater) listTags(ctx context.Context, byRepo map[string][]*job) map[string]tagResult {
-	results := make(map[string]tagResult, len(byRepo))
-	var mu sync.Mutex
-	g := errgroup.Group{}
-	g.SetLimit(u.maxConcurrency)
-	for key, js := range byRepo {
-		j := js[0]
-		g.Go(func() error {
-			ctx, cancel := u.withImageTimeout(ctx)
-			defer cancel()
-			var tags []string
-			err := u.guard("listing the tags of "+j.ref.Name(), func() (err error) {
-				tags, err = u.registry.Tags(ctx, j.ref, j.creds)
-				return err
-			})
-			err = u.timedOut(ctx, j.ref.Name(), err)
-			mu.Lock()
-			results[key] = tagResult{tags: tags, err: err}
-			mu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return results
+// listTags lists the tags of j's repository, within ctx.
+func (u *Updater) listTags(ctx context.Context, j *job) tagResult {
+	var tags []string
+	err := u.guard("listing the tags of "+j.ref.Name(), func() (err error) {
+		tags, err = u.registry.Tags(ctx, j.ref, j.creds)
+		return err
+	})
+	return tagResult{tags: tags, err: u.timedOut(ctx, j.ref.Name(), err)}
 }
 
 // appUpdate collects the changes of one Application.

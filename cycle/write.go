@@ -30,9 +30,6 @@ func (r *run) write(ctx context.Context, updates []*appUpdate) {
 	}
 	r.writeWith(ctx, settings.WriteBackArgoCD, u.argocd, viaArgoCD)
 	r.writeWith(ctx, settings.WriteBackGit, u.git, viaGit)
-	// What the gate learnt while choosing (a version seen, a hold) is
-	// saved before the pass ends, written or not.
-	u.gateFlush(ctx)
 }
 
 // writeWith writes the changes of one write-back method with w, reports

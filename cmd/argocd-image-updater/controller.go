@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -331,6 +330,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			cycle.WithRegistryConfig(c.conf.Current),
 			cycle.WithMaxConcurrency(c.o.maxConcurrency),
 			cycle.WithImageTimeout(c.o.imageTimeout),
+			cycle.WithApplicationTimeout(c.o.appTimeout),
 			cycle.WithDryRun(c.o.dryRun),
 			cycle.WithRefreshAfterGit(c.o.refreshApplications),
 			cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
@@ -373,7 +373,7 @@ func (c *controller) startServers(ctx context.Context) (err error) {
 		mux := http.NewServeMux()
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if c.updater.Stalled(c.o.stallTimeout) {
-				http.Error(w, fmt.Sprintf("no update cycle finished in the last %s", c.o.stallTimeout), http.StatusServiceUnavailable)
+				http.Error(w, fmt.Sprintf("no image or chart checked nor anything written in the last %s while a cycle or check was under way", c.o.stallTimeout), http.StatusServiceUnavailable)
 				return
 			}
 			_, _ = w.Write([]byte("ok\n"))
@@ -503,40 +503,101 @@ const (
 
 // checkChangedImageUpdaters checks the Applications of each ImageUpdater
 // when it is created or its spec changes, as the v1.x line reconciles a
-// resource then, rather than at the next cycle; those changed while a
-// check runs are checked together after it. With recheck (no cycles run),
-// a check that met an error or could not write (this replica did not hold
-// the Lease at that moment) is run again after a backoff, as the v1.x
-// line requeues a resource whose reconcile failed: nothing else would.
+// resource then, rather than at the next cycle. Each ImageUpdater is
+// checked on its own, its checks overlapping other ImageUpdaters' (as the
+// v1.x line reconciles resources apart), so that one whose registries
+// never answer holds no other's check; one changed while its check runs
+// is checked again after it. With recheck (no cycles run), a check that
+// met an error or could not write (this replica did not hold the Lease at
+// that moment) is run again after a backoff, as the v1.x line requeues a
+// resource whose reconcile failed: nothing else would. It returns once
+// ctx ended and no check is under way.
 func checkChangedImageUpdaters(ctx context.Context, updater imageUpdaterChecker, changes imageUpdaterChanges, recheck bool) {
-	var again []types.NamespacedName
-	var timer <-chan time.Time
-	wait := firstRecheck
+	type checked struct {
+		name types.NamespacedName
+		sum  cycle.Summary
+	}
+	type state struct {
+		running bool
+		// again: changed while its check ran, or its recheck came then.
+		again bool
+		retry *time.Timer
+		// gen tells the current retry from one stopped too late.
+		gen  int
+		wait time.Duration
+	}
+	type retry struct {
+		name types.NamespacedName
+		gen  int
+	}
+	var checks sync.WaitGroup
+	defer checks.Wait()
+	results := make(chan checked)
+	due := make(chan retry)
+	states := map[types.NamespacedName]*state{}
+	defer func() {
+		for _, st := range states {
+			if st.retry != nil {
+				st.retry.Stop()
+			}
+		}
+	}()
+	start := func(n types.NamespacedName, trigger string) {
+		st := states[n]
+		if st == nil {
+			st = &state{wait: firstRecheck}
+			states[n] = st
+		}
+		if st.running {
+			st.again = true
+			return
+		}
+		if st.retry != nil {
+			st.retry.Stop()
+			st.retry = nil
+		}
+		st.running = true
+		checks.Go(func() {
+			sum := updater.CheckImageUpdaters(ctx, []types.NamespacedName{n}, trigger)
+			select {
+			case results <- checked{n, sum}:
+			case <-ctx.Done():
+			}
+		})
+	}
 	for {
-		var names []types.NamespacedName
-		trigger := "an ImageUpdater was created or changed"
 		select {
 		case <-ctx.Done():
 			return
 		case <-changes.Changed():
-			names = changes.TakeChanged()
-		case <-timer:
-			trigger = "the last check of these ImageUpdaters failed or could not write"
-		}
-		for _, n := range again {
-			if !slices.Contains(names, n) {
-				names = append(names, n)
+			for _, n := range changes.TakeChanged() {
+				start(n, "an ImageUpdater was created or changed")
 			}
-		}
-		sum := updater.CheckImageUpdaters(ctx, names, trigger)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case recheck && (sum.Errors > 0 || sum.NotWritten > 0):
-			again, timer = names, time.After(wait)
-			wait = min(2*wait, maxRecheck)
-		default:
-			again, timer, wait = nil, nil, firstRecheck
+		case r := <-due:
+			if st := states[r.name]; st != nil && st.retry != nil && st.gen == r.gen {
+				st.retry = nil
+				start(r.name, "the last check of this ImageUpdater failed or could not write")
+			}
+		case c := <-results:
+			st := states[c.name]
+			st.running = false
+			switch {
+			case st.again:
+				st.again = false
+				start(c.name, "an ImageUpdater was created or changed")
+			case recheck && (c.sum.Errors > 0 || c.sum.NotWritten > 0):
+				st.gen++
+				r := retry{c.name, st.gen}
+				st.retry = time.AfterFunc(st.wait, func() {
+					select {
+					case due <- r:
+					case <-ctx.Done():
+					}
+				})
+				st.wait = min(2*st.wait, maxRecheck)
+			default:
+				delete(states, c.name)
+			}
 		}
 	}
 }

@@ -42,6 +42,7 @@ func TestExecute(t *testing.T) {
 		{name: "bad enum", args: []string{"run", "--logformat", "xml"}, wantCode: 2, wantStderr: `invalid value "xml" for --logformat`},
 		{name: "bad concurrency", args: []string{"run", "--max-concurrency", "0"}, wantCode: 2, wantStderr: "--max-concurrency"},
 		{name: "no request timeout", args: []string{"run", "--registry-request-timeout", "0s"}, wantCode: 2, wantStderr: "invalid value 0s for --registry-request-timeout: must be positive"},
+		{name: "negative application timeout", args: []string{"run", "--application-timeout", "-1s"}, wantCode: 2, wantStderr: "invalid value -1s for --application-timeout: must not be negative"},
 		{
 			name: "no image timeout", args: []string{"run"}, env: map[string]string{"IMAGE_UPDATER_IMAGE_TIMEOUT": "-1m"},
 			wantCode: 2, wantStderr: "invalid value -1m0s for --image-timeout: must be positive",

@@ -57,7 +57,10 @@ type runOptions struct {
 	shutdownGrace  time.Duration
 	requestTimeout time.Duration
 	imageTimeout   time.Duration
-	metricsPort    int
+	// appTimeout bounds all the listings and choices of one Application
+	// in a pass (cycle.WithApplicationTimeout); 0: twice imageTimeout.
+	appTimeout  time.Duration
+	metricsPort int
 	// maxAppMetrics bounds the Applications with per-Application series
 	// (cycle.MaxApplicationSeries).
 	maxAppMetrics int
@@ -182,6 +185,7 @@ var runEnv = envFlags{
 	"max-application-metrics":   "IMAGE_UPDATER_MAX_APPLICATION_METRICS",
 	"registry-request-timeout":  "IMAGE_UPDATER_REGISTRY_REQUEST_TIMEOUT",
 	"image-timeout":             "IMAGE_UPDATER_IMAGE_TIMEOUT",
+	"application-timeout":       "IMAGE_UPDATER_APPLICATION_TIMEOUT",
 	"sigstore-trusted-root":     "IMAGE_UPDATER_SIGSTORE_TRUSTED_ROOT",
 	"imageupdaters":             "IMAGE_UPDATER_IMAGEUPDATERS",
 }
@@ -277,10 +281,11 @@ func (o *runOptions) addCycleFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.maxConcurrency, "max-concurrency", 10, "maximum number of Applications processed at once")
 	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
 	f.StringVar(&o.sigstoreTrustedRoot, "sigstore-trusted-root", "", "path to a Sigstore trusted root (trusted_root.json) that keyless signatures are checked against (none: keyless verification is refused)")
-	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when no update cycle finished for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
+	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when, while a cycle or check is under way, no image or chart was checked nor anything written for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
 	f.DurationVar(&o.shutdownGrace, "shutdown-grace-period", defaultShutdownGrace, "on SIGTERM, how long writes in flight (a patch, a git push) may take to finish before they are abandoned; keep it below the pod's terminationGracePeriodSeconds")
 	f.DurationVar(&o.requestTimeout, "registry-request-timeout", registry.DefaultRequestTimeout, "longest time one registry request may take, its answer's body and retries included")
 	f.DurationVar(&o.imageTimeout, "image-timeout", cycle.DefaultImageTimeout, "longest time one tag listing, or the choice of one image's new version, may take in a cycle")
+	f.DurationVar(&o.appTimeout, "application-timeout", 0, "longest time all the tag listings, chart listings and version choices of one Application may take together in a cycle or check, from its first; past it its images and charts not checked fail with one error, and the other Applications go on (default: 2 times --image-timeout)")
 	f.BoolVar(&o.warmupCache, "warmup-cache", true, "accepted for compatibility; the registry cache fills during the first cycle")
 }
 
@@ -386,6 +391,8 @@ func (o *runOptions) validate() error {
 		return usageErrorf("invalid value %s for --registry-request-timeout: must be positive", o.requestTimeout)
 	case o.imageTimeout <= 0:
 		return usageErrorf("invalid value %s for --image-timeout: must be positive", o.imageTimeout)
+	case o.appTimeout < 0:
+		return usageErrorf("invalid value %s for --application-timeout: must not be negative", o.appTimeout)
 	}
 	size, err := resource.ParseQuantity(o.gitCloneMaxSize)
 	if err != nil || size.Sign() < 0 {
