@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,14 +21,19 @@ type threatRow struct {
 	cells map[string]string
 }
 
-// threatColumns are the table's columns, in order.
-var threatColumns = []string{"input", "controlled by", "bound", "enforced in", "tests"}
+// threatColumns are the inputs table's columns, in order.
+var threatColumns = []string{"input", "controlled by", "rule", "bound", "enforced in", "tests"}
 
-// threatTable reads the one table of text: the rows under the header that
-// names threatColumns.
-func threatTable(text string) ([]threatRow, error) {
+// ruleColumns are the columns of the table of the four rules.
+var ruleColumns = []string{"rule", "what holds", "the one place", "stress tests"}
+
+// threatTable reads the one table of inputs of text.
+func threatTable(text string) ([]threatRow, error) { return table(text, threatColumns) }
+
+// table reads the one table of text whose header names columns.
+func table(text string, columns []string) ([]threatRow, error) {
 	lines := strings.Split(text, "\n")
-	header := "| " + strings.Join(threatColumns, " | ") + " |"
+	header := "| " + strings.Join(columns, " | ") + " |"
 	start := -1
 	for i, l := range lines {
 		if strings.TrimSpace(l) == header {
@@ -50,12 +56,12 @@ func threatTable(text string) ([]threatRow, error) {
 			return nil, fmt.Errorf("line %d: the row does not end with |", i+1)
 		}
 		cells := strings.Split(l[1:len(l)-1], "|")
-		if len(cells) != len(threatColumns) {
-			return nil, fmt.Errorf("line %d: %d cells, want %d (%s); a | inside a cell is not allowed", i+1, len(cells), len(threatColumns), strings.Join(threatColumns, ", "))
+		if len(cells) != len(columns) {
+			return nil, fmt.Errorf("line %d: %d cells, want %d (%s); a | inside a cell is not allowed", i+1, len(cells), len(columns), strings.Join(columns, ", "))
 		}
 		r := threatRow{line: i + 1, cells: map[string]string{}}
 		for j, c := range cells {
-			r.cells[threatColumns[j]] = strings.TrimSpace(c)
+			r.cells[columns[j]] = strings.TrimSpace(c)
 		}
 		rows = append(rows, r)
 	}
@@ -134,6 +140,56 @@ func checkThreatRow(r threatRow, tests func(pkg, name string) error, exists func
 	return errs
 }
 
+// boundsAlone starts the rule cell of an input that goes through none of
+// the four rules; the reason follows it.
+const boundsAlone = "bounds alone:"
+
+// checkRule says whether a row's rule cell names rules of the table of
+// rules, and its enforced in cell the place of each (a rule may hold in
+// more than one: fair share in the cycle's slots and in the webhook's
+// places), or says why the input's bounds alone hold it. places maps each
+// rule to its files.
+func checkRule(r threatRow, places map[string][]string) []error {
+	cell := r.cells["rule"]
+	if rest, ok := strings.CutPrefix(cell, boundsAlone); ok {
+		if strings.TrimSpace(rest) == "" {
+			return []error{fmt.Errorf("line %d: %q without a reason", r.line, boundsAlone)}
+		}
+		return nil
+	}
+	var errs []error
+	for name := range strings.SplitSeq(cell, ",") {
+		name = strings.TrimSpace(name)
+		files, ok := places[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("line %d: rule %q: not one of the four rules, nor %q and a reason", r.line, name, boundsAlone))
+			continue
+		}
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.Contains(r.cells["enforced in"], "`"+f+"`") }) {
+			errs = append(errs, fmt.Errorf("line %d: rule %s: the enforced in cell names none of its places, %s", r.line, name, strings.Join(files, ", ")))
+		}
+	}
+	return errs
+}
+
+// rulePlaces reads the table of the four rules: each rule's files.
+func rulePlaces(text string) (map[string][]string, error) {
+	rows, err := table(text, ruleColumns)
+	if err != nil {
+		return nil, err
+	}
+	places := map[string][]string{}
+	for _, r := range rows {
+		for _, m := range sourcePathRE.FindAllStringSubmatch(r.cells["the one place"], -1) {
+			places[r.cells["rule"]] = append(places[r.cells["rule"]], m[1])
+		}
+		if len(places[r.cells["rule"]]) == 0 {
+			return nil, fmt.Errorf("line %d: rule %s names no file as its one place", r.line, r.cells["rule"])
+		}
+	}
+	return places, nil
+}
+
 var testFuncRE = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]*)\(`)
 
 // repoTests finds the tests of a package folder of the repository (the
@@ -177,15 +233,69 @@ func TestThreatModel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("threat-model.md: %v", err)
 	}
+	places, err := rulePlaces(string(data))
+	if err != nil {
+		t.Fatalf("threat-model.md, the four rules: %v", err)
+	}
 	tests := repoTests("..")
 	exists := func(path string) bool {
 		_, err := os.Stat(filepath.Join("..", filepath.FromSlash(path)))
 		return err == nil
 	}
 	for _, r := range rows {
-		for _, err := range checkThreatRow(r, tests, exists) {
+		errs := append(checkThreatRow(r, tests, exists), checkRule(r, places)...)
+		for _, err := range errs {
 			t.Errorf("threat-model.md:%v", strings.TrimPrefix(err.Error(), "line "))
 		}
+	}
+	// The rules' own rows: files that exist, stress tests that do.
+	rules, _ := table(string(data), ruleColumns)
+	for _, r := range rules {
+		for _, m := range sourcePathRE.FindAllStringSubmatch(r.cells["the one place"], -1) {
+			if !exists(m[1]) {
+				t.Errorf("threat-model.md:%d: %s: no such file", r.line, m[1])
+			}
+		}
+		refs, err := testRefs(r.cells["stress tests"])
+		if err != nil {
+			t.Errorf("threat-model.md:%d: stress tests: %v", r.line, err)
+		}
+		for _, ref := range refs {
+			if err := tests(ref.pkg, ref.name); err != nil {
+				t.Errorf("threat-model.md:%d: %v", r.line, err)
+			}
+		}
+	}
+}
+
+// TestThreatModelRules guards the rule check: a row names rules of the
+// table, each with its one place, or its bounds alone with a reason.
+func TestThreatModelRules(t *testing.T) {
+	places := map[string][]string{"identity": {"repoaccess/url.go"}, "byte budget": {"internal/budget/budget.go"}}
+	row := func(rule, enforced string) threatRow {
+		return threatRow{line: 1, cells: map[string]string{"rule": rule, "enforced in": enforced}}
+	}
+	for _, tt := range []struct {
+		name string
+		row  threatRow
+		want string
+	}{
+		{"one rule and its place", row("identity", "`repoaccess/url.go` (`ParseURL`)"), ""},
+		{"two rules and their places", row("identity, byte budget", "`repoaccess/url.go`, `internal/budget/budget.go`"), ""},
+		{"bounds alone, with why", row("bounds alone: the operator's own file", "`registry/limits.go`"), ""},
+		{"bounds alone, without why", row("bounds alone:", "`registry/limits.go`"), "without a reason"},
+		{"a rule that is not one", row("size", "`registry/limits.go`"), "not one of the four rules"},
+		{"a rule without its place", row("identity", "`chartrepo/client.go`"), "names none of its places, repoaccess/url.go"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := checkRule(tt.row, places)
+			switch {
+			case tt.want == "" && len(errs) > 0:
+				t.Errorf("got %v, want no error", errs)
+			case tt.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tt.want)):
+				t.Errorf("got %v, want one error with %q", errs, tt.want)
+			}
+		})
 	}
 }
 
@@ -199,23 +309,23 @@ func TestThreatModelChecks(t *testing.T) {
 		return fmt.Errorf("%s: no func %s in %s/*_test.go", name, name, pkg)
 	}
 	exists := func(path string) bool { return path == "registry/limits.go" }
-	header := "| input | controlled by | bound | enforced in | tests |\n|---|---|---|---|---|\n"
+	header := "| input | controlled by | rule | bound | enforced in | tests |\n|---|---|---|---|---|---|\n"
 	tests := []struct {
 		name, row string
 		want      string // part of the one error; "" for none
 	}{
-		{name: "complete", row: "| tags | registry | 100 | `registry/limits.go` | `TestA`, `TestA/sub_test`, `FuzzB` (registry) |"},
-		{name: "no bound", row: "| tags | registry |  | `registry/limits.go` | `TestA` (registry) |", want: "the bound cell is empty"},
-		{name: "a dash for a bound", row: "| tags | registry | — | `registry/limits.go` | `TestA` (registry) |", want: "the bound cell is empty"},
-		{name: "no place", row: "| tags | registry | 100 | | `TestA` (registry) |", want: "the enforced in cell is empty"},
-		{name: "no test", row: "| tags | registry | 100 | `registry/limits.go` |  |", want: "the tests cell is empty"},
-		{name: "a test that does not exist", row: "| tags | registry | 100 | `registry/limits.go` | `TestA`, `TestGone` (registry) |", want: "TestGone: no func TestGone in registry/*_test.go"},
-		{name: "in another package", row: "| tags | registry | 100 | `registry/limits.go` | `TestA` (webhook) |", want: "no func TestA in webhook"},
-		{name: "without its package", row: "| tags | registry | 100 | `registry/limits.go` | `TestA` |", want: "want test names followed by their package"},
-		{name: "not a test name", row: "| tags | registry | 100 | `registry/limits.go` | `helper` (registry) |", want: "not a test, fuzz test or benchmark name"},
-		{name: "a place that is no file", row: "| tags | registry | 100 | the registry client | `TestA` (registry) |", want: "names no file"},
-		{name: "a file that does not exist", row: "| tags | registry | 100 | `registry/gone.go` (`f`) | `TestA` (registry) |", want: "registry/gone.go: no such file"},
-		{name: "a missing cell", row: "| tags | registry | 100 | `TestA` (registry) |", want: "4 cells, want 5"},
+		{name: "complete", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `TestA`, `TestA/sub_test`, `FuzzB` (registry) |"},
+		{name: "no bound", row: "| tags | registry | byte budget |  | `registry/limits.go` | `TestA` (registry) |", want: "the bound cell is empty"},
+		{name: "a dash for a bound", row: "| tags | registry | byte budget | — | `registry/limits.go` | `TestA` (registry) |", want: "the bound cell is empty"},
+		{name: "no place", row: "| tags | registry | byte budget | 100 | | `TestA` (registry) |", want: "the enforced in cell is empty"},
+		{name: "no test", row: "| tags | registry | byte budget | 100 | `registry/limits.go` |  |", want: "the tests cell is empty"},
+		{name: "a test that does not exist", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `TestA`, `TestGone` (registry) |", want: "TestGone: no func TestGone in registry/*_test.go"},
+		{name: "in another package", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `TestA` (webhook) |", want: "no func TestA in webhook"},
+		{name: "without its package", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `TestA` |", want: "want test names followed by their package"},
+		{name: "not a test name", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `helper` (registry) |", want: "not a test, fuzz test or benchmark name"},
+		{name: "a place that is no file", row: "| tags | registry | byte budget | 100 | the registry client | `TestA` (registry) |", want: "names no file"},
+		{name: "a file that does not exist", row: "| tags | registry | byte budget | 100 | `registry/gone.go` (`f`) | `TestA` (registry) |", want: "registry/gone.go: no such file"},
+		{name: "a missing cell", row: "| tags | registry | byte budget | 100 | `TestA` (registry) |", want: "5 cells, want 6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -239,7 +349,7 @@ func TestThreatModelChecks(t *testing.T) {
 	if _, err := threatTable("# no table\n"); err == nil {
 		t.Error("a page without the table was accepted")
 	}
-	if _, err := threatTable(header + "| a | b | c | d | `TestA` (registry) |\n\n" + header); err == nil {
+	if _, err := threatTable(header + "| a | b | c | d | e | `TestA` (registry) |\n\n" + header); err == nil {
 		t.Error("a page with two tables was accepted")
 	}
 }
