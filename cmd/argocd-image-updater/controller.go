@@ -509,8 +509,10 @@ const (
 // never answer holds no other's check; one changed while its check runs
 // is checked again after it. With recheck (no cycles run), a check that
 // met an error or could not write (this replica did not hold the Lease at
-// that moment) is run again after a backoff, as the v1.x line requeues a
-// resource whose reconcile failed: nothing else would. It returns once
+// that moment), or that found an image its Application does not run yet
+// (Argo CD has not deployed it, or this replica has not seen it deployed),
+// is run again after a backoff, as the v1.x line requeues a resource whose
+// reconcile did not finish: nothing else would. It returns once
 // ctx ended and no check is under way.
 func checkChangedImageUpdaters(ctx context.Context, updater imageUpdaterChecker, changes imageUpdaterChanges, recheck bool) {
 	type checked struct {
@@ -576,7 +578,7 @@ func checkChangedImageUpdaters(ctx context.Context, updater imageUpdaterChecker,
 		case r := <-due:
 			if st := states[r.name]; st != nil && st.retry != nil && st.gen == r.gen {
 				st.retry = nil
-				start(r.name, "the last check of this ImageUpdater failed or could not write")
+				start(r.name, "the last check of this ImageUpdater failed, could not write, or found an image its Application does not run yet")
 			}
 		case c := <-results:
 			st := states[c.name]
@@ -585,7 +587,7 @@ func checkChangedImageUpdaters(ctx context.Context, updater imageUpdaterChecker,
 			case st.again:
 				st.again = false
 				start(c.name, "an ImageUpdater was created or changed")
-			case recheck && (c.sum.Errors > 0 || c.sum.NotWritten > 0):
+			case recheck && (c.sum.Errors > 0 || c.sum.NotWritten > 0 || len(c.sum.NotRunning) > 0):
 				st.gen++
 				r := retry{c.name, st.gen}
 				st.retry = time.AfterFunc(st.wait, func() {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/imageref"
 )
 
 // changeFeed is imageUpdaterChanges fed by the test.
@@ -76,10 +77,15 @@ func (c *scriptedChecker) called() []string {
 	return slices.Clone(c.calls)
 }
 
-// TestRecheckImageUpdaters: without cycles, a check that met an error or
-// could not write is run again after 5 s, 10 s, 20 s..., each ImageUpdater
+// TestRecheckImageUpdaters: without cycles, a check that met an error,
+// could not write, or found an image its Application does not run yet is
+// run again after 5 s, 10 s, 20 s..., each ImageUpdater
 // on its own; one that succeeds ends it. With cycles, none is repeated.
 func TestRecheckImageUpdaters(t *testing.T) {
+	notYet, err := imageref.Parse("registry.example/team/app")
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := types.NamespacedName{Namespace: "team", Name: "a"}
 	b := types.NamespacedName{Namespace: "team", Name: "b"}
 	for _, tc := range []struct {
@@ -96,8 +102,8 @@ func TestRecheckImageUpdaters(t *testing.T) {
 					"a": {
 						{Errors: 1},     // a fails
 						{NotWritten: 1}, // a again, not written
-						{Errors: 1},     // a fails again
-						{},              // a once more, done
+						{NotRunning: []imageref.Reference{notYet}}, // a meets an image not deployed yet
+						{}, // a once more, done
 					},
 				}}
 				feed := &changeFeed{ch: make(chan struct{}, 1)}
