@@ -80,6 +80,28 @@ var (
 
 var faultMix = []testenv.Fault{testenv.Fault500, testenv.Fault502, testenv.Fault503, testenv.Fault429, testenv.FaultReset, testenv.FaultTruncate}
 
+// uncutMix is faultMix without answers cut short: the faults of the
+// writes of a bad version (see world.uncut).
+var uncutMix = []testenv.Fault{testenv.Fault500, testenv.Fault502, testenv.Fault503, testenv.Fault429, testenv.FaultReset}
+
+// uncut tells whether r is a write of an Application or a push while a
+// bad version is written and until the gate has written it back: its
+// answer is not cut short then. A write applied whose answer is lost is
+// not followed by the health gate (docs/robustness.md), and the bad
+// version would stay.
+func (w *world) uncut(r *http.Request) bool {
+	if !w.badWindow.Load() {
+		return false
+	}
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack"):
+		return true
+	case (r.Method == http.MethodPatch || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/applications/"):
+		return true
+	}
+	return false
+}
+
 // initialVersion is the image's version before the run.
 const initialVersion = "v0.0.1"
 
@@ -140,6 +162,7 @@ func TestRobustness(t *testing.T) {
 		w.replicas = append(w.replicas, w.start(t, fmt.Sprintf("r%d", i)))
 	}
 	for round := 1; round <= sh.rounds; round++ {
+		w.badWindow.Store(w.bad[version(round)])
 		w.reg.PushImage(t, "web", []string{version(round)})
 		w.helm.publish(chartVersion(round), fmt.Sprintf("2.%d.0", round))
 		if v := version(round); w.bad[v] {
@@ -150,6 +173,7 @@ func TestRobustness(t *testing.T) {
 			// record (docs/robustness.md), and the next leader does not
 			// follow that version.
 			poll.Until(t, 3*time.Minute, "the health gate to skip and write back "+v+" everywhere", func() (bool, string) { return w.reverted(hist, v) })
+			w.badWindow.Store(false)
 			for k := range plan[round] {
 				plan[round][k].inPush = false
 			}
@@ -222,15 +246,17 @@ type world struct {
 	lease       *leaseWatch
 	transitions int64
 
-	tmp      string
-	mu       sync.Mutex
-	logs     []namedLog
-	logged   bool
-	ends     [3]atomic.Int64 // by churnKind
-	inPush   atomic.Int64
-	restarts atomic.Int64
-	peakRSS  atomic.Int64
-	peakFDs  atomic.Int64
+	tmp    string
+	mu     sync.Mutex
+	logs   []namedLog
+	logged bool
+	ends   [3]atomic.Int64 // by churnKind
+	inPush atomic.Int64
+	// badWindow is set while a bad version is written and written back.
+	badWindow atomic.Bool
+	restarts  atomic.Int64
+	peakRSS   atomic.Int64
+	peakFDs   atomic.Int64
 }
 
 func newWorld(t *testing.T, sh shape, seed uint64, rng *rand.Rand) *world {
@@ -253,14 +279,16 @@ func newWorld(t *testing.T, sh shape, seed uint64, rng *rand.Rand) *world {
 	w.regProxy.InjectRate(func(*http.Request) bool { return true }, seed, sh.regRate, faultMix...)
 	w.gitHold = testenv.StartHoldProxy(t, w.git.HTTPURL)
 	w.gitProxy = testenv.StartFaultProxy(t, w.gitHold.URL)
-	w.gitProxy.InjectRate(func(*http.Request) bool { return true }, seed+1, sh.gitRate, faultMix...)
+	w.gitProxy.InjectRate(func(r *http.Request) bool { return !w.uncut(r) }, seed+1, sh.gitRate, faultMix...)
+	w.gitProxy.InjectRate(w.uncut, seed+4, sh.gitRate, uncutMix...)
 	w.chartProxy = testenv.StartFaultProxy(t, w.helm.url)
 	w.chartProxy.InjectRate(func(*http.Request) bool { return true }, seed+3, sh.regRate, faultMix...)
 	var through = w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
 	w.kubeProxy, through = testenv.StartKubeFaultProxy(t, through)
 	// Watches are long requests: a fault cuts one, and the informer
 	// lists again; every other request is an ordinary one.
-	w.kubeProxy.InjectRate(func(*http.Request) bool { return true }, seed+2, sh.kubeRate, faultMix...)
+	w.kubeProxy.InjectRate(func(r *http.Request) bool { return !w.uncut(r) }, seed+2, sh.kubeRate, faultMix...)
+	w.kubeProxy.InjectRate(w.uncut, seed+5, sh.kubeRate, uncutMix...)
 	w.kubeconfig = testenv.WriteKubeconfig(t, through, testenv.ArgoCDNamespace)
 
 	w.conf = filepath.Join(t.TempDir(), "registries.conf")
