@@ -1,13 +1,20 @@
 // Package robustness runs the controller under faults, against the real
 // API server, registry and git server: proxies fail a share of the
-// requests to each (statuses, resets, answers cut short), the controller
-// is killed and stopped in the middle of a push, a second replica runs
-// beside it, and other writers edit the same Applications and push to the
-// same repository all along. At the end, with the faults stopped, it must
-// converge, and invariants are checked: every Application at the newest
-// version, no field or commit of the other writers lost, no force-push, no
-// version written twice, bounded memory and file descriptors, and no
-// credential in the logs.
+// requests to each (statuses, resets, answers cut short), replicas run
+// side by side with leader election and the leader is killed, stopped and
+// paused past its Lease, in the middle of a push or at a random moment,
+// and other writers edit the same Applications and push to the same
+// repository all along. Some Applications have the health gate on, and
+// some versions are bad: the suite, standing in for Argo CD, reports an
+// Application Degraded once a bad version is deployed. Some Applications
+// follow a Helm chart whose versions are published during the run. At the
+// end, with the faults stopped, it must converge, and invariants are
+// checked: every Application at the newest version (chart: within its
+// constraint), no field or commit of the other writers lost, no
+// force-push, no version written twice, no older version written except
+// by the health gate's revert of a bad version, exactly the bad versions
+// reverted, bounded memory and file descriptors, and no credential in the
+// logs.
 //
 // `make test` runs a short version; `make soak` a long one
 // (-robustness.long). A failure prints the seed; -robustness.seed replays
@@ -15,7 +22,6 @@
 package robustness
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -28,7 +34,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,19 +59,65 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // shape is the size of a run.
 type shape struct {
-	apps     int // half argocd, half git write-back into one repository
+	apps     int // half argocd, half git write-back into one repository; half of each with the health gate
+	charts   int // Applications of a Helm chart, argocd write-back
+	replicas int // controller processes side by side
 	rounds   int // new versions pushed, one after another
+	// ends is how many times the leader is ended in a round.
+	ends     func(round int) int
 	regRate  float64
 	gitRate  float64
 	kubeRate float64
 }
 
 var (
-	short = shape{apps: 20, rounds: 2, regRate: 0.2, gitRate: 0.2, kubeRate: 0.1}
-	soak  = shape{apps: 200, rounds: 5, regRate: 0.2, gitRate: 0.2, kubeRate: 0.1}
+	// Each end of the leader by SIGKILL or SIGSTOP costs a Lease (15s)
+	// before another replica leads: the short run has two ends, one of
+	// them a SIGTERM, and draws which of the others.
+	short = shape{apps: 20, charts: 4, replicas: 2, rounds: 2, ends: func(int) int { return 1 }, regRate: 0.2, gitRate: 0.2, kubeRate: 0.1}
+	soak  = shape{apps: 200, charts: 20, replicas: 3, rounds: 5, ends: func(int) int { return 2 }, regRate: 0.2, gitRate: 0.2, kubeRate: 0.1}
 )
 
 var faultMix = []testenv.Fault{testenv.Fault500, testenv.Fault502, testenv.Fault503, testenv.Fault429, testenv.FaultReset, testenv.FaultTruncate}
+
+// uncutMix is faultMix without answers cut short: the faults of the
+// writes of a bad version (see world.uncut).
+var uncutMix = []testenv.Fault{testenv.Fault500, testenv.Fault502, testenv.Fault503, testenv.Fault429, testenv.FaultReset}
+
+// uncut tells whether r is a write of an Application or a push while a
+// bad version is written and until the gate has written it back: its
+// answer is not cut short then. A write applied whose answer is lost is
+// not followed by the health gate (docs/robustness.md), and the bad
+// version would stay.
+func (w *world) uncut(r *http.Request) bool {
+	if !w.badWindow.Load() {
+		return false
+	}
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack"):
+		return true
+	case (r.Method == http.MethodPatch || r.Method == http.MethodPut) && strings.Contains(r.URL.Path, "/applications/"):
+		return true
+	}
+	return false
+}
+
+// initialVersion is the image's version before the run.
+const initialVersion = "v0.0.1"
+
+func version(round int) string { return fmt.Sprintf("v0.%d.0", round) }
+
+// rank orders the versions: initialVersion 0, version(n) n.
+func rank(v string) int {
+	var n int
+	if v == initialVersion {
+		return 0
+	}
+	if _, err := fmt.Sscanf(v, "v0.%d.0", &n); err != nil {
+		return -1
+	}
+	return n
+}
 
 func TestRobustness(t *testing.T) {
 	if testing.Short() {
@@ -86,27 +137,49 @@ func TestRobustness(t *testing.T) {
 			t.Logf("FAILED with seed %d", seed)
 		}
 	}()
-	w := newWorld(t, sh, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
+	w := newWorld(t, sh, seed, rng)
+	t.Cleanup(func() {
+		// Before the servers stop: what the controllers said, on a
+		// failure (checkInvariants prints them when it fails).
+		if t.Failed() && !w.logged {
+			w.printLogs(t)
+		}
+	})
+	plan := churnPlan(rng, sh.rounds, sh.ends)
+	if !*long {
+		// The SIGTERM, and one of the others.
+		plan[1][0].kind, plan[2][0].kind = term, []churnKind{kill, pause}[rng.IntN(2)]
+	}
+	t.Logf("bad versions %v; the leader's ends %v", w.badList(), plan[1:])
 
+	hist := w.recordHistory(t)
+	argo := w.startArgoCD(hist)
+	defer argo.close()
 	others := w.startOtherWriters()
-	a := w.start(t, "a")
+	w.lease = w.watchLease(t)
+	for i := range sh.replicas {
+		w.replicas = append(w.replicas, w.start(t, fmt.Sprintf("r%d", i)))
+	}
 	for round := 1; round <= sh.rounds; round++ {
+		w.badWindow.Store(w.bad[version(round)])
 		w.reg.PushImage(t, "web", []string{version(round)})
-		switch round % 3 {
-		case 1:
-			// SIGKILL in the middle of a push, then a new process.
-			w.midPush(t, a, syscall.SIGKILL)
-			a = w.start(t, fmt.Sprintf("a%d", round))
-		case 2:
-			// Two replicas; the first one stopped by SIGTERM in the
-			// middle of a push: the writes in flight finish, the other
-			// takes the Lease.
-			b := w.start(t, fmt.Sprintf("b%d", round))
-			w.midPush(t, a, syscall.SIGTERM)
-			a = b
-		default:
-			time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond) // a random moment of the run, not a synchronisation
+		w.helm.publish(chartVersion(round), fmt.Sprintf("2.%d.0", round))
+		if v := version(round); w.bad[v] {
+			// Before a newer version appears, so that the gate writes
+			// the bad one back rather than seeing it replaced; and before
+			// the leader ends: a leader stopped between the push of a
+			// version and the save of the gate's record of it loses the
+			// record (docs/robustness.md), and the next leader does not
+			// follow that version.
+			poll.Until(t, 3*time.Minute, "the health gate to skip and write back "+v+" everywhere", func() (bool, string) { return w.reverted(hist, v) })
+			w.badWindow.Store(false)
+			for k := range plan[round] {
+				plan[round][k].inPush = false
+			}
+		}
+		for _, c := range plan[round] {
+			w.end(t, c)
 		}
 	}
 	final := version(sh.rounds)
@@ -115,19 +188,31 @@ func TestRobustness(t *testing.T) {
 	w.regProxy.Clear()
 	w.gitProxy.Clear()
 	w.kubeProxy.Clear()
+	w.chartProxy.Clear()
 	stopped := time.Now()
 	others.stop()
-	poll.True(t, 3*time.Minute, "every Application at "+final, func() bool { return w.behind(t, final) == 0 })
+	poll.Until(t, 3*time.Minute, "every Application at "+final+" (charts at "+chartVersion(sh.rounds)+")", func() (bool, string) {
+		n := w.behind(hist, final)
+		return n == 0, fmt.Sprintf("%d behind", n)
+	})
 	converged := time.Since(stopped)
+	// A leader killed last leaves its Lease to expire.
+	w.leader(t)
+	argo.close()
+	w.lease.close()
 
-	w.checkInvariants(t, others, final)
-	faults := w.regProxy.Total() + w.gitProxy.Total() + w.kubeProxy.Total()
-	t.Logf("%d Applications, %d rounds, %d faults injected (registry %d, git %d, API server %d), %d kills and stops, %d restarts on their own, converged %s after the faults stopped, peak RSS %d MiB, peak fds %d",
-		sh.apps, sh.rounds, faults, w.regProxy.Total(), w.gitProxy.Total(), w.kubeProxy.Total(), w.kills.Load(), w.restarts.Load(),
-		converged.Round(100*time.Millisecond), w.peakRSS.Load()>>20, w.peakFDs.Load())
+	reverts := w.checkInvariants(t, others, hist, final)
+	faults := w.regProxy.Total() + w.gitProxy.Total() + w.kubeProxy.Total() + w.chartProxy.Total()
+	t.Logf("%d Applications (%d with the health gate, %d of a chart), %d replicas, %d rounds, bad versions %v", sh.apps+sh.charts, sh.apps/2, sh.charts, sh.replicas, sh.rounds, w.badList())
+	t.Logf("%d faults injected (registry %d, git %d, API server %d, Helm repository %d); by kind: %s",
+		faults, w.regProxy.Total(), w.gitProxy.Total(), w.kubeProxy.Total(), w.chartProxy.Total(), w.faultsByKind())
+	t.Logf("leader ended %d times (SIGKILL %d, SIGTERM %d, SIGSTOP past the Lease %d; %d of them in the middle of a push), %d restarts on their own; %d leader changes seen, Lease transitions %d",
+		w.kills(), w.ends[kill].Load(), w.ends[term].Load(), w.ends[pause].Load(), w.inPush.Load(), w.restarts.Load(), w.lease.changes.Load(), w.transitions)
+	t.Logf("%d reverts by the health gate; %d history gaps; converged %s after the faults stopped, peak RSS %d MiB, peak fds %d",
+		reverts, hist.gaps, converged.Round(100*time.Millisecond), w.peakRSS.Load()>>20, w.peakFDs.Load())
 	if *report != "" {
 		row := fmt.Sprintf("| %s | %d | %d | %d | %d / %d / %d | %d | %s | %d MiB | %d |\n", time.Now().UTC().Format("2006-01-02"), seed, sh.apps, sh.rounds,
-			w.regProxy.Total(), w.gitProxy.Total(), w.kubeProxy.Total(), w.kills.Load(), converged.Round(100*time.Millisecond), w.peakRSS.Load()>>20, w.peakFDs.Load())
+			w.regProxy.Total(), w.gitProxy.Total(), w.kubeProxy.Total(), w.kills(), converged.Round(100*time.Millisecond), w.peakRSS.Load()>>20, w.peakFDs.Load())
 		f, err := os.OpenFile(*report, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {
 			_, _ = f.WriteString(row)
@@ -136,48 +221,74 @@ func TestRobustness(t *testing.T) {
 	}
 }
 
-func version(round int) string { return fmt.Sprintf("v0.%d.0", round) }
-
 type world struct {
 	sh         shape
 	k          *testenv.Kube
 	reg        *testenv.Registry
 	git        *testenv.GitServer
-	dyn        dynamic.Interface
+	helm       *helmRepo
+	admin      dynamic.Interface
 	regProxy   *testenv.FaultProxy
 	gitProxy   *testenv.FaultProxy
 	kubeProxy  *testenv.FaultProxy
+	chartProxy *testenv.FaultProxy
 	gitHold    *testenv.HoldProxy
 	kubeconfig string
 	conf       string
 	bin        string
 	env        []string
+	// index is each Application's number, by name; bad, the versions
+	// that degrade an Application.
+	index map[string]int
+	bad   map[string]bool
 
-	tmp      string
-	mu       sync.Mutex
-	logs     []namedLog
-	kills    atomic.Int64
-	restarts atomic.Int64
-	peakRSS  atomic.Int64
-	peakFDs  atomic.Int64
+	replicas    []*replica
+	lease       *leaseWatch
+	transitions int64
+
+	tmp    string
+	mu     sync.Mutex
+	logs   []namedLog
+	logged bool
+	ends   [3]atomic.Int64 // by churnKind
+	inPush atomic.Int64
+	// badWindow is set while a bad version is written and written back.
+	badWindow atomic.Bool
+	restarts  atomic.Int64
+	peakRSS   atomic.Int64
+	peakFDs   atomic.Int64
 }
 
-func newWorld(t *testing.T, sh shape, seed uint64) *world {
-	w := &world{sh: sh, k: testenv.StartKube(t), reg: testenv.StartRegistry(t), git: testenv.StartGitServer(t), bin: testenv.UpdaterBinary(t), tmp: t.TempDir()}
-	w.dyn = dynamic.NewForConfigOrDie(w.k.Config)
+func newWorld(t *testing.T, sh shape, seed uint64, rng *rand.Rand) *world {
+	w := &world{sh: sh, k: testenv.StartKube(t), reg: testenv.StartRegistry(t), git: testenv.StartGitServer(t), helm: startHelmRepo(t), bin: testenv.UpdaterBinary(t), tmp: t.TempDir(),
+		index: map[string]int{}, bad: map[string]bool{}}
+	w.admin = dynamic.NewForConfigOrDie(w.k.Config)
 	w.k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
 	w.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
+	// Any version but the last may be bad; one at least is.
+	for round := 1; round < sh.rounds; round++ {
+		if rng.IntN(2) == 0 {
+			w.bad[version(round)] = true
+		}
+	}
+	if len(w.bad) == 0 && sh.rounds > 1 {
+		w.bad[version(1+rng.IntN(sh.rounds-1))] = true
+	}
 
 	w.regProxy = testenv.StartFaultProxy(t, "http://"+w.reg.Host)
 	w.regProxy.InjectRate(func(*http.Request) bool { return true }, seed, sh.regRate, faultMix...)
 	w.gitHold = testenv.StartHoldProxy(t, w.git.HTTPURL)
 	w.gitProxy = testenv.StartFaultProxy(t, w.gitHold.URL)
-	w.gitProxy.InjectRate(func(*http.Request) bool { return true }, seed+1, sh.gitRate, faultMix...)
+	w.gitProxy.InjectRate(func(r *http.Request) bool { return !w.uncut(r) }, seed+1, sh.gitRate, faultMix...)
+	w.gitProxy.InjectRate(w.uncut, seed+4, sh.gitRate, uncutMix...)
+	w.chartProxy = testenv.StartFaultProxy(t, w.helm.url)
+	w.chartProxy.InjectRate(func(*http.Request) bool { return true }, seed+3, sh.regRate, faultMix...)
 	var through = w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater")
 	w.kubeProxy, through = testenv.StartKubeFaultProxy(t, through)
 	// Watches are long requests: a fault cuts one, and the informer
 	// lists again; every other request is an ordinary one.
-	w.kubeProxy.InjectRate(func(*http.Request) bool { return true }, seed+2, sh.kubeRate, faultMix...)
+	w.kubeProxy.InjectRate(func(r *http.Request) bool { return !w.uncut(r) }, seed+2, sh.kubeRate, faultMix...)
+	w.kubeProxy.InjectRate(w.uncut, seed+5, sh.kubeRate, uncutMix...)
 	w.kubeconfig = testenv.WriteKubeconfig(t, through, testenv.ArgoCDNamespace)
 
 	w.conf = filepath.Join(t.TempDir(), "registries.conf")
@@ -188,18 +299,58 @@ func newWorld(t *testing.T, sh shape, seed uint64) *world {
 	w.env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_SHUTDOWN_GRACE_PERIOD=20s")
 	w.k.Create(t, repoSecret(w.gitProxy.URL+"/deploy.git", w.git.Username, w.git.Password))
 
-	w.reg.PushImage(t, "web", []string{"v0.0.1"})
+	w.reg.PushImage(t, "web", []string{initialVersion})
 	files := map[string]string{}
 	for i := range sh.apps {
 		files[fmt.Sprintf("apps/%s/kustomization.yaml", appName(i))] = "resources: []\n"
 	}
 	w.git.CreateRepo(t, "deploy", "", files)
-	for i := range sh.apps {
+	for i := range sh.apps + sh.charts {
+		w.index[w.name(i)] = i
 		w.createApp(t, i)
 	}
 	return w
 }
 
+// badList is the bad versions, in order.
+func (w *world) badList() []string {
+	var out []string
+	for round := 1; round <= w.sh.rounds; round++ {
+		if w.bad[version(round)] {
+			out = append(out, version(round))
+		}
+	}
+	return out
+}
+
+// kills is how many times the leader was ended.
+func (w *world) kills() int64 {
+	return w.ends[kill].Load() + w.ends[term].Load() + w.ends[pause].Load()
+}
+
+// faultsByKind is the faults injected, all proxies together, by kind.
+func (w *world) faultsByKind() string {
+	var parts []string
+	for _, f := range faultMix {
+		n := 0
+		for _, p := range []*testenv.FaultProxy{w.regProxy, w.gitProxy, w.kubeProxy, w.chartProxy} {
+			n += p.Injected(f)
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", f, n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// name is the name of Application i: the image Applications first, then
+// the chart ones.
+func (w *world) name(i int) string {
+	if i >= w.sh.apps {
+		return fmt.Sprintf("chart-%03d", i-w.sh.apps)
+	}
+	return appName(i)
+}
+
+// appName is the name of image Application i.
 func appName(i int) string {
 	if i%2 == 0 {
 		return fmt.Sprintf("patched-%03d", i)
@@ -209,99 +360,60 @@ func appName(i int) string {
 
 func isGit(i int) bool { return i%2 == 1 }
 
+// gated tells whether Application i has the health gate: half of the
+// image Applications of each write-back method.
+func (w *world) gated(i int) bool { return i < w.sh.apps && (i/2)%2 == 0 }
+
 func (w *world) createApp(t *testing.T, i int) {
-	method := "argocd"
-	if isGit(i) {
-		method = "git"
-	}
 	image := w.reg.Repo("web")
+	annotations := map[string]any{settings.AnnotationPrefix + "write-back-method": "argocd"}
+	var source, status map[string]any
+	switch {
+	case i >= w.sh.apps:
+		annotations[settings.AnnotationPrefix+"chart-list"] = "podinfo:" + chartConstraint
+		source = map[string]any{"repoURL": w.chartProxy.URL, "chart": "podinfo", "targetRevision": "1.0.0"}
+		status = map[string]any{"sourceType": "Helm"}
+	default:
+		annotations[settings.AnnotationPrefix+"image-list"] = "app=" + image
+		if isGit(i) {
+			annotations[settings.AnnotationPrefix+"write-back-method"] = "git"
+		}
+		source = map[string]any{"repoURL": w.gitProxy.URL + "/deploy.git", "path": "apps/" + appName(i), "targetRevision": "main", "kustomize": map[string]any{}}
+		status = map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{image + ":" + initialVersion}}}
+		if w.gated(i) {
+			// A short window: a good version is verified soon.
+			annotations[settings.AnnotationPrefix+"app.health-gate"] = "2s"
+			status["health"] = map[string]any{"status": "Healthy"}
+		}
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": appName(i), "namespace": testenv.ArgoCDNamespace, "annotations": map[string]any{
-			settings.AnnotationPrefix + "image-list":        "app=" + image,
-			settings.AnnotationPrefix + "write-back-method": method,
-		}},
+		"metadata": map[string]any{"name": w.name(i), "namespace": testenv.ArgoCDNamespace, "annotations": annotations},
 		"spec": map[string]any{
 			"project":     "default",
-			"source":      map[string]any{"repoURL": w.gitProxy.URL + "/deploy.git", "path": "apps/" + appName(i), "targetRevision": "main", "kustomize": map[string]any{}},
+			"source":      source,
 			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
 		},
-		"status": map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{image + ":v0.0.1"}}},
+		"status": status,
 	}}
-	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := w.admin.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// replica is one controller, restarted when its process exits by itself
-// (a lost Lease, a failed server), as the kubelet restarts a pod's
-// container, until the test stops it.
-type replica struct {
-	name     string
-	stopping atomic.Bool
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exitErr  error
-	done     chan struct{}
-	restarts atomic.Int64
-}
-
-func (r *replica) process() *os.Process {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cmd.Process
-}
-
-// start runs a controller with leader election and a short interval, and
-// samples its memory and file descriptors while it runs.
-func (w *world) start(t *testing.T, name string) *replica {
-	r := &replica{name: name, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		defer close(r.done)
-		for run := 0; ; run++ {
-			log := &testenv.SyncBuffer{}
-			cmd := exec.Command(w.bin, "run", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
-				"--health-port", "0", "--metrics-port", "0", "--interval", "3s", "--git-clone-dir", w.cloneDir(name))
-			cmd.Env = w.env
-			cmd.Stdout, cmd.Stderr = log, log
-			if err := cmd.Start(); err != nil {
-				if run == 0 {
-					started <- err
-				}
-				return
-			}
-			w.addLog(name, run, log)
-			r.mu.Lock()
-			r.cmd = cmd
-			r.mu.Unlock()
-			if run == 0 {
-				started <- nil
-			}
-			exited := make(chan struct{})
-			go w.sample(cmd.Process.Pid, exited)
-			err := cmd.Wait()
-			close(exited)
-			if r.stopping.Load() {
-				r.exitErr = err
-				return
-			}
-			r.restarts.Add(1)
-			w.restarts.Add(1)
-		}
-	}()
-	if err := <-started; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		r.stopping.Store(true)
-		_ = r.process().Kill()
-		<-r.done
-	})
-	return r
 }
 
 func (w *world) cloneDir(name string) string { return filepath.Join(w.tmp, "clones-"+name) }
+
+func (w *world) printLogs(t *testing.T) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.printLogsLocked(t)
+}
+
+func (w *world) printLogsLocked(t *testing.T) {
+	for _, l := range w.logs {
+		t.Logf("controller %s:\n%s", l.name, l.log.String())
+	}
+}
 
 func (w *world) addLog(name string, run int, log *testenv.SyncBuffer) {
 	w.mu.Lock()
@@ -312,77 +424,6 @@ func (w *world) addLog(name string, run int, log *testenv.SyncBuffer) {
 type namedLog struct {
 	name string
 	log  *testenv.SyncBuffer
-}
-
-// sample records a process's peak RSS and open files until it exits.
-func (w *world) sample(pid int, exited <-chan struct{}) {
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-exited:
-			return
-		case <-tick.C:
-		}
-		if rss := peakRSS(pid); rss > w.peakRSS.Load() {
-			w.peakRSS.Store(rss)
-		}
-		if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil && int64(len(fds)) > w.peakFDs.Load() {
-			w.peakFDs.Store(int64(len(fds)))
-		}
-	}
-}
-
-// peakRSS is VmHWM of /proc/<pid>/status, in bytes.
-func peakRSS(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
-// midPush holds the next push to the repository, sends sig to r while the
-// push waits, then lets the push go on. SIGKILL: the process dies with the
-// push in flight; SIGTERM: it finishes the push within its grace period
-// and exits 0. Either way r is not restarted.
-func (w *world) midPush(t *testing.T, r *replica, sig syscall.Signal) {
-	hold := w.gitHold.Hold(func(req *http.Request) bool {
-		return req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-receive-pack")
-	})
-	select {
-	case <-hold.Arrived():
-	case <-time.After(90 * time.Second):
-		hold.Release()
-		t.Fatalf("no push reached the git server within 90s")
-	}
-	r.stopping.Store(true)
-	if err := r.process().Signal(sig); err != nil {
-		t.Fatal(err)
-	}
-	w.kills.Add(1)
-	if sig == syscall.SIGKILL {
-		<-r.done
-	}
-	hold.Release()
-	if sig == syscall.SIGTERM {
-		select {
-		case <-r.done:
-			if r.exitErr != nil {
-				t.Errorf("controller %s stopped by SIGTERM: %v", r.name, r.exitErr)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("controller %s did not exit within 60s of SIGTERM", r.name)
-		}
-	}
 }
 
 // otherWriters edit the Applications (a label of their own) and push
@@ -399,7 +440,7 @@ type otherWriters struct {
 func (w *world) startOtherWriters() *otherWriters {
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &otherWriters{cancel: cancel, labels: map[string]string{}}
-	apps := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
+	apps := w.admin.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 	o.wg.Go(func() {
 		for n := 0; ctx.Err() == nil; n++ {
 			name := appName(n % w.sh.apps)
@@ -410,7 +451,7 @@ func (w *world) startOtherWriters() *otherWriters {
 				o.labels[name] = strconv.Itoa(n)
 				o.mu.Unlock()
 			}
-			pause(ctx, 50*time.Millisecond)
+			idle(ctx, 50*time.Millisecond)
 		}
 	})
 	o.wg.Go(func() {
@@ -420,7 +461,7 @@ func (w *world) startOtherWriters() *otherWriters {
 				o.commits = append(o.commits, hash)
 				o.mu.Unlock()
 			}
-			pause(ctx, 700*time.Millisecond)
+			idle(ctx, 700*time.Millisecond)
 		}
 	})
 	return o
@@ -431,7 +472,7 @@ func (o *otherWriters) stop() {
 	o.wg.Wait()
 }
 
-func pause(ctx context.Context, d time.Duration) {
+func idle(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
@@ -478,20 +519,26 @@ func (w *world) commitOther(n int) (string, error) {
 	return "", fmt.Errorf("push kept losing")
 }
 
-// behind counts the Applications not yet at version.
-func (w *world) behind(t *testing.T, version string) int {
-	want := w.reg.Repo("web") + ":" + version
+// behind counts the Applications not yet at version (a chart's, at the
+// newest chart version allowed), as h and the tip of main show them.
+func (w *world) behind(h *history, version string) int {
+	deployed := w.deployed(h)
 	n := 0
-	for i := range w.sh.apps {
-		if !strings.Contains(w.written(t, i), want) {
+	for i := range w.sh.apps + w.sh.charts {
+		want := version
+		if i >= w.sh.apps {
+			want = chartVersion(w.sh.rounds)
+		}
+		if deployed[w.name(i)] != want {
 			n++
 		}
 	}
 	return n
 }
 
-// written is what the controller wrote for Application i: its spec's
-// Kustomize images, or its .argocd-source file at the tip of main.
+// written is what the controller wrote for image Application i, read from
+// the servers: its spec's Kustomize images, or its .argocd-source file at
+// the tip of main.
 func (w *world) written(t *testing.T, i int) string {
 	if isGit(i) {
 		out, err := exec.Command("git", "-C", filepath.Join(w.git.Root, "deploy.git"), "show",
@@ -501,16 +548,18 @@ func (w *world) written(t *testing.T, i int) string {
 		}
 		return string(out)
 	}
-	obj, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), appName(i), metav1.GetOptions{})
+	obj, err := w.admin.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), appName(i), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return strings.Join(testenv.KustomizeImages(t, obj), ",")
 }
 
-func (w *world) checkInvariants(t *testing.T, o *otherWriters, final string) {
+// checkInvariants checks what the run left, and returns the number of
+// the health gate's reverts.
+func (w *world) checkInvariants(t *testing.T, o *otherWriters, h *history, final string) int {
 	// No field another writer set was lost.
-	apps := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
+	apps := w.admin.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace)
 	for name, want := range o.labels {
 		obj, err := apps.Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
@@ -522,40 +571,54 @@ func (w *world) checkInvariants(t *testing.T, o *otherWriters, final string) {
 	}
 	// No commit lost, no force-push: every commit another writer pushed
 	// is in main's history.
-	history := map[string]bool{}
+	inMain := map[string]bool{}
 	for _, c := range w.git.Log(t, "deploy", "main") {
-		history[c.Hash] = true
+		inMain[c.Hash] = true
 	}
 	if len(o.commits) == 0 {
 		t.Errorf("the other writer pushed no commit")
 	}
 	for _, c := range o.commits {
-		if !history[c] {
+		if !inMain[c] {
 			t.Errorf("commit %s of another writer is not in main's history", c)
 		}
 	}
-	// No version written twice: each version of each file is set by one
-	// commit only.
-	out, err := exec.Command("git", "-C", filepath.Join(w.git.Root, "deploy.git"), "log", "--format=%H", "-p", "main", "--", "apps").Output()
-	if err != nil {
-		t.Fatal(err)
+	// The versions written, in turn: none twice, none older but by the
+	// health gate's revert of a bad version, exactly the bad ones
+	// reverted. git: from the commits of each file; argocd: from the
+	// watch of the Applications.
+	if h.gaps > 0 {
+		t.Logf("the watch of the Applications listed again %d times: a change between may be missed", h.gaps)
 	}
-	seen := map[string]int{}
-	file := ""
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if rest, ok := strings.CutPrefix(line, "+++ b/"); ok {
-			file = rest
+	files := w.gitHistory(t)
+	reverts := 0
+	for i := range w.sh.apps {
+		var seq []string
+		if isGit(i) {
+			seq = files[fmt.Sprintf("apps/%s/.argocd-source-%s.yaml", appName(i), appName(i))]
+		} else {
+			h.mu.Lock()
+			seq = h.images[appName(i)]
+			h.mu.Unlock()
 		}
-		if strings.HasPrefix(line, "+") && strings.Contains(line, w.reg.Repo("web")+":") {
-			seen[file+" "+strings.TrimSpace(line)]++
-		}
+		reverts += w.checkSequence(t, i, seq, w.skipped(t, i))
 	}
-	for k, n := range seen {
-		if n > 1 {
-			t.Errorf("%s written by %d commits", k, n)
-		}
+	if len(w.bad) > 0 && reverts == 0 {
+		t.Errorf("no bad version was reverted")
 	}
-	// No credential in any log.
+	w.checkCharts(t, h)
+	// Every end of the leader moved the Lease to another process.
+	if w.transitions = w.lease.transitions(t); w.transitions < w.kills() {
+		t.Errorf("the Lease changed holder %d times, fewer than the %d ends of its leader", w.transitions, w.kills())
+	}
+	for _, r := range w.replicas {
+		r.mu.Lock()
+		for _, err := range r.termErr {
+			t.Errorf("controller %s stopped by SIGTERM: %v", r.name, err)
+		}
+		r.mu.Unlock()
+	}
+	// No credential in any log, no forced push.
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, l := range w.logs {
@@ -565,9 +628,13 @@ func (w *world) checkInvariants(t *testing.T, o *otherWriters, final string) {
 				t.Errorf("a credential appears in the log of controller %s", l.name)
 			}
 		}
-		if t.Failed() {
-			t.Logf("controller %s:\n%s", l.name, text)
+		if strings.Contains(text, "forced update") {
+			t.Errorf("controller %s forced a push", l.name)
 		}
+	}
+	if t.Failed() {
+		w.logged = true
+		w.printLogsLocked(t)
 	}
 	// Bounded resources.
 	if rss := w.peakRSS.Load(); rss > 512<<20 {
@@ -576,9 +643,13 @@ func (w *world) checkInvariants(t *testing.T, o *otherWriters, final string) {
 	if fds := w.peakFDs.Load(); fds > 512 {
 		t.Errorf("peak file descriptors %d, more than 512", fds)
 	}
-	if w.behind(t, final) != 0 {
-		t.Errorf("%d Applications not at %s", w.behind(t, final), final)
+	want := w.reg.Repo("web") + ":" + final
+	for i := range w.sh.apps {
+		if got := w.written(t, i); !strings.Contains(got, want) {
+			t.Errorf("Application %s holds %q, want %s", appName(i), got, want)
+		}
 	}
+	return reverts
 }
 
 func repoSecret(url, username, password string) *corev1.Secret {
