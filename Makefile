@@ -33,12 +33,14 @@ test: lint
 unit:
 	$(GO) test -count=1 -race -short ./...
 
-## lint: gofmt, go vet, and no build outputs or large files tracked
+## lint: gofmt, go vet, no build outputs or large files tracked, and the
+## import rules of docs/design.md
 lint:
 	@hack/check-tracked.sh
 	@out="$$(find . -name '*.go' -not -path './.git/*' -print0 | xargs -0 gofmt -l)"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) test -count=1 -run '^TestImportRules' ./docs/
 
 ## bench: Go benchmarks, then the scale benchmark of the whole controller
 ## (bench/: real servers, 1,000, 5,000 and 20,000 Applications, and push

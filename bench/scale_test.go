@@ -26,6 +26,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/memlimit"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
@@ -248,7 +249,7 @@ func runScenario(t *testing.T, s size, binary func(*testing.T) string) *scenario
 
 	start := time.Now()
 	// With the ImageUpdater CRD, as install.yaml installs it.
-	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD(api.AddToScheme))
 	regUser, regPass := "bench", fmt.Sprintf("pw-%d", time.Now().UnixNano())
 	reg := testenv.StartRegistry(t, testenv.WithTokenAuth(regUser, regPass))
 	gitServer := testenv.StartGitServer(t)

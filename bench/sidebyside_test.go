@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
@@ -155,7 +156,7 @@ type sbsEnv struct {
 
 func startSideBySide(t *testing.T, n int) *sbsEnv {
 	start := time.Now()
-	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD(api.AddToScheme))
 	reg := testenv.StartRegistry(t)
 	e := &sbsEnv{n: n, dyn: dynamic.NewForConfigOrDie(k.Config), original: map[string]*unstructured.Unstructured{},
 		creds: reg.Username + ":" + reg.Password}

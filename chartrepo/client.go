@@ -15,6 +15,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/internal/transient"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // DefaultMaxIndexSize bounds one index.yaml as read: the largest public
@@ -189,7 +190,7 @@ func (s *Session) access(ctx context.Context, namespace, project, repoURL string
 	if err != nil {
 		return Access{}, err
 	}
-	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+repoaccess.RedactURL(repoURL))
+	client.Transport = bounded.Transport(client.Transport, s.c.maxIndex, "index of "+repourl.RedactURL(repoURL))
 	return Access{URL: repoURL, client: client, auth: auth, creds: creds.Source, budget: s.budget}, nil
 }
 
@@ -206,7 +207,7 @@ func (c *Client) Index(ctx context.Context, a Access, charts []string) (Index, e
 	return c.calls.Do(ctx, a.Key()+"\x00"+strings.Join(charts, "\x00"), nil, func(ctx context.Context) (Index, error) {
 		ix, err := c.read(ctx, a, charts)
 		if err != nil {
-			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", repoaccess.RedactURL(a.URL), repoaccess.RedactErrorURLs(err))
+			return Index{}, fmt.Errorf("the index of Helm repository %s: %w", repourl.RedactURL(a.URL), repourl.RedactErrorURLs(err))
 		}
 		return ix, nil
 	})

@@ -10,8 +10,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -149,7 +149,7 @@ func (u *Updater) listChart(ctx context.Context, j *chartJob, charts []string) c
 	what := j.source.ChartRepo.String()
 	l.err = u.guard("listing the versions of "+what, func() (err error) {
 		if !j.oci.IsZero() {
-			l.tags, err = u.registry.Tags(ctx, j.oci, credentials.Ref{})
+			l.tags, err = u.registry.Tags(ctx, j.oci, credref.Ref{})
 			if err == nil && l.tags == nil {
 				l.tags = []string{}
 			}

@@ -20,8 +20,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -36,11 +36,11 @@ type benchRegistry struct {
 	listings atomic.Int64
 }
 
-func (r *benchRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
+func (r *benchRegistry) Tags(context.Context, imageref.Reference, credref.Ref) ([]string, error) {
 	r.listings.Add(1)
 	return r.tags, nil
 }
-func (r *benchRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
+func (r *benchRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, nil
 }
 func (r *benchRegistry) ForgetTags(imageref.Reference)               {}

@@ -12,7 +12,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -45,7 +45,7 @@ func (g *skipGate) Written(_ context.Context, _ *application.Application, res wr
 // digestRegistry answers every tag's metadata with one digest.
 type digestRegistry struct{ listingRegistry }
 
-func (*digestRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
+func (*digestRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{Digest: "sha256:bb"}, nil
 }
 

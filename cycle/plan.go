@@ -10,8 +10,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/tenant"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -20,7 +20,7 @@ type job struct {
 	app       *application.Application
 	spec      settings.ImageSpec
 	ref       imageref.Reference
-	creds     credentials.Ref
+	creds     credref.Ref
 	policy    *strategy.Policy
 	platforms []v1.Platform
 	source    application.Source

@@ -23,7 +23,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 )
 
@@ -920,7 +920,7 @@ type stoppingRegistry struct {
 	whileListing bool
 }
 
-func (s stoppingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
+func (s stoppingRegistry) Tags(ctx context.Context, ref imageref.Reference, creds credref.Ref) ([]string, error) {
 	if s.whileListing {
 		s.stop()
 		<-ctx.Done()

@@ -18,7 +18,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -35,7 +35,7 @@ type hostileRegistry struct {
 	onTags func(ref imageref.Reference)
 }
 
-func (r *hostileRegistry) Tags(ctx context.Context, ref imageref.Reference, _ credentials.Ref) ([]string, error) {
+func (r *hostileRegistry) Tags(ctx context.Context, ref imageref.Reference, _ credref.Ref) ([]string, error) {
 	if r.onTags != nil {
 		r.onTags(ref)
 	}
@@ -48,7 +48,7 @@ func (r *hostileRegistry) Tags(ctx context.Context, ref imageref.Reference, _ cr
 	r.listed.Add(1)
 	return r.tags, nil
 }
-func (r *hostileRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
+func (r *hostileRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("no metadata here")
 }
 func (r *hostileRegistry) ForgetTags(imageref.Reference)               {}

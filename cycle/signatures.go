@@ -9,13 +9,14 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // Signatures checks cosign signatures; see signature.Verifier.
 type Signatures interface {
-	Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t signature.Trust) error
+	Verify(ctx context.Context, image imageref.Reference, creds credref.Ref, digest string, t signature.Trust) error
 }
 
 // WithSignatures checks the signatures of images that name a key

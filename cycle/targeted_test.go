@@ -18,7 +18,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -343,14 +343,14 @@ type listingRegistry struct {
 	calls atomic.Int32
 }
 
-func (r *listingRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
+func (r *listingRegistry) Tags(context.Context, imageref.Reference, credref.Ref) ([]string, error) {
 	r.calls.Add(1)
 	return slices.Clone(r.tags), nil
 }
 
 func (*listingRegistry) ForgetTags(imageref.Reference) {}
 
-func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
+func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("no metadata in this test")
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -31,8 +32,8 @@ type Applications interface {
 
 // Registry answers questions about image repositories.
 type Registry interface {
-	Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error)
-	Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform, opts ...registry.MetadataOption) (registry.ImageMetadata, error)
+	Tags(ctx context.Context, ref imageref.Reference, creds credref.Ref) ([]string, error)
+	Metadata(ctx context.Context, ref imageref.Reference, creds credref.Ref, platforms []v1.Platform, opts ...registry.MetadataOption) (registry.ImageMetadata, error)
 	// ForgetTags forgets what is known of the tags of ref's repository: a
 	// push notification says they may have moved.
 	ForgetTags(ref imageref.Reference)
@@ -414,7 +415,7 @@ func isWarning(err error) bool {
 
 // MetadataFunc gives a strategy the registry's metadata of the tags of
 // ref's repository, for the given platforms.
-func MetadataFunc(reg Registry, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform, opts ...registry.MetadataOption) strategy.MetadataFunc {
+func MetadataFunc(reg Registry, ref imageref.Reference, creds credref.Ref, platforms []v1.Platform, opts ...registry.MetadataOption) strategy.MetadataFunc {
 	return func(ctx context.Context, tag string) (strategy.TagInfo, error) {
 		tagged, err := ref.WithTag(tag)
 		if err != nil {

@@ -49,7 +49,7 @@ func TestDemo(t *testing.T) {
 	bin := testenv.UpdaterBinary(t)
 
 	say("Starting a Kubernetes API server, Argo CD, a container registry and a git server on this machine...")
-	k := testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
+	k := testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme))
 	argo := testenv.StartArgoCD(t, k)
 	// The registry notifies the endpoint the updater serves in the second
 	// part, as a Distribution registry's notifications.endpoints does.

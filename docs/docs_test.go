@@ -111,9 +111,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
@@ -359,27 +359,27 @@ func (a staticApps) Applications(...imageref.Option) []*application.Application 
 
 type emptyRegistry struct{}
 
-func (emptyRegistry) Tags(context.Context, imageref.Reference, credentials.Ref) ([]string, error) {
+func (emptyRegistry) Tags(context.Context, imageref.Reference, credref.Ref) ([]string, error) {
 	return nil, nil
 }
 
 func (emptyRegistry) ForgetTags(imageref.Reference) {}
 
-func (emptyRegistry) Metadata(context.Context, imageref.Reference, credentials.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
+func (emptyRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")
 }
 
 func (emptyRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
-func (emptyRegistry) Manifest(context.Context, imageref.Reference, credentials.Ref) (registry.Manifest, error) {
+func (emptyRegistry) Manifest(context.Context, imageref.Reference, credref.Ref) (registry.Manifest, error) {
 	return registry.Manifest{}, registry.ErrNotFound
 }
 
-func (emptyRegistry) Blob(context.Context, imageref.Reference, credentials.Ref, string, int64) ([]byte, error) {
+func (emptyRegistry) Blob(context.Context, imageref.Reference, credref.Ref, string, int64) ([]byte, error) {
 	return nil, registry.ErrNotFound
 }
 
-func (emptyRegistry) Referrers(context.Context, imageref.Reference, credentials.Ref, string) (registry.Manifest, error) {
+func (emptyRegistry) Referrers(context.Context, imageref.Reference, credref.Ref, string) (registry.Manifest, error) {
 	return registry.Manifest{Body: []byte(`{"schemaVersion":2,"manifests":[]}`)}, nil
 }
 

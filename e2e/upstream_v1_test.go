@@ -180,7 +180,7 @@ func newUpstreamWorld(t *testing.T) *upstreamWorld {
 	t.Helper()
 	start := time.Now()
 	u := &upstreamWorld{}
-	u.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD())
+	u.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme))
 	argo := testenv.StartArgoCD(t, u.k, testenv.WithApplicationNamespaces("*"))
 	t.Logf("API server and Argo CD %s started in %s", argo.Version, time.Since(start).Round(100*time.Millisecond))
 	u.cs = kubernetes.NewForConfigOrDie(u.k.Config)

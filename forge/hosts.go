@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
 
@@ -134,9 +134,9 @@ func parseAPIURL(raw string) (apiURL, error) {
 	s := strings.TrimSuffix(strings.TrimSpace(raw), "/")
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return apiURL{}, fmt.Errorf("%q is not a URL such as https://git.example.com", repoaccess.RedactURL(raw))
+		return apiURL{}, fmt.Errorf("%q is not a URL such as https://git.example.com", repourl.RedactURL(raw))
 	}
-	id, err := repoaccess.ParseURL(s)
+	id, err := repourl.ParseURL(s)
 	switch {
 	case err != nil:
 		return apiURL{}, err
@@ -171,7 +171,7 @@ type Repository struct {
 // Lookup finds the API of kind that serves repoURL (https://, ssh:// or
 // user@host:path). Credentials in the URL are ignored.
 func (h *Hosts) Lookup(kind settings.Forge, repoURL string) (Repository, error) {
-	repo, err := repoaccess.ParseURL(repoURL)
+	repo, err := repourl.ParseURL(repoURL)
 	if err != nil {
 		return Repository{}, err
 	}

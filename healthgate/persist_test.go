@@ -90,7 +90,7 @@ func (s *syncBuffer) count(substr string) int {
 // retry is due (10s, then 20s...), not at every look nor once per
 // Application, with one warning naming the ImageUpdater per attempt.
 func TestEvaluateSavesAnImageUpdaterOnce(t *testing.T) {
-	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD(api.AddToScheme))
 	k.Create(t, &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Name: "iu", Namespace: "argocd"},
 		Spec: api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", Images: []api.ImageConfig{{Alias: "app", ImageName: image}}}}}})
 	patches := &statusPatches{path: "/apis/" + api.Resource().Group + "/" + api.Resource().Version + "/namespaces/argocd/imageupdaters/iu/status"}

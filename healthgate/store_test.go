@@ -19,7 +19,7 @@ import (
 // are written and removed without touching anything else, and
 // health-gate-clear is removed only while it holds the value read.
 func TestKubeStore(t *testing.T) {
-	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD(api.AddToScheme))
 	dyn := dynamic.NewForConfigOrDie(k.Config)
 	ctx := t.Context()
 	apps := dyn.Resource(application.Resource()).Namespace("argocd")

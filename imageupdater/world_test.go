@@ -54,7 +54,7 @@ func startServers(t *testing.T) *servers {
 		t.Skip("needs the test servers")
 	}
 	s := &servers{
-		k:   testenv.StartKube(t, testenv.WithImageUpdaterCRD(), testenv.WithAuditLog()),
+		k:   testenv.StartKube(t, testenv.WithImageUpdaterCRD(api.AddToScheme), testenv.WithAuditLog()),
 		reg: testenv.StartRegistry(t),
 	}
 	target := &url.URL{Scheme: "http", Host: s.reg.Host}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // A token limited by an Azure Container Registry scope map without
@@ -59,7 +60,7 @@ func TestAzureScopeMapHint(t *testing.T) {
 				WithCredentialResolver(envResolver(map[string]string{"CREDS": "scoped-token:secret-password"})),
 				withRetry(1, 0, 0),
 			)
-			_, err := c.Tags(t.Context(), imageRef(t, strings.ToLower(tt.prefix)+"/team/app"), credentials.Ref{})
+			_, err := c.Tags(t.Context(), imageRef(t, strings.ToLower(tt.prefix)+"/team/app"), credref.Ref{})
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -95,17 +96,17 @@ func TestAzureWorkloadIdentityHint(t *testing.T) {
 		fmt.Fprint(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
 	}))
 	t.Cleanup(srv.Close)
-	identity := nativeFunc(func(context.Context, credentials.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
+	identity := nativeFunc(func(context.Context, credref.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
 		return credentials.Credential{Username: "00000000-0000-0000-0000-000000000000", Password: "refresh-token-secret"}, time.Time{}, nil
 	})
 	c := NewClient(
 		WithConfig(testConfigPrefix(t, "example.azurecr.io", strings.TrimPrefix(srv.URL, "http://"))),
-		WithCredentialResolver(credentials.NewResolver(credentials.WithNative(credentials.KindAzure, identity))),
+		WithCredentialResolver(credentials.NewResolver(credentials.WithNative(credref.KindAzure, identity))),
 		withRetry(1, 0, 0),
 	)
 	ref := imageRef(t, "example.azurecr.io/team/app:1.0.0")
-	_, tagsErr := c.Tags(t.Context(), ref, credentials.Ref{})
-	_, metaErr := c.Manifest(t.Context(), ref, credentials.Ref{})
+	_, tagsErr := c.Tags(t.Context(), ref, credref.Ref{})
+	_, metaErr := c.Manifest(t.Context(), ref, credref.Ref{})
 	for _, err := range []error{tagsErr, metaErr} {
 		if err == nil {
 			t.Fatal("want an error")

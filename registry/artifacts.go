@@ -13,7 +13,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // ErrNotFound is wrapped by the error of Manifest and Blob when the
@@ -31,7 +31,7 @@ type Manifest struct {
 // the registry sends it: for artifacts such as signatures, whose layers are
 // not images. It is not cached (a tag moves); its size is bounded like any
 // manifest's (4 MiB).
-func (c *Client) Manifest(ctx context.Context, ref imageref.Reference, creds credentials.Ref) (Manifest, error) {
+func (c *Client) Manifest(ctx context.Context, ref imageref.Reference, creds credref.Ref) (Manifest, error) {
 	const op = "get manifest"
 	t, err := c.target(ref, creds)
 	if err != nil {
@@ -68,7 +68,7 @@ func (c *Client) Manifest(ctx context.Context, ref imageref.Reference, creds cre
 // gives an empty index. Its Digest is the SHA-256 of the index as read, so
 // that a caller can tell whether it changed. It is not cached; its size is
 // bounded like a manifest's (4 MiB).
-func (c *Client) Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (Manifest, error) {
+func (c *Client) Referrers(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string) (Manifest, error) {
 	const op = "get referrers"
 	repo := ref.WithoutVersion()
 	t, err := c.target(repo, creds)
@@ -107,7 +107,7 @@ func (c *Client) Referrers(ctx context.Context, ref imageref.Reference, creds cr
 // maxBytes of it: a larger blob fails with an error that wraps
 // ErrTooLarge, before more than maxBytes+1 bytes are read. What is read is
 // checked against the digest. Blobs are not cached.
-func (c *Client) Blob(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string, maxBytes int64) ([]byte, error) {
+func (c *Client) Blob(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string, maxBytes int64) ([]byte, error) {
 	const op = "get blob"
 	repo := ref.WithoutVersion()
 	t, err := c.target(repo, creds)

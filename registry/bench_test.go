@@ -6,7 +6,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // The benchmarks lift the rate limit, which would otherwise be what they
@@ -18,12 +18,12 @@ func BenchmarkTags2500(b *testing.B) {
 	pushManyTags(b, reg, "many", 2500)
 	c := NewClient(WithConfig(testConfig(b, reg.Host, benchLimit)))
 	ref := imageRef(b, reg.Host+"/many")
-	if _, err := c.Tags(b.Context(), ref, credentials.Ref{}); err != nil {
+	if _, err := c.Tags(b.Context(), ref, credref.Ref{}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		tags, err := c.Tags(b.Context(), ref, credentials.Ref{})
+		tags, err := c.Tags(b.Context(), ref, credref.Ref{})
 		if err != nil || len(tags) != 2500 {
 			b.Fatalf("%d tags, %v", len(tags), err)
 		}
@@ -37,12 +37,12 @@ func BenchmarkMetadataCacheHit(b *testing.B) {
 	c := NewClient(WithConfig(testConfig(b, reg.Host, benchLimit)))
 	ref := imageRef(b, reg.Host+"/multi:1.0")
 	platforms := []v1.Platform{linuxARM64}
-	if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
+	if _, err := c.Metadata(b.Context(), ref, credref.Ref{}, platforms); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
+		if _, err := c.Metadata(b.Context(), ref, credref.Ref{}, platforms); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,12 +58,12 @@ func BenchmarkMetadataCacheHitByDigest(b *testing.B) {
 		b.Fatal(err)
 	}
 	platforms := []v1.Platform{linuxARM64}
-	if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
+	if _, err := c.Metadata(b.Context(), ref, credref.Ref{}, platforms); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := c.Metadata(b.Context(), ref, credentials.Ref{}, platforms); err != nil {
+		if _, err := c.Metadata(b.Context(), ref, credref.Ref{}, platforms); err != nil {
 			b.Fatal(err)
 		}
 	}

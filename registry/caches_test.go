@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // inProcessRegistry answers the version check and the tag list of every
@@ -61,7 +61,7 @@ func TestClientCachesAreBounded(t *testing.T) {
 		for w := range workers {
 			wg.Go(func() {
 				for i := w; i < n; i += workers {
-					if _, err := c.Tags(t.Context(), refs[i], credentials.Ref{}); err != nil {
+					if _, err := c.Tags(t.Context(), refs[i], credref.Ref{}); err != nil {
 						t.Errorf("%s: %v", refs[i], err)
 						return
 					}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // writeScript writes an executable shell script into a fresh directory.
@@ -47,7 +48,7 @@ func TestExtScriptCredentialsFromConfig(t *testing.T) {
 		script := writeScript(t, fmt.Sprintf("echo run >> %s\necho '%s:%s'", log, reg.Username, reg.Password))
 		c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: ext:"+script, "credsexpire: 1h")))
 		for range 3 {
-			if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
+			if _, err := c.Tags(t.Context(), ref, credref.Ref{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -60,7 +61,7 @@ func TestExtScriptCredentialsFromConfig(t *testing.T) {
 		const garbage = "this-is-no-credential-XYZZY"
 		script := writeScript(t, "echo "+garbage)
 		c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: ext:"+script, "credsexpire: 1h")))
-		_, err := c.Tags(t.Context(), ref, credentials.Ref{})
+		_, err := c.Tags(t.Context(), ref, credref.Ref{})
 		if err == nil {
 			t.Fatal("want an error for a script that prints no credentials")
 		}
@@ -106,14 +107,14 @@ func TestUnauthorizedRefetchesCachedCredentials(t *testing.T) {
 
 			script, log := staleThenFreshScript(t, reg)
 			c := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg, "credentials: ext:"+script, "credsexpire: 10h")...)))
-			if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
+			if _, err := c.Tags(t.Context(), ref, credref.Ref{}); err != nil {
 				t.Fatalf("the client should have fetched the credentials again after a 401: %v", err)
 			}
 			if n := runs(t, log); n != 2 {
 				t.Errorf("the script ran %d times, want 2 (stale, then fresh)", n)
 			}
 			// The fresh credentials are cached now.
-			if _, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil); err != nil {
+			if _, err := c.Metadata(t.Context(), ref, credref.Ref{}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if n := runs(t, log); n != 2 {
@@ -122,7 +123,7 @@ func TestUnauthorizedRefetchesCachedCredentials(t *testing.T) {
 
 			// Image-level credentials are not cached, so a 401 is final.
 			script, log = staleThenFreshScript(t, reg)
-			_, err := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...))).Tags(t.Context(), ref, credentials.Ref{Kind: credentials.KindExt, Path: script})
+			_, err := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...))).Tags(t.Context(), ref, credref.Ref{Kind: credref.KindExt, Path: script})
 			checkUnauthorized(t, err, reg.Host, "app", "stale-password")
 			if n := runs(t, log); n != 1 {
 				t.Errorf("the script ran %d times for image-level credentials, want once", n)

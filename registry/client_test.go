@@ -21,12 +21,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
-
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // recorder is a base transport that remembers the requests reaching the
@@ -123,8 +123,8 @@ func envResolver(vars map[string]string, opts ...credentials.Option) *credential
 }
 
 // envRef is the reference env:<name>.
-func envRef(name string) credentials.Ref {
-	return credentials.Ref{Kind: credentials.KindEnv, Var: name}
+func envRef(name string) credref.Ref {
+	return credref.Ref{Kind: credref.KindEnv, Var: name}
 }
 
 func imageRef(t testing.TB, s string) imageref.Reference {
@@ -235,7 +235,7 @@ func TestTagsAuth(t *testing.T) {
 			)
 			ref := imageRef(t, reg.Host+"/team/app:1.0.0")
 
-			got, err := c.Tags(t.Context(), ref, credentials.Ref{})
+			got, err := c.Tags(t.Context(), ref, credref.Ref{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestTagsAuth(t *testing.T) {
 			}
 
 			// Without credentials the registry refuses too.
-			_, err = NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...))).Tags(t.Context(), ref, credentials.Ref{})
+			_, err = NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg)...))).Tags(t.Context(), ref, credref.Ref{})
 			checkUnauthorized(t, err, reg.Host, "team/app", reg.Password)
 			if !strings.Contains(err.Error(), "anonymously") {
 				t.Errorf("error does not say the call was anonymous: %v", err)
@@ -293,7 +293,7 @@ func TestTagsPaging(t *testing.T) {
 			rec.next = transport.NewHTTP(true)
 			c := NewClient(WithConfig(func() *config.Config { return cfg }), withBaseTransport(rec))
 
-			got, err := c.Tags(t.Context(), imageRef(t, tc.host+"/many"), credentials.Ref{})
+			got, err := c.Tags(t.Context(), imageRef(t, tc.host+"/many"), credref.Ref{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -390,13 +390,13 @@ func TestTagsCallerLeavingDoesNotFailOthers(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() {
-		_, err := c.Tags(ctx, ref, credentials.Ref{})
+		_, err := c.Tags(ctx, ref, credref.Ref{})
 		first <- err
 	}()
 	poll.True(t, 10*time.Second, "the first caller's tag listing to reach the registry", func() bool { return rec.count(http.MethodGet, "/tags/list") == 1 })
 	second := make(chan error, 1)
 	go func() {
-		_, err := c.Tags(t.Context(), ref, credentials.Ref{})
+		_, err := c.Tags(t.Context(), ref, credref.Ref{})
 		second <- err
 	}()
 	poll.True(t, 10*time.Second, "the second caller to join the listing in flight", func() bool { return testutil.ToFloat64(m.cacheHits.WithLabelValues(cacheTagsInflight)) == 1 })
@@ -421,7 +421,7 @@ func TestTagsRegistryDown(t *testing.T) {
 	c := NewClient(WithConfig(testConfig(t, host)), withRetry(3, 10*time.Millisecond, 100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, err = c.Tags(ctx, imageRef(t, host+"/app"), credentials.Ref{})
+	_, err = c.Tags(ctx, imageRef(t, host+"/app"), credref.Ref{})
 	if err == nil {
 		t.Fatal("want an error from a registry that is down")
 	}
@@ -446,12 +446,12 @@ func TestTagsEmptyRepositoryAndErrors(t *testing.T) {
 	reg := testenv.StartRegistry(t, testenv.WithoutAuth())
 	c := NewClient(WithConfig(testConfig(t, reg.Host)))
 
-	_, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/nothing-here"), credentials.Ref{})
+	_, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/nothing-here"), credref.Ref{})
 	var e *Error
 	if !errors.As(err, &e) || e.StatusCode() != http.StatusNotFound {
 		t.Fatalf("want a 404 *registry.Error for an unknown repository, got %v", err)
 	}
-	if _, err := c.Tags(t.Context(), imageref.Reference{}, credentials.Ref{}); err == nil {
+	if _, err := c.Tags(t.Context(), imageref.Reference{}, credref.Ref{}); err == nil {
 		t.Error("want an error for the zero reference")
 	}
 }

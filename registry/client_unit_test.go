@@ -8,26 +8,27 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 func TestNativeKindFor(t *testing.T) {
 	for _, tc := range []struct {
 		host string
-		kind credentials.Kind
+		kind credref.Kind
 		ok   bool
 	}{
-		{"123456789012.dkr.ecr.eu-west-1.amazonaws.com", credentials.KindECR, true},
-		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", credentials.KindECR, true},
-		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", credentials.KindECR, true},
+		{"123456789012.dkr.ecr.eu-west-1.amazonaws.com", credref.KindECR, true},
+		{"123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", credref.KindECR, true},
+		{"123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", credref.KindECR, true},
 		{"12345.dkr.ecr.eu-west-1.amazonaws.com", 0, false},
 		{"public.ecr.aws", 0, false},
-		{"gcr.io", credentials.KindGCP, true},
-		{"eu.gcr.io", credentials.KindGCP, true},
-		{"europe-west1-docker.pkg.dev", credentials.KindGCP, true},
+		{"gcr.io", credref.KindGCP, true},
+		{"eu.gcr.io", credref.KindGCP, true},
+		{"europe-west1-docker.pkg.dev", credref.KindGCP, true},
 		{"docker.pkg.dev", 0, false},
-		{"example.azurecr.io", credentials.KindAzure, true},
-		{"example.azurecr.cn", credentials.KindAzure, true},
-		{"example.azurecr.us:443", credentials.KindAzure, true},
+		{"example.azurecr.io", credref.KindAzure, true},
+		{"example.azurecr.cn", credref.KindAzure, true},
+		{"example.azurecr.us:443", credref.KindAzure, true},
 		{"azurecr.io", 0, false},
 		{"ghcr.io", 0, false},
 		{"docker.io", 0, false},
@@ -40,48 +41,48 @@ func TestNativeKindFor(t *testing.T) {
 }
 
 // nativeFunc adapts a function to credentials.Source.
-type nativeFunc func(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error)
+type nativeFunc func(ctx context.Context, ref credref.Ref, t credentials.Target) (credentials.Credential, time.Time, error)
 
-func (f nativeFunc) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+func (f nativeFunc) Credential(ctx context.Context, ref credref.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
 	return f(ctx, ref, t)
 }
 
 func TestSourceFor(t *testing.T) {
-	unused := nativeFunc(func(context.Context, credentials.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
+	unused := nativeFunc(func(context.Context, credref.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
 		return credentials.Credential{}, time.Time{}, errors.New("not called")
 	})
-	withNative := credentials.NewResolver(credentials.WithNative(credentials.KindGCP, unused))
+	withNative := credentials.NewResolver(credentials.WithNative(credref.KindGCP, unused))
 	c := NewClient(WithCredentialResolver(withNative))
 	gcr := imageRef(t, "gcr.io/project/app")
 
-	src, err := c.sourceFor(c.Endpoint(gcr), gcr.Registry(), credentials.Ref{})
-	if err != nil || src.ref.Kind != credentials.KindGCP || !src.native || !src.cached {
+	src, err := c.sourceFor(c.Endpoint(gcr), gcr.Registry(), credref.Ref{})
+	if err != nil || src.ref.Kind != credref.KindGCP || !src.native || !src.cached {
 		t.Errorf("gcr.io with a GCP provider: %+v, %v", src, err)
 	}
 	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), envRef("X"))
-	if src.ref.Kind != credentials.KindEnv || !src.cached || src.ttl != imageCredentialTTL {
+	if src.ref.Kind != credref.KindEnv || !src.cached || src.ttl != imageCredentialTTL {
 		t.Errorf("an image-level reference wins and is kept for a minute: %+v", src)
 	}
-	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), credentials.Ref{Kind: credentials.KindExt, Path: "/bin/creds"})
-	if src.ref.Kind != credentials.KindExt || src.cached {
+	src, _ = c.sourceFor(c.Endpoint(gcr), gcr.Registry(), credref.Ref{Kind: credref.KindExt, Path: "/bin/creds"})
+	if src.ref.Kind != credref.KindExt || src.cached {
 		t.Errorf("an image-level script runs on every use: %+v", src)
 	}
 	ecr := imageRef(t, "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app")
-	if src, _ := c.sourceFor(c.Endpoint(ecr), ecr.Registry(), credentials.Ref{}); !src.ref.IsZero() {
+	if src, _ := c.sourceFor(c.Endpoint(ecr), ecr.Registry(), credref.Ref{}); !src.ref.IsZero() {
 		t.Errorf("ECR without an ECR provider should be anonymous: %+v", src)
 	}
 }
 
 func TestNativeWithoutCredentialsMeansAnonymous(t *testing.T) {
 	var fail error
-	provider := nativeFunc(func(context.Context, credentials.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
+	provider := nativeFunc(func(context.Context, credref.Ref, credentials.Target) (credentials.Credential, time.Time, error) {
 		if fail != nil {
 			return credentials.Credential{}, time.Time{}, fail
 		}
 		return credentials.Credential{Username: "oauth2accesstoken", Password: "tok"}, time.Time{}, nil
 	})
-	c := NewClient(WithCredentialResolver(credentials.NewResolver(credentials.WithNative(credentials.KindGCP, provider))))
-	src := credSource{ref: credentials.Ref{Kind: credentials.KindGCP}, cached: true, native: true}
+	c := NewClient(WithCredentialResolver(credentials.NewResolver(credentials.WithNative(credref.KindGCP, provider))))
+	src := credSource{ref: credref.Ref{Kind: credref.KindGCP}, cached: true, native: true}
 	gcr := credentials.Target{Host: "gcr.io", Repository: "project/app"}
 
 	fail = fmt.Errorf("gcp: %w", credentials.ErrNoNative)

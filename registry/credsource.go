@@ -10,28 +10,29 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // nativeKindFor says which native credential source serves a registry
 // host by itself: ECR for private ECR hosts, GCP for gcr.io, *.gcr.io and
 // <location>-docker.pkg.dev, Azure for *.azurecr.io (.cn, .us).
-func nativeKindFor(host string) (credentials.Kind, bool) {
+func nativeKindFor(host string) (credref.Kind, bool) {
 	if _, _, ok := cloudhost.ECR(host); ok {
-		return credentials.KindECR, true
+		return credref.KindECR, true
 	}
 	if cloudhost.Google(host) {
-		return credentials.KindGCP, true
+		return credref.KindGCP, true
 	}
 	if _, ok := cloudhost.ACR(host); ok {
-		return credentials.KindAzure, true
+		return credref.KindAzure, true
 	}
 	return 0, false
 }
 
 // credSource is where an operation's credentials come from.
 type credSource struct {
-	ref    credentials.Ref // zero: anonymous
-	cached bool            // registry-level: ResolveCached, dropped on 401
+	ref    credref.Ref // zero: anonymous
+	cached bool        // registry-level: ResolveCached, dropped on 401
 	ttl    time.Duration
 	native bool // chosen by host: no native credentials means anonymous
 }
@@ -48,22 +49,22 @@ func (s credSource) identity() string { return s.ref.String() }
 // once per update cycle (credentials.WithCycle).
 const imageCredentialTTL = time.Minute
 
-func (c *Client) sourceFor(ep config.Endpoint, host string, creds credentials.Ref) (credSource, error) {
+func (c *Client) sourceFor(ep config.Endpoint, host string, creds credref.Ref) (credSource, error) {
 	if !creds.IsZero() {
-		if creds.Kind == credentials.KindExt {
+		if creds.Kind == credref.KindExt {
 			return credSource{ref: creds}, nil
 		}
 		return credSource{ref: creds, cached: true, ttl: imageCredentialTTL}, nil
 	}
 	if ep.Credentials != "" {
-		ref, err := credentials.ParseRef(ep.Credentials)
+		ref, err := credref.ParseRef(ep.Credentials)
 		if err != nil {
 			return credSource{}, fmt.Errorf("credentials of the registries.conf entry %s: %w", ep.Prefix, err)
 		}
 		return credSource{ref: ref, cached: true, ttl: ep.CredsExpire}, nil
 	}
 	if kind, ok := nativeKindFor(host); ok && c.resolver.HasNative(kind) {
-		return credSource{ref: credentials.Ref{Kind: kind}, cached: true, native: true}, nil
+		return credSource{ref: credref.Ref{Kind: kind}, cached: true, native: true}, nil
 	}
 	return credSource{}, nil
 }

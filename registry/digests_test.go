@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // Two cycles against the real registry, each listing the repository and
@@ -56,11 +56,11 @@ func TestTagDigestKnownAcrossCycles(t *testing.T) {
 			ref := imageRef(t, reg.Host+"/"+repo+":v1")
 			cycle := func() string {
 				if tc.list {
-					if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
+					if _, err := c.Tags(t.Context(), ref, credref.Ref{}); err != nil {
 						t.Fatal(err)
 					}
 				}
-				md, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil, tc.opts...)
+				md, err := c.Metadata(t.Context(), ref, credref.Ref{}, nil, tc.opts...)
 				if err != nil {
 					t.Fatal(err)
 				}

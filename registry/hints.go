@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // opListTags is the Op of a tag listing's Error, as Tags writes it.
@@ -17,7 +17,7 @@ func (e *Error) hint() string {
 	refused := code == http.StatusUnauthorized || code == http.StatusForbidden
 	switch {
 	case !refused || e.Credentials == "" || !isACRHost(e.Registry) && !isACRHost(e.APIHost):
-	case e.Credentials == credentials.KindAzure.String():
+	case e.Credentials == credref.KindAzure.String():
 		// The pod's identity, or none: such a source falls back to
 		// anonymous access when the pod has no identity.
 		return "Azure Container Registry: the pod's workload identity needs a role that may read the repository, such as AcrPull " +

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // A registry whose token realm is on another loopback port is refused
@@ -25,7 +25,7 @@ func TestTokenRealmOnAnInternalHost(t *testing.T) {
 	before := seen() // the push's
 
 	c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: env:REG_CREDS")), WithCredentialResolver(resolver))
-	_, err := c.Tags(t.Context(), ref, credentials.Ref{})
+	_, err := c.Tags(t.Context(), ref, credref.Ref{})
 	want := "refusing to connect to the internal host " + reg.Tokens.Host()
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "internal_hosts") {
 		t.Fatalf("got %v, want an error containing %q", err, want)
@@ -35,7 +35,7 @@ func TestTokenRealmOnAnInternalHost(t *testing.T) {
 	}
 
 	c = NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg, "credentials: env:REG_CREDS")...)), WithCredentialResolver(resolver))
-	if tags, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil || len(tags) != 1 {
+	if tags, err := c.Tags(t.Context(), ref, credref.Ref{}); err != nil || len(tags) != 1 {
 		t.Fatalf("with internal_hosts: %v, %v", tags, err)
 	}
 }
@@ -78,7 +78,7 @@ func TestTokenRealmAnswerNotQuoted(t *testing.T) {
 			status.Store(int64(tc.status))
 			before := asked.Load()
 			c := NewClient(WithConfig(testConfig(t, host, tc.fields...)), withRetry(1, 0, 0))
-			_, err := c.Tags(t.Context(), ref, credentials.Ref{})
+			_, err := c.Tags(t.Context(), ref, credref.Ref{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}

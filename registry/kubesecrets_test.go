@@ -14,6 +14,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 func TestKubeSecrets(t *testing.T) {
@@ -42,9 +43,9 @@ func TestKubeSecrets(t *testing.T) {
 	resolver := credentials.NewResolver(credentials.WithSecretGetter(credentials.NewKubeSecretGetter(cs)))
 	ref := imageRef(t, reg.Host+"/app")
 
-	for _, creds := range []credentials.Ref{
-		{Kind: credentials.KindPullSecret, Namespace: ns, Name: "pull"},
-		{Kind: credentials.KindSecret, Namespace: ns, Name: "plain", Field: "creds"},
+	for _, creds := range []credref.Ref{
+		{Kind: credref.KindPullSecret, Namespace: ns, Name: "pull"},
+		{Kind: credref.KindSecret, Namespace: ns, Name: "plain", Field: "creds"},
 	} {
 		t.Run("image-level "+creds.String(), func(t *testing.T) {
 			c := NewClient(WithConfig(testConfig(t, reg.Host)), WithCredentialResolver(resolver))
@@ -54,7 +55,7 @@ func TestKubeSecrets(t *testing.T) {
 		})
 		t.Run("registry-level "+creds.String(), func(t *testing.T) {
 			c := NewClient(WithConfig(testConfig(t, reg.Host, "credentials: "+creds.String())), WithCredentialResolver(resolver))
-			if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
+			if _, err := c.Tags(t.Context(), ref, credref.Ref{}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -62,7 +63,7 @@ func TestKubeSecrets(t *testing.T) {
 
 	t.Run("missing secret", func(t *testing.T) {
 		c := NewClient(WithConfig(testConfig(t, reg.Host)), WithCredentialResolver(resolver))
-		_, err := c.Tags(t.Context(), ref, credentials.Ref{Kind: credentials.KindPullSecret, Namespace: ns, Name: "missing"})
+		_, err := c.Tags(t.Context(), ref, credref.Ref{Kind: credref.KindPullSecret, Namespace: ns, Name: "missing"})
 		if !errors.Is(err, credentials.ErrSecretNotFound) || !apierrors.IsNotFound(err) {
 			t.Errorf("want credentials.ErrSecretNotFound and the API's not-found, got %v", err)
 		}

@@ -17,8 +17,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // badRegistry is a small registry API server for what the real registry
@@ -168,7 +168,7 @@ func TestTagListLimits(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			var err error
-			grown := heapGrowth(func() { _, err = c.Tags(ctx, imageRef(t, bad.host+"/app"), credentials.Ref{}) })
+			grown := heapGrowth(func() { _, err = c.Tags(ctx, imageRef(t, bad.host+"/app"), credref.Ref{}) })
 			if grown > maxHeapGrowth {
 				t.Errorf("the heap grew by %d MiB while listing, want at most %d", grown>>20, maxHeapGrowth>>20)
 			}
@@ -340,9 +340,9 @@ func TestRequestTimeout(t *testing.T) {
 			start := time.Now()
 			var err error
 			if tc.metadata {
-				_, err = c.Metadata(ctx, ref, credentials.Ref{}, nil)
+				_, err = c.Metadata(ctx, ref, credref.Ref{}, nil)
 			} else {
-				_, err = c.Tags(ctx, ref, credentials.Ref{})
+				_, err = c.Tags(ctx, ref, credref.Ref{})
 			}
 			elapsed := time.Since(start)
 			if ctx.Err() != nil {
@@ -418,7 +418,7 @@ func TestManifestAndConfigSizeLimits(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := startBadRegistry(t, serveImage(tc.img, tc.misbehave))
 			c := NewClient(WithConfig(testConfig(t, bad.host)))
-			_, err := c.Metadata(t.Context(), imageRef(t, bad.host+"/app:1.0"), credentials.Ref{}, []v1.Platform{linuxAMD64})
+			_, err := c.Metadata(t.Context(), imageRef(t, bad.host+"/app:1.0"), credref.Ref{}, []v1.Platform{linuxAMD64})
 			if !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("want ErrTooLarge, got %v", err)
 			}
@@ -514,7 +514,7 @@ func TestOtherAnswersSizeLimit(t *testing.T) {
 	t.Cleanup(func() { close(gone) })
 	host := strings.TrimPrefix(srv.URL, "http://")
 	c := NewClient(WithConfig(testConfig(t, host)))
-	tags, err := c.Tags(t.Context(), imageRef(t, host+"/app"), credentials.Ref{})
+	tags, err := c.Tags(t.Context(), imageRef(t, host+"/app"), credref.Ref{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/platform"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ggcr "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/platform"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // createdAnnotation is the OCI annotation (and, by convention, label) for
@@ -106,7 +106,7 @@ func FollowTag() MetadataOption {
 //
 // When the image offers none of the platforms, the error wraps
 // ErrNoMatchingPlatform and the metadata is returned as well.
-func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds credentials.Ref, platforms []v1.Platform, opts ...MetadataOption) (ImageMetadata, error) {
+func (c *Client) Metadata(ctx context.Context, ref imageref.Reference, creds credref.Ref, platforms []v1.Platform, opts ...MetadataOption) (ImageMetadata, error) {
 	const op = "get metadata"
 	t, err := c.target(ref, creds)
 	if err != nil {

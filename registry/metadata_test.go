@@ -21,7 +21,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 var (
@@ -46,7 +46,7 @@ func TestMetadataSingleImage(t *testing.T) {
 	c := NewClient(WithConfig(testConfig(t, reg.Host)))
 	ref := imageRef(t, reg.Host+"/app:1.0")
 
-	md, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil)
+	md, err := c.Metadata(t.Context(), ref, credref.Ref{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +67,10 @@ func TestMetadataSingleImage(t *testing.T) {
 	}
 
 	// arm64 without a variant is arm64/v8.
-	if _, err := c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{{OS: "linux", Architecture: "arm64", Variant: "v8"}}); err != nil {
+	if _, err := c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{{OS: "linux", Architecture: "arm64", Variant: "v8"}}); err != nil {
 		t.Errorf("linux/arm64/v8: %v", err)
 	}
-	md, err = c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{linuxAMD64})
+	md, err = c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{linuxAMD64})
 	if !errors.Is(err, ErrNoMatchingPlatform) {
 		t.Fatalf("an arm64 image asked for amd64: want ErrNoMatchingPlatform, got %v", err)
 	}
@@ -83,16 +83,16 @@ func TestMetadataSingleImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md, err := c.Metadata(t.Context(), byDigest, credentials.Ref{}, nil); err != nil || !md.Created.Equal(created) {
+	if md, err := c.Metadata(t.Context(), byDigest, credref.Ref{}, nil); err != nil || !md.Created.Equal(created) {
 		t.Errorf("by digest: %+v, %v", md, err)
 	}
 
-	_, err = c.Metadata(t.Context(), imageRef(t, reg.Host+"/app:missing"), credentials.Ref{}, nil)
+	_, err = c.Metadata(t.Context(), imageRef(t, reg.Host+"/app:missing"), credref.Ref{}, nil)
 	var e *Error
 	if !errors.As(err, &e) || e.StatusCode() != http.StatusNotFound || e.Tag != "missing" || !strings.Contains(err.Error(), "app:missing") {
 		t.Errorf("unknown tag: want a 404 naming the tag, got %v", err)
 	}
-	if _, err := c.Metadata(t.Context(), imageRef(t, reg.Host+"/app"), credentials.Ref{}, nil); !errors.Is(err, errNoTagOrDigest) {
+	if _, err := c.Metadata(t.Context(), imageRef(t, reg.Host+"/app"), credref.Ref{}, nil); !errors.Is(err, errNoTagOrDigest) {
 		t.Errorf("no tag: %v", err)
 	}
 }
@@ -108,7 +108,7 @@ func TestMetadataIndex(t *testing.T) {
 	c := NewClient(WithConfig(testConfig(t, reg.Host)), withBaseTransport(rec), WithMetrics(m))
 	ref := imageRef(t, reg.Host+"/multi:2.0")
 
-	md, err := c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{linuxARM64})
+	md, err := c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{linuxARM64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestMetadataIndex(t *testing.T) {
 
 	// Second call: one HEAD, the rest from the cache.
 	rec.reset()
-	again, err := c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{linuxARM64})
+	again, err := c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{linuxARM64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,20 +144,20 @@ func TestMetadataIndex(t *testing.T) {
 	}
 	again.Platforms[0].OS = "changed by the caller"
 	again.Labels = nil
-	if third, _ := c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{linuxARM64}); third.Platforms[0].OS != "linux" {
+	if third, _ := c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{linuxARM64}); third.Platforms[0].OS != "linux" {
 		t.Error("callers share the cached metadata's slices")
 	}
 
 	// Preference order: the first wanted platform the index has wins.
 	rec.reset()
-	if _, err := c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{{OS: "linux", Architecture: "s390x"}, linuxARMv7, linuxAMD64}); err != nil {
+	if _, err := c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{{OS: "linux", Architecture: "s390x"}, linuxARMv7, linuxAMD64}); err != nil {
 		t.Fatal(err)
 	}
 	if rec.count(http.MethodGet, "/manifests/"+children["linux/arm/v7"]) != 1 || rec.count(http.MethodGet, "/manifests/"+children["linux/amd64"]) != 0 {
 		t.Errorf("want the arm/v7 image:\n%s", strings.Join(rec.requests(), "\n"))
 	}
 
-	md, err = c.Metadata(t.Context(), ref, credentials.Ref{}, []v1.Platform{{OS: "windows", Architecture: "amd64"}})
+	md, err = c.Metadata(t.Context(), ref, credref.Ref{}, []v1.Platform{{OS: "windows", Architecture: "amd64"}})
 	if !errors.Is(err, ErrNoMatchingPlatform) || len(md.Platforms) != 3 || md.Digest != indexDigest.String() {
 		t.Errorf("windows: %+v, %v", md, err)
 	}
@@ -214,7 +214,7 @@ func TestMetadataCreatedAnnotation(t *testing.T) {
 
 	c := NewClient(WithConfig(testConfig(t, reg.Host)))
 	for tag, want := range map[string]time.Time{"reproducible": built, "inherited": built} {
-		md, err := c.Metadata(t.Context(), imageRef(t, reg.Host+"/app:"+tag), credentials.Ref{}, nil)
+		md, err := c.Metadata(t.Context(), imageRef(t, reg.Host+"/app:"+tag), credref.Ref{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestMetadataConcurrentFetchShared(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			md, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil)
+			md, err := c.Metadata(t.Context(), ref, credref.Ref{}, nil)
 			if err == nil && md.Digest != digest.String() {
 				err = errors.New("wrong digest " + md.Digest)
 			}
@@ -296,7 +296,7 @@ func TestMetadataHeadWithoutHeaders(t *testing.T) {
 			rec := newRecorder()
 			c := NewClient(WithConfig(testConfig(t, host)), withBaseTransport(rec))
 
-			md, err := c.Metadata(t.Context(), imageRef(t, host+"/app:1.0"), credentials.Ref{}, nil)
+			md, err := c.Metadata(t.Context(), imageRef(t, host+"/app:1.0"), credref.Ref{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 func TestMetrics(t *testing.T) {
@@ -33,10 +33,10 @@ func TestMetrics(t *testing.T) {
 		WithMetrics(m),
 	)
 	ref := imageRef(t, reg.Host+"/team/app:1.0")
-	if _, err := c.Tags(t.Context(), ref, credentials.Ref{}); err != nil {
+	if _, err := c.Tags(t.Context(), ref, credref.Ref{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Metadata(t.Context(), ref, credentials.Ref{}, nil); err != nil {
+	if _, err := c.Metadata(t.Context(), ref, credref.Ref{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// ping (401 challenge), tag list, HEAD, manifest, config.

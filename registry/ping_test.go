@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // pings counts the pings (GET /v2/) rec saw.
@@ -48,11 +48,11 @@ func TestPingOncePerRegistryAndCredentials(t *testing.T) {
 				WithCredentialResolver(envResolver(vars)),
 				withBaseTransport(rec),
 			)
-			creds := credentials.Ref{}
+			creds := credref.Ref{}
 			if reg.Username != "" {
 				creds = envRef("REG_CREDS")
 			}
-			list := func(creds credentials.Ref, repos ...string) {
+			list := func(creds credref.Ref, repos ...string) {
 				t.Helper()
 				for _, repo := range repos {
 					if tags, err := c.Tags(t.Context(), imageRef(t, reg.Host+"/"+repo), creds); err != nil || len(tags) != 1 {

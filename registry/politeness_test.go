@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // Against the real registry, with an entry that sets no limit: nothing
@@ -49,7 +49,7 @@ func TestRequestsInFlightBoundedWithoutLimit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range repos {
 		wg.Go(func() {
-			if _, err := c.Tags(t.Context(), imageRef(t, fmt.Sprintf("%s/app%d", reg.Host, i)), credentials.Ref{}); err != nil {
+			if _, err := c.Tags(t.Context(), imageRef(t, fmt.Sprintf("%s/app%d", reg.Host, i)), credref.Ref{}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -83,7 +83,7 @@ func TestRetryAfterRememberedAcrossCalls(t *testing.T) {
 	call := func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		_, err := c.Tags(ctx, ref, credentials.Ref{})
+		_, err := c.Tags(ctx, ref, credref.Ref{})
 		return err
 	}
 

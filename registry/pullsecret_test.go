@@ -10,6 +10,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // One image pull Secret holds a robot account per organisation of the same
@@ -42,16 +43,16 @@ func TestPullSecretEntriesByRepository(t *testing.T) {
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: config},
 	})
-	pullSecret := credentials.Ref{Kind: credentials.KindPullSecret, Namespace: ns, Name: "robots"}
+	pullSecret := credref.Ref{Kind: credref.KindPullSecret, Namespace: ns, Name: "robots"}
 	resolver := credentials.NewResolver(credentials.WithSecretGetter(credentials.NewKubeSecretGetter(cs)))
 
 	for _, level := range []struct {
 		name  string
-		conf  []string        // registries.conf fields
-		creds credentials.Ref // the image's own reference
+		conf  []string    // registries.conf fields
+		creds credref.Ref // the image's own reference
 	}{
 		{"image-level", nil, pullSecret},
-		{"registry-level", []string{"credentials: " + pullSecret.String()}, credentials.Ref{}},
+		{"registry-level", []string{"credentials: " + pullSecret.String()}, credref.Ref{}},
 	} {
 		t.Run(level.name, func(t *testing.T) {
 			c := NewClient(WithConfig(testConfig(t, reg.Host, regFields(reg, level.conf...)...)), WithCredentialResolver(resolver))

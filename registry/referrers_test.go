@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // referrerManifest is an artifact manifest whose subject is subject.
@@ -115,7 +115,7 @@ func TestReferrers(t *testing.T) {
 			t.Run(srv.name+"/"+tt.name, func(t *testing.T) {
 				rec := newRecorder()
 				c := NewClient(WithConfig(testConfig(t, srv.host)), withBaseTransport(rec))
-				m, err := c.Referrers(t.Context(), imageRef(t, srv.host+"/app:1.0"), credentials.Ref{}, tt.digest.String())
+				m, err := c.Referrers(t.Context(), imageRef(t, srv.host+"/app:1.0"), credref.Ref{}, tt.digest.String())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -153,7 +153,7 @@ func TestReferrersSizeLimit(t *testing.T) {
 		b.flood(w, `{"schemaVersion":2,"manifests":[`, `{"digest":"sha256:00"},`, 64<<20)
 	})
 	c := NewClient(WithConfig(testConfig(t, b.host)))
-	_, err := c.Referrers(t.Context(), imageRef(t, b.host+"/app"), credentials.Ref{}, "sha256:"+strings.Repeat("a", 64))
+	_, err := c.Referrers(t.Context(), imageRef(t, b.host+"/app"), credref.Ref{}, "sha256:"+strings.Repeat("a", 64))
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "referrers index is larger than 4 MiB") {
 		t.Fatalf("want ErrTooLarge for the referrers index, got %v", err)
 	}

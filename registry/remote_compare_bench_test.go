@@ -19,6 +19,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // These benchmarks put the client, which lists tags and reads manifests
@@ -200,7 +201,7 @@ func BenchmarkCompareTags2500(b *testing.B) {
 	runCompare(b, s, []compareCase{
 		{"session=shared/impl=ours", func(b *testing.B) func(context.Context) error {
 			c := s.ours()
-			return func(ctx context.Context) error { return check(c.Tags(ctx, ref, credentials.Ref{})) }
+			return func(ctx context.Context) error { return check(c.Tags(ctx, ref, credref.Ref{})) }
 		}},
 		{"session=shared/impl=ggcr", func(b *testing.B) func(context.Context) error {
 			p := s.puller(b)
@@ -209,7 +210,7 @@ func BenchmarkCompareTags2500(b *testing.B) {
 			}
 		}},
 		{"session=new/impl=ours", func(b *testing.B) func(context.Context) error {
-			return func(ctx context.Context) error { return check(s.ours().Tags(ctx, ref, credentials.Ref{})) }
+			return func(ctx context.Context) error { return check(s.ours().Tags(ctx, ref, credref.Ref{})) }
 		}},
 		{"session=new/impl=ggcr", func(b *testing.B) func(context.Context) error {
 			return func(ctx context.Context) error {
@@ -231,7 +232,7 @@ func BenchmarkCompareHeadTag(b *testing.B) {
 		{"session=shared/impl=ours", func(b *testing.B) func(context.Context) error {
 			c := s.ours()
 			return func(ctx context.Context) error {
-				md, err := c.Metadata(ctx, ref, credentials.Ref{}, []v1.Platform{linuxARM64})
+				md, err := c.Metadata(ctx, ref, credref.Ref{}, []v1.Platform{linuxARM64})
 				if err == nil && md.Digest != want.String() {
 					b.Fatalf("digest %s, want %s", md.Digest, want)
 				}
@@ -289,7 +290,7 @@ func BenchmarkCompareMetadataCold(b *testing.B) {
 					i := 0
 					return func(ctx context.Context) error {
 						i++
-						md, err := c.Metadata(ctx, ours[i%2], credentials.Ref{}, platforms)
+						md, err := c.Metadata(ctx, ours[i%2], credref.Ref{}, platforms)
 						if err == nil && md.Created.IsZero() {
 							b.Fatal("no created time")
 						}

@@ -12,6 +12,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/registry/transport"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // target is what one operation works on, with the error to wrap its
@@ -25,7 +26,7 @@ type target struct {
 
 // target finds ref's endpoint and credential source. On error, the
 // returned target can still wrap it.
-func (c *Client) target(ref imageref.Reference, creds credentials.Ref) (target, error) {
+func (c *Client) target(ref imageref.Reference, creds credref.Ref) (target, error) {
 	t := target{ref: ref, src: credSource{ref: creds}}
 	if ref.IsZero() {
 		return t, errors.New("empty image reference")

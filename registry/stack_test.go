@@ -18,7 +18,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // faultyProxy stands in front of a real registry and answers the next
@@ -103,7 +103,7 @@ func TestRetryOnTooManyRequestsAndServerErrors(t *testing.T) {
 			)
 			proxy.fail(tc.failures, tc.status, tc.retryAfter)
 			start := time.Now()
-			tags, err := c.Tags(t.Context(), imageRef(t, proxy.host+"/app"), credentials.Ref{})
+			tags, err := c.Tags(t.Context(), imageRef(t, proxy.host+"/app"), credref.Ref{})
 			elapsed := time.Since(start)
 
 			if tc.wantStatus != 0 {

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // tagsPageSize is the n of a tag-list request: the most ECR accepts, and a
@@ -24,7 +24,7 @@ const tagsPageSize = 1000
 // finished lists again; the listing's hash is kept, and tells Metadata
 // whether the digests it learnt of the repository's tags still hold. The
 // returned slice is the caller's own.
-func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credentials.Ref) ([]string, error) {
+func (c *Client) Tags(ctx context.Context, ref imageref.Reference, creds credref.Ref) ([]string, error) {
 	t, err := c.target(ref.WithoutVersion(), creds)
 	if err != nil {
 		return nil, t.wrap("list tags", err)

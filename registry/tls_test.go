@@ -9,7 +9,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // A registry behind an HTTPS proxy whose certificate comes from a CA of
@@ -73,7 +73,7 @@ func TestRegistryTLS(t *testing.T) {
 				WithCredentialResolver(envResolver(map[string]string{"CREDS": reg.Username + ":" + reg.Password})),
 				withRetry(1, 0, 0),
 			)
-			tags, err := c.Tags(t.Context(), imageRef(t, host+"/app"), credentials.Ref{})
+			tags, err := c.Tags(t.Context(), imageRef(t, host+"/app"), credref.Ref{})
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatal(err)

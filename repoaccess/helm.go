@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // Helm repositories are read with the rules of git repositories: Argo CD's
@@ -32,7 +34,7 @@ func (r *Resolver) ResolveHelm(ctx context.Context, repoURL, project string) (Cr
 // host, following redirects on that host only, and the function that
 // adds the credentials to a request.
 func (r *Resolver) HTTPRepository(ctx context.Context, repoURL string, c Credentials) (*http.Client, func(*http.Request), error) {
-	u, err := ParseURL(repoURL)
+	u, err := repourl.ParseURL(repoURL)
 	if err != nil {
 		return nil, nil, err
 	}

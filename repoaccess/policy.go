@@ -8,13 +8,15 @@ import (
 	"strings"
 
 	"github.com/gobwas/glob"
-	"github.com/image-updater/argocd-image-updater/internal/tenant"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/image-updater/argocd-image-updater/internal/tenant"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // Whoever can edit an Application's annotations chooses the repositories
@@ -125,7 +127,7 @@ type Request struct {
 // Check tells whether the Application of u may write to its repository
 // with the credentials it names.
 func (p *Policy) Check(ctx context.Context, u Request) error {
-	repo, err := ParseURL(u.RepoURL)
+	repo, err := repourl.ParseURL(u.RepoURL)
 	if err != nil {
 		return notPermitted{err}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // CheckRedirect lets the HTTP requests of a repository (git's, a Helm
@@ -20,7 +22,7 @@ func CheckRedirect(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	from, to := via[0].URL, req.URL
-	sameHost := SameHost(from.Hostname(), to.Hostname())
+	sameHost := repourl.SameHost(from.Hostname(), to.Hostname())
 	samePort := from.Scheme == to.Scheme && portOf(from) == portOf(to)
 	upgrade := from.Scheme == "http" && to.Scheme == "https"
 	if sameHost && (samePort || upgrade) {

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // Names Argo CD gives its repository credentials and SSH known hosts.
@@ -179,8 +181,8 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 		case err != nil:
 			return Credentials{}, fmt.Errorf("read credentials Secret %s/%s: %w", ns, name, err)
 		}
-		if u := string(s.Data["url"]); u != "" && !Covers(u, repoURL) {
-			return Credentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, RedactURL(u), RedactURL(repoURL))
+		if u := string(s.Data["url"]); u != "" && !repourl.Covers(u, repoURL) {
+			return Credentials{}, notPermittedf("credentials Secret %s/%s is for %s, not for %s", ns, name, repourl.RedactURL(u), repourl.RedactURL(repoURL))
 		}
 		c := CredentialsFromSecret(s)
 		if c.empty() {
@@ -204,7 +206,7 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 	if project == "" {
 		project = "default"
 	}
-	repo, err := ParseURL(repoURL)
+	repo, err := repourl.ParseURL(repoURL)
 	if err != nil {
 		// No Secret is for it; reaching it fails with the parser's error.
 		return Credentials{}, nil
@@ -217,7 +219,7 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 		}
 		// A repository Secret without credentials of its own takes them
 		// from a matching repo-creds Secret, as in Argo CD.
-		if u, err := ParseURL(string(s.Data["url"])); err != nil || !u.Same(repo) || CredentialsFromSecret(s).empty() {
+		if u, err := repourl.ParseURL(string(s.Data["url"])); err != nil || !u.Same(repo) || CredentialsFromSecret(s).empty() {
 			continue
 		}
 		switch scope := string(s.Data["project"]); scope {
@@ -239,7 +241,7 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !of(s) {
 			continue
 		}
-		prefix, err := ParseURL(string(s.Data["url"]))
+		prefix, err := repourl.ParseURL(string(s.Data["url"]))
 		if err != nil || !repo.Within(prefix) {
 			continue
 		}

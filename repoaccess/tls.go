@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/image-updater/argocd-image-updater/internal/netguard"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // TLSCertsConfigMap holds Argo CD's trusted certificates for HTTPS
@@ -26,7 +27,7 @@ func (r *Resolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, e
 	if r.tlsErr != nil {
 		return nil, r.tlsErr
 	}
-	key, err := CanonicalHost(host)
+	key, err := repourl.CanonicalHost(host)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) 
 	// no host.
 	certs := make(map[string]string, len(cm.Data))
 	for host, pemData := range cm.Data {
-		if key, err := CanonicalHost(host); err == nil {
+		if key, err := repourl.CanonicalHost(host); err == nil {
 			certs[key] = pemData
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -69,7 +69,7 @@ func TestParseAnnotations(t *testing.T) {
 				{Image: mustRef("nginx"), Constraint: "~1.26", Policy: pol(strategy.Settings{Strategy: "newest-build", AllowTags: "regexp:^v"})},
 				{Alias: "reg", Image: mustRef("localhost:5000/team/app"), Constraint: "^2",
 					Policy:      pol(strategy.Settings{Strategy: "semver", Constraint: "^2", AllowTags: "regexp:^v", IgnoreTags: []string{"*-rc*", "latest"}}),
-					ForceUpdate: true, PullSecret: credentials.Ref{Kind: credentials.KindPullSecret, Namespace: "argocd", Name: "regcred"},
+					ForceUpdate: true, PullSecret: credref.Ref{Kind: credref.KindPullSecret, Namespace: "argocd", Name: "regcred"},
 					PullSecretOrigin: AnnotationOrigin("reg.pull-secret")},
 				{Alias: "pinned", Image: mustRef("ghcr.io/x/y"), Constraint: "stable", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}},
 					Policy: pol(strategy.Settings{Strategy: "digest", Constraint: "stable", AllowTags: "regexp:^v", Platforms: []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}})},

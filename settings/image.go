@@ -10,7 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -38,7 +38,7 @@ type ImageSpec struct {
 	ForceUpdate bool
 	// PullSecret is the image's own credential reference (pull-secret,
 	// pullSecret); zero when unset.
-	PullSecret credentials.Ref
+	PullSecret credref.Ref
 	// PullSecretOrigin is where PullSecret is written; "" when it is unset.
 	PullSecretOrigin Origin
 	// Platforms are those the image must be built for; empty means the
@@ -114,7 +114,7 @@ func (raw policySettings) origin(err error) Origin {
 
 // readPullSecret sets spec's credential reference from the value at at.
 func readPullSecret(spec *ImageSpec, v string, at Origin) (Problem, bool) {
-	ref, err := credentials.ParseRef(v)
+	ref, err := credref.ParseRef(v)
 	if err != nil {
 		return Problem{Image: spec.Key(), Origin: at, Message: err.Error()}, false
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/registry"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 )
 
@@ -26,7 +26,7 @@ const maxBundleSize = 256 << 10
 // manifest, the bundle it holds, the bundle's signature with t, that its
 // statement's subject is digest, and that it is a statement of `cosign
 // sign`.
-func (v *Verifier) checkBundle(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest string, d v1.Descriptor, t Trust) error {
+func (v *Verifier) checkBundle(ctx context.Context, repo imageref.Reference, creds credref.Ref, digest string, d v1.Descriptor, t Trust) error {
 	ref, err := repo.WithDigest(d.Digest.String())
 	if err != nil {
 		return reject("%v", err)

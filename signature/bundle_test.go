@@ -30,6 +30,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 )
@@ -174,7 +175,7 @@ func TestVerifyBundles(t *testing.T) {
 			c := newClient(t, reg)
 			v := signature.NewVerifier(c)
 			img := mustParse(t, reg.Repo(repo))
-			err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), tt.key)
+			err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), tt.key)
 			if tt.wantRequests != 0 && c.requests() != tt.wantRequests {
 				t.Errorf("%d requests, want %d", c.requests(), tt.wantRequests)
 			}
@@ -183,7 +184,7 @@ func TestVerifyBundles(t *testing.T) {
 					t.Fatalf("want verified, got %v", err)
 				}
 				before := c.requests()
-				if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), tt.key); err != nil {
+				if err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), tt.key); err != nil {
 					t.Fatal(err)
 				}
 				if after := c.requests(); after != before {
@@ -201,7 +202,7 @@ func TestVerifyBundles(t *testing.T) {
 			// Remembered with what was read: the referrers index and the
 			// signature tag, nothing more.
 			before := c.requests()
-			if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), tt.key); !errors.Is(err, signature.ErrNotVerified) {
+			if err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), tt.key); !errors.Is(err, signature.ErrNotVerified) {
 				t.Fatalf("second check: %v", err)
 			}
 			if n := c.requests() - before; n != 2 {
@@ -242,7 +243,7 @@ func TestVerifyBundleReferrersAPI(t *testing.T) {
 	}
 	c := registry.NewClient(registry.WithConfig(func() *config.Config { return cfg }))
 	v := signature.NewVerifier(recordingRegistry{Client: c, record: func(s string) { mu.Lock(); paths = append(paths, s); mu.Unlock() }})
-	if err := v.Verify(t.Context(), mustParse(t, host+"/app"), credentials.Ref{}, d.String(), keypairKey(t, kp)); err != nil {
+	if err := v.Verify(t.Context(), mustParse(t, host+"/app"), credref.Ref{}, d.String(), keypairKey(t, kp)); err != nil {
 		t.Fatalf("want verified, got %v", err)
 	}
 	if want := "referrers manifest manifest blob"; strings.Join(paths, " ") != want {
@@ -255,17 +256,17 @@ type recordingRegistry struct {
 	record func(string)
 }
 
-func (r recordingRegistry) Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (registry.Manifest, error) {
+func (r recordingRegistry) Referrers(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string) (registry.Manifest, error) {
 	r.record("referrers")
 	return r.Client.Referrers(ctx, ref, creds, digest)
 }
 
-func (r recordingRegistry) Manifest(ctx context.Context, ref imageref.Reference, creds credentials.Ref) (registry.Manifest, error) {
+func (r recordingRegistry) Manifest(ctx context.Context, ref imageref.Reference, creds credref.Ref) (registry.Manifest, error) {
 	r.record("manifest")
 	return r.Client.Manifest(ctx, ref, creds)
 }
 
-func (r recordingRegistry) Blob(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string, maxBytes int64) ([]byte, error) {
+func (r recordingRegistry) Blob(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string, maxBytes int64) ([]byte, error) {
 	r.record("blob")
 	return r.Client.Blob(ctx, ref, creds, digest, maxBytes)
 }
@@ -352,7 +353,7 @@ func TestVerifyKeyless(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := tt.prepare(t)
 			v := signature.NewVerifier(newClient(t, reg))
-			err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), tt.keyless)
+			err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credref.Ref{}, d.String(), tt.keyless)
 			if tt.wantReason == "" {
 				if err != nil {
 					t.Fatalf("want verified, got %v", err)
@@ -373,7 +374,7 @@ func TestVerifyKeyless(t *testing.T) {
 		kp := testenv.NewCertKeypair(t, vs, identity, issuer)
 		reg.AttachBundle(t, repo, d, testenv.SignBundle(t, testenv.Statement(t, d, layout.SignPredicateType), kp, sign.BundleOptions{CertificateProvider: kp}), layout.SignPredicateType)
 		v := signature.NewVerifier(newClient(t, reg))
-		err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), keypairKey(t, kp))
+		err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credref.Ref{}, d.String(), keypairKey(t, kp))
 		if !errors.Is(err, signature.ErrNotVerified) {
 			t.Fatalf("want a rejection, got %v", err)
 		}
@@ -448,7 +449,7 @@ func TestVerifyReferrersRefused(t *testing.T) {
 			env := func(string) (string, bool) { return reg.Username + ":" + reg.Password, true }
 			c := registry.NewClient(registry.WithConfig(func() *config.Config { return cfg }),
 				registry.WithCredentialResolver(credentials.NewResolver(credentials.WithEnv(env))))
-			err = signature.NewVerifier(c).Verify(t.Context(), mustParse(t, host+"/app"), credentials.Ref{}, d.String(), parseKey(t, key))
+			err = signature.NewVerifier(c).Verify(t.Context(), mustParse(t, host+"/app"), credref.Ref{}, d.String(), parseKey(t, key))
 			if tt.refused && err != nil {
 				t.Fatalf("want verified from the .sig tag, got %v", err)
 			}

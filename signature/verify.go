@@ -17,7 +17,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/registry"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 )
 
@@ -55,9 +55,9 @@ func reject(format string, args ...any) error {
 
 // Registry is what the signatures are read through.
 type Registry interface {
-	Manifest(ctx context.Context, ref imageref.Reference, creds credentials.Ref) (registry.Manifest, error)
-	Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (registry.Manifest, error)
-	Blob(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string, maxBytes int64) ([]byte, error)
+	Manifest(ctx context.Context, ref imageref.Reference, creds credref.Ref) (registry.Manifest, error)
+	Referrers(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string) (registry.Manifest, error)
+	Blob(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string, maxBytes int64) ([]byte, error)
 }
 
 // Trust is what signatures must verify with: a *PublicKey, or a
@@ -109,7 +109,7 @@ type verdictKey struct {
 // envelope signs such a statement; nothing is fetched but from the
 // registry. An error wrapping ErrNotVerified (a *Rejection) says why none
 // does.
-func (v *Verifier) Verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t Trust) error {
+func (v *Verifier) Verify(ctx context.Context, image imageref.Reference, creds credref.Ref, digest string, t Trust) error {
 	return v.verify(ctx, image, creds, digest, t)
 }
 
@@ -120,7 +120,7 @@ type sources struct {
 	notes     []string // what could not be read, for the reason
 }
 
-func (v *Verifier) verify(ctx context.Context, image imageref.Reference, creds credentials.Ref, digest string, t Trust) error {
+func (v *Verifier) verify(ctx context.Context, image imageref.Reference, creds credref.Ref, digest string, t Trust) error {
 	repo := image.WithoutVersion()
 	ok := verdictKey{repo: repo.Name(), digest: digest, trust: t.cacheKey()}
 	if _, hit := v.verdicts.Get(ok); hit {
@@ -153,7 +153,7 @@ func (v *Verifier) verify(ctx context.Context, image imageref.Reference, creds c
 
 // read fetches the digest's referrers index and its signature manifest,
 // and says what was seen, by their digests.
-func (v *Verifier) read(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string) (sources, string, error) {
+func (v *Verifier) read(ctx context.Context, repo imageref.Reference, creds credref.Ref, digest, tag string) (sources, string, error) {
 	var src sources
 	idx, err := v.reg.Referrers(ctx, repo, creds, digest)
 	var re *registry.Error
@@ -236,7 +236,7 @@ func (s *search) try(what string, check func() error) (bool, error) {
 
 // check looks for a signature that verifies: bundles among the referrers
 // first, then layers of the signature manifest, maxSignatures in all.
-func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest, tag string, src sources, t Trust) error {
+func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds credref.Ref, digest, tag string, src sources, t Trust) error {
 	s := &search{reasons: src.notes}
 	var candidates []v1.Descriptor
 	if src.referrers != nil {
@@ -288,7 +288,7 @@ func (v *Verifier) check(ctx context.Context, repo imageref.Reference, creds cre
 	return reject("no signature verifies with %s (%s)", t, strings.Join(dedupe(s.reasons), "; "))
 }
 
-func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, creds credentials.Ref, digest string, l v1.Descriptor, t Trust) error {
+func (v *Verifier) checkLayer(ctx context.Context, repo imageref.Reference, creds credref.Ref, digest string, l v1.Descriptor, t Trust) error {
 	b64, ok := l.Annotations[layout.SignatureAnnotation]
 	if !ok {
 		return reject("no %s annotation", layout.SignatureAnnotation)

@@ -22,6 +22,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 )
@@ -33,7 +34,7 @@ type countingRegistry struct {
 	manifests, referrers, blobs atomic.Int32
 }
 
-func (c *countingRegistry) Referrers(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string) (registry.Manifest, error) {
+func (c *countingRegistry) Referrers(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string) (registry.Manifest, error) {
 	c.referrers.Add(1)
 	return c.Client.Referrers(ctx, ref, creds, digest)
 }
@@ -42,12 +43,12 @@ func (c *countingRegistry) requests() int32 {
 	return c.manifests.Load() + c.referrers.Load() + c.blobs.Load()
 }
 
-func (c *countingRegistry) Manifest(ctx context.Context, ref imageref.Reference, creds credentials.Ref) (registry.Manifest, error) {
+func (c *countingRegistry) Manifest(ctx context.Context, ref imageref.Reference, creds credref.Ref) (registry.Manifest, error) {
 	c.manifests.Add(1)
 	return c.Client.Manifest(ctx, ref, creds)
 }
 
-func (c *countingRegistry) Blob(ctx context.Context, ref imageref.Reference, creds credentials.Ref, digest string, maxBytes int64) ([]byte, error) {
+func (c *countingRegistry) Blob(ctx context.Context, ref imageref.Reference, creds credref.Ref, digest string, maxBytes int64) ([]byte, error) {
 	c.blobs.Add(1)
 	return c.Client.Blob(ctx, ref, creds, digest, maxBytes)
 }
@@ -191,14 +192,14 @@ func TestVerify(t *testing.T) {
 			c := newClient(t, reg)
 			v := signature.NewVerifier(c)
 			img := mustParse(t, reg.Repo(repo))
-			err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), parseKey(t, tt.key))
+			err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), parseKey(t, tt.key))
 			if tt.wantReason == "" {
 				if err != nil {
 					t.Fatalf("want verified, got %v", err)
 				}
 				// Remembered: no request the second time.
 				before := c.requests()
-				if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), parseKey(t, tt.key)); err != nil {
+				if err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), parseKey(t, tt.key)); err != nil {
 					t.Fatal(err)
 				}
 				if after := c.requests(); after != before {
@@ -216,7 +217,7 @@ func TestVerify(t *testing.T) {
 			// A rejection is remembered for the same signature manifest:
 			// one manifest request, no blob.
 			blobs := c.blobs.Load()
-			if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), parseKey(t, tt.key)); !errors.Is(err, signature.ErrNotVerified) {
+			if err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), parseKey(t, tt.key)); !errors.Is(err, signature.ErrNotVerified) {
 				t.Fatalf("second check: %v", err)
 			}
 			if c.blobs.Load() != blobs {
@@ -234,11 +235,11 @@ func TestVerifySignedLater(t *testing.T) {
 	reg.SignImage(t, "app", d, other)
 	v := signature.NewVerifier(newClient(t, reg))
 	img := mustParse(t, reg.Repo("app"))
-	if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), parseKey(t, key)); !errors.Is(err, signature.ErrNotVerified) {
+	if err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), parseKey(t, key)); !errors.Is(err, signature.ErrNotVerified) {
 		t.Fatalf("want rejection, got %v", err)
 	}
 	reg.SignImage(t, "app", d, key)
-	if err := v.Verify(t.Context(), img, credentials.Ref{}, d.String(), parseKey(t, key)); err != nil {
+	if err := v.Verify(t.Context(), img, credref.Ref{}, d.String(), parseKey(t, key)); err != nil {
 		t.Fatalf("signed since: %v", err)
 	}
 }
@@ -251,7 +252,7 @@ func TestVerifyRegistryFailure(t *testing.T) {
 	c := newClient(t, reg)
 	v := signature.NewVerifier(c)
 	img := mustParse(t, "127.0.0.1:1/app")
-	err := v.Verify(t.Context(), img, credentials.Ref{}, "sha256:"+strings.Repeat("a", 64), parseKey(t, key))
+	err := v.Verify(t.Context(), img, credref.Ref{}, "sha256:"+strings.Repeat("a", 64), parseKey(t, key))
 	if err == nil || errors.Is(err, signature.ErrNotVerified) {
 		t.Fatalf("want a registry error, got %v", err)
 	}
@@ -284,7 +285,7 @@ func TestVerifySignatureCount(t *testing.T) {
 		reg.PushBlob(t, repo, []byte("{}")), strings.Join(layers, ",")))
 
 	c := newClient(t, reg)
-	err := signature.NewVerifier(c).Verify(t.Context(), mustParse(t, reg.Repo(repo)), credentials.Ref{}, d.String(), parseKey(t, key))
+	err := signature.NewVerifier(c).Verify(t.Context(), mustParse(t, reg.Repo(repo)), credref.Ref{}, d.String(), parseKey(t, key))
 	var r *signature.Rejection
 	if !errors.As(err, &r) || !strings.Contains(r.Reason, fmt.Sprintf("more than %d signatures", signature.MaxSignatures)) {
 		t.Fatalf("got %v, want a rejection that names the bound", err)
@@ -298,18 +299,18 @@ func TestVerifySignatureCount(t *testing.T) {
 // no signature, a distinct one for each tag.
 type unsignedRegistry struct{}
 
-func (unsignedRegistry) Manifest(_ context.Context, ref imageref.Reference, _ credentials.Ref) (registry.Manifest, error) {
+func (unsignedRegistry) Manifest(_ context.Context, ref imageref.Reference, _ credref.Ref) (registry.Manifest, error) {
 	d := sha256.Sum256([]byte(ref.Tag()))
 	return registry.Manifest{Digest: "sha256:" + hex.EncodeToString(d[:]), MediaType: "application/vnd.oci.image.manifest.v1+json",
 		Body: []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":2,"digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},"layers":[]}`)}, nil
 }
 
-func (unsignedRegistry) Blob(context.Context, imageref.Reference, credentials.Ref, string, int64) ([]byte, error) {
+func (unsignedRegistry) Blob(context.Context, imageref.Reference, credref.Ref, string, int64) ([]byte, error) {
 	return nil, registry.ErrNotFound
 }
 
 // Referrers answers that the digest has none.
-func (unsignedRegistry) Referrers(context.Context, imageref.Reference, credentials.Ref, string) (registry.Manifest, error) {
+func (unsignedRegistry) Referrers(context.Context, imageref.Reference, credref.Ref, string) (registry.Manifest, error) {
 	return registry.Manifest{MediaType: "application/vnd.oci.image.index.v1+json",
 		Body: []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`)}, nil
 }
@@ -323,7 +324,7 @@ func TestVerdictsAreBounded(t *testing.T) {
 	n := signature.CacheSize + 10
 	for i := range n {
 		d := sha256.Sum256(fmt.Appendf(nil, "image %d", i))
-		if err := v.Verify(t.Context(), img, credentials.Ref{}, "sha256:"+hex.EncodeToString(d[:]), key); !errors.Is(err, signature.ErrNotVerified) {
+		if err := v.Verify(t.Context(), img, credref.Ref{}, "sha256:"+hex.EncodeToString(d[:]), key); !errors.Is(err, signature.ErrNotVerified) {
 			t.Fatalf("digest %d: %v, want a rejection", i, err)
 		}
 	}

@@ -46,6 +46,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/webhook"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
@@ -176,9 +177,9 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 	resolver := credentials.NewResolver(
 		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(c.clientset)),
 		credentials.WithEnv(c.lookupEnv),
-		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
-		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
-		credentials.WithNative(credentials.KindAzure, azure.NewProvider()),
+		credentials.WithNative(credref.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credref.KindGCP, gcp.NewProvider()),
+		credentials.WithNative(credref.KindAzure, azure.NewProvider()),
 	)
 	c.regClient = registry.NewClient(
 		registry.WithConfig(c.conf.Current),

@@ -162,7 +162,7 @@ func TestRBACIsWhatTheControllerUses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			k := testenv.StartKube(t, testenv.WithAuditLog(), testenv.WithImageUpdaterCRD())
+			k := testenv.StartKube(t, testenv.WithAuditLog(), testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme))
 			installRBAC(t, k)
 			namespaces := []string{testenv.ArgoCDNamespace}
 			args := []string{"--interval", "1h"}

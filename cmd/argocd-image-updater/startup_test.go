@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
 
@@ -47,7 +48,7 @@ func TestTransientKubeError(t *testing.T) {
 // exiting for the pod to be restarted.
 func TestStartupRetriesTransientFailures(t *testing.T) {
 	t.Parallel()
-	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD())
+	k := testenv.StartKube(t, testenv.WithImageUpdaterCRD(api.AddToScheme))
 	w := newControllerWorldOn(t, k)
 	proxy, through := testenv.StartKubeFaultProxy(t, k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"))
 	w.kubeconfig = testenv.WriteKubeconfig(t, through, testenv.ArgoCDNamespace)

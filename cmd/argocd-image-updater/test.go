@@ -24,6 +24,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry/credentials/ecr"
 	"github.com/image-updater/argocd-image-updater/registry/credentials/gcp"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -174,7 +175,7 @@ func badInput(err error) error { return &exitError{code: 2, err: err} }
 type testInput struct {
 	cfg       *config.Config
 	ref       imageref.Reference
-	creds     credentials.Ref
+	creds     credref.Ref
 	platforms []v1.Platform
 	policy    *strategy.Policy
 }
@@ -191,7 +192,7 @@ func (o *testOptions) input(image string) (testInput, error) {
 		return in, err
 	}
 	if o.credentials != "" {
-		if in.creds, err = credentials.ParseRef(o.credentials); err != nil {
+		if in.creds, err = credref.ParseRef(o.credentials); err != nil {
 			return in, err
 		}
 	}
@@ -225,9 +226,9 @@ func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string,
 		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(secrets))
 	}
 	resolverOpts = append(resolverOpts,
-		credentials.WithNative(credentials.KindECR, ecr.NewProvider()),
-		credentials.WithNative(credentials.KindGCP, gcp.NewProvider()),
-		credentials.WithNative(credentials.KindAzure, azure.NewProvider()))
+		credentials.WithNative(credref.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credref.KindGCP, gcp.NewProvider()),
+		credentials.WithNative(credref.KindAzure, azure.NewProvider()))
 	return registry.NewClient(
 		registry.WithConfig(func() *config.Config { return cfg }),
 		registry.WithCredentialResolver(credentials.NewResolver(resolverOpts...)),

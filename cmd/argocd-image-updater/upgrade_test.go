@@ -93,7 +93,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	if err := os.Symlink(bin, manager); err != nil {
 		t.Fatal(err)
 	}
-	w := newControllerWorldOn(t, testenv.StartKube(t, testenv.WithImageUpdaterCRD()))
+	w := newControllerWorldOn(t, testenv.StartKube(t, testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme)))
 	cs := kubernetes.NewForConfigOrDie(w.k.Config)
 	repo := w.reg.Repo("eks-app")
 	ius := w.dyn.Resource(imageupdaterv1alpha1.Resource()).Namespace(testenv.ArgoCDNamespace)

@@ -25,7 +25,7 @@ import (
 // changes.
 func TestV1RunIntervalZero(t *testing.T) {
 	t.Parallel()
-	w := newControllerWorldOn(t, testenv.StartKube(t, testenv.WithImageUpdaterCRD()))
+	w := newControllerWorldOn(t, testenv.StartKube(t, testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme)))
 	w.env["IMAGE_UPDATER_INTERVAL"] = "0"
 	repo := w.reg.Repo("eks-app")
 

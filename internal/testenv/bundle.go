@@ -16,14 +16,12 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/image-updater/argocd-image-updater/signature/layout"
 )
 
 // Statement is an in-toto statement with digest as its one subject and an
 // empty predicate of predicateType, built as cosign builds it: with
-// layout.SignPredicateType it is what `cosign sign` signs in the bundle
-// format; with another, an attestation.
+// cosign's predicate https://sigstore.dev/cosign/sign/v1 it is what
+// `cosign sign` signs in the bundle format; with another, an attestation.
 func Statement(t testing.TB, digest v1.Hash, predicateType string) []byte {
 	t.Helper()
 	st := &intotov1.Statement{
@@ -82,7 +80,7 @@ func AttachBundle(t testing.TB, repoRef name.Repository, auth authn.Authenticato
 		t.Fatalf("head %s: %v", digest, err)
 	}
 	config := static.NewLayer([]byte("{}"), "application/vnd.oci.image.config.v1+json")
-	layer := static.NewLayer(bundle, layout.BundleMediaType)
+	layer := static.NewLayer(bundle, sigstoreBundleMediaType)
 	var descs []v1.Descriptor
 	for _, l := range []v1.Layer{config, layer} {
 		if err := remote.WriteLayer(repoRef, l, remote.WithAuth(auth)); err != nil {
@@ -98,8 +96,8 @@ func AttachBundle(t testing.TB, repoRef name.Repository, auth authn.Authenticato
 		}
 		descs = append(descs, v1.Descriptor{Digest: d, Size: size})
 	}
-	descs[0].MediaType, descs[0].ArtifactType = "application/vnd.oci.empty.v1+json", layout.BundleMediaType
-	descs[1].MediaType = layout.BundleMediaType
+	descs[0].MediaType, descs[0].ArtifactType = "application/vnd.oci.empty.v1+json", sigstoreBundleMediaType
+	descs[1].MediaType = sigstoreBundleMediaType
 	m := struct {
 		v1.Manifest
 		ArtifactType string `json:"artifactType,omitempty"`
@@ -112,9 +110,9 @@ func AttachBundle(t testing.TB, repoRef name.Repository, auth authn.Authenticato
 		Annotations: map[string]string{
 			"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339),
 			"dev.sigstore.bundle.content":      "dsse-envelope",
-			layout.PredicateTypeAnnotation:     predicateType,
+			sigstorePredicateAnnotation:        predicateType,
 		},
-	}, layout.BundleMediaType}
+	}, sigstoreBundleMediaType}
 	body, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

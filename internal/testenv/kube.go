@@ -26,8 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
-
-	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 )
 
 // ArgoCDNamespace is where the tests put Argo CD's objects, as an install does.
@@ -50,6 +48,7 @@ type Kube struct {
 type kubeOptions struct {
 	crdPaths     []string
 	imageUpdater bool
+	types        []func(*runtime.Scheme) error
 	audit        bool
 }
 
@@ -64,9 +63,11 @@ func WithCRDs(paths ...string) KubeOption {
 }
 
 // WithImageUpdaterCRD installs this module's ImageUpdater CRD
-// (manifests/base/crd, generated from api/v1alpha1) beside the others.
-func WithImageUpdaterCRD() KubeOption {
-	return func(o *kubeOptions) { o.imageUpdater = true }
+// (manifests/base/crd) beside the others, and has Client know its Go
+// types through addToScheme: the test servers import no package of the
+// controller, so the test that wants the types hands them over.
+func WithImageUpdaterCRD(addToScheme func(*runtime.Scheme) error) KubeOption {
+	return func(o *kubeOptions) { o.imageUpdater = true; o.types = append(o.types, addToScheme) }
 }
 
 // WithAuditLog makes the API server record every request in an audit log
@@ -120,6 +121,11 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	cfg.QPS, cfg.Burst = 1000, 2000
 
 	scheme := NewScheme(t)
+	for _, add := range o.types {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatalf("create client: %v", err)
@@ -129,14 +135,11 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	return k
 }
 
-// NewScheme knows the Kubernetes built-in types and the ImageUpdater;
-// Argo CD's objects are unstructured, read through their CRDs.
+// NewScheme knows the Kubernetes built-in types; Argo CD's objects are
+// unstructured, read through their CRDs.
 func NewScheme(t testing.TB) *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := imageupdaterv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	return scheme

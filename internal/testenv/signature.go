@@ -22,8 +22,6 @@ import (
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
-
-	"github.com/image-updater/argocd-image-updater/signature/layout"
 )
 
 // SigningKey is a key pair for signing images in tests.
@@ -103,8 +101,8 @@ func (r *Registry) PushSignature(t testing.TB, repo string, digest v1.Hash, payl
 		t.Fatalf("read signatures %s: %v", ref, err)
 	}
 	img, err := mutate.Append(base, mutate.Addendum{
-		Layer:       static.NewLayer(payload, layout.SimpleSigningMediaType),
-		Annotations: map[string]string{layout.SignatureAnnotation: base64.StdEncoding.EncodeToString(sig)},
+		Layer:       static.NewLayer(payload, cosignSimpleSigningMediaType),
+		Annotations: map[string]string{cosignSignatureAnnotation: base64.StdEncoding.EncodeToString(sig)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +142,7 @@ func (r *Registry) PushBlob(t testing.TB, repo string, body []byte) v1.Hash {
 // SignatureTag is the tag cosign stores the signatures of digest under.
 func SignatureTag(t testing.TB, digest v1.Hash) string {
 	t.Helper()
-	tag, err := layout.Tag(digest.String())
+	tag, err := cosignTag(digest.String())
 	if err != nil {
 		t.Fatal(err)
 	}

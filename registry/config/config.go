@@ -16,11 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
-
-	"go.yaml.in/yaml/v3"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // PublicLimit is the number of requests per second the controller sends to
@@ -586,7 +586,7 @@ func (p *configParser) credentials(v *yaml.Node, f string) string {
 	if !ok || strings.TrimSpace(s) == "" {
 		return ""
 	}
-	if _, err := credentials.ParseRef(s); err != nil {
+	if _, err := credref.ParseRef(s); err != nil {
 		p.errorf(v, f, "%w", err)
 		return ""
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 const seed003 = `registries:
@@ -240,7 +240,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestErrorWrapsRefError(t *testing.T) {
 	_, err := Parse("r.conf", []byte("registries:\n- name: a\n  prefix: a.io\n  credentials: \"env:\"\n"))
-	if !errors.Is(err, credentials.ErrInvalidRef) {
+	if !errors.Is(err, credref.ErrInvalidRef) {
 		t.Fatalf("got %v", err)
 	}
 }

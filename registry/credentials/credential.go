@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // Credential is a username and password for a registry. Its String, Format,
@@ -16,7 +18,7 @@ type Credential struct {
 	Password string
 }
 
-const redacted = "<redacted>"
+const redacted = credref.Redacted
 
 // IsZero reports whether c is empty, that is anonymous access.
 func (c Credential) IsZero() bool { return c == Credential{} }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // cycleKey is the context key of a cycle's reuse scope.
@@ -44,9 +45,9 @@ func cycleOf(ctx context.Context) *cycleScope {
 // cycleResultKey identifies what a reference gives for a target. Only pull
 // secrets tell repositories of a registry apart; other sources give the
 // whole registry one credential.
-func cycleResultKey(ref Ref, t Target) string {
+func cycleResultKey(ref credref.Ref, t Target) string {
 	k := ref.String() + "\x00" + imageref.CanonicalHost(t.Host)
-	if ref.Kind == KindPullSecret {
+	if ref.Kind == credref.KindPullSecret {
 		k += "\x00" + t.Repository
 	}
 	return k

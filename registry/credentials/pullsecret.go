@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // Keys of image pull Secrets: the current kubernetes.io/dockerconfigjson
@@ -38,7 +39,7 @@ type pullSecrets struct {
 	secrets SecretGetter
 }
 
-func (s pullSecrets) Credential(ctx context.Context, ref Ref, t Target) (Credential, time.Time, error) {
+func (s pullSecrets) Credential(ctx context.Context, ref credref.Ref, t Target) (Credential, time.Time, error) {
 	a, err := s.forRegistry(ctx, ref, t.Host)
 	if err != nil {
 		return Credential{}, time.Time{}, err
@@ -50,7 +51,7 @@ func (s pullSecrets) Credential(ctx context.Context, ref Ref, t Target) (Credent
 // forRegistry reads the Secret once and keeps every entry for host, so
 // that the resolver's cache serves all repositories of the registry from
 // one read.
-func (s pullSecrets) forRegistry(ctx context.Context, ref Ref, host string) (answer, error) {
+func (s pullSecrets) forRegistry(ctx context.Context, ref credref.Ref, host string) (answer, error) {
 	data, err := getSecret(ctx, s.secrets, ref)
 	if err != nil {
 		return nil, err

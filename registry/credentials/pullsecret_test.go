@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // countingGetter counts the Secret reads that go to the API server.
@@ -60,7 +61,7 @@ func TestPullSecretEntriesByRepository(t *testing.T) {
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: config},
 	})
-	ref := Ref{Kind: KindPullSecret, Namespace: ns, Name: "pull"}
+	ref := credref.Ref{Kind: credref.KindPullSecret, Namespace: ns, Name: "pull"}
 
 	for _, tc := range []struct {
 		name             string

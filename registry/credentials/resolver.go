@@ -10,6 +10,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // Errors a resolution may wrap; match them with errors.Is.
@@ -43,7 +44,7 @@ const defaultScriptTimeout = 30 * time.Second
 // Error is the error of a failed resolution. It names the reference and the
 // registry; it never contains credential material.
 type Error struct {
-	Ref  Ref
+	Ref  credref.Ref
 	Host string
 	Err  error
 }
@@ -73,7 +74,7 @@ type Target struct {
 // every repository of a registry the same credentials; only pull secrets,
 // whose entries may name repositories, tell them apart.
 type Source interface {
-	Credential(ctx context.Context, ref Ref, t Target) (Credential, time.Time, error)
+	Credential(ctx context.Context, ref credref.Ref, t Target) (Credential, time.Time, error)
 }
 
 // answer is what a source holds for one registry, asked per repository.
@@ -90,7 +91,7 @@ func (c registryWide) forRepository(string) (Credential, error) { return Credent
 // repository of a registry (a pull secret). ResolveCached keeps that whole
 // answer, so that repositories with entries of their own share the read.
 type registrySource interface {
-	forRegistry(ctx context.Context, ref Ref, host string) (answer, error)
+	forRegistry(ctx context.Context, ref credref.Ref, host string) (answer, error)
 }
 
 // SecretGetter reads one Kubernetes Secret's data.
@@ -136,12 +137,12 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithNative serves references of a native kind (KindECR, KindGCP,
-// KindAzure) with s. It has no effect for other kinds, whose sources are
+// WithNative serves references of a native kind (credref.KindECR, credref.KindGCP,
+// credref.KindAzure) with s. It has no effect for other kinds, whose sources are
 // built in.
-func WithNative(kind Kind, s Source) Option {
+func WithNative(kind credref.Kind, s Source) Option {
 	return func(r *Resolver) {
-		if kind.native() && s != nil {
+		if kind.Native() && s != nil {
 			r.sources[kind] = s
 		}
 	}
@@ -155,7 +156,7 @@ type Resolver struct {
 	lookupEnv     func(string) (string, bool)
 	scriptTimeout time.Duration
 	now           func() time.Time
-	sources       map[Kind]Source
+	sources       map[credref.Kind]Source
 
 	flight coalesce.Group[answer]
 	// joined, when set, is told of each caller joining a resolution
@@ -167,7 +168,7 @@ type Resolver struct {
 }
 
 type cacheKey struct {
-	ref  Ref
+	ref  credref.Ref
 	host string
 }
 
@@ -182,7 +183,7 @@ func NewResolver(opts ...Option) *Resolver {
 		lookupEnv:     os.LookupEnv,
 		scriptTimeout: defaultScriptTimeout,
 		now:           time.Now,
-		sources:       map[Kind]Source{},
+		sources:       map[credref.Kind]Source{},
 		cache:         map[cacheKey]cacheEntry{},
 		gen:           map[cacheKey]uint64{},
 	}
@@ -191,24 +192,24 @@ func NewResolver(opts ...Option) *Resolver {
 	for _, opt := range opts {
 		opt(r)
 	}
-	r.sources[KindPullSecret] = pullSecrets{secrets: r.secrets}
-	r.sources[KindSecret] = secretFields{secrets: r.secrets}
-	r.sources[KindEnv] = envVars{lookup: r.lookupEnv}
-	r.sources[KindExt] = scripts{timeout: r.scriptTimeout}
+	r.sources[credref.KindPullSecret] = pullSecrets{secrets: r.secrets}
+	r.sources[credref.KindSecret] = secretFields{secrets: r.secrets}
+	r.sources[credref.KindEnv] = envVars{lookup: r.lookupEnv}
+	r.sources[credref.KindExt] = scripts{timeout: r.scriptTimeout}
 	return r
 }
 
 // HasNative reports whether references of the native kind are served by a
 // Source (given with WithNative).
-func (r *Resolver) HasNative(kind Kind) bool {
+func (r *Resolver) HasNative(kind credref.Kind) bool {
 	_, ok := r.sources[kind]
-	return kind.native() && ok
+	return kind.Native() && ok
 }
 
 // Resolve fetches the credentials ref points to for t, without caching
 // beyond the update cycle of ctx (see WithCycle). This is what image-level
 // ext: references use.
-func (r *Resolver) Resolve(ctx context.Context, ref Ref, t Target) (Credential, error) {
+func (r *Resolver) Resolve(ctx context.Context, ref credref.Ref, t Target) (Credential, error) {
 	if s := cycleOf(ctx); s != nil {
 		return s.resolve(ctx, cycleResultKey(ref, t), func(ctx context.Context) (Credential, error) {
 			return r.resolveOnce(ctx, ref, t)
@@ -217,7 +218,7 @@ func (r *Resolver) Resolve(ctx context.Context, ref Ref, t Target) (Credential, 
 	return r.resolveOnce(ctx, ref, t)
 }
 
-func (r *Resolver) resolveOnce(ctx context.Context, ref Ref, t Target) (Credential, error) {
+func (r *Resolver) resolveOnce(ctx context.Context, ref credref.Ref, t Target) (Credential, error) {
 	s, err := r.source(ref)
 	if err == nil {
 		var c Credential
@@ -228,19 +229,19 @@ func (r *Resolver) resolveOnce(ctx context.Context, ref Ref, t Target) (Credenti
 	return Credential{}, &Error{Ref: ref, Host: t.Host, Err: err}
 }
 
-func (r *Resolver) source(ref Ref) (Source, error) {
+func (r *Resolver) source(ref credref.Ref) (Source, error) {
 	switch s := r.sources[ref.Kind]; {
 	case s != nil:
 		return s, nil
-	case ref.Kind.native():
+	case ref.Kind.Native():
 		return nil, ErrNativeNotConfigured
 	}
-	return nil, fmt.Errorf("%w: the reference has no kind", ErrInvalidRef)
+	return nil, fmt.Errorf("%w: the reference has no kind", credref.ErrInvalidRef)
 }
 
 // resolveRegistry is Resolve for the whole registry of t: a pull secret's
 // entries for it, or the one credential other sources give.
-func (r *Resolver) resolveRegistry(ctx context.Context, ref Ref, t Target) (answer, time.Time, error) {
+func (r *Resolver) resolveRegistry(ctx context.Context, ref credref.Ref, t Target) (answer, time.Time, error) {
 	var (
 		a      answer
 		expiry time.Time
@@ -275,7 +276,7 @@ const sharedResolveGrace = 5 * time.Second
 // the kept result has no credentials for is looked up afresh. A caller
 // whose ctx ends stops waiting; the shared resolution goes on (bounded by
 // the script timeout) for the others and for the cache.
-func (r *Resolver) ResolveCached(ctx context.Context, ref Ref, t Target, ttl time.Duration) (Credential, error) {
+func (r *Resolver) ResolveCached(ctx context.Context, ref credref.Ref, t Target, ttl time.Duration) (Credential, error) {
 	key := cacheKey{ref: ref, host: imageref.CanonicalHost(t.Host)}
 	r.mu.Lock()
 	e, ok := r.cache[key]
@@ -323,7 +324,7 @@ func (r *Resolver) ResolveCached(ctx context.Context, ref Ref, t Target, ttl tim
 // Invalidate drops the cached credentials of ref for the registry host, for
 // example after the registry answered 401 with them. A resolution already
 // under way is not reused or stored; the next caller starts a fresh one.
-func (r *Resolver) Invalidate(ref Ref, host string) {
+func (r *Resolver) Invalidate(ref credref.Ref, host string) {
 	key := cacheKey{ref: ref, host: imageref.CanonicalHost(host)}
 	r.mu.Lock()
 	delete(r.cache, key)

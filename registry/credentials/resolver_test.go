@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // fakeSecrets serves Secrets from a map keyed "namespace/name".
@@ -60,7 +61,7 @@ type fakeNative struct {
 	block    chan struct{} // if set, each call waits for it
 }
 
-func (f *fakeNative) Credential(ctx context.Context, _ Ref, _ Target) (Credential, time.Time, error) {
+func (f *fakeNative) Credential(ctx context.Context, _ credref.Ref, _ Target) (Credential, time.Time, error) {
 	n := f.calls.Add(1)
 	if f.block != nil {
 		select {
@@ -79,9 +80,9 @@ func (f *fakeNative) Credential(ctx context.Context, _ Ref, _ Target) (Credentia
 	return Credential{Username: "AWS", Password: fmt.Sprintf("token-%d", n)}, exp, nil
 }
 
-func mustRef(t *testing.T, s string) Ref {
+func mustRef(t *testing.T, s string) credref.Ref {
 	t.Helper()
-	r, err := ParseRef(s)
+	r, err := credref.ParseRef(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,14 +184,14 @@ func TestResolve(t *testing.T) {
 		}
 	})
 	t.Run("zero reference", func(t *testing.T) {
-		_, err := r.Resolve(t.Context(), Ref{}, Target{Host: "ghcr.io"})
-		if !errors.Is(err, ErrInvalidRef) {
+		_, err := r.Resolve(t.Context(), credref.Ref{}, Target{Host: "ghcr.io"})
+		if !errors.Is(err, credref.ErrInvalidRef) {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("native provider", func(t *testing.T) {
 		p := &fakeNative{clock: newFakeClock()}
-		r := NewResolver(WithNative(KindECR, p), WithNative(KindExt, p))
+		r := NewResolver(WithNative(credref.KindECR, p), WithNative(credref.KindExt, p))
 		got, err := r.Resolve(t.Context(), mustRef(t, "ecr:arn:aws:iam::123456789012:role/x"), Target{Host: "123456789012.dkr.ecr.eu-west-1.amazonaws.com"})
 		if err != nil || got.Username != "AWS" {
 			t.Fatalf("got %v, %v", got, err)
@@ -206,12 +207,12 @@ func TestResolve(t *testing.T) {
 
 func TestResolveCached(t *testing.T) {
 	host := "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
-	ref := Ref{Kind: KindECR}
+	ref := credref.Ref{Kind: credref.KindECR}
 
 	t.Run("ttl", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		get := func() string {
 			t.Helper()
 			c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
@@ -244,7 +245,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("no expiry", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		for range 3 {
 			if _, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 0); err != nil {
 				t.Fatal(err)
@@ -259,7 +260,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("provider expiry before ttl", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, lifetime: time.Hour}
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		get := func() string {
 			c, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, 10*time.Hour)
 			if err != nil {
@@ -281,7 +282,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("expired at once is not cached", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, lifetime: -time.Minute}
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		r.ResolveCached(t.Context(), ref, Target{Host: host}, 0)
 		r.ResolveCached(t.Context(), ref, Target{Host: host}, 0)
 		if p.calls.Load() != 2 {
@@ -293,7 +294,7 @@ func TestResolveCached(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock}
 		p.failing.Store(true)
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		if _, err := r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour); err == nil || !strings.Contains(err.Error(), "provider unavailable") {
 			t.Fatalf("got %v", err)
 		}
@@ -306,7 +307,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("caller leaving does not stop the others", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, block: make(chan struct{})}
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		ctx, cancel := context.WithCancel(t.Context())
 		leaver := make(chan error, 1)
 		go func() {
@@ -344,7 +345,7 @@ func TestResolveCached(t *testing.T) {
 	t.Run("invalidate during a resolution", func(t *testing.T) {
 		clock := newFakeClock()
 		p := &fakeNative{clock: clock, block: make(chan struct{})}
-		r := NewResolver(WithClock(clock.Now), WithNative(KindECR, p))
+		r := NewResolver(WithClock(clock.Now), WithNative(credref.KindECR, p))
 		done := make(chan struct{})
 		go func() {
 			r.ResolveCached(t.Context(), ref, Target{Host: host}, time.Hour)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // maxScriptOutput caps what is kept of a script's stdout; a credential line
@@ -103,7 +105,7 @@ type scripts struct {
 	timeout time.Duration
 }
 
-func (s scripts) Credential(ctx context.Context, ref Ref, _ Target) (Credential, time.Time, error) {
+func (s scripts) Credential(ctx context.Context, ref credref.Ref, _ Target) (Credential, time.Time, error) {
 	c, err := s.run(ctx, ref.Path)
 	return c, time.Time{}, err
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // writeScript writes an executable shell script into a fresh directory.
@@ -28,7 +29,7 @@ func writeScript(t *testing.T, body string) string {
 	return p
 }
 
-func extRef(path string) Ref { return Ref{Kind: KindExt, Path: path} }
+func extRef(path string) credref.Ref { return credref.Ref{Kind: credref.KindExt, Path: path} }
 
 // processGone reports whether pid has exited; a zombie counts as exited,
 // since nothing may reap orphans inside a container.

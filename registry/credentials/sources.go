@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // envVars serves env:<VAR> references: the variable holds username:password.
@@ -12,7 +14,7 @@ type envVars struct {
 	lookup func(string) (string, bool)
 }
 
-func (s envVars) Credential(_ context.Context, ref Ref, _ Target) (Credential, time.Time, error) {
+func (s envVars) Credential(_ context.Context, ref credref.Ref, _ Target) (Credential, time.Time, error) {
 	v, ok := s.lookup(ref.Var)
 	if !ok {
 		return Credential{}, time.Time{}, fmt.Errorf("%w: environment variable %s is not set", ErrNotFound, ref.Var)
@@ -30,7 +32,7 @@ type secretFields struct {
 	secrets SecretGetter
 }
 
-func (s secretFields) Credential(ctx context.Context, ref Ref, _ Target) (Credential, time.Time, error) {
+func (s secretFields) Credential(ctx context.Context, ref credref.Ref, _ Target) (Credential, time.Time, error) {
 	data, err := getSecret(ctx, s.secrets, ref)
 	if err != nil {
 		return Credential{}, time.Time{}, err
@@ -46,7 +48,7 @@ func (s secretFields) Credential(ctx context.Context, ref Ref, _ Target) (Creden
 	return c, time.Time{}, nil
 }
 
-func getSecret(ctx context.Context, g SecretGetter, ref Ref) (map[string][]byte, error) {
+func getSecret(ctx context.Context, g SecretGetter, ref credref.Ref) (map[string][]byte, error) {
 	if g == nil {
 		return nil, ErrNoSecretGetter
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/go-git/go-git/v5/utils/merkletrie"
 
 	"github.com/image-updater/argocd-image-updater/forge"
-	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 )
@@ -24,7 +24,7 @@ func (w *Writer) apiCommitter(ctx context.Context, creds *gitauth.Resolver, url 
 	if !w.cfg.apiCommits || w.cfg.dryRun {
 		return nil, nothing, nil
 	}
-	log := w.cfg.log.With("repository", repoaccess.RedactURL(url))
+	log := w.cfg.log.With("repository", repourl.RedactURL(url))
 	if !acc.GitHubApp() {
 		log.Warn("--git-commit-method api commits through the GitHub API with a GitHub App's credentials only; these are not, so the commits are pushed with git")
 		return nil, nothing, nil

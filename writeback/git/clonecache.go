@@ -21,7 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
 )
@@ -65,7 +65,7 @@ func (c *gitClone) tip(ctx context.Context, acc gitauth.Remote, branch string, l
 		return plumbing.ZeroHash, err
 	}
 	if err := c.finish(); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, repoaccess.RedactURL(c.URL), err)
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, repourl.RedactURL(c.URL), err)
 	}
 	return head, nil
 }
@@ -96,7 +96,7 @@ func (c *gitClone) finish() error {
 // clone's configuration on disk.
 func cloneKey(raw string) string {
 	raw = strings.TrimSpace(raw)
-	if repoaccess.IsSCPLikeURL(raw) {
+	if repourl.IsSCPLikeURL(raw) {
 		rest := raw
 		authority := raw
 		if slash := strings.Index(raw, "/"); slash >= 0 {
@@ -110,7 +110,7 @@ func cloneKey(raw string) string {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return repoaccess.RedactURL(raw)
+		return repourl.RedactURL(raw)
 	}
 	u.User = nil
 	u.Scheme = strings.ToLower(u.Scheme)
@@ -313,7 +313,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	}
 	tmp, err := os.MkdirTemp(c.root, name+tmpInfix)
 	if err != nil {
-		return nil, fmt.Errorf("create clone of %s: %w", repoaccess.RedactURL(repoURL), err)
+		return nil, fmt.Errorf("create clone of %s: %w", repourl.RedactURL(repoURL), err)
 	}
 	repo, err := gitwire.InitBare(tmp)
 	if err == nil {
@@ -321,7 +321,7 @@ func (c *cloneCache) open(repoURL string) (*gitClone, error) {
 	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
-		return nil, fmt.Errorf("create clone of %s in %s: %w", repoaccess.RedactURL(repoURL), tmp, err)
+		return nil, fmt.Errorf("create clone of %s in %s: %w", repourl.RedactURL(repoURL), tmp, err)
 	}
 	return c.clone(repoURL, repo, name, dir, tmp), nil
 }
@@ -419,12 +419,12 @@ func (c *cloneCache) evict() int64 {
 		err := os.RemoveAll(filepath.Join(c.root, name))
 		l.Unlock()
 		if err != nil {
-			c.log.Warn("cannot remove clone to make room", "repository", repoaccess.RedactURL(cl.key), "error", err)
+			c.log.Warn("cannot remove clone to make room", "repository", repourl.RedactURL(cl.key), "error", err)
 			continue
 		}
 		delete(c.clones, name)
 		total -= cl.size
-		c.log.Info("removed the least recently used clone: the clones outgrew their bound", "repository", repoaccess.RedactURL(cl.key),
+		c.log.Info("removed the least recently used clone: the clones outgrew their bound", "repository", repourl.RedactURL(cl.key),
 			"size", cl.size, "last_use", cl.lastUse, "bound", c.maxSize)
 	}
 	c.log.Warn("the clones in use and the fetches in flight outgrow their bound", "size", total, "bound", c.maxSize)

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/image-updater/argocd-image-updater/forge"
-	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
 	"github.com/image-updater/argocd-image-updater/writeback/gitwire"
@@ -131,7 +131,7 @@ func (w *Writer) writeForReview(ctx context.Context, creds *gitauth.Resolver, cl
 		failAll(apps, invalidTarget{fmt.Errorf("a %s pull request needs a branch other than its base %s: set git-branch to <base>:<branch>", kind, plan.base)})
 		return
 	}
-	log := w.cfg.log.With("repository", repoaccess.RedactURL(clone.URL), "base", plan.base)
+	log := w.cfg.log.With("repository", repourl.RedactURL(clone.URL), "base", plan.base)
 	if w.cfg.dryRun {
 		w.writeBranch(ctx, clone, acc, api, remote, plan, apps, retry)
 		log.Info("dry run: not opening a pull request", "service", kind, "branch", plan.target)

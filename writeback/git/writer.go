@@ -26,6 +26,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/gitauth"
@@ -470,7 +471,7 @@ func (w *Writer) parentUpdate(ctx context.Context, u update) (update, error) {
 // false for a single-source Application.
 func sourceOf(app *application.Application, repoURL string) (application.Source, bool) {
 	for _, s := range app.Sources {
-		if s.Index >= 0 && repoaccess.SameRepository(s.RepoURL, repoURL) {
+		if s.Index >= 0 && repourl.SameRepository(s.RepoURL, repoURL) {
 			return s, true
 		}
 	}
@@ -531,7 +532,7 @@ func (w *Writer) write(ctx context.Context, updates []update) []writeback.Result
 	for _, k := range order {
 		g.Go(func() error {
 			apps := byRepo[k]
-			what := "writing to " + repoaccess.RedactURL(k.url)
+			what := "writing to " + repourl.RedactURL(k.url)
 			err := safe.Call(func() error { w.writeRepository(ctx, creds, k.url, k.secret, k.project, apps); return nil })
 			if err != nil {
 				// A file from a repository or a template from an
@@ -599,7 +600,7 @@ func (w *Writer) writeRepository(ctx context.Context, creds *gitauth.Resolver, u
 	clone.NetworkTimeout = w.cfg.networkTimeout
 	defer w.cache.done(clone)
 	retry := &transientRetry{max: w.cfg.transientRetries, base: w.cfg.transientBackoff,
-		log: w.cfg.log.With("repository", repoaccess.RedactURL(url))}
+		log: w.cfg.log.With("repository", repourl.RedactURL(url))}
 	var remote gitwire.Branches
 	if err := retry.do(ctx, "list branches", func() (err error) { remote, err = clone.List(ctx, acc); return err }); err != nil {
 		fail(err)
@@ -661,7 +662,7 @@ type pendingCommit struct {
 // them at once, re-applying them on the new tip when the push loses a
 // race with another writer.
 func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.Remote, api forge.Committer, remote *gitwire.Branches, plan branchPlan, apps []*appWrite, retry *transientRetry) {
-	log := w.cfg.log.With("repository", repoaccess.RedactURL(clone.URL), "branch", plan.target)
+	log := w.cfg.log.With("repository", repourl.RedactURL(clone.URL), "branch", plan.target)
 	fail := func(err error) { failAll(apps, err) }
 	for attempt := 0; ; attempt++ {
 		from := plan.target
@@ -670,7 +671,7 @@ func (w *Writer) writeBranch(ctx context.Context, clone *gitClone, acc gitauth.R
 			from = plan.base
 			var ok bool
 			if listed, ok = remote.Heads[plan.base]; !ok {
-				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, repoaccess.RedactURL(clone.URL))})
+				fail(invalidTarget{fmt.Errorf("branch %s not found in %s", plan.base, repourl.RedactURL(clone.URL))})
 				return
 			}
 		}
@@ -984,5 +985,5 @@ func appError(u update, err error) error {
 		// or the AppProject changes.
 		err = invalidTarget{err}
 	}
-	return repoaccess.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), repoaccess.RedactURL(u.RepoURL), err))
+	return repourl.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), repourl.RedactURL(u.RepoURL), err))
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // githubTokenUser is the user name sent with a password but no user, as
@@ -94,7 +95,7 @@ func (acc Remote) Close() {
 // x-access-token. SSH host keys are checked against Argo CD's known hosts
 // unless the writer or the Secret says otherwise.
 func (r *Resolver) Access(ctx context.Context, repoURL string, c repoaccess.Credentials, ignoreHostKey bool) (Remote, error) {
-	repo, err := repoaccess.ParseURL(repoURL)
+	repo, err := repourl.ParseURL(repoURL)
 	if err != nil {
 		return Remote{}, err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
-	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 )
 
@@ -84,7 +84,7 @@ func parseGitHubApp(source, appID, installationID, privateKey, baseURL string) (
 	switch {
 	case err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
 		return githubApp{}, fmt.Errorf("githubAppEnterpriseBaseUrl %q in %s is not a URL such as https://github.example.com/api/v3", app.baseURL, source)
-	case u.Scheme == "http" && !repoaccess.LoopbackHost(u.Hostname()):
+	case u.Scheme == "http" && !repourl.LoopbackHost(u.Hostname()):
 		// The JWT is a bearer credential for the app itself.
 		return githubApp{}, fmt.Errorf("githubAppEnterpriseBaseUrl %q in %s: refusing to send GitHub App credentials over plain http; use https", app.baseURL, source)
 	case u.Scheme != "https" && u.Scheme != "http":

@@ -36,6 +36,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 )
 
 // RemoteName is the remote a clone fetches from: its remote-tracking
@@ -189,7 +190,7 @@ func (c *Clone) Tip(ctx context.Context, acc Remote, branch string, listed plumb
 	}
 	tracking := plumbing.NewHashReference(plumbing.NewRemoteReferenceName(RemoteName, branch), head)
 	if err := c.Repo.Storer.SetReference(tracking); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, repoaccess.RedactURL(c.URL), err)
+		return plumbing.ZeroHash, fmt.Errorf("fetch branch %s of %s: %w", branch, repourl.RedactURL(c.URL), err)
 	}
 	return head, nil
 }
@@ -524,7 +525,7 @@ func (c *Clone) remoteError(op string, acc Remote, err error) error {
 	case errors.As(err, new(x509.UnknownAuthorityError)):
 		hint = " (add the server's certificate, or its CA, to Argo CD's " + repoaccess.TLSCertsConfigMap + " under the server's host name)"
 	}
-	return fmt.Errorf("%s %s (%s): %w%s", op, repoaccess.RedactURL(c.URL), acc.Describe(), err, hint)
+	return fmt.Errorf("%s %s (%s): %w%s", op, repourl.RedactURL(c.URL), acc.Describe(), err, hint)
 }
 
 // Commit stores a commit of parent's tree with files (by slash-separated

@@ -23,6 +23,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/netguard"
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // acrUser is the user name Azure Container Registry expects along with
@@ -161,9 +162,9 @@ func newProvider(opts ...option) *Provider {
 // has no workload identity (AZURE_FEDERATED_TOKEN_FILE unset), the error
 // wraps credentials.ErrNoNative. Errors name the registry, the client and
 // the tenant, never a token.
-func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+func (p *Provider) Credential(ctx context.Context, ref credref.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
 	host := t.Host
-	if ref.Kind != credentials.KindAzure {
+	if ref.Kind != credref.KindAzure {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("azure: cannot serve credentials of kind %s", ref.Kind)
 	}
 	cloud, ok := cloudhost.ACR(host)

@@ -18,11 +18,12 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/netguard"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 const testRegistry = "example.azurecr.io"
 
-var azureRef = credentials.Ref{Kind: credentials.KindAzure}
+var azureRef = credref.Ref{Kind: credref.KindAzure}
 
 // startAzure starts the stand-in and points the environment at it, as
 // the AKS webhook would.
@@ -131,7 +132,7 @@ func TestAzureProviderCaching(t *testing.T) {
 	now := func() time.Time { return *clock.Load() }
 	a.SetClock(now)
 	a.SetLifetimes(time.Hour, 3*time.Hour)
-	r := credentials.NewResolver(credentials.WithClock(now), credentials.WithNative(credentials.KindAzure, newProvider(withTransport(a.Transport()), withClock(now))))
+	r := credentials.NewResolver(credentials.WithClock(now), credentials.WithNative(credref.KindAzure, newProvider(withTransport(a.Transport()), withClock(now))))
 	target := credentials.Target{Host: testRegistry, Repository: "team/app"}
 
 	var (
@@ -248,7 +249,7 @@ func TestAzureProviderNoIdentity(t *testing.T) {
 		!strings.Contains(err.Error(), "AZURE_FEDERATED_TOKEN_FILE is not set") {
 		t.Fatalf("error = %v, want credentials.ErrNoNative naming the registry and the variable", err)
 	}
-	r := credentials.NewResolver(credentials.WithNative(credentials.KindAzure, p))
+	r := credentials.NewResolver(credentials.WithNative(credref.KindAzure, p))
 	_, err = r.ResolveCached(t.Context(), azureRef, credentials.Target{Host: testRegistry}, 0)
 	var ce *credentials.Error
 	if !errors.Is(err, credentials.ErrNoNative) || !errors.As(err, &ce) {
@@ -266,7 +267,7 @@ func TestAzureProviderErrors(t *testing.T) {
 		name   string
 		setup  func(t *testing.T, a *testenv.Azure)
 		host   string
-		ref    credentials.Ref
+		ref    credref.Ref
 		want   []string
 		native bool // wraps credentials.ErrNoNative
 	}{{
@@ -340,7 +341,7 @@ func TestAzureProviderErrors(t *testing.T) {
 		want: []string{"azure: registry.example.com is not an Azure Container Registry host", "an Entra ID token is only sent to those"},
 	}, {
 		name: "wrong kind",
-		ref:  credentials.Ref{Kind: credentials.KindGCP},
+		ref:  credref.Ref{Kind: credref.KindGCP},
 		want: []string{"azure: cannot serve credentials of kind gcp"},
 	}}
 	for _, tt := range tests {

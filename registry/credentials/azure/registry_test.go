@@ -13,6 +13,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // A Distribution registry that takes the tokens of an Azure Container
@@ -27,8 +28,8 @@ func TestAzureRegistryTags(t *testing.T) {
 
 	for _, tc := range []struct {
 		name   string
-		fields []string        // of the registries.conf entry
-		image  credentials.Ref // the image's own reference
+		fields []string    // of the registries.conf entry
+		image  credref.Ref // the image's own reference
 	}{
 		{name: "chosen by host"},
 		{name: "registries.conf", fields: []string{"credentials: azure"}},
@@ -39,7 +40,7 @@ func TestAzureRegistryTags(t *testing.T) {
 			c := registry.NewClient(
 				registry.WithConfig(acrConfig(t, a, reg, tc.fields...)),
 				registry.WithCredentialResolver(credentials.NewResolver(
-					credentials.WithNative(credentials.KindAzure, newProvider(withTransport(a.Transport()))))),
+					credentials.WithNative(credref.KindAzure, newProvider(withTransport(a.Transport()))))),
 			)
 			ref, err := imageref.Parse(testRegistry + "/team/app:1.0.0")
 			if err != nil {
@@ -78,13 +79,13 @@ func TestAzureRegistryTags(t *testing.T) {
 		c := registry.NewClient(
 			registry.WithConfig(acrConfig(t, a, reg)),
 			registry.WithCredentialResolver(credentials.NewResolver(
-				credentials.WithNative(credentials.KindAzure, newProvider(withTransport(a.Transport()))))),
+				credentials.WithNative(credref.KindAzure, newProvider(withTransport(a.Transport()))))),
 		)
 		ref, err := imageref.Parse(testRegistry + "/team/app:1.0.0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.Tags(t.Context(), ref, credentials.Ref{})
+		_, err = c.Tags(t.Context(), ref, credref.Ref{})
 		var re *registry.Error
 		if err == nil || !errors.As(err, &re) || re.StatusCode() != 401 ||
 			!strings.Contains(err.Error(), "a pod without one (no AZURE_FEDERATED_TOKEN_FILE) reads the registry anonymously") {

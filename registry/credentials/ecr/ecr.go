@@ -21,6 +21,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/bounded"
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // roleSessionName is the session name used when assuming the role of an
@@ -113,9 +114,9 @@ func newProvider(opts ...option) *Provider {
 // registry t.Host, with the token's expiry. The token serves every
 // repository of the registry. Errors name the host and the role, never a
 // token or key.
-func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+func (p *Provider) Credential(ctx context.Context, ref credref.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
 	registryHost := t.Host
-	if ref.Kind != credentials.KindECR {
+	if ref.Kind != credref.KindECR {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("ecr: cannot serve credentials of kind %s", ref.Kind)
 	}
 	account, region, ok := cloudhost.ECR(registryHost)

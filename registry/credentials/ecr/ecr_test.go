@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 const (
@@ -35,7 +36,7 @@ func TestECRProviderWebIdentity(t *testing.T) {
 	token := setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
 	p := NewProvider()
 
-	cred, expiry, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
+	cred, expiry, err := p.Credential(t.Context(), credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: ecrTestHost})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
@@ -64,7 +65,7 @@ func TestECRProviderWebIdentity(t *testing.T) {
 	checkECRCall(t, calls[1], s.WebIdentityKeys, "123456789012")
 
 	// A refresh reuses the client and the SDK's cached keys: no new STS call.
-	if _, _, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost}); err != nil {
+	if _, _, err := p.Credential(t.Context(), credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: ecrTestHost}); err != nil {
 		t.Fatalf("second Credential: %v", err)
 	}
 	if n, m := len(s.CallsOf("AssumeRoleWithWebIdentity")), len(s.CallsOf("GetAuthorizationToken")); n != 1 || m != 2 {
@@ -80,7 +81,7 @@ func TestECRProviderNoExpiry(t *testing.T) {
 	s.ECRExpiresAt = time.Time{}
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	p := newProvider(withClock(func() time.Time { return now }))
-	_, expiry, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
+	_, expiry, err := p.Credential(t.Context(), credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: ecrTestHost})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
@@ -131,7 +132,7 @@ func TestECRProviderAssumeRole(t *testing.T) {
 	)
 	s := newAWSStandIn(t)
 	setAWSTestEnv(t, s, irsaRoleARN, ecrTestRegion)
-	ref, err := credentials.ParseRef("ecr:" + targetRole)
+	ref, err := credref.ParseRef("ecr:" + targetRole)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestECRProviderErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		setup   func(*awsStandIn)
-		ref     credentials.Ref
+		ref     credref.Ref
 		host    string
 		want    []string // substrings of the error
 		is      error
@@ -171,41 +172,41 @@ func TestECRProviderErrors(t *testing.T) {
 	}{{
 		name:    "web identity refused",
 		setup:   func(s *awsStandIn) { s.FailSTS = "AssumeRoleWithWebIdentity" },
-		ref:     credentials.Ref{Kind: credentials.KindECR},
+		ref:     credref.Ref{Kind: credref.KindECR},
 		host:    ecrTestHost,
 		want:    []string{"ecr: get authorization token for " + ecrTestHost + ":", "AssumeRoleWithWebIdentity", "AccessDenied", "403"},
 		actions: "AssumeRoleWithWebIdentity",
 	}, {
 		name:    "assume role refused",
 		setup:   func(s *awsStandIn) { s.FailSTS = "AssumeRole" },
-		ref:     credentials.Ref{Kind: credentials.KindECR, RoleARN: targetRole},
+		ref:     credref.Ref{Kind: credref.KindECR, RoleARN: targetRole},
 		host:    ecrTestHost,
 		want:    []string{"ecr: get authorization token for " + ecrTestHost + " as role " + targetRole + ":", "AssumeRole", "AccessDenied"},
 		actions: "AssumeRoleWithWebIdentity,AssumeRole",
 	}, {
 		name:    "ECR refuses",
 		setup:   func(s *awsStandIn) { s.FailECR = true },
-		ref:     credentials.Ref{Kind: credentials.KindECR},
+		ref:     credref.Ref{Kind: credref.KindECR},
 		host:    ecrTestHost,
 		want:    []string{"ecr: get authorization token for " + ecrTestHost + ":", "GetAuthorizationToken", "InvalidParameterException", "400"},
 		actions: "AssumeRoleWithWebIdentity,GetAuthorizationToken",
 	}, {
 		name:    "token not base64",
 		setup:   func(s *awsStandIn) { s.ECRToken = "not base64: " + s.ECRPassword },
-		ref:     credentials.Ref{Kind: credentials.KindECR},
+		ref:     credref.Ref{Kind: credref.KindECR},
 		host:    ecrTestHost,
 		want:    []string{"ecr: authorization token for " + ecrTestHost + ":", "not base64"},
 		is:      credentials.ErrMalformed,
 		actions: "AssumeRoleWithWebIdentity,GetAuthorizationToken",
 	}, {
 		name:    "not an ECR host",
-		ref:     credentials.Ref{Kind: credentials.KindECR},
+		ref:     credref.Ref{Kind: credref.KindECR},
 		host:    "registry.example.com",
 		want:    []string{"ecr: registry.example.com is not an Amazon ECR registry host"},
 		actions: "",
 	}, {
 		name:    "wrong kind",
-		ref:     credentials.Ref{Kind: credentials.KindGCP},
+		ref:     credref.Ref{Kind: credref.KindGCP},
 		host:    ecrTestHost,
 		want:    []string{"ecr: cannot serve credentials of kind gcp"},
 		actions: "",
@@ -262,8 +263,8 @@ func TestECRResolveCachedRefresh(t *testing.T) {
 	var clock atomic.Pointer[time.Time]
 	clock.Store(&start)
 	now := func() time.Time { return *clock.Load() }
-	r := credentials.NewResolver(credentials.WithClock(now), credentials.WithNative(credentials.KindECR, newProvider(withConfigLoader(load), withClock(now))))
-	ref, target := credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost, Repository: "app"}
+	r := credentials.NewResolver(credentials.WithClock(now), credentials.WithNative(credref.KindECR, newProvider(withConfigLoader(load), withClock(now))))
+	ref, target := credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: ecrTestHost, Repository: "app"}
 
 	const life = 12 * time.Hour // ECR's
 	s.ECRExpiresAt = start.Add(life)
@@ -328,7 +329,7 @@ func TestECRProviderMisbehavingEndpoints(t *testing.T) {
 			p.http = p.http.WithTimeout(3 * time.Second)
 			start := time.Now()
 			grew := allocated(func() {
-				_, _, err = p.Credential(ctx, credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
+				_, _, err = p.Credential(ctx, credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: ecrTestHost})
 			})
 			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("took %s", took)
@@ -378,7 +379,7 @@ func TestECRProviderCABundle(t *testing.T) {
 	credential := func(t *testing.T) (credentials.Credential, error) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		c, _, err := NewProvider().Credential(ctx, credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: ecrTestHost})
+		c, _, err := NewProvider().Credential(ctx, credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: ecrTestHost})
 		return c, err
 	}
 

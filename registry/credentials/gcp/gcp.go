@@ -22,6 +22,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry/cloudhost"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // accessTokenUser is the user name Google's registries expect along with an
@@ -104,9 +105,9 @@ func newProvider(opts ...option) *Provider {
 // good for every Google API the identity may use, so it is sent nowhere
 // else), with the token's expiry. When the environment holds no Google
 // credentials at all, the error wraps credentials.ErrNoNative.
-func (p *Provider) Credential(ctx context.Context, ref credentials.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
+func (p *Provider) Credential(ctx context.Context, ref credref.Ref, t credentials.Target) (credentials.Credential, time.Time, error) {
 	registryHost := t.Host
-	if ref.Kind != credentials.KindGCP {
+	if ref.Kind != credref.KindGCP {
 		return credentials.Credential{}, time.Time{}, fmt.Errorf("gcp: cannot serve credentials of kind %s", ref.Kind)
 	}
 	if !cloudhost.Google(registryHost) {

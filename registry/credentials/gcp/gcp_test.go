@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // neverOnGCE is a detection that fails the test if it is consulted: it
@@ -35,7 +36,7 @@ func TestGCPProviderMetadataServer(t *testing.T) {
 	p := NewProvider()
 
 	before := time.Now()
-	cred, expiry, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "europe-docker.pkg.dev"})
+	cred, expiry, err := p.Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "europe-docker.pkg.dev"})
 	if err != nil {
 		t.Fatalf("Credential: %v", err)
 	}
@@ -57,7 +58,7 @@ func TestGCPProviderMetadataServer(t *testing.T) {
 	}
 
 	// Another Google registry shares the token.
-	cred2, _, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
+	cred2, _, err := p.Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "gcr.io"})
 	if err != nil {
 		t.Fatalf("Credential for gcr.io: %v", err)
 	}
@@ -73,7 +74,7 @@ func TestGCPProviderNoCredentials(t *testing.T) {
 	var asked atomic.Int32
 	p := newProvider(withGCEDetection(func(context.Context) bool { asked.Add(1); return false }))
 
-	_, _, err := p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
+	_, _, err := p.Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "gcr.io"})
 	if !errors.Is(err, credentials.ErrNoNative) {
 		t.Fatalf("error = %v, want credentials.ErrNoNative", err)
 	}
@@ -84,8 +85,8 @@ func TestGCPProviderNoCredentials(t *testing.T) {
 		t.Errorf("detection asked %d times, want 1", asked.Load())
 	}
 
-	r := credentials.NewResolver(credentials.WithNative(credentials.KindGCP, p))
-	_, err = r.ResolveCached(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "us-docker.pkg.dev"}, 0)
+	r := credentials.NewResolver(credentials.WithNative(credref.KindGCP, p))
+	_, err = r.ResolveCached(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "us-docker.pkg.dev"}, 0)
 	var ce *credentials.Error
 	if !errors.Is(err, credentials.ErrNoNative) || !errors.As(err, &ce) {
 		t.Errorf("resolver error = %v, want a credentials.Error wrapping credentials.ErrNoNative", err)
@@ -129,7 +130,7 @@ func TestGCPProviderCredentialsFile(t *testing.T) {
 			oauth := newOAuthTokenStandIn(t)
 			tc.place(t, home, authorizedUserJSON(oauth.URL))
 
-			cred, expiry, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "us-docker.pkg.dev"})
+			cred, expiry, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "us-docker.pkg.dev"})
 			if err != nil {
 				t.Fatalf("Credential: %v", err)
 			}
@@ -151,7 +152,7 @@ func TestGCPProviderErrors(t *testing.T) {
 	t.Run("credentials file missing", func(t *testing.T) {
 		setGoogleTestEnv(t)
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent.json"))
-		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "gcr.io"})
 		if err == nil || errors.Is(err, credentials.ErrNoNative) || !strings.Contains(err.Error(), "absent.json") {
 			t.Errorf("error = %v, want one about the missing file that is not credentials.ErrNoNative", err)
 		}
@@ -160,20 +161,20 @@ func TestGCPProviderErrors(t *testing.T) {
 		home := setGoogleTestEnv(t)
 		writeCloudTestFile(t, filepath.Join(home, ".config", "gcloud", "application_default_credentials.json"),
 			authorizedUserJSON("http://127.0.0.1:1/token")) // nothing listens on port 1
-		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "gcr.io"})
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "gcr.io"})
 		if err == nil || !strings.Contains(err.Error(), "gcp: get access token for gcr.io") || strings.Contains(err.Error(), "test-refresh-token") {
 			t.Errorf("error = %v, want a token error for gcr.io without the refresh token", err)
 		}
 	})
 	t.Run("not a Google host", func(t *testing.T) {
 		setGoogleTestEnv(t)
-		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "registry.example.com"})
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "registry.example.com"})
 		if err == nil || !strings.Contains(err.Error(), "registry.example.com is not a Google registry host") {
 			t.Errorf("error = %v", err)
 		}
 	})
 	t.Run("wrong kind", func(t *testing.T) {
-		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credentials.Ref{Kind: credentials.KindECR}, credentials.Target{Host: "gcr.io"})
+		_, _, err := newProvider(neverOnGCE(t)).Credential(t.Context(), credref.Ref{Kind: credref.KindECR}, credentials.Target{Host: "gcr.io"})
 		if err == nil || !strings.Contains(err.Error(), "gcp: cannot serve credentials of kind ecr") {
 			t.Errorf("error = %v", err)
 		}
@@ -212,7 +213,7 @@ func TestGCPProviderMisbehavingMetadataServer(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			start := time.Now()
-			_, _, err = p.Credential(t.Context(), credentials.Ref{Kind: credentials.KindGCP}, credentials.Target{Host: "europe-docker.pkg.dev"})
+			_, _, err = p.Credential(t.Context(), credref.Ref{Kind: credref.KindGCP}, credentials.Target{Host: "europe-docker.pkg.dev"})
 			took := time.Since(start)
 			runtime.ReadMemStats(&after)
 			if err == nil || !(strings.Contains(err.Error(), tt.want) || tt.want == "deadline exceeded" && timedOut(err)) {

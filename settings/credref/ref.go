@@ -1,4 +1,4 @@
-package credentials
+package credref
 
 import (
 	"errors"
@@ -42,9 +42,9 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// native reports whether credentials of this kind come from a cloud
+// Native reports whether credentials of this kind come from a cloud
 // provider's SDK rather than from Kubernetes, the environment or a script.
-func (k Kind) native() bool { return k == KindECR || k == KindGCP || k == KindAzure }
+func (k Kind) Native() bool { return k == KindECR || k == KindGCP || k == KindAzure }
 
 // Ref is a parsed credential reference. Only the fields of its Kind are
 // set. A reference names where a secret lives and never holds one, so it
@@ -103,10 +103,10 @@ type RefError struct {
 }
 
 func (e *RefError) Error() string {
-	shown := redacted
+	shown := Redacted
 	switch {
 	case e.Kind != "":
-		shown = e.Kind + ":" + redacted
+		shown = e.Kind + ":" + Redacted
 	case errors.Is(e.Err, errEmptyRef):
 		shown = ""
 	}
@@ -119,6 +119,10 @@ func (e *RefError) Unwrap() error { return e.Err }
 func (e *RefError) Is(target error) bool { return target == ErrInvalidRef }
 
 var errEmptyRef = errors.New("empty reference")
+
+// Redacted is what is shown in place of a secret: of a credential, and of
+// the part of a reference that may hold one.
+const Redacted = "<redacted>"
 
 // Kubernetes name rules, checked here so that a typo fails at parse time
 // instead of as a confusing API error on every update cycle.

@@ -1,4 +1,4 @@
-package repoaccess
+package repourl
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package credentials
+package credref
 
 import (
 	"errors"
@@ -120,7 +120,7 @@ func TestKindString(t *testing.T) {
 	if KindAzure.String() != "azure" {
 		t.Error("KindAzure.String")
 	}
-	if !KindECR.native() || !KindAzure.native() || KindExt.native() {
+	if !KindECR.Native() || !KindAzure.Native() || KindExt.Native() {
 		t.Error("native")
 	}
 	if !(Ref{}).IsZero() || (Ref{}).String() != "" {
