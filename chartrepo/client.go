@@ -136,12 +136,16 @@ type accessResult struct {
 }
 
 // Session starts a cycle's reads.
-func (c *Client) Session() *Session {
+func (c *Client) Session() *Session { return c.SessionWithin(budget.New(c.cycleBudget)) }
+
+// SessionWithin is a Session whose indexes count against b, a budget the
+// caller shares with what else its cycle holds.
+func (c *Client) SessionWithin(b *budget.Budget) *Session {
 	return &Session{
 		c:        c,
 		resolver: repoaccess.NewResolver(c.secrets, c.namespace, ""),
 		policy:   repoaccess.NewPolicy(c.projects, c.namespace),
-		budget:   budget.New(c.cycleBudget),
+		budget:   b,
 		seen:     map[string]accessResult{},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/budget"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -20,7 +21,7 @@ import (
 // credentials, once per cycle; of each index, the versions of the charts
 // asked for, held against the cycle's budget until released.
 type ChartRepositories interface {
-	Session() *chartrepo.Session
+	SessionWithin(b *budget.Budget) *chartrepo.Session
 	Index(ctx context.Context, a chartrepo.Access, charts []string) (chartrepo.Index, error)
 }
 

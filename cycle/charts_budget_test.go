@@ -16,6 +16,8 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // chartApps are Applications each with one chart, of repoURL+"/r<i>",
@@ -133,7 +135,7 @@ func TestChartCycleBudget(t *testing.T) {
 	var mu sync.Mutex
 	w := &benchWriter{}
 	u := mustNew(t, chartApps(t, srv.URL, []string{"big", "small", "small"}, "1.0.0"), &benchRegistry{}, w,
-		WithChartRepositories(chartrepo.NewClient(noSecrets{}, anyRepo{}, "argocd", chartrepo.WithCycleBudget(256<<10))),
+		WithChartRepositories(chartrepo.NewClient(noSecrets{}, anyRepo{}, "argocd")), WithPassBudget(256<<10),
 		WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
 	sum := u.RunOnce(t.Context())
 	if sum.Errors != 1 || w.changes.Load() != 2 {
@@ -157,4 +159,46 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// reposRegistry lists the tags given for each repository.
+type reposRegistry struct {
+	benchRegistry
+	tags map[string][]string
+}
+
+func (r *reposRegistry) Tags(_ context.Context, ref imageref.Reference, _ credref.Ref) ([]string, error) {
+	return r.tags[ref.Repository()], nil
+}
+
+// TestTagListsWithinPassBudget: the tag lists a pass holds count against
+// its byte budget. A repository whose list would pass it fails its image,
+// with an error naming the image, the repository and the budget; another
+// team's image is written.
+func TestTagListsWithinPassBudget(t *testing.T) {
+	big := make([]string, 20_000)
+	for i := range big {
+		big[i] = fmt.Sprintf("v1.0.%d", i)
+	}
+	reg := &reposRegistry{tags: map[string][]string{"team-a/big": big, "team-b/web": {"v1.0.0", "v1.1.0"}}}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	w := &benchWriter{}
+	apps := benchApps{
+		semverApp(t, "team-a", "hoard", "registry.example.com/team-a/big"),
+		semverApp(t, "team-b", "web", "registry.example.com/team-b/web"),
+	}
+	u := mustNew(t, apps, reg, w, WithPassBudget(256<<10),
+		WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
+	sum := u.RunOnce(t.Context())
+	if sum.Errors != 1 || w.changes.Load() != 1 {
+		t.Errorf("%d errors and %d changes written, want 1 and team b's", sum.Errors, w.changes.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{"application=team-a/hoard", "registry.example.com/team-a/big", "budget of 256 KiB", "byte budget exceeded"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs without %q:\n%s", want, logs.String())
+		}
+	}
 }

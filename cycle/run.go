@@ -12,6 +12,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
+	"github.com/image-updater/argocd-image-updater/internal/budget"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
@@ -29,10 +30,13 @@ type run struct {
 	// results is what the observer is told at the end; nil when it is
 	// told nothing (a targeted check of repositories, a revert).
 	results *results
+	// held counts in bytes the tag lists and chart versions the pass
+	// holds, from hosts tenants choose, until the pass ends.
+	held *budget.Budget
 }
 
 func (u *Updater) newRun(sc scope) *run {
-	return &run{u: u, scope: sc, start: u.now(), sum: Summary{Trigger: sc.why}}
+	return &run{u: u, scope: sc, start: u.now(), sum: Summary{Trigger: sc.why}, held: budget.New(u.passBudget)}
 }
 
 // run runs a cycle, or with a scope a targeted check of the scope's
@@ -121,7 +125,7 @@ func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job
 	var session *chartrepo.Session
 	sessionOf := func() *chartrepo.Session {
 		if session == nil {
-			session = u.charts.Session()
+			session = u.charts.SessionWithin(r.held)
 		}
 		return session
 	}
@@ -211,11 +215,32 @@ func (r *run) check(ctx context.Context, jobs []*job, chartJobs []*chartJob) {
 	// saved before the pass ends, written or not.
 	u.gateFlush(ctx)
 	r.sum.Unlisted = r.scope.unlisted(byRepo, tags.results())
-	// Every chart was chosen: what the indexes hold goes back to the
-	// budget.
+	// Every image and chart was chosen: what the listings hold goes back
+	// to the budget.
 	for _, l := range charts.results() {
 		l.index.Release()
 	}
+	for _, tr := range tags.results() {
+		r.held.Release(tr.bytes)
+	}
+}
+
+// hold counts a tag list against the pass's budget until the pass ends;
+// one that would pass it fails its images, and the other listings go on.
+func (r *run) hold(tr tagResult, j *job) tagResult {
+	if tr.err != nil {
+		return tr
+	}
+	n := int64(budget.SliceHeader)
+	for _, t := range tr.tags {
+		n += budget.String(t)
+	}
+	if err := r.held.Take(n); err != nil {
+		return tagResult{err: fmt.Errorf("the %d tags of %s (%s) would pass the budget of %s for what one cycle holds of tag lists and chart indexes: %w",
+			len(tr.tags), j.ref.Name(), budget.Format(n), budget.Format(r.held.Limit()), err)}
+	}
+	tr.bytes = n
+	return tr
 }
 
 // checkApplication lists and chooses the versions of one Application's
@@ -235,7 +260,7 @@ func (r *run) checkApplication(ctx context.Context, w *appWork, tags *listings[t
 	cutJobs := make([]bool, len(w.jobs))
 	for i, j := range w.jobs {
 		wg.Go(func() {
-			tr, err := tags.get(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return u.listTags(lctx, j) })
+			tr, err := tags.get(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return r.hold(u.listTags(lctx, j), j) })
 			if err == nil && tr.err == nil {
 				// A failed listing fails its image without a request.
 				if err = share.acquire(actx); err == nil {

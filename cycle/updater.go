@@ -78,6 +78,7 @@ type Updater struct {
 	maxConcurrency     int
 	imageTimeout       time.Duration
 	applicationTimeout time.Duration
+	passBudget         int64
 	// slots are the maxConcurrency slots, shared by the passes under way.
 	slots *slots
 
@@ -122,6 +123,16 @@ const DefaultImageTimeout = 5 * time.Minute
 // version in place of DefaultImageTimeout, so that a cycle ends whatever
 // one registry does.
 func WithImageTimeout(d time.Duration) Option { return func(u *Updater) { u.imageTimeout = d } }
+
+// DefaultPassBudget bounds in bytes the tag lists and chart versions one
+// pass holds at once, from the registries and chart repositories tenants
+// name: at the install's 512 MiB, a quarter; some 3 million tags.
+const DefaultPassBudget = 128 << 20
+
+// WithPassBudget sets the bytes of tag lists and chart versions one pass
+// may hold (DefaultPassBudget); a listing that would pass it fails its
+// images or charts alone.
+func WithPassBudget(n int64) Option { return func(u *Updater) { u.passBudget = n } }
 
 // WithRefreshAfterGit makes Argo CD read an Application's sources as soon
 // as a git write-back for it landed, instead of at its next poll.
@@ -199,6 +210,9 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 	}
 	if u.applicationTimeout == 0 {
 		u.applicationTimeout = defaultApplicationTimeoutFactor * u.imageTimeout
+	}
+	if u.passBudget <= 0 {
+		u.passBudget = DefaultPassBudget
 	}
 	u.slots = newSlots(u.maxConcurrency)
 	return u, nil
@@ -298,6 +312,8 @@ func (u *Updater) RunOnce(ctx context.Context) Summary { return u.run(ctx, scope
 type tagResult struct {
 	tags []string
 	err  error
+	// bytes is what tags count against the pass's budget.
+	bytes int64
 }
 
 // listTags lists the tags of j's repository, within ctx.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,18 +34,46 @@ func (inProcessRegistry) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// The sessions and the known tag digests a client keeps are bounded by
-// their counts, however many repositories the images name: the least
-// recently used are dropped.
+// The sessions a client keeps are bounded by their count, and the tag
+// digests it knows by their bytes, however many repositories the images
+// name and however many tags they list: the least recently used are
+// dropped.
 func TestClientCachesAreBounded(t *testing.T) {
 	t.Run("known digests", func(t *testing.T) {
-		k := newTagKnowledge()
-		for i := range knownReposSize + 10 {
-			k.listed(fmt.Sprintf("registry.test/r%d", i), "", []string{"1.0"})
+		// 200 repositories of 500 long tags, a digest learnt for each (as
+		// newest-build learns them): some 40 MiB if all were kept.
+		const limit = 1 << 20
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		k := newTagKnowledge(limit)
+		long := strings.Repeat("t", 100)
+		for i := range 200 {
+			repo := fmt.Sprintf("registry.test/r%d", i)
+			tags := make([]string, 500)
+			for j := range tags {
+				tags[j] = fmt.Sprintf("%s-%d", long, j)
+			}
+			k.listed(repo, "", tags)
+			known := k.of(repo, "")
+			for _, tag := range tags {
+				if known != nil {
+					known.set(tag, fmt.Sprintf("sha256:%064d", tagNumber(tag)))
+				}
+			}
 		}
-		if got := k.repos.Len(); got > knownReposSize {
-			t.Errorf("the digests of %d repositories kept, want at most %d", got, knownReposSize)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if used := k.repos.Used(); used > limit {
+			t.Errorf("%d bytes of tag digests counted, want at most %d", used, limit)
 		}
+		if k.repos.Len() == 0 {
+			t.Error("nothing kept")
+		}
+		if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4*limit {
+			t.Errorf("the heap grew by %d MiB for a limit of %d MiB", grew>>20, limit>>20)
+		}
+		runtime.KeepAlive(k)
 	})
 	t.Run("sessions", func(t *testing.T) {
 		if testing.Short() {
@@ -51,7 +81,7 @@ func TestClientCachesAreBounded(t *testing.T) {
 		}
 		const host = "registry.test"
 		c := NewClient(WithConfig(testConfig(t, host)), withBaseTransport(inProcessRegistry{}))
-		n := max(sessionCacheSize, knownReposSize) + 10
+		n := sessionCacheSize + 10
 		refs := make([]imageref.Reference, n)
 		for i := range refs {
 			refs[i] = imageRef(t, fmt.Sprintf("%s/r%d", host, i))
@@ -73,11 +103,14 @@ func TestClientCachesAreBounded(t *testing.T) {
 			t.Errorf("%d sessions kept for %d repositories, want at most %d", got, n, sessionCacheSize)
 		}
 		// The listings went to the client's known digests, bounded too.
-		c.known.mu.Lock()
-		got := c.known.repos.Len()
-		c.known.mu.Unlock()
-		if got > knownReposSize {
-			t.Errorf("the digests of %d repositories kept, want at most %d", got, knownReposSize)
+		if got := c.known.repos.Used(); got > knownBytes {
+			t.Errorf("%d bytes of tag digests kept, want at most %d", got, knownBytes)
 		}
 	})
+}
+
+// tagNumber is a tag's number, for a digest of its own.
+func tagNumber(tag string) int {
+	n, _ := strconv.Atoi(tag[strings.LastIndexByte(tag, '-')+1:])
+	return n
 }

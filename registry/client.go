@@ -224,7 +224,7 @@ func NewClient(opts ...Option) *Client {
 		sessions:  lru.New(sessionCacheSize),
 		pings:     lru.New(hostCacheSize),
 		meta:      lru.New(metadataCacheSize),
-		known:     newTagKnowledge(),
+		known:     newTagKnowledge(knownBytes),
 
 		requestTimeout: DefaultRequestTimeout,
 		maxTags:        defaultMaxTags,

@@ -4,14 +4,16 @@ import (
 	"crypto/sha256"
 	"sync"
 
-	"k8s.io/utils/lru"
-
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/internal/budget"
 )
 
-// knownReposSize bounds the repositories whose tag digests the client
-// remembers.
-const knownReposSize = 8192
+// knownBytes bounds in bytes what the client remembers of the digests of
+// repositories' tags. The repositories are named by tenants and their
+// tags by their registries, and newest-build learns a digest for every
+// tag, so a count of repositories bounds nothing: 32 MiB is some 200,000
+// tags with their digests, far more than a steady cycle asks about.
+const knownBytes = 32 << 20
 
 // tagKnowledge is what the client learnt of the digests of repositories'
 // tags, kept for the client's life: a steady cycle then sends no manifest
@@ -24,10 +26,21 @@ const knownReposSize = 8192
 // notification forgets the repository (Client.ForgetTags).
 type tagKnowledge struct {
 	mu    sync.Mutex
-	repos *lru.Cache // repoName → map[string]*repoDigests, by credential identity
+	repos *budget.LRU[string, *repoKnown] // by repoName
 }
 
-func newTagKnowledge() *tagKnowledge { return &tagKnowledge{repos: lru.New(knownReposSize)} }
+func newTagKnowledge(limit int64) *tagKnowledge {
+	return &tagKnowledge{repos: budget.NewLRU[string, *repoKnown](limit)}
+}
+
+// repoKnown is what is known of one repository, by credential identity.
+type repoKnown struct {
+	byIdentity map[string]*repoDigests
+}
+
+// Bytes is the size of an empty repoKnown; what is added later is counted
+// as it is added (tagKnowledge.grow).
+func (*repoKnown) Bytes() int64 { return budget.MapHeader }
 
 // repoDigests is the digests of one repository's tags learnt since its
 // listing had the hash listing.
@@ -35,6 +48,17 @@ type repoDigests struct {
 	listing [sha256.Size]byte
 	mu      sync.Mutex
 	digests map[string]string // tag → digest
+	// grow counts bytes added to what the client keeps.
+	grow func(n int64)
+}
+
+// repoDigestsBytes is the size of an empty repoDigests, its entry in
+// byIdentity, and its func.
+var repoDigestsBytes = sha256.Size + 8 + budget.MapHeader + 16 + budget.MapEntry(budget.StringHeader, 8) + 32
+
+// digestBytes is what a tag's digest learnt adds.
+func digestBytes(tag, digest string) int64 {
+	return budget.MapEntry(budget.StringHeader, budget.StringHeader) + budget.Data(len(tag)) + budget.Data(len(digest))
 }
 
 func (r *repoDigests) get(tag string) (string, bool) {
@@ -46,8 +70,12 @@ func (r *repoDigests) get(tag string) (string, bool) {
 
 func (r *repoDigests) set(tag, digest string) {
 	r.mu.Lock()
+	_, had := r.digests[tag]
 	r.digests[tag] = digest
 	r.mu.Unlock()
+	if !had {
+		r.grow(digestBytes(tag, digest))
+	}
 }
 
 // repoName is the knowledge's key of a repository, whatever the
@@ -75,17 +103,41 @@ func (k *tagKnowledge) listed(repo, identity string, tags []string) {
 	sum := listingHash(tags)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var byIdentity map[string]*repoDigests
-	if v, ok := k.repos.Get(repo); ok {
-		byIdentity = v.(map[string]*repoDigests)
-	} else {
-		byIdentity = map[string]*repoDigests{}
-		k.repos.Add(repo, byIdentity)
+	known, ok := k.repos.Get(repo)
+	if !ok {
+		known = &repoKnown{byIdentity: map[string]*repoDigests{}}
+		if !k.repos.Put(repo, known) {
+			return
+		}
 	}
-	if r, ok := byIdentity[identity]; ok && r.listing == sum {
+	if r, ok := known.byIdentity[identity]; ok && r.listing == sum {
 		return
 	}
-	byIdentity[identity] = &repoDigests{listing: sum, digests: map[string]string{}}
+	old := known.byIdentity[identity]
+	r := &repoDigests{listing: sum, digests: map[string]string{}}
+	r.grow = func(n int64) { k.grow(repo, known, identity, r, n) }
+	known.byIdentity[identity] = r
+	// What the old listing learnt is no longer kept: it goes back.
+	n := repoDigestsBytes + budget.Data(len(identity))
+	if old != nil {
+		old.mu.Lock()
+		for t, d := range old.digests {
+			n -= digestBytes(t, d)
+		}
+		old.mu.Unlock()
+		n -= repoDigestsBytes + budget.Data(len(identity))
+	}
+	k.repos.Grow(repo, n)
+}
+
+// grow counts n bytes learnt into r, if r is still what is kept of repo
+// and identity: a value replaced or dropped since counts for nothing.
+func (k *tagKnowledge) grow(repo string, known *repoKnown, identity string, r *repoDigests, n int64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if cur, ok := k.repos.Get(repo); ok && cur == known && known.byIdentity[identity] == r {
+		k.repos.Grow(repo, n)
+	}
 }
 
 // of returns what is known of repo as seen with identity, nil before its
@@ -95,11 +147,11 @@ func (k *tagKnowledge) listed(repo, identity string, tags []string) {
 func (k *tagKnowledge) of(repo, identity string) *repoDigests {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	v, ok := k.repos.Get(repo)
+	known, ok := k.repos.Get(repo)
 	if !ok {
 		return nil
 	}
-	return v.(map[string]*repoDigests)[identity]
+	return known.byIdentity[identity]
 }
 
 // forget drops what is known of repo, for every credential source.

@@ -53,7 +53,8 @@ func (b *Budget) Limit() int64 { return b.limit }
 type Sized interface{ Bytes() int64 }
 
 // LRU keeps values within a limit of bytes, dropping the least recently
-// used first. A value's size is asked once, when it is put. It is safe
+// used first. A value's size is asked once, when it is put; one that grows
+// later is counted by Grow. It is safe
 // for concurrent use; a holder of several kinds of values can share one
 // by keying them apart (an LRU[string, Sized]).
 type LRU[K comparable, V Sized] struct {
@@ -108,6 +109,34 @@ func (c *LRU[K, V]) Put(key K, value V) bool {
 	return true
 }
 
+// Grow counts n more bytes for the value of key, for a value that grows
+// after it was put, and drops the least recently used others beyond the
+// limit. A value that outgrows the limit by itself is forgotten (false),
+// as is a key that is not kept.
+func (c *LRU[K, V]) Grow(key K, n int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[key]
+	if !ok {
+		return false
+	}
+	ent := e.Value.(*entry[K, V])
+	ent.bytes += n
+	c.used += n
+	if ent.bytes > c.limit {
+		c.remove(key)
+		return false
+	}
+	for c.used > c.limit {
+		back := c.order.Back()
+		if back == e {
+			back = back.Prev()
+		}
+		c.remove(back.Value.(*entry[K, V]).key)
+	}
+	return true
+}
+
 // Remove forgets key.
 func (c *LRU[K, V]) Remove(key K) {
 	c.mu.Lock()
@@ -144,7 +173,14 @@ func (c *LRU[K, V]) Len() int {
 const (
 	StringHeader = 16
 	SliceHeader  = 24
+	// MapHeader is a map's header with its first bucket, as small maps take.
+	MapHeader = 48
 )
+
+// MapEntry is what one entry of a map takes besides the data its key and
+// value point to, for a key and value of these sizes: twice them, a
+// bucket being at most about half full, and a byte of hash.
+func MapEntry(key, value int64) int64 { return 2*(key+value) + 8 }
 
 // Data is the heap n bytes of string or slice data take: n rounded up to
 // 8 (the heap's smallest size classes), or to 16 past 32 bytes.

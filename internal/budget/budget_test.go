@@ -87,6 +87,30 @@ func TestLRU(t *testing.T) {
 	}
 }
 
+// TestLRUGrow: a value that grows is counted as it grows; the least
+// recently used others make room for it, and one that outgrows the limit
+// by itself is forgotten.
+func TestLRUGrow(t *testing.T) {
+	c := NewLRU[string, blob](10)
+	c.Put("a", 3)
+	c.Put("b", 3)
+	if !c.Grow("b", 3) || c.Used() != 9 {
+		t.Fatalf("%d bytes after b grew by 3, want 9", c.Used())
+	}
+	if !c.Grow("b", 2) { // 11 > 10: a, the least recently used, goes
+		t.Fatal("b forgotten, though it fits by itself")
+	}
+	if _, ok := c.Get("a"); ok || c.Used() != 8 {
+		t.Errorf("a kept, or %d bytes, want 8 of b alone", c.Used())
+	}
+	if c.Grow("b", 3) || c.Len() != 0 || c.Used() != 0 {
+		t.Errorf("b outgrew the limit by itself: %d values, %d bytes kept", c.Len(), c.Used())
+	}
+	if c.Grow("gone", 1) || c.Used() != 0 {
+		t.Error("a key not kept grew")
+	}
+}
+
 func TestSizes(t *testing.T) {
 	for _, tt := range []struct {
 		n    int
