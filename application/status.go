@@ -26,7 +26,22 @@ type Status struct {
 	Sync string
 	// Operation is status.operationState, the last sync.
 	Operation Operation
+	// ReconciledAt is status.reconciledAt: when Argo CD last compared the
+	// Application with its source (a refresh, a change of its spec, its
+	// periodic reconciliation); zero when it never did. It does not move
+	// while the application-controller is down.
+	ReconciledAt time.Time
+	// CannotCompare is the type of a condition of status.conditions that
+	// says Argo CD could not compare the Application with its cluster
+	// (ComparisonError, UnknownError: the cluster is unreachable, its
+	// cache not synced): its health then is not the live one. "" when
+	// there is none.
+	CannotCompare string
 }
+
+// cannotCompare are the condition types Argo CD sets when it could not
+// read what runs in the Application's cluster.
+var cannotCompare = []string{"ComparisonError", "UnknownError"}
 
 // Operation is the last sync operation of an Application.
 type Operation struct {
@@ -127,6 +142,16 @@ func readStatus(obj map[string]any, str func(string) string) *Status {
 		Health: str(stringAt(obj, "status", "health", "status")),
 		Sync:   str(stringAt(obj, "status", "sync", "status")),
 	}
+	st.ReconciledAt = timeAt(obj, "status", "reconciledAt")
+	if list, ok := fieldAt(obj, "status", "conditions").([]any); ok {
+		for _, c := range list {
+			m, _ := c.(map[string]any)
+			if typ := stringAt(m, "type"); slices.Contains(cannotCompare, typ) {
+				st.CannotCompare = typ
+				break
+			}
+		}
+	}
 	if op, ok := mapAt(obj, "status", "operationState"); ok {
 		st.Operation = Operation{
 			Phase:      str(stringAt(op, "phase")),
@@ -171,7 +196,7 @@ func readStatus(obj map[string]any, str func(string) string) *Status {
 			}
 		}
 	}
-	if st.Health == "" && st.Sync == "" && st.Operation.zero() && st.Degraded == nil {
+	if st.Health == "" && st.Sync == "" && st.Operation.zero() && st.Degraded == nil && st.ReconciledAt.IsZero() && st.CannotCompare == "" {
 		return nil
 	}
 	return st

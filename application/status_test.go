@@ -56,6 +56,13 @@ func TestStatus(t *testing.T) {
 			want: Status{Health: "Degraded", Degraded: []string{"Deployment shop/front: " + strings.Repeat("é", 115) + "...", "Deployment b", "Deployment c", "..."}},
 		},
 		{
+			name: "when Argo CD last compared, and that it could not compare with the cluster",
+			status: `{"health":{"status":"Missing"},"reconciledAt":"2026-01-02T03:04:05Z","conditions":[
+				{"type":"SyncError","message":"x"},"not an object",
+				{"type":"ComparisonError","message":"failed to sync cluster https://10.0.0.1: connection refused"}]}`,
+			want: Status{Health: "Missing", ReconciledAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), CannotCompare: "ComparisonError"},
+		},
+		{
 			name:   "fields of the wrong type are not read",
 			status: `{"health":"Degraded","sync":7,"operationState":{"phase":["Failed"],"startedAt":"yesterday"},"resources":{"kind":"x"}}`,
 			want:   Status{},

@@ -86,9 +86,10 @@ func (a *apps) snapshot(t *testing.T, name string) *application.Snapshot {
 	return s
 }
 
-// argo is what Argo CD says: health, the images that run, the last sync.
+// argo is what Argo CD says: health, the images that run, the last sync,
+// reconciled at reconciledAt, when the rig's writes are.
 func argo(health string, running string, op map[string]any) map[string]any {
-	st := map[string]any{"summary": map[string]any{"images": []any{image + ":" + running}}}
+	st := map[string]any{"summary": map[string]any{"images": []any{image + ":" + running}}, "reconciledAt": reconciledAt}
 	if health != "" {
 		st["health"] = map[string]any{"status": health}
 	}
@@ -208,6 +209,10 @@ func (r *rig) takeEvents() []string {
 		}
 	}
 }
+
+// reconciledAt is when Argo CD last compared the Applications of argo:
+// the start of newRig's clock.
+const reconciledAt = "2026-03-01T10:00:00Z"
 
 var gated = map[string]string{"image-list": "app=" + image, "app.health-gate": "1m"}
 

@@ -60,8 +60,15 @@ type judgement struct {
 //   - the window, counted from when the version was first seen running,
 //     over and health Healthy: verified; over and Degraded, where it was
 //     Degraded before: unverified (kept, not judged by health); over with
-//     another health (Progressing, Missing...): followed until one of
-//     these.
+//     another health (Progressing, Missing, Unknown...): followed until
+//     one of these.
+//
+// A health judges only when it is fresh (see stale): Argo CD compared
+// the Application since the write and could compare it with its cluster.
+// While the application-controller restarts or cannot reach the cluster,
+// a Degraded health reverts nothing and a Healthy one verifies nothing:
+// the version stays followed, past its window, until Argo CD reports
+// again. Unknown and Missing never revert.
 func judge(r *api.HealthGateRecord, st application.Status, running []string, push *writeback.Push, now time.Time) judgement {
 	op := st.Operation
 	written := r.WrittenAt.Time.Truncate(time.Second)
@@ -78,7 +85,8 @@ func judge(r *api.HealthGateRecord, st application.Status, running []string, pus
 		r.DeployedAt = &t
 	}
 	wasDegraded := r.HealthBefore == healthDegraded
-	if deployed && st.Health == healthDegraded && !wasDegraded {
+	staleBy := stale(st, written)
+	if deployed && st.Health == healthDegraded && !wasDegraded && staleBy == "" {
 		msg := fmt.Sprintf("the Application became Degraded once %s was deployed", r.Version)
 		if len(st.Degraded) > 0 {
 			msg += ": " + strings.Join(st.Degraded, "; ")
@@ -93,6 +101,8 @@ func judge(r *api.HealthGateRecord, st application.Status, running []string, pus
 	switch {
 	case now.Before(end):
 		return judgement{message: fmt.Sprintf("deployed; followed until %s", end.UTC().Format(time.RFC3339)) + degradedNote(wasDegraded)}
+	case staleBy != "":
+		return judgement{message: fmt.Sprintf("its %s window is over, but %s: judged once Argo CD reports again", window, staleBy) + degradedNote(wasDegraded)}
 	case st.Health == healthHealthy:
 		return judgement{verdict: verified, message: fmt.Sprintf("Healthy at the end of its %s window", window)}
 	case wasDegraded && st.Health == healthDegraded:
@@ -103,6 +113,23 @@ func judge(r *api.HealthGateRecord, st application.Status, running []string, pus
 		health = "unknown"
 	}
 	return judgement{message: fmt.Sprintf("its %s window is over with health %s: verified once Healthy", window, health) + degradedNote(wasDegraded)}
+}
+
+// stale says why st does not tell the Application's health since written
+// (the write, to the second), "" when it does: Argo CD has not compared
+// the Application since (its application-controller is down or
+// restarting: its status is what it last wrote), or it could not compare
+// it with its cluster (unreachable: the health is not the live one).
+func stale(st application.Status, written time.Time) string {
+	switch {
+	case st.CannotCompare != "":
+		return fmt.Sprintf("Argo CD cannot compare the Application with its cluster (condition %s)", st.CannotCompare)
+	case st.ReconciledAt.IsZero():
+		return "Argo CD has not reconciled the Application since the write"
+	case st.ReconciledAt.Before(written):
+		return fmt.Sprintf("Argo CD has not reconciled the Application since the write (last at %s)", st.ReconciledAt.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 func degradedNote(wasDegraded bool) string {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,11 @@ type ArgoCD struct {
 	// across RestartRepoServer.
 	repoAddr   string
 	repoServer *process
+	// controllerArgs and controllerEnv start the application-controller,
+	// again after StopController.
+	controllerArgs, controllerEnv []string
+	controllerMetrics             string
+	controller                    *process
 	// pluginsDir is where the repo-server looks for plugins' sockets.
 	pluginsDir string
 	t          testing.TB
@@ -161,22 +167,34 @@ func StartArgoCD(t testing.TB, k *Kube, opts ...ArgoCDOption) *ArgoCD {
 	a.repoAddr = loopback(FreePort(t))
 	a.StartRepoServer(t)
 
-	metrics := loopback(FreePort(t))
-	args := []string{"--kubeconfig", kubeconfig, "--namespace", ArgoCDNamespace,
+	a.controllerMetrics = loopback(FreePort(t))
+	a.controllerArgs = []string{"--kubeconfig", kubeconfig, "--namespace", ArgoCDNamespace,
 		"--repo-server", a.repoAddr, "--repo-server-plaintext", "--redis", a.redis,
-		"--metrics-port", strings.TrimPrefix(metrics, "127.0.0.1:"), "--loglevel", "info"}
+		"--metrics-port", strings.TrimPrefix(a.controllerMetrics, "127.0.0.1:"), "--loglevel", "info"}
 	if len(o.appNamespaces) > 0 {
-		args = append(args, "--application-namespaces", strings.Join(o.appNamespaces, ","))
+		a.controllerArgs = append(a.controllerArgs, "--application-namespaces", strings.Join(o.appNamespaces, ","))
 	}
-	controller := exec.Command(binary(t, "argocd-application-controller"), args...)
 	// "in-cluster" (https://kubernetes.default.svc) is this API server.
-	controller.Env = append(append(a.env, "KUBECONFIG="+kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true"), o.controllerEnv...)
-	p := startProcess(t, "argocd-application-controller", controller)
-	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + metrics + "/healthz") }); err != nil {
-		t.Fatal(err)
-	}
+	a.controllerEnv = slices.Concat(a.env, []string{"KUBECONFIG=" + kubeconfig, "ARGOCD_FAKE_IN_CLUSTER=true"}, o.controllerEnv)
+	a.StartController(t)
 	return a
 }
+
+// StartController starts the application-controller, as it was before
+// when StopController stopped it, and waits until it serves /healthz.
+func (a *ArgoCD) StartController(t testing.TB) {
+	t.Helper()
+	cmd := exec.Command(binary(t, "argocd-application-controller"), a.controllerArgs...)
+	cmd.Env = a.controllerEnv
+	a.controller = startProcess(a.t, "argocd-application-controller", cmd)
+	if err := a.controller.waitFor(time.Minute, func() error { return httpOK("http://" + a.controllerMetrics + "/healthz") }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StopController stops the application-controller, as a rollout or a
+// crash would: the Applications' status stays what it last wrote.
+func (a *ArgoCD) StopController() { a.controller.stop() }
 
 // StartControllerManager runs the kube-controller-manager's Deployment,
 // ReplicaSet and garbage collector controllers against k, so that
@@ -250,15 +268,21 @@ func (a *ArgoCD) AddRepository(t testing.TB, name, url, username, password strin
 
 // AddCluster registers another API server as an external cluster named
 // name, as Argo CD keeps one: a Secret labelled as a cluster, with the
-// client certificate envtest made for that API server. It returns the
+// client certificate envtest made for that API server, or the bearer
+// token of other's Config when it has one (a ServiceAccount's, through a
+// proxy that does not pass client certificates on). It returns the
 // server URL that Applications name as their destination.
 func (a *ArgoCD) AddCluster(t testing.TB, name string, other *Kube) string {
 	t.Helper()
-	config, err := json.Marshal(map[string]any{"tlsClientConfig": map[string]any{
+	creds := map[string]any{"tlsClientConfig": map[string]any{
 		"insecure": true,
 		"certData": base64.StdEncoding.EncodeToString(other.Config.CertData),
 		"keyData":  base64.StdEncoding.EncodeToString(other.Config.KeyData),
-	}})
+	}}
+	if other.Config.BearerToken != "" {
+		creds = map[string]any{"bearerToken": other.Config.BearerToken, "tlsClientConfig": map[string]any{"insecure": true}}
+	}
+	config, err := json.Marshal(creds)
 	if err != nil {
 		t.Fatal(err)
 	}
