@@ -71,6 +71,12 @@ func TestHealthGateOutage(t *testing.T) {
 			t.Errorf("record %+v", rec)
 		}
 		w.waitImages(t, ocs, name, "front", app+":1.2.0", web)
+		// The next version is written once Argo CD, restarted, has compared
+		// the Application with its AppProjects loaded: a sync it refuses
+		// before that is its own state, which the gate follows past.
+		testenv.WaitFor(t, deployTimeout, "Argo CD reconciled the Application since its restart", func() (bool, string) {
+			return w.reconciledSince(t, name, back) && !w.hasCondition(t, name, "InvalidSpecError"), w.appState(t, name)
+		})
 	})
 
 	t.Run("Argo CD cut from the cluster inside the window: followed past it, verified once back", func(t *testing.T) {
@@ -179,6 +185,17 @@ func (w *world) waitCannotCompare(t testing.TB, app string, want bool) {
 			asked = time.Now()
 		}
 		return got == want && !asked.IsZero(), w.appState(t, app)
+	})
+}
+
+// hasCondition tells whether the Application's status has a condition of
+// type kind.
+func (w *world) hasCondition(t testing.TB, app, kind string) bool {
+	t.Helper()
+	conditions, _, _ := unstructured.NestedSlice(w.application(t, app).Object, "status", "conditions")
+	return slices.ContainsFunc(conditions, func(c any) bool {
+		m, _ := c.(map[string]any)
+		return m["type"] == kind
 	})
 }
 

@@ -72,6 +72,12 @@ type judgement struct {
 func judge(r *api.HealthGateRecord, st application.Status, running []string, push *writeback.Push, now time.Time) judgement {
 	op := st.Operation
 	written := r.WrittenAt.Time.Truncate(time.Second)
+	if op.Failed() && !op.StartedAt.Before(written) && syncOfWrite(r, op, push) && refusedByArgoCD(op) {
+		// Refused before anything was applied, on Argo CD's own view of the
+		// project or spec (as right after its controller restarts): the
+		// version is followed until a sync of it runs.
+		return judgement{message: fmt.Sprintf("Argo CD refused the sync of %s before applying anything (%s): judged once a sync of it runs", r.Version, op.Message)}
+	}
 	if op.Failed() && !op.StartedAt.Before(written) && syncOfWrite(r, op, push) {
 		msg := fmt.Sprintf("the sync of %s failed", r.Version)
 		if op.Message != "" {
@@ -130,6 +136,14 @@ func stale(st application.Status, written time.Time) string {
 		return fmt.Sprintf("Argo CD has not reconciled the Application since the write (last at %s)", st.ReconciledAt.UTC().Format(time.RFC3339))
 	}
 	return ""
+}
+
+// refusedByArgoCD tells a sync Argo CD refused on its own checks of the
+// Application's spec and project (its message "InvalidSpecError: ...",
+// such as a project it has not loaded yet) from one that applied the
+// version and failed: an image or chart version changes neither.
+func refusedByArgoCD(op application.Operation) bool {
+	return strings.HasPrefix(op.Message, "InvalidSpecError")
 }
 
 func degradedNote(wasDegraded bool) string {

@@ -58,3 +58,28 @@ func TestJudgeOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgeSyncRefusedByArgoCD: a sync Argo CD refused on its own view of
+// the project (right after its controller restarted, before it loaded the
+// AppProjects) reverts nothing; a sync that failed applying the version
+// still does.
+func TestJudgeSyncRefusedByArgoCD(t *testing.T) {
+	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name, message string
+		want          verdict
+	}{
+		{"refused: a project not loaded", "InvalidSpecError: Application referencing project default which does not exist", follow},
+		{"failed applying", "one or more objects failed to apply, reason: Deployment.apps \"front\" is invalid", broken},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &api.HealthGateRecord{Alias: "app", Image: image, Version: "1.1.0", PreviousVersion: "1.0.0", State: api.HealthGatePending,
+				Window: "1m0s", HealthBefore: "Healthy", WrittenAt: metav1.NewTime(written)}
+			st := application.Status{Health: "Healthy", Sync: "OutOfSync", ReconciledAt: written.Add(time.Second),
+				Operation: application.Operation{Phase: "Error", Message: tt.message, StartedAt: written.Add(time.Second), FinishedAt: written.Add(2 * time.Second), Automated: true}}
+			if got := judge(r, st, nil, nil, written.Add(3*time.Second)); got.verdict != tt.want {
+				t.Errorf("judged %v %q, want %v", got.verdict, got.message, tt.want)
+			}
+		})
+	}
+}
