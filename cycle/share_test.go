@@ -142,13 +142,10 @@ func TestFairShareHostileApplication(t *testing.T) {
 	go func() { done <- u.RunOnce(ctx) }()
 	select {
 	case held := <-written:
+		// Written while the hostile registry still held requests: before
+		// the hostile Application's time was up.
 		if held == 0 {
 			t.Errorf("team/web was written after the hostile registry let go of every request")
-		}
-		select {
-		case sum := <-done:
-			t.Errorf("the cycle ended (%+v) before team/web's write was seen", sum)
-		default:
 		}
 	case sum := <-done:
 		t.Fatalf("the cycle ended (%+v) without writing team/web while the hostile registry held its requests", sum)

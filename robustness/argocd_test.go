@@ -28,7 +28,8 @@ import (
 // once the updater wrote a version (in the spec, or in the file at the
 // tip of the branch), it reports it running in status.summary.images, as
 // Argo CD does once it synced it, with status.health Degraded for a bad
-// version and Healthy for a good one. No Argo CD runs in this suite.
+// version and Healthy for a good one, and the time of the comparison in
+// status.reconciledAt. No Argo CD runs in this suite.
 type argoCD struct {
 	stop, done chan struct{}
 	patches    atomic.Int64
@@ -56,7 +57,10 @@ func (w *world) startArgoCD(h *history) *argoCD {
 				if w.bad[v] {
 					health = "Degraded"
 				}
-				patch := fmt.Sprintf(`{"status":{"summary":{"images":[%q]},"health":{"status":%q}}}`, w.reg.Repo("web")+":"+v, health)
+				// reconciledAt, as Argo CD sets it when it compares the
+				// Application: a health without it judges nothing.
+				patch := fmt.Sprintf(`{"status":{"summary":{"images":[%q]},"health":{"status":%q},"reconciledAt":%q}}`,
+					w.reg.Repo("web")+":"+v, health, time.Now().UTC().Format(time.RFC3339))
 				if _, err := apps.Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err == nil {
 					reported[name] = v
 					a.patches.Add(1)
