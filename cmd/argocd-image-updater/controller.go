@@ -303,6 +303,15 @@ func (c *controller) writeGate() error {
 	if c.runCtx.Err() != nil {
 		return fmt.Errorf("the controller is stopping (%v)", context.Cause(c.runCtx))
 	}
+	return c.leading()
+}
+
+// leading is asked before each save of the health gate's own state. The
+// record of a write already made is part of that write: it is saved while
+// the controller stops, as long as this replica holds the Lease (released
+// only once the writes in flight are done), so that the next leader
+// follows the version written.
+func (c *controller) leading() error {
 	if c.lead != nil {
 		return c.lead.check()
 	}

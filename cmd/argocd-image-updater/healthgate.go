@@ -19,7 +19,7 @@ func (c *controller) healthGateOptions() []cycle.Option {
 	revert := healthgate.RevertFunc(func(ctx context.Context, r []cycle.Revert) []cycle.RevertResult { return c.updater.Revert(ctx, r) })
 	c.gate = healthgate.New(c.watcher, revert, c.dyn,
 		healthgate.WithEvents(c.recorder), healthgate.WithMetrics(c.gateMetrics),
-		healthgate.WithLogger(c.logger), healthgate.WithWriteGate(c.writeGate),
+		healthgate.WithLogger(c.logger), healthgate.WithWriteGate(c.leading),
 		healthgate.WithReferenceOptions(func() []imageref.Option { return c.conf.Current().ReferenceOptions() }))
 	c.watcher.OnUpdate(c.gate.OnUpdate)
 	return []cycle.Option{cycle.WithHealthGate(c.gate)}
