@@ -73,7 +73,9 @@ func TestHealthGateOutage(t *testing.T) {
 		w.waitImages(t, ocs, name, "front", app+":1.2.0", web)
 		// The next version is written once Argo CD, restarted, has compared
 		// the Application with its AppProjects loaded: a sync it refuses
-		// before that is its own state, which the gate follows past.
+		// before that is its own state, which the gate follows past. A
+		// comparison is asked for: reconciledAt moves only with one.
+		w.refresh(t, name)
 		testenv.WaitFor(t, deployTimeout, "Argo CD reconciled the Application since its restart", func() (bool, string) {
 			return w.reconciledSince(t, name, back) && !w.hasCondition(t, name, "InvalidSpecError"), w.appState(t, name)
 		})

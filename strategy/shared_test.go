@@ -75,8 +75,10 @@ func TestSharedForgetsUnusedPolicies(t *testing.T) {
 		}
 		held[i] = p
 	}
-	if n := strategy.SharedCount(); n < before+len(held) {
-		t.Fatalf("%d policies held, want at least %d", n, before+len(held))
+	// Other tests' policies, counted in before, may be let go meanwhile:
+	// only these 100 are sure to be held.
+	if n := strategy.SharedCount(); n < len(held) {
+		t.Fatalf("%d policies held, want at least %d", n, len(held))
 	}
 	runtime.KeepAlive(held)
 	held = nil
