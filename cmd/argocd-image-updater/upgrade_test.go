@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
@@ -98,19 +97,7 @@ func TestUpgradeFromV1(t *testing.T) {
 	repo := w.reg.Repo("eks-app")
 	ius := w.dyn.Resource(imageupdaterv1alpha1.Resource()).Namespace(testenv.ArgoCDNamespace)
 
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "web", "namespace": testenv.ArgoCDNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": "https://git.example.com/d.git", "path": "p", "kustomize": map[string]any{}},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
-		},
-		"status": map[string]any{"summary": map[string]any{"images": []any{repo + ":v0.0.1"}}},
-	}}
-	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.createWebApp(t, repo)
 	w.k.Create(t, &imageupdaterv1alpha1.ImageUpdater{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ArgoCDNamespace, Name: "web", Finalizers: []string{imageupdater.V1Finalizer}},
 		Spec: imageupdaterv1alpha1.ImageUpdaterSpec{ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{{

@@ -51,19 +51,7 @@ func TestV1RunIntervalZero(t *testing.T) {
 	})
 
 	// Created after the first cycle: only its creation can get it checked.
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": "web", "namespace": testenv.ArgoCDNamespace},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": "https://git.example.com/d.git", "path": "p", "kustomize": map[string]any{}},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
-		},
-		"status": map[string]any{"summary": map[string]any{"images": []any{repo + ":v0.0.1"}}},
-	}}
-	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), app, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.createWebApp(t, repo)
 	iu := &imageupdaterv1alpha1.ImageUpdater{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ArgoCDNamespace, Name: "web"},
 		Spec: imageupdaterv1alpha1.ImageUpdaterSpec{ApplicationRefs: []imageupdaterv1alpha1.ApplicationRef{{
@@ -98,5 +86,24 @@ func TestV1RunIntervalZero(t *testing.T) {
 	stop()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d:\n%s", code, stderr.String())
+	}
+}
+
+// createWebApp creates the Application web, a Kustomize source running
+// repo:v0.0.1, with no annotations: an ImageUpdater selects it.
+func (w *controllerWorld) createWebApp(t *testing.T, repo string) {
+	t.Helper()
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": "web", "namespace": testenv.ArgoCDNamespace},
+		"spec": map[string]any{
+			"project":     "default",
+			"source":      map[string]any{"repoURL": "https://git.example.com/d.git", "path": "p", "kustomize": map[string]any{}},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+		},
+		"status": map[string]any{"summary": map[string]any{"images": []any{repo + ":v0.0.1"}}},
+	}}
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Create(t.Context(), app, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
