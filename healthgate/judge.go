@@ -72,10 +72,11 @@ type judgement struct {
 func judge(r *api.HealthGateRecord, st application.Status, running []string, push *writeback.Push, now time.Time) judgement {
 	op := st.Operation
 	written := r.WrittenAt.Time.Truncate(time.Second)
-	if op.Failed() && !op.StartedAt.Before(written) && syncOfWrite(r, op, push) && refusedByArgoCD(op) {
+	if op.Failed() && !op.StartedAt.Before(written) && syncOfWrite(r, op, push) && refusedByArgoCD(op, st) {
 		// Refused before anything was applied, on Argo CD's own view of the
-		// project or spec (as right after its controller restarts): the
-		// version is followed until a sync of it runs.
+		// project, the spec or the cluster (as right after its controller
+		// restarts, or while it cannot reach the cluster): the version is
+		// followed until a sync of it runs.
 		return judgement{message: fmt.Sprintf("Argo CD refused the sync of %s before applying anything (%s): judged once a sync of it runs", r.Version, op.Message)}
 	}
 	if op.Failed() && !op.StartedAt.Before(written) && syncOfWrite(r, op, push) {
@@ -138,12 +139,18 @@ func stale(st application.Status, written time.Time) string {
 	return ""
 }
 
-// refusedByArgoCD tells a sync Argo CD refused on its own checks of the
-// Application's spec and project (its message "InvalidSpecError: ...",
-// such as a project it has not loaded yet) from one that applied the
-// version and failed: an image or chart version changes neither.
-func refusedByArgoCD(op application.Operation) bool {
-	return strings.HasPrefix(op.Message, "InvalidSpecError")
+// refusedByArgoCD tells a sync Argo CD refused on its own checks from one
+// that applied the version and failed. Argo CD refuses a sync while the
+// Application carries a ComparisonError or InvalidSpecError condition,
+// with those conditions as its message ("Type: message;Type: message"):
+// a project it has not loaded yet, a cluster it cannot reach. An image or
+// chart version causes neither. While the Application cannot be compared
+// with its cluster, a failed sync is not told apart from the outage
+// either: it is judged once a sync runs with the cluster reachable.
+func refusedByArgoCD(op application.Operation, st application.Status) bool {
+	return strings.HasPrefix(op.Message, "InvalidSpecError:") ||
+		strings.HasPrefix(op.Message, "ComparisonError:") ||
+		st.CannotCompare != ""
 }
 
 func degradedNote(wasDegraded bool) string {

@@ -61,22 +61,26 @@ func TestJudgeOutage(t *testing.T) {
 
 // TestJudgeSyncRefusedByArgoCD: a sync Argo CD refused on its own view of
 // the project (right after its controller restarted, before it loaded the
-// AppProjects) reverts nothing; a sync that failed applying the version
-// still does.
+// AppProjects) or of an unreachable cluster reverts nothing; a sync that
+// failed applying the version still does.
 func TestJudgeSyncRefusedByArgoCD(t *testing.T) {
 	written := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	for _, tt := range []struct {
-		name, message string
-		want          verdict
+		name, phase, message, cannotCompare string
+		retries                             int64
+		want                                verdict
 	}{
-		{"refused: a project not loaded", "InvalidSpecError: Application referencing project default which does not exist", follow},
-		{"failed applying", "one or more objects failed to apply, reason: Deployment.apps \"front\" is invalid", broken},
+		{"refused: a project not loaded", "Error", "InvalidSpecError: Application referencing project default which does not exist", "", 0, follow},
+		{"refused: the cluster unreachable, retried", "Running", "ComparisonError: Failed to load live state: failed to get cluster info for \"https://10.0.0.1\";ComparisonError: Failed to load target state. Retrying attempt #1 at 7:37AM.", "ComparisonError", 1, follow},
+		{"failed while the cluster cannot be compared", "Failed", "one or more objects failed to apply, reason: Get \"https://10.0.0.1\": EOF", "UnknownError", 0, follow},
+		{"failed applying", "Error", "one or more objects failed to apply, reason: Deployment.apps \"front\" is invalid", "", 0, broken},
+		{"failed applying, retried", "Running", "one or more objects failed to apply. Retrying attempt #2 at 7:37AM.", "", 2, broken},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &api.HealthGateRecord{Alias: "app", Image: image, Version: "1.1.0", PreviousVersion: "1.0.0", State: api.HealthGatePending,
 				Window: "1m0s", HealthBefore: "Healthy", WrittenAt: metav1.NewTime(written)}
-			st := application.Status{Health: "Healthy", Sync: "OutOfSync", ReconciledAt: written.Add(time.Second),
-				Operation: application.Operation{Phase: "Error", Message: tt.message, StartedAt: written.Add(time.Second), FinishedAt: written.Add(2 * time.Second), Automated: true}}
+			st := application.Status{Health: "Healthy", Sync: "OutOfSync", ReconciledAt: written.Add(time.Second), CannotCompare: tt.cannotCompare,
+				Operation: application.Operation{Phase: tt.phase, Message: tt.message, Retries: tt.retries, StartedAt: written.Add(time.Second), FinishedAt: written.Add(2 * time.Second), Automated: true}}
 			if got := judge(r, st, nil, nil, written.Add(3*time.Second)); got.verdict != tt.want {
 				t.Errorf("judged %v %q, want %v", got.verdict, got.message, tt.want)
 			}
