@@ -8,6 +8,7 @@
 package application
 
 import (
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -100,6 +101,12 @@ func (a *Application) Object() *unstructured.Unstructured {
 
 // Key is "namespace/name".
 func (a *Application) Key() string { return a.Namespace + "/" + a.Name }
+
+// AnnotationPath is the JSON pointer (RFC 6901) of the annotation key in
+// an Application, for JSON patches.
+func AnnotationPath(key string) string {
+	return "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+}
 
 // FromUnstructured reads an Application; image names are read with opts
 // (registries.conf's default registry and namespace).

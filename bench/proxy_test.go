@@ -243,13 +243,14 @@ func startKubeProxy(t testing.TB, admin *rest.Config) *kubeProxy {
 			kind := kubeRequestKind(r.In.Method, r.In.URL)
 			if kind == "patch applications" && strings.HasPrefix(r.In.Header.Get("Content-Type"), "application/merge-patch+json") {
 				// The refresh after a git write-back, which sets Argo
-				// CD's refresh annotation, or the save of the record
-				// kept of a write (health gate, rollbacks); the argocd
-				// write-back sends JSON patches.
+				// CD's refresh annotation (with the record kept of the
+				// write), or a save of that record on its own (health
+				// gate, rollbacks); the argocd write-back sends JSON
+				// patches, which carry the record.
 				kind = "refresh applications"
 				if body, err := io.ReadAll(io.LimitReader(r.In.Body, 1<<20)); err == nil {
 					r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-					if bytes.Contains(body, []byte(healthgate.StateAnnotation)) {
+					if bytes.Contains(body, []byte(healthgate.StateAnnotation)) && !bytes.Contains(body, []byte(`"argocd.argoproj.io/refresh"`)) {
 						kind = "save write records"
 					}
 				}

@@ -586,6 +586,15 @@ func (res *scenarioResult) check(t *testing.T, w *workload, changes []*changeSet
 			if attributable && !ph.Overlapped {
 				add(ph.Name+": one patch per changed argocd Application", ph.Kube["patch applications"] == int64(ph.Expect.Patched),
 					"%d patches, %d Applications changed", ph.Kube["patch applications"], ph.Expect.Patched)
+				// The record of an argocd write is in its patch, a git
+				// write's in the refresh of its Application: one request
+				// per Application written.
+				add(ph.Name+": the record of each write in its one request", ph.Kube["save write records"] == 0,
+					"%d saves of write records on their own", ph.Kube["save write records"])
+				if res.GitNotRun == "" {
+					add(ph.Name+": one refresh per git Application", ph.Kube["refresh applications"] == int64(ph.Expect.GitChanged),
+						"%d refreshes, %d git Applications changed", ph.Kube["refresh applications"], ph.Expect.GitChanged)
+				}
 				if res.GitNotRun == "" {
 					add(ph.Name+": one push", ph.GitPushes == 1, "%d pushes", ph.GitPushes)
 				}

@@ -57,7 +57,9 @@ func (w *benchWriter) Write(_ context.Context, changes []writeback.Change) []wri
 	}
 	return out
 }
-func (w *benchWriter) Refresh(context.Context, string, string) error { return nil }
+func (w *benchWriter) Refresh(context.Context, string, string, map[string]string) error {
+	return nil
+}
 
 type noSecrets struct{}
 

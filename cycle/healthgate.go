@@ -25,6 +25,9 @@ type HealthGate interface {
 	// settings.ImageSpec Key) are not to be written for app, which holds
 	// current of it now (see Skips).
 	Skipped(ctx context.Context, app *application.Application, image string, current imageref.Version) Skips
+	// Record is the writeback.Change's Record of a write to app: the
+	// record kept of the write, set in the same request; nil for none.
+	Record(app *application.Application) func(writeback.Result) (annotation, value string)
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
@@ -119,6 +122,16 @@ func (u *Updater) gateWritten(ctx context.Context, au *appUpdate, res writeback.
 		u.gate.Written(ctx, au.app, res)
 		return nil
 	})
+}
+
+// gateRecord is the Record of a write of au: the health gate's record of
+// the write, in the same request; nil without a gate, and for the gate's
+// own reverts, which it does not follow.
+func (u *Updater) gateRecord(au *appUpdate) func(writeback.Result) (string, string) {
+	if u.gate == nil || au.revert {
+		return nil
+	}
+	return u.gate.Record(au.app)
 }
 
 // gateFlush has the health gate persist what it was told of a batch.

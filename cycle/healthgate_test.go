@@ -30,6 +30,10 @@ func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image 
 	return Skips{Versions: g.skipped[image], HeldFrom: g.heldFrom[image], HoldAt: g.holdAt[image]}
 }
 
+func (g *skipGate) Record(*application.Application) func(writeback.Result) (string, string) {
+	return nil
+}
+
 func (g *skipGate) Flush(context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -65,7 +69,7 @@ func (a *argocdRecorder) Write(ctx context.Context, changes []writeback.Change) 
 	return res
 }
 
-func (a *argocdRecorder) Refresh(_ context.Context, namespace, name string) error {
+func (a *argocdRecorder) Refresh(_ context.Context, namespace, name string, _ map[string]string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.refreshed = append(a.refreshed, namespace+"/"+name)

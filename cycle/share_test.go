@@ -68,7 +68,9 @@ func (w *watchingWriter) Write(_ context.Context, changes []writeback.Change) []
 	}
 	return out
 }
-func (w *watchingWriter) Refresh(context.Context, string, string) error { return nil }
+func (w *watchingWriter) Refresh(context.Context, string, string, map[string]string) error {
+	return nil
+}
 
 // recordingObserver keeps the results of the last pass.
 type recordingObserver struct {

@@ -46,8 +46,9 @@ type Registry interface {
 // sources now, after another method wrote to them.
 type ApplicationWriter interface {
 	writeback.Writer
-	// Refresh asks Argo CD to read the Application's sources now.
-	Refresh(ctx context.Context, namespace, name string) error
+	// Refresh asks Argo CD to read the Application's sources now, and
+	// sets the annotations of also in the same request.
+	Refresh(ctx context.Context, namespace, name string, also map[string]string) error
 }
 
 // Updater runs update cycles. It holds only what it is configured with

@@ -61,7 +61,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 	}
 	changes := make([]writeback.Change, len(updates))
 	for i, au := range updates {
-		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes, Charts: au.charts}
+		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes, Charts: au.charts, Record: u.gateRecord(au)}
 	}
 	var results []writeback.Result
 	err := u.guard("writing back with method "+string(method), func() error {
@@ -78,6 +78,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 		return failed(err)
 	}
 	var pushed []types.NamespacedName
+	var carried []carriedRecord
 	logged := map[*writeback.BatchError]bool{}
 	for i, res := range results {
 		au := updates[i]
@@ -103,13 +104,16 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 		}
 		r.written(au.app, res.Changed, res.Written)
 		r.chartsWritten(au.app, res.ChangedCharts, res.Written)
-		u.gateWritten(ctx, au, res)
 		// A commit on the branch Argo CD follows, rather than in a pull
 		// request: Argo CD reads it at its next poll, or at once when
-		// asked to.
-		// A change written into the Application's definition reaches it
-		// through the parent's sync.
-		if res.Commit != "" && res.PullRequest == "" {
+		// asked to. A change written into the Application's definition
+		// reaches it through the parent's sync. The refresh of the
+		// Application itself carries the record of the write.
+		if res.Commit != "" && res.PullRequest == "" && u.refreshes() {
+			if res.ParentName == "" && res.Written && changes[i].Record != nil {
+				carried = append(carried, carriedRecord{au: au, res: res, record: changes[i].Record})
+				continue
+			}
 			read := types.NamespacedName{Namespace: au.app.Namespace, Name: au.app.Name}
 			if res.ParentName != "" {
 				read = types.NamespacedName{Namespace: res.ParentNamespace, Name: res.ParentName}
@@ -118,10 +122,22 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 				pushed = append(pushed, read)
 			}
 		}
+		u.gateWritten(ctx, au, res)
 	}
+	pushed = slices.DeleteFunc(pushed, func(k types.NamespacedName) bool {
+		return slices.ContainsFunc(carried, func(c carriedRecord) bool { return c.au.app.Namespace == k.Namespace && c.au.app.Name == k.Name })
+	})
+	u.refresh(ctx, pushed, carried)
 	u.gateFlush(ctx)
-	u.refresh(ctx, pushed)
 	return results
+}
+
+// carriedRecord is a git write whose record the refresh of its
+// Application carries.
+type carriedRecord struct {
+	au     *appUpdate
+	res    writeback.Result
+	record func(writeback.Result) (annotation, value string)
 }
 
 // mayWrite tells whether a write may start now: not once ctx, the cycle's,
@@ -210,24 +226,55 @@ func (r *run) written(app *application.Application, changed []writeback.ImageUpd
 	}
 }
 
+// refreshes tells whether Argo CD is asked to read the sources of
+// Applications whose commits landed.
+func (u *Updater) refreshes() bool {
+	return u.refreshAfterGit && !u.dryRun && u.argocd != nil
+}
+
 // refresh asks Argo CD to read the sources of Applications whose commits
-// landed, so that it deploys them now rather than at its next poll. It
-// runs only after the push: a refresh before would read the old commit. A
-// failure costs only that wait, so it is a warning.
-func (u *Updater) refresh(ctx context.Context, apps []types.NamespacedName) {
-	if !u.refreshAfterGit || u.dryRun || len(apps) == 0 || u.argocd == nil {
+// landed, so that it deploys them now rather than at its next poll: apps,
+// and those of carried, whose requests also set the record of their
+// write, which the health gate is then told of. It runs only after the
+// push: a refresh before would read the old commit. A failure costs only
+// that wait, so it is a warning; a record it did not carry is saved on
+// its own.
+func (u *Updater) refresh(ctx context.Context, apps []types.NamespacedName, carried []carriedRecord) {
+	if len(apps) == 0 && len(carried) == 0 {
 		return
+	}
+	send := func(app types.NamespacedName, also map[string]string) error {
+		err := u.guard("refreshing Application "+app.String(), func() error {
+			return u.argocd.Refresh(u.writeContext(ctx), app.Namespace, app.Name, also)
+		})
+		if err != nil {
+			u.logger.Warn("Argo CD will see the commit at its next poll: the refresh failed", "application", app.String(), "error", err)
+		}
+		return err
 	}
 	var g errgroup.Group
 	g.SetLimit(u.maxConcurrency)
 	for _, app := range apps {
 		g.Go(func() error {
-			err := u.guard("refreshing Application "+app.String(), func() error {
-				return u.argocd.Refresh(u.writeContext(ctx), app.Namespace, app.Name)
+			_ = send(app, nil)
+			return nil
+		})
+	}
+	for _, c := range carried {
+		g.Go(func() error {
+			var also map[string]string
+			key, value := "", ""
+			_ = u.guard("recording the versions written for the health gate", func() error {
+				key, value = c.record(c.res)
+				return nil
 			})
-			if err != nil {
-				u.logger.Warn("Argo CD will see the commit at its next poll: the refresh failed", "application", app.String(), "error", err)
+			if key != "" && value != "" {
+				also = map[string]string{key: value}
 			}
+			if send(types.NamespacedName{Namespace: c.au.app.Namespace, Name: c.au.app.Name}, also) == nil {
+				c.res.Recorded = value
+			}
+			u.gateWritten(ctx, c.au, c.res)
 			return nil
 		})
 	}

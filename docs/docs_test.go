@@ -440,7 +440,7 @@ func (refusingWriter) Write(_ context.Context, changes []writeback.Change) []wri
 	return results
 }
 
-func (refusingWriter) Refresh(context.Context, string, string) error {
+func (refusingWriter) Refresh(context.Context, string, string, map[string]string) error {
 	return errors.New("docs test: nothing should be refreshed")
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -103,7 +104,10 @@ type Gate struct {
 	// retries pace the saves of the ImageUpdaters' statuses the API
 	// server refused.
 	retries map[types.NamespacedName]statusRetry
-	wake    chan struct{}
+	// prepared are the states Record gave writes to carry, until Written
+	// is told of them.
+	prepared map[types.NamespacedName]preparedRecord
+	wake     chan struct{}
 	// swept is when the records of Applications since deleted were last
 	// looked for, once per poll interval.
 	swept time.Time
@@ -128,6 +132,16 @@ type appState struct {
 	// syncOfWrite). Kept in memory only: after a restart, a revision
 	// other than the record's commit is judged without them.
 	pushes map[string]*writeback.Push
+}
+
+// clone is a copy of st that a change leaves st as it is; nil for nil.
+func (st *appState) clone() *appState {
+	if st == nil {
+		return nil
+	}
+	c := &appState{State: State{Records: slices.Clone(st.Records), Skipped: slices.Clone(st.Skipped)}, owner: st.owner}
+	c.pushes = maps.Clone(st.pushes)
+	return c
 }
 
 // Option configures a Gate.
@@ -184,7 +198,7 @@ func New(apps Applications, reverter Reverter, client dynamic.Interface, opts ..
 		logger: slog.New(slog.DiscardHandler), now: time.Now, poll: DefaultPollInterval,
 		states: map[types.NamespacedName]*appState{}, clears: map[types.NamespacedName]bool{},
 		unsaved: map[types.NamespacedName]bool{}, retries: map[types.NamespacedName]statusRetry{},
-		wake: make(chan struct{}, 1),
+		prepared: map[types.NamespacedName]preparedRecord{}, wake: make(chan struct{}, 1),
 	}
 	for _, opt := range opts {
 		opt(g)
@@ -399,21 +413,118 @@ func sameVersion(a, b imageref.Version) bool {
 	return a == b || a.Tag != "" && a.Tag == b.Tag && (a.Digest == "" || b.Digest == "")
 }
 
+// Record is the Record of a writeback.Change to app (see
+// writeback.Change): the gate's state of app once the images changed are
+// written, as its annotation, so that the patch of the versions carries
+// it and Written saves nothing more. None for an Application whose
+// ImageUpdater's status keeps its state.
+func (g *Gate) Record(app *application.Application) func(writeback.Result) (annotation, value string) {
+	if app.ImageUpdater.Name != "" {
+		return nil
+	}
+	key := keyOf(app)
+	return func(res writeback.Result) (string, string) {
+		now := g.now()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		next, changedState := g.applyWrite(g.states[key].clone(), app, res.Changed, commitOf(res), res.Push, now)
+		if !changedState {
+			return "", ""
+		}
+		next.normalize("")
+		value := next.Encode()
+		if value == "" {
+			return "", ""
+		}
+		// Kept for Written, which computes the same state at the same
+		// time, and for OnUpdate, should the write land without its
+		// answer; the sweep drops what neither took (a failed write).
+		g.prepared[key] = preparedRecord{value: value, at: now, app: app, res: res}
+		return StateAnnotation, value
+	}
+}
+
+// preparedRecord is a state Record gave a write to carry, when, and the
+// write.
+type preparedRecord struct {
+	value string
+	at    time.Time
+	app   *application.Application
+	res   writeback.Result
+	// adopted: OnUpdate saw the value in the Application before Written
+	// was told of the write, and took the write as done.
+	adopted bool
+}
+
 // Written starts following the versions a write persisted for images
 // with a health gate; a version written for an image without one is
-// recorded (Written) only to tell a rollback (see Skipped).
+// recorded (Written) only to tell a rollback (see Skipped). A write that
+// carried the state Record gave (res.Recorded) saved it: nothing more is
+// sent.
 func (g *Gate) Written(ctx context.Context, app *application.Application, res writeback.Result) {
 	key := keyOf(app)
 	now := g.now()
-	commit := res.Commit
-	if res.PullRequest != "" {
-		// The merge makes another commit.
-		commit = ""
-	}
 	g.mu.Lock()
-	st := g.states[key]
-	changed := false
-	for _, c := range res.Changed {
+	p, prepared := g.prepared[key]
+	delete(g.prepared, key)
+	carried := prepared && res.Recorded != "" && res.Recorded == p.value
+	if carried && p.adopted {
+		// OnUpdate took it already.
+		g.mu.Unlock()
+		return
+	}
+	if carried {
+		now = p.at
+	}
+	st, changed := g.applyWrite(g.states[key], app, res.Changed, commitOf(res), res.Push, now)
+	if st != nil {
+		g.states[key] = st
+	}
+	n := g.following()
+	owner := types.NamespacedName{}
+	follow, saved := false, false
+	if st != nil {
+		owner = st.owner
+		follow = slices.ContainsFunc(st.Records, active)
+		if changed && carried && owner.Name == "" {
+			// The same state as Record's unless the gate changed it
+			// meanwhile (a look judged a record): then it is saved.
+			st.normalize("")
+			saved = st.Encode() == res.Recorded
+			st.dirty = st.dirty && !saved
+		}
+	}
+	if changed && owner.Name != "" {
+		g.unsaved[owner] = true
+	}
+	g.mu.Unlock()
+	if !changed {
+		return
+	}
+	g.metrics.following(n)
+	if owner.Name == "" && !saved {
+		g.save(ctx, key)
+	}
+	if follow {
+		g.poke()
+	}
+}
+
+// commitOf is the commit of a write the gate follows: none for a pull
+// request, whose merge makes another commit.
+func commitOf(res writeback.Result) string {
+	if res.PullRequest != "" {
+		return ""
+	}
+	return res.Commit
+}
+
+// applyWrite records in st (nil for none yet) the versions of changed,
+// written at now, and returns st, and whether it changed. The caller
+// holds g.mu.
+func (g *Gate) applyWrite(st *appState, app *application.Application, changed []writeback.ImageUpdate, commit string, push *writeback.Push, now time.Time) (*appState, bool) {
+	modified := false
+	for _, c := range changed {
 		if st != nil && sameVersion(c.New, c.Old) {
 			if r := st.record(c.Key()); r != nil && r.State == api.HealthGateRolledBack {
 				// The version held, written where the write-back keeps
@@ -423,7 +534,6 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 		}
 		if st == nil {
 			st = &appState{}
-			g.states[key] = st
 		}
 		st.owner = app.ImageUpdater
 		if c.HealthGate == 0 {
@@ -440,7 +550,7 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 			}
 			st.setRecord(r)
 			st.setPush(c.Key(), "", nil)
-			changed = true
+			modified = true
 			continue
 		}
 		st.setRecord(api.HealthGateRecord{
@@ -449,30 +559,10 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 			HealthBefore: app.Status().Health, WrittenAt: metav1.NewTime(now),
 			Message: "written; waiting for Argo CD to deploy it",
 		})
-		st.setPush(c.Key(), commit, res.Push)
-		changed = true
+		st.setPush(c.Key(), commit, push)
+		modified = true
 	}
-	n := g.following()
-	owner := types.NamespacedName{}
-	follow := false
-	if st != nil {
-		owner = st.owner
-		follow = slices.ContainsFunc(st.Records, active)
-	}
-	if changed && owner.Name != "" {
-		g.unsaved[owner] = true
-	}
-	g.mu.Unlock()
-	if !changed {
-		return
-	}
-	g.metrics.following(n)
-	if owner.Name == "" {
-		g.save(ctx, key)
-	}
-	if follow {
-		g.poke()
-	}
+	return st, modified
 }
 
 // Flush saves the status of the ImageUpdaters whose Applications' records
@@ -489,6 +579,19 @@ func (g *Gate) OnUpdate(s *application.Snapshot) {
 	key := types.NamespacedName{Namespace: s.Namespace(), Name: s.Name()}
 	clear := s.Annotation(ClearAnnotation) != ""
 	g.mu.Lock()
+	if p, ok := g.prepared[key]; ok && !p.adopted && s.Annotation(StateAnnotation) == p.value {
+		// The Application holds the record Record gave a write, so the
+		// write landed, even where its answer was lost (the cycle then
+		// saw an error, and nothing tells the gate otherwise): it is
+		// followed from the time it carries.
+		if st, changed := g.applyWrite(g.states[key], p.app, p.res.Changed, commitOf(p.res), p.res.Push, p.at); changed {
+			st.normalize("")
+			g.states[key] = st
+		}
+		p.adopted = true
+		g.prepared[key] = p
+		defer g.metrics.following(g.following())
+	}
 	st := g.states[key]
 	look := clear || st != nil && slices.ContainsFunc(st.Records, active)
 	if clear {
@@ -560,6 +663,11 @@ func (g *Gate) Evaluate(ctx context.Context) time.Time {
 	}
 	if sweep {
 		g.swept = now
+		for k, p := range g.prepared {
+			if now.Sub(p.at) > g.poll {
+				delete(g.prepared, k)
+			}
+		}
 	}
 	for k := range g.clears {
 		if g.states[k] == nil {

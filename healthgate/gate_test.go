@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -825,5 +826,99 @@ func TestWrittenSavesAnImageUpdaterOnce(t *testing.T) {
 	r.gate.Flush(t.Context())
 	if got := count(); got != 1 {
 		t.Errorf("%d status saves after a Flush with nothing new, want 1", got)
+	}
+}
+
+// TestWrittenWithTheRecordCarried: the state Record gives, carried by the
+// write itself, is saved: Written sends nothing, and the gate holds what
+// the Application now does. A write that carried an older value, or none,
+// is followed by a save.
+func TestWrittenWithTheRecordCarried(t *testing.T) {
+	r := newRig(t)
+	app := r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
+	changed := []writeback.ImageUpdate{{ImageSpec: app.Settings.Images[0], Old: imageref.ParseVersion("1.0.0"), New: imageref.ParseVersion("1.1.0")}}
+	key, value := r.gate.Record(app)(writeback.Result{Changed: changed})
+	if key != StateAnnotation || value == "" {
+		t.Fatalf("Record = %q, %q", key, value)
+	}
+	st, err := ParseState(value)
+	if err != nil || len(st.Records) != 1 || st.Records[0].State != api.HealthGatePending || st.Records[0].Version != "1.1.0" {
+		t.Fatalf("Record's state %+v, %v", st, err)
+	}
+	if len(r.log) != 0 {
+		t.Fatalf("Record saved: %v", r.log)
+	}
+	// The patch takes a while: the clock moves past the second.
+	r.now = r.now.Add(1500 * time.Millisecond)
+	r.gate.Written(t.Context(), app, writeback.Result{Namespace: app.Namespace, Name: app.Name, Written: true, Changed: changed, Recorded: value})
+	if len(r.log) != 0 {
+		t.Errorf("saves after a write that carried the record: %v", r.log)
+	}
+	r.gate.mu.Lock()
+	held := r.gate.states[keyOf(app)].Encode()
+	r.gate.mu.Unlock()
+	if held != value {
+		t.Errorf("the gate holds\n%s\nthe Application\n%s", held, value)
+	}
+	if n := testutil.ToFloat64(r.gate.metrics.pending); n != 1 {
+		t.Errorf("following %v, want 1", n)
+	}
+
+	// A write whose answer carried no record (git, or an Application
+	// without annotations) is saved as before.
+	changed[0].Old, changed[0].New = changed[0].New, imageref.ParseVersion("1.2.0")
+	r.gate.Record(app)(writeback.Result{Changed: changed})
+	r.gate.Written(t.Context(), app, writeback.Result{Namespace: app.Namespace, Name: app.Name, Written: true, Changed: changed})
+	if d := cmp.Diff([]string{"save shop"}, r.log); d != "" {
+		t.Errorf("saves (-want +got):\n%s", d)
+	}
+	if rec := r.record(t, "shop"); rec.Version != "1.2.0" {
+		t.Errorf("saved %+v", rec)
+	}
+}
+
+// TestRecordOfAnImageUpdatersApplication: an ImageUpdater's status keeps
+// the records of its Applications, so a write carries none.
+func TestRecordOfAnImageUpdatersApplication(t *testing.T) {
+	r := newRig(t)
+	app := r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
+	app.ImageUpdater = types.NamespacedName{Namespace: "argocd", Name: "iu"}
+	if rec := r.gate.Record(app); rec != nil {
+		t.Error("a Record for an Application of an ImageUpdater")
+	}
+}
+
+// TestWriteLandedWithoutItsAnswer: a write whose answer was lost (the
+// cycle saw an error, and tells the gate nothing) is followed once the
+// Application shows the record it carried; a Written that arrives after
+// all saves nothing more.
+func TestWriteLandedWithoutItsAnswer(t *testing.T) {
+	r := newRig(t)
+	app := r.apps.set(t, "shop", gated, argo("Healthy", "1.0.0", nil))
+	changed := []writeback.ImageUpdate{{ImageSpec: app.Settings.Images[0], Old: imageref.ParseVersion("1.0.0"), New: imageref.ParseVersion("1.1.0")}}
+	res := writeback.Result{Namespace: app.Namespace, Name: app.Name, Written: true, Changed: changed}
+	_, value := r.gate.Record(app)(res)
+
+	// Another change of the Application, before the write: nothing taken.
+	r.gate.OnUpdate(r.apps.snapshot(t, "shop"))
+	if n := testutil.ToFloat64(r.gate.metrics.pending); n != 0 {
+		t.Fatalf("following %v before the write landed", n)
+	}
+	withRecord := map[string]string{"image-list": gated["image-list"], "app.health-gate": gated["app.health-gate"], settings.KeyHealthGateState: value}
+	r.apps.set(t, "shop", withRecord, argo("Healthy", "1.0.0", nil))
+	r.gate.OnUpdate(r.apps.snapshot(t, "shop"))
+	if n := testutil.ToFloat64(r.gate.metrics.pending); n != 1 {
+		t.Fatalf("following %v once the Application holds the record, want 1", n)
+	}
+	r.gate.mu.Lock()
+	held := r.gate.states[keyOf(app)].Encode()
+	r.gate.mu.Unlock()
+	if held != value {
+		t.Errorf("the gate holds\n%s\nthe Application\n%s", held, value)
+	}
+	res.Recorded = value
+	r.gate.Written(t.Context(), app, res)
+	if len(r.log) != 0 {
+		t.Errorf("saves: %v", r.log)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +82,7 @@ func (k kubeStore) saveStatus(ctx context.Context, iu types.NamespacedName, reco
 }
 
 func (k kubeStore) removeClear(ctx context.Context, app types.NamespacedName, value string) error {
-	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(ClearAnnotation)
+	path := application.AnnotationPath(ClearAnnotation)
 	body, err := json.Marshal([]map[string]any{{"op": "test", "path": path, "value": value}, {"op": "remove", "path": path}})
 	if err != nil {
 		return err

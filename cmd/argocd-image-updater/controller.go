@@ -69,7 +69,11 @@ type controller struct {
 
 	namespace string // Argo CD's
 	clientset kubernetes.Interface
-	dyn       dynamic.Interface
+	// eventClient sends the events, with a rate limit of its own: a burst
+	// of events after a large cycle waits behind neither the writes nor
+	// the Lease's renewals.
+	eventClient kubernetes.Interface
+	dyn         dynamic.Interface
 
 	conf      *config.Watcher
 	regClient *registry.Client
@@ -160,6 +164,9 @@ func (c *controller) connectKubernetes(context.Context) error {
 	if c.dyn, err = dynamic.NewForConfig(restConfig); err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
+	if c.eventClient, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
 	return nil
 }
 
@@ -243,7 +250,7 @@ func (c *controller) recordEvents(ctx context.Context) error {
 	if c.o.disableKubeEvents {
 		return nil
 	}
-	delivery := newEventDelivery(c.clientset)
+	delivery := newEventDelivery(c.eventClient)
 	// Runs last: the events of the last writes reach the API server
 	// before the process exits, within the shutdown grace period.
 	c.deferred(func() {

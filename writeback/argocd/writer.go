@@ -121,6 +121,8 @@ type update struct {
 	Images     []writeback.ImageUpdate
 	// Charts are new versions of the source's chart: its targetRevision.
 	Charts []writeback.ChartUpdate
+	// Record is the Change's: an annotation set in the same patch.
+	Record func(writeback.Result) (annotation, value string)
 }
 
 func (u update) key() string { return u.Namespace + "/" + u.Name }
@@ -163,6 +165,10 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 				return nil
 			}
 			u := update{Namespace: c.App.Namespace, Name: c.App.Name, SourceIndex: c.Source.Index, SourceType: c.Source.Type, Images: c.Images, Charts: c.Charts}
+			if !w.dryRun {
+				// A dry run keeps no record of what it did not write.
+				u.Record = c.Record
+			}
 			// An Application's lists must not be able to stop the
 			// controller: a panic fails this change alone.
 			res, err := safe.Value(func() (writeback.Result, error) { return w.writeOne(ctx, c.App.Object(), u) })
@@ -256,7 +262,7 @@ func (w *Writer) writeOne(ctx context.Context, cached *unstructured.Unstructured
 		_, err = apps.Patch(ctx, u.Name, types.JSONPatchType, p.patch, metav1.PatchOptions{FieldManager: FieldManager})
 		if err == nil {
 			log.Info("wrote back new versions", "images", writeback.ImageList(p.changed), "charts", chartList(p.charts))
-			return writeback.Result{Changed: p.changed, ChangedCharts: p.charts, Written: true, Patch: p.patch}, nil
+			return writeback.Result{Changed: p.changed, ChangedCharts: p.charts, Written: true, Patch: p.patch, Recorded: p.recorded}, nil
 		}
 		fresh, conflict, checkErr := w.conflicting(ctx, apps, obj, err)
 		if checkErr != nil {
@@ -350,6 +356,8 @@ type writePlan struct {
 	changed []writeback.ImageUpdate
 	charts  []writeback.ChartUpdate
 	patch   []byte
+	// recorded is the value of the update's Record the patch sets.
+	recorded string
 	// source identifies the source written to, to detect reordering.
 	source string
 }
@@ -397,6 +405,15 @@ func planWrite(obj *unstructured.Unstructured, u update) (writePlan, error) {
 	}
 	if len(p.changed) == 0 && len(p.charts) == 0 {
 		return p, nil
+	}
+	if u.Record != nil {
+		// Without annotations, obj may be a cached copy that leaves out
+		// those of others: an op adding the map would drop them. The
+		// record is then saved on its own.
+		if key, value := u.Record(writeback.Result{Namespace: u.Namespace, Name: u.Name, Changed: p.changed, ChangedCharts: p.charts, Written: true}); key != "" && value != "" && obj.GetAnnotations() != nil {
+			ops = append(ops, jsonPatchOp{Op: "add", Path: application.AnnotationPath(key), Value: value})
+			p.recorded = value
+		}
 	}
 	if p.patch, err = json.Marshal(ops); err != nil {
 		return writePlan{}, fmt.Errorf("encode patch: %w", err)
@@ -486,14 +503,22 @@ const RefreshAnnotation = "argocd.argoproj.io/refresh"
 
 // Refresh asks Argo CD to read the Application's sources again now: after
 // a git write-back landed, Argo CD would otherwise see the commit only at
-// its next poll (3 minutes by default). It sets only the annotation, which
-// Argo CD removes once it has refreshed.
-func (w *Writer) Refresh(ctx context.Context, namespace, name string) error {
+// its next poll (3 minutes by default). It sets the annotation, which Argo
+// CD removes once it has refreshed, and those of also in the same request
+// (the record kept of the write).
+func (w *Writer) Refresh(ctx context.Context, namespace, name string, also map[string]string) error {
 	if w.dryRun {
 		return nil
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + RefreshAnnotation + `":"normal"}}}`)
-	_, err := w.client.Resource(application.Resource()).Namespace(namespace).
+	annotations := map[string]string{RefreshAnnotation: "normal"}
+	for k, v := range also {
+		annotations[k] = v
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)
+	}
+	_, err = w.client.Resource(application.Resource()).Namespace(namespace).
 		Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)

@@ -571,6 +571,62 @@ spec:
 		}
 	})
 
+	t.Run("the record of the write in the same patch, asked again after a conflict", func(t *testing.T) {
+		stale := c.create(t, seedApp("recorded"))
+		// A person pauses web after the copy was taken: the retry writes app
+		// alone, and its record says so.
+		c.mergePatch(t, "recorded", `{"metadata":{"annotations":{"argocd-image-updater.argoproj.io/web.ignore-tags":"*","team.example.com/owner":"a/b~c"}}}`)
+		dc, count := countingClient(t, c.kube.Config)
+		var asked [][]string
+		record := func(res writeback.Result) (string, string) {
+			asked = append(asked, aliases(res.Changed))
+			return "argocd-image-updater.argoproj.io/health-gate-state", strings.Join(aliases(res.Changed), ",")
+		}
+		res, err := NewWriter(dc).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "recorded", SourceIndex: -1, SourceType: application.SourceKustomize, Record: record, Images: []writeback.ImageUpdate{
+			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
+			{ImageSpec: settings.ImageSpec{Alias: "web", Image: mustRef(ecrWeb)}, New: imageref.Version{Tag: "v0.0.2"}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff([][]string{{"app", "web"}, {"app"}}, asked); d != "" {
+			t.Errorf("Record asked with (-want +got):\n%s", d)
+		}
+		if !res.Written || res.Recorded != "app" {
+			t.Fatalf("result = %+v, want app written and recorded", res)
+		}
+		if count.get(http.MethodPatch) != 2 || count.get(http.MethodGet) != 1 {
+			t.Errorf("requests = %v, want a rejected PATCH, a GET and one accepted PATCH carrying the record", count.counts)
+		}
+		after := c.get(t, "recorded")
+		if got := after.GetAnnotations()["argocd-image-updater.argoproj.io/health-gate-state"]; got != "app" {
+			t.Errorf("record annotation %q, want app", got)
+		}
+		if got := after.GetAnnotations()["team.example.com/owner"]; got != "a/b~c" {
+			t.Errorf("another annotation is %q, want it kept", got)
+		}
+	})
+
+	t.Run("no record without annotations: the copy may lack others'", func(t *testing.T) {
+		c.create(t, seedApp("unannotated"))
+		before := c.mergePatch(t, "unannotated", `{"metadata":{"annotations":null}}`)
+		if before.GetAnnotations() != nil {
+			t.Fatalf("annotations %v left", before.GetAnnotations())
+		}
+		dc, _ := countingClient(t, c.kube.Config)
+		res, err := NewWriter(dc).writeOne(t.Context(), before, update{Namespace: "argocd", Name: "unannotated", SourceIndex: -1, SourceType: application.SourceKustomize,
+			Record: func(writeback.Result) (string, string) {
+				return "argocd-image-updater.argoproj.io/health-gate-state", "x"
+			},
+			Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Written || res.Recorded != "" {
+			t.Errorf("result = %+v, want written, nothing recorded", res)
+		}
+	})
+
 	t.Run("conflict beyond the retry limit", func(t *testing.T) {
 		stale := c.create(t, seedApp("conflict-limit"))
 		c.mergePatch(t, "conflict-limit", `{"metadata":{"labels":{"team":"web"}}}`)
