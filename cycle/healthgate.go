@@ -8,11 +8,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/Masterminds/semver/v3"
-
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/strategy"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -79,10 +78,10 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 	if len(skipped) == 0 {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}
-	held, _ := semver.NewVersion(sk.HeldFrom.Tag)
+	held := sk.HeldFrom.Tag
 	var passed []string
 	tr.tags = slices.DeleteFunc(slices.Clone(tr.tags), func(tag string) bool {
-		if slices.Contains(skipped, imageref.Version{Tag: tag}) || held != nil && tag != j.current.Tag && notNewer(tag, held) {
+		if slices.Contains(skipped, imageref.Version{Tag: tag}) || held != "" && tag != j.current.Tag && notNewer(tag, held) {
 			passed = append(passed, tag)
 			return true
 		}
@@ -95,7 +94,7 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 		// (askTarget, a hold's HoldAt): the version in place is.
 		o.result.Update, o.result.Tag, o.result.Digest = false, j.current.Tag, j.current.Digest
 		o.result.Reason = fmt.Sprintf("version %s is skipped: the health gate wrote it back", v)
-	} else if cur, err := semver.NewVersion(j.current.Tag); o.result.Update && writingBack && err == nil && notNewer(o.result.Tag, cur) {
+	} else if o.result.Update && writingBack && notNewer(o.result.Tag, j.current.Tag) {
 		// The version in place is skipped: the gate writes back the one
 		// before it, which this choice must not race with an older one.
 		o.result.Update = false
@@ -106,10 +105,11 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 	return o
 }
 
-// notNewer tells whether tag is a semantic version not newer than held.
-func notNewer(tag string, held *semver.Version) bool {
-	v, err := semver.NewVersion(tag)
-	return err == nil && !v.GreaterThan(held)
+// notNewer tells whether tag and held are semantic versions, tag not
+// newer than held.
+func notNewer(tag, held string) bool {
+	c, ok := strategy.CompareTags(tag, held)
+	return ok && c <= 0
 }
 
 // gateWritten tells the health gate of a write that persisted versions

@@ -211,3 +211,16 @@ func higher(a, b *version) bool {
 	}
 	return a.tag > b.tag
 }
+
+// CompareTags orders two tags as semantic versions, as the semver
+// strategy does (-1, 0 or 1); ok is false when either is not one. The
+// health gate and the cycle order the versions they hold with it, so that
+// "older" means there what it means to the choice.
+func CompareTags(a, b string) (cmp int, ok bool) {
+	va, okA := parseVersion(a)
+	vb, okB := parseVersion(b)
+	if !okA || !okB {
+		return 0, false
+	}
+	return compareVersions(&va, &vb), true
+}
