@@ -14,6 +14,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,9 +24,11 @@ import (
 )
 
 // GitHubAPI stands in for the calls of GitHub's REST API that the
-// updater makes: creating an installation access token for a GitHub App
-// (POST /app/installations/{installation_id}/access_tokens, authenticated
-// with a JWT signed RS256 by the app's private key), and finding, opening
+// updater makes: listing a GitHub App's installations (GET
+// /app/installations, paginated with a Link header) and creating an
+// installation access token (POST
+// /app/installations/{installation_id}/access_tokens), both authenticated
+// with a JWT signed RS256 by the app's private key, and finding, opening
 // and updating pull requests (GET, POST /repos/{owner}/{repo}/pulls,
 // PATCH /repos/{owner}/{repo}/pulls/{number}, POST
 // /repos/{owner}/{repo}/issues/{number}/labels, authenticated with a token
@@ -40,9 +43,13 @@ type GitHubAPI struct {
 	// https://HOST/api/v3, served with a certificate of the CA given to
 	// StartGitHubAPI.
 	URL string
-	// AppID and InstallationID identify the app and its installation.
+	// AppID and InstallationID identify the app and its installation,
+	// installed on the account (user or organisation) Account.
 	AppID          string
 	InstallationID int64
+	Account        string
+	// Lists counts the listings of installations received (pages).
+	Lists atomic.Int64
 	// PrivateKey is the app's private key in the PKCS#1 PEM form GitHub
 	// hands out.
 	PrivateKey []byte
@@ -51,7 +58,10 @@ type GitHubAPI struct {
 
 	key *rsa.PrivateKey
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// others are installations on other accounts, listed before the
+	// app's own; their tokens are not minted.
+	others   map[string]int64
 	lifetime time.Duration
 	status   int
 	minted   func(token string)
@@ -74,6 +84,7 @@ func StartGitHubAPI(t testing.TB, ca *CA, minted func(token string)) *GitHubAPI 
 	g := &GitHubAPI{
 		AppID:          "104729",
 		InstallationID: 7919,
+		Account:        "Image-Updater",
 		PrivateKey:     pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}),
 		key:            key,
 		lifetime:       time.Hour,
@@ -95,6 +106,14 @@ func (g *GitHubAPI) SetTokenLifetime(d time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.lifetime = d
+}
+
+// SetOtherInstallations sets the app's installations on other accounts
+// (login to ID), listed before its own.
+func (g *GitHubAPI) SetOtherInstallations(others map[string]int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.others = others
 }
 
 // FailWith makes well-formed token requests fail with status and
@@ -135,6 +154,10 @@ func (g *GitHubAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(r.URL.Path, githubAPIPrefix+"/repos/") {
 		g.servePulls(w, r)
+		return
+	}
+	if r.URL.Path == githubAPIPrefix+"/app/installations" {
+		g.serveInstallations(w, r)
 		return
 	}
 	g.Requests.Add(1)
@@ -202,6 +225,84 @@ func (g *GitHubAPI) serve(w http.ResponseWriter, r *http.Request) {
 		"permissions":          map[string]string{"contents": "write", "metadata": "read"},
 		"repository_selection": "all",
 	})
+}
+
+// serveInstallations lists the app's installations, other accounts' first,
+// as GitHub does: at most per_page (default 30, at most 100) a page, the
+// next page named by a Link header.
+func (g *GitHubAPI) serveInstallations(w http.ResponseWriter, r *http.Request) {
+	g.Lists.Add(1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	refuse := func(status int, message, why string) {
+		g.problems = append(g.problems, r.Method+" "+r.URL.Path+": "+why)
+		githubError(w, status, message)
+	}
+	if r.Method != http.MethodGet {
+		refuse(http.StatusNotFound, "Not Found", "want GET")
+		return
+	}
+	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", "no Authorization: Bearer <JWT>")
+		return
+	}
+	if why := g.checkJWT(bearer, time.Now()); why != "" {
+		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", why)
+		return
+	}
+	if g.status != 0 {
+		githubError(w, g.status, http.StatusText(g.status))
+		return
+	}
+	perPage, page := 30, 1
+	if v := r.URL.Query().Get("per_page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			refuse(http.StatusUnprocessableEntity, "Invalid per_page", "per_page "+v)
+			return
+		}
+		perPage = min(n, 100)
+	}
+	if v := r.URL.Query().Get("page"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			refuse(http.StatusUnprocessableEntity, "Invalid page", "page "+v)
+			return
+		}
+		page = n
+	}
+	type account struct {
+		Login string `json:"login"`
+		Type  string `json:"type"`
+	}
+	type installation struct {
+		ID      int64   `json:"id"`
+		Account account `json:"account"`
+		AppID   string  `json:"app_id"`
+	}
+	var all []installation
+	logins := make([]string, 0, len(g.others))
+	for login := range g.others {
+		logins = append(logins, login)
+	}
+	slices.Sort(logins)
+	for _, login := range logins {
+		all = append(all, installation{ID: g.others[login], Account: account{Login: login, Type: "Organization"}, AppID: g.AppID})
+	}
+	all = append(all, installation{ID: g.InstallationID, Account: account{Login: g.Account, Type: "Organization"}, AppID: g.AppID})
+	from := min((page-1)*perPage, len(all))
+	to := min(from+perPage, len(all))
+	if to < len(all) {
+		next := *r.URL
+		q := next.Query()
+		q.Set("page", strconv.Itoa(page+1))
+		q.Set("per_page", strconv.Itoa(perPage))
+		next.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<https://%s%s>; rel="next"`, r.Host, next.RequestURI()))
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	_ = json.NewEncoder(w).Encode(all[from:to])
 }
 
 // checkJWT verifies a JWT as GitHub documents it for apps: RS256 signed

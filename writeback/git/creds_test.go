@@ -175,6 +175,55 @@ func (e *gitEnv) testGitHubApp(t *testing.T) {
 		}
 	})
 
+	// Argo CD v3.3 lets a Secret leave githubAppInstallationID out: the
+	// installation is looked up among the app's, for the repository's
+	// owner, and the listing is kept.
+	t.Run("installation looked up for the repository's owner", func(t *testing.T) {
+		ns := e.argoNamespace(t, "github-app-lookup", false)
+		// 150 installations on other accounts first: two pages of 100.
+		others := map[string]int64{}
+		for i := range 150 {
+			others[fmt.Sprintf("org-%03d", i)] = int64(100000 + i)
+		}
+		api.SetOtherInstallations(others)
+		t.Cleanup(func() { api.SetOtherInstallations(nil) })
+		own := e.repo(t, "image-updater/"+ns, nil)
+		stranger := e.repo(t, "nobody/"+ns, nil)
+		e.configMap(t, ns, repoaccess.TLSCertsConfigMap, map[string]string{"127.0.0.1": string(ca.PEM)})
+		e.secret(t, ns, "github-app", argoCDSecretTypeRepoCreds, map[string]string{
+			"url":                        e.git.HTTPURL + "/",
+			"githubAppID":                api.AppID,
+			"githubAppPrivateKey":        string(api.PrivateKey),
+			"githubAppEnterpriseBaseUrl": api.URL,
+		})
+		api.SetTokenLifetime(time.Hour)
+		lists, tokens := api.Lists.Load(), api.Requests.Load()
+		w := e.writer(t, ns, WithForgeHosts(hosts))
+		for _, tag := range []string{"v0.0.2", "v0.0.3"} {
+			if r := e.writeVersion(w, own, tag); r.Err != nil {
+				t.Fatalf("write %s: %v", tag, r.Err)
+			}
+		}
+		if d := api.Lists.Load() - lists; d != 2 {
+			t.Errorf("%d pages of installations listed for two writes, want 2 (one listing)", d)
+		}
+		if d := api.Requests.Load() - tokens; d != 1 {
+			t.Errorf("%d token requests, want 1", d)
+		}
+		// An owner without an installation: an error naming the owner and
+		// the Secret, nothing pushed, and no new listing within minutes.
+		pushes, lists := e.git.Pushes.Load(), api.Lists.Load()
+		r := e.writeVersion(w, stranger, "v0.0.2")
+		for _, want := range []string{"GitHub App " + api.AppID, "Secret " + ns + "/github-app", "not installed on nobody", "151 installations listed"} {
+			if r.Err == nil || !strings.Contains(r.Err.Error(), want) {
+				t.Errorf("got %v, want an error containing %q", r.Err, want)
+			}
+		}
+		if e.git.Pushes.Load() != pushes || api.Lists.Load() != lists {
+			t.Errorf("%d pushes, %d listings after the refusal; want none", e.git.Pushes.Load()-pushes, api.Lists.Load()-lists)
+		}
+	})
+
 	// Every request but the one refused on purpose above followed GitHub's
 	// documentation.
 	for _, p := range api.Problems() {

@@ -125,7 +125,7 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c repoaccess.Cred
 		acc.httpTransport = tr
 		acc.Client = githttp.NewClient(&http.Client{Transport: boundedAnswers{next: tr}, CheckRedirect: repoaccess.CheckRedirect})
 		if useApp {
-			if password, err = r.githubAppToken(ctx, c); err != nil {
+			if password, err = r.githubAppToken(ctx, repositoryOwner(repo.Path()), c); err != nil {
 				return Remote{}, err
 			}
 		}
@@ -172,7 +172,7 @@ func (r *Resolver) Access(ctx context.Context, repoURL string, c repoaccess.Cred
 // githubAppToken mints (or takes from the cache) an installation token
 // for the GitHub App of c. The API host gets the same TLS and proxy
 // settings as the repository's, as in Argo CD.
-func (r *Resolver) githubAppToken(ctx context.Context, c repoaccess.Credentials) (string, error) {
+func (r *Resolver) githubAppToken(ctx context.Context, owner string, c repoaccess.Credentials) (string, error) {
 	app, err := parseGitHubApp(c.Source, c.GitHubAppID, c.GitHubAppInstallationID, c.GitHubAppPrivateKey, c.GitHubAppBaseURL)
 	if err != nil {
 		return "", err
@@ -186,5 +186,5 @@ func (r *Resolver) githubAppToken(ctx context.Context, c repoaccess.Credentials)
 		return "", err
 	}
 	defer tr.CloseIdleConnections()
-	return r.github.token(ctx, app, c.Source, tr)
+	return r.github.token(ctx, app, owner, c.Source, tr)
 }

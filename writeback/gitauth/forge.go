@@ -25,7 +25,7 @@ func (r *Resolver) ForgeClient(ctx context.Context, repo forge.Repository, acc R
 		token, user = acc.creds.Password, acc.creds.Username
 	case acc.creds.GitHubApp():
 		var err error
-		if token, err = r.githubAppToken(ctx, acc.creds); err != nil {
+		if token, err = r.githubAppToken(ctx, repositoryOwner(repo.Project), acc.creds); err != nil {
 			return nil, nil, err
 		}
 	default:

@@ -49,6 +49,8 @@ type githubApp struct {
 }
 
 // parseGitHubApp checks the GitHub App fields of credentials from source.
+// The installation may be left out, as Argo CD allows since v3.3: it is
+// then looked up for the repository's owner (see GitHubTokens.installation).
 func parseGitHubApp(source, appID, installationID, privateKey, baseURL string) (githubApp, error) {
 	app := githubApp{
 		appID:          strings.TrimSpace(appID),
@@ -58,7 +60,7 @@ func parseGitHubApp(source, appID, installationID, privateKey, baseURL string) (
 	}
 	var missing []string
 	for _, f := range []struct{ name, value string }{
-		{"githubAppID", app.appID}, {"githubAppInstallationID", app.installationID}, {"githubAppPrivateKey", strings.TrimSpace(app.privateKey)},
+		{"githubAppID", app.appID}, {"githubAppPrivateKey", strings.TrimSpace(app.privateKey)},
 	} {
 		if f.value == "" {
 			missing = append(missing, f.name)
@@ -69,7 +71,7 @@ func parseGitHubApp(source, appID, installationID, privateKey, baseURL string) (
 	}
 	// Both IDs go into the request: the installation into its path, the
 	// app into the JWT's issuer, which GitHub also accepts as a client ID.
-	if n, err := strconv.ParseUint(app.installationID, 10, 64); err != nil || n == 0 {
+	if n, err := strconv.ParseUint(app.installationID, 10, 64); app.installationID != "" && (err != nil || n == 0) {
 		return githubApp{}, fmt.Errorf("githubAppInstallationID %q in %s is not a positive number", app.installationID, source)
 	}
 	if strings.IndexFunc(app.appID, func(r rune) bool {
@@ -98,8 +100,13 @@ func parseGitHubApp(source, appID, installationID, privateKey, baseURL string) (
 // installation, with any key, would be handed the token minted for the
 // Secret that holds the real key.
 func (a githubApp) cacheKey() string {
+	return a.appKey() + " " + a.installationID
+}
+
+// appKey tells apps apart, with a hash of the key, for the same reason.
+func (a githubApp) appKey() string {
 	sum := sha256.Sum256([]byte(a.privateKey))
-	return a.appID + " " + a.installationID + " " + a.baseURL + " " + hex.EncodeToString(sum[:])
+	return a.appID + " " + a.baseURL + " " + hex.EncodeToString(sum[:])
 }
 
 // GitHubTokens mints and caches GitHub App installation tokens. One lives
@@ -114,6 +121,16 @@ type GitHubTokens struct {
 
 	mu     sync.Mutex
 	tokens map[string]githubToken
+	// installations are the apps' installations listed, by appKey.
+	installations map[string]installationList
+	list          coalesce.Group[installationList]
+}
+
+// installationList is an app's installations by account login, lower
+// case, and when they were listed.
+type installationList struct {
+	ids map[string]string
+	at  time.Time
 }
 
 type githubToken struct {
@@ -128,18 +145,27 @@ func NewGitHubTokens(apis *forge.Hosts) *GitHubTokens {
 	if apis == nil {
 		apis, _ = forge.NewHosts(nil, nil)
 	}
-	return &GitHubTokens{now: time.Now, apis: apis, timeout: githubAPITimeout, tokens: map[string]githubToken{}}
+	return &GitHubTokens{now: time.Now, apis: apis, timeout: githubAPITimeout, tokens: map[string]githubToken{}, installations: map[string]installationList{}}
 }
 
 // token returns a valid installation token for app, minting one through
 // the GitHub REST API with rt (which carries the TLS and proxy settings
-// for the API host) when none is cached. Concurrent writes to repositories
-// of one installation share one request. An API the operator does not
-// allow is refused before anything is sent: the Secret that names it may
-// be a tenant's, and the answer would reach the tenant's errors.
-func (g *GitHubTokens) token(ctx context.Context, app githubApp, source string, rt http.RoundTripper) (string, error) {
+// for the API host) when none is cached; owner is the repository's owner,
+// whose installation is looked up when app names none. Concurrent writes
+// to repositories of one installation share one request. An API the
+// operator does not allow is refused before anything is sent: the Secret
+// that names it may be a tenant's, and the answer would reach the
+// tenant's errors.
+func (g *GitHubTokens) token(ctx context.Context, app githubApp, owner, source string, rt http.RoundTripper) (string, error) {
 	if _, err := g.apis.APIURL(settings.ForgeGitHub, app.baseURL); err != nil {
 		return "", fmt.Errorf("githubAppEnterpriseBaseUrl %q in %s: %v; the operator allows a GitHub Enterprise Server with --github-enterprise-api-url", app.baseURL, source, err)
+	}
+	if app.installationID == "" {
+		id, err := g.installation(ctx, app, owner, source, rt)
+		if err != nil {
+			return "", err
+		}
+		app.installationID = id
 	}
 	key := app.cacheKey()
 	g.mu.Lock()
@@ -164,13 +190,12 @@ func (g *GitHubTokens) token(ctx context.Context, app githubApp, source string, 
 	return t.value, nil
 }
 
-// request asks GitHub for an installation token: a JWT signed with the
-// app's key, sent to POST /app/installations/{id}/access_tokens. Errors
-// never hold the key, the JWT or a token.
-func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.RoundTripper) (githubToken, error) {
+// appJWT is the JWT that authenticates the app itself, signed with its
+// key.
+func (g *GitHubTokens) appJWT(app githubApp) (string, error) {
 	key, err := jwt.ParseRSAPrivateKeyFromPEM([]byte(app.privateKey))
 	if err != nil {
-		return githubToken{}, errors.New("githubAppPrivateKey is not an RSA private key in PEM form")
+		return "", errors.New("githubAppPrivateKey is not an RSA private key in PEM form")
 	}
 	now := g.now()
 	// GitHub allows at most ten minutes between now and exp, and
@@ -181,7 +206,18 @@ func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.Round
 		ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute)),
 	}).SignedString(key)
 	if err != nil {
-		return githubToken{}, fmt.Errorf("sign the GitHub App JWT: %w", err)
+		return "", fmt.Errorf("sign the GitHub App JWT: %w", err)
+	}
+	return signed, nil
+}
+
+// request asks GitHub for an installation token: a JWT signed with the
+// app's key, sent to POST /app/installations/{id}/access_tokens. Errors
+// never hold the key, the JWT or a token.
+func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.RoundTripper) (githubToken, error) {
+	signed, err := g.appJWT(app)
+	if err != nil {
+		return githubToken{}, err
 	}
 	endpoint := app.baseURL + "/app/installations/" + app.installationID + "/access_tokens"
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
@@ -229,4 +265,123 @@ func githubErrorMessage(body []byte) string {
 		return ": " + msg
 	}
 	return ""
+}
+
+// Bounds of the installation lookup. A listing is kept an hour, as Argo
+// CD keeps what it finds; an owner it does not hold is asked again only
+// once it is five minutes old, so that repositories of owners without an
+// installation (a tenant may name any) cost one listing per five minutes,
+// not one per write. At most 10 pages of 100: 1,000 accounts.
+const (
+	installationTTL      = time.Hour
+	installationRecheck  = 5 * time.Minute
+	maxInstallationPages = 10
+	installationsPerPage = 100
+)
+
+// installation is the ID of app's installation on owner (a repository's
+// owner, lower case), from the app's installations as GET
+// /app/installations lists them, matched on the account's login without
+// regard to case, as Argo CD v3.3 matches them when a Secret names no
+// githubAppInstallationID.
+func (g *GitHubTokens) installation(ctx context.Context, app githubApp, owner, source string, rt http.RoundTripper) (string, error) {
+	if owner == "" {
+		return "", fmt.Errorf("%s names no githubAppInstallationID, and the repository URL names no owner (org/repo) to look the installation up for", source)
+	}
+	key := app.appKey()
+	now := g.now()
+	g.mu.Lock()
+	l, ok := g.installations[key]
+	g.mu.Unlock()
+	if id, found := l.ids[owner]; ok && found && now.Sub(l.at) < installationTTL {
+		return id, nil
+	}
+	if !ok || now.Sub(l.at) >= installationRecheck {
+		var err error
+		l, err = g.list.Do(ctx, key, nil, func(ctx context.Context) (installationList, error) {
+			l, err := g.listInstallations(ctx, app, rt)
+			if err != nil {
+				return installationList{}, err
+			}
+			g.mu.Lock()
+			g.installations[key] = l
+			g.mu.Unlock()
+			return l, nil
+		})
+		if err != nil {
+			return "", fmt.Errorf("look up the installation of GitHub App %s on %s (credentials from %s, which name no githubAppInstallationID): %w", app.appID, owner, source, err)
+		}
+	}
+	if id, found := l.ids[owner]; found {
+		return id, nil
+	}
+	return "", fmt.Errorf("GitHub App %s (credentials from %s, which name no githubAppInstallationID) is not installed on %s: %d installations listed at %s", app.appID, source, owner, len(l.ids), app.baseURL)
+}
+
+// listInstallations lists app's installations, page by page.
+func (g *GitHubTokens) listInstallations(ctx context.Context, app githubApp, rt http.RoundTripper) (installationList, error) {
+	signed, err := g.appJWT(app)
+	if err != nil {
+		return installationList{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	l := installationList{ids: map[string]string{}, at: g.now()}
+	for page := 1; ; page++ {
+		endpoint := fmt.Sprintf("%s/app/installations?per_page=%d&page=%d", app.baseURL, installationsPerPage, page)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+		if err != nil {
+			return installationList{}, err
+		}
+		req.Header.Set("Accept", "application/vnd.github+json")
+		req.Header.Set("Authorization", "Bearer "+signed)
+		req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+		resp, err := (&http.Client{Transport: rt}).Do(req)
+		if err != nil {
+			return installationList{}, fmt.Errorf("GET %s: %w", endpoint, err)
+		}
+		body, err := bounded.ReadAll(resp.Body, maxGitHubAnswer, "GitHub API answer")
+		resp.Body.Close()
+		if err != nil {
+			return installationList{}, fmt.Errorf("GET %s: %w", endpoint, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return installationList{}, fmt.Errorf("GET %s: %s%s", endpoint, resp.Status, githubErrorMessage(body))
+		}
+		var installations []struct {
+			ID      int64 `json:"id"`
+			Account struct {
+				Login string `json:"login"`
+			} `json:"account"`
+		}
+		if err := json.Unmarshal(body, &installations); err != nil {
+			return installationList{}, fmt.Errorf("GET %s: the answer is not a list of installations", endpoint)
+		}
+		for _, in := range installations {
+			// GitHub's logins are at most 39 characters: a longer one
+			// is no account a repository URL names.
+			if in.ID > 0 && in.Account.Login != "" && len(in.Account.Login) <= 100 {
+				l.ids[strings.ToLower(in.Account.Login)] = strconv.FormatInt(in.ID, 10)
+			}
+		}
+		// GitHub names the next page in its Link header; its absence, or
+		// a short page, ends the list.
+		if len(installations) < installationsPerPage || !strings.Contains(resp.Header.Get("Link"), `rel="next"`) {
+			return l, nil
+		}
+		if page == maxInstallationPages {
+			return installationList{}, fmt.Errorf("GET %s: more than %d installations", endpoint, maxInstallationPages*installationsPerPage)
+		}
+	}
+}
+
+// repositoryOwner is the owner (organisation or user) of a repository
+// path "owner/name(.git)", lower case, or "" when the path names none.
+func repositoryOwner(path string) string {
+	path = strings.Trim(path, "/")
+	owner, rest, ok := strings.Cut(path, "/")
+	if !ok || owner == "" || strings.TrimSuffix(rest, ".git") == "" {
+		return ""
+	}
+	return strings.ToLower(owner)
 }

@@ -116,7 +116,7 @@ func TestGitHubTokenRequest(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			start := time.Now()
-			tok, err := g.token(ctx, app, "Secret argocd/app", http.DefaultTransport)
+			tok, err := g.token(ctx, app, "org", "Secret argocd/app", http.DefaultTransport)
 			if took := time.Since(start); tc.timeout > 0 && took > tc.timeout+time.Second {
 				t.Errorf("the request took %s, want about %s", took, tc.timeout)
 			}
@@ -138,5 +138,21 @@ func TestGitHubTokenRequest(t *testing.T) {
 				t.Errorf("the error quotes too much of the answer: %d bytes", len(err.Error()))
 			}
 		})
+	}
+}
+
+func TestRepositoryOwner(t *testing.T) {
+	for path, want := range map[string]string{
+		"Example/deploy":      "example",
+		"/example/deploy.git": "example",
+		"example/group/sub":   "example",
+		"deploy":              "",
+		"example/":            "",
+		"example/.git":        "",
+		"":                    "",
+	} {
+		if got := repositoryOwner(path); got != want {
+			t.Errorf("repositoryOwner(%q) = %q, want %q", path, got, want)
+		}
 	}
 }
