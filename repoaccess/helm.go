@@ -26,7 +26,7 @@ func isHelmSecret(s *corev1.Secret) bool {
 // ResolveHelm finds Argo CD's credentials for the HTTP(S) Helm repository
 // repoURL, for an Application of project, by Resolve's rules.
 func (r *Resolver) ResolveHelm(ctx context.Context, repoURL, project string) (Credentials, error) {
-	return r.resolveArgoCD(ctx, repoURL, project, isHelmSecret)
+	return r.resolveArgoCD(ctx, repoURL, project, isHelmSecret, readSecrets)
 }
 
 // HTTPRepository is how to read files of the HTTP(S) repository repoURL

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/crypto/ssh"
@@ -23,8 +24,14 @@ const (
 	argoCDSecretTypeLabel      = "argocd.argoproj.io/secret-type"
 	argoCDSecretTypeRepository = "repository"
 	argoCDSecretTypeRepoCreds  = "repo-creds"
-	argoCDKnownHostsConfigMap  = "argocd-ssh-known-hosts-cm"
-	argoCDKnownHostsKey        = "ssh_known_hosts"
+	// The write credentials of Argo CD (v3.1 and later, for its source
+	// hydrator's pushes): the updater pushes with them where they match,
+	// so that an operator can let it push without letting Argo CD's read
+	// path.
+	argoCDSecretTypeRepositoryWrite = "repository-write"
+	argoCDSecretTypeRepoWriteCreds  = "repo-write-creds"
+	argoCDKnownHostsConfigMap       = "argocd-ssh-known-hosts-cm"
+	argoCDKnownHostsKey             = "ssh_known_hosts"
 )
 
 // SecretLister reads the Kubernetes objects repository credentials come
@@ -50,7 +57,7 @@ type kubeSecretLister struct{ cs kubernetes.Interface }
 
 func (l kubeSecretLister) RepositorySecrets(ctx context.Context, namespace string) ([]corev1.Secret, error) {
 	list, err := l.cs.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: argoCDSecretTypeLabel + " in (" + argoCDSecretTypeRepository + "," + argoCDSecretTypeRepoCreds + ")",
+		LabelSelector: argoCDSecretTypeLabel + " in (" + strings.Join([]string{argoCDSecretTypeRepository, argoCDSecretTypeRepoCreds, argoCDSecretTypeRepositoryWrite, argoCDSecretTypeRepoWriteCreds}, ",") + ")",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list repository Secrets in %s: %w", namespace, err)
@@ -156,11 +163,13 @@ func NewResolver(lister SecretLister, namespace, tempDir string) *Resolver {
 	return &Resolver{lister: lister, namespace: namespace, tempDir: tempDir}
 }
 
-// Resolve finds the credentials for a repository: with secretRef
-// (git:secret:<namespace>/<name>) that Secret alone, refused when its url
-// does not cover the repository; else Argo CD's repository Secret for
-// that URL, then the repo-creds Secret with the longest URL prefix that
-// covers it (Argo CD's own order; URL.Within). No match means no
+// Resolve finds the credentials for a repository the updater writes to:
+// with secretRef (git:secret:<namespace>/<name>) that Secret alone,
+// refused when its url does not cover the repository; else Argo CD's
+// write credentials, then its read ones, each by Argo CD's own order: the
+// repository Secret for that URL (repository-write, repository), then the
+// Secret of credentials with the longest URL prefix that covers it
+// (repo-write-creds, repo-creds; URL.Within). No match means no
 // credentials, which is fine for public repositories over HTTPS.
 //
 // project is the Application's AppProject ("" is "default"). A Secret
@@ -190,12 +199,25 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 		}
 		return c, nil
 	}
-	return r.resolveArgoCD(ctx, repoURL, project, isGitSecret)
+	c, err := r.resolveArgoCD(ctx, repoURL, project, isGitSecret, writeSecrets)
+	if err != nil || !c.empty() {
+		return c, err
+	}
+	return r.resolveArgoCD(ctx, repoURL, project, isGitSecret, readSecrets)
 }
 
+// secretTypes are the values of argocd.argoproj.io/secret-type of a
+// repository's own Secret and of a Secret of credentials for URL prefixes.
+type secretTypes struct{ repository, creds string }
+
+var (
+	readSecrets  = secretTypes{argoCDSecretTypeRepository, argoCDSecretTypeRepoCreds}
+	writeSecrets = secretTypes{argoCDSecretTypeRepositoryWrite, argoCDSecretTypeRepoWriteCreds}
+)
+
 // resolveArgoCD finds Argo CD's repository credentials of the kind that
-// of keeps, by Resolve's rules.
-func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, of func(*corev1.Secret) bool) (Credentials, error) {
+// of keeps, among the Secrets of types, by Resolve's rules.
+func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, of func(*corev1.Secret) bool, types secretTypes) (Credentials, error) {
 	r.listOnce.Do(func() {
 		r.secrets, r.listErr = r.lister.RepositorySecrets(ctx, r.namespace)
 		slices.SortFunc(r.secrets, func(a, b corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
@@ -214,7 +236,7 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 	var unscoped *corev1.Secret
 	for i := range r.secrets {
 		s := &r.secrets[i]
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepository || !of(s) {
+		if s.Labels[argoCDSecretTypeLabel] != types.repository || !of(s) {
 			continue
 		}
 		// A repository Secret without credentials of its own takes them
@@ -238,7 +260,7 @@ func (r *Resolver) resolveArgoCD(ctx context.Context, repoURL, project string, o
 	bestLen, bestScoped := 0, false
 	for i := range r.secrets {
 		s := &r.secrets[i]
-		if s.Labels[argoCDSecretTypeLabel] != argoCDSecretTypeRepoCreds || !of(s) {
+		if s.Labels[argoCDSecretTypeLabel] != types.creds || !of(s) {
 			continue
 		}
 		prefix, err := repourl.ParseURL(string(s.Data["url"]))

@@ -45,9 +45,12 @@ const (
 	argoCDSecretTypeLabel      = "argocd.argoproj.io/secret-type"
 	argoCDSecretTypeRepository = "repository"
 	argoCDSecretTypeRepoCreds  = "repo-creds"
-	argoCDKnownHostsConfigMap  = "argocd-ssh-known-hosts-cm"
-	argoCDKnownHostsKey        = "ssh_known_hosts"
-	githubTokenUser            = "x-access-token"
+	// Argo CD's write credentials.
+	argoCDSecretTypeRepositoryWrite = "repository-write"
+	argoCDSecretTypeRepoWriteCreds  = "repo-write-creds"
+	argoCDKnownHostsConfigMap       = "argocd-ssh-known-hosts-cm"
+	argoCDKnownHostsKey             = "ssh_known_hosts"
+	githubTokenUser                 = "x-access-token"
 )
 
 // noObjects is a cluster without Secrets, ConfigMaps or AppProjects.
@@ -147,6 +150,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("ssh signing", e.testSSHSigning)
 	t.Run("dry run", e.testDryRun)
 	t.Run("github app", e.testGitHubApp)
+	t.Run("write credentials", e.testWriteCredentials)
 	t.Run("commits through the GitHub API", e.testAPICommits)
 	t.Run("tls", e.testTLS)
 	t.Run("gnupg key id", e.testGnuPGKeyID)
@@ -789,6 +793,27 @@ func (e *gitEnv) testRepositorySecret(t *testing.T) {
 	e.secret(t, ns, "repo-creds-wrong", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL, "username": e.git.Username, "password": "wrong"})
 	e.secret(t, ns, "repo", argoCDSecretTypeRepository, map[string]string{"url": strings.TrimSuffix(url, ".git"), "username": e.git.Username, "password": e.git.Password, "type": "git"})
 	mustWrite(t, e.writer(t, ns), appUpdate("main", url))
+}
+
+// testWriteCredentials: Argo CD's write credentials (repository-write,
+// then repo-write-creds) push where they match, before its read ones;
+// where none matches, the read ones do.
+func (e *gitEnv) testWriteCredentials(t *testing.T) {
+	ns := e.argoNamespace(t, "creds-write", false)
+	exact, prefixed, readOnly := e.repo(t, "creds-write-exact", nil), e.repo(t, "creds-write-prefix/app", nil), e.repo(t, "creds-write-none", nil)
+	// The read credentials cannot push to the repositories with write
+	// credentials.
+	for name, u := range map[string]string{"read-exact": exact, "read-prefixed": prefixed} {
+		e.secret(t, ns, name, argoCDSecretTypeRepository, map[string]string{"url": u, "username": e.git.Username, "password": "wrong"})
+	}
+	e.secret(t, ns, "read-prefix", argoCDSecretTypeRepoCreds, map[string]string{"url": e.git.HTTPURL, "username": e.git.Username, "password": e.git.Password})
+	e.secret(t, ns, "write-exact", argoCDSecretTypeRepositoryWrite, map[string]string{"url": exact, "username": e.git.Username, "password": e.git.Password})
+	e.secret(t, ns, "write-short", argoCDSecretTypeRepoWriteCreds, map[string]string{"url": e.git.HTTPURL + "/creds-write-exact", "username": e.git.Username, "password": "wrong"})
+	e.secret(t, ns, "write-prefix", argoCDSecretTypeRepoWriteCreds, map[string]string{"url": e.git.HTTPURL + "/creds-write-prefix", "username": e.git.Username, "password": e.git.Password})
+	w := e.writer(t, ns)
+	for _, u := range []string{exact, prefixed, readOnly} {
+		mustWrite(t, w, appUpdate("main", u))
+	}
 }
 
 func (e *gitEnv) testRepoCredsPrefix(t *testing.T) {
