@@ -124,9 +124,12 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 		}
 		u.gateWritten(ctx, au, res)
 	}
-	pushed = slices.DeleteFunc(pushed, func(k types.NamespacedName) bool {
-		return slices.ContainsFunc(carried, func(c carriedRecord) bool { return c.au.app.Namespace == k.Namespace && c.au.app.Name == k.Name })
-	})
+	// A parent written itself is refreshed once, by its own write's request.
+	own := make(map[types.NamespacedName]bool, len(carried))
+	for _, c := range carried {
+		own[types.NamespacedName{Namespace: c.au.app.Namespace, Name: c.au.app.Name}] = true
+	}
+	pushed = slices.DeleteFunc(pushed, func(k types.NamespacedName) bool { return own[k] })
 	u.refresh(ctx, pushed, carried)
 	u.gateFlush(ctx)
 	return results

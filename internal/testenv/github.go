@@ -172,25 +172,7 @@ func (g *GitHubAPI) serve(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusNotFound, "Not Found", "unknown path, want "+want)
 		return
 	}
-	if r.Method != http.MethodPost {
-		refuse(http.StatusNotFound, "Not Found", "want POST")
-		return
-	}
-	if accept := r.Header.Get("Accept"); accept != "application/vnd.github+json" {
-		refuse(http.StatusUnsupportedMediaType, "Unsupported 'Accept' header", fmt.Sprintf("Accept %q, want application/vnd.github+json", accept))
-		return
-	}
-	if v := r.Header.Get("X-GitHub-Api-Version"); v != "" && v != "2022-11-28" {
-		refuse(http.StatusBadRequest, "Invalid API version", "X-GitHub-Api-Version "+v)
-		return
-	}
-	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", "no Authorization: Bearer <JWT>")
-		return
-	}
-	if why := g.checkJWT(bearer, time.Now()); why != "" {
-		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", why)
+	if !g.appRequest(r, http.MethodPost, refuse) {
 		return
 	}
 	switch g.status {
@@ -238,17 +220,7 @@ func (g *GitHubAPI) serveInstallations(w http.ResponseWriter, r *http.Request) {
 		g.problems = append(g.problems, r.Method+" "+r.URL.Path+": "+why)
 		githubError(w, status, message)
 	}
-	if r.Method != http.MethodGet {
-		refuse(http.StatusNotFound, "Not Found", "want GET")
-		return
-	}
-	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", "no Authorization: Bearer <JWT>")
-		return
-	}
-	if why := g.checkJWT(bearer, time.Now()); why != "" {
-		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", why)
+	if !g.appRequest(r, http.MethodGet, refuse) {
 		return
 	}
 	if g.status != 0 {
@@ -303,6 +275,34 @@ func (g *GitHubAPI) serveInstallations(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_ = json.NewEncoder(w).Encode(all[from:to])
+}
+
+// appRequest checks a request the app makes as itself, as GitHub does:
+// the method, the Accept and API version headers, and its JWT; a request
+// that fails is refused with GitHub's answer and false.
+func (g *GitHubAPI) appRequest(r *http.Request, method string, refuse func(status int, message, why string)) bool {
+	if r.Method != method {
+		refuse(http.StatusNotFound, "Not Found", "want "+method)
+		return false
+	}
+	if accept := r.Header.Get("Accept"); accept != "application/vnd.github+json" {
+		refuse(http.StatusUnsupportedMediaType, "Unsupported 'Accept' header", fmt.Sprintf("Accept %q, want application/vnd.github+json", accept))
+		return false
+	}
+	if v := r.Header.Get("X-GitHub-Api-Version"); v != "" && v != "2022-11-28" {
+		refuse(http.StatusBadRequest, "Invalid API version", "X-GitHub-Api-Version "+v)
+		return false
+	}
+	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", "no Authorization: Bearer <JWT>")
+		return false
+	}
+	if why := g.checkJWT(bearer, time.Now()); why != "" {
+		refuse(http.StatusUnauthorized, "A JSON web token could not be decoded", why)
+		return false
+	}
+	return true
 }
 
 // checkJWT verifies a JWT as GitHub documents it for apps: RS256 signed

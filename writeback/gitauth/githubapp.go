@@ -222,21 +222,9 @@ func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.Round
 	endpoint := app.baseURL + "/app/installations/" + app.installationID + "/access_tokens"
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, nil)
+	resp, body, err := appRequest(ctx, rt, http.MethodPost, endpoint, signed)
 	if err != nil {
 		return githubToken{}, err
-	}
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("Authorization", "Bearer "+signed)
-	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	resp, err := (&http.Client{Transport: rt}).Do(req)
-	if err != nil {
-		return githubToken{}, fmt.Errorf("POST %s: %w", endpoint, err)
-	}
-	defer resp.Body.Close()
-	body, err := bounded.ReadAll(resp.Body, maxGitHubAnswer, "GitHub API answer")
-	if err != nil {
-		return githubToken{}, fmt.Errorf("POST %s: %w", endpoint, err)
 	}
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK {
 		return githubToken{}, fmt.Errorf("POST %s: %s%s", endpoint, resp.Status, githubErrorMessage(body))
@@ -249,6 +237,29 @@ func (g *GitHubTokens) request(ctx context.Context, app githubApp, rt http.Round
 		return githubToken{}, fmt.Errorf("POST %s: the answer holds no token and expiry", endpoint)
 	}
 	return githubToken{value: answer.Token, expires: answer.ExpiresAt}, nil
+}
+
+// appRequest sends one request of the app itself (authenticated by its
+// JWT, signed) through rt, and reads its answer up to maxGitHubAnswer.
+// Errors name the method and endpoint, never the JWT.
+func appRequest(ctx context.Context, rt http.RoundTripper, method, endpoint, signed string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, endpoint, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept", "application/vnd.github+json")
+	req.Header.Set("Authorization", "Bearer "+signed)
+	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", method, endpoint, err)
+	}
+	defer resp.Body.Close()
+	body, err := bounded.ReadAll(resp.Body, maxGitHubAnswer, "GitHub API answer")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s %s: %w", method, endpoint, err)
+	}
+	return resp, body, nil
 }
 
 // githubErrorMessage is the "message" GitHub gives with an error, which
@@ -329,21 +340,9 @@ func (g *GitHubTokens) listInstallations(ctx context.Context, app githubApp, rt 
 	l := installationList{ids: map[string]string{}, at: g.now()}
 	for page := 1; ; page++ {
 		endpoint := fmt.Sprintf("%s/app/installations?per_page=%d&page=%d", app.baseURL, installationsPerPage, page)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+		resp, body, err := appRequest(ctx, rt, http.MethodGet, endpoint, signed)
 		if err != nil {
 			return installationList{}, err
-		}
-		req.Header.Set("Accept", "application/vnd.github+json")
-		req.Header.Set("Authorization", "Bearer "+signed)
-		req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-		resp, err := (&http.Client{Transport: rt}).Do(req)
-		if err != nil {
-			return installationList{}, fmt.Errorf("GET %s: %w", endpoint, err)
-		}
-		body, err := bounded.ReadAll(resp.Body, maxGitHubAnswer, "GitHub API answer")
-		resp.Body.Close()
-		if err != nil {
-			return installationList{}, fmt.Errorf("GET %s: %w", endpoint, err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			return installationList{}, fmt.Errorf("GET %s: %s%s", endpoint, resp.Status, githubErrorMessage(body))
