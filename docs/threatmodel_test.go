@@ -3,6 +3,9 @@ package docs
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -104,12 +107,19 @@ func testRefs(cell string) ([]testRef, error) {
 	return refs, nil
 }
 
-// sourcePathRE matches the files an "enforced in" cell names.
-var sourcePathRE = regexp.MustCompile("`([a-z0-9_.-]+(?:/[a-z0-9_.-]+)*\\.go)`")
+// sourcePathRE matches the files an "enforced in" cell names, each with
+// the list of what it declares that the row cites, if any:
+// "`cycle/share.go` (`slots`, `appContext`)".
+var sourcePathRE = regexp.MustCompile("`([a-z0-9_.-]+(?:/[a-z0-9_.-]+)*\\.go)`(?: \\(([^)]*)\\))?")
+
+// symbolRE matches a cited declaration: a name, or a type's method or
+// field ("Gate.Skipped").
+var symbolRE = regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-z0-9_]*)?)`")
 
 // checkThreatRow says what a row lacks; tests tells whether a package
-// folder declares a test, exists whether a file of the repository does.
-func checkThreatRow(r threatRow, tests func(pkg, name string) error, exists func(path string) bool) []error {
+// folder declares a test, declared what a file of the repository declares
+// (an error for a file that does not exist).
+func checkThreatRow(r threatRow, tests func(pkg, name string) error, declared func(path string) (map[string]bool, error)) []error {
 	var errs []error
 	for _, col := range threatColumns {
 		if v := r.cells[col]; v == "" || strings.Trim(v, "-—– ") == "" {
@@ -121,8 +131,15 @@ func checkThreatRow(r threatRow, tests func(pkg, name string) error, exists func
 		errs = append(errs, fmt.Errorf("line %d: the enforced in cell names no file (`package/file.go`)", r.line))
 	}
 	for _, m := range place {
-		if !exists(m[1]) {
+		names, err := declared(m[1])
+		if err != nil {
 			errs = append(errs, fmt.Errorf("line %d: %s: no such file", r.line, m[1]))
+			continue
+		}
+		for _, s := range symbolRE.FindAllStringSubmatch(m[2], -1) {
+			if !names[s[1]] {
+				errs = append(errs, fmt.Errorf("line %d: %s declares no %s", r.line, m[1], s[1]))
+			}
 		}
 	}
 	if r.cells["tests"] == "" {
@@ -242,8 +259,11 @@ func TestThreatModel(t *testing.T) {
 		_, err := os.Stat(filepath.Join("..", filepath.FromSlash(path)))
 		return err == nil
 	}
+	declared := func(path string) (map[string]bool, error) {
+		return declarations(filepath.Join("..", filepath.FromSlash(path)))
+	}
 	for _, r := range rows {
-		errs := append(checkThreatRow(r, tests, exists), checkRule(r, places)...)
+		errs := append(checkThreatRow(r, tests, declared), checkRule(r, places)...)
 		for _, err := range errs {
 			t.Errorf("threat-model.md:%v", strings.TrimPrefix(err.Error(), "line "))
 		}
@@ -308,7 +328,12 @@ func TestThreatModelChecks(t *testing.T) {
 		}
 		return fmt.Errorf("%s: no func %s in %s/*_test.go", name, name, pkg)
 	}
-	exists := func(path string) bool { return path == "registry/limits.go" }
+	declared := func(path string) (map[string]bool, error) {
+		if path != "registry/limits.go" {
+			return nil, os.ErrNotExist
+		}
+		return map[string]bool{"limit": true, "Limits.Max": true}, nil
+	}
 	header := "| input | controlled by | rule | bound | enforced in | tests |\n|---|---|---|---|---|---|\n"
 	tests := []struct {
 		name, row string
@@ -324,6 +349,8 @@ func TestThreatModelChecks(t *testing.T) {
 		{name: "without its package", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `TestA` |", want: "want test names followed by their package"},
 		{name: "not a test name", row: "| tags | registry | byte budget | 100 | `registry/limits.go` | `helper` (registry) |", want: "not a test, fuzz test or benchmark name"},
 		{name: "a place that is no file", row: "| tags | registry | byte budget | 100 | the registry client | `TestA` (registry) |", want: "names no file"},
+		{name: "what the file declares", row: "| tags | registry | byte budget | 100 | `registry/limits.go` (`limit`, `Limits.Max`, `--flag`) | `TestA` (registry) |"},
+		{name: "what the file does not declare", row: "| tags | registry | byte budget | 100 | `registry/limits.go` (`limit`, `Limits.Gone`) | `TestA` (registry) |", want: "registry/limits.go declares no Limits.Gone"},
 		{name: "a file that does not exist", row: "| tags | registry | byte budget | 100 | `registry/gone.go` (`f`) | `TestA` (registry) |", want: "registry/gone.go: no such file"},
 		{name: "a missing cell", row: "| tags | registry | byte budget | 100 | `TestA` (registry) |", want: "5 cells, want 6"},
 	}
@@ -335,7 +362,7 @@ func TestThreatModelChecks(t *testing.T) {
 				errs = []error{err}
 			} else {
 				for _, r := range rows {
-					errs = append(errs, checkThreatRow(r, tested, exists)...)
+					errs = append(errs, checkThreatRow(r, tested, declared)...)
 				}
 			}
 			switch {
@@ -351,5 +378,62 @@ func TestThreatModelChecks(t *testing.T) {
 	}
 	if _, err := threatTable(header + "| a | b | c | d | e | `TestA` (registry) |\n\n" + header); err == nil {
 		t.Error("a page with two tables was accepted")
+	}
+}
+
+// declarations lists what a Go file declares at its top level: functions,
+// types, variables and constants by name, methods and struct fields as
+// "Type.Name"; a method by its name alone too.
+func declarations(path string) (map[string]bool, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, d := range f.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			names[d.Name.Name] = true
+			if d.Recv != nil && len(d.Recv.List) == 1 {
+				names[receiverType(d.Recv.List[0].Type)+"."+d.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, spec := range d.Specs {
+				switch spec := spec.(type) {
+				case *ast.TypeSpec:
+					names[spec.Name.Name] = true
+					if st, ok := spec.Type.(*ast.StructType); ok {
+						for _, field := range st.Fields.List {
+							for _, n := range field.Names {
+								names[spec.Name.Name+"."+n.Name] = true
+							}
+						}
+					}
+				case *ast.ValueSpec:
+					for _, n := range spec.Names {
+						names[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+	return names, nil
+}
+
+// receiverType is the name of a method's receiver type: T of T, *T, T[K].
+func receiverType(e ast.Expr) string {
+	for {
+		switch t := e.(type) {
+		case *ast.StarExpr:
+			e = t.X
+		case *ast.IndexExpr:
+			e = t.X
+		case *ast.IndexListExpr:
+			e = t.X
+		case *ast.Ident:
+			return t.Name
+		default:
+			return ""
+		}
 	}
 }

@@ -7,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,17 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
-	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/cycle"
@@ -470,179 +462,6 @@ func (c *controller) run() error {
 	return nil
 }
 
-// controllerWork is what the replica that holds the Lease runs: the cycles
-// (or, with onChangeOnly, the first), and the checks that notifications and
-// changed ImageUpdaters ask for.
-func controllerWork(o *runOptions, updater *cycle.Updater, d *webhook.Dispatcher, changes imageUpdaterChanges) func(context.Context) {
-	return func(ctx context.Context) {
-		if d != nil && o.webhookOnly {
-			d.Run(ctx)
-			return
-		}
-		// Returning means no write of this replica is in flight, so the
-		// checks' writes are waited for as a cycle's are.
-		var checks sync.WaitGroup
-		defer checks.Wait()
-		if d != nil {
-			checks.Go(func() { d.Run(ctx) })
-		}
-		if changes != nil {
-			checks.Go(func() { checkChangedImageUpdaters(ctx, updater, changes, o.onChangeOnly) })
-		}
-		if o.onChangeOnly {
-			updater.RunOnce(ctx)
-			<-ctx.Done()
-			return
-		}
-		updater.Run(ctx, o.interval)
-	}
-}
-
-// imageUpdaterChanges tells which ImageUpdaters were created or changed
-// (imageupdater.Source).
-type imageUpdaterChanges interface {
-	Changed() <-chan struct{}
-	TakeChanged() []types.NamespacedName
-}
-
-// imageUpdaterChecker checks the Applications of some ImageUpdaters
-// (cycle.Updater).
-type imageUpdaterChecker interface {
-	CheckImageUpdaters(ctx context.Context, names []types.NamespacedName, trigger string) cycle.Summary
-}
-
-// How long after a check that failed or could not write it is run again,
-// doubling up to the most, when no cycle follows to do it.
-const (
-	firstRecheck = 5 * time.Second
-	maxRecheck   = 5 * time.Minute
-)
-
-// checkChangedImageUpdaters checks the Applications of each ImageUpdater
-// when it is created or its spec changes, as the v1.x line reconciles a
-// resource then, rather than at the next cycle. Each ImageUpdater is
-// checked on its own, its checks overlapping other ImageUpdaters' (as the
-// v1.x line reconciles resources apart), so that one whose registries
-// never answer holds no other's check; one changed while its check runs
-// is checked again after it. With recheck (no cycles run), a check that
-// met an error or could not write (this replica did not hold the Lease at
-// that moment), or that found an image its Application does not run yet
-// (Argo CD has not deployed it, or this replica has not seen it deployed),
-// is run again after a backoff, as the v1.x line requeues a resource whose
-// reconcile did not finish: nothing else would. It returns once
-// ctx ended and no check is under way.
-func checkChangedImageUpdaters(ctx context.Context, updater imageUpdaterChecker, changes imageUpdaterChanges, recheck bool) {
-	type checked struct {
-		name types.NamespacedName
-		sum  cycle.Summary
-	}
-	type state struct {
-		running bool
-		// again: changed while its check ran, or its recheck came then.
-		again bool
-		retry *time.Timer
-		// gen tells the current retry from one stopped too late.
-		gen  int
-		wait time.Duration
-	}
-	type retry struct {
-		name types.NamespacedName
-		gen  int
-	}
-	var checks sync.WaitGroup
-	defer checks.Wait()
-	results := make(chan checked)
-	due := make(chan retry)
-	states := map[types.NamespacedName]*state{}
-	defer func() {
-		for _, st := range states {
-			if st.retry != nil {
-				st.retry.Stop()
-			}
-		}
-	}()
-	start := func(n types.NamespacedName, trigger string) {
-		st := states[n]
-		if st == nil {
-			st = &state{wait: firstRecheck}
-			states[n] = st
-		}
-		if st.running {
-			st.again = true
-			return
-		}
-		if st.retry != nil {
-			st.retry.Stop()
-			st.retry = nil
-		}
-		st.running = true
-		checks.Go(func() {
-			sum := updater.CheckImageUpdaters(ctx, []types.NamespacedName{n}, trigger)
-			select {
-			case results <- checked{n, sum}:
-			case <-ctx.Done():
-			}
-		})
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-changes.Changed():
-			for _, n := range changes.TakeChanged() {
-				start(n, "an ImageUpdater was created or changed")
-			}
-		case r := <-due:
-			if st := states[r.name]; st != nil && st.retry != nil && st.gen == r.gen {
-				st.retry = nil
-				start(r.name, "the last check of this ImageUpdater failed, could not write, or found an image its Application does not run yet")
-			}
-		case c := <-results:
-			st := states[c.name]
-			st.running = false
-			switch {
-			case st.again:
-				st.again = false
-				start(c.name, "an ImageUpdater was created or changed")
-			case recheck && (c.sum.Errors > 0 || c.sum.NotWritten > 0 || len(c.sum.NotRunning) > 0):
-				st.gen++
-				r := retry{c.name, st.gen}
-				st.retry = time.AfterFunc(st.wait, func() {
-					select {
-					case due <- r:
-					case <-ctx.Done():
-					}
-				})
-				st.wait = min(2*st.wait, maxRecheck)
-			default:
-				delete(states, c.name)
-			}
-		}
-	}
-}
-
-// imageUpdatersServed tells whether the API server serves the ImageUpdater
-// resource, whose CRD a cluster may not have: the annotation users'
-// installs have no reason to add it.
-func imageUpdatersServed(d discovery.DiscoveryInterface) (bool, error) {
-	resources, err := d.ServerResourcesForGroupVersion(imageupdaterv1alpha1.GroupVersion.String())
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("asking the API server for the ImageUpdater resource: %w", err)
-	}
-	for _, r := range resources.APIResources {
-		if r.Name == imageupdaterv1alpha1.Resource().Resource {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// errServerFailed stops the controller with an error: see runController.
-var errServerFailed = errors.New("server failed")
-
 // registerMetrics registers every metric /metrics serves. The monitoring
 // examples are checked against what it registers.
 func registerMetrics(reg prometheus.Registerer, opts ...cycle.MetricsOption) (*cycle.Metrics, *registry.Metrics, *healthgate.Metrics, error) {
@@ -665,98 +484,6 @@ func registerMetrics(reg prometheus.Registerer, opts ...cycle.MetricsOption) (*c
 		return nil, nil, nil, err
 	}
 	return cycleMetrics, registryMetrics, gateMetrics, nil
-}
-
-// newGitWriter builds the git write-back from the git flags. A missing
-// commit-message or pull request template file means the default template, as the install
-// manifest mounts the file only when the ConfigMap has the key. A signing
-// key given by name is read from the keyring in GNUPGHOME, as gpg would.
-// AppProjects are read from Argo CD's namespace.
-func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface, namespace string, logger *slog.Logger, lookupEnv func(string) (string, bool), more ...git.Option) (*git.Writer, error) {
-	text, err := os.ReadFile(o.gitCommitMessagePath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("commit message template: %w", err)
-	}
-	tmpl, err := git.ParseCommitMessageTemplate(string(text))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.gitCommitMessagePath, err)
-	}
-	prText, err := os.ReadFile(o.gitPullRequestPath)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("pull request template: %w", err)
-	}
-	prTmpl, err := git.ParsePullRequestTemplate(string(prText))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.gitPullRequestPath, err)
-	}
-	opts := []git.Option{
-		git.WithArgoCDNamespace(namespace),
-		git.WithPullRequestTemplate(prTmpl),
-		git.WithForgeHosts(o.forgeHosts),
-		git.WithAPICommits(o.gitAPICommits),
-		git.WithAuthor(o.gitCommitUser, o.gitCommitEmail),
-		git.WithCommitMessageTemplate(tmpl),
-		git.WithSignOff(o.gitCommitSignOff),
-		git.WithDryRun(o.dryRun),
-		git.WithLogger(logger),
-		git.WithWorkDir(o.gitCloneDir),
-		git.WithCloneCacheSize(o.gitCloneMaxBytes),
-		git.WithParents(git.NewKubeParents(dyn, namespace)),
-	}
-	if o.gitCommitSigningKey != "" {
-		opts = append(opts, git.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))
-	}
-	if home, ok := lookupEnv("GNUPGHOME"); ok && home != "" {
-		opts = append(opts, git.WithGnuPGHome(home))
-	}
-	return git.NewWriter(repoaccess.NewCachedSecretLister(repoaccess.NewKubeSecretLister(cs), 0), repoaccess.NewKubeAppProjectGetter(dyn), append(opts, more...)...)
-}
-
-// serverLimits bound what one client of the health, metrics and webhook
-// servers can hold: an idle keep-alive connection, slow headers, a slow
-// request, its headers' size, and how many connections are served at once
-// (more wait in the kernel's backlog).
-type serverLimits struct {
-	idle, header, read time.Duration
-	headerBytes        int
-	connections        int
-}
-
-var defaultServerLimits = serverLimits{idle: 90 * time.Second, header: 10 * time.Second, read: time.Minute, headerBytes: 64 << 10, connections: 256}
-
-func serve(ctx context.Context, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
-	serveWithin(ctx, defaultServerLimits, name, host, port, handler, tlsConfig, logger, errs)
-}
-
-func serveWithin(ctx context.Context, lim serverLimits, name, host string, port int, handler http.Handler, tlsConfig *tls.Config, logger *slog.Logger, errs chan<- error) {
-	srv := &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: lim.header,
-		ReadTimeout: lim.read, IdleTimeout: lim.idle, MaxHeaderBytes: lim.headerBytes}
-	if tlsConfig != nil {
-		// HTTP/2 only where the configuration offers it (--enable-http2).
-		srv.Protocols = servertls.Protocols(tlsConfig)
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
-	if err != nil {
-		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)
-		return
-	}
-	l = netutil.LimitListener(l, lim.connections)
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	logger.Info("serving", "server", name, "port", port, "tls", tlsConfig != nil)
-	if tlsConfig != nil {
-		// The certificate comes from TLSConfig.GetCertificate.
-		err = srv.ServeTLS(l, "", "")
-	} else {
-		err = srv.Serve(l)
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		errs <- fmt.Errorf("%s server on port %d: %w", name, port, err)
-	}
 }
 
 // kubeConfig loads the client configuration (a kubeconfig file, else the
