@@ -203,7 +203,13 @@ func (s Source) CurrentVersion(img settings.ImageSpec) (imageref.Version, bool) 
 		}
 		_, param := img.HelmParameters()
 		v, ok := s.HelmParameter(param)
-		return imageref.ParseVersion(v), ok && v != ""
+		version := imageref.ParseVersion(v)
+		if img.HelmImageDigest != "" {
+			// The digest has its own parameter, the tag parameter the
+			// tag alone.
+			version.Digest, _ = s.HelmParameter(img.HelmImageDigest)
+		}
+		return version, ok && v != ""
 	case SourcePlugin:
 		switch {
 		case img.PluginEnvSpec != "":

@@ -89,7 +89,7 @@ func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *m
 	})
 	o := u.chooseOne(ctx, j, tr, memo, keys)
 	writingBack := sk.HoldAt.IsZero() && slices.ContainsFunc(skipped, func(v imageref.Version) bool { return v.Tag == j.current.Tag })
-	if v := newVersion(j.policy, o.result); o.result.Update && slices.Contains(skipped, v) {
+	if v := j.newVersion(o.result); o.result.Update && slices.Contains(skipped, v) {
 		// Not handed to the write-back either when its target is asked
 		// (askTarget, a hold's HoldAt): the version in place is.
 		o.result.Update, o.result.Tag, o.result.Digest = false, j.current.Tag, j.current.Digest

@@ -409,7 +409,7 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 		}
 		au.changes = append(au.changes, writeback.ImageUpdate{
 			ImageSpec: o.job.spec,
-			New:       newVersion(o.job.policy, o.result),
+			New:       o.job.newVersion(o.result),
 			Old:       o.job.current,
 			Labels:    o.labels,
 		})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -192,6 +193,65 @@ func TestCycle(t *testing.T) {
 			if got := params(name); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("%s parameters %v, want %v", name, got, want)
 			}
+		}
+	})
+
+	t.Run("digests pinned: the index's digest kept or pinned again when the tag moves", func(t *testing.T) {
+		w := newWorld(t, k, reg, worldOptions{names: "pin-*"})
+		platforms := []v1.Platform{{OS: "linux", Architecture: "amd64"}, {OS: "linux", Architecture: "arm64"}}
+		reg.PushImage(t, "pin-app", []string{"1.0.0"})
+		first := reg.PushIndex(t, "pin-app", "1.1.0", platforms).String()
+		helmSpec := map[string]any{"source": map[string]any{"repoURL": "https://charts.example.com", "chart": "app", "targetRevision": "1.0.0", "helm": map[string]any{}}}
+		w.create(t,
+			appObject("pin-once", map[string]string{"image-list": "app=" + repo("pin-app"), "app.pin-digest": "if-not-present"}, nil, repo("pin-app")+":1.0.0"),
+			appObject("pin-always", map[string]string{"image-list": "app=" + repo("pin-app"), "pin-digest": "Always"}, nil, repo("pin-app")+":1.0.0"),
+			appObject("pin-helm", map[string]string{"image-list": "app=" + repo("pin-app"), "pin-digest": "always", "app.helm.image-digest": "image.digest"},
+				helmSpec, repo("pin-app")+":1.0.0"),
+			appObject("pin-bad", map[string]string{"image-list": "app=" + repo("pin-app"), "app.pin-digest": "sometimes"}, nil, repo("pin-app")+":1.0.0"),
+		)
+		helm := func() string {
+			raw, _, _ := unstructured.NestedSlice(w.get(t, "pin-helm").Object, "spec", "source", "helm", "parameters")
+			return fmt.Sprint(raw)
+		}
+		check := func(once, always string) {
+			t.Helper()
+			for name, want := range map[string]string{"pin-once": once, "pin-always": always} {
+				if got := testenv.KustomizeImages(t, w.get(t, name)); !slices.Equal(got, []string{repo("pin-app") + ":1.1.0@" + want}) {
+					t.Errorf("%s: kustomize images %v, want 1.1.0@%s", name, got, want)
+				}
+			}
+			want := fmt.Sprint([]any{
+				map[string]any{"name": "image.name", "value": repo("pin-app"), "forceString": true},
+				map[string]any{"name": "image.tag", "value": "1.1.0", "forceString": true},
+				map[string]any{"name": "image.digest", "value": always, "forceString": true},
+			})
+			if got := helm(); got != want {
+				t.Errorf("pin-helm: parameters %s, want %s", got, want)
+			}
+		}
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 3 || sum.Errors != 1 {
+			t.Fatalf("summary %+v", sum)
+		}
+		check(first, first)
+		if got := testenv.KustomizeImages(t, w.get(t, "pin-bad")); len(got) != 0 {
+			t.Errorf("pin-bad: written %v with a pin-digest it does not understand", got)
+		}
+
+		// The tag pushed again: kept by if-not-present, followed by always.
+		moved := reg.PushIndex(t, "pin-app", "1.1.0", platforms, testenv.Labels(map[string]string{"build": "2"})).String()
+		if moved == first {
+			t.Fatal("the second index has the first one's digest")
+		}
+		sum = w.updater.RunOnce(t.Context())
+		if sum.Updated != 2 || sum.Errors != 1 {
+			t.Fatalf("summary after the tag moved %+v", sum)
+		}
+		check(first, moved)
+
+		// Nothing moved: nothing written.
+		if sum = w.updater.RunOnce(t.Context()); sum.Updated != 0 {
+			t.Fatalf("summary with nothing moved %+v", sum)
 		}
 	})
 

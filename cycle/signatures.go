@@ -63,11 +63,13 @@ func (s Skipped) String() string { return s.Tag + " (" + s.Reason + ")" }
 // An error that is not a rejection (the registry failed) fails the
 // choice: an older version must not win because a newer one could not be
 // checked.
-func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, check SignatureCheck) (strategy.Result, []Skipped, error) {
+//
+// A pinned choice (pin) is checked at the digest it is pinned to.
+func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, check SignatureCheck, pin Pin) (strategy.Result, []Skipped, error) {
 	var skipped []Skipped
 	remaining := tags
 	for {
-		res, err := policy.Choose(ctx, remaining, current, meta)
+		res, err := Choose(ctx, policy, remaining, current, meta, pin)
 		if err != nil || !res.Update {
 			if len(skipped) > 0 && err == nil {
 				res.Reason = skippedReason(skipped) + "; then " + res.Reason

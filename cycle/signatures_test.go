@@ -218,6 +218,10 @@ func TestChooseVerified(t *testing.T) {
 		wantSkip   []string
 		wantErr    error
 		wantChecks int
+		// pin pins the choice, at digestOf(tag+"!"): where the tag points
+		// now, not where the listing's metadata said.
+		pin        settings.DigestPin
+		wantDigest string
 	}{
 		{name: "newest signed wins", tags: []string{"1.0", "1.1", "1.2", "1.3"}, current: imageref.Version{Tag: "1.0"},
 			verified: []string{"1.1"}, wantTag: "1.1", wantUpdate: true, wantSkip: []string{"1.3", "1.2"}, wantChecks: 3},
@@ -228,6 +232,14 @@ func TestChooseVerified(t *testing.T) {
 		{name: "digest strategy: the moved tag is unsigned", settings: strategy.Settings{Strategy: "digest", Constraint: "stable"},
 			tags: []string{"stable"}, current: imageref.Version{Tag: "stable", Digest: "sha256:" + strings.Repeat("0", 64)},
 			wantTag: "stable", wantSkip: []string{"stable"}, wantChecks: 1},
+		{name: "pinned: checked at the digest pinned", tags: []string{"1.0", "1.1"}, current: imageref.Version{Tag: "1.0"}, pin: settings.PinAlways,
+			verified: []string{"1.1!"}, wantTag: "1.1", wantUpdate: true, wantChecks: 1, wantDigest: digestOf("1.1!")},
+		{name: "pinned: the listing's digest is not what is checked", tags: []string{"1.0", "1.1"}, current: imageref.Version{Tag: "1.0", Digest: digestOf("1.0!")}, pin: settings.PinAlways,
+			verified: []string{"1.1"}, wantTag: "1.0", wantSkip: []string{"1.1"}, wantChecks: 1},
+		{name: "pinned: the running tag pushed again unsigned is kept", tags: []string{"1.0"}, current: imageref.Version{Tag: "1.0", Digest: digestOf("1.0")}, pin: settings.PinAlways,
+			wantTag: "1.0", wantSkip: []string{"1.0"}, wantChecks: 1},
+		{name: "pinned once: the running pin is kept unchecked", tags: []string{"1.0"}, current: imageref.Version{Tag: "1.0", Digest: digestOf("1.0")}, pin: settings.PinIfNotPresent,
+			wantTag: "1.0", wantDigest: digestOf("1.0")},
 		// A signature among the referrers is in no tag.
 		{name: "unlisted signature: checked", tags: []string{"1.0", "2.0"}, current: imageref.Version{Tag: "1.0"},
 			verified: []string{"2.0"}, wantTag: "2.0", wantUpdate: true, wantChecks: 1},
@@ -263,7 +275,8 @@ func TestChooseVerified(t *testing.T) {
 					return &signature.Rejection{Reason: "not signed by the key"}
 				},
 			}
-			res, skipped, err := ChooseVerified(t.Context(), policy, tags, tt.current, meta, check)
+			pin := Pin{Mode: tt.pin, Digest: func(_ context.Context, tag string) (string, error) { return digestOf(tag + "!"), nil }}
+			res, skipped, err := ChooseVerified(t.Context(), policy, tags, tt.current, meta, check, pin)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}
@@ -275,6 +288,9 @@ func TestChooseVerified(t *testing.T) {
 			}
 			if res.Tag != tt.wantTag || res.Update != tt.wantUpdate {
 				t.Errorf("result %q update=%v, want %q update=%v (%s)", res.Tag, res.Update, tt.wantTag, tt.wantUpdate, res.Reason)
+			}
+			if tt.wantDigest != "" && res.Digest != tt.wantDigest {
+				t.Errorf("digest %s, want %s", res.Digest, tt.wantDigest)
 			}
 			var got []string
 			for _, s := range skipped {

@@ -368,13 +368,21 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 			meta = orderedMetadata(tr.tags, mode)
 		}
 	}
+	pin := Pin{Mode: j.spec.PinDigest}
+	if pin.Mode != settings.PinNever {
+		follow := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, registry.FollowTag())
+		pin.Digest = func(ctx context.Context, tag string) (string, error) {
+			info, err := memo.get(ctx, j.metadataKey(tag)+"\x00follow", func(ctx context.Context) (strategy.TagInfo, error) { return follow(ctx, tag) })
+			return info.Digest, err
+		}
+	}
 	ctx, cancel := u.withImageTimeout(ctx)
 	defer cancel()
 	var res strategy.Result
 	var skipped []Skipped
 	err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
 		if j.sigKey.IsZero() {
-			res, err = j.policy.Choose(ctx, tr.tags, j.current, meta)
+			res, err = Choose(ctx, j.policy, tr.tags, j.current, meta, pin)
 			return err
 		}
 		if u.signatures == nil {
@@ -389,7 +397,7 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 			return info.Digest, err
 		}
 		verify := func(ctx context.Context, d string) error { return u.signatures.Verify(ctx, j.ref, j.creds, d, k.key) }
-		res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify})
+		res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify}, pin)
 		return err
 	})
 	// The chosen tag's labels, when the strategy read its metadata; never
@@ -472,11 +480,12 @@ func orderedMetadata(tags []string, mode config.TagSortMode) strategy.MetadataFu
 	}
 }
 
-// newVersion is the version written: only the digest strategy pins a
-// digest, since following a mutable tag means following its digest; other
-// strategies write tags, as users of Argo CD Image Updater expect.
-func newVersion(p *strategy.Policy, r strategy.Result) imageref.Version {
-	if p.Name() == strategy.Digest {
+// newVersion is the version written for the job: the digest strategy
+// pins a digest, since following a mutable tag means following its
+// digest, and so does an image whose pin-digest says so; other images get
+// tags, as users of Argo CD Image Updater expect.
+func (j *job) newVersion(r strategy.Result) imageref.Version {
+	if j.policy.Name() == strategy.Digest || j.spec.PinDigest != settings.PinNever {
 		return r.Version()
 	}
 	return imageref.Version{Tag: r.Tag}

@@ -262,6 +262,14 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			}
 			i++
 			err = checkParentValues(b, exp)
+		case "yaml marked":
+			exp, ok := next(i, "written")
+			if !ok {
+				err = errors.New(`a marked example must be followed by a "text written" block`)
+				break
+			}
+			i++
+			err = checkMarked(b, exp)
 		case "json":
 			if !json.Valid([]byte(b.body)) {
 				err = errors.New("invalid JSON")
@@ -715,6 +723,29 @@ func checkParentValues(b, written block) error {
 		return err
 	case !mc.Images["app"] || !mc.Charts["web"]:
 		return fmt.Errorf("the markers name image app %v and chart web %v of argocd/web; want both", mc.Images["app"], mc.Charts["web"])
+	case string(out) != written.body:
+		return fmt.Errorf("written:\n%s\nthe next block shows:\n%s", out, written.body)
+	}
+	return nil
+}
+
+// markedDigest is the digest the sample image web is pinned to.
+const markedDigest = "sha256:4a1f0c9e8d7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f"
+
+// checkMarked writes the sample image web, pinned as 1.5.2@markedDigest,
+// into the values its markers name, as the git write-back does.
+func checkMarked(b, written block) error {
+	img, err := imageref.Parse("ghcr.io/example/web")
+	if err != nil {
+		return err
+	}
+	images := []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "web", Image: img, PinDigest: settings.PinAlways}, New: imageref.Version{Tag: "1.5.2", Digest: markedDigest}}}
+	out, found, _, err := manifest.SetMarkedImages("values.yaml", []byte(b.body), images)
+	switch {
+	case err != nil:
+		return err
+	case !found["web"]:
+		return errors.New("no marker names the image web")
 	case string(out) != written.body:
 		return fmt.Errorf("written:\n%s\nthe next block shows:\n%s", out, written.body)
 	}

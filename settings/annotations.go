@@ -43,11 +43,17 @@ const (
 	// version written for the image, and write back one that breaks the
 	// Application (see ParseHealthGate).
 	KeyHealthGate = "health-gate"
+	// KeyPinDigest is never, if-not-present or always: write the chosen
+	// tag with the digest it points at (see DigestPin).
+	KeyPinDigest = "pin-digest"
 
 	// Per-image only: "<alias>.<key>".
-	KeyHelmImageName      = "helm.image-name"
-	KeyHelmImageTag       = "helm.image-tag"
-	KeyHelmImageSpec      = "helm.image-spec"
+	KeyHelmImageName = "helm.image-name"
+	KeyHelmImageTag  = "helm.image-tag"
+	KeyHelmImageSpec = "helm.image-spec"
+	// KeyHelmImageDigest names the Helm parameter receiving the digest of
+	// a pinned version (pin-digest); helm.image-tag then gets the tag.
+	KeyHelmImageDigest    = "helm.image-digest"
 	KeyKustomizeImageName = "kustomize.image-name"
 	// The environment variables of a config management plugin receiving
 	// the image (manifestTargets.plugin of an ImageUpdater).
@@ -73,8 +79,8 @@ const (
 
 var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
-		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate}
-	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
+		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest}
+	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyHelmImageDigest, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold}
 )
 
@@ -363,12 +369,22 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 		}
 		spec.HealthGate, spec.HealthGateOrigin = d, AnnotationOrigin(key)
 	}
+	if v, key := value(KeyPinDigest); v != "" {
+		// A pin asked for and not understood stops the image: it must
+		// not be written by tag alone.
+		p, err := ParseDigestPin(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		spec.PinDigest, spec.PinDigestOrigin = p, AnnotationOrigin(key)
+	}
 
 	if spec.Alias != "" {
 		prefix := aliasKey(spec.Alias) + "."
 		spec.HelmImageName, _ = get(prefix + KeyHelmImageName)
 		spec.HelmImageTag, _ = get(prefix + KeyHelmImageTag)
 		spec.HelmImageSpec, _ = get(prefix + KeyHelmImageSpec)
+		spec.HelmImageDigest, _ = get(prefix + KeyHelmImageDigest)
 		spec.PluginEnvName, _ = get(prefix + KeyPluginImageName)
 		spec.PluginEnvTag, _ = get(prefix + KeyPluginImageTag)
 		spec.PluginEnvSpec, _ = get(prefix + KeyPluginImage)

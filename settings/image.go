@@ -54,9 +54,20 @@ type ImageSpec struct {
 	// HealthGateOrigin is where HealthGate is set; "" when it is unset.
 	HealthGateOrigin Origin
 
+	// PinDigest says whether the version written carries the digest of
+	// its tag; PinNever when unset. The digest strategy pins always,
+	// whatever it says.
+	PinDigest DigestPin
+	// PinDigestOrigin is where PinDigest is set; "" when it is unset.
+	PinDigestOrigin Origin
+
 	HelmImageName string // Helm parameter receiving the image name (see HelmParameters)
 	HelmImageTag  string // Helm parameter receiving the tag (see HelmParameters)
 	HelmImageSpec string // one Helm parameter receiving name:tag; overrides the two above
+	// HelmImageDigest is the Helm parameter receiving a pinned version's
+	// digest; the tag parameter then receives the tag alone. Unused when
+	// HelmImageSpec is set.
+	HelmImageDigest string
 	// KustomizeImageName is the image name a Kustomize override replaces,
 	// when it is not Image (see KustomizeName).
 	KustomizeImageName imageref.Reference

@@ -168,6 +168,18 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		}
 	}
 	s.ForceUpdate = forceUpdate(levels)
+	for _, l := range levels {
+		if l.common == nil || l.common.PinDigest == nil {
+			continue
+		}
+		pat := l.at.Child(".commonUpdateSettings.pinDigest")
+		p, err := ParseDigestPin(*l.common.PinDigest)
+		if err != nil {
+			fail(pat, "%v", err)
+		}
+		s.PinDigest, s.PinDigestOrigin = p, pat
+		break
+	}
 	if p, good := compilePolicy(&s, raw); !good {
 		*problems = append(*problems, p)
 		ok = false
@@ -213,6 +225,7 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		switch {
 		case t.Helm != nil:
 			s.HelmImageName, s.HelmImageTag, s.HelmImageSpec = deref(t.Helm.Name), deref(t.Helm.Tag), deref(t.Helm.Spec)
+			s.HelmImageDigest = deref(t.Helm.Digest)
 		case t.Kustomize != nil && deref(t.Kustomize.Name) != "":
 			ref, err := imageref.Parse(deref(t.Kustomize.Name), opts...)
 			if err != nil {

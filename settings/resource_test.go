@@ -181,6 +181,13 @@ func TestOriginsNameTheirSource(t *testing.T) {
 			annotationAt: "annotation " + AnnotationPrefix + "web.health-gate (image web)",
 			resourceAt:   "ImageUpdater ns/iu spec.healthGate.window (image web)",
 		},
+		{
+			name:         "pin digest",
+			annotations:  ann("image-list", "web=nginx", "pin-digest", "sometimes"),
+			resource:     &api.ImageUpdaterSpec{CommonUpdateSettings: &api.CommonUpdateSettings{PinDigest: ptr("sometimes")}},
+			annotationAt: "annotation " + AnnotationPrefix + "pin-digest (image web)",
+			resourceAt:   "ImageUpdater ns/iu spec.commonUpdateSettings.pinDigest (image web)",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -397,5 +404,61 @@ func TestRollbackHoldLevels(t *testing.T) {
 				t.Errorf("RollbackHoldOff %v, want %v", got, tt.off)
 			}
 		})
+	}
+}
+
+// TestPinDigestLevels: pin-digest from the most specific level that sets
+// it, per image then for the Application, and the digest's own Helm
+// parameter from either source.
+func TestPinDigestLevels(t *testing.T) {
+	type pin struct {
+		p      DigestPin
+		at     Origin
+		helmAt string
+	}
+	iu := &api.ImageUpdater{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+		Spec: api.ImageUpdaterSpec{
+			CommonUpdateSettings: &api.CommonUpdateSettings{PinDigest: ptr("always")},
+			ApplicationRefs: []api.ApplicationRef{{NamePattern: "*", CommonUpdateSettings: &api.CommonUpdateSettings{PinDigest: ptr("if-not-present")}, Images: []api.ImageConfig{
+				{Alias: "ref", ImageName: "nginx"},
+				{Alias: "own", ImageName: "nginx", CommonUpdateSettings: &api.CommonUpdateSettings{PinDigest: ptr("never")},
+					ManifestTarget: &api.ManifestTarget{Helm: &api.HelmTarget{Tag: ptr("image.tag"), Digest: ptr("image.digest")}}},
+			}}, {NamePattern: "x", Images: []api.ImageConfig{{Alias: "spec", ImageName: "nginx"}}}},
+		},
+	}
+	got := map[string]pin{}
+	for i := range iu.Spec.ApplicationRefs {
+		a := ParseImageUpdater(iu, i)
+		if len(a.Problems) > 0 {
+			t.Fatalf("problems %v", a.Problems)
+		}
+		for _, s := range a.Images {
+			got[s.Alias] = pin{s.PinDigest, s.PinDigestOrigin, s.HelmImageDigest}
+		}
+	}
+	want := map[string]pin{
+		"ref":  {PinIfNotPresent, "ImageUpdater ns/iu spec.applicationRefs[0].commonUpdateSettings.pinDigest", ""},
+		"own":  {PinNever, "ImageUpdater ns/iu spec.applicationRefs[0].images[1].commonUpdateSettings.pinDigest", "image.digest"},
+		"spec": {PinAlways, "ImageUpdater ns/iu spec.commonUpdateSettings.pinDigest", ""},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pins %v, want %v", got, want)
+	}
+
+	a := ParseAnnotations(ann("image-list", "app=nginx,web=nginx", "pin-digest", "Always", "web.pin-digest", "if-not-present", "web.helm.image-digest", "web.digest"))
+	if len(a.Problems) > 0 {
+		t.Fatalf("problems %v", a.Problems)
+	}
+	got = map[string]pin{}
+	for _, s := range a.Images {
+		got[s.Alias] = pin{s.PinDigest, s.PinDigestOrigin, s.HelmImageDigest}
+	}
+	want = map[string]pin{
+		"app": {PinAlways, AnnotationOrigin("pin-digest"), ""},
+		"web": {PinIfNotPresent, AnnotationOrigin("web.pin-digest"), "web.digest"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pins from annotations %v, want %v", got, want)
 	}
 }

@@ -208,6 +208,15 @@ type CommonUpdateSettings struct {
 	// +listType=atomic
 	// +optional
 	Platforms []string `json:"platforms,omitempty"`
+
+	// PinDigest writes the chosen tag with the digest it points at
+	// (tag@sha256:...), the digest of the multi-platform index when there
+	// is one: never (the default), if-not-present (pinned once; a tag
+	// that moves later is not followed) or always (pinned again when the
+	// tag moves). The digest strategy pins always.
+	// +kubebuilder:validation:Enum=never;if-not-present;always
+	// +optional
+	PinDigest *string `json:"pinDigest,omitempty"`
 }
 
 // WriteBackConfig says where a new version is written.
@@ -420,6 +429,10 @@ type HelmTarget struct {
 	// ignored.
 	// +optional
 	Spec *string `json:"spec,omitempty"`
+	// Digest is the parameter receiving the digest of a pinned version
+	// (pinDigest); the tag parameter then receives the tag alone.
+	// +optional
+	Digest *string `json:"digest,omitempty"`
 }
 
 // KustomizeTarget names the Kustomize image entry replaced.

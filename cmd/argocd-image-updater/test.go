@@ -44,6 +44,7 @@ type testOptions struct {
 	logLevel           string
 	output             string
 	verifySignature    string
+	pinDigest          string
 	// defaultRegistriesConf is read when --registries-conf-path is not
 	// given and it is a file: the path run and webhook read by default, so
 	// that test, run in the controller's container, sees what they see.
@@ -93,6 +94,7 @@ func newTestCommandFor(o *testOptions, lookupEnv func(string) (string, bool)) *c
 	f.StringVar(&o.logLevel, "loglevel", "warn", "log level: trace, debug, info, warn or error")
 	f.StringVar(&o.output, "output", "text", "output format: text or json")
 	f.StringVar(&o.verifySignature, "verify-signature", "", "only versions with a cosign signature made with this public key: a PEM file, or secret:<namespace>/<name>#<field> (with --kubeconfig)")
+	f.StringVar(&o.pinDigest, "pin-digest", "never", "pin the chosen tag by digest: never, if-not-present or always; a digest in IMAGE is the running pin")
 	return cmd
 }
 
@@ -178,6 +180,7 @@ type testInput struct {
 	creds     credref.Ref
 	platforms []v1.Platform
 	policy    *strategy.Policy
+	pin       settings.DigestPin
 }
 
 func (o *testOptions) input(image string) (testInput, error) {
@@ -200,6 +203,9 @@ func (o *testOptions) input(image string) (testInput, error) {
 		if in.platforms, err = platform.Parse(strings.Join(o.platforms, ",")); err != nil {
 			return in, err
 		}
+	}
+	if in.pin, err = settings.ParseDigestPin(o.pinDigest); err != nil {
+		return in, fmt.Errorf("--pin-digest: %w", err)
 	}
 	in.policy, err = strategy.New(strategy.Settings{
 		Strategy: o.strategy, Constraint: o.constraint, AllowTags: o.allowTags,
@@ -246,8 +252,16 @@ func (o *testOptions) choose(ctx context.Context, in testInput, client *registry
 		return strategy.Result{}, nil, err
 	}
 	meta := cycle.MetadataFunc(client, in.ref, in.creds, in.platforms)
+	pin := cycle.Pin{Mode: in.pin}
+	if pin.Mode != settings.PinNever {
+		follow := cycle.MetadataFunc(client, in.ref, in.creds, in.platforms, registry.FollowTag())
+		pin.Digest = func(ctx context.Context, tag string) (string, error) {
+			info, err := follow(ctx, tag)
+			return info.Digest, err
+		}
+	}
 	if o.verifySignature == "" {
-		res, err := in.policy.Choose(ctx, tags, in.ref.Version(), meta)
+		res, err := cycle.Choose(ctx, in.policy, tags, in.ref.Version(), meta, pin)
 		return res, nil, err
 	}
 	key, err := loadTestKey(ctx, o.verifySignature, secrets)
@@ -261,7 +275,7 @@ func (o *testOptions) choose(ctx context.Context, in testInput, client *registry
 			return info.Digest, err
 		},
 		Verify: func(ctx context.Context, digest string) error { return v.Verify(ctx, in.ref, in.creds, digest, key) },
-	})
+	}, pin)
 }
 
 // loadTestKey reads the public key of --verify-signature: a PEM file, or

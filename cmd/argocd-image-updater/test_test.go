@@ -17,8 +17,9 @@ import (
 
 func TestTestCommand(t *testing.T) {
 	reg := testenv.StartRegistry(t)
+	digests := map[string]string{}
 	for _, tag := range []string{"v1.25.0", "v1.26.0", "v1.26.3", "v1.27.0-rc.1", "v2.0.0", "latest"} {
-		reg.PushImage(t, "team/web", []string{tag})
+		digests[tag] = reg.PushImage(t, "team/web", []string{tag}).String()
 	}
 	conf := filepath.Join(t.TempDir(), "registries.conf")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:TEST_REGISTRY\n", reg.Host, reg.Host)), 0o600); err != nil {
@@ -43,6 +44,9 @@ func TestTestCommand(t *testing.T) {
 		{name: "wrong credentials", args: []string{image, "--credentials", "env:WRONG"}, wantCode: 2, wantStderr: "401"},
 		{name: "unreachable registry", args: []string{"127.0.0.1:1/team/web", "--registries-conf-path", ""}, wantCode: 2, wantStderr: "127.0.0.1:1"},
 		{name: "bad image", args: []string{"UPPER/Case::x"}, wantCode: 2, wantStderr: "UPPER/Case::x"},
+		{name: "pinned by digest", args: []string{image, "--pin-digest", "always"}, wantStdout: "result:      v2.0.0@" + digests["v2.0.0"]},
+		{name: "the running pin kept", args: []string{image + ":v2.0.0@" + digests["v1.25.0"], "--pin-digest", "if-not-present"}, wantStdout: "result:      v2.0.0@" + digests["v1.25.0"]},
+		{name: "bad pin", args: []string{image, "--pin-digest", "sometimes"}, wantCode: 2, wantStderr: `--pin-digest: "sometimes" is not never, if-not-present or always`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

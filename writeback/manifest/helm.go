@@ -13,12 +13,17 @@ type helmParameter struct {
 }
 
 // helmParametersFor lists the parameters an update sets: one "name:version"
-// parameter with an image-spec, else the name and the version separately.
+// parameter with an image-spec, else the name and the version separately,
+// and with an image-digest the tag and the digest separately (an empty
+// digest for a version not pinned, so that no earlier pin stays).
 func helmParametersFor(img writeback.ImageUpdate) []helmParameter {
 	if img.HelmImageSpec != "" {
 		return []helmParameter{{name: img.HelmImageSpec, value: img.Written()}}
 	}
 	name, tag := img.HelmParameters()
+	if img.HelmImageDigest != "" {
+		return []helmParameter{{name: name, value: img.Image.OriginalName(), imageName: true}, {name: tag, value: img.New.Tag}, {name: img.HelmImageDigest, value: img.New.Digest}}
+	}
 	return []helmParameter{{name: name, value: img.Image.OriginalName(), imageName: true}, {name: tag, value: img.New.String()}}
 }
 

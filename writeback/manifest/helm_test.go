@@ -46,6 +46,19 @@ func TestUpdateHelmParameters(t *testing.T) {
 			wantChanged: []string{"app"},
 		},
 		{
+			name:        "digest in its own parameter, the tag alone in the tag's",
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageDigest: "image.digest"}, New: imageref.Version{Tag: "1.27", Digest: digestA}}},
+			want:        []any{param("image.name", "nginx"), param("image.tag", "1.27"), param("image.digest", digestA)},
+			wantChanged: []string{"app"},
+		},
+		{
+			name:        "a version not pinned empties the digest parameter",
+			current:     []any{param("image.tag", "1.26"), param("image.digest", digestA)},
+			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageDigest: "image.digest"}, New: imageref.Version{Tag: "1.27"}}},
+			want:        []any{param("image.tag", "1.27"), param("image.digest", ""), param("image.name", "nginx")},
+			wantChanged: []string{"app"},
+		},
+		{
 			name:        "image spec with digest",
 			images:      []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef("nginx"), HelmImageSpec: "image"}, New: imageref.Version{Tag: "latest", Digest: digestA}}},
 			want:        []any{param("image", "nginx:latest@"+digestA)},

@@ -282,11 +282,12 @@ func chainValueEdits(name string, src []byte, plan []plannedValue) (_ []byte, ok
 }
 
 // valuesParametersFor lists the values an update sets in a values file,
-// in the order new keys are written: the tag before the name.
+// in the order new keys are written: the tag (and the digest) before the
+// name.
 func valuesParametersFor(img writeback.ImageUpdate) []helmParameter {
 	p := helmParametersFor(img)
-	if len(p) == 2 {
-		p[0], p[1] = p[1], p[0]
+	if len(p) > 1 && p[0].imageName {
+		p = append(p[1:], p[0])
 	}
 	return p
 }

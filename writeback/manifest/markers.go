@@ -13,7 +13,8 @@ import (
 // MarkerKey is the key of the marker comment that tells which image a
 // value of a plain manifest holds: # {"$imageupdater": "<alias>"} for the
 // whole reference, "<alias>:tag" for the version alone, "<alias>:name" for
-// the name alone. It follows the form of Flux's image setters
+// the name alone, "<alias>:digest" for the digest of a pinned version
+// alone (then the file's "<alias>:tag" values get the tag alone). It follows the form of Flux's image setters
 // ({"$imagepolicy": ...}), whose users mark their manifests the same way.
 //
 // In the files of an app-of-apps parent, "<application>/<alias>" or
@@ -34,13 +35,14 @@ func HasMarkers(src []byte) bool { return bytes.Contains(src, []byte(`"`+MarkerK
 // aliases marked in the file; changed the updates that altered it.
 func SetMarkedImages(name string, src []byte, images []writeback.ImageUpdate) (out []byte, found map[string]bool, changed []writeback.ImageUpdate, _ error) {
 	byAlias := aliasesOf(images)
+	digests := digestMarked(src)
 	out, found, modified, err := setMarked(name, src, func(ref string) (string, string, bool, error) {
 		alias, part, _ := strings.Cut(ref, ":")
 		img, ok := byAlias[alias]
 		if !ok {
 			return "", "", false, nil
 		}
-		v, err := imageValue(img, ref, part)
+		v, err := imageValue(img, ref, part, digests[alias])
 		return v, alias, true, err
 	})
 	if err != nil {
@@ -82,6 +84,7 @@ func SetApplicationMarkers(name string, src []byte, def ApplicationDefinition, i
 		}
 	}
 	isChart := map[string]bool{}
+	digests := digestMarked(src)
 	out, found, modified, err := setMarked(name, src, func(ref string) (string, string, bool, error) {
 		parts := strings.Split(ref, "/")
 		ns := def.DefaultNamespace
@@ -100,7 +103,8 @@ func SetApplicationMarkers(name string, src []byte, def ApplicationDefinition, i
 		}
 		alias, part, _ := strings.Cut(parts[len(parts)-1], ":")
 		if img, ok := byAlias[alias]; ok {
-			v, err := imageValue(img, ref, part)
+			whole, _, _ := strings.Cut(ref, ":")
+			v, err := imageValue(img, ref, part, digests[whole])
 			return v, alias, true, err
 		}
 		c, ok := chartByAlias[alias]
@@ -148,18 +152,37 @@ func aliasesOf(images []writeback.ImageUpdate) map[string]writeback.ImageUpdate 
 }
 
 // imageValue is what a marker ref, of part "" (the whole reference),
-// "tag" or "name", writes of an image.
-func imageValue(img writeback.ImageUpdate, ref, part string) (string, error) {
+// "tag", "name" or "digest", writes of an image; splitDigest says the
+// file marks the image's digest too, which the tag then leaves out. The
+// digest of a version not pinned is empty, so that no earlier pin stays.
+func imageValue(img writeback.ImageUpdate, ref, part string, splitDigest bool) (string, error) {
 	switch part {
 	case "":
 		return img.Written(), nil
 	case "tag":
+		if splitDigest {
+			return img.New.Tag, nil
+		}
 		return img.New.String(), nil
 	case "name":
 		return img.Image.OriginalName(), nil
+	case "digest":
+		return img.New.Digest, nil
 	}
 	whole := strings.TrimSuffix(ref, ":"+part)
-	return "", fmt.Errorf("marker %q: want %q, %q or %q", ref, whole, whole+":tag", whole+":name")
+	return "", fmt.Errorf("marker %q: want %q, %q, %q or %q", ref, whole, whole+":tag", whole+":name", whole+":digest")
+}
+
+// digestMarked lists what the markers of src mark the digest of: the
+// marker's reference without ":digest".
+func digestMarked(src []byte) map[string]bool {
+	marked := map[string]bool{}
+	for _, m := range markerRE.FindAllSubmatch(src, -1) {
+		if whole, ok := strings.CutSuffix(string(m[1]), ":digest"); ok {
+			marked[whole] = true
+		}
+	}
+	return marked
 }
 
 // setMarked replaces the value before each marker comment of src that

@@ -50,7 +50,18 @@ func TestSetMarkedImages(t *testing.T) {
 		},
 		{name: "a marker after no value", src: "image: # {\"$imageupdater\": \"app\"}\n", err: "x.yaml:1: the marker comment follows no value"},
 		{name: "a marker on a key", src: "# {\"$imageupdater\": \"app\"}\n", err: "x.yaml:1: the marker comment follows no value"},
-		{name: "an unknown part", src: "image: a # {\"$imageupdater\": \"app:digest\"}\n", err: `x.yaml:1: marker "app:digest": want "app", "app:tag" or "app:name"`},
+		{
+			name: "the digest marked apart: the tag alone beside it, nothing left of an earlier pin",
+			src: "web:\n  tag: \"1.25\" # {\"$imageupdater\": \"web:tag\"}\n  digest: sha256:" + strings.Repeat("b", 64) + " # {\"$imageupdater\": \"web:digest\"}\n" +
+				"app:\n  tag: 1.4.0 # {\"$imageupdater\": \"app:tag\"}\n  digest: sha256:" + strings.Repeat("b", 64) + " # {\"$imageupdater\": \"app:digest\"}\n" +
+				"image: nginx:1.25 # {\"$imageupdater\": \"web\"}\n",
+			want: "web:\n  tag: \"1.27\" # {\"$imageupdater\": \"web:tag\"}\n  digest: sha256:" + strings.Repeat("a", 64) + " # {\"$imageupdater\": \"web:digest\"}\n" +
+				"app:\n  tag: 1.5.0 # {\"$imageupdater\": \"app:tag\"}\n  digest: \"\" # {\"$imageupdater\": \"app:digest\"}\n" +
+				"image: nginx:1.27@sha256:" + strings.Repeat("a", 64) + " # {\"$imageupdater\": \"web\"}\n",
+			changed: []string{"app", "web"},
+			found:   []string{"app", "web"},
+		},
+		{name: "an unknown part", src: "image: a # {\"$imageupdater\": \"app:size\"}\n", err: `x.yaml:1: marker "app:size": want "app", "app:tag", "app:name" or "app:digest"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -180,7 +191,7 @@ func TestSetApplicationMarkers(t *testing.T) {
 		},
 		{name: "a chart's tag", def: child, src: "x: 1\nv: 1.0.0 # {\"$imageupdater\": \"child/web:tag\"}\n", err: `p.yaml:2: marker "child/web:tag": web is a chart, whose version is written whole: want "child/web"`},
 		{name: "a chart's name", def: elsewhere, src: "v: web # {\"$imageupdater\": \"team-a/child/web:name\"}\n", err: `p.yaml:1: marker "team-a/child/web:name": web is a chart`},
-		{name: "an image's unknown part", def: child, src: "\n\nv: a # {\"$imageupdater\": \"child/app:digest\"}\n", err: `p.yaml:3: marker "child/app:digest": want "child/app", "child/app:tag" or "child/app:name"`},
+		{name: "an image's unknown part", def: child, src: "\n\nv: a # {\"$imageupdater\": \"child/app:size\"}\n", err: `p.yaml:3: marker "child/app:size": want "child/app", "child/app:tag", "child/app:name" or "child/app:digest"`},
 		{name: "a marker after no value", def: child, src: "version: # {\"$imageupdater\": \"child/web\"}\n", err: "p.yaml:1: the marker comment follows no value"},
 		{name: "another Application's bad marker is not read", def: child, src: "version: # {\"$imageupdater\": \"other/web:tag\"}\n", want: "version: # {\"$imageupdater\": \"other/web:tag\"}\n"},
 	}

@@ -1,0 +1,61 @@
+package cycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/strategy"
+)
+
+// Pin is how a chosen tag is pinned by digest (settings.DigestPin): the
+// mode, and where the digest a tag points at now is asked. The zero Pin
+// pins nothing.
+type Pin struct {
+	Mode settings.DigestPin
+	// Digest asks the registry where the tag points, never from what it
+	// learnt before: a pin must name what the tag is now.
+	Digest func(ctx context.Context, tag string) (string, error)
+}
+
+// Choose chooses as policy does, then pins the choice as pin says. The
+// digest strategy pins already, whatever pin says.
+func Choose(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, pin Pin) (strategy.Result, error) {
+	res, err := policy.Choose(ctx, tags, current, meta)
+	if err != nil || policy.Name() == strategy.Digest {
+		return res, err
+	}
+	return pin.apply(ctx, res, current)
+}
+
+// apply gives res the digest its tag points at. A choice of the running
+// tag is an update only when the pin it gets differs from the running
+// one: a first pin, or, with PinAlways, a tag pushed again.
+func (p Pin) apply(ctx context.Context, res strategy.Result, current imageref.Version) (strategy.Result, error) {
+	if p.Mode == settings.PinNever || res.Tag == "" {
+		return res, nil
+	}
+	same := res.Tag == current.Tag
+	if same && current.Digest != "" && p.Mode == settings.PinIfNotPresent {
+		res.Digest = current.Digest
+		return res, nil
+	}
+	d, err := p.Digest(ctx, res.Tag)
+	if err == nil && d == "" {
+		err = fmt.Errorf("the registry gave no digest")
+	}
+	if err != nil {
+		return strategy.Result{}, fmt.Errorf("pinning tag %s by digest: %w", res.Tag, err)
+	}
+	res.Digest = d
+	switch {
+	case !same:
+	case d == current.Digest:
+		res.Update = false
+		res.Reason = fmt.Sprintf("tag %q is pinned to %s, where it points", current.Tag, d)
+	default:
+		res.Update, res.Reason = true, ""
+	}
+	return res, nil
+}
