@@ -26,6 +26,9 @@ const (
 	// ReasonSignatureNotVerified: a new version was passed over for
 	// want of a valid signature.
 	ReasonSignatureNotVerified = "SignatureNotVerified"
+	// ReasonVersionWaiting tells of a newer version held back for its
+	// minimum release age, once.
+	ReasonVersionWaiting = "VersionWaiting"
 )
 
 // maxEventMessage keeps events under the API server's 1 KiB note limit
@@ -106,6 +109,20 @@ func (e *EventReporter) signaturesSkipped(app *application.Application, image st
 		if e.first(app, msg) {
 			e.recorder.Event(app.Object(), corev1.EventTypeWarning, ReasonSignatureNotVerified, truncate(msg))
 		}
+	}
+}
+
+// versionWaiting reports a newer version of image held back for its
+// minimum release age: one Normal event when first seen waiting.
+func (e *EventReporter) versionWaiting(app *application.Application, image string, w *Waiting) {
+	if e == nil || w == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	msg := fmt.Sprintf("image %s: %s", image, w)
+	if e.first(app, msg) {
+		e.recorder.Event(app.Object(), corev1.EventTypeNormal, ReasonVersionWaiting, truncate(msg))
 	}
 }
 

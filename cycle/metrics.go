@@ -32,6 +32,9 @@ type Metrics struct {
 	imagesProcessed  prometheus.Counter
 	kubeRequests     prometheus.Counter
 	kubeErrors       prometheus.Counter
+	// versionsWaiting counts, by reason, the images whose newer version
+	// the last cycle held back.
+	versionsWaiting *prometheus.GaugeVec
 
 	maxApps int
 
@@ -57,6 +60,10 @@ type MetricsOption func(*Metrics)
 // MaxApplicationSeries bounds the Applications with series of their own;
 // 0 or less: every Application has its own.
 func MaxApplicationSeries(n int) MetricsOption { return func(m *Metrics) { m.maxApps = n } }
+
+// waitingMinReleaseAge is the reason label of versions waiting for their
+// minimum release age.
+const waitingMinReleaseAge = "minimum-release-age"
 
 // Label names of the per-Application series.
 const (
@@ -127,8 +134,12 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 			Help: "Failed requests to the Kubernetes API (network errors and status 500 or above, 429 and 409).",
 		}),
 	}
+	m.versionsWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "argocd_image_updater_versions_waiting",
+		Help: "Images whose newer version the last cycle held back, by reason (minimum-release-age).",
+	}, []string{"reason"})
 	for _, c := range []prometheus.Collector{m.appsWatchedVec, m.imagesWatchedVec, m.imagesUpdatedVec, m.imagesErrorsVec,
-		m.cycleDuration, m.appsProcessed, m.imagesProcessed, m.kubeRequests, m.kubeErrors} {
+		m.cycleDuration, m.appsProcessed, m.imagesProcessed, m.kubeRequests, m.kubeErrors, m.versionsWaiting} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -227,6 +238,7 @@ func (m *Metrics) cycleDone(s Summary) {
 		return
 	}
 	m.cycleDuration.Observe(s.Duration.Seconds())
+	m.versionsWaiting.WithLabelValues(waitingMinReleaseAge).Set(float64(s.Waiting))
 	m.appsProcessed.Add(float64(s.Applications))
 	m.imagesProcessed.Add(float64(s.Images))
 }

@@ -19,14 +19,28 @@ type Pin struct {
 	Digest func(ctx context.Context, tag string) (string, error)
 }
 
-// Choose chooses as policy does, then pins the choice as pin says. The
-// digest strategy pins already, whatever pin says.
-func Choose(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, pin Pin) (strategy.Result, error) {
+// Choice is what an image's choice goes through after its strategy: its
+// minimum release age, then its pin.
+type Choice struct {
+	Age Age
+	Pin Pin
+}
+
+// Choose chooses as policy does, among the versions old enough for
+// c.Age, then pins the choice as c.Pin says (the digest strategy pins
+// already, whatever it says). Waiting is the newer version held back for
+// its age, if any.
+func Choose(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, c Choice) (strategy.Result, *Waiting, error) {
 	res, err := policy.Choose(ctx, tags, current, meta)
-	if err != nil || policy.Name() == strategy.Digest {
-		return res, err
+	if err != nil {
+		return res, nil, err
 	}
-	return pin.apply(ctx, res, current)
+	res, waiting, err := c.Age.apply(ctx, policy, tags, current, meta, res)
+	if err != nil || policy.Name() == strategy.Digest {
+		return res, waiting, err
+	}
+	res, err = c.Pin.apply(ctx, res, current)
+	return res, waiting, err
 }
 
 // apply gives res the digest its tag points at. A choice of the running

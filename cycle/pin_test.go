@@ -66,7 +66,7 @@ func TestChoosePinned(t *testing.T) {
 				}
 				return now[tag], nil
 			}}
-			res, err := Choose(t.Context(), policy, tt.tags, tt.current, meta, pin)
+			res, _, err := Choose(t.Context(), policy, tt.tags, tt.current, meta, Choice{Pin: pin})
 			if asked != tt.wantAsked {
 				t.Errorf("asked the registry %d times, want %d", asked, tt.wantAsked)
 			}

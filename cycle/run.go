@@ -391,6 +391,10 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 			continue
 		}
 		u.reportSkipped(o.job, o.skipped)
+		if o.waiting != nil {
+			r.sum.Waiting++
+			u.events.versionWaiting(app, o.job.spec.Key(), o.waiting)
+		}
 		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
 			continue
@@ -459,5 +463,9 @@ func (r *run) finish(ctx context.Context) Summary {
 		attrs = append([]any{"trigger", sum.Trigger}, attrs...)
 	}
 	u.logger.Info(msg, attrs...)
+	if err := u.firstSeen.Save(ctx); err != nil {
+		// Kept in memory, and saved with the next pass's.
+		u.logger.Warn("the first-seen times of versions could not be saved", "error", err)
+	}
 	return sum
 }

@@ -18,8 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/firstseen"
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/poll"
@@ -252,6 +254,60 @@ func TestCycle(t *testing.T) {
 		// Nothing moved: nothing written.
 		if sum = w.updater.RunOnce(t.Context()); sum.Updated != 0 {
 			t.Fatalf("summary with nothing moved %+v", sum)
+		}
+	})
+
+	t.Run("a minimum release age: a version too young waits, then is taken; its first-seen time survives a restart", func(t *testing.T) {
+		now := time.Now()
+		clock := func() time.Time { return now }
+		backend := firstseen.ConfigMap{ConfigMaps: kubernetes.NewForConfigOrDie(k.Config).CoreV1().ConfigMaps(testenv.ArgoCDNamespace), Name: firstseen.DefaultConfigMap}
+		started := func() *world {
+			store := firstseen.New(backend, firstseen.WithClock(clock))
+			if err := store.Load(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			return newWorld(t, k, reg, worldOptions{names: "age-*", updater: []Option{WithFirstSeen(store), withClock(clock), WithMinReleaseAge(7 * 24 * time.Hour)}})
+		}
+		w := started()
+		reg.PushImage(t, "age-app", []string{"1.0.0"})
+		w.create(t,
+			appObject("age-default", map[string]string{"image-list": "app=" + repo("age-app")}, nil, repo("age-app")+":1.0.0"),
+			appObject("age-own", map[string]string{"image-list": "app=" + repo("age-app"), "app.minimum-release-age": "1h"}, nil, repo("age-app")+":1.0.0"),
+			appObject("age-none", map[string]string{"image-list": "app=" + repo("age-app"), "minimum-release-age": "0"}, nil, repo("age-app")+":1.0.0"),
+			appObject("age-bad", map[string]string{"image-list": "app=" + repo("age-app"), "minimum-release-age": "a week"}, nil, repo("age-app")+":1.0.0"),
+		)
+		written := func(w *world, name string) string {
+			t.Helper()
+			got := testenv.KustomizeImages(t, w.get(t, name))
+			if len(got) == 0 {
+				return ""
+			}
+			return strings.TrimPrefix(got[0], repo("age-app")+":")
+		}
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 0 || sum.Errors != 1 {
+			t.Fatalf("first cycle %+v", sum)
+		}
+		reg.PushImage(t, "age-app", []string{"1.1.0"})
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || written(w, "age-none") != "1.1.0" {
+			t.Fatalf("the cycle after the push: %+v, age-none at %q", sum, written(w, "age-none"))
+		}
+		if !strings.Contains(w.logs.String(), "version 1.1.0 waits for its minimum release age (168h0m0s) until") {
+			t.Errorf("no log of the wait:\n%s", w.logs.String())
+		}
+		now = now.Add(2 * time.Hour)
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || written(w, "age-own") != "1.1.0" || written(w, "age-default") != "" {
+			t.Fatalf("two hours later: %+v, age-own at %q, age-default at %q", sum, written(w, "age-own"), written(w, "age-default"))
+		}
+
+		// A new process a week later reads when 1.1.0 was first seen: it
+		// is old enough now, which it would not be if it looked new.
+		now = now.Add(7 * 24 * time.Hour)
+		w = started()
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || written(w, "age-default") != "1.1.0" {
+			t.Fatalf("a week later, after a restart: %+v, age-default at %q", sum, written(w, "age-default"))
+		}
+		if got := testenv.KustomizeImages(t, w.get(t, "age-bad")); len(got) != 0 {
+			t.Errorf("age-bad written %v with an age it does not understand", got)
 		}
 	})
 

@@ -64,31 +64,36 @@ func (s Skipped) String() string { return s.Tag + " (" + s.Reason + ")" }
 // choice: an older version must not win because a newer one could not be
 // checked.
 //
-// A pinned choice (pin) is checked at the digest it is pinned to.
-func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, check SignatureCheck, pin Pin) (strategy.Result, []Skipped, error) {
+// The choice goes through c as Choose's does: a pinned choice is checked
+// at the digest it is pinned to, and a version too young is no candidate.
+func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, check SignatureCheck, c Choice) (strategy.Result, []Skipped, *Waiting, error) {
 	var skipped []Skipped
+	var waiting *Waiting
 	remaining := tags
 	for {
-		res, err := Choose(ctx, policy, remaining, current, meta, pin)
+		res, w, err := Choose(ctx, policy, remaining, current, meta, c)
+		if waiting == nil {
+			waiting = w
+		}
 		if err != nil || !res.Update {
 			if len(skipped) > 0 && err == nil {
 				res.Reason = skippedReason(skipped) + "; then " + res.Reason
 			}
-			return res, skipped, err
+			return res, skipped, waiting, err
 		}
 		digest := res.Digest
 		if digest == "" {
 			if digest, err = check.Digest(ctx, res.Tag); err != nil {
-				return strategy.Result{}, skipped, err
+				return strategy.Result{}, skipped, waiting, err
 			}
 		}
 		err = check.Verify(ctx, digest)
 		if err == nil {
-			return res, skipped, nil
+			return res, skipped, waiting, nil
 		}
 		var r *signature.Rejection
 		if !errors.As(err, &r) {
-			return strategy.Result{}, skipped, fmt.Errorf("checking the signature of %s (%s): %w", res.Tag, digest, err)
+			return strategy.Result{}, skipped, waiting, fmt.Errorf("checking the signature of %s (%s): %w", res.Tag, digest, err)
 		}
 		skipped = append(skipped, Skipped{Tag: res.Tag, Digest: digest, Reason: r.Reason})
 		if res.Tag == current.Tag || len(skipped) >= MaxSignatureSkips {
@@ -96,7 +101,7 @@ func ChooseVerified(ctx context.Context, policy *strategy.Policy, tags []string,
 			if len(skipped) >= MaxSignatureSkips {
 				out.Reason += fmt.Sprintf("; gave up after %d", MaxSignatureSkips)
 			}
-			return out, skipped, nil
+			return out, skipped, waiting, nil
 		}
 		remaining = without(remaining, res.Tag)
 	}

@@ -276,7 +276,7 @@ func TestChooseVerified(t *testing.T) {
 				},
 			}
 			pin := Pin{Mode: tt.pin, Digest: func(_ context.Context, tag string) (string, error) { return digestOf(tag + "!"), nil }}
-			res, skipped, err := ChooseVerified(t.Context(), policy, tags, tt.current, meta, check, pin)
+			res, skipped, _, err := ChooseVerified(t.Context(), policy, tags, tt.current, meta, check, Choice{Pin: pin})
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}

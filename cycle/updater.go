@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/image-updater/argocd-image-updater/firstseen"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/application"
@@ -74,6 +76,10 @@ type Updater struct {
 	writeGate       func() error
 	writeCtx        context.Context
 	gate            HealthGate
+	// minReleaseAge is the images' default minimum release age, the
+	// times those firstSeen keeps.
+	minReleaseAge time.Duration
+	firstSeen     *firstseen.Store
 
 	// Its bounds.
 	maxConcurrency     int
@@ -187,6 +193,15 @@ func WithWriteContext(wctx context.Context) Option { return func(u *Updater) { u
 // Application (targeted checks are not reported).
 func WithObserver(o Observer) Option { return func(u *Updater) { u.observer = o } }
 
+// WithMinReleaseAge sets the minimum release age of the images that set
+// none (default 0, none).
+func WithMinReleaseAge(d time.Duration) Option { return func(u *Updater) { u.minReleaseAge = d } }
+
+// WithFirstSeen keeps when the versions of repositories with a minimum
+// release age were first seen in s, which each cycle saves; by default
+// the times are kept in memory only.
+func WithFirstSeen(s *firstseen.Store) Option { return func(u *Updater) { u.firstSeen = s } }
+
 // withClock replaces time.Now, for tests.
 func withClock(now func() time.Time) Option { return func(u *Updater) { u.now = now } }
 
@@ -216,6 +231,9 @@ func New(apps Applications, reg Registry, argocd ApplicationWriter, opts ...Opti
 		u.passBudget = DefaultPassBudget
 	}
 	u.slots = newSlots(u.maxConcurrency)
+	if u.firstSeen == nil {
+		u.firstSeen = firstseen.New(nil, firstseen.WithClock(func() time.Time { return u.now() }))
+	}
 	return u, nil
 }
 
@@ -226,6 +244,9 @@ func (u *Updater) check() error {
 	}
 	if u.imageTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("an image timeout of %s: it must be positive", u.imageTimeout))
+	}
+	if u.minReleaseAge < 0 || u.minReleaseAge > settings.MaxReleaseAge {
+		errs = append(errs, fmt.Errorf("a minimum release age of %s: from 0 to %s", u.minReleaseAge, settings.MaxReleaseAge))
 	}
 	if u.applicationTimeout < 0 {
 		errs = append(errs, fmt.Errorf("an Application timeout of %s: it must not be negative", u.applicationTimeout))
@@ -256,7 +277,10 @@ type Summary struct {
 	// NotWritten counts the Applications whose changes were not written
 	// because no write could start (this replica lost its Lease, the run
 	// was stopped): no failure of theirs, but nothing was written.
-	NotWritten  int
+	NotWritten int
+	// Waiting counts the images whose newer version waits for its
+	// minimum release age.
+	Waiting     int
 	TagListings int
 	Duration    time.Duration
 	// Trigger is what asked for a targeted check (CheckRepositories);
@@ -343,6 +367,8 @@ type outcome struct {
 	result  strategy.Result
 	labels  map[string]string
 	skipped []Skipped
+	// waiting is a newer version held back for its minimum release age.
+	waiting *Waiting
 	err     error
 }
 
@@ -368,10 +394,10 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 			meta = orderedMetadata(tr.tags, mode)
 		}
 	}
-	pin := Pin{Mode: j.spec.PinDigest}
-	if pin.Mode != settings.PinNever {
+	c := Choice{Pin: Pin{Mode: j.spec.PinDigest}, Age: u.releaseAge(j)}
+	if c.Pin.Mode != settings.PinNever {
 		follow := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, registry.FollowTag())
-		pin.Digest = func(ctx context.Context, tag string) (string, error) {
+		c.Pin.Digest = func(ctx context.Context, tag string) (string, error) {
 			info, err := memo.get(ctx, j.metadataKey(tag)+"\x00follow", func(ctx context.Context) (strategy.TagInfo, error) { return follow(ctx, tag) })
 			return info.Digest, err
 		}
@@ -380,9 +406,10 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 	defer cancel()
 	var res strategy.Result
 	var skipped []Skipped
+	var waiting *Waiting
 	err := u.guard("choosing a version of "+j.spec.Key(), func() (err error) {
 		if j.sigKey.IsZero() {
-			res, err = Choose(ctx, j.policy, tr.tags, j.current, meta, pin)
+			res, waiting, err = Choose(ctx, j.policy, tr.tags, j.current, meta, c)
 			return err
 		}
 		if u.signatures == nil {
@@ -397,13 +424,25 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 			return info.Digest, err
 		}
 		verify := func(ctx context.Context, d string) error { return u.signatures.Verify(ctx, j.ref, j.creds, d, k.key) }
-		res, skipped, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify}, pin)
+		res, skipped, waiting, err = ChooseVerified(ctx, j.policy, tr.tags, j.current, meta, SignatureCheck{Digest: digest, Verify: verify}, c)
 		return err
 	})
 	// The chosen tag's labels, when the strategy read its metadata; never
 	// a request of their own.
 	info, _ := memo.known(j.metadataKey(res.Tag))
-	return outcome{job: j, result: res, labels: info.Labels, skipped: skipped, err: u.timedOut(ctx, j.ref.Name(), err)}
+	return outcome{job: j, result: res, labels: info.Labels, skipped: skipped, waiting: waiting, err: u.timedOut(ctx, j.ref.Name(), err)}
+}
+
+// releaseAge is the job's minimum release age: its own, else the
+// controller's default; the times are those the updater first saw the
+// repository's versions.
+func (u *Updater) releaseAge(j *job) Age {
+	min := u.minReleaseAge
+	if j.spec.MinReleaseAgeOrigin != "" {
+		min = j.spec.MinReleaseAge
+	}
+	repo := j.ref.Name()
+	return Age{Min: min, Now: u.now, FirstSeen: func(versions []string) map[string]time.Time { return u.firstSeen.Times(repo, versions) }}
 }
 
 // errImageTimeout is the cause of a context that withImageTimeout ended.

@@ -43,6 +43,9 @@ const (
 	// version written for the image, and write back one that breaks the
 	// Application (see ParseHealthGate).
 	KeyHealthGate = "health-gate"
+	// KeyMinReleaseAge is an age ("7d", "36h"): a version is chosen only
+	// once the updater has known it that long.
+	KeyMinReleaseAge = "minimum-release-age"
 	// KeyPinDigest is never, if-not-present or always: write the chosen
 	// tag with the digest it points at (see DigestPin).
 	KeyPinDigest = "pin-digest"
@@ -79,7 +82,7 @@ const (
 
 var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
-		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest}
+		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest, KeyMinReleaseAge}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyHelmImageDigest, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold}
 )
@@ -368,6 +371,15 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 			fail(key, "%v", err)
 		}
 		spec.HealthGate, spec.HealthGateOrigin = d, AnnotationOrigin(key)
+	}
+	if v, key := value(KeyMinReleaseAge); v != "" {
+		// An age asked for and not understood stops the image: it must
+		// not take a version younger than its owner wants.
+		d, err := ParseReleaseAge(v)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, AnnotationOrigin(key)
 	}
 	if v, key := value(KeyPinDigest); v != "" {
 		// A pin asked for and not understood stops the image: it must

@@ -54,6 +54,13 @@ type ImageSpec struct {
 	// HealthGateOrigin is where HealthGate is set; "" when it is unset.
 	HealthGateOrigin Origin
 
+	// MinReleaseAge is how old a version must be to be chosen, by when
+	// the updater first saw it (see package firstseen); 0 for none.
+	MinReleaseAge time.Duration
+	// MinReleaseAgeOrigin is where MinReleaseAge is set; "" when it is
+	// unset, and the controller's default applies.
+	MinReleaseAgeOrigin Origin
+
 	// PinDigest says whether the version written carries the digest of
 	// its tag; PinNever when unset. The digest strategy pins always,
 	// whatever it says.

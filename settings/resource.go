@@ -169,6 +169,18 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 	}
 	s.ForceUpdate = forceUpdate(levels)
 	for _, l := range levels {
+		if l.common == nil || l.common.MinimumReleaseAge == nil {
+			continue
+		}
+		aat := l.at.Child(".commonUpdateSettings.minimumReleaseAge")
+		d, err := ParseReleaseAge(*l.common.MinimumReleaseAge)
+		if err != nil {
+			fail(aat, "%v", err)
+		}
+		s.MinReleaseAge, s.MinReleaseAgeOrigin = d, aat
+		break
+	}
+	for _, l := range levels {
 		if l.common == nil || l.common.PinDigest == nil {
 			continue
 		}

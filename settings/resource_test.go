@@ -182,6 +182,13 @@ func TestOriginsNameTheirSource(t *testing.T) {
 			resourceAt:   "ImageUpdater ns/iu spec.healthGate.window (image web)",
 		},
 		{
+			name:         "minimum release age",
+			annotations:  ann("image-list", "web=nginx", "web.minimum-release-age", "a week"),
+			resource:     &api.ImageUpdaterSpec{CommonUpdateSettings: &api.CommonUpdateSettings{MinimumReleaseAge: ptr("a week")}},
+			annotationAt: "annotation " + AnnotationPrefix + "web.minimum-release-age (image web)",
+			resourceAt:   "ImageUpdater ns/iu spec.commonUpdateSettings.minimumReleaseAge (image web)",
+		},
+		{
 			name:         "pin digest",
 			annotations:  ann("image-list", "web=nginx", "pin-digest", "sometimes"),
 			resource:     &api.ImageUpdaterSpec{CommonUpdateSettings: &api.CommonUpdateSettings{PinDigest: ptr("sometimes")}},

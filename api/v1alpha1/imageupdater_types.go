@@ -209,6 +209,14 @@ type CommonUpdateSettings struct {
 	// +optional
 	Platforms []string `json:"platforms,omitempty"`
 
+	// MinimumReleaseAge is how long the updater must have known a
+	// version before it may be chosen: a duration ("36h") or days ("7d"),
+	// at most 365d; "0" for none. Unset, the controller's
+	// --minimum-release-age applies.
+	// +kubebuilder:validation:MaxLength=40
+	// +optional
+	MinimumReleaseAge *string `json:"minimumReleaseAge,omitempty"`
+
 	// PinDigest writes the chosen tag with the digest it points at
 	// (tag@sha256:...), the digest of the multi-platform index when there
 	// is one: never (the default), if-not-present (pinned once; a tag

@@ -136,6 +136,11 @@ func (in *CommonUpdateSettings) DeepCopyInto(out *CommonUpdateSettings) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.MinimumReleaseAge != nil {
+		in, out := &in.MinimumReleaseAge, &out.MinimumReleaseAge
+		*out = new(string)
+		**out = **in
+	}
 	if in.PinDigest != nil {
 		in, out := &in.PinDigest, &out.PinDigest
 		*out = new(string)

@@ -26,6 +26,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/cycle"
+	"github.com/image-updater/argocd-image-updater/firstseen"
 	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
 	"github.com/image-updater/argocd-image-updater/internal/securemetrics"
@@ -84,9 +85,10 @@ type controller struct {
 	writeCtx      context.Context
 	abandonWrites context.CancelFunc
 
-	lead    *leadership // nil without leader election
-	updater *cycle.Updater
-	gate    *healthgate.Gate // nil in a dry run
+	lead      *leadership // nil without leader election
+	firstSeen *firstseen.Store
+	updater   *cycle.Updater
+	gate      *healthgate.Gate // nil in a dry run
 
 	ready      atomic.Bool
 	serveErr   chan error // a server that failed
@@ -109,6 +111,7 @@ func runController(ctx context.Context, o *runOptions, logger *slog.Logger, look
 		c.recordEvents,
 		c.handleShutdown,
 		c.electLeader,
+		c.loadFirstSeen,
 		c.buildUpdateCycle,
 		c.startServers,
 		c.startWatches,
@@ -317,6 +320,22 @@ func (c *controller) leading() error {
 	return nil
 }
 
+// loadFirstSeen reads when versions were first seen, for minimum release
+// ages, from the ConfigMap the cycles save them to (none in a dry run).
+// Without it every version looks new: the controller starts anyway, and
+// the first save merges in what is stored.
+func (c *controller) loadFirstSeen(ctx context.Context) error {
+	var backend firstseen.Backend
+	if !c.o.dryRun {
+		backend = firstseen.ConfigMap{ConfigMaps: c.clientset.CoreV1().ConfigMaps(c.namespace), Name: firstseen.DefaultConfigMap}
+	}
+	c.firstSeen = firstseen.New(backend)
+	if err := c.firstSeen.Load(ctx); err != nil {
+		c.logger.Warn("the first-seen times of versions could not be read; versions look new until they are", "configMap", firstseen.DefaultConfigMap, "error", err)
+	}
+	return nil
+}
+
 func (c *controller) buildUpdateCycle(context.Context) error {
 	gitWriter, err := newGitWriter(c.o, c.clientset, c.dyn, c.namespace, c.logger, c.lookupEnv, git.WithPushGate(c.writeGate))
 	if err != nil {
@@ -338,6 +357,8 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			cycle.WithControllerNamespace(c.namespace),
 			cycle.WithRegistryConfig(c.conf.Current),
 			cycle.WithMaxConcurrency(c.o.maxConcurrency),
+			cycle.WithMinReleaseAge(c.o.minReleaseAge),
+			cycle.WithFirstSeen(c.firstSeen),
 			cycle.WithImageTimeout(c.o.imageTimeout),
 			cycle.WithApplicationTimeout(c.o.appTimeout),
 			cycle.WithDryRun(c.o.dryRun),

@@ -146,7 +146,8 @@ func manifestRules(t *testing.T, path, kind string) []rbacv1.PolicyRule {
 // listed, its argocd-ssh-known-hosts-cm (SSH) and argocd-tls-certs-cm
 // (HTTPS) and the Applications' AppProject read for git write-back; events
 // created, and patched when the recorder aggregates eleven warnings on one
-// Application; the leader Lease read, created, renewed and released. In
+// Application; the leader Lease read, created, renewed and released; the
+// ConfigMap of first-seen times read, created and updated. In
 // the cluster-wide install all of it except the Argo CD namespace's own
 // objects happens in a second namespace too, and the ClusterRole is held
 // to that.
@@ -387,6 +388,9 @@ func newRBACScenario(t *testing.T, k *testenv.Kube, namespaces []string) *rbacSc
 	pull := map[string]string{"app.pull-secret": "pullsecret:" + argocd + "/regcred"}
 	s.createApp(t, argocd, "over-ssh", s.git.SSHRepoURL("over-ssh"), "git", pull)
 	s.createApp(t, argocd, "over-https", s.httpsURL+"/over-https.git", "git", pull)
+	// Its versions too young: their first-seen times are saved
+	// (the ConfigMap created at start, then updated).
+	s.createApp(t, argocd, "too-young", "", "argocd", map[string]string{"app.pull-secret": pull["app.pull-secret"], "minimum-release-age": "7d"})
 	return s
 }
 

@@ -52,11 +52,15 @@ type runOptions struct {
 	// (registry.WithHostCAs).
 	registryCAsDir string
 	maxConcurrency int
-	healthPort     int
-	stallTimeout   time.Duration
-	shutdownGrace  time.Duration
-	requestTimeout time.Duration
-	imageTimeout   time.Duration
+	// minReleaseAge is the images' default minimum release age, read
+	// from --minimum-release-age.
+	minReleaseAge     time.Duration
+	minReleaseAgeFlag string
+	healthPort        int
+	stallTimeout      time.Duration
+	shutdownGrace     time.Duration
+	requestTimeout    time.Duration
+	imageTimeout      time.Duration
 	// appTimeout bounds all the listings and choices of one Application
 	// in a pass (cycle.WithApplicationTimeout); 0: twice imageTimeout.
 	appTimeout  time.Duration
@@ -171,6 +175,7 @@ var runEnv = envFlags{
 	"kube-api-qps":              "IMAGE_UPDATER_KUBE_API_QPS",
 	"kube-api-burst":            "IMAGE_UPDATER_KUBE_API_BURST",
 	"max-concurrency":           "IMAGE_UPDATER_MAX_CONCURRENCY",
+	"minimum-release-age":       "IMAGE_UPDATER_MINIMUM_RELEASE_AGE",
 	"application-namespaces":    "IMAGE_UPDATER_APPLICATION_NAMESPACES",
 	"leader-election":           "IMAGE_UPDATER_LEADER_ELECTION",
 	"stall-timeout":             "IMAGE_UPDATER_STALL_TIMEOUT",
@@ -279,6 +284,7 @@ func (o *runOptions) addCycleFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.once, "once", false, "run one cycle and exit; same as --interval=0 --health-port=0")
 	f.BoolVar(&o.dryRun, "dry-run", false, "compute and log every change, write nothing")
 	f.IntVar(&o.maxConcurrency, "max-concurrency", 10, "maximum number of Applications processed at once")
+	f.StringVar(&o.minReleaseAgeFlag, "minimum-release-age", "0", "how long the updater must have known a version before it is chosen, for images that set no minimum-release-age: a duration (36h) or days (7d), at most 365d")
 	f.StringVar(&o.registriesConfPath, "registries-conf-path", defaultRegistriesConfPath, "path to the registries configuration file")
 	f.StringVar(&o.sigstoreTrustedRoot, "sigstore-trusted-root", "", "path to a Sigstore trusted root (trusted_root.json) that keyless signatures are checked against (none: keyless verification is refused)")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", 0, "/healthz fails when, while a cycle or check is under way, no image or chart was checked nor anything written for this long, so the pod restarts (default: 5 times --interval, at least 10m)")
@@ -369,6 +375,11 @@ func (o *runOptions) validate() error {
 	}
 	if err := oneOf("git-commit-signing-method", o.gitCommitSigningMethod, "openpgp", "ssh"); err != nil {
 		return err
+	}
+	if d, err := settings.ParseReleaseAge(o.minReleaseAgeFlag); err != nil {
+		return usageErrorf("invalid value for --minimum-release-age: %v", err)
+	} else {
+		o.minReleaseAge = d
 	}
 	switch {
 	case o.interval < 0:

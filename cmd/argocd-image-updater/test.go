@@ -261,7 +261,7 @@ func (o *testOptions) choose(ctx context.Context, in testInput, client *registry
 		}
 	}
 	if o.verifySignature == "" {
-		res, err := cycle.Choose(ctx, in.policy, tags, in.ref.Version(), meta, pin)
+		res, _, err := cycle.Choose(ctx, in.policy, tags, in.ref.Version(), meta, cycle.Choice{Pin: pin})
 		return res, nil, err
 	}
 	key, err := loadTestKey(ctx, o.verifySignature, secrets)
@@ -269,13 +269,14 @@ func (o *testOptions) choose(ctx context.Context, in testInput, client *registry
 		return strategy.Result{}, nil, err
 	}
 	v := signature.NewVerifier(client)
-	return cycle.ChooseVerified(ctx, in.policy, tags, in.ref.Version(), meta, cycle.SignatureCheck{
+	res, skipped, _, err := cycle.ChooseVerified(ctx, in.policy, tags, in.ref.Version(), meta, cycle.SignatureCheck{
 		Digest: func(ctx context.Context, tag string) (string, error) {
 			info, err := meta(ctx, tag)
 			return info.Digest, err
 		},
 		Verify: func(ctx context.Context, digest string) error { return v.Verify(ctx, in.ref, in.creds, digest, key) },
-	}, pin)
+	}, cycle.Choice{Pin: pin})
+	return res, skipped, err
 }
 
 // loadTestKey reads the public key of --verify-signature: a PEM file, or

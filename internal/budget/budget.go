@@ -9,6 +9,7 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 )
@@ -151,6 +152,24 @@ func (c *LRU[K, V]) remove(key K) {
 	}
 	delete(c.items, key)
 	c.used -= c.order.Remove(e).(*entry[K, V]).bytes
+}
+
+// All is what is kept when it is called, most recently used first, for
+// a holder that writes its values out; it marks none of them used.
+func (c *LRU[K, V]) All() iter.Seq2[K, V] {
+	c.mu.Lock()
+	kept := make([]*entry[K, V], 0, len(c.items))
+	for e := c.order.Front(); e != nil; e = e.Next() {
+		kept = append(kept, e.Value.(*entry[K, V]))
+	}
+	c.mu.Unlock()
+	return func(yield func(K, V) bool) {
+		for _, e := range kept {
+			if !yield(e.key, e.value) {
+				return
+			}
+		}
+	}
 }
 
 // Used is the bytes of the values kept.

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -84,6 +85,35 @@ func TestLRU(t *testing.T) {
 	c.Remove("c")
 	if c.Used() != 0 || c.Len() != 0 {
 		t.Errorf("%d bytes in %d values after removal", c.Used(), c.Len())
+	}
+}
+
+// TestLRUAll: what is kept, most recently used first, without marking
+// any used.
+func TestLRUAll(t *testing.T) {
+	c := NewLRU[string, blob](10)
+	c.Put("a", 3)
+	c.Put("b", 3)
+	c.Put("c", 3)
+	c.Get("a")
+	var got []string
+	for k, v := range c.All() {
+		got = append(got, fmt.Sprintf("%s=%d", k, v))
+	}
+	if fmt.Sprint(got) != "[a=3 c=3 b=3]" {
+		t.Errorf("all %v, want a, c, b", got)
+	}
+	c.Put("d", 3) // b is still the least recently used: All used none
+	if _, ok := c.Get("b"); ok {
+		t.Error("b kept: All marked it used")
+	}
+	n := 0
+	for range c.All() {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Errorf("%d values after a break", n)
 	}
 }
 

@@ -1,0 +1,10 @@
+package firstseen
+
+import (
+	"testing"
+
+	"github.com/image-updater/argocd-image-updater/internal/testenv"
+)
+
+// The tests share one API server (testenv.SharedKube).
+func TestMain(m *testing.M) { testenv.Main(m) }
