@@ -67,14 +67,24 @@ type Source struct {
 	blocks uint8
 }
 
+// Destination is an Application's spec.destination.
+type Destination struct {
+	// Server is the cluster's API server URL, Name its name in Argo CD.
+	Server, Name string
+	Namespace    string
+}
+
 // Application is what the update cycle needs of an Argo CD Application.
 type Application struct {
 	Namespace, Name string
 	// Project is spec.project, the AppProject ("" when unset, which Argo
 	// CD reads as "default").
-	Project  string
-	Settings settings.Settings
-	Sources  []Source
+	Project string
+	// Destination is spec.destination: where Argo CD deploys, which an
+	// AppProject's sync windows are matched against.
+	Destination Destination
+	Settings    settings.Settings
+	Sources     []Source
 	// RunningImages are status.summary.images: what runs now.
 	RunningImages []string
 	// ApplicationSet is the ApplicationSet that generated the Application,

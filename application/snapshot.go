@@ -37,9 +37,10 @@ type Snapshot struct {
 	// (its controller owner), if any.
 	applicationSet string
 	// spec tells whether the spec was kept (see KeepSpec).
-	spec    bool
-	project string
-	sources []Source
+	spec        bool
+	project     string
+	destination Destination
+	sources     []Source
 	// multiSource: the sources are spec.sources rather than spec.source.
 	multiSource bool
 	statusType  string
@@ -117,6 +118,11 @@ func SnapshotOf(obj *unstructured.Unstructured, opts ...SnapshotOption) *Snapsho
 	}
 	s.spec = true
 	s.project = str(stringAt(obj.Object, "spec", "project"))
+	s.destination = Destination{
+		Server:    str(stringAt(obj.Object, "spec", "destination", "server")),
+		Name:      str(stringAt(obj.Object, "spec", "destination", "name")),
+		Namespace: str(stringAt(obj.Object, "spec", "destination", "namespace")),
+	}
 	// Status is Argo CD's to write; a part we cannot read only costs us
 	// what runs now.
 	s.running = stringsAt(obj.Object, str, "status", "summary", "images")
@@ -207,6 +213,7 @@ func (s *Snapshot) Application(opts ...imageref.Option) (*Application, error) {
 		Namespace:      s.namespace,
 		Name:           s.name,
 		Project:        s.project,
+		Destination:    s.destination,
 		Settings:       p.settings,
 		Sources:        s.sources,
 		RunningImages:  s.running,
@@ -241,6 +248,9 @@ func (s *Snapshot) object() *unstructured.Unstructured {
 	spec := map[string]any{}
 	if s.project != "" {
 		spec["project"] = s.project
+	}
+	if d := s.destination.object(); d != nil {
+		spec["destination"] = d
 	}
 	sources := make([]any, len(s.sources))
 	for i, src := range s.sources {
@@ -503,4 +513,18 @@ func copyJSON(v any, str func(string) string) any {
 		return out
 	}
 	return v
+}
+
+// object is the destination as spec.destination holds it; nil when empty.
+func (d Destination) object() map[string]any {
+	m := map[string]any{}
+	for k, v := range map[string]string{"server": d.Server, "name": d.Name, "namespace": d.Namespace} {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }

@@ -67,7 +67,7 @@ func TestSnapshotKeepsWhatTheUpdaterReads(t *testing.T) {
 				"argocd-image-updater.argoproj.io/image-list":         "app=registry.example.com/shop/app:~1.2",
 				"argocd-image-updater.argoproj.io/app.helm.image-tag": "app.tag",
 			}},
-		"spec": map[string]any{"project": "shop", "sources": []any{
+		"spec": map[string]any{"project": "shop", "destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "shop"}, "sources": []any{
 			map[string]any{"repoURL": "https://git.example.com/charts.git", "chart": "shop", "targetRevision": "1.0.0",
 				"helm": map[string]any{"parameters": []any{map[string]any{"name": "app.tag", "value": "1.2.0", "forceString": true, "futureField": map[string]any{"x": int64(1)}}}}},
 			map[string]any{"repoURL": "https://git.example.com/deploy.git", "path": "overlays/prod", "targetRevision": "main",

@@ -24,6 +24,7 @@ func newApp(namespace, name string, labels map[string]string, annotations map[st
 			"project":     "default",
 			"source":      map[string]any{"repoURL": "https://git.example.com/r.git", "path": "main/overlays/production", "kustomize": map[string]any{}},
 			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"},
+			"syncPolicy":  map[string]any{"automated": map[string]any{"prune": true}},
 		},
 	}}
 	obj.SetLabels(labels)
@@ -77,7 +78,7 @@ func TestWatcher(t *testing.T) {
 	if len(apps[0].Settings.Images) != 1 || apps[0].Sources[0].Type != application.SourceKustomize {
 		t.Errorf("parsed %+v", apps[0])
 	}
-	if _, ok := apps[0].Object().Object["spec"].(map[string]any)["destination"]; ok {
+	if _, ok := apps[0].Object().Object["spec"].(map[string]any)["syncPolicy"]; ok {
 		t.Error("a field the updater does not read kept in the cache")
 	}
 	// Settings are read once per version of an Application.

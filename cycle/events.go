@@ -115,12 +115,19 @@ func (e *EventReporter) signaturesSkipped(app *application.Application, image st
 // versionWaiting reports a newer version of image held back for its
 // minimum release age: one Normal event when first seen waiting.
 func (e *EventReporter) versionWaiting(app *application.Application, image string, w *Waiting) {
-	if e == nil || w == nil {
+	if w != nil {
+		e.waiting(app, fmt.Sprintf("image %s: %s", image, w))
+	}
+}
+
+// waiting reports a version held back, told by msg: one Normal event
+// when first seen waiting.
+func (e *EventReporter) waiting(app *application.Application, msg string) {
+	if e == nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	msg := fmt.Sprintf("image %s: %s", image, w)
 	if e.first(app, msg) {
 		e.recorder.Event(app.Object(), corev1.EventTypeNormal, ReasonVersionWaiting, truncate(msg))
 	}

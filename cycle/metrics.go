@@ -63,7 +63,11 @@ func MaxApplicationSeries(n int) MetricsOption { return func(m *Metrics) { m.max
 
 // waitingMinReleaseAge is the reason label of versions waiting for their
 // minimum release age.
-const waitingMinReleaseAge = "minimum-release-age"
+const (
+	waitingMinReleaseAge = "minimum-release-age"
+	// waitingUpdateWindow: waiting for the Application's update window.
+	waitingUpdateWindow = "update-window"
+)
 
 // Label names of the per-Application series.
 const (
@@ -136,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	}
 	m.versionsWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "argocd_image_updater_versions_waiting",
-		Help: "Images whose newer version the last cycle held back, by reason (minimum-release-age).",
+		Help: "Images whose newer version the last cycle held back, by reason (minimum-release-age, update-window).",
 	}, []string{"reason"})
 	for _, c := range []prometheus.Collector{m.appsWatchedVec, m.imagesWatchedVec, m.imagesUpdatedVec, m.imagesErrorsVec,
 		m.cycleDuration, m.appsProcessed, m.imagesProcessed, m.kubeRequests, m.kubeErrors, m.versionsWaiting} {
@@ -239,6 +243,7 @@ func (m *Metrics) cycleDone(s Summary) {
 	}
 	m.cycleDuration.Observe(s.Duration.Seconds())
 	m.versionsWaiting.WithLabelValues(waitingMinReleaseAge).Set(float64(s.Waiting))
+	m.versionsWaiting.WithLabelValues(waitingUpdateWindow).Set(float64(s.WaitingWindow))
 	m.appsProcessed.Add(float64(s.Applications))
 	m.imagesProcessed.Add(float64(s.Images))
 }

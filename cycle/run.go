@@ -33,6 +33,8 @@ type run struct {
 	// held counts in bytes the tag lists and chart versions the pass
 	// holds, from hosts tenants choose, until the pass ends.
 	held *budget.Budget
+	// windows are the window states of the Applications with changes.
+	windows map[string]windowState
 }
 
 func (u *Updater) newRun(sc scope) *run {
@@ -397,6 +399,9 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 		}
 		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
+			continue
+		}
+		if r.heldByWindow(ctx, o) {
 			continue
 		}
 		key := app.Key()

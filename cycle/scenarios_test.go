@@ -311,6 +311,51 @@ func TestCycle(t *testing.T) {
 		}
 	})
 
+	t.Run("update windows: a change waits outside them and is written as one opens", func(t *testing.T) {
+		now := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC) // a Wednesday, 14:00 in Berlin
+		w := newWorld(t, k, reg, worldOptions{names: "win-*", updater: []Option{withClock(func() time.Time { return now })}})
+		reg.PushImage(t, "win-app", []string{"1.0.0", "1.1.0"})
+		w.create(t,
+			appObject("win-deny", map[string]string{"image-list": "app=" + repo("win-app"), "update-windows": "deny 0 12 * * * 2h"}, nil, repo("win-app")+":1.0.0"),
+			appObject("win-allow", map[string]string{"image-list": "app=" + repo("win-app"), "update-windows": "allow 0 9 * * 1-5 8h Europe/Berlin; deny 0 0 24 12 * 48h"}, nil, repo("win-app")+":1.0.0"),
+			appObject("win-bad", map[string]string{"image-list": "app=" + repo("win-app"), "update-windows": "allow 0 9 * * * forever"}, nil, repo("win-app")+":1.0.0"),
+			appObject("win-project", map[string]string{"image-list": "app=" + repo("win-app"), "use-sync-windows": "true"}, nil, repo("win-app")+":1.0.0"),
+		)
+		written := func(name string) []string { return testenv.KustomizeImages(t, w.get(t, name)) }
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.WaitingWindow != 2 || sum.Errors != 1 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if want := time.Date(2026, 12, 2, 14, 0, 1, 0, time.UTC); !sum.NextWindow.Equal(want) {
+			t.Errorf("next window %v, want %v", sum.NextWindow, want)
+		}
+		if got := written("win-allow"); !slices.Equal(got, []string{repo("win-app") + ":1.1.0"}) {
+			t.Errorf("win-allow, inside its window: %v", got)
+		}
+		for _, name := range []string{"win-deny", "win-bad", "win-project"} {
+			if got := written(name); len(got) != 0 {
+				t.Errorf("%s written outside its windows: %v", name, got)
+			}
+		}
+		waitMsg := "image app: version 1.1.0 waits: the Application is outside its update windows until 2026-12-02T14:00:01Z"
+		poll.True(t, 15*time.Second, "a VersionWaiting event on win-deny", func() bool {
+			for _, e := range w.events(t, "win-deny") {
+				if e.Reason == ReasonVersionWaiting && e.Message == waitMsg {
+					return true
+				}
+			}
+			return false
+		})
+		if got := testutil.ToFloat64(w.metrics.versionsWaiting.WithLabelValues("update-window")); got != 2 {
+			t.Errorf("versions waiting for a window: %v, want 2", got)
+		}
+
+		now = time.Date(2026, 12, 2, 14, 0, 1, 0, time.UTC)
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || !slices.Equal(written("win-deny"), []string{repo("win-app") + ":1.1.0"}) {
+			t.Fatalf("as the window opens: %+v, win-deny at %v", sum, written("win-deny"))
+		}
+	})
+
 	t.Run("multi-source: the source naming the image changes", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "multi*"})
 		w.create(t, appObject("multi", map[string]string{"image-list": "web=" + repo("eks-web")}, map[string]any{"sources": []any{

@@ -80,6 +80,7 @@ type Updater struct {
 	// times those firstSeen keeps.
 	minReleaseAge time.Duration
 	firstSeen     *firstseen.Store
+	syncWindows   SyncWindows
 
 	// Its bounds.
 	maxConcurrency     int
@@ -279,10 +280,14 @@ type Summary struct {
 	// was stopped): no failure of theirs, but nothing was written.
 	NotWritten int
 	// Waiting counts the images whose newer version waits for its
-	// minimum release age.
-	Waiting     int
-	TagListings int
-	Duration    time.Duration
+	// minimum release age, WaitingWindow those whose change waits for
+	// its Application's update window, and NextWindow is when the first
+	// of those windows opens (zero: none within a year).
+	Waiting       int
+	WaitingWindow int
+	NextWindow    time.Time
+	TagListings   int
+	Duration      time.Duration
 	// Trigger is what asked for a targeted check (CheckRepositories);
 	// empty for a cycle.
 	Trigger string
@@ -304,8 +309,12 @@ type Summary struct {
 func (u *Updater) Run(ctx context.Context, interval time.Duration) {
 	for ctx.Err() == nil {
 		start := u.now()
-		u.RunOnce(ctx)
+		sum := u.RunOnce(ctx)
 		wait := interval - u.now().Sub(start)
+		if opens := sum.NextWindow.Sub(u.now()); !sum.NextWindow.IsZero() && opens < wait {
+			// Changes wait for an update window: written as it opens.
+			wait = opens
+		}
 		if wait < 0 {
 			wait = 0
 		}

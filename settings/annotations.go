@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/window"
+
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/platform"
 )
@@ -71,6 +73,14 @@ const (
 	KeyHealthGateState = "health-gate-state"
 	KeyHealthGateClear = "health-gate-clear"
 
+	// KeyUpdateWindows, of the Application: windows separated by ";",
+	// "<allow|deny> <5 cron fields> <duration> [<time zone>]" (see
+	// window.Parse), when new versions may be written.
+	KeyUpdateWindows = "update-windows"
+	// KeyUseSyncWindows, of the Application: "true" also applies its
+	// AppProject's sync windows that match it.
+	KeyUseSyncWindows = "use-sync-windows"
+
 	// KeyRollbackHold, of the Application: "false" writes again a version
 	// someone else rolled back; by default it is held (skipped).
 	KeyRollbackHold = "rollback-hold"
@@ -84,7 +94,7 @@ var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
 		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest, KeyMinReleaseAge}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyHelmImageDigest, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
-	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold, KeyUpdateWindows, KeyUseSyncWindows}
 )
 
 // Default Helm parameter names, as Helm charts commonly name them.
@@ -113,6 +123,16 @@ type Settings struct {
 	// annotation "false" does the same, whatever configures it, and is
 	// read where the hold is decided.
 	RollbackHoldOff bool
+	// Windows say when the Application's new versions may be written;
+	// none: always. WindowsOrigin is where they are written; "" when
+	// nowhere. With WindowsInvalid (windows written and not understood)
+	// nothing is written.
+	Windows        window.Set
+	WindowsOrigin  Origin
+	WindowsInvalid bool
+	// UseSyncWindows also applies the AppProject's sync windows that
+	// match the Application.
+	UseSyncWindows bool
 }
 
 // Managed reports whether an Application carries the image-list or the
@@ -135,6 +155,21 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 	}
 
 	a.WriteBack = parseWriteBack(get, &a.Problems)
+	if v, ok := get(KeyUpdateWindows); ok {
+		a.readWindows(v, AnnotationOrigin(KeyUpdateWindows))
+	}
+	if v, ok := get(KeyUseSyncWindows); ok {
+		switch strings.ToLower(v) {
+		case "true":
+			a.UseSyncWindows = true
+		case "false", "":
+		default:
+			// Fail closed: whoever asked for the project's windows must
+			// not get writes outside them.
+			a.Problems = append(a.Problems, Problem{Origin: AnnotationOrigin(KeyUseSyncWindows), Message: fmt.Sprintf("value %.40q is not true or false; nothing is written", v)})
+			a.WindowsInvalid = true
+		}
+	}
 
 	list, listed := get(KeyImageList)
 	if p, ok := tooManyImages(countEntries(list), AnnotationOrigin(KeyImageList)); !ok {
@@ -533,4 +568,16 @@ func aliasKnown(aliases map[string]bool, key string) bool {
 		}
 	}
 	return false
+}
+
+// readWindows sets the Application's windows from v, written at at; a
+// value not understood writes nothing, rather than at any time.
+func (a *Settings) readWindows(v string, at Origin) {
+	set, err := window.Parse(v)
+	if err != nil {
+		a.Problems = append(a.Problems, Problem{Origin: at, Message: err.Error() + "; nothing is written"})
+		a.WindowsInvalid = true
+		return
+	}
+	a.Windows, a.WindowsOrigin = set, at
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/image-updater/argocd-image-updater/window"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -47,6 +49,18 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 			break
 		}
 	}
+	for _, use := range []*bool{ref.UseSyncWindows, iu.Spec.UseSyncWindows} {
+		if use != nil {
+			a.UseSyncWindows = *use
+			break
+		}
+	}
+	switch {
+	case ref.UpdateWindows != nil:
+		a.resourceWindows(ref.UpdateWindows, refAt.Child(".updateWindows"))
+	case iu.Spec.UpdateWindows != nil:
+		a.resourceWindows(iu.Spec.UpdateWindows, spec.Child(".updateWindows"))
+	}
 
 	levels := []level{
 		{common: ref.CommonUpdateSettings, verify: ref.ImagesVerification, gate: ref.HealthGate, at: refAt},
@@ -65,6 +79,27 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 	}
 	a.Charts = chartConfigs(ref, refAt, &a.Problems)
 	return a
+}
+
+// resourceWindows sets the Application's windows from an ImageUpdater's
+// list at at; one not understood writes nothing.
+func (a *Settings) resourceWindows(list []api.UpdateWindow, at Origin) {
+	if len(list) > window.MaxWindows {
+		a.Problems = append(a.Problems, Problem{Origin: at, Message: fmt.Sprintf("%d windows, more than %d; nothing is written", len(list), window.MaxWindows)})
+		a.WindowsInvalid = true
+		return
+	}
+	var set window.Set
+	for i, w := range list {
+		parsed, err := window.New(w.Kind, w.Schedule, w.Duration, w.TimeZone)
+		if err != nil {
+			a.Problems = append(a.Problems, Problem{Origin: at.Child("[%d]", i), Message: err.Error() + "; nothing is written"})
+			a.WindowsInvalid = true
+			return
+		}
+		set = append(set, parsed)
+	}
+	a.Windows, a.WindowsOrigin = set, at
 }
 
 // chartConfigs reads an applicationRef's charts; their settings are

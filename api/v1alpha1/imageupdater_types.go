@@ -42,6 +42,18 @@ type ImageUpdaterSpec struct {
 	// +optional
 	RollbackHold *bool `json:"rollbackHold,omitempty"`
 
+	// UpdateWindows say when the Applications' new versions may be
+	// written, as Argo CD's sync windows say when they may sync.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	UpdateWindows []UpdateWindow `json:"updateWindows,omitempty"`
+
+	// UseSyncWindows also applies the sync windows of each Application's
+	// AppProject that match it; false when no level sets it.
+	// +optional
+	UseSyncWindows *bool `json:"useSyncWindows,omitempty"`
+
 	// ApplicationRefs select Applications in the resource's namespace. An
 	// Application matched by several refs is handled by the first. Each
 	// cycle matches each ref against every Application of the namespace:
@@ -96,6 +108,16 @@ type ApplicationRef struct {
 	// RollbackHold overrides the spec's for this ref's Applications.
 	// +optional
 	RollbackHold *bool `json:"rollbackHold,omitempty"`
+
+	// UpdateWindows replace the spec's for this ref's Applications.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	UpdateWindows []UpdateWindow `json:"updateWindows,omitempty"`
+
+	// UseSyncWindows overrides the spec's for this ref's Applications.
+	// +optional
+	UseSyncWindows *bool `json:"useSyncWindows,omitempty"`
 
 	// Images are the images to update; required unless useAnnotations
 	// or charts.
@@ -225,6 +247,24 @@ type CommonUpdateSettings struct {
 	// +kubebuilder:validation:Enum=never;if-not-present;always
 	// +optional
 	PinDigest *string `json:"pinDigest,omitempty"`
+}
+
+// UpdateWindow is a time when new versions may (allow) or may not (deny)
+// be written: from each time of Schedule, for Duration.
+type UpdateWindow struct {
+	// Kind is allow or deny.
+	// +kubebuilder:validation:Enum=allow;deny
+	Kind string `json:"kind"`
+	// Schedule is a five-field cron schedule ("0 9 * * 1-5").
+	// +kubebuilder:validation:MaxLength=100
+	Schedule string `json:"schedule"`
+	// Duration is how long the window stays open ("8h").
+	// +kubebuilder:validation:MaxLength=20
+	Duration string `json:"duration"`
+	// TimeZone is the IANA time zone of Schedule; UTC when empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
 }
 
 // WriteBackConfig says where a new version is written.

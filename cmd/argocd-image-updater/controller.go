@@ -359,6 +359,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			cycle.WithMaxConcurrency(c.o.maxConcurrency),
 			cycle.WithMinReleaseAge(c.o.minReleaseAge),
 			cycle.WithFirstSeen(c.firstSeen),
+			cycle.WithSyncWindows(projectSyncWindows{dyn: c.dyn, namespace: c.namespace}),
 			cycle.WithImageTimeout(c.o.imageTimeout),
 			cycle.WithApplicationTimeout(c.o.appTimeout),
 			cycle.WithDryRun(c.o.dryRun),

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 )
+
+var quietControllerRuntime sync.Once
 
 // ArgoCDNamespace is where the tests put Argo CD's objects, as an install does.
 const ArgoCDNamespace = "argocd"
@@ -109,6 +114,10 @@ func StartKube(t testing.TB, opts ...KubeOption) *Kube {
 	if o.audit {
 		auditLog = configureAudit(t, env)
 	}
+	// envtest logs through controller-runtime's logger, which tells with
+	// a stack trace that nobody set it; the tests read the servers' own
+	// output instead.
+	quietControllerRuntime.Do(func() { ctrllog.SetLogger(logr.Discard()) })
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver and etcd: %v", err)
