@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
@@ -30,10 +31,21 @@ type HealthGate interface {
 	// Written is told of each write that persisted new versions, with the
 	// Application as the cycle read it.
 	Written(ctx context.Context, app *application.Application, res writeback.Result)
+	// Verified is the version of the image that the gate last wrote for
+	// app and verified, for the Applications promoted from app; false
+	// when none is.
+	Verified(app *application.Application, image string) (Verified, bool)
 	// Flush persists what Written and Skipped changed since the last
 	// Flush: the cycle calls it once after each batch of writes, and at
 	// the end of each pass.
 	Flush(ctx context.Context)
+}
+
+// Verified is a version the health gate verified, and when Argo CD was
+// first seen running it.
+type Verified struct {
+	Version    imageref.Version
+	DeployedAt time.Time
 }
 
 // Skips is what the health gate says of one image of an Application.

@@ -24,6 +24,15 @@ type skipGate struct {
 	mu       sync.Mutex
 	written  []writeback.Result
 	flushes  int
+	// verified are the versions verified, by "<namespace>/<name>/<image>".
+	verified map[string]Verified
+}
+
+func (g *skipGate) Verified(app *application.Application, image string) (Verified, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	v, ok := g.verified[app.Key()+"/"+image]
+	return v, ok
 }
 
 func (g *skipGate) Skipped(_ context.Context, _ *application.Application, image string, _ imageref.Version) Skips {

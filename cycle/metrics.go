@@ -67,6 +67,8 @@ const (
 	waitingMinReleaseAge = "minimum-release-age"
 	// waitingUpdateWindow: waiting for the Application's update window.
 	waitingUpdateWindow = "update-window"
+	// waitingPromotion: waiting for the stage it is promoted from.
+	waitingPromotion = "promotion"
 )
 
 // Label names of the per-Application series.
@@ -140,7 +142,7 @@ func NewMetrics(reg prometheus.Registerer, opts ...MetricsOption) (*Metrics, err
 	}
 	m.versionsWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "argocd_image_updater_versions_waiting",
-		Help: "Images whose newer version the last cycle held back, by reason (minimum-release-age, update-window).",
+		Help: "Images whose newer version the last cycle held back, by reason (minimum-release-age, update-window, promotion).",
 	}, []string{"reason"})
 	for _, c := range []prometheus.Collector{m.appsWatchedVec, m.imagesWatchedVec, m.imagesUpdatedVec, m.imagesErrorsVec,
 		m.cycleDuration, m.appsProcessed, m.imagesProcessed, m.kubeRequests, m.kubeErrors, m.versionsWaiting} {
@@ -244,6 +246,7 @@ func (m *Metrics) cycleDone(s Summary) {
 	m.cycleDuration.Observe(s.Duration.Seconds())
 	m.versionsWaiting.WithLabelValues(waitingMinReleaseAge).Set(float64(s.Waiting))
 	m.versionsWaiting.WithLabelValues(waitingUpdateWindow).Set(float64(s.WaitingWindow))
+	m.versionsWaiting.WithLabelValues(waitingPromotion).Set(float64(s.WaitingPromotion))
 	m.appsProcessed.Add(float64(s.Applications))
 	m.imagesProcessed.Add(float64(s.Images))
 }

@@ -24,6 +24,8 @@ type Pin struct {
 type Choice struct {
 	Age Age
 	Pin Pin
+	// promote restricts the choice to the stage's version.
+	promote *promotion
 }
 
 // Choose chooses as policy does, among the versions old enough for
@@ -31,13 +33,25 @@ type Choice struct {
 // already, whatever it says). Waiting is the newer version held back for
 // its age, if any.
 func Choose(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, c Choice) (strategy.Result, *Waiting, error) {
+	if p := c.promote; p != nil {
+		if p.wait != nil {
+			return strategy.Result{Seen: len(tags), Tag: current.Tag, Digest: current.Digest, Reason: p.wait.String()}, p.wait, nil
+		}
+		tags = p.only(tags, current)
+	}
 	res, err := policy.Choose(ctx, tags, current, meta)
 	if err != nil {
 		return res, nil, err
 	}
 	res, waiting, err := c.Age.apply(ctx, policy, tags, current, meta, res)
-	if err != nil || policy.Name() == strategy.Digest {
+	if err != nil {
 		return res, waiting, err
+	}
+	if p := c.promote; p != nil && p.version.Digest != "" {
+		return p.digest(res, current), waiting, nil
+	}
+	if policy.Name() == strategy.Digest {
+		return res, waiting, nil
 	}
 	res, err = c.Pin.apply(ctx, res, current)
 	return res, waiting, err

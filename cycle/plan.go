@@ -34,6 +34,10 @@ type job struct {
 	// sigKey names the key new versions must be signed with, its
 	// namespace filled in; zero when none.
 	sigKey settings.SignatureKey
+	// stage is the Application the image is promoted from, or stageErr
+	// why the one it names cannot be.
+	stage    *stage
+	stageErr error
 }
 
 // repoKey identifies one tag listing: the same repository read with the

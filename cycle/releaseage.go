@@ -20,12 +20,22 @@ type Age struct {
 	Now       func() time.Time
 }
 
-// Waiting is a newer version not taken yet for its minimum release age
-// (Min), and when it may be.
+// Waiting is a newer version not taken yet, and when it may be (zero:
+// not known): for its minimum release age (Min), or, when Why says so,
+// for its stage (promotion).
 type Waiting struct {
 	Version imageref.Version
 	Min     time.Duration
 	Until   time.Time
+	Why     string
+}
+
+// reason is the metric's label of the wait.
+func (w *Waiting) reason() string {
+	if w.Why != "" {
+		return waitingPromotion
+	}
+	return waitingMinReleaseAge
 }
 
 // apply holds back a choice younger than a.Min: the strategy chooses
@@ -75,5 +85,15 @@ func (a Age) apply(ctx context.Context, policy *strategy.Policy, tags []string, 
 }
 
 func (w *Waiting) String() string {
-	return fmt.Sprintf("version %s waits for its minimum release age (%s) until %s", w.Version, w.Min, w.Until.UTC().Format(time.RFC3339))
+	if w.Why == "" {
+		return fmt.Sprintf("version %s waits for its minimum release age (%s) until %s", w.Version, w.Min, w.Until.UTC().Format(time.RFC3339))
+	}
+	s := "nothing to promote: " + w.Why
+	if !w.Version.IsZero() {
+		s = fmt.Sprintf("version %s waits: %s", w.Version, w.Why)
+	}
+	if !w.Until.IsZero() {
+		s += " until " + w.Until.UTC().Format(time.RFC3339)
+	}
+	return s
 }

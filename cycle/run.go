@@ -35,6 +35,9 @@ type run struct {
 	held *budget.Budget
 	// windows are the window states of the Applications with changes.
 	windows map[string]windowState
+	// all are the Applications the updater manages, by key, however
+	// few the pass covers: the stages of promoted images.
+	all map[string]*application.Application
 }
 
 func (u *Updater) newRun(sc scope) *run {
@@ -70,6 +73,10 @@ func (u *Updater) run(ctx context.Context, sc scope) Summary {
 func (r *run) applications() []*application.Application {
 	u := r.u
 	apps := u.apps.Applications(u.config().ReferenceOptions()...)
+	r.all = make(map[string]*application.Application, len(apps))
+	for _, a := range apps {
+		r.all[a.Key()] = a
+	}
 	if r.scope.full() {
 		u.events.beginCycle()
 	} else {
@@ -117,6 +124,11 @@ func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job
 			u.logger.Debug("image skipped", "application", app.Key(), "image", s.image, "reason", s.reason)
 			if s.reason == skipNotRunning && !slices.ContainsFunc(r.sum.NotRunning, s.repo.SameName) {
 				r.sum.NotRunning = append(r.sum.NotRunning, s.repo)
+			}
+		}
+		for _, j := range appJobs {
+			if !j.spec.PromoteFrom.IsZero() {
+				j.stage, j.stageErr = stageOf(j, r.all)
 			}
 		}
 		jobs = append(jobs, appJobs...)
@@ -206,13 +218,29 @@ func (r *run) check(ctx context.Context, jobs []*job, chartJobs []*chartJob) {
 	memo := newMetadataMemo()
 	keys := u.loadKeys(ctx, jobs)
 	done := make(chan *appWork, len(order))
-	for _, w := range order {
+	// Every Application has its share before any takes a slot: one that
+	// started first would otherwise hold them all.
+	type started struct {
+		ctx    context.Context
+		cancel context.CancelFunc
+		share  *appSlots
+	}
+	starts := make([]started, len(order))
+	for i, w := range order {
+		actx, start, cancel := appContext(ctx, u.applicationTimeout)
+		starts[i] = started{actx, cancel, u.slots.join(w.app.Namespace, start)}
+	}
+	for i, w := range order {
 		go func() {
-			r.checkApplication(ctx, w, tags, charts, chartsOf, memo, keys)
+			defer starts[i].cancel()
+			defer starts[i].share.leave()
+			r.checkApplication(starts[i].ctx, starts[i].share, w, tags, charts, chartsOf, memo, keys)
 			done <- w
 		}()
 	}
 	r.writeAsDone(ctx, done, len(order))
+	tags.wait()
+	charts.wait()
 	// What the gate learnt while choosing (a version seen, a hold) is
 	// saved before the pass ends, written or not.
 	u.gateFlush(ctx)
@@ -247,12 +275,8 @@ func (r *run) hold(tr tagResult, j *job) tagResult {
 
 // checkApplication lists and chooses the versions of one Application's
 // images and charts, in its share of the slots and within its time.
-func (r *run) checkApplication(ctx context.Context, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *metadataMemo, keys map[keyID]loadedKey) {
+func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *metadataMemo, keys map[keyID]loadedKey) {
 	u := r.u
-	actx, start, cancel := appContext(ctx, u.applicationTimeout)
-	defer cancel()
-	share := u.slots.join(w.app.Namespace, start)
-	defer share.leave()
 	// cut tells whether a check that failed was cut off by the end of
 	// the Application's time, rather than failing of its own.
 	cut := func(err error) bool { return err != nil && actx.Err() != nil && outOfTime(actx) }
@@ -394,7 +418,11 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 		}
 		u.reportSkipped(o.job, o.skipped)
 		if o.waiting != nil {
-			r.sum.Waiting++
+			if o.waiting.reason() == waitingPromotion {
+				r.sum.WaitingPromotion++
+			} else {
+				r.sum.Waiting++
+			}
 			u.events.versionWaiting(app, o.job.spec.Key(), o.waiting)
 		}
 		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {

@@ -356,6 +356,62 @@ func TestCycle(t *testing.T) {
 		}
 	})
 
+	t.Run("promotion: production takes only what staging runs and its gate verified, after its soak", func(t *testing.T) {
+		now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+		gate := &skipGate{verified: map[string]Verified{}}
+		w := newWorld(t, k, reg, worldOptions{names: "promo-*", updater: []Option{withClock(func() time.Time { return now }), WithHealthGate(gate)}})
+		reg.PushImage(t, "promo-app", []string{"1.0.0", "1.1.0", "1.2.0"})
+		app := repo("promo-app")
+		prod := map[string]string{"image-list": "app=" + app, "app.promote-from": "promo-staging", "app.promote-soak": "1h"}
+		w.create(t,
+			appObject("promo-staging", map[string]string{"image-list": "app=" + app}, nil, app+":1.1.0"),
+			appObject("promo-prod", prod, nil, app+":1.0.0"),
+			appObject("promo-elsewhere", map[string]string{"image-list": "app=" + app, "app.promote-from": "team-b/promo-staging"}, nil, app+":1.0.0"),
+			appObject("promo-nowhere", map[string]string{"image-list": "app=" + app, "app.promote-from": "promo-missing"}, nil, app+":1.0.0"),
+		)
+		written := func(name string) []string { return testenv.KustomizeImages(t, w.get(t, name)) }
+
+		// Nothing verified in staging yet: production waits, and staging
+		// (no stage of its own) takes 1.2.0.
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 1 || sum.WaitingPromotion != 1 || sum.Errors != 2 || len(written("promo-prod")) != 0 {
+			t.Fatalf("first cycle %+v, promo-prod at %v", sum, written("promo-prod"))
+		}
+		for _, want := range []string{
+			"app.promote-from: stage team-b/promo-staging is in another namespace: an image is promoted only from an Application of its own namespace (argocd)",
+			"app.promote-from: stage argocd/promo-missing is no Application this controller updates",
+			"nothing to promote: no version of " + app + " is verified in argocd/promo-staging yet",
+		} {
+			if !strings.Contains(w.logs.String(), want) {
+				t.Errorf("no log of %q", want)
+			}
+		}
+
+		// Staging verified 1.1.0, which it runs (Argo CD says so), 30
+		// minutes ago: it soaks.
+		gate.mu.Lock()
+		gate.verified["argocd/promo-staging/app"] = Verified{Version: imageref.Version{Tag: "1.1.0"}, DeployedAt: now.Add(-30 * time.Minute)}
+		gate.mu.Unlock()
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 0 || sum.WaitingPromotion != 1 {
+			t.Fatalf("while it soaks: %+v", sum)
+		}
+		poll.True(t, 15*time.Second, "a VersionWaiting event on promo-prod", func() bool {
+			for _, e := range w.events(t, "promo-prod") {
+				if e.Reason == ReasonVersionWaiting && strings.Contains(e.Message, "version 1.1.0 waits: it soaks in argocd/promo-staging for 1h0m0s until 2026-12-02T12:30:00Z") {
+					return true
+				}
+			}
+			return false
+		})
+
+		// Soaked: production takes 1.1.0, not the newer 1.2.0 staging has
+		// not verified.
+		now = now.Add(31 * time.Minute)
+		if sum := w.updater.RunOnce(t.Context()); sum.Updated != 1 || !slices.Equal(written("promo-prod"), []string{app + ":1.1.0"}) {
+			t.Fatalf("after the soak: %+v, promo-prod at %v", sum, written("promo-prod"))
+		}
+	})
+
 	t.Run("multi-source: the source naming the image changes", func(t *testing.T) {
 		w := newWorld(t, k, reg, worldOptions{names: "multi*"})
 		w.create(t, appObject("multi", map[string]string{"image-list": "web=" + repo("eks-web")}, map[string]any{"sources": []any{

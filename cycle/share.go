@@ -239,6 +239,8 @@ type listings[T any] struct {
 	done func()
 	mu   sync.Mutex
 	m    map[string]*listing[T]
+	// running counts the listings under way, which wait waits for.
+	running sync.WaitGroup
 }
 
 type listing[T any] struct {
@@ -291,8 +293,10 @@ func (ls *listings[T]) get(actx context.Context, a *appSlots, key string, list f
 				lctx, cancel := context.WithTimeoutCause(ls.ctx, ls.timeout, errImageTimeout)
 				l.cancel = cancel
 				close(l.started)
+				ls.running.Add(1)
 				ls.mu.Unlock()
 				go func() {
+					defer ls.running.Done()
 					defer a.release()
 					defer cancel()
 					l.val = list(lctx)
@@ -322,6 +326,11 @@ func (ls *listings[T]) leave(l *listing[T]) {
 		l.cancel()
 	}
 }
+
+// wait waits for the listings under way: those nobody waits for any more
+// were stopped (see leave), and end as their requests do. A pass leaves
+// no request of its own behind.
+func (ls *listings[T]) wait() { ls.running.Wait() }
 
 // results are the listings that finished, by key.
 func (ls *listings[T]) results() map[string]T {

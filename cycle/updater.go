@@ -286,8 +286,11 @@ type Summary struct {
 	Waiting       int
 	WaitingWindow int
 	NextWindow    time.Time
-	TagListings   int
-	Duration      time.Duration
+	// WaitingPromotion counts the images promoted from a stage that have
+	// nothing to take from it yet.
+	WaitingPromotion int
+	TagListings      int
+	Duration         time.Duration
 	// Trigger is what asked for a targeted check (CheckRepositories);
 	// empty for a cycle.
 	Trigger string
@@ -403,7 +406,14 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 			meta = orderedMetadata(tr.tags, mode)
 		}
 	}
+	if j.stageErr != nil {
+		return outcome{job: j, err: j.stageErr}
+	}
 	c := Choice{Pin: Pin{Mode: j.spec.PinDigest}, Age: u.releaseAge(j)}
+	if j.stage != nil {
+		v, wait := u.promotable(j.stage)
+		c.promote = &promotion{version: v, wait: wait}
+	}
 	if c.Pin.Mode != settings.PinNever {
 		follow := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, registry.FollowTag())
 		c.Pin.Digest = func(ctx context.Context, tag string) (string, error) {

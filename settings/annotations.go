@@ -48,6 +48,11 @@ const (
 	// KeyMinReleaseAge is an age ("7d", "36h"): a version is chosen only
 	// once the updater has known it that long.
 	KeyMinReleaseAge = "minimum-release-age"
+	// KeyPromoteFrom names the stage the image is promoted from:
+	// "<application>" of the same namespace; KeyPromoteSoak how long the
+	// stage must have run the version.
+	KeyPromoteFrom = "promote-from"
+	KeyPromoteSoak = "promote-soak"
 	// KeyPinDigest is never, if-not-present or always: write the chosen
 	// tag with the digest it points at (see DigestPin).
 	KeyPinDigest = "pin-digest"
@@ -92,7 +97,7 @@ const (
 
 var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
-		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest, KeyMinReleaseAge}
+		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest, KeyMinReleaseAge, KeyPromoteFrom, KeyPromoteSoak}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyHelmImageDigest, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
 	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold, KeyUpdateWindows, KeyUseSyncWindows}
 )
@@ -415,6 +420,15 @@ func readImageSettings(spec *ImageSpec, get func(string) (string, bool), opts []
 			fail(key, "%v", err)
 		}
 		spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, AnnotationOrigin(key)
+	}
+	if v, key := value(KeyPromoteFrom); v != "" {
+		soak, _ := value(KeyPromoteSoak)
+		st, err := ParseStage(v, soak)
+		if err != nil {
+			fail(key, "%v", err)
+		}
+		st.Origin = AnnotationOrigin(key)
+		spec.PromoteFrom = st
 	}
 	if v, key := value(KeyPinDigest); v != "" {
 		// A pin asked for and not understood stops the image: it must

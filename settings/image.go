@@ -61,6 +61,12 @@ type ImageSpec struct {
 	// unset, and the controller's default applies.
 	MinReleaseAgeOrigin Origin
 
+	// PromoteFrom is the Application whose verified version of the same
+	// image this image takes, and only that one (promotion from a stage);
+	// zero when unset. It is always in the image's own Application's
+	// namespace (see ParseStage).
+	PromoteFrom Stage
+
 	// PinDigest says whether the version written carries the digest of
 	// its tag; PinNever when unset. The digest strategy pins always,
 	// whatever it says.

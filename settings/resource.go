@@ -216,6 +216,19 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		break
 	}
 	for _, l := range levels {
+		if l.common == nil || l.common.PromoteFrom == nil {
+			continue
+		}
+		pat := l.at.Child(".commonUpdateSettings.promoteFrom")
+		st, err := ParseStage(l.common.PromoteFrom.Application, l.common.PromoteFrom.SoakTime)
+		if err != nil {
+			fail(pat, "%v", err)
+		}
+		st.Origin = pat
+		s.PromoteFrom = st
+		break
+	}
+	for _, l := range levels {
 		if l.common == nil || l.common.PinDigest == nil {
 			continue
 		}

@@ -239,6 +239,12 @@ type CommonUpdateSettings struct {
 	// +optional
 	MinimumReleaseAge *string `json:"minimumReleaseAge,omitempty"`
 
+	// PromoteFrom takes only the version of the image's repository that
+	// another Application of the same namespace (the stage) runs and
+	// whose health gate verified it.
+	// +optional
+	PromoteFrom *PromoteFrom `json:"promoteFrom,omitempty"`
+
 	// PinDigest writes the chosen tag with the digest it points at
 	// (tag@sha256:...), the digest of the multi-platform index when there
 	// is one: never (the default), if-not-present (pinned once; a tag
@@ -247,6 +253,19 @@ type CommonUpdateSettings struct {
 	// +kubebuilder:validation:Enum=never;if-not-present;always
 	// +optional
 	PinDigest *string `json:"pinDigest,omitempty"`
+}
+
+// PromoteFrom names the stage an image is promoted from.
+type PromoteFrom struct {
+	// Application is the stage, an Application of the resource's
+	// namespace.
+	// +kubebuilder:validation:MaxLength=253
+	Application string `json:"application"`
+	// SoakTime is how long the stage must have run the version since it
+	// was deployed there ("1h", "2d"); none when unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	SoakTime string `json:"soakTime,omitempty"`
 }
 
 // UpdateWindow is a time when new versions may (allow) or may not (deny)
