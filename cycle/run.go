@@ -40,6 +40,10 @@ type run struct {
 	all map[string]*application.Application
 }
 
+// firstSeenSaveTimeout bounds the save of the first-seen times after a
+// pass.
+const firstSeenSaveTimeout = 30 * time.Second
+
 func (u *Updater) newRun(sc scope) *run {
 	return &run{u: u, scope: sc, start: u.now(), sum: Summary{Trigger: sc.why}, held: budget.New(u.passBudget)}
 }
@@ -496,7 +500,10 @@ func (r *run) finish(ctx context.Context) Summary {
 		attrs = append([]any{"trigger", sum.Trigger}, attrs...)
 	}
 	u.logger.Info(msg, attrs...)
-	if err := u.firstSeen.Save(ctx); err != nil {
+	// Saved even when the pass was stopped, within a bound of its own.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), firstSeenSaveTimeout)
+	defer cancel()
+	if err := u.firstSeen.Save(sctx); err != nil {
 		// Kept in memory, and saved with the next pass's.
 		u.logger.Warn("the first-seen times of versions could not be saved", "error", err)
 	}

@@ -6,7 +6,10 @@
 // stand-in of GitHub's API), new tags pushed, and the real binary run once
 // against them, until Argo CD deploys what it wrote; then the binary runs
 // with the webhook endpoint on and a long interval, and a push the
-// registry notifies is running in the Deployments within seconds.
+// registry notifies is running in the Deployments within seconds. Last,
+// safe versions: staging takes each version first under its health gate,
+// production only what staging ran and verified, and an Application with
+// a minimum release age waits.
 package demo
 
 import (
@@ -35,6 +38,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
 
@@ -50,7 +54,15 @@ func TestDemo(t *testing.T) {
 
 	say("Starting a Kubernetes API server, Argo CD, a container registry and a git server on this machine...")
 	k := testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme))
-	argo := testenv.StartArgoCD(t, k)
+	argo := testenv.StartArgoCD(t, k,
+		// No kubelet runs Pods here: the health of the shop's Deployments
+		// (the third part) is a resource health customization, in which
+		// a version of odd minor (1.1.0) crashes on start.
+		testenv.WithArgoCDSettings(map[string]string{
+			"resource.customizations.health.apps_Deployment":      shopHealth,
+			"resource.customizations.useOpenLibs.apps_Deployment": "true",
+		}),
+		testenv.WithPersistedResourceHealth())
 	// The registry notifies the endpoint the updater serves in the second
 	// part, as a Distribution registry's notifications.endpoints does.
 	webhookPort := testenv.FreePort(t)
@@ -309,7 +321,174 @@ func TestDemo(t *testing.T) {
 	say("  Argo CD's Deployments run it %s after the push:", running.Round(10*time.Millisecond))
 	deployed().print()
 
+	safeVersions(t, k, dyn, cs, reg, gitServer, kubeconfig, conf, bin)
+
 	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
+}
+
+// shopHealth is Argo CD's health of a Deployment in the demo: a container
+// of the shop image whose tag has an odd minor version is Degraded.
+const shopHealth = `hs = {status = "Healthy", message = "every container starts"}
+if obj.spec ~= nil and obj.spec.template ~= nil and obj.spec.template.spec ~= nil and obj.spec.template.spec.containers ~= nil then
+  for _, c in ipairs(obj.spec.template.spec.containers) do
+    local minor = string.match(c.image, "/shop:%d+%.(%d+)%.%d+$")
+    if minor ~= nil and tonumber(minor) % 2 == 1 then
+      hs.status = "Degraded"
+      hs.message = "container " .. c.name .. " (" .. c.image .. ") crashes on start"
+      return hs
+    end
+  end
+end
+return hs
+`
+
+// safeVersions is the demo's third part: staging takes each new version
+// first under its health gate, production takes only what staging ran
+// and verified, a version that breaks staging is written back there and
+// never reaches production, and an Application with a minimum release
+// age waits.
+func safeVersions(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, cs kubernetes.Interface, reg *testenv.Registry, gitServer *testenv.GitServer, kubeconfig, conf, bin string) {
+	shop := reg.Repo("shop")
+	reg.PushImage(t, "shop", []string{"v0.0.1"})
+	front, err := os.ReadFile(filepath.Join("fixture", "main", "base", "front.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneContainer := strings.Split(string(front), "      - name: web")[0]
+	gitServer.CreateRepo(t, "shop", "fixture", map[string]string{"main/base/front.yaml": strings.ReplaceAll(oneContainer, "REGISTRY/eks-app", shop)})
+	k.Create(t, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "repo-shop", Namespace: testenv.ArgoCDNamespace,
+			Labels: map[string]string{"argocd.argoproj.io/secret-type": "repository"}},
+		StringData: map[string]string{"url": gitServer.HTTPRepoURL("shop"), "username": gitServer.Username, "password": gitServer.Password},
+	})
+	apps := []string{"shop-staging", "shop-production", "shop-weekly"}
+	for _, name := range apps {
+		annotations := map[string]string{"image-list": "app=" + shop, "write-back-method": "argocd", "health-gate": "10s"}
+		switch name {
+		case "shop-production":
+			annotations["app.promote-from"] = "shop-staging"
+		case "shop-weekly":
+			annotations["minimum-release-age"] = "7d"
+		}
+		createApp(t, k, dyn, name, gitServer.HTTPRepoURL("shop"), annotations)
+	}
+	say("\nSafe versions. shop-staging takes each new version of %s first, under a health gate of 10s;", shop)
+	say("shop-production (promote-from: shop-staging) takes only what staging runs and verified;")
+	say("shop-weekly (minimum-release-age: 7d) takes a version a week after it first appeared. Here a")
+	say("version of odd minor (1.1.0) crashes on start, as Argo CD's health of the Deployment says.")
+	running := func() map[string][]string {
+		out := map[string][]string{}
+		for _, name := range apps {
+			out[name] = testenv.DeploymentImages(t.Context(), cs, name, "front")
+		}
+		return out
+	}
+	runs := func(want map[string]string) func() bool {
+		return func() bool {
+			got := running()
+			for name, tag := range want {
+				if !slices.Equal(got[name], []string{shop + ":" + tag}) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	poll.True(t, 90*time.Second, "Argo CD's first sync of the shop", runs(map[string]string{"shop-staging": "v0.0.1", "shop-production": "v0.0.1", "shop-weekly": "v0.0.1"}))
+
+	var logs testenv.SyncBuffer
+	controller := exec.CommandContext(t.Context(), bin, "run", "--interval", "5s", "--kubeconfig", kubeconfig, "--registries-conf-path", conf,
+		"--health-port", "0", "--metrics-port", "0", "--loglevel", "info", "--match-application-name", "shop-*")
+	controller.Env = append(os.Environ(), "REGISTRY_CREDS="+reg.Username+":"+reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+t.TempDir())
+	controller.Stdout, controller.Stderr = &logs, &logs
+	controller.Cancel = func() error { return controller.Process.Signal(syscall.SIGTERM) }
+	controller.WaitDelay = 30 * time.Second
+	say("\nRunning: argocd-image-updater run --interval 5s --match-application-name 'shop-*'")
+	if err := controller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = controller.Process.Signal(syscall.SIGTERM)
+		_ = controller.Wait()
+		if t.Failed() {
+			t.Logf("the updater's output:\n%s", logs.String())
+		}
+	})
+	begin := time.Now()
+	shown := map[string]bool{}
+	// events prints the updater's events on the shop's Applications not
+	// printed yet, oldest first.
+	events := func() {
+		type line struct {
+			rv   int
+			text string
+		}
+		var lines []line
+		for _, name := range apps {
+			evs, err := cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs.Items {
+				if e.Source.Component != "argocd-image-updater" || shown[string(e.UID)] {
+					continue
+				}
+				shown[string(e.UID)] = true
+				// In the order they were recorded: the resource versions
+				// of one etcd grow.
+				rv, _ := strconv.Atoi(e.ResourceVersion)
+				lines = append(lines, line{rv, fmt.Sprintf("%s  %-16s %-8s %s: %s", e.FirstTimestamp.Format("15:04:05"), name, e.Type, e.Reason, e.Message)})
+			}
+		}
+		slices.SortFunc(lines, func(a, b line) int { return a.rv - b.rv })
+		for _, l := range lines {
+			say("  %s", l.text)
+		}
+	}
+	step := func(what string, want map[string]string) {
+		poll.True(t, 3*time.Minute, what, runs(want))
+		events()
+		say("  -> %s (%s in)", what, time.Since(begin).Round(time.Second))
+	}
+
+	say("\nshop 1.0.0 is pushed.")
+	reg.PushImage(t, "shop", []string{"1.0.0"})
+	step("staging verified 1.0.0, production took it after it", map[string]string{"shop-staging": "1.0.0", "shop-production": "1.0.0", "shop-weekly": "v0.0.1"})
+
+	say("\nshop 1.1.0 is pushed; it crashes on start.")
+	reg.PushImage(t, "shop", []string{"1.1.0"})
+	poll.True(t, 3*time.Minute, "staging's gate writing 1.0.0 back", func() bool {
+		obj, err := dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), "shop-staging", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		st, err := healthgate.ParseState(obj.GetAnnotations()[healthgate.StateAnnotation])
+		return err == nil && slices.ContainsFunc(st.Records, func(r imageupdaterv1alpha1.HealthGateRecord) bool {
+			return r.Version == "1.1.0" && r.State == imageupdaterv1alpha1.HealthGateReverted
+		})
+	})
+	step("staging is back on 1.0.0; production never ran 1.1.0", map[string]string{"shop-staging": "1.0.0", "shop-production": "1.0.0"})
+
+	say("\nshop 1.2.0 is pushed.")
+	reg.PushImage(t, "shop", []string{"1.2.0"})
+	step("staging verified 1.2.0, then production took it; shop-weekly still waits", map[string]string{"shop-staging": "1.2.0", "shop-production": "1.2.0", "shop-weekly": "v0.0.1"})
+
+	say("\n  kubectl get deployment front -n <application> (the images Argo CD deployed)")
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	for _, name := range apps {
+		fmt.Fprintf(tw, "  %s\t%s\n", name, strings.Join(running()[name], "  "))
+	}
+	tw.Flush()
+	// The demo is also a test of what it shows.
+	evs, err := cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=shop-production"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason == "ImagesUpdated" && strings.Contains(e.Message, "1.1.0") {
+			t.Errorf("production was written 1.1.0: %s", e.Message)
+		}
+	}
 }
 
 type row struct{ app, method, image, tag string }

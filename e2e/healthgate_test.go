@@ -75,7 +75,79 @@ func TestHealthGate(t *testing.T) {
 		for path, content := range labelledChart("gate-degraded", reg) {
 			files[path] = content
 		}
+		files["win-e2e/kustomization.yaml"] = "resources:\n- front.yaml\n"
+		files["win-e2e/front.yaml"] = deployment("front", fmt.Sprintf("      - name: app\n        image: %s:v0.0.1\n", reg.Repo("win-e2e-app")))
+		// Staging and production of one image.
+		for _, name := range []string{"promo-staging", "promo-prod"} {
+			files[name+"/kustomization.yaml"] = "resources:\n- front.yaml\n"
+			files[name+"/front.yaml"] = deployment("front", fmt.Sprintf("      - name: app\n        image: %s:v0.0.1\n", reg.Repo("promo-app")))
+		}
 		return files
+	})
+
+	t.Run("update windows: a change waits for its window and is written as it opens, not an interval later", func(t *testing.T) {
+		app := w.push(t, "win-e2e-app", "v0.0.1")
+		w.push(t, "win-e2e-app", "1.0.0")
+		// The window opens at a minute's start at least 20 seconds away.
+		opens := time.Now().UTC().Add(20 * time.Second).Truncate(time.Minute).Add(time.Minute)
+		w.createApp(t, "win-e2e", "win-e2e", nil, map[string]string{
+			"image-list": "app=" + app, "write-back-method": "argocd",
+			"update-windows": fmt.Sprintf("allow %d %d * * * 1h", opens.Minute(), opens.Hour()),
+		})
+		w.waitDeployed(t, "win-e2e", "front", app+":v0.0.1")
+		w.startController(t, "win-e2e", "--interval", "1h")
+		if got := testenv.KustomizeImages(t, w.application(t, "win-e2e")); len(got) != 0 && time.Now().Before(opens) {
+			t.Fatalf("written before the window opened: %v", got)
+		}
+		w.waitEvent(t, "win-e2e", "VersionWaiting", corev1.EventTypeNormal, "version 1.0.0 waits: the Application is outside its update windows until "+opens.Add(time.Second).Format(time.RFC3339))
+		w.waitDeployed(t, "win-e2e", "front", app+":1.0.0")
+		if now := time.Now(); now.Before(opens) {
+			t.Errorf("deployed at %v, before the window opened at %v", now, opens)
+		}
+	})
+
+	t.Run("promotion: production takes what staging ran and verified; a version that broke staging never reaches it", func(t *testing.T) {
+		app := w.push(t, "promo-app", "v0.0.1")
+		w.push(t, "promo-app", "1.0.0")
+		for _, name := range []string{"promo-staging", "promo-prod"} {
+			annotations := map[string]string{"image-list": "app=" + app, "app.update-strategy": "semver", "app.health-gate": "10s", "write-back-method": "argocd"}
+			if name == "promo-prod" {
+				annotations["app.promote-from"] = "promo-staging"
+			}
+			w.createApp(t, name, name, nil, annotations)
+			w.waitDeployed(t, name, "front", app+":v0.0.1")
+		}
+		c := w.startController(t, "promo-*")
+		w.waitGate(t, "promo-staging", "app", "1.0.0", api.HealthGateVerified)
+		w.waitGate(t, "promo-prod", "app", "1.0.0", api.HealthGateVerified)
+		w.waitDeployed(t, "promo-prod", "front", app+":1.0.0")
+
+		// 1.1.0 breaks staging: written back there, and never verified,
+		// so production stays where it is.
+		w.push(t, "promo-app", "1.1.0")
+		w.waitGate(t, "promo-staging", "app", "1.1.0", api.HealthGateReverted)
+		w.waitDeployed(t, "promo-staging", "front", app+":1.0.0")
+		testenv.WaitFor(t, time.Minute, "a cycle with nothing to promote to production", func() (bool, string) {
+			return strings.Contains(c.logs.String(), "nothing to promote: no version of "+app+" is verified in argocd/promo-staging yet"), ""
+		})
+
+		// 1.2.0 is good: staging verifies it, then production takes it.
+		w.push(t, "promo-app", "1.2.0")
+		staging := w.waitGate(t, "promo-staging", "app", "1.2.0", api.HealthGateVerified)
+		prod := w.waitGate(t, "promo-prod", "app", "1.2.0", api.HealthGateVerified)
+		w.waitDeployed(t, "promo-prod", "front", app+":1.2.0")
+		if !prod.WrittenAt.After(staging.VerifiedAt.Time) && !prod.WrittenAt.Equal(staging.VerifiedAt) {
+			t.Errorf("production written at %v, before staging verified at %v", prod.WrittenAt, staging.VerifiedAt)
+		}
+		evs, err := w.cs.CoreV1().Events(testenv.ArgoCDNamespace).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.name=promo-prod"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "ImagesUpdated" && strings.Contains(e.Message, "1.1.0") {
+				t.Errorf("production was written 1.1.0: %s", e.Message)
+			}
+		}
 	})
 
 	t.Run("a bad version is written back and skipped; the next good one is written and verified", func(t *testing.T) {

@@ -320,6 +320,9 @@ func (c *controller) leading() error {
 	return nil
 }
 
+// firstSeenLoadTimeout bounds the start-up's read of the first-seen times.
+const firstSeenLoadTimeout = 20 * time.Second
+
 // loadFirstSeen reads when versions were first seen, for minimum release
 // ages, from the ConfigMap the cycles save them to (none in a dry run).
 // Without it every version looks new: the controller starts anyway, and
@@ -330,7 +333,11 @@ func (c *controller) loadFirstSeen(ctx context.Context) error {
 		backend = firstseen.ConfigMap{ConfigMaps: c.clientset.CoreV1().ConfigMaps(c.namespace), Name: firstseen.DefaultConfigMap}
 	}
 	c.firstSeen = firstseen.New(backend)
-	if err := c.firstSeen.Load(ctx); err != nil {
+	// Bounded: the times only hold back versions, and the controller
+	// must not wait on them to take its Lease.
+	lctx, cancel := context.WithTimeout(ctx, firstSeenLoadTimeout)
+	defer cancel()
+	if err := c.firstSeen.Load(lctx); err != nil {
 		c.logger.Warn("the first-seen times of versions could not be read; versions look new until they are", "configMap", firstseen.DefaultConfigMap, "error", err)
 	}
 	return nil
