@@ -326,21 +326,10 @@ func TestDemo(t *testing.T) {
 	say("\nDone in %s; everything the demo started is stopped as it exits.", time.Since(start).Round(100*time.Millisecond))
 }
 
-// shopHealth is Argo CD's health of a Deployment in the demo: a container
-// of the shop image whose tag has an odd minor version is Degraded.
-const shopHealth = `hs = {status = "Healthy", message = "every container starts"}
-if obj.spec ~= nil and obj.spec.template ~= nil and obj.spec.template.spec ~= nil and obj.spec.template.spec.containers ~= nil then
-  for _, c in ipairs(obj.spec.template.spec.containers) do
-    local minor = string.match(c.image, "/shop:%d+%.(%d+)%.%d+$")
-    if minor ~= nil and tonumber(minor) % 2 == 1 then
-      hs.status = "Degraded"
-      hs.message = "container " .. c.name .. " (" .. c.image .. ") crashes on start"
-      return hs
-    end
-  end
-end
-return hs
-`
+// shopHealth is Argo CD's health of a Deployment in the demo: a
+// container of the shop image whose tag has an odd minor version is
+// Degraded.
+var shopHealth = testenv.OddMinorHealth("/shop")
 
 // safeVersions is the demo's third part: staging takes each new version
 // first under its health gate, production takes only what staging ran

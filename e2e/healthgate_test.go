@@ -25,24 +25,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
 
-// healthLua is Argo CD's health of a Deployment in these tests, where no
-// kubelet runs Pods, as a resource health customization: a container
-// whose image's tag has an odd minor version (1.1.0, 1.3.0) "crashes on
-// start", which makes the Deployment, and so its Application, Degraded;
-// any other is Healthy.
-const healthLua = `hs = {status = "Healthy", message = "every container starts"}
-if obj.spec ~= nil and obj.spec.template ~= nil and obj.spec.template.spec ~= nil and obj.spec.template.spec.containers ~= nil then
-  for _, c in ipairs(obj.spec.template.spec.containers) do
-    local minor = string.match(c.image, ":%d+%.(%d+)%.%d+$")
-    if minor ~= nil and tonumber(minor) % 2 == 1 then
-      hs.status = "Degraded"
-      hs.message = "container " .. c.name .. " (" .. c.image .. ") crashes on start"
-      return hs
-    end
-  end
-end
-return hs
-`
+// healthLua is Argo CD's health of a Deployment in these tests: a
+// version of odd minor (1.1.0, 1.3.0) crashes on start.
+var healthLua = testenv.OddMinorHealth("")
 
 // gateTimeout bounds how long a version takes to be judged: Argo CD's
 // sync, its health, and the window of these tests.

@@ -203,42 +203,27 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		}
 	}
 	s.ForceUpdate = forceUpdate(levels)
-	for _, l := range levels {
-		if l.common == nil || l.common.MinimumReleaseAge == nil {
-			continue
-		}
-		aat := l.at.Child(".commonUpdateSettings.minimumReleaseAge")
-		d, err := ParseReleaseAge(*l.common.MinimumReleaseAge)
+	if v, at := mostSpecific(levels, "minimumReleaseAge", func(c *api.CommonUpdateSettings) *string { return c.MinimumReleaseAge }); v != nil {
+		d, err := ParseReleaseAge(*v)
 		if err != nil {
-			fail(aat, "%v", err)
+			fail(at, "%v", err)
 		}
-		s.MinReleaseAge, s.MinReleaseAgeOrigin = d, aat
-		break
+		s.MinReleaseAge, s.MinReleaseAgeOrigin = d, at
 	}
-	for _, l := range levels {
-		if l.common == nil || l.common.PromoteFrom == nil {
-			continue
-		}
-		pat := l.at.Child(".commonUpdateSettings.promoteFrom")
-		st, err := ParseStage(l.common.PromoteFrom.Application, l.common.PromoteFrom.SoakTime)
+	if v, at := mostSpecific(levels, "promoteFrom", func(c *api.CommonUpdateSettings) *api.PromoteFrom { return c.PromoteFrom }); v != nil {
+		st, err := ParseStage(v.Application, v.SoakTime)
 		if err != nil {
-			fail(pat, "%v", err)
+			fail(at, "%v", err)
 		}
-		st.Origin = pat
+		st.Origin = at
 		s.PromoteFrom = st
-		break
 	}
-	for _, l := range levels {
-		if l.common == nil || l.common.PinDigest == nil {
-			continue
-		}
-		pat := l.at.Child(".commonUpdateSettings.pinDigest")
-		p, err := ParseDigestPin(*l.common.PinDigest)
+	if v, at := mostSpecific(levels, "pinDigest", func(c *api.CommonUpdateSettings) *string { return c.PinDigest }); v != nil {
+		p, err := ParseDigestPin(*v)
 		if err != nil {
-			fail(pat, "%v", err)
+			fail(at, "%v", err)
 		}
-		s.PinDigest, s.PinDigestOrigin = p, pat
-		break
+		s.PinDigest, s.PinDigestOrigin = p, at
 	}
 	if p, good := compilePolicy(&s, raw); !good {
 		*problems = append(*problems, p)
@@ -297,6 +282,20 @@ func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref
 		}
 	}
 	return s, ok
+}
+
+// mostSpecific is the commonUpdateSettings field of the most specific
+// level that sets it, with where it is written; nil when none does.
+func mostSpecific[T any](levels []level, name string, field func(*api.CommonUpdateSettings) *T) (*T, Origin) {
+	for _, l := range levels {
+		if l.common == nil {
+			continue
+		}
+		if v := field(l.common); v != nil {
+			return v, l.at.Child(".commonUpdateSettings.%s", name)
+		}
+	}
+	return nil, ""
 }
 
 // healthGate sets s's health gate from the most specific level with a

@@ -359,3 +359,26 @@ func httpOK(url string) error {
 	}
 	return nil
 }
+
+// OddMinorHealth is a resource health customization of Deployments
+// (resource.customizations.health.apps_Deployment, with useOpenLibs for
+// Lua's string library), for tests where no kubelet runs Pods: a
+// container whose image ends in before + ":<major>.<minor>.<patch>" with
+// an odd minor (1.1.0, 1.3.0) "crashes on start", which makes the
+// Deployment, and so its Application, Degraded; any other is Healthy.
+// before is a Lua pattern ("/shop"), "" for any image.
+func OddMinorHealth(before string) string {
+	return `hs = {status = "Healthy", message = "every container starts"}
+if obj.spec ~= nil and obj.spec.template ~= nil and obj.spec.template.spec ~= nil and obj.spec.template.spec.containers ~= nil then
+  for _, c in ipairs(obj.spec.template.spec.containers) do
+    local minor = string.match(c.image, "` + before + `:%d+%.(%d+)%.%d+$")
+    if minor ~= nil and tonumber(minor) % 2 == 1 then
+      hs.status = "Degraded"
+      hs.message = "container " .. c.name .. " (" .. c.image .. ") crashes on start"
+      return hs
+    end
+  end
+end
+return hs
+`
+}
