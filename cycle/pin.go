@@ -19,8 +19,8 @@ type Pin struct {
 	Digest func(ctx context.Context, tag string) (string, error)
 }
 
-// Choice is what an image's choice goes through after its strategy: its
-// minimum release age, then its pin.
+// Choice is what an image's choice goes through besides its strategy:
+// the stage it is promoted from, its minimum release age, then its pin.
 type Choice struct {
 	Age Age
 	Pin Pin
@@ -28,10 +28,11 @@ type Choice struct {
 	promote *promotion
 }
 
-// Choose chooses as policy does, among the versions old enough for
-// c.Age, then pins the choice as c.Pin says (the digest strategy pins
-// already, whatever it says). Waiting is the newer version held back for
-// its age, if any.
+// Choose chooses as policy does, among the stage's version alone when
+// the image is promoted and among the versions old enough for c.Age, then
+// pins the choice as c.Pin says (the digest strategy pins already, and a
+// promoted version takes the stage's digest). Waiting is what holds a
+// newer version back, if anything does.
 func Choose(ctx context.Context, policy *strategy.Policy, tags []string, current imageref.Version, meta strategy.MetadataFunc, c Choice) (strategy.Result, *Waiting, error) {
 	if p := c.promote; p != nil {
 		if p.wait != nil {

@@ -1,5 +1,5 @@
 // Package firstseen keeps when the updater first saw each version of the
-// repositories whose images or charts have a minimum release age: a time
+// repositories whose images have a minimum release age: a time
 // no tag's author can backdate, which the image's own "created" is not.
 // The times are kept in memory within a byte budget (the repositories
 // least recently asked dropped first) and written to a ConfigMap of the
@@ -26,8 +26,8 @@ const DefaultLimit = 512 << 10
 type Backend interface {
 	// Load reads what Save wrote; nil when nothing was.
 	Load(ctx context.Context) ([]byte, error)
-	// Save writes data, given what Load read last (to merge with what
-	// another process wrote since).
+	// Save writes what data makes of what is stored now (nil for
+	// nothing), so that what another process wrote since is merged in.
 	Save(ctx context.Context, data func(stored []byte) ([]byte, error)) error
 }
 
