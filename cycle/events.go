@@ -26,8 +26,9 @@ const (
 	// ReasonSignatureNotVerified: a new version was passed over for
 	// want of a valid signature.
 	ReasonSignatureNotVerified = "SignatureNotVerified"
-	// ReasonVersionWaiting tells of a newer version held back for its
-	// minimum release age, once.
+	// ReasonVersionWaiting tells of a newer version held back (its
+	// minimum release age, its Application's update windows, its stage),
+	// once.
 	ReasonVersionWaiting = "VersionWaiting"
 )
 
@@ -112,8 +113,8 @@ func (e *EventReporter) signaturesSkipped(app *application.Application, image st
 	}
 }
 
-// versionWaiting reports a newer version of image held back for its
-// minimum release age: one Normal event when first seen waiting.
+// versionWaiting reports a newer version of image that w holds back: one
+// Normal event when first seen waiting.
 func (e *EventReporter) versionWaiting(app *application.Application, image string, w *Waiting) {
 	if w != nil {
 		e.waiting(app, fmt.Sprintf("image %s: %s", image, w))

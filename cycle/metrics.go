@@ -61,9 +61,9 @@ type MetricsOption func(*Metrics)
 // 0 or less: every Application has its own.
 func MaxApplicationSeries(n int) MetricsOption { return func(m *Metrics) { m.maxApps = n } }
 
-// waitingMinReleaseAge is the reason label of versions waiting for their
-// minimum release age.
+// The reason labels of versions_waiting.
 const (
+	// waitingMinReleaseAge: waiting for its minimum release age.
 	waitingMinReleaseAge = "minimum-release-age"
 	// waitingUpdateWindow: waiting for the Application's update window.
 	waitingUpdateWindow = "update-window"

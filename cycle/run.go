@@ -33,8 +33,8 @@ type run struct {
 	// held counts in bytes the tag lists and chart versions the pass
 	// holds, from hosts tenants choose, until the pass ends.
 	held *budget.Budget
-	// windows are the window states of the Applications with changes.
-	windows map[string]windowState
+	// projects are the AppProjects' sync windows read in the pass.
+	projects projectWindows
 	// all are the Applications the updater manages, by key, however
 	// few the pass covers: the stages of promoted images.
 	all map[string]*application.Application
@@ -176,6 +176,8 @@ type appWork struct {
 	chartListings   map[string]chartListing
 	unchecked       int
 	uncheckedCharts int
+	// window is whether the Application's changes may be written now.
+	window windowState
 }
 
 // check checks the jobs, each Application on its own: its images' and
@@ -334,6 +336,10 @@ func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork
 		w.checkedCharts = append(w.checkedCharts, j)
 		w.chartListings[j.key] = chartLs[i]
 	}
+	w.window = windowState{open: true}
+	if s := w.app.Settings; len(s.Windows) > 0 || s.UseSyncWindows || s.WindowsInvalid {
+		w.window = r.windowState(actx, w.app)
+	}
 }
 
 // writeAsDone writes the changes of the n Applications done sends, in
@@ -389,6 +395,7 @@ func (r *run) applicationDone(ctx context.Context, w *appWork) []*appUpdate {
 	u := r.u
 	updates := r.collect(ctx, w.outcomes)
 	updates = r.chooseCharts(ctx, w.checkedCharts, w.chartListings, updates)
+	updates = r.heldByWindow(w, updates)
 	if n := w.unchecked + w.uncheckedCharts; n > 0 {
 		r.sum.Errors += n
 		for range n {
@@ -431,9 +438,6 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 		}
 		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
-			continue
-		}
-		if r.heldByWindow(ctx, o) {
 			continue
 		}
 		key := app.Key()

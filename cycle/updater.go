@@ -9,11 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/firstseen"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/firstseen"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
 	"github.com/image-updater/argocd-image-updater/registry"
@@ -379,7 +378,7 @@ type outcome struct {
 	result  strategy.Result
 	labels  map[string]string
 	skipped []Skipped
-	// waiting is a newer version held back for its minimum release age.
+	// waiting is a newer version held back (its age, its stage).
 	waiting *Waiting
 	err     error
 }

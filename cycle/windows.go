@@ -3,16 +3,17 @@ package cycle
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/window"
 )
 
-// SyncWindows gives the sync windows of an Application's AppProject that
-// match it, as Argo CD matches them.
+// SyncWindows reads the sync windows of an AppProject, by name.
 type SyncWindows interface {
-	SyncWindows(ctx context.Context, app *application.Application) (window.Set, error)
+	SyncWindows(ctx context.Context, project string) ([]window.ProjectWindow, error)
 }
 
 // WithSyncWindows reads the AppProjects' sync windows of the Applications
@@ -28,21 +29,43 @@ type windowState struct {
 	reason string
 }
 
-// windowOf is app's window state for this pass, asked once.
-func (r *run) windowOf(ctx context.Context, app *application.Application) windowState {
-	if st, ok := r.windows[app.Key()]; ok {
-		return st
-	}
-	st := r.u.windowState(ctx, app)
-	if r.windows == nil {
-		r.windows = map[string]windowState{}
-	}
-	r.windows[app.Key()] = st
-	return st
+// projectWindows are the AppProjects' sync windows read in one pass: each
+// AppProject once, however many Applications ask.
+type projectWindows struct {
+	calls coalesce.Group[[]window.ProjectWindow]
+	mu    sync.Mutex
+	read  map[string]projectRead
 }
 
-func (u *Updater) windowState(ctx context.Context, app *application.Application) windowState {
-	s := app.Settings
+type projectRead struct {
+	windows []window.ProjectWindow
+	err     error
+}
+
+func (p *projectWindows) get(ctx context.Context, s SyncWindows, project string) ([]window.ProjectWindow, error) {
+	p.mu.Lock()
+	r, ok := p.read[project]
+	p.mu.Unlock()
+	if ok {
+		return r.windows, r.err
+	}
+	ws, err := p.calls.Do(ctx, project, nil, func(ctx context.Context) ([]window.ProjectWindow, error) { return s.SyncWindows(ctx, project) })
+	if ctx.Err() == nil {
+		p.mu.Lock()
+		if p.read == nil {
+			p.read = map[string]projectRead{}
+		}
+		p.read[project] = projectRead{ws, err}
+		p.mu.Unlock()
+	}
+	return ws, err
+}
+
+// windowState is app's window state now. It runs in the Application's own
+// check, within its time: what its windows cost (an AppProject to read,
+// the next opening to find) is its own.
+func (r *run) windowState(ctx context.Context, app *application.Application) windowState {
+	u, s := r.u, app.Settings
 	if s.WindowsInvalid {
 		return windowState{reason: "its update windows are not understood"}
 	}
@@ -51,7 +74,14 @@ func (u *Updater) windowState(ctx context.Context, app *application.Application)
 		if u.syncWindows == nil {
 			return windowState{reason: "it asks for its AppProject's sync windows, which this controller does not read"}
 		}
-		project, err := u.syncWindows.SyncWindows(ctx, app)
+		ws, err := r.projects.get(ctx, u.syncWindows, app.Project)
+		var project window.Set
+		if err == nil {
+			d := app.Destination
+			if project, err = window.Matching(ws, window.Target{Name: app.Name, Server: d.Server, Cluster: d.Name, DestinationNamespace: d.Namespace}); err != nil {
+				err = fmt.Errorf("AppProject %s: %w", app.Project, err)
+			}
+		}
 		if err != nil {
 			// Fail closed: the windows asked for are not known.
 			u.logger.Warn("the sync windows of an Application's AppProject could not be read; nothing is written for it", "application", app.Key(), "error", err)
@@ -71,20 +101,30 @@ func (u *Updater) windowState(ctx context.Context, app *application.Application)
 	return st
 }
 
-// heldByWindow tells whether the change of o waits for its Application's
-// window, and says so once; the pass then ends with a check when the
-// first window opens.
-func (r *run) heldByWindow(ctx context.Context, o outcome) bool {
-	st := r.windowOf(ctx, o.job.app)
-	if st.open {
-		return false
+// heldByWindow keeps back the changes of an Application outside its
+// windows, images and charts alike, and says so once for each; the pass
+// then ends with a check when the first window opens.
+func (r *run) heldByWindow(w *appWork, updates []*appUpdate) []*appUpdate {
+	st := w.window
+	if st.open || len(updates) == 0 {
+		return updates
 	}
-	r.sum.WaitingWindow++
 	if !st.opens.IsZero() && (r.sum.NextWindow.IsZero() || st.opens.Before(r.sum.NextWindow)) {
 		r.sum.NextWindow = st.opens
 	}
-	msg := fmt.Sprintf("image %s: version %s waits: the Application is %s", o.job.spec.Key(), o.job.newVersion(o.result), st.reason)
-	r.u.logger.Debug("no update", "application", o.job.app.Key(), "image", o.job.spec.Key(), "reason", msg)
-	r.u.events.waiting(o.job.app, msg)
-	return true
+	var msgs []string
+	for _, au := range updates {
+		for _, c := range au.changes {
+			msgs = append(msgs, fmt.Sprintf("image %s: version %s waits: the Application is %s", c.Key(), c.New, st.reason))
+		}
+		for _, c := range au.charts {
+			msgs = append(msgs, fmt.Sprintf("chart %s: version %s waits: the Application is %s", c.Key(), c.New, st.reason))
+		}
+	}
+	for _, msg := range msgs {
+		r.sum.WaitingWindow++
+		r.u.logger.Debug("no update", "application", w.app.Key(), "reason", msg)
+		r.u.events.waiting(w.app, msg)
+	}
+	return nil
 }

@@ -132,11 +132,17 @@ func (s Set) Open(t time.Time) bool {
 	return allowed || !allows
 }
 
-// horizon is how far Next looks for an opening.
-const horizon = 366 * 24 * time.Hour
+// horizon is how far Next looks for an opening, and maxEdges how many
+// times of the windows' schedules it looks at in all: a tenant's
+// windows cost at most that.
+const (
+	horizon  = 366 * 24 * time.Hour
+	maxEdges = 2000
+)
 
 // Next is the first time after t that writes may be made, when they may
-// not at t; the zero time when s opens at t, or not within a year.
+// not at t; the zero time when s opens at t, or not within a year, or
+// not within the maxEdges times of its schedules looked at.
 func (s Set) Next(t time.Time) time.Time {
 	if s.Open(t) {
 		return time.Time{}
@@ -146,7 +152,7 @@ func (s Set) Next(t time.Time) time.Time {
 	for _, w := range s {
 		off := w.offset(t)
 		at := t.UTC().Add(off - w.Duration)
-		for range 400 {
+		for range maxEdges / len(s) {
 			at = w.schedule.Next(at)
 			if at.IsZero() {
 				break

@@ -9,21 +9,20 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/window"
 )
 
-// projectSyncWindows reads the sync windows of Applications' AppProjects,
-// in Argo CD's namespace, each time it is asked (once a cycle per
-// Application with a change that asks for them).
+// projectSyncWindows reads the sync windows of AppProjects, in Argo CD's
+// namespace; the cycle asks each once a pass, for the Applications that
+// ask for them.
 type projectSyncWindows struct {
 	dyn       dynamic.Interface
 	namespace string
 }
 
-func (p projectSyncWindows) SyncWindows(ctx context.Context, app *application.Application) (window.Set, error) {
-	name := cmp.Or(app.Project, "default")
+func (p projectSyncWindows) SyncWindows(ctx context.Context, project string) ([]window.ProjectWindow, error) {
+	name := cmp.Or(project, "default")
 	obj, err := p.dyn.Resource(repoaccess.AppProjectsResource()).Namespace(p.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("AppProject %s: %w", name, err)
@@ -43,10 +42,5 @@ func (p projectSyncWindows) SyncWindows(ctx context.Context, app *application.Ap
 			Applications: list("applications"), Clusters: list("clusters"), Namespaces: list("namespaces"), And: and,
 		})
 	}
-	d := app.Destination
-	set, err := window.Matching(windows, window.Target{Name: app.Name, Server: d.Server, Cluster: d.Name, DestinationNamespace: d.Namespace})
-	if err != nil {
-		return nil, fmt.Errorf("AppProject %s: %w", name, err)
-	}
-	return set, nil
+	return windows, nil
 }
