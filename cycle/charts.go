@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/chartrepo"
@@ -163,6 +164,22 @@ func (u *Updater) listChart(ctx context.Context, j *chartJob, charts []string) c
 	return l
 }
 
+// chartAge is the chart's minimum release age: its own, else the
+// controller's default. Its versions are aged from when the updater first
+// saw them (for an OCI repository, with its images' tags): choosing runs
+// where every Application's changes are written, so it asks no registry.
+func (u *Updater) chartAge(j *chartJob) Age {
+	min := u.minReleaseAge
+	if j.spec.MinReleaseAgeOrigin != "" {
+		min = j.spec.MinReleaseAge
+	}
+	repo := j.source.ChartRepo.String() + " " + j.spec.Chart
+	if !j.oci.IsZero() {
+		repo = j.oci.Name()
+	}
+	return Age{Min: min, Now: u.now, FirstSeen: func(versions []string) map[string]time.Time { return u.firstSeen.Times(repo, versions) }}
+}
+
 // chooseCharts chooses each chart's version with its policy, and adds the
 // new ones to the updates of their Application's source: an image and a
 // chart of one source are one patch.
@@ -183,7 +200,16 @@ func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, listings map[s
 			r.report(j.app, []error{chartProblem(j.spec, &j.source, "%v", l.err)})
 			continue
 		}
-		res, err := j.spec.Policy.Choose(ctx, l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}, nil)
+		versions, current := l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}
+		res, err := j.spec.Policy.Choose(ctx, versions, current, nil)
+		var waiting *Waiting
+		if err == nil {
+			res, waiting, err = u.chartAge(j).apply(ctx, j.spec.Policy, versions, current, nil, res)
+		}
+		if waiting != nil {
+			r.sum.Waiting++
+			r.waiting(j.app, j.spec.Key(), true, waiting)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				r.sum.Errors++

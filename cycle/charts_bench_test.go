@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,7 +44,10 @@ func (r *benchRegistry) Tags(context.Context, imageref.Reference, credref.Ref) (
 func (r *benchRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, nil
 }
-func (r *benchRegistry) ForgetTags(imageref.Reference)               {}
+func (r *benchRegistry) ForgetTags(imageref.Reference) {}
+func (*benchRegistry) PushTimes(context.Context, imageref.Reference, credref.Ref, []string) (map[string]time.Time, error) {
+	return nil, registry.ErrNoPushTimes
+}
 func (r *benchRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
 // benchWriter accepts every change without writing.

@@ -113,14 +113,6 @@ func (e *EventReporter) signaturesSkipped(app *application.Application, image st
 	}
 }
 
-// versionWaiting reports a newer version of image that w holds back: one
-// Normal event when first seen waiting.
-func (e *EventReporter) versionWaiting(app *application.Application, image string, w *Waiting) {
-	if w != nil {
-		e.waiting(app, fmt.Sprintf("image %s: %s", image, w))
-	}
-}
-
 // waiting reports a version held back, told by msg: one Normal event
 // when first seen waiting.
 func (e *EventReporter) waiting(app *application.Application, msg string) {

@@ -76,7 +76,7 @@ func WithHealthGate(g HealthGate) Option { return func(u *Updater) { u.gate = g 
 // rolled back from; a skipped digest chosen (the digest strategy follows
 // one tag) is not an update. An image the gate holds at a version its
 // target does not hold is written there (see Skips.HoldAt).
-func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[keyID]loadedKey) outcome {
+func (u *Updater) chooseGated(ctx context.Context, j *job, tr tagResult, memo *passMemo, keys map[keyID]loadedKey) outcome {
 	if u.gate == nil {
 		return u.chooseOne(ctx, j, tr, memo, keys)
 	}

@@ -4,34 +4,43 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/coalesce"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
-// metadataMemo remembers, for one cycle, the metadata of each tag asked
-// for, so that images sharing a repository (newest-build over the same
-// tags, digest following the same tag) ask the registry once per cycle. A
-// tag can move between cycles, so nothing outlives the cycle.
-type metadataMemo struct {
-	calls coalesce.Group[strategy.TagInfo]
-	mu    sync.Mutex
-	done  map[string]memoEntry
+// passMemo remembers, for one cycle, what images sharing a repository ask
+// the registry alike: the metadata of each tag (newest-build over the same
+// tags, digest following the same tag), and push times. A tag can move
+// between cycles, so nothing outlives the cycle.
+type passMemo struct {
+	meta   memo[strategy.TagInfo]
+	pushed memo[map[string]time.Time]
 }
 
-type memoEntry struct {
-	info strategy.TagInfo
+func newPassMemo() *passMemo {
+	return &passMemo{meta: memo[strategy.TagInfo]{done: map[string]memoEntry[strategy.TagInfo]{}}, pushed: memo[map[string]time.Time]{done: map[string]memoEntry[map[string]time.Time]{}}}
+}
+
+// memo is one kind of answer, by key.
+type memo[T any] struct {
+	calls coalesce.Group[T]
+	mu    sync.Mutex
+	done  map[string]memoEntry[T]
+}
+
+type memoEntry[T any] struct {
+	info T
 	err  error
 }
-
-func newMetadataMemo() *metadataMemo { return &metadataMemo{done: map[string]memoEntry{}} }
 
 // get returns the remembered answer for key, or fetches it; concurrent
 // callers of one key share one fetch. A failure is remembered too, so a
 // failing registry is not asked again by every image of the cycle; but not
 // a fetch cancelled because every image waiting for it gave up (their
 // time ran out), which says nothing about the tag.
-func (m *metadataMemo) get(ctx context.Context, key string, fetch func(context.Context) (strategy.TagInfo, error)) (strategy.TagInfo, error) {
+func (m *memo[T]) get(ctx context.Context, key string, fetch func(context.Context) (T, error)) (T, error) {
 	m.mu.Lock()
 	e, ok := m.done[key]
 	m.mu.Unlock()
@@ -43,14 +52,14 @@ func (m *metadataMemo) get(ctx context.Context, key string, fetch func(context.C
 	// whose time ran out receives its context's error.
 	if ctx.Err() == nil {
 		m.mu.Lock()
-		m.done[key] = memoEntry{info, err}
+		m.done[key] = memoEntry[T]{info, err}
 		m.mu.Unlock()
 	}
 	return info, err
 }
 
 // known returns the remembered answer for key without fetching it.
-func (m *metadataMemo) known(key string) (strategy.TagInfo, bool) {
+func (m *memo[T]) known(key string) (T, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.done[key]

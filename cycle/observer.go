@@ -29,6 +29,18 @@ type AppResult struct {
 	Errors []error
 	// Updated are the new versions written.
 	Updated []writeback.ImageUpdate
+	// Waiting are the newer versions held back.
+	Waiting []WaitingVersion
+}
+
+// WaitingVersion is a newer version of one image or chart held back.
+type WaitingVersion struct {
+	Key     string // the image's or chart's alias, else its name
+	Chart   bool
+	Version string
+	Reason  string    // the versions_waiting metric's label
+	Until   time.Time // zero: not known
+	Message string
 }
 
 // results collects AppResults while a cycle runs; a nil *results collects
@@ -74,6 +86,17 @@ func (r *results) updated(app *application.Application, changed []writeback.Imag
 	defer r.mu.Unlock()
 	if ar, ok := r.byKey[app.Key()]; ok {
 		ar.Updated = append(ar.Updated, changed...)
+	}
+}
+
+func (r *results) waiting(app *application.Application, w WaitingVersion) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ar, ok := r.byKey[app.Key()]; ok {
+		ar.Waiting = append(ar.Waiting, w)
 	}
 }
 

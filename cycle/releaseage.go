@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -11,13 +12,44 @@ import (
 )
 
 // Age is the minimum release age of an image: a version is chosen only
-// once it was first seen at least Min ago. The zero Age takes any.
+// once it was released at least Min ago. It was released when the
+// registry says its tag was pushed, where the registry's API says so,
+// else when the updater first saw it. The zero Age takes any.
 type Age struct {
 	Min time.Duration
 	// FirstSeen gives when each version was first seen, seeing those
 	// never seen before now (firstseen.Store.Times of the repository).
 	FirstSeen func(versions []string) map[string]time.Time
-	Now       func() time.Time
+	// Pushed, when not nil, gives when the registry says tags were
+	// pushed; those it does not know are missing. It is asked only of
+	// versions too young by their first sighting: a push comes before
+	// the updater sees it, so for the others the answer changes nothing
+	// but a tag pushed again.
+	Pushed func(ctx context.Context, tags []string) map[string]time.Time
+	Now    func() time.Time
+}
+
+// released is when each of versions was released: seen's times, those
+// younger than a.Min replaced by their push times where the registry
+// gives them.
+func (a Age) released(ctx context.Context, seen map[string]time.Time, now time.Time) map[string]time.Time {
+	var young []string
+	for v, t := range seen {
+		if t.Add(a.Min).After(now) {
+			young = append(young, v)
+		}
+	}
+	if len(young) == 0 || a.Pushed == nil {
+		return seen
+	}
+	slices.Sort(young)
+	out := maps.Clone(seen)
+	for v, t := range a.Pushed(ctx, young) {
+		if _, ok := out[v]; ok {
+			out[v] = t
+		}
+	}
+	return out
 }
 
 // Waiting is a newer version not taken yet, and when it may be (zero:
@@ -52,7 +84,14 @@ func (a Age) apply(ctx context.Context, policy *strategy.Policy, tags []string, 
 			return res, nil, nil
 		}
 		v := res.Version().String()
-		if until := a.FirstSeen([]string{v})[v].Add(a.Min); until.After(now) {
+		seen := a.FirstSeen([]string{v})
+		if seen[v].Add(a.Min).After(now) && a.Pushed != nil {
+			// The digest is the tag's: when the tag last moved.
+			if at, ok := a.Pushed(ctx, []string{current.Tag})[current.Tag]; ok {
+				seen[v] = at
+			}
+		}
+		if until := seen[v].Add(a.Min); until.After(now) {
 			w := &Waiting{Version: res.Version(), Min: a.Min, Until: until}
 			return strategy.Result{Seen: res.Seen, Considered: res.Considered, Tag: current.Tag, Digest: current.Digest, Reason: w.String()}, w, nil
 		}
@@ -61,9 +100,10 @@ func (a Age) apply(ctx context.Context, policy *strategy.Policy, tags []string, 
 	// Every candidate is seen, whether or not it is chosen now: its age
 	// counts from its first listing.
 	seen := a.FirstSeen(policy.Candidates(tags))
-	if !res.Update {
+	if !res.Update || !seen[res.Tag].Add(a.Min).After(now) {
 		return res, nil, nil
 	}
+	seen = a.released(ctx, seen, now)
 	until := seen[res.Tag].Add(a.Min)
 	if !until.After(now) {
 		return res, nil, nil

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,11 @@ func TestChooseAged(t *testing.T) {
 		want        imageref.Version
 		wantUpdate  bool
 		wantWaiting string // the version waiting, "" for none
+		// pushed are the registry's push times; with them, wantUntil is
+		// when the wait ends and wantAsked the tags asked.
+		pushed    map[string]time.Time
+		wantUntil time.Time
+		wantAsked []string
 	}{
 		{name: "the newest is young: nothing taken", old: []string{"1.0.0"}, young: []string{"1.1.0"}, current: imageref.Version{Tag: "1.0.0"},
 			want: imageref.Version{Tag: "1.0.0"}, wantWaiting: "1.1.0"},
@@ -38,6 +44,19 @@ func TestChooseAged(t *testing.T) {
 			digestNow: digest("b"), want: imageref.Version{Tag: "stable", Digest: digest("a")}, wantWaiting: "stable@" + digest("b")},
 		{name: "digest: an old enough digest is taken", strategy: "digest", old: []string{"stable@" + digest("b")}, current: imageref.Version{Tag: "stable", Digest: digest("a")},
 			digestNow: digest("b"), want: imageref.Version{Tag: "stable", Digest: digest("b")}, wantUpdate: true},
+		{name: "pushed long ago, first seen now: taken", old: []string{"1.0.0"}, young: []string{"1.1.0", "1.2.0"}, current: imageref.Version{Tag: "1.0.0"},
+			pushed: map[string]time.Time{"1.1.0": start.Add(-10 * 24 * time.Hour), "1.2.0": start.Add(-9 * 24 * time.Hour)},
+			want:   imageref.Version{Tag: "1.2.0"}, wantUpdate: true, wantAsked: []string{"1.1.0", "1.2.0"}},
+		{name: "pushed recently: waits from the push, the older push taken", old: []string{"1.0.0"}, young: []string{"1.1.0", "1.2.0"}, current: imageref.Version{Tag: "1.0.0"},
+			pushed: map[string]time.Time{"1.1.0": start.Add(-10 * 24 * time.Hour), "1.2.0": start.Add(-2 * time.Hour)},
+			want:   imageref.Version{Tag: "1.1.0"}, wantUpdate: true, wantWaiting: "1.2.0", wantUntil: start.Add(-2 * time.Hour).Add(7 * 24 * time.Hour), wantAsked: []string{"1.1.0", "1.2.0"}},
+		{name: "no push time: the first sighting", old: []string{"1.0.0"}, young: []string{"1.1.0"}, current: imageref.Version{Tag: "1.0.0"},
+			pushed: map[string]time.Time{}, want: imageref.Version{Tag: "1.0.0"}, wantWaiting: "1.1.0", wantAsked: []string{"1.1.0"}},
+		{name: "old enough by sight: the registry not asked", old: []string{"1.0.0", "1.2.0"}, current: imageref.Version{Tag: "1.0.0"},
+			pushed: map[string]time.Time{}, want: imageref.Version{Tag: "1.2.0"}, wantUpdate: true},
+		{name: "digest: the tag pushed long ago", strategy: "digest", old: []string{"stable@" + digest("a")}, current: imageref.Version{Tag: "stable", Digest: digest("a")},
+			digestNow: digest("b"), pushed: map[string]time.Time{"stable": start.Add(-8 * 24 * time.Hour)},
+			want: imageref.Version{Tag: "stable", Digest: digest("b")}, wantUpdate: true, wantAsked: []string{"stable"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +83,19 @@ func TestChooseAged(t *testing.T) {
 				return strategy.TagInfo{Tag: tag, Digest: tt.digestNow}, nil
 			}
 			age := Age{Min: 7 * 24 * time.Hour, Now: func() time.Time { return now }, FirstSeen: func(v []string) map[string]time.Time { return store.Times("repo", v) }}
+			var asked []string
+			if tt.pushed != nil {
+				age.Pushed = func(_ context.Context, tags []string) map[string]time.Time {
+					asked = append(asked, tags...)
+					out := map[string]time.Time{}
+					for _, t := range tags {
+						if at, ok := tt.pushed[t]; ok {
+							out[t] = at
+						}
+					}
+					return out
+				}
+			}
 			res, waiting, err := Choose(t.Context(), policy, tags, tt.current, meta, Choice{Age: age})
 			if err != nil {
 				t.Fatal(err)
@@ -77,6 +109,10 @@ func TestChooseAged(t *testing.T) {
 				t.Errorf("waiting %+v, want none", waiting)
 			case tt.wantWaiting != "" && (waiting == nil || waiting.Version.String() != tt.wantWaiting):
 				t.Errorf("waiting %+v, want %s", waiting, tt.wantWaiting)
+			case waiting != nil && !tt.wantUntil.IsZero():
+				if !waiting.Until.Equal(tt.wantUntil) {
+					t.Errorf("waiting until %v, want %v", waiting.Until, tt.wantUntil)
+				}
 			case waiting != nil:
 				if want := start.Add(-time.Hour).Add(7 * 24 * time.Hour); tt.wantWaiting != "1.3.0" && !strings.HasPrefix(tt.wantWaiting, "stable") && !waiting.Until.Equal(want) {
 					t.Errorf("waiting until %v, want %v", waiting.Until, want)
@@ -84,6 +120,9 @@ func TestChooseAged(t *testing.T) {
 				if !tt.wantUpdate && !strings.Contains(res.Reason, "waits for its minimum release age (168h0m0s) until ") {
 					t.Errorf("reason %q does not tell of the wait", res.Reason)
 				}
+			}
+			if !slices.Equal(asked, tt.wantAsked) {
+				t.Errorf("push times asked of %q, want %q", asked, tt.wantAsked)
 			}
 		})
 	}

@@ -221,7 +221,7 @@ func (r *run) check(ctx context.Context, jobs []*job, chartJobs []*chartJob) {
 
 	tags := newListings[tagResult](ctx, u.imageTimeout, u.progressed)
 	charts := newListings[chartListing](ctx, u.imageTimeout, u.progressed)
-	memo := newMetadataMemo()
+	memo := newPassMemo()
 	keys := u.loadKeys(ctx, jobs)
 	done := make(chan *appWork, len(order))
 	// Every Application has its share before any takes a slot: one that
@@ -281,7 +281,7 @@ func (r *run) hold(tr tagResult, j *job) tagResult {
 
 // checkApplication lists and chooses the versions of one Application's
 // images and charts, in its share of the slots and within its time.
-func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *metadataMemo, keys map[keyID]loadedKey) {
+func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *passMemo, keys map[keyID]loadedKey) {
 	u := r.u
 	// cut tells whether a check that failed was cut off by the end of
 	// the Application's time, rather than failing of its own.
@@ -434,7 +434,7 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 			} else {
 				r.sum.Waiting++
 			}
-			u.events.versionWaiting(app, o.job.spec.Key(), o.waiting)
+			r.waiting(app, o.job.spec.Key(), false, o.waiting)
 		}
 		if !o.result.Update && !(o.job.askTarget && o.result.Tag != "") {
 			u.logger.Debug("no update", "application", app.Key(), "image", o.job.spec.Key(), "reason", o.result.Reason)
@@ -480,6 +480,18 @@ func (r *run) report(app *application.Application, problems []error) {
 	}
 	u.events.problems(app, problems)
 	r.results.problems(app, problems)
+}
+
+// waiting reports a version of an image or chart that w holds back: an
+// event when first seen waiting, and the pass's result.
+func (r *run) waiting(app *application.Application, key string, chart bool, w *Waiting) {
+	kind := "image"
+	if chart {
+		kind = "chart"
+	}
+	msg := fmt.Sprintf("%s %s: %s", kind, key, w)
+	r.u.events.waiting(app, msg)
+	r.results.waiting(app, WaitingVersion{Key: key, Chart: chart, Version: w.Version.String(), Reason: w.reason(), Until: w.Until, Message: msg})
 }
 
 // finish ends the pass: it tells the observer, and for a full cycle the

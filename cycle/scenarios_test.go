@@ -311,6 +311,45 @@ func TestCycle(t *testing.T) {
 		}
 	})
 
+	t.Run("a minimum release age from the registry's push times: an old push taken at first sight, a young one waits from its push", func(t *testing.T) {
+		api := testenv.StartPushTimes(t, "harbor", reg.Host)
+		api.Credentials(reg.Username, reg.Password)
+		pushed := time.Now().Add(-time.Hour)
+		api.Push("pushed/app", "1.1.0", time.Now().Add(-10*24*time.Hour))
+		api.Push("pushed/app", "1.2.0", pushed)
+		entry := fmt.Sprintf("- name: harbor\n  prefix: %s/pushed\n  api_url: http://%s\n  credentials: env:REGISTRY_CREDS\n  pushtimes: harbor\n  pushtimes_url: %s\n", reg.Host, reg.Host, api.URL)
+		w := newWorld(t, k, reg, worldOptions{names: "pushed-*", registries: entry, updater: []Option{WithFirstSeen(firstseen.New(nil)), WithMinReleaseAge(7 * 24 * time.Hour)}})
+		reg.PushImage(t, "pushed/app", []string{"1.0.0", "1.1.0", "1.2.0"})
+		w.create(t,
+			appObject("pushed-a", map[string]string{"image-list": "app=" + repo("pushed/app")}, nil, repo("pushed/app")+":1.0.0"),
+			appObject("pushed-b", map[string]string{"image-list": "app=" + repo("pushed/app")}, nil, repo("pushed/app")+":1.0.0"),
+		)
+		sum := w.updater.RunOnce(t.Context())
+		if sum.Updated != 2 || sum.Waiting != 2 || sum.Errors != 0 {
+			t.Fatalf("summary %+v", sum)
+		}
+		for _, name := range []string{"pushed-a", "pushed-b"} {
+			if got := testenv.KustomizeImages(t, w.get(t, name)); !slices.Equal(got, []string{repo("pushed/app") + ":1.1.0"}) {
+				t.Errorf("%s: %v, want 1.1.0, pushed ten days ago", name, got)
+			}
+		}
+		wait := "image app: version 1.2.0 waits for its minimum release age (168h0m0s) until " + pushed.Add(7*24*time.Hour).UTC().Format("2006-01-02T15:04")
+		poll.True(t, 15*time.Second, "a VersionWaiting event from 1.2.0's push: "+wait, func() bool {
+			for _, e := range w.events(t, "pushed-a") {
+				if e.Reason == ReasonVersionWaiting && strings.HasPrefix(e.Message, wait) {
+					return true
+				}
+			}
+			return false
+		})
+		if n := len(api.Requests()); n != 1 {
+			t.Errorf("%d requests for push times, want one for both Applications: %q", n, api.Requests())
+		}
+		if p := api.Problems(); len(p) > 0 {
+			t.Errorf("requests Harbor would refuse: %q", p)
+		}
+	})
+
 	t.Run("update windows: a change waits outside them and is written as one opens", func(t *testing.T) {
 		now := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC) // a Wednesday, 14:00 in Berlin
 		w := newWorld(t, k, reg, worldOptions{names: "win-*", updater: []Option{withClock(func() time.Time { return now })}})

@@ -51,7 +51,10 @@ func (r *hostileRegistry) Tags(ctx context.Context, ref imageref.Reference, _ cr
 func (r *hostileRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("no metadata here")
 }
-func (r *hostileRegistry) ForgetTags(imageref.Reference)               {}
+func (r *hostileRegistry) ForgetTags(imageref.Reference) {}
+func (*hostileRegistry) PushTimes(context.Context, imageref.Reference, credref.Ref, []string) (map[string]time.Time, error) {
+	return nil, registry.ErrNoPushTimes
+}
 func (r *hostileRegistry) Endpoint(imageref.Reference) config.Endpoint { return config.Endpoint{} }
 
 // watchingWriter accepts every change, and calls onWrite with each

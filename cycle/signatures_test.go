@@ -335,7 +335,7 @@ func TestLoadKeysOncePerSecret(t *testing.T) {
 	}
 
 	u = mustNew(t, nil, nil, nil)
-	memo := newMetadataMemo()
+	memo := newPassMemo()
 	for _, j := range jobs[:2] {
 		j.policy, _ = strategy.New(strategy.Settings{})
 		o := u.chooseOne(t.Context(), j, tagResult{tags: []string{"1.0.0"}}, memo, u.loadKeys(t.Context(), jobs))

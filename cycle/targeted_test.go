@@ -349,6 +349,9 @@ func (r *listingRegistry) Tags(context.Context, imageref.Reference, credref.Ref)
 }
 
 func (*listingRegistry) ForgetTags(imageref.Reference) {}
+func (*listingRegistry) PushTimes(context.Context, imageref.Reference, credref.Ref, []string) (map[string]time.Time, error) {
+	return nil, registry.ErrNoPushTimes
+}
 
 func (r *listingRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("no metadata in this test")

@@ -80,13 +80,13 @@ func TestMetadataMemo(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newMetadataMemo()
+			m := newPassMemo()
 			calls := 0
 			for range 3 {
 				ctx, leave := context.WithCancel(t.Context())
 				returned := make(chan struct{})
 				fetched := false
-				_, _ = m.get(ctx, "k", func(fctx context.Context) (strategy.TagInfo, error) {
+				_, _ = m.meta.get(ctx, "k", func(fctx context.Context) (strategy.TagInfo, error) {
 					defer close(returned)
 					fetched = true
 					calls++

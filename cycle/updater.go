@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,9 @@ type Registry interface {
 	ForgetTags(ref imageref.Reference)
 	// Endpoint is the registries.conf entry that serves ref.
 	Endpoint(ref imageref.Reference) config.Endpoint
+	// PushTimes is when the registry says tags of ref's repository were
+	// pushed; registry.ErrNoPushTimes where it cannot say.
+	PushTimes(ctx context.Context, ref imageref.Reference, creds credref.Ref, tags []string) (map[string]time.Time, error)
 }
 
 // ApplicationWriter writes new versions into the Application itself
@@ -386,7 +390,7 @@ type outcome struct {
 // chooseOne runs the job's strategy over its repository's tags, with
 // metadata asked for once per cycle (memo) and, when a signature key is
 // set, only among signed versions.
-func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *metadataMemo, keys map[keyID]loadedKey) outcome {
+func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *passMemo, keys map[keyID]loadedKey) outcome {
 	if tr.err != nil {
 		return outcome{job: j, err: tr.err}
 	}
@@ -397,7 +401,7 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 	}
 	fetch := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, opts...)
 	remembered := func(ctx context.Context, tag string) (strategy.TagInfo, error) {
-		return memo.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
+		return memo.meta.get(ctx, j.metadataKey(tag), func(ctx context.Context) (strategy.TagInfo, error) { return fetch(ctx, tag) })
 	}
 	meta := remembered
 	if j.policy.Name() == strategy.NewestBuild {
@@ -408,7 +412,7 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 	if j.stageErr != nil {
 		return outcome{job: j, err: j.stageErr}
 	}
-	c := Choice{Pin: Pin{Mode: j.spec.PinDigest}, Age: u.releaseAge(j)}
+	c := Choice{Pin: Pin{Mode: j.spec.PinDigest}, Age: u.releaseAge(j, memo)}
 	if j.stage != nil {
 		v, wait := u.promotable(j.stage)
 		c.promote = &promotion{version: v, wait: wait}
@@ -416,7 +420,7 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 	if c.Pin.Mode != settings.PinNever {
 		follow := MetadataFunc(u.registry, j.ref, j.creds, j.platforms, registry.FollowTag())
 		c.Pin.Digest = func(ctx context.Context, tag string) (string, error) {
-			info, err := memo.get(ctx, j.metadataKey(tag)+"\x00follow", func(ctx context.Context) (strategy.TagInfo, error) { return follow(ctx, tag) })
+			info, err := memo.meta.get(ctx, j.metadataKey(tag)+"\x00follow", func(ctx context.Context) (strategy.TagInfo, error) { return follow(ctx, tag) })
 			return info.Digest, err
 		}
 	}
@@ -447,20 +451,33 @@ func (u *Updater) chooseOne(ctx context.Context, j *job, tr tagResult, memo *met
 	})
 	// The chosen tag's labels, when the strategy read its metadata; never
 	// a request of their own.
-	info, _ := memo.known(j.metadataKey(res.Tag))
+	info, _ := memo.meta.known(j.metadataKey(res.Tag))
 	return outcome{job: j, result: res, labels: info.Labels, skipped: skipped, waiting: waiting, err: u.timedOut(ctx, j.ref.Name(), err)}
 }
 
 // releaseAge is the job's minimum release age: its own, else the
-// controller's default; the times are those the updater first saw the
-// repository's versions.
-func (u *Updater) releaseAge(j *job) Age {
+// controller's default; the times are the registry's push times where it
+// gives them, else those the updater first saw the repository's versions.
+// Push times are asked once a pass for the same tags; a registry that
+// cannot give them leaves the first sightings, which come later.
+func (u *Updater) releaseAge(j *job, memo *passMemo) Age {
 	min := u.minReleaseAge
 	if j.spec.MinReleaseAgeOrigin != "" {
 		min = j.spec.MinReleaseAge
 	}
 	repo := j.ref.Name()
-	return Age{Min: min, Now: u.now, FirstSeen: func(versions []string) map[string]time.Time { return u.firstSeen.Times(repo, versions) }}
+	pushed := func(ctx context.Context, tags []string) map[string]time.Time {
+		key := j.repoKey() + "\x00" + strings.Join(tags, "\x00")
+		times, err := memo.pushed.get(ctx, key, func(ctx context.Context) (map[string]time.Time, error) {
+			return u.registry.PushTimes(ctx, j.ref, j.creds, tags)
+		})
+		if err != nil && !errors.Is(err, registry.ErrNoPushTimes) && ctx.Err() == nil {
+			u.logger.Info("push times not read; versions are aged from when they were first seen",
+				"application", j.app.Key(), "image", j.spec.Key(), "error", err)
+		}
+		return times
+	}
+	return Age{Min: min, Now: u.now, Pushed: pushed, FirstSeen: func(versions []string) map[string]time.Time { return u.firstSeen.Times(repo, versions) }}
 }
 
 // errImageTimeout is the cause of a context that withImageTimeout ended.

@@ -112,19 +112,21 @@ func (r *run) heldByWindow(w *appWork, updates []*appUpdate) []*appUpdate {
 	if !st.opens.IsZero() && (r.sum.NextWindow.IsZero() || st.opens.Before(r.sum.NextWindow)) {
 		r.sum.NextWindow = st.opens
 	}
-	var msgs []string
+	var held []WaitingVersion
 	for _, au := range updates {
 		for _, c := range au.changes {
-			msgs = append(msgs, fmt.Sprintf("image %s: version %s waits: the Application is %s", c.Key(), c.New, st.reason))
+			held = append(held, WaitingVersion{Key: c.Key(), Version: c.New.String(), Message: fmt.Sprintf("image %s: version %s waits: the Application is %s", c.Key(), c.New, st.reason)})
 		}
 		for _, c := range au.charts {
-			msgs = append(msgs, fmt.Sprintf("chart %s: version %s waits: the Application is %s", c.Key(), c.New, st.reason))
+			held = append(held, WaitingVersion{Key: c.Key(), Chart: true, Version: c.New, Message: fmt.Sprintf("chart %s: version %s waits: the Application is %s", c.Key(), c.New, st.reason)})
 		}
 	}
-	for _, msg := range msgs {
+	for _, h := range held {
+		h.Reason, h.Until = waitingUpdateWindow, st.opens
 		r.sum.WaitingWindow++
-		r.u.logger.Debug("no update", "application", w.app.Key(), "reason", msg)
-		r.u.events.waiting(w.app, msg)
+		r.u.logger.Debug("no update", "application", w.app.Key(), "reason", h.Message)
+		r.u.events.waiting(w.app, h.Message)
+		r.results.waiting(w.app, h)
 	}
 	return nil
 }

@@ -91,6 +91,7 @@ import (
 	"sync"
 	"testing"
 	"text/template"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/sigstore/sigstore-go/pkg/root"
@@ -372,6 +373,9 @@ func (emptyRegistry) Tags(context.Context, imageref.Reference, credref.Ref) ([]s
 }
 
 func (emptyRegistry) ForgetTags(imageref.Reference) {}
+func (emptyRegistry) PushTimes(context.Context, imageref.Reference, credref.Ref, []string) (map[string]time.Time, error) {
+	return nil, registry.ErrNoPushTimes
+}
 
 func (emptyRegistry) Metadata(context.Context, imageref.Reference, credref.Ref, []v1.Platform, ...registry.MetadataOption) (registry.ImageMetadata, error) {
 	return registry.ImageMetadata{}, errors.New("docs test: no metadata")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -89,7 +90,7 @@ func (s *Status) CycleDone(ctx context.Context, start time.Time, results []cycle
 		if only != nil && !slices.Contains(only, name) {
 			continue
 		}
-		next := nextStatus(r.obj, r.err, byResource[name], now, s.checked)
+		next := nextStatus(r.obj, r.err, byResource[name], only != nil, now, s.checked)
 		if next == nil {
 			continue
 		}
@@ -115,13 +116,27 @@ func (s *Status) patch(ctx context.Context, name types.NamespacedName, st *api.I
 func statusPatch(st *api.ImageUpdaterStatus) ([]byte, error) {
 	own := *st
 	own.HealthGate, own.SkippedVersions = nil, nil
-	return json.Marshal(map[string]any{"status": own})
+	if len(own.WaitingVersions) > 0 {
+		return json.Marshal(map[string]any{"status": own})
+	}
+	// None waits now: a merge patch clears the list only with a null.
+	b, err := json.Marshal(own)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	fields["waitingVersions"] = nil
+	return json.Marshal(map[string]any{"status": fields})
 }
 
 // nextStatus is the status iu gets from a cycle's results, or nil when
 // nothing worth a write changed. invalid is why the resource could not be
-// used at all.
-func nextStatus(iu *api.ImageUpdater, invalid error, results []cycle.AppResult, now metav1.Time, checked time.Duration) *api.ImageUpdaterStatus {
+// used at all. A targeted check (partial) checked only some of the
+// resource's Applications: the others' waiting versions stay.
+func nextStatus(iu *api.ImageUpdater, invalid error, results []cycle.AppResult, partial bool, now metav1.Time, checked time.Duration) *api.ImageUpdaterStatus {
 	old := iu.Status
 	st := *old.DeepCopy()
 	st.ObservedGeneration = iu.Generation
@@ -140,6 +155,7 @@ func nextStatus(iu *api.ImageUpdater, invalid error, results []cycle.AppResult, 
 		st.LastUpdatedAt = &now
 		st.RecentUpdates = recentUpdates(results, now)
 	}
+	st.WaitingVersions = waitingVersions(old.WaitingVersions, results, partial)
 	setConditions(&st, iu.Generation, invalid, errs, updated)
 
 	if equality.Semantic.DeepEqual(st, old) && old.LastCheckedAt != nil && now.Sub(old.LastCheckedAt.Time) < checked {
@@ -177,6 +193,54 @@ func recentUpdates(results []cycle.AppResult, now metav1.Time) []api.RecentUpdat
 		}
 	}
 	return out
+}
+
+// maxWaiting bounds the status's waiting versions, as its CRD does.
+const maxWaiting = 1000
+
+// waitingVersions are the results' waiting versions, in their order; with
+// partial, after old's of the Applications the results do not hold.
+func waitingVersions(old []api.WaitingVersion, results []cycle.AppResult, partial bool) []api.WaitingVersion {
+	var out []api.WaitingVersion
+	if partial {
+		checked := map[string]bool{}
+		for _, r := range results {
+			checked[r.App.Name] = true
+		}
+		for _, w := range old {
+			if !checked[w.Application] {
+				out = append(out, w)
+			}
+		}
+	}
+	for _, r := range results {
+		for _, w := range r.Waiting {
+			v := api.WaitingVersion{Application: r.App.Name, Alias: w.Key, Chart: w.Chart, Version: w.Version, Reason: w.Reason, Message: truncateMessage(w.Message)}
+			if !w.Until.IsZero() {
+				until := metav1.NewTime(w.Until.UTC().Truncate(time.Second))
+				v.Until = &until
+			}
+			out = append(out, v)
+		}
+	}
+	if len(out) > maxWaiting {
+		out = out[:maxWaiting]
+	}
+	return out
+}
+
+// truncateMessage keeps a message within the CRD's 1,024 bytes, cut at a
+// rune.
+func truncateMessage(s string) string {
+	const max = 1024
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 func setConditions(st *api.ImageUpdaterStatus, gen int64, invalid error, errs []string, updated int) {

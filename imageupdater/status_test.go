@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/cycle"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The status names at most maxErrorsInMessage errors, however many the
@@ -63,5 +67,42 @@ func TestStatusPatchLeavesHealthGate(t *testing.T) {
 	}
 	if len(st.HealthGate) != 1 {
 		t.Error("the status given was changed")
+	}
+}
+
+// The status lists the versions waiting after the last check; a targeted
+// check keeps those of the Applications it did not check, and a check
+// that finds none waiting clears the list.
+func TestWaitingVersions(t *testing.T) {
+	until := time.Date(2026, 12, 9, 12, 0, 0, 0, time.UTC)
+	shop := &application.Application{Namespace: "argocd", Name: "shop"}
+	blog := &application.Application{Namespace: "argocd", Name: "blog"}
+	iu := &api.ImageUpdater{}
+	iu.Status.WaitingVersions = []api.WaitingVersion{{Application: "blog", Alias: "web", Version: "2.0.0", Reason: "promotion", Message: "image web: version 2.0.0 waits"}}
+	now := metav1.NewTime(until.Add(-time.Hour))
+	results := []cycle.AppResult{{App: shop, Waiting: []cycle.WaitingVersion{
+		{Key: "web", Version: "1.6.0", Reason: "minimum-release-age", Until: until, Message: "image web: version 1.6.0 waits for its minimum release age (168h0m0s) until 2026-12-09T12:00:00Z"},
+		{Key: "chart", Chart: true, Version: "3.1.0", Reason: "update-window", Message: strings.Repeat("x", 2000)},
+	}}}
+
+	full := nextStatus(iu, nil, append(results, cycle.AppResult{App: blog}), false, now, time.Minute)
+	if len(full.WaitingVersions) != 2 || full.WaitingVersions[0].Until == nil || !full.WaitingVersions[0].Until.Time.Equal(until) ||
+		!full.WaitingVersions[1].Chart || full.WaitingVersions[1].Until != nil || len(full.WaitingVersions[1].Message) > 1024 {
+		t.Errorf("full check: %+v", full.WaitingVersions)
+	}
+	targeted := nextStatus(iu, nil, results, true, now, time.Minute)
+	if len(targeted.WaitingVersions) != 3 || targeted.WaitingVersions[0].Application != "blog" {
+		t.Errorf("targeted check of shop: %+v, want blog's kept", targeted.WaitingVersions)
+	}
+	none := nextStatus(iu, nil, []cycle.AppResult{{App: shop}, {App: blog}}, false, now, time.Minute)
+	if len(none.WaitingVersions) != 0 {
+		t.Errorf("nothing waiting: %+v", none.WaitingVersions)
+	}
+	body, err := statusPatch(none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), `"waitingVersions":null`) {
+		t.Errorf("patch %s does not clear the list", body)
 	}
 }

@@ -87,6 +87,7 @@ type Client struct {
 	defaultLimit  float64  // 0: config.Endpoint.RateLimit
 	maxInFlight   int      // 0: transport.DefaultMaxInFlight
 	hostCAs       *hostCAs // nil: WithHostCAs not given
+	ecrPushTimes  ECRPushTimes
 
 	requestTimeout time.Duration
 	maxTags        int

@@ -54,6 +54,9 @@ type stackSettings struct {
 	tls      string // config.TLS.ID; "" for the defaults
 	internal config.Hosts
 	hostCA   string // the host's CA file's hash (WithHostCAs); "" for none
+	// apiPaths are the prefixes, joined by commas, of the API's paths
+	// when it is not a registry's /v2/ (push-time APIs).
+	apiPaths string
 }
 
 func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
@@ -71,7 +74,14 @@ func (c *Client) settingsOf(ep config.Endpoint) stackSettings {
 // stackFor returns the stack of ep, building it on first use or when the
 // endpoint's settings changed.
 func (c *Client) stackFor(ep config.Endpoint) (*endpointStack, error) {
+	return c.stackWith(ep, "")
+}
+
+// stackWith is stackFor for an API whose own paths on its host start
+// with apiPaths (joined by commas; "" for a registry's /v2/).
+func (c *Client) stackWith(ep config.Endpoint, apiPaths string) (*endpointStack, error) {
 	s := c.settingsOf(ep)
+	s.apiPaths = apiPaths
 	ca, err := c.hostCAs.forEndpoint(ep)
 	if err != nil {
 		return nil, fmt.Errorf("registry %s: %w", cmp.Or(ep.Prefix, ep.APIURL), err)
@@ -135,7 +145,11 @@ func (c *Client) newStack(ep config.Endpoint, s stackSettings, ca *hostCA) (*end
 		rt = transport.NewRateLimit(rt, st.limiter)
 	}
 	rt = transport.NewMetrics(rt, func(d time.Duration, failed bool) { c.metrics.request(label, d, failed) })
-	st.rt = transport.NewHostGuard(rt, u.Host, ep.InternalHosts.List())
+	var paths []string
+	if s.apiPaths != "" {
+		paths = strings.Split(s.apiPaths, ",")
+	}
+	st.rt = transport.NewHostGuard(rt, u.Host, ep.InternalHosts.List(), paths...)
 	return st, nil
 }
 

@@ -3,6 +3,7 @@ package settings
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
@@ -26,7 +27,7 @@ const (
 var (
 	chartAppKeys = []string{KeyChartList, KeyChartUpdateStrategy, KeyChartAllowTags, KeyChartIgnoreTags}
 	// chartKeys are those a chart reads as "<alias>.<key>".
-	chartKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags}
+	chartKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyMinReleaseAge}
 )
 
 // MaxCharts bounds the charts of one Application: each costs an index
@@ -53,6 +54,12 @@ type ChartSpec struct {
 	Policy *strategy.Policy
 	// Origin is where the chart is listed.
 	Origin Origin
+	// MinReleaseAge is how old a version must be to be chosen, by when
+	// it was first seen (or, for a chart in an OCI registry, pushed);
+	// MinReleaseAgeOrigin is where it is set, "" for the controller's
+	// default.
+	MinReleaseAge       time.Duration
+	MinReleaseAgeOrigin Origin
 }
 
 // Key is how messages name the chart: its alias, or its name.
@@ -181,6 +188,17 @@ func readChartSettings(c *ChartSpec, get func(string) (string, bool), problems *
 	p, ok := compileChartPolicy(c, raw)
 	if !ok {
 		*problems = append(*problems, p)
+	}
+	// The Application-wide minimum-release-age holds for its charts too.
+	if v, at := value(KeyMinReleaseAge, KeyMinReleaseAge); v != "" {
+		d, err := ParseReleaseAge(v)
+		if err != nil {
+			// As for an image: a chart must not take a version younger
+			// than its owner wants.
+			*problems = append(*problems, Problem{Image: c.Key(), Chart: true, Origin: at, Message: err.Error()})
+			return false
+		}
+		c.MinReleaseAge, c.MinReleaseAgeOrigin = d, at
 	}
 	return ok
 }

@@ -77,7 +77,7 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 			a.Images = append(a.Images, s)
 		}
 	}
-	a.Charts = chartConfigs(ref, refAt, &a.Problems)
+	a.Charts = chartConfigs(ref, refAt, levels, &a.Problems)
 	return a
 }
 
@@ -104,7 +104,7 @@ func (a *Settings) resourceWindows(list []api.UpdateWindow, at Origin) {
 
 // chartConfigs reads an applicationRef's charts; their settings are
 // their own, as the chart-list annotation's are.
-func chartConfigs(ref api.ApplicationRef, refAt Origin, problems *[]Problem) []ChartSpec {
+func chartConfigs(ref api.ApplicationRef, refAt Origin, levels []level, problems *[]Problem) []ChartSpec {
 	if len(ref.Charts) > MaxCharts {
 		*problems = append(*problems, Problem{Chart: true, Origin: refAt.Child(".charts"), Message: fmt.Sprintf("%d charts, more than the %d one Application may have; none of its charts is updated", len(ref.Charts), MaxCharts)})
 		return nil
@@ -144,6 +144,15 @@ func chartConfigs(ref api.ApplicationRef, refAt Origin, problems *[]Problem) []C
 		if p, ok := compileChartPolicy(&spec, raw); !ok {
 			*problems = append(*problems, p)
 			continue
+		}
+		// The ref's and the spec's minimumReleaseAge hold for charts too.
+		if v, at := mostSpecific(levels, "minimumReleaseAge", func(c *api.CommonUpdateSettings) *string { return c.MinimumReleaseAge }); v != nil {
+			d, err := ParseReleaseAge(*v)
+			if err != nil {
+				*problems = append(*problems, Problem{Image: c.Alias, Chart: true, Origin: at, Message: err.Error()})
+				continue
+			}
+			spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, at
 		}
 		charts = append(charts, spec)
 	}

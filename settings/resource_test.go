@@ -469,3 +469,58 @@ func TestPinDigestLevels(t *testing.T) {
 		t.Errorf("pins from annotations %v, want %v", got, want)
 	}
 }
+
+// A chart's minimum release age: its own annotation, else the
+// Application's, which holds for images and charts alike; in an
+// ImageUpdater the ref's, else the spec's. One not understood stops only
+// that chart.
+func TestChartMinReleaseAge(t *testing.T) {
+	a := ParseAnnotations(ann("chart-list", "cache=redis:^18,db=postgresql", "minimum-release-age", "7d", "cache.minimum-release-age", "36h"))
+	if len(a.Problems) > 0 {
+		t.Fatalf("problems %v", a.Problems)
+	}
+	got := map[string]string{}
+	for _, c := range a.Charts {
+		got[c.Alias] = fmt.Sprintf("%s %s", c.MinReleaseAge, c.MinReleaseAgeOrigin)
+	}
+	want := map[string]string{
+		"cache": "36h0m0s annotation argocd-image-updater.argoproj.io/cache.minimum-release-age",
+		"db":    "168h0m0s annotation argocd-image-updater.argoproj.io/minimum-release-age",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ages %v, want %v", got, want)
+	}
+
+	bad := ParseAnnotations(ann("chart-list", "cache=redis,db=postgresql", "cache.minimum-release-age", "a week"))
+	if len(bad.Charts) != 1 || bad.Charts[0].Alias != "db" || len(bad.Problems) != 1 || !strings.Contains(fmt.Sprint(bad.Problems[0]), "cache.minimum-release-age") {
+		t.Errorf("charts %v, problems %v: want db alone, and a problem naming cache.minimum-release-age", bad.Charts, bad.Problems)
+	}
+
+	iu := &api.ImageUpdater{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"},
+		Spec: api.ImageUpdaterSpec{
+			CommonUpdateSettings: &api.CommonUpdateSettings{MinimumReleaseAge: ptr("2d")},
+			ApplicationRefs: []api.ApplicationRef{
+				{NamePattern: "a", CommonUpdateSettings: &api.CommonUpdateSettings{MinimumReleaseAge: ptr("12h")}, Charts: []api.ChartConfig{{Alias: "cache", ChartName: "redis"}}},
+				{NamePattern: "b", Charts: []api.ChartConfig{{Alias: "db", ChartName: "postgresql"}}},
+			},
+		},
+	}
+	got = map[string]string{}
+	for i := range iu.Spec.ApplicationRefs {
+		r := ParseImageUpdater(iu, i)
+		if len(r.Problems) > 0 {
+			t.Fatalf("problems %v", r.Problems)
+		}
+		for _, c := range r.Charts {
+			got[c.Alias] = fmt.Sprintf("%s %s", c.MinReleaseAge, c.MinReleaseAgeOrigin)
+		}
+	}
+	want = map[string]string{
+		"cache": "12h0m0s ImageUpdater ns/iu spec.applicationRefs[0].commonUpdateSettings.minimumReleaseAge",
+		"db":    "48h0m0s ImageUpdater ns/iu spec.commonUpdateSettings.minimumReleaseAge",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ImageUpdater ages %v, want %v", got, want)
+	}
+}

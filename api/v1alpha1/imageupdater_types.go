@@ -556,11 +556,43 @@ type ImageUpdaterStatus struct {
 	// +kubebuilder:validation:MaxItems=1000
 	SkippedVersions []SkippedVersion `json:"skippedVersions,omitempty"`
 
+	// WaitingVersions are, after the last check, the newer versions not
+	// taken yet: why, and when they may be.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1000
+	WaitingVersions []WaitingVersion `json:"waitingVersions,omitempty"`
+
 	// Conditions: Ready, Reconciling and Error.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// WaitingVersion is a newer version of an image or chart of one
+// Application that waits.
+type WaitingVersion struct {
+	// Application is the Application's name, in the resource's namespace.
+	Application string `json:"application"`
+	// Alias of the image or chart, or its name when it has none.
+	Alias string `json:"alias"`
+	// Chart is true for a chart's version.
+	// +optional
+	Chart bool `json:"chart,omitempty"`
+	// Version is the version that waits.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Reason is what it waits for: minimum-release-age, update-window or
+	// promotion.
+	// +kubebuilder:validation:Enum=minimum-release-age;update-window;promotion
+	Reason string `json:"reason"`
+	// Until is when it may be taken, when that is known.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+	// Message says why, as the VersionWaiting event does.
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message"`
 }
 
 // RecentUpdate is one image updated to one version.

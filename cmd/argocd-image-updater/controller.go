@@ -176,10 +176,11 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("registries configuration: %w", err)
 	}
+	aws := ecr.NewProvider()
 	resolver := credentials.NewResolver(
 		credentials.WithSecretGetter(credentials.NewKubeSecretGetter(c.clientset)),
 		credentials.WithEnv(c.lookupEnv),
-		credentials.WithNative(credref.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credref.KindECR, aws),
 		credentials.WithNative(credref.KindGCP, gcp.NewProvider()),
 		credentials.WithNative(credref.KindAzure, azure.NewProvider()),
 	)
@@ -191,6 +192,7 @@ func (c *controller) startRegistryClient(ctx context.Context) (err error) {
 		registry.WithUserAgent("argocd-image-updater/"+version),
 		registry.WithRequestTimeout(c.o.requestTimeout),
 		registry.WithHostCAs(c.o.registryCAsDir),
+		registry.WithECRPushTimes(aws.PushTimes),
 	)
 	return nil
 }

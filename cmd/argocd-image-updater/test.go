@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
@@ -45,6 +46,7 @@ type testOptions struct {
 	output             string
 	verifySignature    string
 	pinDigest          string
+	minReleaseAge      string
 	// defaultRegistriesConf is read when --registries-conf-path is not
 	// given and it is a file: the path run and webhook read by default, so
 	// that test, run in the controller's container, sees what they see.
@@ -95,6 +97,7 @@ func newTestCommandFor(o *testOptions, lookupEnv func(string) (string, bool)) *c
 	f.StringVar(&o.output, "output", "text", "output format: text or json")
 	f.StringVar(&o.verifySignature, "verify-signature", "", "only versions with a cosign signature made with this public key: a PEM file, or secret:<namespace>/<name>#<field> (with --kubeconfig)")
 	f.StringVar(&o.pinDigest, "pin-digest", "never", "pin the chosen tag by digest: never, if-not-present or always; a digest in IMAGE is the running pin")
+	f.StringVar(&o.minReleaseAge, "minimum-release-age", "0", "only versions at least this old (36h, 7d): aged from the registry's push time where its API gives one, else from now, as a first cycle sees them")
 	return cmd
 }
 
@@ -110,6 +113,15 @@ type testOutput struct {
 	Reason         string `json:"reason,omitempty"`
 	// Skipped are the new versions passed over for their signatures.
 	Skipped []cycle.Skipped `json:"skipped,omitempty"`
+	// Waiting is the newer version held back by --minimum-release-age.
+	Waiting *testWaiting `json:"waiting,omitempty"`
+}
+
+// testWaiting is a version that waits, and until when.
+type testWaiting struct {
+	Version string    `json:"version"`
+	Until   time.Time `json:"until"`
+	Reason  string    `json:"reason"`
 }
 
 func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(string) (string, bool)) error {
@@ -130,7 +142,7 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 	if err != nil {
 		return badInput(err)
 	}
-	res, skipped, err := o.choose(ctx, in, client, secrets)
+	res, skipped, waiting, err := o.choose(ctx, in, client, secrets)
 	if err != nil {
 		return badInput(err)
 	}
@@ -138,6 +150,9 @@ func runTest(cmd *cobra.Command, image string, o *testOptions, lookupEnv func(st
 		Image: in.ref.Name(), Strategy: string(in.policy.Name()), Constraint: o.constraint,
 		Tag: res.Tag, Digest: res.Digest, TagsSeen: res.Seen, TagsConsidered: res.Considered, Reason: res.Reason,
 		Skipped: skipped,
+	}
+	if waiting != nil {
+		out.Waiting = &testWaiting{Version: waiting.Version.String(), Until: waiting.Until.UTC(), Reason: waiting.String()}
 	}
 	if o.output == "json" {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -181,6 +196,7 @@ type testInput struct {
 	platforms []v1.Platform
 	policy    *strategy.Policy
 	pin       settings.DigestPin
+	minAge    time.Duration
 }
 
 func (o *testOptions) input(image string) (testInput, error) {
@@ -207,6 +223,9 @@ func (o *testOptions) input(image string) (testInput, error) {
 	if in.pin, err = settings.ParseDigestPin(o.pinDigest); err != nil {
 		return in, fmt.Errorf("--pin-digest: %w", err)
 	}
+	if in.minAge, err = settings.ParseReleaseAge(o.minReleaseAge); err != nil {
+		return in, fmt.Errorf("--minimum-release-age: %w", err)
+	}
 	in.policy, err = strategy.New(strategy.Settings{
 		Strategy: o.strategy, Constraint: o.constraint, AllowTags: o.allowTags,
 		IgnoreTags: o.ignoreTags, Platforms: in.platforms,
@@ -231,8 +250,9 @@ func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string,
 		secrets = credentials.NewKubeSecretGetter(cs)
 		resolverOpts = append(resolverOpts, credentials.WithSecretGetter(secrets))
 	}
+	aws := ecr.NewProvider()
 	resolverOpts = append(resolverOpts,
-		credentials.WithNative(credref.KindECR, ecr.NewProvider()),
+		credentials.WithNative(credref.KindECR, aws),
 		credentials.WithNative(credref.KindGCP, gcp.NewProvider()),
 		credentials.WithNative(credref.KindAzure, azure.NewProvider()))
 	return registry.NewClient(
@@ -241,15 +261,16 @@ func (o *testOptions) client(cfg *config.Config, lookupEnv func(string) (string,
 		registry.WithLogger(logger),
 		registry.WithDefaultLimit(float64(o.rateLimit)),
 		registry.WithHostCAs(o.registryCAsDir),
+		registry.WithECRPushTimes(aws.PushTimes),
 	), secrets, nil
 }
 
 // choose lists the tags and chooses as the cycle does, among signed
 // versions only with --verify-signature.
-func (o *testOptions) choose(ctx context.Context, in testInput, client *registry.Client, secrets credentials.SecretGetter) (strategy.Result, []cycle.Skipped, error) {
+func (o *testOptions) choose(ctx context.Context, in testInput, client *registry.Client, secrets credentials.SecretGetter) (strategy.Result, []cycle.Skipped, *cycle.Waiting, error) {
 	tags, err := client.Tags(ctx, in.ref, in.creds)
 	if err != nil {
-		return strategy.Result{}, nil, err
+		return strategy.Result{}, nil, nil, err
 	}
 	meta := cycle.MetadataFunc(client, in.ref, in.creds, in.platforms)
 	pin := cycle.Pin{Mode: in.pin}
@@ -260,23 +281,46 @@ func (o *testOptions) choose(ctx context.Context, in testInput, client *registry
 			return info.Digest, err
 		}
 	}
+	choice := cycle.Choice{Pin: pin, Age: testAge(client, in)}
 	if o.verifySignature == "" {
-		res, _, err := cycle.Choose(ctx, in.policy, tags, in.ref.Version(), meta, cycle.Choice{Pin: pin})
-		return res, nil, err
+		res, waiting, err := cycle.Choose(ctx, in.policy, tags, in.ref.Version(), meta, choice)
+		return res, nil, waiting, err
 	}
 	key, err := loadTestKey(ctx, o.verifySignature, secrets)
 	if err != nil {
-		return strategy.Result{}, nil, err
+		return strategy.Result{}, nil, nil, err
 	}
 	v := signature.NewVerifier(client)
-	res, skipped, _, err := cycle.ChooseVerified(ctx, in.policy, tags, in.ref.Version(), meta, cycle.SignatureCheck{
+	res, skipped, waiting, err := cycle.ChooseVerified(ctx, in.policy, tags, in.ref.Version(), meta, cycle.SignatureCheck{
 		Digest: func(ctx context.Context, tag string) (string, error) {
 			info, err := meta(ctx, tag)
 			return info.Digest, err
 		},
 		Verify: func(ctx context.Context, digest string) error { return v.Verify(ctx, in.ref, in.creds, digest, key) },
-	}, cycle.Choice{Pin: pin})
-	return res, skipped, err
+	}, choice)
+	return res, skipped, waiting, err
+}
+
+// testAge is --minimum-release-age as a first cycle applies it: every
+// version is first seen now, and the registry's push times count where
+// its API gives them.
+func testAge(client *registry.Client, in testInput) cycle.Age {
+	now := time.Now()
+	return cycle.Age{
+		Min: in.minAge,
+		Now: func() time.Time { return now },
+		FirstSeen: func(versions []string) map[string]time.Time {
+			out := make(map[string]time.Time, len(versions))
+			for _, v := range versions {
+				out[v] = now
+			}
+			return out
+		},
+		Pushed: func(ctx context.Context, tags []string) map[string]time.Time {
+			times, _ := client.PushTimes(ctx, in.ref, in.creds, tags)
+			return times
+		},
+	}
 }
 
 // loadTestKey reads the public key of --verify-signature: a PEM file, or
@@ -315,6 +359,9 @@ func printTestResult(w io.Writer, out testOutput) {
 	fmt.Fprintf(w, "tags:        %d seen, %d considered\n", out.TagsSeen, out.TagsConsidered)
 	for _, s := range out.Skipped {
 		fmt.Fprintf(w, "skipped:     %s\n", s)
+	}
+	if out.Waiting != nil {
+		fmt.Fprintf(w, "waiting:     %s\n", out.Waiting.Reason)
 	}
 	if out.Tag == "" {
 		fmt.Fprintf(w, "result:      no version qualifies (%s)\n", out.Reason)

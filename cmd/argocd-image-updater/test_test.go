@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 )
@@ -21,8 +22,16 @@ func TestTestCommand(t *testing.T) {
 	for _, tag := range []string{"v1.25.0", "v1.26.0", "v1.26.3", "v1.27.0-rc.1", "v2.0.0", "latest"} {
 		digests[tag] = reg.PushImage(t, "team/web", []string{tag}).String()
 	}
+	// The registry's push times, from a Harbor API beside it; the
+	// release candidate and latest have none.
+	harbor := testenv.StartPushTimes(t, "harbor", reg.Host)
+	harbor.Credentials(reg.Username, reg.Password)
+	now := time.Now()
+	for tag, age := range map[string]time.Duration{"v1.25.0": 50 * 24 * time.Hour, "v1.26.0": 40 * 24 * time.Hour, "v1.26.3": 30 * 24 * time.Hour, "v2.0.0": time.Hour} {
+		harbor.Push("team/web", tag, now.Add(-age))
+	}
 	conf := filepath.Join(t.TempDir(), "registries.conf")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:TEST_REGISTRY\n", reg.Host, reg.Host)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf("registries:\n- name: test\n  prefix: %s\n  api_url: http://%s\n  credentials: env:TEST_REGISTRY\n  pushtimes: harbor\n  pushtimes_url: %s\n", reg.Host, reg.Host, harbor.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"TEST_REGISTRY": reg.Username + ":" + reg.Password, "WRONG": reg.Username + ":nope"}
@@ -47,6 +56,11 @@ func TestTestCommand(t *testing.T) {
 		{name: "pinned by digest", args: []string{image, "--pin-digest", "always"}, wantStdout: "result:      v2.0.0@" + digests["v2.0.0"]},
 		{name: "the running pin kept", args: []string{image + ":v2.0.0@" + digests["v1.25.0"], "--pin-digest", "if-not-present"}, wantStdout: "result:      v2.0.0@" + digests["v1.25.0"]},
 		{name: "bad pin", args: []string{image, "--pin-digest", "sometimes"}, wantCode: 2, wantStderr: `--pin-digest: "sometimes" is not never, if-not-present or always`},
+		{name: "minimum release age: the newest waits from its push", args: []string{image, "--minimum-release-age", "7d"},
+			wantStdout: "waiting:     version v2.0.0 waits for its minimum release age (168h0m0s) until " + now.Add(-time.Hour+7*24*time.Hour).UTC().Format("2006-01-02T15")},
+		{name: "minimum release age: the older push taken meanwhile", args: []string{image, "--minimum-release-age", "7d"}, wantStdout: "result:      v1.26.3"},
+		{name: "minimum release age: none old enough", args: []string{image, "--minimum-release-age", "60d"}, wantCode: 1, wantStdout: "waiting:     version v2.0.0 waits"},
+		{name: "bad minimum release age", args: []string{image, "--minimum-release-age", "a week"}, wantCode: 2, wantStderr: "--minimum-release-age"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

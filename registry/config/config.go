@@ -87,6 +87,10 @@ type Endpoint struct {
 	// registry may send the client to, as its token realm or in a
 	// redirect: other hosts must be public.
 	InternalHosts Hosts
+	// PushTimes and PushTimesURL are the pushtimes and pushtimes_url
+	// fields: see PushTimesAPI.
+	PushTimes    PushTimes
+	PushTimesURL string
 }
 
 // Hosts is a list of host or host:port, kept in one string (joined by

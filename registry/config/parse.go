@@ -171,7 +171,7 @@ type parsedEntry struct {
 }
 
 var entryFields = []string{"name", "prefix", "api_url", "credentials", "credsexpire", "insecure", "limit", "defaultns", "default", "tagsortmode",
-	"mutabletags", "ca_file", "ca_data", "client_cert_file", "client_key_file", "internal_hosts", "ping"}
+	"mutabletags", "ca_file", "ca_data", "client_cert_file", "client_key_file", "internal_hosts", "pushtimes", "pushtimes_url", "ping"}
 
 // entry parses registries[i]. ok is false when it had errors (already
 // recorded), so that it takes no part in the duplicate checks.
@@ -240,6 +240,16 @@ func (p *configParser) entry(i int, n *yaml.Node) (parsedEntry, bool) {
 			tlsNodes.keyFile = v
 		case "internal_hosts":
 			e.ep.InternalHosts = p.hosts(v, f)
+		case "pushtimes":
+			if s := p.str(v, f); s != "" {
+				api, err := parsePushTimes(s)
+				if err != nil {
+					p.errorf(v, f, "%v", err)
+				}
+				e.ep.PushTimes = api
+			}
+		case "pushtimes_url":
+			e.ep.PushTimesURL = p.apiURL(v, f)
 		case "ping":
 			// Read by older versions; nothing to do with it.
 		}

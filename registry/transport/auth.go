@@ -25,3 +25,10 @@ import (
 func NewAuth(ctx context.Context, next http.RoundTripper, repo name.Repository, auth authn.Authenticator) (http.RoundTripper, error) {
 	return ggcr.NewWithContext(ctx, repo.Registry, auth, next, []string{repo.Scope(ggcr.PullScope)})
 }
+
+// NewAuthScopes is NewAuth for the registry reg with the token scopes
+// given, for APIs beside the registry's that want their own (ACR's
+// metadata_read).
+func NewAuthScopes(ctx context.Context, next http.RoundTripper, reg name.Registry, auth authn.Authenticator, scopes []string) (http.RoundTripper, error) {
+	return ggcr.NewWithContext(ctx, reg, auth, next, scopes)
+}

@@ -45,9 +45,14 @@ const maxTokenAnswer = 64 << 10
 // started at another host, or outside /v2/ on the API's own) is read
 // within 64 KiB and passed on as its token fields alone: an answer without
 // a token fails without being quoted. An eleventh redirect in a row is
-// refused.
-func NewHostGuard(next http.RoundTripper, host string, allowed []string) http.RoundTripper {
-	g := &hostGuard{next: next, host: host, own: parseHostPattern(host)}
+// refused. apiPaths, when given, are the prefixes of the API's own paths
+// on its host in place of /v2/ (the APIs beside a registry's that give
+// push times).
+func NewHostGuard(next http.RoundTripper, host string, allowed []string, apiPaths ...string) http.RoundTripper {
+	if len(apiPaths) == 0 {
+		apiPaths = []string{"/v2/"}
+	}
+	g := &hostGuard{next: next, host: host, own: parseHostPattern(host), apiPaths: apiPaths}
 	for _, a := range allowed {
 		g.allowed = append(g.allowed, parseHostPattern(a))
 	}
@@ -55,10 +60,11 @@ func NewHostGuard(next http.RoundTripper, host string, allowed []string) http.Ro
 }
 
 type hostGuard struct {
-	next    http.RoundTripper
-	host    string // for errors
-	own     hostPattern
-	allowed []hostPattern
+	next     http.RoundTripper
+	host     string // for errors
+	own      hostPattern
+	allowed  []hostPattern
+	apiPaths []string
 }
 
 // hostPattern is a host name or address, in lower case without brackets
@@ -143,10 +149,18 @@ func (g *hostGuard) allows(u *url.URL) bool {
 }
 
 // tokenExchange tells whether a chain of requests that began with origin
-// fetches a token: the registry API's requests are those under /v2/ on its
-// own host.
+// fetches a token: the API's requests are those under its paths (/v2/) on
+// its own host.
 func (g *hostGuard) tokenExchange(origin *http.Request) bool {
-	return !g.own.matches(origin.URL, false) || !strings.HasPrefix(origin.URL.Path, "/v2/")
+	if !g.own.matches(origin.URL, false) {
+		return true
+	}
+	for _, p := range g.apiPaths {
+		if strings.HasPrefix(origin.URL.Path, p) {
+			return false
+		}
+	}
+	return true
 }
 
 func (g *hostGuard) refused(err error) error {
