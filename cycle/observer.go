@@ -40,7 +40,7 @@ type WaitingVersion struct {
 	Version string
 	Reason  string    // the versions_waiting metric's label
 	Until   time.Time // zero: not known
-	Message string
+	Message string    // the VersionWaiting event's, at most 1,000 bytes
 }
 
 // results collects AppResults while a cycle runs; a nil *results collects
@@ -96,6 +96,7 @@ func (r *results) waiting(app *application.Application, w WaitingVersion) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if ar, ok := r.byKey[app.Key()]; ok {
+		w.Message = truncate(w.Message)
 		ar.Waiting = append(ar.Waiting, w)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -372,5 +373,17 @@ func TestChartListProblemsStopNoImage(t *testing.T) {
 		if applicationBroken(app) {
 			t.Errorf("chart-list %q stops the Application's images: %v", list, app.Settings.Problems)
 		}
+	}
+}
+
+// A waiting version's message is kept as its event is sent: within
+// maxEventMessage bytes, valid UTF-8.
+func TestWaitingMessageBounded(t *testing.T) {
+	app := &application.Application{Namespace: "argocd", Name: "shop"}
+	r := newResults([]*application.Application{app})
+	r.waiting(app, WaitingVersion{Key: "web", Message: strings.Repeat("é", 1500)})
+	got := r.list()[0].Waiting[0].Message
+	if len(got) > maxEventMessage || !utf8.ValidString(got) || !strings.HasSuffix(got, "...") {
+		t.Errorf("message of %d bytes (valid UTF-8: %v)", len(got), utf8.ValidString(got))
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -215,7 +214,7 @@ func waitingVersions(old []api.WaitingVersion, results []cycle.AppResult, partia
 	}
 	for _, r := range results {
 		for _, w := range r.Waiting {
-			v := api.WaitingVersion{Application: r.App.Name, Alias: w.Key, Chart: w.Chart, Version: w.Version, Reason: w.Reason, Message: truncateMessage(w.Message)}
+			v := api.WaitingVersion{Application: r.App.Name, Alias: w.Key, Chart: w.Chart, Version: w.Version, Reason: w.Reason, Message: w.Message}
 			if !w.Until.IsZero() {
 				until := metav1.NewTime(w.Until.UTC().Truncate(time.Second))
 				v.Until = &until
@@ -227,20 +226,6 @@ func waitingVersions(old []api.WaitingVersion, results []cycle.AppResult, partia
 		out = out[:maxWaiting]
 	}
 	return out
-}
-
-// truncateMessage keeps a message within the CRD's 1,024 bytes, cut at a
-// rune.
-func truncateMessage(s string) string {
-	const max = 1024
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 func setConditions(st *api.ImageUpdaterStatus, gen int64, invalid error, errs []string, updated int) {

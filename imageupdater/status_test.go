@@ -82,12 +82,12 @@ func TestWaitingVersions(t *testing.T) {
 	now := metav1.NewTime(until.Add(-time.Hour))
 	results := []cycle.AppResult{{App: shop, Waiting: []cycle.WaitingVersion{
 		{Key: "web", Version: "1.6.0", Reason: "minimum-release-age", Until: until, Message: "image web: version 1.6.0 waits for its minimum release age (168h0m0s) until 2026-12-09T12:00:00Z"},
-		{Key: "chart", Chart: true, Version: "3.1.0", Reason: "update-window", Message: strings.Repeat("x", 2000)},
+		{Key: "chart", Chart: true, Version: "3.1.0", Reason: "update-window", Message: "chart chart: version 3.1.0 waits: the Application is outside its update windows"},
 	}}}
 
 	full := nextStatus(iu, nil, append(results, cycle.AppResult{App: blog}), false, now, time.Minute)
 	if len(full.WaitingVersions) != 2 || full.WaitingVersions[0].Until == nil || !full.WaitingVersions[0].Until.Time.Equal(until) ||
-		!full.WaitingVersions[1].Chart || full.WaitingVersions[1].Until != nil || len(full.WaitingVersions[1].Message) > 1024 {
+		!full.WaitingVersions[1].Chart || full.WaitingVersions[1].Until != nil {
 		t.Errorf("full check: %+v", full.WaitingVersions)
 	}
 	targeted := nextStatus(iu, nil, results, true, now, time.Minute)

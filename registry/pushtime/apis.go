@@ -3,6 +3,7 @@ package pushtime
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,9 +168,7 @@ func harbor(ctx context.Context, s *search) error {
 	}
 	header := http.Header{}
 	if s.q.Username != "" || s.q.Password != "" {
-		req, _ := http.NewRequest(http.MethodGet, "/", nil)
-		req.SetBasicAuth(s.q.Username, s.q.Password)
-		header.Set("Authorization", req.Header.Get("Authorization"))
+		header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(s.q.Username+":"+s.q.Password)))
 	}
 	first, err := s.url("/api/v2.0/projects/"+url.PathEscape(project)+"/repositories/"+url.PathEscape(url.PathEscape(name))+"/artifacts",
 		url.Values{"with_tag": {"true"}, "page": {"1"}, "page_size": {"100"}, "sort": {"-push_time"}})
