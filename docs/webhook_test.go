@@ -3,6 +3,7 @@ package docs
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -33,9 +34,13 @@ func (n *notified) Notify(note webhook.Notification) error {
 }
 
 // webhookRequest builds the request the registry of that type sends, with
-// the proof of the secret its webhook settings make it send.
-func webhookRequest(source string, body []byte) (*http.Request, error) {
+// the proof of the secret its webhook settings make it send, and the
+// query parameters of the URL it was given.
+func webhookRequest(source string, query url.Values, body []byte) (*http.Request, error) {
 	q := url.Values{"type": {source}}
+	for k, v := range query {
+		q[k] = v
+	}
 	switch source {
 	case webhook.DockerHub, webhook.Quay, webhook.ArtifactRegistry, webhook.AliyunACR:
 		q.Set("secret", docsWebhookSecret)
@@ -53,25 +58,55 @@ func webhookRequest(source string, body []byte) (*http.Request, error) {
 		req.Header.Set("Authorization", docsWebhookSecret)
 	case webhook.Distribution, webhook.CloudEvents:
 		req.Header.Set("Authorization", "Bearer "+docsWebhookSecret)
-	case webhook.ACR:
+	case webhook.ACR, webhook.Generic:
 		req.Header.Set("Authorization", docsWebhookSecret)
+	case webhook.Artifactory:
+		req.Header.Set("X-JFrog-Event-Auth", docsWebhookSecret)
+	case webhook.Nexus:
+		mac := hmac.New(sha1.New, []byte(docsWebhookSecret))
+		mac.Write(body)
+		req.Header.Set("X-Nexus-Webhook-Signature", hex.EncodeToString(mac.Sum(nil)))
 	default:
 		return nil, fmt.Errorf("unknown webhook type %q (known: %s)", source, strings.Join(webhook.Sources(), ", "))
 	}
 	return req, nil
 }
 
-func checkWebhookPayload(source string, b, exp block, hasExp bool) error {
+// checkWebhookPayload sends a payload as its registry does. The tags
+// after the type are the query parameters of the URL the registry was
+// given (registry_url=...), or, for the generic type, the mapping of its
+// fields (repository-field=..., tag-field=...).
+func checkWebhookPayload(tags string, b, exp block, hasExp bool) error {
+	fields := strings.Fields(tags)
+	source, query := fields[0], url.Values{}
+	generic := &webhook.GenericMapping{}
+	for _, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		switch {
+		case !ok:
+			return fmt.Errorf("%q: a tag after the webhook type is key=value", f)
+		case k == "repository-field":
+			generic.Repository = v
+		case k == "tag-field":
+			generic.Tag = v
+		default:
+			query.Add(k, v)
+		}
+	}
 	secrets := map[string]string{}
 	for _, s := range webhook.Sources() {
 		secrets[s] = docsWebhookSecret
 	}
+	if generic.Repository == "" {
+		generic = nil
+		delete(secrets, webhook.Generic)
+	}
 	var n notified
-	h, err := webhook.NewHandler(&n, webhook.Config{Secrets: secrets})
+	h, err := webhook.NewHandler(&n, webhook.Config{Secrets: secrets, Generic: generic})
 	if err != nil {
 		return err
 	}
-	req, err := webhookRequest(source, []byte(b.body))
+	req, err := webhookRequest(source, query, []byte(b.body))
 	if err != nil {
 		return err
 	}

@@ -99,8 +99,8 @@ func ParseChart(entry string) (ChartSpec, error) {
 // metadata do not apply.
 func compileChartPolicy(c *ChartSpec, raw policySettings) (Problem, bool) {
 	raw.Constraint, raw.ChartVersions = c.Constraint, true
-	if name, err := strategy.ParseName(raw.Strategy); err == nil && name != strategy.SemVer && name != strategy.Alphabetical {
-		return Problem{Image: c.Key(), Chart: true, Origin: raw.strategyAt, Message: fmt.Sprintf("a chart is updated by semver or alphabetical, not %s (which reads image metadata)", name)}, false
+	if name, err := strategy.ParseName(raw.Strategy); err == nil && (name == strategy.NewestBuild || name == strategy.Digest) {
+		return Problem{Image: c.Key(), Chart: true, Origin: raw.strategyAt, Message: fmt.Sprintf("a chart is updated by semver, alphabetical or numeric, not %s (which reads image metadata)", name)}, false
 	}
 	p, err := strategy.Shared(raw.Settings)
 	if err == nil {

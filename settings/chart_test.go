@@ -41,7 +41,7 @@ func TestParseChartList(t *testing.T) {
 		{
 			name:         "a strategy that reads image metadata",
 			annotations:  ann("chart-list", "app=podinfo", "app.update-strategy", "newest-build"),
-			wantProblems: []string{"annotation argocd-image-updater.argoproj.io/app.update-strategy (chart app): a chart is updated by semver or alphabetical"},
+			wantProblems: []string{"annotation argocd-image-updater.argoproj.io/app.update-strategy (chart app): a chart is updated by semver, alphabetical or numeric"},
 		},
 		{
 			name:         "a bad constraint is named at chart-list",
@@ -167,7 +167,7 @@ func TestImageUpdaterCharts(t *testing.T) {
 			wantProblems: []string{
 				`ImageUpdater ns/iu spec.applicationRefs[0].charts[0].chartName (chart web): alias "web" is used twice`,
 				"ImageUpdater ns/iu spec.applicationRefs[0].charts[1].chartName (chart db): invalid constraint",
-				"ImageUpdater ns/iu spec.applicationRefs[0].charts[2].updateStrategy (chart c): a chart is updated by semver or alphabetical",
+				"ImageUpdater ns/iu spec.applicationRefs[0].charts[2].updateStrategy (chart c): a chart is updated by semver, alphabetical or numeric",
 			},
 		},
 	}

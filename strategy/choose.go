@@ -86,6 +86,8 @@ func (p *Policy) Choose(ctx context.Context, tags []string, current imageref.Ver
 		return p.chooseSemver(ctx, tags, current)
 	case Alphabetical:
 		return p.chooseAlphabetical(ctx, tags, current)
+	case Numeric:
+		return p.chooseNumeric(ctx, tags, current)
 	case NewestBuild:
 		return p.chooseNewestBuild(ctx, tags, current, meta)
 	case Digest:
@@ -100,7 +102,7 @@ func (p *Policy) Choose(ctx context.Context, tags []string, current imageref.Ver
 // higher; a running tag of the same version as the winner is kept.
 func (p *Policy) chooseSemver(ctx context.Context, tags []string, current imageref.Version) (Result, error) {
 	st := filterStats{seen: len(tags)}
-	var notSemver, preSkipped, outside int
+	var noKey, notSemver, preSkipped, outside int
 	var best version
 	found := false
 
@@ -118,8 +120,12 @@ func (p *Policy) chooseSemver(ctx context.Context, tags []string, current imager
 		if !p.keep(t, &st) {
 			continue
 		}
-		v, ok := parseVersion(t)
+		key, hasKey := p.sortKey(t)
+		v, ok := parseVersion(key)
+		v.tag = t
 		switch {
+		case !hasKey:
+			noKey++
 		case !ok:
 			notSemver++
 		case rc == nil && v.pre != "":
@@ -136,6 +142,7 @@ func (p *Policy) chooseSemver(ctx context.Context, tags []string, current imager
 	r := Result{Seen: st.seen, Considered: st.kept}
 	if !found {
 		extra := []string{
+			countOf(noKey, noKeyText),
 			countOf(notSemver, "not a semantic version"),
 			countOf(preSkipped, "pre-release, skipped without a constraint"),
 		}
@@ -145,7 +152,7 @@ func (p *Policy) chooseSemver(ctx context.Context, tags []string, current imager
 		r.Reason = noCandidates(st, extra...)
 		return r, nil
 	}
-	if cur, ok := parseVersion(current.Tag); ok && compareVersions(&cur, &best) == 0 {
+	if cur, ok := p.tagVersion(current.Tag); ok && compareVersions(&cur, &best) == 0 {
 		r.Tag = current.Tag
 		if current.Tag == best.tag {
 			r.Reason = fmt.Sprintf("tag %q is already the highest version", current.Tag)
@@ -159,23 +166,33 @@ func (p *Policy) chooseSemver(ctx context.Context, tags []string, current imager
 	return r, nil
 }
 
-// chooseAlphabetical picks the last candidate in byte order.
+// chooseAlphabetical picks the last candidate in byte order (of its
+// VersionGroup, when allow-tags has one; equal parts go to the tag greater
+// in byte order).
 func (p *Policy) chooseAlphabetical(ctx context.Context, tags []string, current imageref.Version) (Result, error) {
 	st := filterStats{seen: len(tags)}
-	best := ""
+	var noKey int
+	var best, bestKey string
 	found := false
 	for i, t := range tags {
 		if err := p.stopped(ctx, i); err != nil {
 			return Result{}, err
 		}
-		if p.keep(t, &st) && (!found || t > best) {
-			best, found = t, true
+		if !p.keep(t, &st) {
+			continue
+		}
+		key, ok := p.sortKey(t)
+		switch {
+		case !ok:
+			noKey++
+		case !found || key > bestKey || key == bestKey && t > best:
+			best, bestKey, found = t, key, true
 		}
 	}
 	r := Result{Seen: st.seen, Considered: st.kept}
 	switch {
 	case !found:
-		r.Reason = noCandidates(st)
+		r.Reason = noCandidates(st, countOf(noKey, noKeyText))
 	case best == current.Tag:
 		r.Tag = best
 		r.Reason = fmt.Sprintf("tag %q is already the last in alphabetical order", best)
@@ -184,6 +201,72 @@ func (p *Policy) chooseAlphabetical(ctx context.Context, tags []string, current 
 		r.Update = true
 	}
 	return r, nil
+}
+
+// chooseNumeric picks the candidate whose tag (or VersionGroup) is the
+// highest decimal number. Numbers are compared by their digits, of any
+// length, so a timestamp in milliseconds is no harder than a build number;
+// equal numbers ("0042" and "42") go to the tag greater in byte order, and
+// a running tag of the same number as the winner is kept.
+func (p *Policy) chooseNumeric(ctx context.Context, tags []string, current imageref.Version) (Result, error) {
+	st := filterStats{seen: len(tags)}
+	var noKey, notNumber int
+	var best, bestNum string
+	found := false
+	for i, t := range tags {
+		if err := p.stopped(ctx, i); err != nil {
+			return Result{}, err
+		}
+		if !p.keep(t, &st) {
+			continue
+		}
+		key, ok := p.sortKey(t)
+		if !ok {
+			noKey++
+			continue
+		}
+		n, ok := decimal(key)
+		switch {
+		case !ok:
+			notNumber++
+		case !found:
+			best, bestNum, found = t, n, true
+		default:
+			if c := compareDecimals(n, bestNum); c > 0 || c == 0 && t > best {
+				best, bestNum = t, n
+			}
+		}
+	}
+	r := Result{Seen: st.seen, Considered: st.kept}
+	if !found {
+		r.Reason = noCandidates(st, countOf(noKey, noKeyText), countOf(notNumber, "not a number"))
+		return r, nil
+	}
+	if key, ok := p.sortKey(current.Tag); ok {
+		if n, ok := decimal(key); ok && compareDecimals(n, bestNum) == 0 {
+			r.Tag = current.Tag
+			r.Reason = fmt.Sprintf("tag %q is already the highest number", current.Tag)
+			return r, nil
+		}
+	}
+	r.Tag = best
+	r.Update = true
+	return r, nil
+}
+
+// noKeyText counts the tags that allow-tags kept without a VersionGroup.
+const noKeyText = "without a match of the group " + VersionGroup + " of allow-tags"
+
+// tagVersion parses the semantic version of tag's sort key; the version's
+// tag is the whole tag.
+func (p *Policy) tagVersion(tag string) (version, bool) {
+	key, ok := p.sortKey(tag)
+	if !ok {
+		return version{tag: tag}, false
+	}
+	v, ok := parseVersion(key)
+	v.tag = tag
+	return v, ok
 }
 
 // chooseNewestBuild asks for the metadata of every candidate and picks the

@@ -21,14 +21,18 @@ const (
 	// Alphabetical picks the last tag in byte order. "name" is accepted as an
 	// old alias.
 	Alphabetical Name = "alphabetical"
+	// Numeric picks the highest tag read as a decimal number (build
+	// numbers, timestamps). "numerical", Flux's name, is accepted too.
+	Numeric Name = "numeric"
 )
 
 // validNames is spelled out in unknown-strategy errors so users see the fix.
-const validNames = "semver, newest-build (alias latest), digest, alphabetical (alias name)"
+const validNames = "semver, newest-build (alias latest), digest, alphabetical (alias name), numeric (alias numerical)"
 
 // ParseName maps an annotation value to a strategy. Surrounding space and
 // letter case are ignored; "" means SemVer; the old aliases "latest" and
-// "name" map to NewestBuild and Alphabetical. Anything else is an error (a
+// "name" map to NewestBuild and Alphabetical, Flux's "numerical" to
+// Numeric. Anything else is an error (a
 // *SettingError wrapping ErrUnknownStrategy) rather than a silent fallback,
 // because a typo must not quietly switch an image to a different strategy.
 func ParseName(s string) (Name, error) {
@@ -41,6 +45,8 @@ func ParseName(s string) (Name, error) {
 		return Digest, nil
 	case string(Alphabetical), "name":
 		return Alphabetical, nil
+	case string(Numeric), "numerical":
+		return Numeric, nil
 	}
 	return "", &SettingError{
 		Field: FieldStrategy,

@@ -44,6 +44,7 @@ type Policy struct {
 	rangePts   []uint64            // see rangeCheck
 	follow     string              // Digest: the tag to follow
 	allow      *regexp.Regexp      // nil keeps every tag
+	group      int                 // allow's VersionGroup, 0 when it has none
 	ignore     []glob
 	paused     bool
 	platforms  []v1.Platform
@@ -96,6 +97,9 @@ func New(s Settings) (*Policy, error) {
 	if p.allow, err = parseAllowTags(s.AllowTags); err != nil {
 		return nil, err
 	}
+	if p.allow != nil {
+		p.group = max(p.allow.SubexpIndex(VersionGroup), 0)
+	}
 	if p.ignore, p.paused, err = parseIgnoreTags(s.IgnoreTags); err != nil {
 		return nil, err
 	}
@@ -105,6 +109,13 @@ func New(s Settings) (*Policy, error) {
 	p.platforms = slices.Clone(s.Platforms)
 	return p, nil
 }
+
+// VersionGroup names the group of an allow-tags expression that holds the
+// part of a tag semver, alphabetical and numeric order by, as in
+// regexp:^build-(?P<version>[0-9]+)$. The tag written is still the whole
+// tag. Only a group of this name counts: an expression with other groups,
+// as users write them today, keeps ordering whole tags.
+const VersionGroup = "version"
 
 // The filters are a tenant's input, matched against every tag of the image
 // (up to 100,000) each cycle: their size is bounded here, and the
@@ -268,6 +279,20 @@ func (p *Policy) keep(tag string, st *filterStats) bool {
 	}
 	st.kept++
 	return true
+}
+
+// sortKey is the part of tag the strategy orders by: the VersionGroup's
+// match, or the whole tag when allow-tags has no such group. ok is false
+// when the group took no part in the match.
+func (p *Policy) sortKey(tag string) (key string, ok bool) {
+	if p.group == 0 {
+		return tag, true
+	}
+	m := p.allow.FindStringSubmatchIndex(tag)
+	if m == nil || m[2*p.group] < 0 {
+		return "", false
+	}
+	return tag[m[2*p.group]:m[2*p.group+1]], true
 }
 
 func (p *Policy) ignored(tag string) bool {

@@ -1,5 +1,10 @@
 package strategy
 
+import (
+	"cmp"
+	"strings"
+)
+
 // This file holds a small semantic-version parser used for tags. It accepts
 // exactly what github.com/Masterminds/semver/v3 NewVersion accepts in its
 // default (coercing) mode, and orders versions the same way, but it works on
@@ -223,4 +228,27 @@ func CompareTags(a, b string) (cmp int, ok bool) {
 		return 0, false
 	}
 	return compareVersions(&va, &vb), true
+}
+
+// decimal reports whether s is a run of decimal digits, and returns it
+// without leading zeros ("" for zero), ready for compareDecimals.
+func decimal(s string) (string, bool) {
+	if s == "" {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return "", false
+		}
+	}
+	return strings.TrimLeft(s, "0"), true
+}
+
+// compareDecimals orders two numbers as decimal returns them: the longer
+// is the greater, equal lengths compare digit by digit.
+func compareDecimals(a, b string) int {
+	if len(a) != len(b) {
+		return cmp.Compare(len(a), len(b))
+	}
+	return strings.Compare(a, b)
 }

@@ -24,12 +24,17 @@ const (
 	// Google Artifact Registry (and Container Registry) notifications,
 	// delivered by a Pub/Sub push subscription.
 	ArtifactRegistry = "artifact-registry"
-	AliyunACR        = "aliyun-acr" // Alibaba Cloud Container Registry
+	AliyunACR        = "aliyun-acr"  // Alibaba Cloud Container Registry
+	Artifactory      = "artifactory" // JFrog Artifactory
+	Nexus            = "nexus"       // Sonatype Nexus Repository
+	// Generic is any other sender, whose payload's fields the operator
+	// maps to the repository and tag (Config.Generic).
+	Generic = "generic"
 )
 
 // Sources are the source names the handler knows, in a stable order.
 func Sources() []string {
-	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR}
+	return []string{DockerHub, GHCR, Quay, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR, Artifactory, Nexus, Generic}
 }
 
 // authMethod is how a registry proves it knows the shared secret.
@@ -52,7 +57,17 @@ const (
 	// or the secret query parameter, which Argo CD Image Updater 1.x
 	// checks for these types; webhooks set up for it keep working.
 	authHeaderOrQuery
+	// authJFrog: X-JFrog-Event-Auth, where Artifactory sends a webhook's
+	// secret token, or the Authorization header, as authHeader.
+	authJFrog
+	// authNexus: X-Nexus-Webhook-Signature is the hex HMAC-SHA1 of the
+	// body keyed with the secret (Nexus Repository's secret key).
+	authNexus
 )
+
+// signed tells whether the proof covers the payload, which must then be
+// read before the sender is proven.
+func (m authMethod) signed() bool { return m == authSignature || m == authNexus }
 
 func (m authMethod) String() string {
 	switch m {
@@ -62,6 +77,10 @@ func (m authMethod) String() string {
 		return "the X-Hub-Signature-256 header"
 	case authHeaderOrQuery:
 		return "the Authorization header, X-Webhook-Secret header or secret query parameter"
+	case authJFrog:
+		return "the X-JFrog-Event-Auth or Authorization header"
+	case authNexus:
+		return "the X-Nexus-Webhook-Signature header"
 	default:
 		return "the Authorization header"
 	}
@@ -87,6 +106,8 @@ var formats = map[string]format{
 	CloudEvents:      {auth: authHeaderOrQuery, parse: parseCloudEvents},
 	ArtifactRegistry: {auth: authQuery, parse: parsePubSub},
 	AliyunACR:        {auth: authQuery, parse: parseAliyun},
+	Artifactory:      {auth: authJFrog, parse: parseArtifactory},
+	Nexus:            {auth: authNexus, parse: parseNexus},
 }
 
 // payloadError is a payload that cannot be read: answered with 400.

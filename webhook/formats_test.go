@@ -158,6 +158,38 @@ func TestParse(t *testing.T) {
 		},
 		{name: "aliyun without repository", source: AliyunACR, body: `{"push_data":{"tag":"v2"}}`, wantErr: "repository.repo_full_name"},
 		{name: "aliyun without tag", source: AliyunACR, body: `{"push_data":{},"repository":{"repo_full_name":"team/api","region":"cn-hangzhou"}}`},
+		{
+			name: "artifactory subdomain method", source: Artifactory, query: "registry_url=docker-local.acme.jfrog.io",
+			body: `{"domain":"docker","event_type":"pushed","data":{"repo_key":"docker-local","image_name":"team/api","tag":"v2"},"jpd_origin":"https://acme.jfrog.io"}`,
+			want: []string{"docker-local.acme.jfrog.io/team/api"},
+		},
+		{
+			name: "artifactory self-hosted on a port", source: Artifactory,
+			body: `{"domain":"docker","event_type":"pushed","data":{"repo_key":"docker","image_name":"Team/API","tag":"v2"},"jpd_origin":"http://artifactory.internal:8082"}`,
+			want: []string{"artifactory.internal:8082/docker/team/api"},
+		},
+		{name: "artifactory deletion", source: Artifactory, body: `{"domain":"docker","event_type":"deleted","data":{"repo_key":"docker","image_name":"team/api","tag":"v2"},"jpd_origin":"https://acme.jfrog.io"}`},
+		{name: "artifactory artifact domain", source: Artifactory, body: `{"domain":"artifact","event_type":"deployed","data":{"repo_key":"libs","path":"a/b.jar"},"jpd_origin":"https://acme.jfrog.io"}`},
+		{name: "artifactory without origin", source: Artifactory, body: `{"domain":"docker","event_type":"pushed","data":{"repo_key":"docker","image_name":"team/api","tag":"v2"}}`, wantErr: "jpd_origin is missing"},
+		{name: "artifactory bad origin", source: Artifactory, body: `{"domain":"docker","event_type":"pushed","data":{"repo_key":"docker","image_name":"team/api","tag":"v2"},"jpd_origin":"acme.jfrog.io"}`, wantErr: "is not the platform's URL"},
+		{
+			name: "artifactory bad registry_url", source: Artifactory, query: "registry_url=evil.example.com%3Fx",
+			body: `{"domain":"docker","event_type":"pushed","data":{"repo_key":"docker","image_name":"team/api","tag":"v2"},"jpd_origin":"https://acme.jfrog.io"}`, wantErr: "must be a host name",
+		},
+		{
+			name: "nexus path-based routing", source: Nexus, query: "registry_url=nexus.example.com/docker-hosted",
+			body: `{"repositoryName":"docker-hosted","action":"UPDATED","component":{"format":"docker","name":"team/api","version":"v2"}}`,
+			want: []string{"nexus.example.com/docker-hosted/team/api"},
+		},
+		{
+			name: "nexus manifest asset", source: Nexus, query: "registry_url=nexus.example.com:8443",
+			body: `{"repositoryName":"docker-hosted","action":"CREATED","asset":{"format":"docker","name":"v2/team/api/manifests/v2"}}`,
+			want: []string{"nexus.example.com:8443/team/api"},
+		},
+		{name: "nexus blob asset", source: Nexus, query: "registry_url=nexus.example.com", body: `{"action":"CREATED","asset":{"format":"docker","name":"v2/-/blobs/sha256:00"}}`},
+		{name: "nexus deletion", source: Nexus, query: "registry_url=nexus.example.com", body: `{"action":"DELETED","component":{"format":"docker","name":"team/api","version":"v2"}}`},
+		{name: "nexus maven component", source: Nexus, query: "registry_url=nexus.example.com", body: `{"action":"CREATED","component":{"format":"maven2","name":"api","version":"1.0"}}`},
+		{name: "nexus without registry_url", source: Nexus, body: `{"action":"CREATED","component":{"format":"docker","name":"team/api","version":"v2"}}`, wantErr: "give the docker connector's host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -305,5 +337,60 @@ func BenchmarkManyEvents(b *testing.B) {
 		if _, err := parseDistribution(nil, body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The generic source reads the fields its mapping names, and nothing else.
+func TestParseGeneric(t *testing.T) {
+	tests := []struct {
+		name    string
+		mapping GenericMapping
+		query   string
+		body    string
+		want    []string
+		wantTag string
+		wantErr string
+	}{
+		{name: "repository and tag", mapping: GenericMapping{Repository: "target.repository", Tag: "target.tag"}, body: `{"target":{"repository":"registry.example.com/team/api","tag":"v2"}}`, want: []string{"registry.example.com/team/api"}, wantTag: "v2"},
+		{name: "the tag in the repository", mapping: GenericMapping{Repository: "image"}, body: `{"image":"registry.example.com/team/api:v2"}`, want: []string{"registry.example.com/team/api"}, wantTag: "v2"},
+		{name: "an array index", mapping: GenericMapping{Repository: "events.1.repo"}, body: `{"events":[{"repo":"a/b"},{"repo":"ghcr.io/team/api"}]}`, want: []string{"ghcr.io/team/api"}},
+		{name: "registry_url before a path", mapping: GenericMapping{Repository: "repo"}, query: "registry_url=r.example.com:5000", body: `{"repo":"team/api"}`, want: []string{"r.example.com:5000/team/api"}},
+		{name: "no host: Docker Hub", mapping: GenericMapping{Repository: "repo"}, body: `{"repo":"nginx"}`, want: []string{"docker.io/library/nginx"}},
+		{name: "a tag field missing", mapping: GenericMapping{Repository: "repo", Tag: "tag"}, body: `{"repo":"ghcr.io/team/api"}`, want: []string{"ghcr.io/team/api"}},
+		{name: "repository missing", mapping: GenericMapping{Repository: "target.repository"}, body: `{"target":{}}`, wantErr: "target.repository, the repository field of the mapping, is missing"},
+		{name: "an index past the end", mapping: GenericMapping{Repository: "events.2.repo"}, body: `{"events":[{"repo":"a/b"}]}`, wantErr: "is missing"},
+		{name: "repository not a string", mapping: GenericMapping{Repository: "repo"}, body: `{"repo":{"name":"x"}}`, wantErr: "repo holds a JSON object where a string was expected"},
+		{name: "tag a number", mapping: GenericMapping{Repository: "repo", Tag: "build"}, body: `{"repo":"ghcr.io/team/api","build":17}`, wantErr: "build holds a JSON number"},
+		{name: "not a repository name", mapping: GenericMapping{Repository: "repo"}, body: `{"repo":"Team/API with spaces"}`, wantErr: "repo"},
+		{name: "not JSON", mapping: GenericMapping{Repository: "repo"}, body: `repo=x`, wantErr: "invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := genericFormat(tt.mapping)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := Path + "?type=" + Generic
+			if tt.query != "" {
+				target += "&" + tt.query
+			}
+			refs, err := f.parse(httptest.NewRequest(http.MethodPost, target, nil), []byte(tt.body))
+			if tt.wantErr != "" {
+				var pe *payloadError
+				if !errors.As(err, &pe) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want a payload error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := sortedNames(refs); !slices.Equal(got, tt.want) {
+				t.Errorf("repositories %v, want %v", got, tt.want)
+			}
+			if tt.wantTag != "" && refs[0].Tag() != tt.wantTag {
+				t.Errorf("tag %q, want %q", refs[0].Tag(), tt.wantTag)
+			}
+		})
 	}
 }

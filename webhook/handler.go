@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // Nexus signs its webhooks with HMAC-SHA1
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"sort"
@@ -66,11 +68,15 @@ type Config struct {
 	RateLimit int
 	// MaxBodySize bounds a payload; 0 means DefaultMaxBodySize.
 	MaxBodySize int64
+	// Generic maps the fields of the generic source's payloads; the
+	// source is known only with one.
+	Generic *GenericMapping
 }
 
 // Handler serves the webhook endpoint.
 type Handler struct {
 	notifier    Notifier
+	formats     map[string]format // the sources known, with Generic when mapped
 	secrets     map[string]string
 	oidc        map[string]*OIDCVerifier
 	open        bool
@@ -132,6 +138,7 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 	}
 	h := &Handler{
 		notifier:    n,
+		formats:     maps.Clone(formats),
 		secrets:     map[string]string{},
 		oidc:        map[string]*OIDCVerifier{},
 		open:        cfg.AllowUnauthenticated,
@@ -147,9 +154,21 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodySize
 	}
+	if cfg.Generic != nil {
+		f, err := genericFormat(*cfg.Generic)
+		if err != nil {
+			return nil, err
+		}
+		h.formats[Generic] = f
+	}
 	for source, secret := range cfg.Secrets {
-		if _, ok := formats[source]; !ok {
-			return nil, fmt.Errorf("secret for unknown source %q (known: %s)", source, strings.Join(Sources(), ", "))
+		if _, ok := h.formats[source]; !ok {
+			if source == Generic && secret != "" {
+				return nil, fmt.Errorf("a secret for the generic source, but no mapping of its payload's repository field")
+			}
+			if source != Generic {
+				return nil, fmt.Errorf("secret for unknown source %q (known: %s)", source, strings.Join(Sources(), ", "))
+			}
 		}
 		if secret != "" {
 			h.secrets[source] = secret
@@ -181,8 +200,19 @@ func NewHandler(n Notifier, cfg Config, opts ...Option) (*Handler, error) {
 // secret, and all of them when unauthenticated sources are allowed.
 func (h *Handler) Enabled() []string {
 	var out []string
-	for _, s := range Sources() {
+	for _, s := range h.sources() {
 		if h.authenticated(s) || h.open {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sources are the sources this handler knows, in the order of Sources.
+func (h *Handler) sources() []string {
+	var out []string
+	for _, s := range Sources() {
+		if _, ok := h.formats[s]; ok {
 			out = append(out, s)
 		}
 	}
@@ -200,7 +230,7 @@ func (h *Handler) Unauthenticated() []string {
 	if !h.open {
 		return nil
 	}
-	for _, s := range Sources() {
+	for _, s := range h.sources() {
 		if !h.authenticated(s) {
 			out = append(out, s)
 		}
@@ -264,7 +294,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*webhookRequest
 	if source == "" {
 		source = r.Header.Get("X-Registry-Type")
 	}
-	f, known := formats[source]
+	f, known := h.formats[source]
 	label := source
 	if !known {
 		label = unknownSource
@@ -280,7 +310,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*webhookRequest
 	}
 	if !known {
 		q.reject(http.StatusBadRequest, RejectUnknownSource,
-			fmt.Sprintf("unknown registry type %q: give ?type= or the X-Registry-Type header, one of %s", source, strings.Join(Sources(), ", ")))
+			fmt.Sprintf("unknown registry type %q: give ?type= or the X-Registry-Type header, one of %s", source, strings.Join(h.sources(), ", ")))
 		return nil, false
 	}
 	q.authenticate = h.authenticated(source)
@@ -327,7 +357,7 @@ func (q *webhookRequest) unauthorized(msg string) {
 func (q *webhookRequest) authenticateHeaders() (release func(), ok bool) {
 	h, source := q.h, q.source
 	secret, verifier := h.secrets[source], h.oidc[source]
-	if q.authenticate && q.format.auth != authSignature {
+	if q.authenticate && !q.format.auth.signed() {
 		if secret != "" && !h.authentic(q.format.auth, q.r, nil, secret) {
 			q.unauthorized(fmt.Sprintf("%s does not carry the secret for %s", q.format.auth, source))
 			return nil, false
@@ -339,7 +369,7 @@ func (q *webhookRequest) authenticateHeaders() (release func(), ok bool) {
 			}
 		}
 	}
-	if q.format.auth != authSignature || !q.authenticate {
+	if !q.format.auth.signed() || !q.authenticate {
 		return func() {}, !q.limited(h.limiters[source], "requests")
 	}
 	// Every sender, whatever its address, waits in turn; a place held
@@ -423,7 +453,7 @@ func (p *paceReader) Read(b []byte) (int, error) {
 // authenticateSignature checks a payload's signature, for the sources
 // that sign theirs, then spends the registry's request budget.
 func (q *webhookRequest) authenticateSignature(body []byte) bool {
-	if !q.authenticate || q.format.auth != authSignature {
+	if !q.authenticate || !q.format.auth.signed() {
 		return true
 	}
 	if !q.h.authentic(q.format.auth, q.r, body, q.h.secrets[q.source]) {
@@ -478,6 +508,18 @@ func (h *Handler) authentic(m authMethod, r *http.Request, body []byte, secret s
 		mac := hmac.New(sha256.New, []byte(secret))
 		mac.Write(body)
 		return hmac.Equal(got, mac.Sum(nil))
+	case authNexus:
+		got, err := hex.DecodeString(r.Header.Get("X-Nexus-Webhook-Signature"))
+		if err != nil || len(got) == 0 {
+			return false
+		}
+		mac := hmac.New(sha1.New, []byte(secret))
+		mac.Write(body)
+		return hmac.Equal(got, mac.Sum(nil))
+	case authJFrog:
+		token := equal(r.Header.Get("X-JFrog-Event-Auth"), secret)
+		header := h.authentic(authHeader, r, body, secret)
+		return token || header
 	case authHeaderOrQuery:
 		// Every proof is compared, so that the time taken does not
 		// tell which one was tried.

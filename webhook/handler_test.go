@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -59,6 +60,7 @@ type sender struct {
 	source  string
 	file    string
 	headers map[string]string
+	query   string // more query parameters of the URL it was given
 	want    string // the repository the payload names
 }
 
@@ -73,6 +75,20 @@ var senders = []sender{
 		want: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/acme/shop"},
 	{source: ArtifactRegistry, file: "artifact-registry.json", want: "asia-northeast1-docker.pkg.dev/acme-prod/apps/shop"},
 	{source: AliyunACR, file: "aliyun-acr.json", want: "registry.cn-hangzhou.aliyuncs.com/acme/shop"},
+	{source: Artifactory, file: "artifactory.json", want: "acme.jfrog.io/docker-local/acme/shop"},
+	{source: Nexus, file: "nexus.json", query: "registry_url=nexus.example.com:8443", want: "nexus.example.com:8443/acme/shop"},
+	{source: Generic, file: "generic.json", want: "registry.example.com/acme/shop"},
+}
+
+// testGeneric maps generic.json, as an operator would.
+var testGeneric = GenericMapping{Repository: "artifacts.0.image", Tag: "artifacts.0.version"}
+
+// authOf is how source proves the secret.
+func authOf(source string) authMethod {
+	if source == Generic {
+		return authHeaderOrQuery
+	}
+	return formats[source].auth
 }
 
 func readPayload(t *testing.T, file string) []byte {
@@ -105,8 +121,11 @@ func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http
 	if s.source == Harbor {
 		target = Path
 	}
-	f := formats[s.source]
-	if p != proofMissing && f.auth == authQuery {
+	if s.query != "" {
+		target += "&" + s.query
+	}
+	auth := authOf(s.source)
+	if p != proofMissing && auth == authQuery {
 		target += "&secret=" + secret
 	}
 	req := httptest.NewRequest(http.MethodPost, target, bytes.NewReader(body))
@@ -118,7 +137,13 @@ func (s sender) request(t *testing.T, body []byte, secret string, p proof) *http
 		req.Header.Set(k, v)
 	}
 	if p != proofMissing {
-		switch f.auth {
+		switch auth {
+		case authJFrog:
+			req.Header.Set("X-JFrog-Event-Auth", secret)
+		case authNexus:
+			mac := hmac.New(sha1.New, []byte(secret))
+			mac.Write(body)
+			req.Header.Set("X-Nexus-Webhook-Signature", hex.EncodeToString(mac.Sum(nil)))
 		case authHeaderOrQuery:
 			req.Header.Set("Authorization", "Bearer "+secret)
 		case authSignature:
@@ -151,6 +176,9 @@ func newTestHandler(t *testing.T, n Notifier, cfg Config) (*Handler, *Metrics) {
 	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Generic == nil {
+		cfg.Generic = &testGeneric
 	}
 	h, err := NewHandler(n, cfg, WithMetrics(m))
 	if err != nil {
@@ -381,8 +409,17 @@ func TestNewHandler(t *testing.T) {
 		{name: "two secrets", cfg: Config{Secrets: map[string]string{Quay: "a", Harbor: "b", GHCR: ""}}, wantEnabled: []string{Quay, Harbor}},
 		{
 			name: "open", cfg: Config{Secrets: map[string]string{Quay: "a"}, AllowUnauthenticated: true},
-			wantEnabled: Sources(), wantOpen: []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR},
+			wantEnabled: Sources()[:len(Sources())-1],
+			wantOpen:    []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR, Artifactory, Nexus},
 		},
+		{
+			name: "open, with a generic mapping", cfg: Config{Secrets: map[string]string{Quay: "a"}, AllowUnauthenticated: true, Generic: &testGeneric},
+			wantEnabled: Sources(),
+			wantOpen:    []string{DockerHub, GHCR, Harbor, Distribution, ACR, CloudEvents, ArtifactRegistry, AliyunACR, Artifactory, Nexus, Generic},
+		},
+		{name: "a generic secret without a mapping", cfg: Config{Secrets: map[string]string{Generic: "x"}}, wantErr: "no mapping of its payload's repository field"},
+		{name: "a mapping without a repository", cfg: Config{Generic: &GenericMapping{Tag: "tag"}}, wantErr: "needs the field that names the repository"},
+		{name: "a mapping with an empty segment", cfg: Config{Generic: &GenericMapping{Repository: "a..b"}}, wantErr: "an empty segment"},
 		{name: "unknown source", cfg: Config{Secrets: map[string]string{"gitlab": "x"}}, wantErr: `unknown source "gitlab"`},
 		{name: "negative rate", cfg: Config{RateLimit: -1}, wantErr: "must not be negative"},
 	}

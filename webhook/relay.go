@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -512,12 +513,12 @@ func readRelayed(msg relayMessage, now time.Time) ([]*pendingRepo, error) {
 		if err != nil || ref.Name() != rr.Name {
 			return nil, fmt.Errorf("repositories[%d].name: %q is not a repository name", i, rr.Name)
 		}
-		if len(rr.Sources) == 0 || len(rr.Sources) > len(formats) {
-			return nil, fmt.Errorf("repositories[%d].sources: between 1 and %d sources", i, len(formats))
+		if len(rr.Sources) == 0 || len(rr.Sources) > len(Sources()) {
+			return nil, fmt.Errorf("repositories[%d].sources: between 1 and %d sources", i, len(Sources()))
 		}
 		p := &pendingRepo{ref: ref, sources: map[string]bool{}}
 		for _, s := range rr.Sources {
-			if _, ok := formats[s]; !ok {
+			if !slices.Contains(Sources(), s) {
 				return nil, fmt.Errorf("repositories[%d].sources: unknown source %q", i, s)
 			}
 			p.sources[s] = true

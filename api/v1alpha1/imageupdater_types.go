@@ -151,7 +151,7 @@ type ChartConfig struct {
 	// +kubebuilder:validation:Required
 	ChartName string `json:"chartName"`
 
-	// UpdateStrategy is semver (the default) or alphabetical.
+	// UpdateStrategy is semver (the default), alphabetical or numeric.
 	// +optional
 	UpdateStrategy *string `json:"updateStrategy,omitempty"`
 
@@ -199,8 +199,9 @@ type ImageConfig struct {
 
 // CommonUpdateSettings choose the new version of an image.
 type CommonUpdateSettings struct {
-	// UpdateStrategy is semver, newest-build, digest or alphabetical (or
-	// the older names latest and name); semver when no level sets it. No
+	// UpdateStrategy is semver, newest-build, digest, alphabetical or
+	// numeric (or the older names latest and name, and Flux's numerical);
+	// semver when no level sets it. No
 	// schema default: a default at the ref or image level would hide what
 	// a wider level sets.
 	// +optional
@@ -212,7 +213,8 @@ type CommonUpdateSettings struct {
 	ForceUpdate *bool `json:"forceUpdate,omitempty"`
 
 	// AllowTags keeps only matching tags (regexp:<expression>, or any:
-	// all).
+	// all). A group named version, (?P<version>...), is the part of the
+	// tag semver, alphabetical and numeric order by.
 	// +optional
 	AllowTags *string `json:"allowTags,omitempty"`
 

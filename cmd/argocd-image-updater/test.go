@@ -84,7 +84,7 @@ func newTestCommandFor(o *testOptions, lookupEnv func(string) (string, bool)) *c
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.strategy, "update-strategy", "semver", "update strategy: semver, newest-build, digest or alphabetical")
+	f.StringVar(&o.strategy, "update-strategy", "semver", "update strategy: semver, newest-build, digest, alphabetical or numeric")
 	f.StringVar(&o.constraint, "semver-constraint", "", "semver range for semver; the tag to follow for digest")
 	f.StringVar(&o.allowTags, "allow-tags", "", "only consider tags matching this: regexp:<expression> or any")
 	f.StringSliceVar(&o.ignoreTags, "ignore-tags", nil, "drop tags matching these globs (repeatable, comma-separated)")

@@ -36,7 +36,9 @@ type webhookOptions struct {
 	v1TLSDir string
 	// The OIDC token of Pub/Sub push subscriptions (artifact-registry).
 	pubsubAudience, pubsubAccount, pubsubJWKS string
-	secrets                                   map[string]*string // by source
+	// The fields of the generic source's payloads (webhook.GenericMapping).
+	genericRepository, genericTag string
+	secrets                       map[string]*string // by source
 }
 
 // v1TLS is what the v1.x line's --disable-tls (DISABLE_TLS) asked for.
@@ -62,6 +64,9 @@ var webhookSecretFlags = map[string]string{
 	webhook.CloudEvents:      "cloudevents-webhook-secret",
 	webhook.ArtifactRegistry: "artifact-registry-webhook-secret",
 	webhook.AliyunACR:        "aliyun-acr-webhook-secret",
+	webhook.Artifactory:      "artifactory-webhook-secret",
+	webhook.Nexus:            "nexus-webhook-secret",
+	webhook.Generic:          "generic-webhook-secret",
 }
 
 // webhookEnv maps the webhook flags to the environment variables of the
@@ -81,6 +86,11 @@ var webhookEnv = envFlags{
 	"cloudevents-webhook-secret":                "CLOUDEVENTS_WEBHOOK_SECRET",
 	"artifact-registry-webhook-secret":          "ARTIFACT_REGISTRY_WEBHOOK_SECRET",
 	"aliyun-acr-webhook-secret":                 "ALIYUN_ACR_WEBHOOK_SECRET",
+	"artifactory-webhook-secret":                "ARTIFACTORY_WEBHOOK_SECRET",
+	"nexus-webhook-secret":                      "NEXUS_WEBHOOK_SECRET",
+	"generic-webhook-secret":                    "GENERIC_WEBHOOK_SECRET",
+	"generic-webhook-repository-field":          "GENERIC_WEBHOOK_REPOSITORY_FIELD",
+	"generic-webhook-tag-field":                 "GENERIC_WEBHOOK_TAG_FIELD",
 	"webhook-tls-cert-file":                     "WEBHOOK_TLS_CERT_FILE",
 	"webhook-tls-key-file":                      "WEBHOOK_TLS_KEY_FILE",
 	"artifact-registry-webhook-audience":        "ARTIFACT_REGISTRY_WEBHOOK_AUDIENCE",
@@ -98,6 +108,8 @@ func (w *webhookOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&w.pubsubAudience, "artifact-registry-webhook-audience", "", "require the OIDC token of the Pub/Sub push subscription, with this audience (the subscription's, by default its push endpoint URL)")
 	f.StringVar(&w.pubsubAccount, "artifact-registry-webhook-service-account", "", "the service account the OIDC token must name (required with --artifact-registry-webhook-audience)")
 	f.StringVar(&w.pubsubJWKS, "artifact-registry-webhook-jwks-url", webhook.GoogleJWKS, "where the keys that sign the OIDC tokens are published")
+	f.StringVar(&w.genericRepository, "generic-webhook-repository-field", "", "the dot path of the field of generic webhooks' payloads naming the repository pushed, [host/]path[:tag] (\"target.repository\", \"events.0.repo\")")
+	f.StringVar(&w.genericTag, "generic-webhook-tag-field", "", "the dot path of the field of generic webhooks' payloads naming the tag pushed")
 	w.v1TLSDir = defaultV1TLSDir
 	w.secrets = map[string]*string{}
 	for _, source := range webhook.Sources() {
@@ -124,6 +136,8 @@ func (w *webhookOptions) validate(healthPort, metricsPort int) error {
 		return usageErrorf("--artifact-registry-webhook-audience and --artifact-registry-webhook-service-account go together: the audience alone admits a token any Google account can obtain")
 	case (w.tlsCertFile == "") != (w.tlsKeyFile == ""):
 		return usageErrorf("--webhook-tls-cert-file and --webhook-tls-key-file go together: give both or neither")
+	case w.genericRepository == "" && (w.genericTag != "" || *w.secrets[webhook.Generic] != ""):
+		return usageErrorf("the generic webhook needs --generic-webhook-repository-field: the field of its payloads that names the repository")
 	}
 	return nil
 }
@@ -195,7 +209,12 @@ func startWebhook(ctx context.Context, o *runOptions, updater *cycle.Updater, re
 		}
 		oidc[webhook.ArtifactRegistry] = v
 	}
+	var generic *webhook.GenericMapping
+	if o.webhook.genericRepository != "" {
+		generic = &webhook.GenericMapping{Repository: o.webhook.genericRepository, Tag: o.webhook.genericTag}
+	}
 	handler, err := webhook.NewHandler(dispatcher, webhook.Config{
+		Generic:              generic,
 		Secrets:              secrets,
 		OIDC:                 oidc,
 		AllowUnauthenticated: !o.webhook.requireSecret,

@@ -56,6 +56,8 @@ func TestWebhookFlags(t *testing.T) {
 				"HARBOR_WEBHOOK_SECRET": "h", "DISTRIBUTION_WEBHOOK_SECRET": "r", "WEBHOOK_REQUIRE_SECRET": "false",
 				"ACR_WEBHOOK_SECRET": "a", "CLOUDEVENTS_WEBHOOK_SECRET": "c",
 				"ARTIFACT_REGISTRY_WEBHOOK_SECRET": "g", "ALIYUN_ACR_WEBHOOK_SECRET": "y",
+				"ARTIFACTORY_WEBHOOK_SECRET": "j", "NEXUS_WEBHOOK_SECRET": "n", "GENERIC_WEBHOOK_SECRET": "x",
+				"GENERIC_WEBHOOK_REPOSITORY_FIELD": "target.repository", "GENERIC_WEBHOOK_TAG_FIELD": "target.tag",
 			},
 			want: map[string]string{
 				"enable-webhook": "true", "webhook-port": "9000", "webhook-ratelimit-allowed": "120",
@@ -63,6 +65,8 @@ func TestWebhookFlags(t *testing.T) {
 				"harbor-webhook-secret": "h", "distribution-webhook-secret": "r", "webhook-require-secret": "false",
 				"acr-webhook-secret": "a", "cloudevents-webhook-secret": "c",
 				"artifact-registry-webhook-secret": "g", "aliyun-acr-webhook-secret": "y",
+				"artifactory-webhook-secret": "j", "nexus-webhook-secret": "n", "generic-webhook-secret": "x",
+				"generic-webhook-repository-field": "target.repository", "generic-webhook-tag-field": "target.tag",
 			},
 		},
 		{
@@ -107,6 +111,7 @@ func TestWebhookFlags(t *testing.T) {
 		},
 		{name: "service account without audience", command: "webhook", args: []string{"--artifact-registry-webhook-service-account", "a@b"}, wantErr: "go together"},
 		{name: "audience without service account", command: "webhook", args: []string{"--artifact-registry-webhook-audience", "https://u.example.com/webhook"}, wantErr: "the audience alone admits a token any Google account can obtain"},
+		{name: "a generic secret without its repository field", command: "webhook", env: map[string]string{"GENERIC_WEBHOOK_SECRET": "x"}, wantErr: "needs --generic-webhook-repository-field"},
 		{name: "TLS certificate without key", command: "webhook", args: []string{"--webhook-tls-cert-file", "/tls/tls.crt"}, wantErr: "give both or neither"},
 		{name: "TLS key without certificate", command: "run", args: []string{"--enable-webhook", "--webhook-tls-key-file", "/tls/tls.key"}, wantErr: "give both or neither"},
 		{name: "bad environment value: the default", command: "run", env: map[string]string{"WEBHOOK_PORT": "eighty"}, want: map[string]string{"webhook-port": "8082"}},
@@ -137,7 +142,8 @@ func TestWebhookCommandHelp(t *testing.T) {
 	}
 	for _, want := range []string{"--webhook-port", "--docker-webhook-secret", "--ghcr-webhook-secret", "--quay-webhook-secret",
 		"--harbor-webhook-secret", "--distribution-webhook-secret", "--acr-webhook-secret", "--cloudevents-webhook-secret",
-		"--artifact-registry-webhook-secret", "--aliyun-acr-webhook-secret", "--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
+		"--artifact-registry-webhook-secret", "--aliyun-acr-webhook-secret", "--artifactory-webhook-secret", "--nexus-webhook-secret",
+		"--generic-webhook-secret", "--generic-webhook-repository-field", "--generic-webhook-tag-field", "--webhook-ratelimit-allowed", "--webhook-require-secret", "--registries-conf-path"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("webhook --help lacks %s", want)
 		}
