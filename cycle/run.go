@@ -27,8 +27,10 @@ type run struct {
 	scope scope
 	start time.Time
 	sum   Summary
-	// results is what the observer is told at the end; nil when it is
-	// told nothing (a targeted check of repositories, a revert).
+	// results is what the observer is told at the end, and what the
+	// notices of failures and waits are made of; nil when neither is
+	// wanted (the observer is not told of a targeted check of
+	// repositories, nor of a revert).
 	results *results
 	// held counts in bytes the tag lists and chart versions the pass
 	// holds, from hosts tenants choose, until the pass ends.
@@ -94,7 +96,7 @@ func (r *run) applications() []*application.Application {
 			}
 		}
 	}
-	if u.observer != nil && r.scope.observed() {
+	if u.observer != nil && r.scope.observed() || u.notices != nil {
 		r.results = newResults(apps)
 	}
 	r.sum.Applications = len(apps)
@@ -507,7 +509,11 @@ func (r *run) finish(ctx context.Context) Summary {
 		u.metrics.cycleDone(sum)
 	}
 	if r.results != nil {
-		u.observer.CycleDone(ctx, r.start, r.results.list(), r.scope.updaters)
+		results := r.results.list()
+		if u.observer != nil && r.scope.observed() {
+			u.observer.CycleDone(ctx, r.start, results, r.scope.updaters)
+		}
+		u.sendNotices(ctx, results)
 	}
 	attrs := []any{"applications", sum.Applications, "images", sum.Images, "skipped", sum.Skipped,
 		"updated", sum.Updated, "errors", sum.Errors, "tagListings", sum.TagListings,

@@ -79,6 +79,7 @@ type Updater struct {
 	writeGate       func() error
 	writeCtx        context.Context
 	gate            HealthGate
+	notices         Notices
 	// minReleaseAge is the images' default minimum release age, the
 	// times those firstSeen keeps.
 	minReleaseAge time.Duration

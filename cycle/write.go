@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"golang.org/x/sync/errgroup"
@@ -61,7 +62,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 	}
 	changes := make([]writeback.Change, len(updates))
 	for i, au := range updates {
-		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes, Charts: au.charts, Record: u.gateRecord(au)}
+		changes[i] = writeback.Change{App: au.app, Source: au.source, Images: au.changes, Charts: au.charts, Record: u.records(au)}
 	}
 	var results []writeback.Result
 	err := u.guard("writing back with method "+string(method), func() error {
@@ -123,6 +124,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 			}
 		}
 		u.gateWritten(ctx, au, res)
+		u.noticeUnless(ctx, au, res)
 	}
 	// A parent written itself is refreshed once, by its own write's request.
 	own := make(map[types.NamespacedName]bool, len(carried))
@@ -140,7 +142,7 @@ func (r *run) writeWith(ctx context.Context, method settings.WriteBackMethod, w 
 type carriedRecord struct {
 	au     *appUpdate
 	res    writeback.Result
-	record func(writeback.Result) (annotation, value string)
+	record func(writeback.Result) map[string]string
 }
 
 // mayWrite tells whether a write may start now: not once ctx, the cycle's,
@@ -266,16 +268,13 @@ func (u *Updater) refresh(ctx context.Context, apps []types.NamespacedName, carr
 	for _, c := range carried {
 		g.Go(func() error {
 			var also map[string]string
-			key, value := "", ""
-			_ = u.guard("recording the versions written for the health gate", func() error {
-				key, value = c.record(c.res)
+			_ = u.guard("recording the versions written", func() error {
+				also = c.record(c.res)
 				return nil
 			})
-			if key != "" && value != "" {
-				also = map[string]string{key: value}
-			}
-			if send(types.NamespacedName{Namespace: c.au.app.Namespace, Name: c.au.app.Name}, also) == nil {
-				c.res.Recorded = value
+			maps.DeleteFunc(also, func(_, value string) bool { return value == "" })
+			if send(types.NamespacedName{Namespace: c.au.app.Namespace, Name: c.au.app.Name}, also) == nil && len(also) > 0 {
+				c.res.Recorded = also
 			}
 			u.gateWritten(ctx, c.au, c.res)
 			return nil

@@ -44,8 +44,11 @@ package docs
 //	                              argocd-image-updater is run with --help
 //	                              appended, must succeed, and each --flag it
 //	                              gives must be listed by that help; kubectl
-//	                              lines must name files that exist
+//	                              lines must name files that exist (-f,
+//	                              -k, --patch-file)
 //	json                          valid JSON
+//	json notice                   an annotation of notice: notice.Decode
+//	                              reads it, and Encode gives it back as is
 //	gotemplate commit-message     git.ParseCommitMessageTemplate and
 //	                              Render with SampleCommitMessageData succeed;
 //	                              an optional next "text rendered" block must
@@ -110,6 +113,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/healthgate"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
+	"github.com/image-updater/argocd-image-updater/notice"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
@@ -275,6 +279,8 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			if !json.Valid([]byte(b.body)) {
 				err = errors.New("invalid JSON")
 			}
+		case "json notice":
+			err = checkNotice(b)
 		case "sh":
 			err = sh.check(b)
 		case "gotemplate commit-message":
@@ -695,6 +701,18 @@ func checkYAMLDocuments(b block) error {
 	return nil
 }
 
+func checkNotice(b block) error {
+	value := strings.TrimSpace(b.body)
+	n, err := notice.Decode(value)
+	if err != nil {
+		return err
+	}
+	if got := n.Encode(); got != value {
+		return fmt.Errorf("not as the updater writes it; it writes:\n%s", got)
+	}
+	return nil
+}
+
 func checkManifest(b block) error {
 	if err := checkYAMLDocuments(b); err != nil {
 		return err
@@ -944,7 +962,7 @@ func (s *shellChecker) checkUpdater(args []string) error {
 // repository.
 func checkKubectl(args []string) error {
 	for i := 0; i+1 < len(args); i++ {
-		if args[i] != "-f" && args[i] != "-k" {
+		if args[i] != "-f" && args[i] != "-k" && args[i] != "--patch-file" {
 			continue
 		}
 		p := args[i+1]

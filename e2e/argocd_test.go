@@ -99,7 +99,7 @@ func TestArgoCD(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
-		for _, name := range []string{"seed003", "kgit", "ksource"} {
+		for _, name := range []string{"seed003", "kgit", "ksource", "notify"} {
 			maps.Copy(files, overlay(name, reg))
 		}
 		maps.Copy(files, chart("chart", reg))
@@ -441,6 +441,8 @@ func TestArgoCD(t *testing.T) {
 		}
 		w.waitDeployed(t, "rollout", "front", app+":1.10.0")
 	})
+
+	t.Run("Argo CD Notifications: each update and failure told once, by the catalog's triggers", w.notificationsScenario)
 
 	t.Run("an Application deploying to an external cluster", func(t *testing.T) {
 		other := w.external

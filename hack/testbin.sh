@@ -6,8 +6,9 @@
 #     redis-server (for Argo CD)
 #   - etcd, kube-apiserver, kube-controller-manager, the Distribution
 #     registry, helm, kustomize and Argo CD's application-controller,
-#     repo-server and config management plugin server, built from the Go
-#     module proxy and kept under $TESTBIN/<component>-<version>/.
+#     repo-server, config management plugin server and notifications
+#     controller, built from the Go module proxy and kept under
+#     $TESTBIN/<component>-<version>/.
 # Prints the testbin directory on its last line.
 set -euo pipefail
 
@@ -178,6 +179,15 @@ install_argocd_cmp_server() {
 	build_argocd argocd-cmp-server-main.go "$dest/argocd-cmp-server"
 }
 
+# install_argocd_notifications: Argo CD's notifications controller, a binary
+# of its own as the plugin server is, for the same reason.
+install_argocd_notifications() {
+	local dest=$TESTBIN/argocd-notifications-$ARGOCD_VERSION
+	[ -x "$dest/argocd-notifications" ] && return
+	log "building Argo CD's notifications controller $ARGOCD_VERSION"
+	build_argocd argocd-notifications-main.go "$dest/argocd-notifications"
+}
+
 install_debian_packages
 mkdir -p "$TESTBIN"
 install_etcd
@@ -188,6 +198,7 @@ install_kube kube-controller-manager
 install_kustomize
 install_argocd
 install_argocd_cmp_server
+install_argocd_notifications
 
 # envtest wants etcd and kube-apiserver in one folder.
 assets=$TESTBIN/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION
@@ -200,6 +211,7 @@ for name in argocd argocd-application-controller argocd-repo-server; do
 	ln -sf "$TESTBIN/argocd-$ARGOCD_VERSION/$name" "$assets/$name"
 done
 ln -sf "$TESTBIN/argocd-cmp-server-$ARGOCD_VERSION/argocd-cmp-server" "$assets/argocd-cmp-server"
+ln -sf "$TESTBIN/argocd-notifications-$ARGOCD_VERSION/argocd-notifications" "$assets/argocd-notifications"
 echo "$ARGOCD_VERSION" >"$assets/argocd.version"
 ln -sf "$TESTBIN/registry-$REGISTRY_VERSION/registry" "$assets/registry"
 ln -sf "$TESTBIN/helm-$HELM_VERSION/helm" "$assets/helm"

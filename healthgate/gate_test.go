@@ -850,7 +850,7 @@ func TestWrittenWithTheRecordCarried(t *testing.T) {
 	}
 	// The patch takes a while: the clock moves past the second.
 	r.now = r.now.Add(1500 * time.Millisecond)
-	r.gate.Written(t.Context(), app, writeback.Result{Namespace: app.Namespace, Name: app.Name, Written: true, Changed: changed, Recorded: value})
+	r.gate.Written(t.Context(), app, writeback.Result{Namespace: app.Namespace, Name: app.Name, Written: true, Changed: changed, Recorded: map[string]string{StateAnnotation: value}})
 	if len(r.log) != 0 {
 		t.Errorf("saves after a write that carried the record: %v", r.log)
 	}
@@ -916,7 +916,7 @@ func TestWriteLandedWithoutItsAnswer(t *testing.T) {
 	if held != value {
 		t.Errorf("the gate holds\n%s\nthe Application\n%s", held, value)
 	}
-	res.Recorded = value
+	res.Recorded = map[string]string{StateAnnotation: value}
 	r.gate.Written(t.Context(), app, res)
 	if len(r.log) != 0 {
 		t.Errorf("saves: %v", r.log)

@@ -60,15 +60,16 @@ type preparedRecord struct {
 // Written starts following the versions a write persisted for images
 // with a health gate; a version written for an image without one is
 // recorded (Written) only to tell a rollback (see Skipped). A write that
-// carried the state Record gave (res.Recorded) saved it: nothing more is
-// sent.
+// carried the state Record gave (in res.Recorded) saved it: nothing more
+// is sent.
 func (g *Gate) Written(ctx context.Context, app *application.Application, res writeback.Result) {
 	key := keyOf(app)
 	now := g.now()
 	g.mu.Lock()
 	p, prepared := g.prepared[key]
 	delete(g.prepared, key)
-	carried := prepared && res.Recorded != "" && res.Recorded == p.value
+	recorded := res.Recorded[StateAnnotation]
+	carried := prepared && recorded != "" && recorded == p.value
 	if carried && p.adopted {
 		// OnUpdate took it already.
 		g.mu.Unlock()
@@ -91,7 +92,7 @@ func (g *Gate) Written(ctx context.Context, app *application.Application, res wr
 			// The same state as Record's unless the gate changed it
 			// meanwhile (a look judged a record): then it is saved.
 			st.normalize("")
-			saved = st.Encode() == res.Recorded
+			saved = st.Encode() == recorded
 			st.dirty = st.dirty && !saved
 		}
 	}

@@ -77,6 +77,13 @@ const (
 	// "<alias>:<version>" entries separated by commas).
 	KeyHealthGateState = "health-gate-state"
 	KeyHealthGateClear = "health-gate-clear"
+	// Written by the controller for Argo CD Notifications (see package
+	// notice): the last write, failure, revert and wait of the
+	// Application, as JSON.
+	KeyLastUpdate  = "last-update"
+	KeyLastFailure = "last-failure"
+	KeyLastRevert  = "last-revert"
+	KeyLastWait    = "last-wait"
 
 	// KeyUpdateWindows, of the Application: windows separated by ";",
 	// "<allow|deny> <5 cron fields> <duration> [<time zone>]" (see
@@ -99,7 +106,7 @@ var (
 	imageKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyForceUpdate, KeyPullSecret, KeyPlatforms, KeyVerifySignature,
 		KeyCertificateIdentity, KeyCertificateIdentityRegexp, KeyCertificateOIDCIssuer, KeyCertificateOIDCIssuerRegexp, KeyHealthGate, KeyPinDigest, KeyMinReleaseAge, KeyPromoteFrom, KeyPromoteSoak}
 	imageOnlyKeys = []string{KeyHelmImageName, KeyHelmImageTag, KeyHelmImageSpec, KeyHelmImageDigest, KeyKustomizeImageName, KeyPluginImageName, KeyPluginImageTag, KeyPluginImage, KeyTagMatch}
-	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyRollbackHold, KeyUpdateWindows, KeyUseSyncWindows}
+	appKeys       = []string{KeyImageList, KeyWriteBackMethod, KeyWriteBackTarget, KeyGitBranch, KeyGitRepository, KeyGitPullRequest, KeyGitPullRequestLabels, KeyHealthGateState, KeyHealthGateClear, KeyLastUpdate, KeyLastFailure, KeyLastRevert, KeyLastWait, KeyRollbackHold, KeyUpdateWindows, KeyUseSyncWindows}
 )
 
 // Default Helm parameter names, as Helm charts commonly name them.

@@ -27,14 +27,15 @@ type Change struct {
 	Source application.Source
 	Images []ImageUpdate
 	Charts []ChartUpdate
-	// Record, when set, names an annotation of the Application to set in
-	// the same request as the versions, and its value for what that
+	// Record, when set, gives annotations of the Application to set in
+	// the same request as the versions, with their values for what that
 	// request writes (the Result it would have): the record kept of the
-	// write (health gate, rollbacks) lands with the write or not at all,
-	// and one request writes both. "" sets nothing. The argocd method asks
-	// it for its patch; after a git push, the update cycle asks it for the
-	// refresh of the Application.
-	Record func(Result) (annotation, value string)
+	// write (health gate, rollbacks) and the notice of it land with the
+	// write or not at all, and one request writes them all. An empty
+	// value sets nothing. The argocd method asks it for its patch; after a
+	// git push, the update cycle asks it for the refresh of the
+	// Application.
+	Record func(Result) map[string]string
 }
 
 // Result is what a Writer did with one Change.
@@ -61,9 +62,9 @@ type Result struct {
 	// Push is the push that carried Commit, shared by the results of
 	// the Applications it carried; nil when unknown.
 	Push *Push
-	// Recorded is the value of the Change's Record set with the versions,
-	// "" when none was.
-	Recorded string
+	// Recorded holds the annotations of the Change's Record set with the
+	// versions; nil when none was.
+	Recorded map[string]string
 	// ParentNamespace and ParentName name the Application whose manifests
 	// define this one, when the change went there (app of apps): Argo CD
 	// applies it when it reads that Application's sources.

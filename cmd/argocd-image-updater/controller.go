@@ -355,9 +355,13 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.updater, err = cycle.New(c.apps, c.regClient,
-		argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
-			argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate)),
+	appWriter := argocd.NewWriter(c.dyn, argocd.WithLogger(c.logger), argocd.WithDryRun(c.o.dryRun),
+		argocd.WithMaxConcurrency(c.o.maxConcurrency), argocd.WithWriteGate(c.writeGate))
+	var notices cycle.Notices
+	if c.o.notifications {
+		notices = appWriter
+	}
+	c.updater, err = cycle.New(c.apps, c.regClient, appWriter,
 		append(append(c.status, c.healthGateOptions()...),
 			cycle.WithGitWriter(gitWriter),
 			cycle.WithChartRepositories(chartrepo.NewClient(repoaccess.NewCachedSecretLister(repoaccess.NewKubeSecretLister(c.clientset), 0),
@@ -373,6 +377,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 			cycle.WithApplicationTimeout(c.o.appTimeout),
 			cycle.WithDryRun(c.o.dryRun),
 			cycle.WithRefreshAfterGit(c.o.refreshApplications),
+			cycle.WithNotices(notices),
 			cycle.WithDefaultPlatforms(v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}),
 			cycle.WithLogger(c.logger),
 			cycle.WithEvents(c.events),

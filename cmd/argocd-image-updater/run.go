@@ -109,6 +109,7 @@ type runOptions struct {
 
 	disableKubeEvents   bool
 	refreshApplications bool
+	notifications       bool
 	warmupCache         bool
 
 	leaderElection        bool
@@ -172,6 +173,7 @@ var runEnv = envFlags{
 	"git-commit-sign-off":       "GIT_COMMIT_SIGN_OFF",
 	"disable-kube-events":       "IMAGE_UPDATER_KUBE_EVENTS",
 	"refresh-applications":      "IMAGE_UPDATER_REFRESH_APPLICATIONS",
+	"notifications":             "IMAGE_UPDATER_NOTIFICATIONS",
 	"kube-api-qps":              "IMAGE_UPDATER_KUBE_API_QPS",
 	"kube-api-burst":            "IMAGE_UPDATER_KUBE_API_BURST",
 	"max-concurrency":           "IMAGE_UPDATER_MAX_CONCURRENCY",
@@ -338,6 +340,7 @@ func (o *runOptions) addGitFlags(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.azureDevOpsURLs, "azure-devops-url", nil, "URL of an Azure DevOps Server (https://HOST, with its virtual directory if any) whose repositories may get pull requests (repeatable; dev.azure.com and *.visualstudio.com are always known)")
 	f.StringVar(&o.gitCloneDir, "git-clone-dir", defaultGitCloneDir(), "folder keeping the clones of the git write-back, across restarts")
 	f.StringVar(&o.gitCloneMaxSize, "git-clone-max-size", resource.NewQuantity(git.DefaultCloneCacheSize, resource.BinarySI).String(), "disk space the clones may take before the least recently used are removed (0: no bound)")
+	f.BoolVar(&o.notifications, "notifications", false, "keep the last update, failure, revert and wait of each Application in its annotations argocd-image-updater.argoproj.io/last-*, for the triggers of Argo CD Notifications (manifests/notifications/catalog.yaml)")
 	f.BoolVar(&o.refreshApplications, "refresh-applications", true, "after a git write-back landed, set argocd.argoproj.io/refresh on each Application it pushed for, so that Argo CD deploys it now rather than at its next poll")
 }
 

@@ -192,6 +192,30 @@ func (a *ArgoCD) StartController(t testing.TB) {
 	}
 }
 
+// StartNotifications starts Argo CD's notifications controller for the
+// Applications of the argocd namespace, with config as its
+// argocd-notifications-cm (triggers, templates, services) and secret as
+// its argocd-notifications-secret, and waits until it serves its metrics.
+// Stopped when t ends.
+func (a *ArgoCD) StartNotifications(t testing.TB, config, secret map[string]string) {
+	t.Helper()
+	part := map[string]string{"app.kubernetes.io/part-of": "argocd"}
+	a.kube.Create(t,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-notifications-cm", Namespace: ArgoCDNamespace, Labels: part}, Data: config},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-notifications-secret", Namespace: ArgoCDNamespace, Labels: part}, StringData: secret},
+	)
+	metrics := FreePort(t)
+	cmd := exec.Command(binary(t, "argocd-notifications"),
+		"--kubeconfig", WriteKubeconfig(t, a.kube.Config, ArgoCDNamespace), "--namespace", ArgoCDNamespace,
+		"--argocd-repo-server", a.repoAddr, "--argocd-repo-server-plaintext",
+		"--metrics-port", fmt.Sprint(metrics), "--loglevel", "info", "--logformat", "text")
+	cmd.Env = a.env
+	p := startProcess(t, "argocd-notifications", cmd)
+	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + loopback(metrics) + "/metrics") }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // StopController stops the application-controller, as a rollout or a
 // crash would: the Applications' status stays what it last wrote.
 func (a *ArgoCD) StopController() { a.controller.stop() }

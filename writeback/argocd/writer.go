@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -121,8 +122,8 @@ type update struct {
 	Images     []writeback.ImageUpdate
 	// Charts are new versions of the source's chart: its targetRevision.
 	Charts []writeback.ChartUpdate
-	// Record is the Change's: an annotation set in the same patch.
-	Record func(writeback.Result) (annotation, value string)
+	// Record is the Change's: annotations set in the same patch.
+	Record func(writeback.Result) map[string]string
 }
 
 func (u update) key() string { return u.Namespace + "/" + u.Name }
@@ -356,8 +357,9 @@ type writePlan struct {
 	changed []writeback.ImageUpdate
 	charts  []writeback.ChartUpdate
 	patch   []byte
-	// recorded is the value of the update's Record the patch sets.
-	recorded string
+	// recorded holds the annotations of the update's Record the patch
+	// sets.
+	recorded map[string]string
 	// source identifies the source written to, to detect reordering.
 	source string
 }
@@ -410,9 +412,17 @@ func planWrite(obj *unstructured.Unstructured, u update) (writePlan, error) {
 		// Without annotations, obj may be a cached copy that leaves out
 		// those of others: an op adding the map would drop them. The
 		// record is then saved on its own.
-		if key, value := u.Record(writeback.Result{Namespace: u.Namespace, Name: u.Name, Changed: p.changed, ChangedCharts: p.charts, Written: true}); key != "" && value != "" && obj.GetAnnotations() != nil {
-			ops = append(ops, jsonPatchOp{Op: "add", Path: application.AnnotationPath(key), Value: value})
-			p.recorded = value
+		record := u.Record(writeback.Result{Namespace: u.Namespace, Name: u.Name, Changed: p.changed, ChangedCharts: p.charts, Written: true})
+		if obj.GetAnnotations() != nil {
+			for _, key := range slices.Sorted(maps.Keys(record)) {
+				if value := record[key]; value != "" {
+					ops = append(ops, jsonPatchOp{Op: "add", Path: application.AnnotationPath(key), Value: value})
+					if p.recorded == nil {
+						p.recorded = map[string]string{}
+					}
+					p.recorded[key] = value
+				}
+			}
 		}
 	}
 	if p.patch, err = json.Marshal(ops); err != nil {
@@ -507,21 +517,28 @@ const RefreshAnnotation = "argocd.argoproj.io/refresh"
 // CD removes once it has refreshed, and those of also in the same request
 // (the record kept of the write).
 func (w *Writer) Refresh(ctx context.Context, namespace, name string, also map[string]string) error {
+	annotations := map[string]string{RefreshAnnotation: "normal"}
+	maps.Copy(annotations, also)
+	if err := w.Annotate(ctx, namespace, name, annotations); err != nil {
+		return fmt.Errorf("refresh %w", err)
+	}
+	return nil
+}
+
+// Annotate sets annotations of the Application, in one merge patch that
+// leaves its other annotations as they are; nothing in dry-run mode.
+func (w *Writer) Annotate(ctx context.Context, namespace, name string, annotations map[string]string) error {
 	if w.dryRun {
 		return nil
 	}
-	annotations := map[string]string{RefreshAnnotation: "normal"}
-	for k, v := range also {
-		annotations[k] = v
-	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
 	if err != nil {
-		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("Application %s/%s: %w", namespace, name, err)
 	}
 	_, err = w.client.Resource(application.Resource()).Namespace(namespace).
 		Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
-		return fmt.Errorf("refresh Application %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("Application %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -578,9 +579,13 @@ spec:
 		c.mergePatch(t, "recorded", `{"metadata":{"annotations":{"argocd-image-updater.argoproj.io/web.ignore-tags":"*","team.example.com/owner":"a/b~c"}}}`)
 		dc, count := countingClient(t, c.kube.Config)
 		var asked [][]string
-		record := func(res writeback.Result) (string, string) {
+		record := func(res writeback.Result) map[string]string {
 			asked = append(asked, aliases(res.Changed))
-			return "argocd-image-updater.argoproj.io/health-gate-state", strings.Join(aliases(res.Changed), ",")
+			return map[string]string{
+				"argocd-image-updater.argoproj.io/health-gate-state": strings.Join(aliases(res.Changed), ","),
+				"argocd-image-updater.argoproj.io/last-update":       "to " + strings.Join(aliases(res.Changed), ","),
+				"argocd-image-updater.argoproj.io/unset":             "",
+			}
 		}
 		res, err := NewWriter(dc).writeOne(t.Context(), stale, update{Namespace: "argocd", Name: "recorded", SourceIndex: -1, SourceType: application.SourceKustomize, Record: record, Images: []writeback.ImageUpdate{
 			{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}},
@@ -592,15 +597,21 @@ spec:
 		if d := cmp.Diff([][]string{{"app", "web"}, {"app"}}, asked); d != "" {
 			t.Errorf("Record asked with (-want +got):\n%s", d)
 		}
-		if !res.Written || res.Recorded != "app" {
-			t.Fatalf("result = %+v, want app written and recorded", res)
+		want := map[string]string{"argocd-image-updater.argoproj.io/health-gate-state": "app", "argocd-image-updater.argoproj.io/last-update": "to app"}
+		if !res.Written || !maps.Equal(res.Recorded, want) {
+			t.Fatalf("result = %+v, want app written and recorded as %v", res, want)
 		}
 		if count.get(http.MethodPatch) != 2 || count.get(http.MethodGet) != 1 {
 			t.Errorf("requests = %v, want a rejected PATCH, a GET and one accepted PATCH carrying the record", count.counts)
 		}
 		after := c.get(t, "recorded")
-		if got := after.GetAnnotations()["argocd-image-updater.argoproj.io/health-gate-state"]; got != "app" {
-			t.Errorf("record annotation %q, want app", got)
+		for key, value := range want {
+			if got := after.GetAnnotations()[key]; got != value {
+				t.Errorf("annotation %s is %q, want %q", key, got, value)
+			}
+		}
+		if _, set := after.GetAnnotations()["argocd-image-updater.argoproj.io/unset"]; set {
+			t.Error("an empty value of the record was set")
 		}
 		if got := after.GetAnnotations()["team.example.com/owner"]; got != "a/b~c" {
 			t.Errorf("another annotation is %q, want it kept", got)
@@ -615,14 +626,14 @@ spec:
 		}
 		dc, _ := countingClient(t, c.kube.Config)
 		res, err := NewWriter(dc).writeOne(t.Context(), before, update{Namespace: "argocd", Name: "unannotated", SourceIndex: -1, SourceType: application.SourceKustomize,
-			Record: func(writeback.Result) (string, string) {
-				return "argocd-image-updater.argoproj.io/health-gate-state", "x"
+			Record: func(writeback.Result) map[string]string {
+				return map[string]string{"argocd-image-updater.argoproj.io/health-gate-state": "x"}
 			},
 			Images: []writeback.ImageUpdate{{ImageSpec: settings.ImageSpec{Alias: "app", Image: mustRef(ecrApp)}, New: imageref.Version{Tag: "v0.0.2"}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !res.Written || res.Recorded != "" {
+		if !res.Written || res.Recorded != nil {
 			t.Errorf("result = %+v, want written, nothing recorded", res)
 		}
 	})
