@@ -74,6 +74,9 @@ func chartRepo(repoURL, chart string) *ChartRepository {
 // ChartSource is the source whose chart field names c's chart: the first
 // in spec.sources order (a dry source renders no chart).
 func (a *Application) ChartSource(c settings.ChartSpec) (Source, bool) {
+	if c.GitTag {
+		return Source{}, false
+	}
 	for _, s := range a.Sources {
 		if !s.Dry && s.Chart == c.Chart && s.ChartRepo != nil {
 			return s, true

@@ -188,10 +188,15 @@ func (s *Snapshot) Labels() labels.Labels { return s.labels }
 // Annotation is the value of one of the updater's annotations.
 func (s *Snapshot) Annotation(key string) string { return s.annotations.Get(key) }
 
-// Managed reports whether the Application has the image-list or the
-// chart-list annotation.
+// Managed reports whether the Application has the image-list, chart-list
+// or git-tag-list annotation.
 func (s *Snapshot) Managed() bool {
-	return s.annotations.Has(settings.AnnotationPrefix+settings.KeyImageList) || s.annotations.Has(settings.AnnotationPrefix+settings.KeyChartList)
+	for _, key := range settings.ListKeys() {
+		if s.annotations.Has(settings.AnnotationPrefix + key) {
+			return true
+		}
+	}
+	return false
 }
 
 // Application is the Application with its annotations read with opts

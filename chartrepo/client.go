@@ -50,6 +50,9 @@ type Client struct {
 
 	calls coalesce.Group[Index]
 	kept  *budget.LRU[string, *cached]
+	// transports keeps the repositories' HTTP transports between
+	// sessions: a cycle's requests reuse the connections of the last.
+	transports *repoaccess.Transports
 }
 
 // cached is an index kept between cycles.
@@ -110,7 +113,8 @@ func NewClient(secrets repoaccess.SecretLister, projects repoaccess.AppProjectGe
 	c := &Client{
 		secrets: secrets, projects: projects, namespace: argoCDNamespace,
 		maxIndex: DefaultMaxIndexSize, cycleBudget: DefaultCycleBudget, timeout: 2 * time.Minute,
-		kept: budget.NewLRU[string, *cached](DefaultMaxKept),
+		kept:       budget.NewLRU[string, *cached](DefaultMaxKept),
+		transports: repoaccess.NewTransports(0),
 	}
 	for _, opt := range opts {
 		opt(c)
@@ -143,7 +147,7 @@ func (c *Client) Session() *Session { return c.SessionWithin(budget.New(c.cycleB
 func (c *Client) SessionWithin(b *budget.Budget) *Session {
 	return &Session{
 		c:        c,
-		resolver: repoaccess.NewResolver(c.secrets, c.namespace, ""),
+		resolver: repoaccess.NewResolver(c.secrets, c.namespace, "", repoaccess.KeepTransports(c.transports)),
 		policy:   repoaccess.NewPolicy(c.projects, c.namespace),
 		budget:   b,
 		seen:     map[string]accessResult{},

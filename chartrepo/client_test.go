@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -478,5 +479,52 @@ func TestIndexRetried(t *testing.T) {
 				t.Errorf("%d requests, want %d", got, tt.requests)
 			}
 		})
+	}
+}
+
+// TestConnectionsReusedAcrossSessions: each cycle's session reads the
+// index over the connection of the cycle before, with the same
+// credentials or new ones; another client certificate is another
+// transport.
+func TestConnectionsReusedAcrossSessions(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(helmIndex))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	url := srv.URL + "/charts"
+	all := projects{"default": {SourceRepos: []string{"*"}}}
+	c := NewClient(secrets{helmSecret("repo", url, "", "reader", "s3cret")}, all, "argocd")
+	for cycle := range 3 {
+		s := c.Session()
+		a, err := s.Access(t.Context(), "argocd", "", url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Index(t.Context(), a, []string{"podinfo"}); err != nil {
+			t.Fatalf("cycle %d: %v", cycle, err)
+		}
+	}
+	if got := conns.Load(); got != 1 {
+		t.Errorf("%d connections for 3 cycles' reads, want 1", got)
+	}
+
+	// Another client holds its own transports.
+	other := NewClient(secrets{helmSecret("repo", url, "", "reader", "s3cret")}, all, "argocd")
+	a, err := other.Session().Access(t.Context(), "argocd", "", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Index(t.Context(), a, []string{"podinfo"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := conns.Load(); got != 2 {
+		t.Errorf("%d connections after another client's read, want 2", got)
 	}
 }

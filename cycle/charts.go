@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,8 +13,8 @@ import (
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/budget"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
-	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -41,6 +42,9 @@ type chartJob struct {
 	key    string
 	oci    imageref.Reference
 	access chartrepo.Access
+	// git is the repository a git source's tags are listed of, by its
+	// identity (repourl.URL.Key); "" for a chart.
+	git string
 }
 
 // chartProblem is a problem of one chart, naming its source.
@@ -49,7 +53,7 @@ func chartProblem(spec settings.ChartSpec, src *application.Source, format strin
 	if src != nil {
 		msg = sourceName(*src) + ": " + msg
 	}
-	return settings.Problem{Image: spec.Key(), Chart: true, Origin: spec.Origin, Message: msg}
+	return settings.Problem{Image: spec.Key(), Chart: true, GitTag: spec.GitTag, Origin: spec.Origin, Message: msg}
 }
 
 // sourceName is how messages name a source: its field path.
@@ -62,11 +66,16 @@ func sourceName(s application.Source) string {
 
 // charts turns an Application's charts into jobs. session is the cycle's
 // reads of Argo CD's credentials and AppProjects, made when first needed.
-func (pl *planner) charts(ctx context.Context, app *application.Application, repos ChartRepositories, session func() *chartrepo.Session) (jobs []*chartJob, problems []error) {
+func (pl *planner) charts(ctx context.Context, app *application.Application, repos ChartRepositories, session func() *chartrepo.Session, gitTags bool) (jobs []*chartJob, problems []error) {
 	if len(app.Settings.Charts) == 0 || applicationBroken(app) {
 		return nil, nil
 	}
 	for _, spec := range app.Settings.Charts {
+		if spec.GitTag {
+			js, ps := gitTagJobs(app, spec, gitTags)
+			jobs, problems = append(jobs, js...), append(problems, ps...)
+			continue
+		}
 		src, ok := app.ChartSource(spec)
 		switch {
 		case !ok:
@@ -89,7 +98,9 @@ func (pl *planner) charts(ctx context.Context, app *application.Application, rep
 		j := &chartJob{app: app, spec: spec, source: src}
 		if src.ChartRepo.IsOCI() {
 			j.oci = src.ChartRepo.OCI
-			j.key = "oci\x00" + j.oci.Name()
+			// The key of the images' listing of the repository with the
+			// registry's credentials: one listing serves both.
+			j.key = (&job{ref: j.oci}).repoKey()
 		} else {
 			if repos == nil {
 				problems = append(problems, chartProblem(spec, &src, "this controller reads no HTTP(S) Helm repositories"))
@@ -142,21 +153,15 @@ func (l chartListing) versions(chart string) []string {
 	return out
 }
 
-// listChart reads the versions of j's repository, within ctx: an index
-// request (a conditional one, when it was read before) for an HTTP
-// repository, of it the charts named (those all the pass's jobs of the
-// repository ask); a tag listing for an OCI one.
+// listChart reads the versions of j's HTTP repository, within ctx: an
+// index request (a conditional one, when it was read before), of it the
+// charts named (those all the pass's jobs of the repository ask). An OCI
+// repository's are its tags, listed as the images' are (see
+// checkApplication).
 func (u *Updater) listChart(ctx context.Context, j *chartJob, charts []string) chartListing {
 	var l chartListing
 	what := j.source.ChartRepo.String()
 	l.err = u.guard("listing the versions of "+what, func() (err error) {
-		if !j.oci.IsZero() {
-			l.tags, err = u.registry.Tags(ctx, j.oci, credref.Ref{})
-			if err == nil && l.tags == nil {
-				l.tags = []string{}
-			}
-			return err
-		}
 		l.index, err = u.charts.Index(ctx, j.access, charts)
 		return err
 	})
@@ -173,9 +178,14 @@ func (u *Updater) chartAge(j *chartJob) Age {
 	if j.spec.MinReleaseAgeOrigin != "" {
 		min = j.spec.MinReleaseAge
 	}
-	repo := j.source.ChartRepo.String() + " " + j.spec.Chart
-	if !j.oci.IsZero() {
+	var repo string
+	switch {
+	case j.git != "":
+		repo = "git " + j.git
+	case !j.oci.IsZero():
 		repo = j.oci.Name()
+	default:
+		repo = j.source.ChartRepo.String() + " " + j.spec.Chart
 	}
 	return Age{Min: min, Now: u.now, FirstSeen: func(versions []string) map[string]time.Time { return u.firstSeen.Times(repo, versions) }}
 }
@@ -201,6 +211,18 @@ func (r *run) chooseCharts(ctx context.Context, jobs []*chartJob, listings map[s
 			continue
 		}
 		versions, current := l.versions(j.spec.Chart), imageref.Version{Tag: j.source.TargetRevision}
+		if j.git != "" {
+			versions = l.tags
+			// A branch or a commit is followed by Argo CD itself: only a
+			// pin to a tag is moved. A repository without tags has
+			// nothing to move to.
+			if len(versions) > 0 && !slices.Contains(versions, current.Tag) {
+				p := chartProblem(j.spec, &j.source, "targetRevision %q is not a tag of %s; only a source pinned to a tag is moved", current.Tag, repourl.RedactURL(j.source.RepoURL))
+				p.Warning = true
+				r.report(j.app, []error{p})
+				continue
+			}
+		}
 		res, err := j.spec.Policy.Choose(ctx, versions, current, nil)
 		var waiting *Waiting
 		if err == nil {

@@ -1,6 +1,7 @@
 package cycle
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/imageref"
 	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 )
 
 // helmRepo serves an index.yaml with an ETag and counts full and
@@ -155,4 +157,51 @@ entries:
 	if repo.full.Load()+repo.notModified.Load() != 2 {
 		t.Error("the targeted check read the HTTP repository")
 	}
+}
+
+// TestChartAndImagesOfOneRepository: an OCI repository that holds an
+// Application's chart and its image is listed once in a cycle.
+func TestChartAndImagesOfOneRepository(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the test servers")
+	}
+	k := testenv.SharedKube(t)
+	reg := testenv.StartRegistry(t)
+	reg.PushImage(t, "shared/web", []string{"1.0.0", "1.1.0"})
+	// Counted above the registry client, which would otherwise make one
+	// request of two listings that happen to run at the same time.
+	listed := &tagCalls{}
+	w := newWorld(t, k, reg, worldOptions{names: "shared-*", wrap: func(r Registry) Registry { listed.Registry = r; return listed }})
+	repo := reg.Repo("shared/web")
+	w.create(t, appObject("shared-web", map[string]string{
+		"write-back-method": "argocd",
+		"image-list":        "web=" + repo,
+		"chart-list":        "web-chart=web",
+	}, map[string]any{"sources": []any{
+		map[string]any{"repoURL": "oci://" + reg.Repo("shared"), "chart": "web", "targetRevision": "1.0.0",
+			"helm": map[string]any{"parameters": []any{}}},
+	}}, repo+":1.0.0"))
+
+	sum := w.updater.RunOnce(t.Context())
+	if sum.Errors != 0 || sum.Updated != 2 {
+		t.Fatalf("summary %+v, want the image and the chart updated", sum)
+	}
+	if got := listed.n.Load(); got != 1 {
+		t.Errorf("%d tag listings of the repository of an image and a chart, want 1", got)
+	}
+	sources, _, _ := unstructured.NestedSlice(w.get(t, "shared-web").Object, "spec", "sources")
+	if rev, _, _ := unstructured.NestedString(sources[0].(map[string]any), "targetRevision"); rev != "1.1.0" {
+		t.Errorf("the chart's targetRevision %q, want 1.1.0", rev)
+	}
+}
+
+// tagCalls counts the tag listings the cycle asks of the registry client.
+type tagCalls struct {
+	Registry
+	n atomic.Int32
+}
+
+func (c *tagCalls) Tags(ctx context.Context, ref imageref.Reference, creds credref.Ref) ([]string, error) {
+	c.n.Add(1)
+	return c.Registry.Tags(ctx, ref, creds)
 }

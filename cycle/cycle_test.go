@@ -181,7 +181,7 @@ func newWorld(t *testing.T, k *testenv.Kube, reg *testenv.Registry, o worldOptio
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts = append(opts, WithGitWriter(gw))
+		opts = append(opts, WithGitWriter(gw), WithGitTags(gw))
 	}
 	if o.signatures {
 		opts = append(opts, WithSignatures(signature.NewVerifier(client), credentials.NewKubeSecretGetter(w.cs), o.trustedRoot))

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/image-updater/argocd-image-updater/application"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
@@ -19,7 +20,8 @@ import (
 // Event reasons.
 const (
 	ReasonImagesUpdated = "ImagesUpdated"
-	// ReasonChartsUpdated: new chart versions written (chart-list).
+	// ReasonChartsUpdated: new chart versions written (chart-list), or
+	// new tags of git sources (git-tag-list).
 	ReasonChartsUpdated = "ChartsUpdated"
 	ReasonInvalidConfig = "InvalidConfiguration"
 	ReasonUpdateFailed  = "UpdateFailed"
@@ -158,7 +160,11 @@ func (e *EventReporter) chartsUpdated(app *application.Application, changed []wr
 	}
 	lines := make([]string, 0, len(changed))
 	for _, c := range changed {
-		lines = append(lines, fmt.Sprintf("%s from '%s' to '%s'", c.Chart, c.Old, c.New))
+		line := fmt.Sprintf("%s from '%s' to '%s'", c.Chart, c.Old, c.New)
+		if c.GitTag {
+			line = "git source " + repourl.RedactURL(c.Chart) + fmt.Sprintf(" from '%s' to '%s'", c.Old, c.New)
+		}
+		lines = append(lines, line)
 	}
 	e.recorder.Event(app.Object(), corev1.EventTypeNormal, ReasonChartsUpdated, updatedMessage("chart", lines, trigger))
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/internal/budget"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 
@@ -151,7 +153,7 @@ func (r *run) plan(ctx context.Context, apps []*application.Application) ([]*job
 	}
 	for _, app := range apps {
 		r.sum.Charts += len(app.Settings.Charts)
-		js, problems := plan.charts(ctx, app, u.charts, sessionOf)
+		js, problems := plan.charts(ctx, app, u.charts, sessionOf, u.gitTags != nil)
 		r.report(app, problems)
 		for _, p := range problems {
 			if !isWarning(p) {
@@ -265,7 +267,7 @@ func (r *run) check(ctx context.Context, jobs []*job, chartJobs []*chartJob) {
 
 // hold counts a tag list against the pass's budget until the pass ends;
 // one that would pass it fails its images, and the other listings go on.
-func (r *run) hold(tr tagResult, j *job) tagResult {
+func (r *run) hold(tr tagResult, repo string) tagResult {
 	if tr.err != nil {
 		return tr
 	}
@@ -275,7 +277,7 @@ func (r *run) hold(tr tagResult, j *job) tagResult {
 	}
 	if err := r.held.Take(n); err != nil {
 		return tagResult{err: fmt.Errorf("the %d tags of %s (%s) would pass the budget of %s for what one cycle holds of tag lists and chart indexes: %w",
-			len(tr.tags), j.ref.Name(), budget.Format(n), budget.Format(r.held.Limit()), err)}
+			len(tr.tags), repo, budget.Format(n), budget.Format(r.held.Limit()), err)}
 	}
 	tr.bytes = n
 	return tr
@@ -294,7 +296,7 @@ func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork
 	cutJobs := make([]bool, len(w.jobs))
 	for i, j := range w.jobs {
 		wg.Go(func() {
-			tr, err := tags.get(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return r.hold(u.listTags(lctx, j), j) })
+			tr, err := tags.get(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return r.hold(u.listTags(lctx, j.ref, j.creds), j.ref.Name()) })
 			if err == nil && tr.err == nil {
 				// A failed listing fails its image without a request.
 				if err = share.acquire(actx); err == nil {
@@ -314,7 +316,31 @@ func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork
 	cutCharts := make([]bool, len(w.charts))
 	for i, j := range w.charts {
 		wg.Go(func() {
-			l, err := charts.get(actx, share, j.key, func(lctx context.Context) chartListing { return u.listChart(lctx, j, chartsOf[j.key]) })
+			var l chartListing
+			var err error
+			switch {
+			case j.git != "":
+				// A git repository's tags count against the pass's
+				// budget as an image repository's do.
+				var tr tagResult
+				tr, err = tags.get(actx, share, j.key, func(lctx context.Context) tagResult {
+					return r.hold(u.listGitTags(lctx, j), repourl.RedactURL(j.source.RepoURL))
+				})
+				l = chartListing{tags: tr.tags, err: tr.err}
+			case !j.oci.IsZero():
+				// An OCI repository's tags are listed once a pass, for
+				// the images and the charts that name it alike.
+				var tr tagResult
+				tr, err = tags.get(actx, share, j.key, func(lctx context.Context) tagResult {
+					return r.hold(u.listTags(lctx, j.oci, credref.Ref{}), j.oci.Name())
+				})
+				l = chartListing{tags: tr.tags, err: tr.err}
+			default:
+				l, err = charts.get(actx, share, j.key, func(lctx context.Context) chartListing { return u.listChart(lctx, j, chartsOf[j.key]) })
+			}
+			if l.err == nil && !j.oci.IsZero() && l.tags == nil {
+				l.tags = []string{}
+			}
 			if err != nil {
 				l.err = err
 			}

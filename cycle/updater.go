@@ -68,6 +68,7 @@ type Updater struct {
 	controllerNamespace string
 	signatures          Signatures
 	charts              ChartRepositories
+	gitTags             GitTags
 	keySecrets          credentials.SecretGetter
 	trustedRoot         *signature.TrustedRoot
 
@@ -272,8 +273,10 @@ func (u *Updater) check() error {
 type Summary struct {
 	Applications int
 	Images       int
-	// Charts counts the charts of chart-list, ChartListings the index
-	// reads and OCI tag listings they took.
+	// Charts counts the charts of chart-list and the repositories of
+	// git-tag-list, ChartListings the index reads, OCI tag listings and
+	// git tag listings they took. An OCI repository that holds images
+	// the cycle checks too is listed once for both, counted in each.
 	Charts        int
 	ChartListings int
 	Skipped       int
@@ -357,14 +360,14 @@ type tagResult struct {
 	bytes int64
 }
 
-// listTags lists the tags of j's repository, within ctx.
-func (u *Updater) listTags(ctx context.Context, j *job) tagResult {
+// listTags lists the tags of ref's repository with creds, within ctx.
+func (u *Updater) listTags(ctx context.Context, ref imageref.Reference, creds credref.Ref) tagResult {
 	var tags []string
-	err := u.guard("listing the tags of "+j.ref.Name(), func() (err error) {
-		tags, err = u.registry.Tags(ctx, j.ref, j.creds)
+	err := u.guard("listing the tags of "+ref.Name(), func() (err error) {
+		tags, err = u.registry.Tags(ctx, ref, creds)
 		return err
 	})
-	return tagResult{tags: tags, err: u.timedOut(ctx, j.ref.Name(), err)}
+	return tagResult{tags: tags, err: u.timedOut(ctx, ref.Name(), err)}
 }
 
 // appUpdate collects the changes of one Application.

@@ -10,8 +10,9 @@ package docs
 //	                              block must be "text error", each line of
 //	                              which occurs in the error message
 //	yaml application              an Argo CD Application: one update cycle
-//	                              over it (registry without tags, events
-//	                              recorded) reports no problem at all
+//	                              over it (registry and git repositories
+//	                              without tags, events recorded) reports
+//	                              no problem at all
 //	yaml application warning      the cycle reports warnings, no error
 //	yaml application error        the cycle reports at least one error
 //	                              (after an application block, an optional
@@ -412,6 +413,12 @@ func (docCharts) Index(context.Context, chartrepo.Access, []string) (chartrepo.I
 	return chartrepo.Index{}, nil
 }
 
+// docGitTags is a git server whose repositories have no tags, as the
+// registry of the examples has none.
+type docGitTags struct{}
+
+func (docGitTags) Tags(context.Context, string, string, string) ([]string, error) { return nil, nil }
+
 type docRepoSecrets struct{}
 
 func (docRepoSecrets) RepositorySecrets(context.Context, string) ([]corev1.Secret, error) {
@@ -543,7 +550,8 @@ func runCycle(apps cycle.Applications, want string, exp block, hasExp bool) erro
 		cycle.WithControllerNamespace("argocd"),
 		cycle.WithSignatures(signature.NewVerifier(emptyRegistry{}), docSecrets{}, docTrustedRoot()),
 		cycle.WithDefaultPlatforms(v1.Platform{OS: "linux", Architecture: "amd64"}),
-		cycle.WithChartRepositories(docCharts{chartrepo.NewClient(docRepoSecrets{}, docProjects{}, "argocd")}))
+		cycle.WithChartRepositories(docCharts{chartrepo.NewClient(docRepoSecrets{}, docProjects{}, "argocd")}),
+		cycle.WithGitTags(docGitTags{}))
 	if err != nil {
 		return err
 	}

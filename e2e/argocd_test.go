@@ -104,6 +104,7 @@ func TestArgoCD(t *testing.T) {
 		}
 		maps.Copy(files, chart("chart", reg))
 		maps.Copy(files, chart("chart-values", reg))
+		files["tagged/front.yaml"] = deployment("front", fmt.Sprintf("      - name: app\n        image: %s:v0.0.1\n", reg.Repo("tagged-app")))
 		files["plain/front.yaml"] = deployment("front",
 			fmt.Sprintf("      - name: app\n        image: %s:v0.0.1 # {\"$imageupdater\": \"app\"}\n", reg.Repo("plain-app")))
 		return files
@@ -443,6 +444,8 @@ func TestArgoCD(t *testing.T) {
 	})
 
 	t.Run("Argo CD Notifications: each update and failure told once, by the catalog's triggers", w.notificationsScenario)
+
+	t.Run("git tags: a source pinned to a tag moves to the newest within its constraint", w.gitTagScenario)
 
 	t.Run("an Application deploying to an external cluster", func(t *testing.T) {
 		other := w.external

@@ -154,13 +154,20 @@ type Resolver struct {
 	tlsOnce  sync.Once
 	tlsCerts map[string]string
 	tlsErr   error
+
+	// transports, when set, keeps the HTTP transports between Resolvers.
+	transports *Transports
 }
 
 // NewResolver returns a resolver for one Write (or one cycle's reads) of
 // the Secrets of Argo CD's namespace; the known hosts are parsed from a
 // file in tempDir ("" for the system's).
-func NewResolver(lister SecretLister, namespace, tempDir string) *Resolver {
-	return &Resolver{lister: lister, namespace: namespace, tempDir: tempDir}
+func NewResolver(lister SecretLister, namespace, tempDir string, opts ...ResolverOption) *Resolver {
+	r := &Resolver{lister: lister, namespace: namespace, tempDir: tempDir}
+	for _, opt := range opts {
+		opt(r)
+	}
+	return r
 }
 
 // Resolve finds the credentials for a repository the updater writes to:
@@ -203,6 +210,13 @@ func (r *Resolver) Resolve(ctx context.Context, repoURL string, secretRef types.
 	if err != nil || !c.empty() {
 		return c, err
 	}
+	return r.resolveArgoCD(ctx, repoURL, project, isGitSecret, readSecrets)
+}
+
+// ResolveRead finds Argo CD's credentials for reading the git repository
+// repoURL, for an Application of project: those Argo CD syncs it with
+// (repository, then repo-creds), never its write credentials.
+func (r *Resolver) ResolveRead(ctx context.Context, repoURL, project string) (Credentials, error) {
 	return r.resolveArgoCD(ctx, repoURL, project, isGitSecret, readSecrets)
 }
 

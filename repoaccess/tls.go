@@ -20,26 +20,18 @@ import (
 // servers: each key is a server name without port, each value PEM.
 const TLSCertsConfigMap = "argocd-tls-certs-cm"
 
-// tlsRoots returns the certificates Argo CD trusts for host: nil when the
-// ConfigMap has no entry for it, which means the system's roots.
-func (r *Resolver) tlsRoots(ctx context.Context, host string) (*x509.CertPool, error) {
+// tlsRoots returns the PEM certificates Argo CD trusts for host: "" when
+// the ConfigMap has no entry for it, which means the system's roots.
+func (r *Resolver) tlsRoots(ctx context.Context, host string) (string, error) {
 	r.tlsOnce.Do(func() { r.tlsCerts, r.tlsErr = r.loadTLSCerts(ctx) })
 	if r.tlsErr != nil {
-		return nil, r.tlsErr
+		return "", r.tlsErr
 	}
 	key, err := repourl.CanonicalHost(host)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	pemData, ok := r.tlsCerts[key]
-	if !ok {
-		return nil, nil
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(pemData)) {
-		return nil, fmt.Errorf("key %s of ConfigMap %s/%s holds no PEM certificate", host, r.namespace, TLSCertsConfigMap)
-	}
-	return pool, nil
+	return r.tlsCerts[key], nil
 }
 
 func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) {
@@ -68,7 +60,27 @@ func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) 
 //   - the client certificate of the Secret (tlsClientCertData and
 //     tlsClientCertKey) is sent whenever the server asks for one;
 //   - insecure skips verification, proxy replaces the environment's proxy.
+//
+// With KeepTransports, a transport built before for the same settings is
+// given again, its connections with it.
 func (r *Resolver) HTTPTransport(ctx context.Context, host string, c Credentials) (*http.Transport, error) {
+	roots := ""
+	if !c.Insecure {
+		var err error
+		if roots, err = r.tlsRoots(ctx, host); err != nil {
+			return nil, err
+		}
+	}
+	build := func() (*http.Transport, error) { return r.newHTTPTransport(host, c, roots) }
+	if r.transports == nil {
+		return build()
+	}
+	return r.transports.get(transportKey(host, c, roots), build)
+}
+
+// newHTTPTransport builds HTTPTransport's transport, trusting the PEM
+// certificates of roots alone ("": the system's roots).
+func (r *Resolver) newHTTPTransport(host string, c Credentials, roots string) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// A repository URL is a tenant's choice: no git server answers at a
 	// cloud's metadata address.
@@ -77,13 +89,13 @@ func (r *Resolver) HTTPTransport(ctx context.Context, host string, c Credentials
 	tr.TLSClientConfig = cfg
 	if c.Insecure {
 		cfg.InsecureSkipVerify = true
-	} else {
+	} else if roots != "" {
 		// Also for http: a redirect may move to https on the same host.
-		roots, err := r.tlsRoots(ctx, host)
-		if err != nil {
-			return nil, err
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(roots)) {
+			return nil, fmt.Errorf("key %s of ConfigMap %s/%s holds no PEM certificate", host, r.namespace, TLSCertsConfigMap)
 		}
-		cfg.RootCAs = roots
+		cfg.RootCAs = pool
 	}
 	if c.TLSClientCert != "" || c.TLSClientKey != "" {
 		if c.TLSClientCert == "" || c.TLSClientKey == "" {

@@ -147,13 +147,20 @@ type Settings struct {
 	UseSyncWindows bool
 }
 
-// Managed reports whether an Application carries the image-list or the
-// chart-list annotation.
+// Managed reports whether an Application carries the image-list, the
+// chart-list or the git-tag-list annotation.
 func Managed(annotations map[string]string) bool {
-	_, images := annotations[AnnotationPrefix+KeyImageList]
-	_, charts := annotations[AnnotationPrefix+KeyChartList]
-	return images || charts
+	for _, key := range ListKeys() {
+		if _, ok := annotations[AnnotationPrefix+key]; ok {
+			return true
+		}
+	}
+	return false
 }
+
+// ListKeys are the annotations, without the prefix, that name what an
+// Application has updated: one of them makes it managed (see Managed).
+func ListKeys() [3]string { return [3]string{KeyImageList, KeyChartList, KeyGitTagList} }
 
 // ParseAnnotations reads the updater's annotations; image names are read
 // with opts (registries.conf's default registry and namespace). It never
@@ -190,7 +197,9 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 	}
 	entries := strings.Split(list, ",")
 	named := slices.ContainsFunc(entries, func(e string) bool { return strings.TrimSpace(e) != "" })
-	if _, charts := get(KeyChartList); listed && !named && !charts {
+	_, charts := get(KeyChartList)
+	_, gitTags := get(KeyGitTagList)
+	if listed && !named && !charts && !gitTags {
 		// As v1.3.0 reports it: an Application marked for updates whose
 		// list names nothing is a mistake, not a silent no-op.
 		a.Problems = append(a.Problems, Problem{Origin: AnnotationOrigin(KeyImageList), Message: "is empty: it names no image to update"})
@@ -228,6 +237,9 @@ func ParseAnnotations(annotations map[string]string, opts ...imageref.Option) Se
 	}
 	imageAliases := len(seenAlias)
 	a.Charts = parseChartList(get, seenAlias, &a.Problems)
+	if gitTags {
+		a.Charts = append(a.Charts, parseGitTagList(get, seenAlias, &a.Problems)...)
+	}
 	chartAliases := map[string]bool{}
 	if len(seenAlias) > imageAliases {
 		for _, c := range a.Charts {

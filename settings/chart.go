@@ -25,7 +25,7 @@ const (
 )
 
 var (
-	chartAppKeys = []string{KeyChartList, KeyChartUpdateStrategy, KeyChartAllowTags, KeyChartIgnoreTags}
+	chartAppKeys = []string{KeyChartList, KeyChartUpdateStrategy, KeyChartAllowTags, KeyChartIgnoreTags, KeyGitTagList}
 	// chartKeys are those a chart reads as "<alias>.<key>".
 	chartKeys = []string{KeyUpdateStrategy, KeyAllowTags, KeyIgnoreTags, KeyMinReleaseAge}
 )
@@ -60,6 +60,10 @@ type ChartSpec struct {
 	// default.
 	MinReleaseAge       time.Duration
 	MinReleaseAgeOrigin Origin
+	// GitTag tells that the entry is of git-tag-list: Chart is then the
+	// repository URL as written, and the versions the repository's tags,
+	// written into the targetRevision of its git sources.
+	GitTag bool
 }
 
 // Key is how messages name the chart: its alias, or its name.
@@ -100,14 +104,14 @@ func ParseChart(entry string) (ChartSpec, error) {
 func compileChartPolicy(c *ChartSpec, raw policySettings) (Problem, bool) {
 	raw.Constraint, raw.ChartVersions = c.Constraint, true
 	if name, err := strategy.ParseName(raw.Strategy); err == nil && (name == strategy.NewestBuild || name == strategy.Digest) {
-		return Problem{Image: c.Key(), Chart: true, Origin: raw.strategyAt, Message: fmt.Sprintf("a chart is updated by semver, alphabetical or numeric, not %s (which reads image metadata)", name)}, false
+		return Problem{Image: c.Key(), Chart: true, GitTag: c.GitTag, Origin: raw.strategyAt, Message: fmt.Sprintf("a %s is updated by semver, alphabetical or numeric, not %s (which reads image metadata)", c.Noun(), name)}, false
 	}
 	p, err := strategy.Shared(raw.Settings)
 	if err == nil {
 		c.Policy = p
 		return Problem{}, true
 	}
-	return Problem{Image: c.Key(), Chart: true, Origin: raw.origin(err), Message: err.Error()}, false
+	return Problem{Image: c.Key(), Chart: true, GitTag: c.GitTag, Origin: raw.origin(err), Message: err.Error()}, false
 }
 
 // parseChartList reads chart-list and each chart's keys. aliases holds the
@@ -162,7 +166,8 @@ func parseChartList(get func(string) (string, bool), aliases map[string]bool, pr
 }
 
 // readChartSettings reads a chart's "<alias>.<key>", falling back to the
-// Application-wide "chart-<key>".
+// Application-wide "chart-<key>"; a git source's falls back to
+// minimum-release-age alone.
 func readChartSettings(c *ChartSpec, get func(string) (string, bool), problems *[]Problem) bool {
 	value := func(key, appKey string) (string, Origin) {
 		if c.Alias != "" {
@@ -171,12 +176,18 @@ func readChartSettings(c *ChartSpec, get func(string) (string, bool), problems *
 				return v, AnnotationOrigin(k)
 			}
 		}
+		if c.GitTag && appKey != KeyMinReleaseAge {
+			return "", AnnotationOrigin(KeyGitTagList)
+		}
 		v, _ := get(appKey)
 		return v, AnnotationOrigin(appKey)
 	}
 	var raw policySettings
 	raw.Strategy, raw.strategyAt = value(KeyUpdateStrategy, KeyChartUpdateStrategy)
 	raw.constraintAt = AnnotationOrigin(KeyChartList)
+	if c.GitTag {
+		raw.constraintAt = AnnotationOrigin(KeyGitTagList)
+	}
 	raw.AllowTags, raw.allowTagsAt = value(KeyAllowTags, KeyChartAllowTags)
 	var ignore string
 	ignore, raw.ignoreTagsAt = value(KeyIgnoreTags, KeyChartIgnoreTags)
@@ -195,7 +206,7 @@ func readChartSettings(c *ChartSpec, get func(string) (string, bool), problems *
 		if err != nil {
 			// As for an image: a chart must not take a version younger
 			// than its owner wants.
-			*problems = append(*problems, Problem{Image: c.Key(), Chart: true, Origin: at, Message: err.Error()})
+			*problems = append(*problems, Problem{Image: c.Key(), Chart: true, GitTag: c.GitTag, Origin: at, Message: err.Error()})
 			return false
 		}
 		c.MinReleaseAge, c.MinReleaseAgeOrigin = d, at

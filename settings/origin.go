@@ -49,13 +49,16 @@ type Problem struct {
 	Warning bool // reported, but nothing is disabled
 	// Chart tells that the problem concerns charts only: the chart Image
 	// names, or with Image empty, the list of charts. It stops no image.
-	Chart bool
+	// GitTag tells that those are git sources (git-tag-list).
+	Chart, GitTag bool
 }
 
 func (p Problem) Error() string {
 	var b strings.Builder
 	b.WriteString(string(p.Origin))
 	switch {
+	case p.Image != "" && p.GitTag:
+		fmt.Fprintf(&b, " (git source %s)", p.Image)
 	case p.Image != "" && p.Chart:
 		fmt.Fprintf(&b, " (chart %s)", p.Image)
 	case p.Image != "":

@@ -364,6 +364,7 @@ func (c *controller) buildUpdateCycle(context.Context) error {
 	c.updater, err = cycle.New(c.apps, c.regClient, appWriter,
 		append(append(c.status, c.healthGateOptions()...),
 			cycle.WithGitWriter(gitWriter),
+			cycle.WithGitTags(gitWriter),
 			cycle.WithChartRepositories(chartrepo.NewClient(repoaccess.NewCachedSecretLister(repoaccess.NewKubeSecretLister(c.clientset), 0),
 				repoaccess.NewKubeAppProjectGetter(c.dyn), c.namespace)),
 			cycle.WithSignatures(signature.NewVerifier(c.regClient), credentials.NewKubeSecretGetter(c.clientset), root),

@@ -336,6 +336,13 @@ func (g *GitServer) CommitFiles(t testing.TB, repo, branch, message string, file
 	return strings.TrimSpace(runGit(t, work, "rev-parse", "HEAD"))
 }
 
+// Tag tags the commit rev (a branch, a tag or a hash) of repo with an
+// annotated tag, as a release does.
+func (g *GitServer) Tag(t testing.TB, repo, tag, rev string) {
+	t.Helper()
+	runGit(t, filepath.Join(g.Root, repo+".git"), "tag", "--annotate", "--message", "release "+tag, tag, rev)
+}
+
 // Revert reverts a commit on a branch as a person would (git revert in a
 // clone, a push), and returns the revert commit's hash.
 func (g *GitServer) Revert(t testing.TB, repo, branch, commit string) string {

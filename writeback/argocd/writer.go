@@ -18,6 +18,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/safe"
+	"github.com/image-updater/argocd-image-updater/repoaccess/repourl"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/writeback"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
@@ -304,7 +305,7 @@ func stillWanted(obj *unstructured.Unstructured, images []writeback.ImageUpdate,
 	var keepCharts []writeback.ChartUpdate
 	for _, c := range charts {
 		for _, spec := range now.Charts {
-			if spec.Key() == c.Key() && spec.Chart == c.Chart && !spec.Paused() {
+			if spec.Key() == c.Key() && spec.Chart == c.Chart && spec.GitTag == c.GitTag && !spec.Paused() {
 				keepCharts = append(keepCharts, c)
 				break
 			}
@@ -391,9 +392,14 @@ func planWrite(obj *unstructured.Unstructured, u update) (writePlan, error) {
 		}
 	}
 	for _, c := range u.Charts {
-		// The chart is the source's: a source that now deploys another
-		// chart (spec.sources edited meanwhile) is not written.
-		if chart, _ := source["chart"].(string); chart != c.Chart {
+		// The chart or repository is the source's: a source that now
+		// deploys another (spec.sources edited meanwhile) is not written.
+		chart, _ := source["chart"].(string)
+		if c.GitTag {
+			if repo, _ := source["repoURL"].(string); chart != "" || !repourl.SameRepository(repo, c.Chart) {
+				return writePlan{}, fmt.Errorf("git source %s: %s is not a git source of repository %s", c.Key(), path, repourl.RedactURL(c.Chart))
+			}
+		} else if chart != c.Chart {
 			return writePlan{}, fmt.Errorf("chart %s: %s deploys chart %q", c.Key(), path, chart)
 		}
 		if rev, _ := source["targetRevision"].(string); rev == c.New {

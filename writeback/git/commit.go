@@ -91,6 +91,10 @@ func (w *Writer) commitMessage(u update, changed []writeback.ImageUpdate, charts
 	}
 	// The template's data has images only: charts are told after it.
 	for _, c := range charts {
+		if c.GitTag {
+			msg += fmt.Sprintf("updates git source %s revision '%s' to '%s'\n", repourl.RedactURL(c.Chart), c.Old, c.New)
+			continue
+		}
 		msg += fmt.Sprintf("updates chart %s version '%s' to '%s'\n", c.Chart, c.Old, c.New)
 	}
 	if w.cfg.signOff {
