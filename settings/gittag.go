@@ -1,8 +1,12 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
+	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // KeyGitTagList is "[<alias>=]<repository>[:<constraint>],...": the git
@@ -39,18 +43,82 @@ func ParseGitTag(entry string) (ChartSpec, error) {
 	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i+1:], "/") {
 		repo, c.Constraint = strings.TrimSpace(repo[:i]), strings.TrimSpace(repo[i+1:])
 	}
-	switch {
-	case repo == "":
+	if repo == "" {
 		return c, fmt.Errorf("%q names no repository", entry)
-	case len(repo) > maxRepositoryURL:
-		return c, fmt.Errorf("repository URL of %d characters, more than %d", len(repo), maxRepositoryURL)
-	case strings.ContainsAny(repo, " \t\"'\\"):
-		return c, fmt.Errorf("%q is not a repository URL", repo)
-	case !strings.Contains(repo, "/"):
-		return c, fmt.Errorf("%q is not a repository URL: write the source's repoURL", repo)
+	}
+	if err := checkRepositoryURL(repo); err != nil {
+		return c, err
 	}
 	c.Chart = repo
 	return c, nil
+}
+
+// checkRepositoryURL refuses what cannot be a source's repoURL; whether it
+// is one of the Application's sources is told where they are compared.
+func checkRepositoryURL(repo string) error {
+	switch {
+	case len(repo) > maxRepositoryURL:
+		return fmt.Errorf("repository URL of %d characters, more than %d", len(repo), maxRepositoryURL)
+	case strings.ContainsAny(repo, " \t\"'\\"):
+		return fmt.Errorf("%q is not a repository URL", repo)
+	case !strings.Contains(repo, "/"):
+		return fmt.Errorf("%q is not a repository URL: write the source's repoURL", repo)
+	}
+	return nil
+}
+
+// gitTagConfigs reads an applicationRef's gitTags; their settings are
+// their own, as git-tag-list's are. aliases holds those of the ref's
+// images and charts.
+func gitTagConfigs(ref api.ApplicationRef, refAt Origin, levels []level, aliases map[string]bool, problems *[]Problem) []ChartSpec {
+	if len(ref.GitTags) > MaxGitTagSources {
+		*problems = append(*problems, Problem{Chart: true, GitTag: true, Origin: refAt.Child(".gitTags"), Message: fmt.Sprintf("%d repositories, more than the %d one Application may have; none of its git sources is updated", len(ref.GitTags), MaxGitTagSources)})
+		return nil
+	}
+	var out []ChartSpec
+	seen := map[string]bool{}
+	for j, g := range ref.GitTags {
+		at := refAt.Child(".gitTags[%d]", j)
+		repo := strings.TrimSpace(g.RepoURL)
+		spec := ChartSpec{GitTag: true, Alias: g.Alias, Chart: repo, Constraint: strings.TrimSpace(g.Constraint), Origin: at.Child(".repoURL")}
+		err := checkRepositoryURL(repo)
+		switch {
+		case err != nil:
+		case g.Alias == "":
+			err = errors.New("a git repository needs an alias")
+		case aliases[g.Alias]:
+			err = fmt.Errorf("alias %q is used twice; aliases must be unique among the ref's images, charts and git repositories", g.Alias)
+		case seen[repo]:
+			err = fmt.Errorf("repository %s is listed twice", repo)
+		}
+		if err != nil {
+			*problems = append(*problems, Problem{Image: g.Alias, Chart: true, GitTag: true, Origin: spec.Origin, Message: err.Error()})
+			continue
+		}
+		aliases[g.Alias], seen[repo] = true, true
+		raw := policySettings{constraintAt: at.Child(".constraint"), Settings: strategy.Settings{IgnoreTags: g.IgnoreTags}}
+		raw.strategyAt, raw.allowTagsAt, raw.ignoreTagsAt = at.Child(".updateStrategy"), at.Child(".allowTags"), at.Child(".ignoreTags")
+		if g.UpdateStrategy != nil {
+			raw.Strategy = *g.UpdateStrategy
+		}
+		if g.AllowTags != nil {
+			raw.AllowTags = *g.AllowTags
+		}
+		if p, ok := compileChartPolicy(&spec, raw); !ok {
+			*problems = append(*problems, p)
+			continue
+		}
+		if v, at := mostSpecific(levels, "minimumReleaseAge", func(c *api.CommonUpdateSettings) *string { return c.MinimumReleaseAge }); v != nil {
+			d, err := ParseReleaseAge(*v)
+			if err != nil {
+				*problems = append(*problems, Problem{Image: g.Alias, Chart: true, GitTag: true, Origin: at, Message: err.Error()})
+				continue
+			}
+			spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, at
+		}
+		out = append(out, spec)
+	}
+	return out
 }
 
 // parseGitTagList reads git-tag-list and each entry's keys. aliases holds

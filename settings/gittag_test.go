@@ -3,6 +3,10 @@ package settings
 import (
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 )
 
 func TestParseGitTagList(t *testing.T) {
@@ -121,4 +125,74 @@ func FuzzParseGitTag(f *testing.F) {
 			t.Fatalf("a repository of %d bytes", len(c.Chart))
 		}
 	})
+}
+
+func TestImageUpdaterGitTags(t *testing.T) {
+	str := func(s string) *string { return &s }
+	tests := []struct {
+		name         string
+		ref          api.ApplicationRef
+		want         []string // "<key> <repository> <policy>"
+		wantProblems []string
+	}{
+		{
+			name: "repositories with their own settings; the images' do not apply",
+			ref: api.ApplicationRef{
+				CommonUpdateSettings: &api.CommonUpdateSettings{AllowTags: str("regexp:^x")},
+				Charts:               []api.ChartConfig{{Alias: "db", ChartName: "postgresql"}},
+				GitTags: []api.GitTagConfig{
+					{Alias: "config", RepoURL: "https://git.example.com/org/config.git", Constraint: "^1.4", IgnoreTags: []string{"v1.4.0"}},
+					{Alias: "base", RepoURL: "git@github.com:org/base.git", AllowTags: str("regexp:^v")},
+				},
+			},
+			want: []string{"db postgresql semver", `config https://git.example.com/org/config.git semver constraint="^1.4" ignore-tags="v1.4.0"`,
+				`base git@github.com:org/base.git semver allow-tags="regexp:^v"`},
+		},
+		{
+			name: "bad values are named at their field",
+			ref: api.ApplicationRef{
+				Images: []api.ImageConfig{{Alias: "web", ImageName: "nginx"}},
+				GitTags: []api.GitTagConfig{
+					{Alias: "web", RepoURL: "https://git.example.com/org/web.git"},
+					{Alias: "a", RepoURL: "config"},
+					{Alias: "b", RepoURL: "https://git.example.com/org/b.git", Constraint: "^^1"},
+					{Alias: "c", RepoURL: "https://git.example.com/org/c.git", UpdateStrategy: str("newest-build")},
+					{Alias: "d", RepoURL: "https://git.example.com/org/d.git"},
+				},
+			},
+			want: []string{"d https://git.example.com/org/d.git semver"},
+			wantProblems: []string{
+				`ImageUpdater ns/iu spec.applicationRefs[0].gitTags[0].repoURL (git source web): alias "web" is used twice`,
+				`ImageUpdater ns/iu spec.applicationRefs[0].gitTags[1].repoURL (git source a): "config" is not a repository URL`,
+				"ImageUpdater ns/iu spec.applicationRefs[0].gitTags[2].constraint (git source b): invalid constraint",
+				"ImageUpdater ns/iu spec.applicationRefs[0].gitTags[3].updateStrategy (git source c): a git source is updated by semver, alphabetical or numeric",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.ref.NamePattern = "*"
+			iu := &api.ImageUpdater{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "iu"}, Spec: api.ImageUpdaterSpec{ApplicationRefs: []api.ApplicationRef{tt.ref}}}
+			s := ParseImageUpdater(iu, 0)
+			var got []string
+			for _, c := range s.Charts {
+				got = append(got, c.Key()+" "+c.Chart+" "+c.Policy.String())
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("entries\n got %q\nwant %q", got, tt.want)
+			}
+			var problems []string
+			for _, p := range s.Problems {
+				problems = append(problems, p.Error())
+			}
+			if len(problems) != len(tt.wantProblems) {
+				t.Fatalf("problems %q, want %q", problems, tt.wantProblems)
+			}
+			for i, w := range tt.wantProblems {
+				if !strings.Contains(problems[i], w) {
+					t.Errorf("problem %d: %q does not contain %q", i, problems[i], w)
+				}
+			}
+		})
+	}
 }

@@ -78,6 +78,16 @@ func ParseImageUpdater(iu *api.ImageUpdater, i int, opts ...imageref.Option) Set
 		}
 	}
 	a.Charts = chartConfigs(ref, refAt, levels, &a.Problems)
+	if len(ref.GitTags) > 0 {
+		aliases := map[string]bool{}
+		for _, img := range ref.Images {
+			aliases[img.Alias] = true
+		}
+		for _, c := range ref.Charts {
+			aliases[c.Alias] = true
+		}
+		a.Charts = append(a.Charts, gitTagConfigs(ref, refAt, levels, aliases, &a.Problems)...)
+	}
 	return a
 }
 

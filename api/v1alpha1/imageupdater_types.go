@@ -134,6 +134,52 @@ type ApplicationRef struct {
 	// +listMapKey=alias
 	// +kubebuilder:validation:MaxItems=50
 	Charts []ChartConfig `json:"charts,omitempty"`
+
+	// GitTags are the git repositories whose sources, pinned to a tag
+	// (targetRevision), move to the newest tag within a constraint, as
+	// the git-tag-list annotation names them.
+	// +optional
+	// +listType=map
+	// +listMapKey=alias
+	// +kubebuilder:validation:MaxItems=20
+	GitTags []GitTagConfig `json:"gitTags,omitempty"`
+}
+
+// GitTagConfig is one git repository whose sources pinned to a tag are
+// moved to its newest tag. The images' settings of the ref and the spec
+// do not apply to it.
+type GitTagConfig struct {
+	// Alias names the repository; unique among the ref's images, charts
+	// and git repositories.
+	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9-._]*$`
+	Alias string `json:"alias"`
+
+	// RepoURL is the sources' repoURL, compared as Argo CD compares
+	// repository URLs.
+	// +kubebuilder:validation:Required
+	// +kubebuilder:validation:MaxLength=2048
+	RepoURL string `json:"repoURL"`
+
+	// Constraint is the semver range the tags must satisfy ("^1.4");
+	// empty admits every release.
+	// +optional
+	Constraint string `json:"constraint,omitempty"`
+
+	// UpdateStrategy is semver (the default), alphabetical or numeric.
+	// +optional
+	UpdateStrategy *string `json:"updateStrategy,omitempty"`
+
+	// AllowTags keeps only matching tags (regexp:<expression>, or any:
+	// all).
+	// +optional
+	AllowTags *string `json:"allowTags,omitempty"`
+
+	// IgnoreTags are globs of tags never chosen; a lone "*" pauses the
+	// repository.
+	// +listType=atomic
+	// +optional
+	IgnoreTags []string `json:"ignoreTags,omitempty"`
 }
 
 // ChartConfig is one Helm chart to update. The images' settings of the
