@@ -99,7 +99,7 @@ func TestArgoCD(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, func(reg *testenv.Registry) map[string]string {
 		files := map[string]string{}
-		for _, name := range []string{"seed003", "kgit", "ksource", "notify"} {
+		for _, name := range []string{"seed003", "kgit", "ksource", "notify", "notifywait"} {
 			maps.Copy(files, overlay(name, reg))
 		}
 		maps.Copy(files, chart("chart", reg))
@@ -443,7 +443,7 @@ func TestArgoCD(t *testing.T) {
 		w.waitDeployed(t, "rollout", "front", app+":1.10.0")
 	})
 
-	t.Run("Argo CD Notifications: each update and failure told once, by the catalog's triggers", w.notificationsScenario)
+	t.Run("Argo CD Notifications: each update, failure and wait told once, by the catalog's triggers", w.notificationsScenario)
 
 	t.Run("git tags: a source pinned to a tag moves to the newest within its constraint", w.gitTagScenario)
 

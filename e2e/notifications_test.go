@@ -77,8 +77,9 @@ func (w *world) startNotifications(t *testing.T) *webhookReceiver {
 
 // notificationsScenario: the updater keeps what it did on the Application;
 // Argo CD's notifications controller, with the catalog's triggers and
-// templates, tells a webhook once per event, with the Application, the
-// image and its old and new versions, and no secret.
+// templates, tells a webhook once per event (an update, a failure, a
+// wait), with the Application, the image and its old and new versions,
+// and no secret.
 func (w *world) notificationsScenario(t *testing.T) {
 	recv := w.startNotifications(t)
 	app, web := w.push(t, "notify-app", "v0.0.1"), w.push(t, "notify-web", "v0.0.1")
@@ -99,17 +100,33 @@ func (w *world) notificationsScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.waitDeployed(t, "notify", "front", app+":v0.0.1", web+":v0.0.1")
+	// Another Application, whose new versions wait a week.
+	slow, slowWeb := w.push(t, "notifywait-app", "v0.0.1"), w.push(t, "notifywait-web", "v0.0.1")
+	w.createApp(t, "notify-wait", "notifywait/overlays/production", nil, map[string]string{
+		"image-list":          "app=" + slow,
+		"minimum-release-age": "7d",
+		"write-back-method":   "argocd",
+	})
+	patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		"notifications.argoproj.io/subscribe.on-image-waiting.image-updater": "",
+	}}})
+	if _, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), "notify-wait", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitDeployed(t, "notify-wait", "front", slow+":v0.0.1", slowWeb+":v0.0.1")
 
 	w.push(t, "notify-app", "v0.1.0")
-	w.runOnce(t, "notify", "--notifications")
+	w.push(t, "notifywait-app", "v0.1.0")
+	w.runOnce(t, "notify*", "--notifications")
 	w.waitDeployed(t, "notify", "front", app+":v0.1.0", web+":v0.0.1")
-	// Nothing new: nothing is told again, the failure included.
-	w.runOnce(t, "notify", "--notifications")
+	// Nothing new: nothing is told again, the failure and the wait
+	// included.
+	w.runOnce(t, "notify*", "--notifications")
 	w.push(t, "notify-app", "v0.2.0")
-	w.runOnce(t, "notify", "--notifications")
+	w.runOnce(t, "notify*", "--notifications")
 
 	var got []notification
-	testenv.WaitFor(t, deployTimeout, "the notification of v0.2.0", func() (bool, string) {
+	testenv.WaitFor(t, deployTimeout, "the notifications of v0.2.0 and of the wait", func() (bool, string) {
 		got = got[:0]
 		for _, body := range recv.received() {
 			var n notification
@@ -118,19 +135,26 @@ func (w *world) notificationsScenario(t *testing.T) {
 			}
 			got = append(got, n)
 		}
+		last, waited := false, false
 		for _, n := range got {
-			if n.Event == "updated" && len(n.Notice.Images) == 1 && n.Notice.Images[0].To == "v0.2.0" {
-				return true, ""
-			}
+			last = last || n.Event == "updated" && len(n.Notice.Images) == 1 && n.Notice.Images[0].To == "v0.2.0"
+			waited = waited || n.Event == "waiting"
 		}
-		return false, fmt.Sprint(recv.received())
+		return last && waited, fmt.Sprint(recv.received())
 	})
 	t.Logf("notifications received:\n%s", strings.Join(recv.received(), "\n"))
 	var updated []string
-	failed := 0
+	failed, waiting := 0, 0
 	for _, n := range got {
-		if n.Application != "notify" || n.Namespace != testenv.ArgoCDNamespace {
-			t.Errorf("a notification of Application %s/%s, want argocd/notify", n.Namespace, n.Application)
+		if n.Namespace != testenv.ArgoCDNamespace {
+			t.Errorf("a notification of Application %s/%s, want namespace argocd", n.Namespace, n.Application)
+		}
+		if n.Application == "notify-wait" {
+			waiting++
+			if n.Event != "waiting" || len(n.Notice.Images) != 1 || n.Notice.Images[0].To != "v0.1.0" || !strings.Contains(n.Notice.Message, "minimum release age") {
+				t.Errorf("notify-wait told %s of %+v, want v0.1.0 waiting for its age", n.Event, n.Notice)
+			}
+			continue
 		}
 		switch n.Event {
 		case "updated":
@@ -152,6 +176,9 @@ func (w *world) notificationsScenario(t *testing.T) {
 	}
 	if failed != 1 {
 		t.Errorf("the failure told %d times, want once: %v", failed, recv.received())
+	}
+	if waiting != 1 {
+		t.Errorf("the wait told %d times, want once: %v", waiting, recv.received())
 	}
 	for _, body := range recv.received() {
 		for _, secret := range []string{w.reg.Password, w.git.Password} {
