@@ -191,8 +191,8 @@ func (s *Snapshot) Annotation(key string) string { return s.annotations.Get(key)
 // Managed reports whether the Application has the image-list, chart-list
 // or git-tag-list annotation.
 func (s *Snapshot) Managed() bool {
-	for _, key := range settings.ListKeys() {
-		if s.annotations.Has(settings.AnnotationPrefix + key) {
+	for _, key := range settings.ListAnnotations() {
+		if s.annotations.Has(key) {
 			return true
 		}
 	}

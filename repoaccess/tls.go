@@ -31,7 +31,11 @@ func (r *Resolver) tlsRoots(ctx context.Context, host string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return r.tlsCerts[key], nil
+	pemData, ok := r.tlsCerts[key]
+	if ok && pemData == "" {
+		return "", fmt.Errorf("key %s of ConfigMap %s/%s holds no PEM certificate", host, r.namespace, TLSCertsConfigMap)
+	}
+	return pemData, nil
 }
 
 func (r *Resolver) loadTLSCerts(ctx context.Context) (map[string]string, error) {

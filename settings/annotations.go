@@ -150,17 +150,20 @@ type Settings struct {
 // Managed reports whether an Application carries the image-list, the
 // chart-list or the git-tag-list annotation.
 func Managed(annotations map[string]string) bool {
-	for _, key := range ListKeys() {
-		if _, ok := annotations[AnnotationPrefix+key]; ok {
+	for _, key := range ListAnnotations() {
+		if _, ok := annotations[key]; ok {
 			return true
 		}
 	}
 	return false
 }
 
-// ListKeys are the annotations, without the prefix, that name what an
-// Application has updated: one of them makes it managed (see Managed).
-func ListKeys() [3]string { return [3]string{KeyImageList, KeyChartList, KeyGitTagList} }
+// ListAnnotations are the annotations that name what an Application has
+// updated: one of them makes it managed (see Managed). Constants, so
+// that the informers' filter builds no string.
+func ListAnnotations() [3]string {
+	return [3]string{AnnotationPrefix + KeyImageList, AnnotationPrefix + KeyChartList, AnnotationPrefix + KeyGitTagList}
+}
 
 // ParseAnnotations reads the updater's annotations; image names are read
 // with opts (registries.conf's default registry and namespace). It never
