@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
 // KeyGitTagList is "[<alias>=]<repository>[:<constraint>],...": the git
@@ -96,27 +95,9 @@ func gitTagConfigs(ref api.ApplicationRef, refAt Origin, levels []level, aliases
 			continue
 		}
 		aliases[g.Alias], seen[repo] = true, true
-		raw := policySettings{constraintAt: at.Child(".constraint"), Settings: strategy.Settings{IgnoreTags: g.IgnoreTags}}
-		raw.strategyAt, raw.allowTagsAt, raw.ignoreTagsAt = at.Child(".updateStrategy"), at.Child(".allowTags"), at.Child(".ignoreTags")
-		if g.UpdateStrategy != nil {
-			raw.Strategy = *g.UpdateStrategy
+		if refEntryPolicy(&spec, at, at.Child(".constraint"), g.UpdateStrategy, g.AllowTags, g.IgnoreTags, levels, problems) {
+			out = append(out, spec)
 		}
-		if g.AllowTags != nil {
-			raw.AllowTags = *g.AllowTags
-		}
-		if p, ok := compileChartPolicy(&spec, raw); !ok {
-			*problems = append(*problems, p)
-			continue
-		}
-		if v, at := mostSpecific(levels, "minimumReleaseAge", func(c *api.CommonUpdateSettings) *string { return c.MinimumReleaseAge }); v != nil {
-			d, err := ParseReleaseAge(*v)
-			if err != nil {
-				*problems = append(*problems, Problem{Image: g.Alias, Chart: true, GitTag: true, Origin: at, Message: err.Error()})
-				continue
-			}
-			spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, at
-		}
-		out = append(out, spec)
 	}
 	return out
 }

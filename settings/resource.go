@@ -143,33 +143,43 @@ func chartConfigs(ref api.ApplicationRef, refAt Origin, levels []level, problems
 			continue
 		}
 		aliases[c.Alias], seen[spec.Chart] = true, true
-		raw := policySettings{constraintAt: spec.Origin, Settings: strategy.Settings{IgnoreTags: c.IgnoreTags}}
-		raw.strategyAt, raw.allowTagsAt, raw.ignoreTagsAt = at.Child(".updateStrategy"), at.Child(".allowTags"), at.Child(".ignoreTags")
-		if c.UpdateStrategy != nil {
-			raw.Strategy = *c.UpdateStrategy
+		if refEntryPolicy(&spec, at, spec.Origin, c.UpdateStrategy, c.AllowTags, c.IgnoreTags, levels, problems) {
+			charts = append(charts, spec)
 		}
-		if c.AllowTags != nil {
-			raw.AllowTags = *c.AllowTags
-		}
-		if p, ok := compileChartPolicy(&spec, raw); !ok {
-			*problems = append(*problems, p)
-			continue
-		}
-		// The ref's and the spec's minimumReleaseAge hold for charts too.
-		if v, at := mostSpecific(levels, "minimumReleaseAge", func(c *api.CommonUpdateSettings) *string { return c.MinimumReleaseAge }); v != nil {
-			d, err := ParseReleaseAge(*v)
-			if err != nil {
-				*problems = append(*problems, Problem{Image: c.Alias, Chart: true, Origin: at, Message: err.Error()})
-				continue
-			}
-			spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, at
-		}
-		charts = append(charts, spec)
 	}
 	if len(charts) == 0 {
 		return nil
 	}
 	return charts
+}
+
+// refEntryPolicy compiles the policy of an ImageUpdater's chart or git
+// repository at at from its own fields (constraintAt where its constraint
+// is written), and its minimum release age from the ref's and the spec's
+// minimumReleaseAge, which hold for them as for images; false when either
+// is bad, told in problems.
+func refEntryPolicy(spec *ChartSpec, at, constraintAt Origin, updateStrategy, allowTags *string, ignoreTags []string, levels []level, problems *[]Problem) bool {
+	raw := policySettings{constraintAt: constraintAt, Settings: strategy.Settings{IgnoreTags: ignoreTags}}
+	raw.strategyAt, raw.allowTagsAt, raw.ignoreTagsAt = at.Child(".updateStrategy"), at.Child(".allowTags"), at.Child(".ignoreTags")
+	if updateStrategy != nil {
+		raw.Strategy = *updateStrategy
+	}
+	if allowTags != nil {
+		raw.AllowTags = *allowTags
+	}
+	if p, ok := compileChartPolicy(spec, raw); !ok {
+		*problems = append(*problems, p)
+		return false
+	}
+	if v, at := mostSpecific(levels, "minimumReleaseAge", func(c *api.CommonUpdateSettings) *string { return c.MinimumReleaseAge }); v != nil {
+		d, err := ParseReleaseAge(*v)
+		if err != nil {
+			*problems = append(*problems, Problem{Image: spec.Alias, Chart: true, GitTag: spec.GitTag, Origin: at, Message: err.Error()})
+			return false
+		}
+		spec.MinReleaseAge, spec.MinReleaseAgeOrigin = d, at
+	}
+	return true
 }
 
 func imageConfig(img api.ImageConfig, at Origin, levels []level, opts []imageref.Option, problems *[]Problem) (ImageSpec, bool) {
