@@ -1,6 +1,7 @@
 package cycle
 
 import (
+	"cmp"
 	"context"
 	"sort"
 	"strings"
@@ -30,6 +31,13 @@ func WithNotices(n Notices) Option { return func(u *Updater) { u.notices = n } }
 // noticeTimeout bounds the requests that set the notices of a pass,
 // sent after its writes.
 const noticeTimeout = 30 * time.Second
+
+// maxNoticesPerPass bounds the requests a pass sends for failures and
+// waits: an outage of a registry many Applications use fails them all at
+// once, and their notices must not crowd the API server's requests out.
+// The rest are set by the next passes, as they still differ from what
+// the Applications hold.
+const maxNoticesPerPass = 500
 
 // records is the Record of au's write: the health gate's record of it and
 // the notice of its update or revert, set in the request that writes it.
@@ -102,6 +110,8 @@ func (u *Updater) sendNotices(ctx context.Context, results []AppResult) {
 		return
 	}
 	now := u.now()
+	limit := cmp.Or(u.maxNotices, maxNoticesPerPass)
+	sent, deferred := 0, 0
 	var g errgroup.Group
 	g.SetLimit(u.maxConcurrency)
 	for _, ar := range results {
@@ -128,12 +138,20 @@ func (u *Updater) sendNotices(ctx context.Context, results []AppResult) {
 		if len(set) == 0 {
 			continue
 		}
+		if sent == limit {
+			deferred++
+			continue
+		}
+		sent++
 		g.Go(func() error {
 			u.annotate(ctx, ar.App, set)
 			return nil
 		})
 	}
 	_ = g.Wait()
+	if deferred > 0 {
+		u.logger.Info("notices for Argo CD Notifications left to the next cycles", "sent", sent, "deferred", deferred)
+	}
 }
 
 // fresh adds n to set unless app holds it already.

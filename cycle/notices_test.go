@@ -1,7 +1,12 @@
 package cycle
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,5 +134,43 @@ func TestWriteNotice(t *testing.T) {
 				t.Errorf("message %q", n.Message)
 			}
 		})
+	}
+}
+
+// countedNotices counts the Applications whose notices are set.
+type countedNotices struct {
+	mu  sync.Mutex
+	set map[string]map[string]string
+}
+
+func (c *countedNotices) Annotate(_ context.Context, namespace, name string, annotations map[string]string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set[namespace+"/"+name] = annotations
+	return nil
+}
+
+// TestNoticesPerPassBounded: a pass sets at most its bound of failure and
+// wait notices; the others wait for the next passes.
+func TestNoticesPerPassBounded(t *testing.T) {
+	notices := &countedNotices{set: map[string]map[string]string{}}
+	var logs strings.Builder
+	u := &Updater{notices: notices, maxNotices: 2, maxConcurrency: 2, now: time.Now,
+		logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	var results []AppResult
+	for i := range 5 {
+		results = append(results, AppResult{App: &application.Application{Namespace: "argocd", Name: fmt.Sprintf("app-%d", i)}, Errors: []error{errors.New("registry answered 503")}})
+	}
+	u.sendNotices(t.Context(), results)
+	if len(notices.set) != 2 {
+		t.Errorf("%d Applications' notices set in one pass, want the bound, 2", len(notices.set))
+	}
+	for app, set := range notices.set {
+		if _, ok := set[notice.Failed.Annotation()]; !ok {
+			t.Errorf("%s: notices %v, want its failure", app, set)
+		}
+	}
+	if !strings.Contains(logs.String(), "deferred=3") {
+		t.Errorf("the deferred notices are not told:\n%s", logs.String())
 	}
 }

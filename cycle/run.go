@@ -30,9 +30,10 @@ type run struct {
 	start time.Time
 	sum   Summary
 	// results is what the observer is told at the end, and what the
-	// notices of failures and waits are made of; nil when neither is
-	// wanted (the observer is not told of a targeted check of
-	// repositories, nor of a revert).
+	// notices of failures and waits are made of; nil for a targeted check
+	// of repositories and a revert, which see only some of an
+	// Application's images (their messages would tell a part of it as if
+	// it had changed), and when neither is wanted.
 	results *results
 	// held counts in bytes the tag lists and chart versions the pass
 	// holds, from hosts tenants choose, until the pass ends.
@@ -98,7 +99,7 @@ func (r *run) applications() []*application.Application {
 			}
 		}
 	}
-	if u.observer != nil && r.scope.observed() || u.notices != nil {
+	if (u.observer != nil || u.notices != nil) && r.scope.observed() {
 		r.results = newResults(apps)
 	}
 	r.sum.Applications = len(apps)
@@ -536,7 +537,7 @@ func (r *run) finish(ctx context.Context) Summary {
 	}
 	if r.results != nil {
 		results := r.results.list()
-		if u.observer != nil && r.scope.observed() {
+		if u.observer != nil {
 			u.observer.CycleDone(ctx, r.start, results, r.scope.updaters)
 		}
 		u.sendNotices(ctx, results)

@@ -81,6 +81,8 @@ type Updater struct {
 	writeCtx        context.Context
 	gate            HealthGate
 	notices         Notices
+	// maxNotices is maxNoticesPerPass unless a test lowers it.
+	maxNotices int
 	// minReleaseAge is the images' default minimum release age, the
 	// times those firstSeen keeps.
 	minReleaseAge time.Duration
