@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/application"
@@ -231,23 +231,20 @@ func (r *run) check(ctx context.Context, jobs []*job, chartJobs []*chartJob) {
 	done := make(chan *appWork, len(order))
 	// Every Application has its share before any takes a slot: one that
 	// started first would otherwise hold them all.
-	type started struct {
-		ctx    context.Context
-		cancel context.CancelFunc
-		share  *appSlots
-	}
-	starts := make([]started, len(order))
+	shares := make([]*appSlots, len(order))
+	cancels := make([]context.CancelFunc, len(order))
+	ctxs := make([]context.Context, len(order))
 	for i, w := range order {
 		actx, start, cancel := appContext(ctx, u.applicationTimeout)
-		starts[i] = started{actx, cancel, u.slots.join(w.app.Namespace, start)}
+		ctxs[i], cancels[i] = actx, cancel
+		shares[i] = u.slots.join(actx, w.app.Namespace, start)
 	}
 	for i, w := range order {
-		go func() {
-			defer starts[i].cancel()
-			defer starts[i].share.leave()
-			r.checkApplication(starts[i].ctx, starts[i].share, w, tags, charts, chartsOf, memo, keys)
+		r.checkApplication(ctxs[i], shares[i], w, tags, charts, chartsOf, memo, keys, func() {
+			shares[i].leave()
+			cancels[i]()
 			done <- w
-		}()
+		})
 	}
 	r.writeAsDone(ctx, done, len(order))
 	tags.wait()
@@ -285,60 +282,58 @@ func (r *run) hold(tr tagResult, repo string) tagResult {
 }
 
 // checkApplication lists and chooses the versions of one Application's
-// images and charts, in its share of the slots and within its time.
-func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *passMemo, keys map[keyID]loadedKey) {
+// images and charts, in its share of the slots and within its time, and
+// calls checked when all are done. It does not wait: each listing and
+// choice is a task that waits for its turn as data (see slots), and
+// checked runs on a goroutine of its own.
+func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork, tags *listings[tagResult], charts *listings[chartListing], chartsOf map[string][]string, memo *passMemo, keys map[keyID]loadedKey, checked func()) {
 	u := r.u
 	// cut tells whether a check that failed was cut off by the end of
 	// the Application's time, rather than failing of its own.
 	cut := func(err error) bool { return err != nil && actx.Err() != nil && outOfTime(actx) }
 
-	var wg sync.WaitGroup
 	outcomes := make([]outcome, len(w.jobs))
 	cutJobs := make([]bool, len(w.jobs))
+	chartLs := make([]chartListing, len(w.charts))
+	cutCharts := make([]bool, len(w.charts))
+	// one counts a check done; the last one ends the Application's.
+	// (Every Application checked has an image or a chart.)
+	var left atomic.Int64
+	left.Store(int64(len(w.jobs) + len(w.charts)))
+	one := func() {
+		if left.Add(-1) == 0 {
+			go func() {
+				r.applicationChecked(actx, w, outcomes, cutJobs, chartLs, cutCharts)
+				checked()
+			}()
+		}
+	}
 	for i, j := range w.jobs {
-		wg.Go(func() {
-			tr, err := tags.get(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return r.hold(u.listTags(lctx, j.ref, j.creds), j.ref.Name()) })
-			if err == nil && tr.err == nil {
-				// A failed listing fails its image without a request.
-				if err = share.acquire(actx); err == nil {
-					defer share.release()
-				}
-			}
-			if err != nil {
-				outcomes[i], cutJobs[i] = outcome{job: j, err: err}, cut(err)
-				return
-			}
+		choose := func(tr tagResult) {
 			outcomes[i] = u.chooseGated(actx, j, tr, memo, keys)
 			cutJobs[i] = cut(outcomes[i].err)
 			u.progressed()
-		})
+			one()
+		}
+		fail := func(err error) {
+			outcomes[i], cutJobs[i] = outcome{job: j, err: err}, cut(err)
+			one()
+		}
+		tags.request(actx, share, j.repoKey(), func(lctx context.Context) tagResult { return r.hold(u.listTags(lctx, j.ref, j.creds), j.ref.Name()) },
+			func(tr tagResult, err error) {
+				switch {
+				case err != nil:
+					fail(err)
+				case tr.err != nil:
+					// A failed listing fails its image without a request.
+					choose(tr)
+				default:
+					share.submit(&task{run: func() { choose(tr) }, gone: fail})
+				}
+			})
 	}
-	chartLs := make([]chartListing, len(w.charts))
-	cutCharts := make([]bool, len(w.charts))
 	for i, j := range w.charts {
-		wg.Go(func() {
-			var l chartListing
-			var err error
-			switch {
-			case j.git != "":
-				// A git repository's tags count against the pass's
-				// budget as an image repository's do.
-				var tr tagResult
-				tr, err = tags.get(actx, share, j.key, func(lctx context.Context) tagResult {
-					return r.hold(u.listGitTags(lctx, j), repourl.RedactURL(j.source.RepoURL))
-				})
-				l = chartListing{tags: tr.tags, err: tr.err}
-			case !j.oci.IsZero():
-				// An OCI repository's tags are listed once a pass, for
-				// the images and the charts that name it alike.
-				var tr tagResult
-				tr, err = tags.get(actx, share, j.key, func(lctx context.Context) tagResult {
-					return r.hold(u.listTags(lctx, j.oci, credref.Ref{}), j.oci.Name())
-				})
-				l = chartListing{tags: tr.tags, err: tr.err}
-			default:
-				l, err = charts.get(actx, share, j.key, func(lctx context.Context) chartListing { return u.listChart(lctx, j, chartsOf[j.key]) })
-			}
+		listed := func(l chartListing, err error) {
 			if l.err == nil && !j.oci.IsZero() && l.tags == nil {
 				l.tags = []string{}
 			}
@@ -346,9 +341,32 @@ func (r *run) checkApplication(actx context.Context, share *appSlots, w *appWork
 				l.err = err
 			}
 			chartLs[i], cutCharts[i] = l, cut(l.err)
-		})
+			one()
+		}
+		fromTags := func(tr tagResult, err error) { listed(chartListing{tags: tr.tags, err: tr.err}, err) }
+		switch {
+		case j.git != "":
+			// A git repository's tags count against the pass's budget
+			// as an image repository's do.
+			tags.request(actx, share, j.key, func(lctx context.Context) tagResult {
+				return r.hold(u.listGitTags(lctx, j), repourl.RedactURL(j.source.RepoURL))
+			}, fromTags)
+		case !j.oci.IsZero():
+			// An OCI repository's tags are listed once a pass, for the
+			// images and the charts that name it alike.
+			tags.request(actx, share, j.key, func(lctx context.Context) tagResult {
+				return r.hold(u.listTags(lctx, j.oci, credref.Ref{}), j.oci.Name())
+			}, fromTags)
+		default:
+			charts.request(actx, share, j.key, func(lctx context.Context) chartListing { return u.listChart(lctx, j, chartsOf[j.key]) }, listed)
+		}
 	}
-	wg.Wait()
+}
+
+// applicationChecked keeps what checking an Application gave: the
+// outcomes and listings of what was checked, and how many its time ran
+// out before.
+func (r *run) applicationChecked(actx context.Context, w *appWork, outcomes []outcome, cutJobs []bool, chartLs []chartListing, cutCharts []bool) {
 	for i, o := range outcomes {
 		if cutJobs[i] {
 			w.unchecked++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,11 @@ import (
 // gets its turn as one with a single image does, and its share grows only
 // as the others finish; a registry that never answers holds its own
 // Application's slots, not the others'.
+//
+// What waits for a slot is a task, kept as data: a goroutine starts only
+// when the task gets its slot. A pass over 20,000 Applications thus runs
+// on at most as many goroutines as there are slots, not on one or more
+// per Application waiting its turn (BenchmarkPassApplications).
 type slots struct {
 	mu   sync.Mutex
 	max  int
@@ -38,18 +44,36 @@ type nsSlots struct {
 type appSlots struct {
 	s       *slots
 	ns      *nsSlots
+	ctx     context.Context
 	held    int
-	waiting []chan struct{}
+	waiting []*task
 	// first is called once, when the Application gets its first slot.
 	first     func()
 	firstOnce sync.Once
+	// stop stops the dropping of the tasks waiting when ctx ends.
+	stop func() bool
+}
+
+// task is work that runs on one of an Application's slots.
+type task struct {
+	// run runs on a goroutine of its own, holding the slot, which is
+	// given back when it returns.
+	run func()
+	// gone, when set, is called instead of run when the Application's
+	// context ends before the task got its slot.
+	gone func(cause error)
+	// skip, when set, tells when the task comes to its turn that it is
+	// no longer needed: it is dropped, and nothing is called. It must
+	// not lock anything.
+	skip func() bool
 }
 
 func newSlots(max int) *slots { return &slots{max: max} }
 
 // join counts an Application of namespace as having work left, from now
-// until leave; first is called when it gets its first slot.
-func (s *slots) join(namespace string, first func()) *appSlots {
+// until leave; first is called when it gets its first slot. Its tasks
+// still waiting when ctx ends are dropped.
+func (s *slots) join(ctx context.Context, namespace string, first func()) *appSlots {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.nss, func(ns *nsSlots) bool { return ns.name == namespace })
@@ -57,17 +81,20 @@ func (s *slots) join(namespace string, first func()) *appSlots {
 		s.nss = append(s.nss, &nsSlots{name: namespace})
 		i = len(s.nss) - 1
 	}
-	a := &appSlots{s: s, ns: s.nss[i], first: first}
+	a := &appSlots{s: s, ns: s.nss[i], ctx: ctx, first: first}
 	a.ns.apps = append(a.ns.apps, a)
+	a.stop = context.AfterFunc(ctx, a.drop)
 	return a
 }
 
-// leave ends the Application's part: the others' shares grow. Its slots
-// must have been released.
+// leave ends the Application's part: the others' shares grow. Slots it
+// still holds are counted until given back.
 func (a *appSlots) leave() {
+	a.stop()
 	s := a.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	a.waiting = nil
 	ns := a.ns
 	if i := slices.Index(ns.apps, a); i >= 0 {
 		ns.apps = slices.Delete(ns.apps, i, i+1)
@@ -86,32 +113,45 @@ func (a *appSlots) leave() {
 	s.dispatch()
 }
 
-// acquire waits for a slot, or for ctx to end.
-func (a *appSlots) acquire(ctx context.Context) error {
+// submit queues t for one of the Application's slots; when its context
+// has ended, t.gone is called at once.
+func (a *appSlots) submit(t *task) {
 	s := a.s
-	ch := make(chan struct{})
 	s.mu.Lock()
-	a.waiting = append(a.waiting, ch)
+	if a.ctx.Err() != nil {
+		s.mu.Unlock()
+		if t.gone != nil {
+			t.gone(context.Cause(a.ctx))
+		}
+		return
+	}
+	a.waiting = append(a.waiting, t)
 	s.dispatch()
 	s.mu.Unlock()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-		s.mu.Lock()
-		i := slices.Index(a.waiting, ch)
-		if i >= 0 {
-			a.waiting = slices.Delete(a.waiting, i, i+1)
+}
+
+// drop ends the tasks waiting, once the Application's context ended.
+func (a *appSlots) drop() {
+	s := a.s
+	s.mu.Lock()
+	gone := a.waiting
+	a.waiting = nil
+	s.mu.Unlock()
+	cause := context.Cause(a.ctx)
+	for _, t := range gone {
+		if t.gone != nil {
+			t.gone(cause)
 		}
-		s.mu.Unlock()
-		if i < 0 { // granted meanwhile
-			a.release()
-		}
-		return context.Cause(ctx)
 	}
+}
+
+// runTask runs t on a slot of a's, and gives the slot back.
+func (a *appSlots) runTask(t *task) {
+	defer a.release()
 	if a.first != nil {
 		a.firstOnce.Do(a.first)
 	}
-	return nil
+	t.run()
 }
 
 // release gives a slot back.
@@ -129,7 +169,7 @@ func (a *appSlots) release() {
 func (s *slots) dispatch() {
 	for s.held < s.max && len(s.nss) > 0 {
 		nsShare := ceilDiv(s.max, len(s.nss))
-		granted := false
+		served := false
 		for k := range len(s.nss) {
 			i := (s.next + k) % len(s.nss)
 			ns := s.nss[i]
@@ -137,19 +177,25 @@ func (s *slots) dispatch() {
 				continue
 			}
 			appShare := ceilDiv(nsShare, len(ns.apps))
-			if a := ns.pick(appShare); a != nil {
-				ch := a.waiting[0]
-				a.waiting = a.waiting[1:]
-				a.held++
-				ns.held++
-				s.held++
-				close(ch)
-				s.next = (i + 1) % len(s.nss)
-				granted = true
+			a := ns.pick(appShare)
+			if a == nil {
+				continue
+			}
+			t := a.waiting[0]
+			a.waiting[0] = nil
+			a.waiting = a.waiting[1:]
+			served = true
+			if t.skip != nil && t.skip() {
 				break
 			}
+			a.held++
+			ns.held++
+			s.held++
+			go a.runTask(t)
+			s.next = (i + 1) % len(s.nss)
+			break
 		}
-		if !granted {
+		if !served {
 			return
 		}
 	}
@@ -228,9 +274,9 @@ func outOfTime(actx context.Context) bool {
 
 // listings are the listings of one pass (tags, or chart versions), each
 // made once for every Application that needs it. A listing runs on the
-// slot of the Application that asked first, for the image timeout, and
-// is stopped once every Application waiting for it gave up: one whose
-// time ran out stops waiting, and leaves the listing to the others.
+// slot of the Application whose turn comes first, for the image timeout,
+// and is stopped once every Application waiting for it gave up: one
+// whose time ran out stops waiting, and leaves the listing to the others.
 type listings[T any] struct {
 	// ctx is the pass's.
 	ctx     context.Context
@@ -244,91 +290,105 @@ type listings[T any] struct {
 }
 
 type listing[T any] struct {
-	users   int
-	started chan struct{}
-	done    chan struct{}
-	val     T
-	cancel  context.CancelFunc
+	// started is read without the lock, by a task's skip.
+	started  atomic.Bool
+	finished bool
+	val      T
+	cancel   context.CancelFunc
+	waiters  map[*waiter[T]]struct{}
+}
+
+// waiter is one Application's wait for a listing.
+type waiter[T any] struct {
+	then func(T, error)
+	// stop stops the call of then when the Application's context ends.
+	stop func() bool
 }
 
 func newListings[T any](ctx context.Context, timeout time.Duration, done func()) *listings[T] {
 	return &listings[T]{ctx: ctx, timeout: timeout, done: done, m: map[string]*listing[T]{}}
 }
 
-// get returns key's listing, which list makes once (with a context ending
-// at the image timeout), or actx's cause when it ends first. a's slots
-// run it if it has not started.
-func (ls *listings[T]) get(actx context.Context, a *appSlots, key string, list func(context.Context) T) (T, error) {
+// request calls then, once, with key's listing, which list makes once
+// (with a context ending at the image timeout), or with actx's cause when
+// it ends first. Until the listing starts, a's slots may run it: it
+// starts on the slot of the first Application to get one. then is called
+// at once when the listing finished already, else on the goroutine that
+// finishes it or ends actx.
+func (ls *listings[T]) request(actx context.Context, a *appSlots, key string, list func(context.Context) T, then func(T, error)) {
 	ls.mu.Lock()
 	l, ok := ls.m[key]
 	if !ok {
-		l = &listing[T]{started: make(chan struct{}), done: make(chan struct{})}
+		l = &listing[T]{waiters: map[*waiter[T]]struct{}{}}
 		ls.m[key] = l
 	}
-	l.users++
-	ls.mu.Unlock()
-	defer ls.leave(l)
-
-	select {
-	case <-l.started:
-	default:
-		// Wait for a slot, unless another Application starts it first.
-		wctx, stop := context.WithCancel(actx)
-		go func() {
-			select {
-			case <-l.started:
-				stop()
-			case <-wctx.Done():
-			}
-		}()
-		err := a.acquire(wctx)
-		stop()
-		if err == nil {
-			ls.mu.Lock()
-			select {
-			case <-l.started:
-				ls.mu.Unlock()
-				a.release()
-			default:
-				lctx, cancel := context.WithTimeoutCause(ls.ctx, ls.timeout, errImageTimeout)
-				l.cancel = cancel
-				close(l.started)
-				ls.running.Add(1)
-				ls.mu.Unlock()
-				go func() {
-					defer ls.running.Done()
-					defer a.release()
-					defer cancel()
-					l.val = list(lctx)
-					close(l.done)
-					if ls.done != nil {
-						ls.done()
-					}
-				}()
-			}
-		}
+	if l.finished {
+		val := l.val
+		ls.mu.Unlock()
+		then(val, nil)
+		return
 	}
-	select {
-	case <-l.done:
-		return l.val, nil
-	case <-actx.Done():
-		var zero T
-		return zero, context.Cause(actx)
+	w := &waiter[T]{then: then}
+	l.waiters[w] = struct{}{}
+	w.stop = context.AfterFunc(actx, func() { ls.giveUp(l, w, context.Cause(actx)) })
+	started := l.started.Load()
+	ls.mu.Unlock()
+	if !started {
+		a.submit(&task{skip: l.started.Load, run: func() { ls.run(l, list) }})
 	}
 }
 
-// leave stops a listing nobody waits for any more.
-func (ls *listings[T]) leave(l *listing[T]) {
+// giveUp ends w's wait, whose Application's context ended: a listing
+// nobody waits for any more is stopped.
+func (ls *listings[T]) giveUp(l *listing[T], w *waiter[T], cause error) {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	l.users--
-	if l.users == 0 && l.cancel != nil {
+	delete(l.waiters, w)
+	if len(l.waiters) == 0 && l.cancel != nil && !l.finished {
 		l.cancel()
+	}
+	ls.mu.Unlock()
+	var zero T
+	w.then(zero, cause)
+}
+
+// run makes l, unless it started on another slot or nobody waits for it.
+func (ls *listings[T]) run(l *listing[T], list func(context.Context) T) {
+	ls.mu.Lock()
+	if l.started.Load() || len(l.waiters) == 0 {
+		ls.mu.Unlock()
+		return
+	}
+	lctx, cancel := context.WithTimeoutCause(ls.ctx, ls.timeout, errImageTimeout)
+	l.cancel = cancel
+	l.started.Store(true)
+	ls.running.Add(1)
+	ls.mu.Unlock()
+
+	val := list(lctx)
+	cancel()
+
+	ls.mu.Lock()
+	l.val, l.finished = val, true
+	var told []*waiter[T]
+	for w := range l.waiters {
+		// A waiter whose context ended meanwhile is told by giveUp.
+		if w.stop() {
+			told = append(told, w)
+		}
+	}
+	l.waiters = nil
+	ls.mu.Unlock()
+	ls.running.Done()
+	if ls.done != nil {
+		ls.done()
+	}
+	for _, w := range told {
+		w.then(val, nil)
 	}
 }
 
 // wait waits for the listings under way: those nobody waits for any more
-// were stopped (see leave), and end as their requests do. A pass leaves
+// were stopped (see giveUp), and end as their requests do. A pass leaves
 // no request of its own behind.
 func (ls *listings[T]) wait() { ls.running.Wait() }
 
@@ -338,10 +398,8 @@ func (ls *listings[T]) results() map[string]T {
 	defer ls.mu.Unlock()
 	out := make(map[string]T, len(ls.m))
 	for k, l := range ls.m {
-		select {
-		case <-l.done:
+		if l.finished {
 			out[k] = l.val
-		default:
 		}
 	}
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,7 @@ func (o *recordingObserver) CycleDone(_ context.Context, _ time.Time, results []
 
 // semverApp is an Application in namespace running each of images at
 // v1.0.0, with the semver strategy and argocd write-back.
-func semverApp(t *testing.T, namespace, name string, images ...string) *application.Application {
+func semverApp(t testing.TB, namespace, name string, images ...string) *application.Application {
 	t.Helper()
 	var list, running []string
 	annotations := map[string]string{"write-back-method": "argocd"}
@@ -240,31 +241,34 @@ func (f observerFunc) CycleDone(context.Context, time.Time, []AppResult, []types
 // Applications of a namespace, each within its share while the others
 // have work left; an Application's share grows as they leave.
 func TestSlotsFair(t *testing.T) {
-	s := newSlots(4)
-	hog := s.join("a", nil)
-	hog2 := s.join("a", nil)
-	team := s.join("b", nil)
 	ctx := t.Context()
+	s := newSlots(4)
+	hog := s.join(ctx, "a", nil)
+	hog2 := s.join(ctx, "a", nil)
+	team := s.join(ctx, "b", nil)
+	// Each task holds its slot until its Application is let go.
+	running := make(chan string, 20)
+	let := map[*appSlots]chan struct{}{hog: make(chan struct{}), hog2: make(chan struct{}), team: make(chan struct{})}
+	hold := func(a *appSlots, name string) {
+		a.submit(&task{run: func() { running <- name; <-let[a] }})
+	}
 	// hog asks for 10 slots at once: it gets its share of namespace a's
 	// (2 of 4, split with hog2: 1), leaving the rest for others.
-	got := make(chan string, 20)
 	for range 10 {
-		go func() {
-			if hog.acquire(ctx) == nil {
-				got <- "hog"
-			}
-		}()
+		hold(hog, "hog")
 	}
-	if <-got != "hog" {
-		t.Fatal()
+	if got := <-running; got != "hog" {
+		t.Fatalf("first to run: %s", got)
 	}
-	for _, a := range []struct {
-		name string
-		s    *appSlots
-	}{{"team", team}, {"team", team}, {"hog2", hog2}} {
-		if err := a.s.acquire(ctx); err != nil {
-			t.Fatal(err)
-		}
+	hold(team, "team")
+	hold(team, "team")
+	hold(hog2, "hog2")
+	got := map[string]int{}
+	for range 3 {
+		got[<-running]++
+	}
+	if want := map[string]int{"team": 2, "hog2": 1}; !maps.Equal(got, want) {
+		t.Errorf("ran next: %v, want %v", got, want)
 	}
 	// Every slot is out: 1 hog, 1 hog2, 2 team.
 	s.mu.Lock()
@@ -274,19 +278,63 @@ func TestSlotsFair(t *testing.T) {
 		t.Errorf("held by hog, hog2, team: %v, want [1 1 2]", held)
 	}
 	// The others leave: hog's share grows to every slot.
-	team.release()
-	team.release()
+	close(let[team])
+	close(let[hog2])
 	team.leave()
-	hog2.release()
 	hog2.leave()
 	for range 3 {
-		<-got
+		if got := <-running; got != "hog" {
+			t.Fatalf("ran after the others left: %s", got)
+		}
 	}
 	s.mu.Lock()
 	if hog.held != 4 {
 		t.Errorf("hog holds %d slots alone, want 4", hog.held)
 	}
 	s.mu.Unlock()
+	close(let[hog])
+	for range 6 {
+		<-running
+	}
+}
+
+// A task waiting for its turn when its Application's time ends is told
+// so, and never runs; a task no longer needed is dropped at its turn
+// without taking a slot.
+func TestSlotsDropAndSkip(t *testing.T) {
+	s := newSlots(1)
+	busy := s.join(t.Context(), "a", nil)
+	let := make(chan struct{})
+	started := make(chan struct{})
+	busy.submit(&task{run: func() { close(started); <-let }})
+	<-started
+
+	actx, cancel := context.WithCancelCause(t.Context())
+	late := s.join(actx, "b", nil)
+	gone := make(chan error, 1)
+	late.submit(&task{run: func() { t.Error("ran after its Application's time ended") }, gone: func(err error) { gone <- err }})
+	stop := errors.New("out of time")
+	cancel(stop)
+	if err := <-gone; !errors.Is(err, stop) {
+		t.Errorf("gone with %v, want the context's cause", err)
+	}
+	// Once ended, a new task is told at once.
+	late.submit(&task{run: func() { t.Error("ran after its Application's time ended") }, gone: func(err error) { gone <- err }})
+	if err := <-gone; !errors.Is(err, stop) {
+		t.Errorf("gone with %v, want the context's cause", err)
+	}
+	late.leave()
+
+	other := s.join(t.Context(), "c", nil)
+	ran := make(chan string, 2)
+	other.submit(&task{skip: func() bool { return true }, run: func() { ran <- "skipped" }})
+	other.submit(&task{run: func() { ran <- "needed" }})
+	close(let)
+	if got := <-ran; got != "needed" {
+		t.Errorf("ran %q, want only the task still needed", got)
+	}
+	busy.leave()
+	other.leave()
 }
 
 // Checks of ImageUpdaters (the v1.x line's interval 0) overlap: that of an
