@@ -6,9 +6,9 @@
 #     redis-server (for Argo CD)
 #   - etcd, kube-apiserver, kube-controller-manager, the Distribution
 #     registry, helm, kustomize and Argo CD's application-controller,
-#     repo-server, config management plugin server and notifications
-#     controller, built from the Go module proxy and kept under
-#     $TESTBIN/<component>-<version>/.
+#     repo-server, config management plugin server, notifications
+#     controller and ApplicationSet controller, built from the Go module
+#     proxy and kept under $TESTBIN/<component>-<version>/.
 # Prints the testbin directory on its last line.
 set -euo pipefail
 
@@ -188,6 +188,15 @@ install_argocd_notifications() {
 	build_argocd argocd-notifications-main.go "$dest/argocd-notifications"
 }
 
+# install_argocd_applicationset: Argo CD's ApplicationSet controller, a
+# binary of its own as the plugin server is, for the same reason.
+install_argocd_applicationset() {
+	local dest=$TESTBIN/argocd-applicationset-controller-$ARGOCD_VERSION
+	[ -x "$dest/argocd-applicationset-controller" ] && return
+	log "building Argo CD's ApplicationSet controller $ARGOCD_VERSION"
+	build_argocd argocd-applicationset-main.go "$dest/argocd-applicationset-controller"
+}
+
 install_debian_packages
 mkdir -p "$TESTBIN"
 install_etcd
@@ -199,6 +208,7 @@ install_kustomize
 install_argocd
 install_argocd_cmp_server
 install_argocd_notifications
+install_argocd_applicationset
 
 # envtest wants etcd and kube-apiserver in one folder.
 assets=$TESTBIN/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION
@@ -212,6 +222,7 @@ for name in argocd argocd-application-controller argocd-repo-server; do
 done
 ln -sf "$TESTBIN/argocd-cmp-server-$ARGOCD_VERSION/argocd-cmp-server" "$assets/argocd-cmp-server"
 ln -sf "$TESTBIN/argocd-notifications-$ARGOCD_VERSION/argocd-notifications" "$assets/argocd-notifications"
+ln -sf "$TESTBIN/argocd-applicationset-controller-$ARGOCD_VERSION/argocd-applicationset-controller" "$assets/argocd-applicationset-controller"
 echo "$ARGOCD_VERSION" >"$assets/argocd.version"
 ln -sf "$TESTBIN/registry-$REGISTRY_VERSION/registry" "$assets/registry"
 ln -sf "$TESTBIN/helm-$HELM_VERSION/helm" "$assets/helm"

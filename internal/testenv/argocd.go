@@ -38,12 +38,12 @@ func ArgoCDVersion(t testing.TB) string {
 	return strings.TrimSpace(string(data))
 }
 
-// WithArgoCDCRDs installs the Application and AppProject CRDs of the Argo
-// CD that StartArgoCD runs, in place of the default ones.
+// WithArgoCDCRDs installs the Application, AppProject and ApplicationSet
+// CRDs of the Argo CD that StartArgoCD runs, in place of the default ones.
 func WithArgoCDCRDs(t testing.TB) KubeOption {
 	t.Helper()
 	v := ArgoCDVersion(t)
-	return WithCRDs(ArgoCDCRD(t, ArgoCDModule, v), ArgoCDProjectCRD(t, ArgoCDModule, v))
+	return WithCRDs(ArgoCDCRD(t, ArgoCDModule, v), ArgoCDProjectCRD(t, ArgoCDModule, v), ArgoCDApplicationSetCRD(t, ArgoCDModule, v))
 }
 
 // ArgoCD is Argo CD's own application-controller and repo-server, with
@@ -212,6 +212,31 @@ func (a *ArgoCD) StartNotifications(t testing.TB, config, secret map[string]stri
 	cmd.Env = a.env
 	p := startProcess(t, "argocd-notifications", cmd)
 	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + loopback(metrics) + "/metrics") }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// StartApplicationSets starts Argo CD's ApplicationSet controller for the
+// ApplicationSets of the argocd namespace, with policy sync (it creates,
+// updates and deletes the Applications it renders), and waits until it
+// serves its metrics. Stopped when t ends.
+func (a *ArgoCD) StartApplicationSets(t testing.TB) {
+	t.Helper()
+	kubeconfig := WriteKubeconfig(t, a.kube.Config, ArgoCDNamespace)
+	metrics := loopback(FreePort(t))
+	// The probe server (it registers no checks, so it answers 404) and
+	// the webhook server always start; their defaults (:8081, :7000 on
+	// every interface) would clash with another run's.
+	cmd := exec.Command(binary(t, "argocd-applicationset-controller"),
+		"--kubeconfig", kubeconfig, "--namespace", ArgoCDNamespace,
+		"--argocd-repo-server", a.repoAddr, "--repo-server-plaintext",
+		"--metrics-addr", metrics, "--probe-addr", loopback(FreePort(t)), "--webhook-addr", loopback(FreePort(t)),
+		"--enable-leader-election=false", "--policy", "sync", "--loglevel", "info", "--logformat", "text")
+	// Its controller-runtime manager takes its client from KUBECONFIG: the
+	// command does not parse controller-runtime's own --kubeconfig flag.
+	cmd.Env = append(slices.Clone(a.env), "KUBECONFIG="+kubeconfig)
+	p := startProcess(t, "argocd-applicationset-controller", cmd)
+	if err := p.waitFor(time.Minute, func() error { return httpOK("http://" + metrics + "/metrics") }); err != nil {
 		t.Fatal(err)
 	}
 }

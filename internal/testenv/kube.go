@@ -220,6 +220,14 @@ func ArgoCDProjectCRD(t testing.TB, module, version string) string {
 	return argoCDCRD(t, module, version, "appproject-crd.yaml")
 }
 
+// ArgoCDApplicationSetCRD returns the path of the ApplicationSet CRD
+// shipped in an Argo CD module, found as ArgoCDCRD finds the Application
+// CRD.
+func ArgoCDApplicationSetCRD(t testing.TB, module, version string) string {
+	t.Helper()
+	return argoCDCRD(t, module, version, "applicationset-crd.yaml")
+}
+
 func argoCDCRD(t testing.TB, module, version, file string) string {
 	t.Helper()
 	key := module + "@" + version

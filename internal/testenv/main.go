@@ -86,12 +86,13 @@ func (s packageScope) TempDir() string {
 // SharedKube is a kube-apiserver and etcd shared by the tests of a package
 // that run under Main, one per set of options (StartKube's); without Main
 // it is StartKube. Starting one takes seconds; a test's objects are
-// deleted when it ends (Applications, AppProjects, ImageUpdaters, Secrets,
-// ConfigMaps, ServiceAccounts, Roles and RoleBindings in every namespace),
-// so each test starts from empty namespaces. Namespaces stay: envtest runs
-// no controller that would finish deleting them. Tests sharing one must not
-// run in parallel, and must not need the audit log (WithAuditLog), which
-// would hold every test's requests.
+// deleted when it ends (ApplicationSets, Applications, AppProjects,
+// ImageUpdaters, Secrets, ConfigMaps, ServiceAccounts, Roles and
+// RoleBindings in every namespace), so each test starts from empty
+// namespaces. Namespaces stay: envtest runs no controller that would
+// finish deleting them. Tests sharing one must not run in parallel, and
+// must not need the audit log (WithAuditLog), which would hold every
+// test's requests.
 func SharedKube(t testing.TB, opts ...KubeOption) *Kube {
 	t.Helper()
 	if !sharing() {
@@ -154,6 +155,7 @@ func (f *failRecorder) Fatal(args ...any) {
 
 // resetResources are what tests create; reset deletes them between tests.
 var resetResources = []schema.GroupVersionResource{
+	{Group: "argoproj.io", Version: "v1alpha1", Resource: "applicationsets"},
 	{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"},
 	{Group: "argoproj.io", Version: "v1alpha1", Resource: "appprojects"},
 	{Group: "argocd-image-updater.argoproj.io", Version: "v1alpha1", Resource: "imageupdaters"},
