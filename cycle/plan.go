@@ -109,7 +109,7 @@ func (pl *planner) application(app *application.Application) (jobs []*job, skips
 	}
 	if app.ApplicationSet != "" && app.Settings.WriteBack.Method == settings.WriteBackArgoCD {
 		p := settings.Problem{Warning: true, Origin: app.Settings.WriteBack.MethodOrigin.Or(settings.AnnotationOrigin(settings.KeyWriteBackMethod))}
-		p.Message = fmt.Sprintf("the ApplicationSet %s generates this Application and puts back the images the argocd write-back method sets, unless its ignoreApplicationDifferences lists them (/spec/source/kustomize/images or /spec/source/helm/parameters); write-back-method git keeps them in the repository the ApplicationSet renders from", app.ApplicationSet)
+		p.Message = fmt.Sprintf("the ApplicationSet %s generates this Application and puts back the images the argocd write-back method sets, unless its ignoreApplicationDifferences lists them (/spec/source/kustomize/images or /spec/source/helm/parameters); write-back-method git with write-back-target applicationset writes them where the ApplicationSet takes them from", app.ApplicationSet)
 		appProblems = append(appProblems[:len(appProblems):len(appProblems)], p)
 	}
 	for _, p := range appProblems {

@@ -122,6 +122,7 @@ import (
 	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/writeback"
+	"github.com/image-updater/argocd-image-updater/writeback/appset"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 	"github.com/image-updater/argocd-image-updater/writeback/manifest"
 )
@@ -258,6 +259,8 @@ func checkBlocks(t *testing.T, blocks []block, sh *shellChecker) {
 			err = checkManifest(b)
 		case "yaml kustomization":
 			err = checkYAMLDocuments(b)
+		case "yaml applicationset":
+			err = checkApplicationSet(b)
 		case "yaml values":
 			err = checkHelmValues(b)
 		case "yaml parent-values":
@@ -688,6 +691,42 @@ func checkBranchTemplate(spec string) error {
 	}
 	if strings.TrimSpace(out.String()) == "" || strings.ContainsAny(out.String(), " ~^:?*[\\") {
 		return fmt.Errorf("git-branch: %q is not a branch name", out.String())
+	}
+	return nil
+}
+
+// checkApplicationSet reads an ApplicationSet as the applicationset
+// write-back target does: each list element renders a name of its own,
+// and the template's annotations choose that target.
+func checkApplicationSet(b block) error {
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(b.body), &obj); err != nil {
+		return fmt.Errorf("invalid YAML: %w", err)
+	}
+	s, err := appset.FromObject(obj)
+	if err != nil {
+		return err
+	}
+	meta, _ := s.Template["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations[settings.AnnotationPrefix+settings.KeyWriteBackTarget] != string(settings.TargetApplicationSet) {
+		return errors.New("the template's annotations do not choose write-back-target applicationset")
+	}
+	seen := map[string]bool{}
+	for _, g := range s.Generators {
+		for i, e := range g.Elements {
+			name, err := s.Render(meta["name"].(string), appset.ListParams(e))
+			if err != nil {
+				return err
+			}
+			if ok, _ := s.Generates(appset.ListParams(e), name); !ok || strings.Contains(name, "{{") || seen[name] {
+				return fmt.Errorf("element %d renders the name %q, which is not an Application's of its own", i, name)
+			}
+			seen[name] = true
+		}
+	}
+	if len(seen) == 0 {
+		return errors.New("no list element")
 	}
 	return nil
 }

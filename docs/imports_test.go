@@ -75,6 +75,7 @@ var importRules = []importRule{
 	{"write-back imports no registry package", under("writeback"), under("registry")},
 	{"chartrepo imports no write-back package", under("chartrepo"), under("writeback")},
 	{"the repository URL value imports no client-go", under("repoaccess/repourl"), clientGo},
+	{"the edits and the reading of ApplicationSets do no I/O: they import no client-go", under("writeback/manifest", "writeback/appset"), clientGo},
 	{"the controller imports no test server", product, testServers},
 	{"the test servers import no package of the controller", testServers, product},
 }

@@ -447,6 +447,10 @@ func TestArgoCD(t *testing.T) {
 
 	t.Run("git tags: a source pinned to a tag moves to the newest within its constraint", w.gitTagScenario)
 
+	t.Run("ApplicationSets: the version lands in the file the git files generator reads", w.appSetScenario)
+
+	t.Run("ApplicationSets: the version lands in the list generator's element, in the manifest its parent deploys", w.appSetListScenario)
+
 	t.Run("an Application deploying to an external cluster", func(t *testing.T) {
 		other := w.external
 		server := w.argo.AddCluster(t, "external", other)

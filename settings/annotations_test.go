@@ -452,6 +452,9 @@ func TestParseWriteBackTarget(t *testing.T) {
 		{value: "kustomization.yaml", wantErr: `unknown target "kustomization.yaml"`},
 		{value: "helmvalues.yaml", wantErr: `unknown target "helmvalues.yaml"`},
 		{value: "app-of-apps.yaml", wantErr: `unknown target "app-of-apps.yaml"`},
+		{value: "applicationset", want: WriteBackTarget{Kind: TargetApplicationSet}},
+		{value: "applicationset:apps", wantErr: "takes no path"},
+		{value: "applicationsets", wantErr: `unknown target "applicationsets"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.value, func(t *testing.T) {

@@ -56,6 +56,11 @@ const (
 	// parent's manifests (app of apps): the parent's sync would otherwise
 	// put the Application's own overrides back.
 	TargetAppOfApps TargetKind = "app-of-apps"
+	// TargetApplicationSet is where the ApplicationSet that generates the
+	// Application takes the version from: its list generator's element,
+	// the file its git files generator reads, or its template. Its
+	// controller would otherwise put the Application's spec back.
+	TargetApplicationSet TargetKind = "applicationset"
 )
 
 // WriteBackTarget is a write-back target (the write-back-target annotation,
@@ -85,7 +90,7 @@ func (t WriteBackTarget) String() string {
 }
 
 // ParseWriteBackTarget reads a write-back-target value: kustomization[:<dir>],
-// helmvalues[:<file>], app-of-apps[:<dir>], or else the path of an override file, as Argo CD
+// helmvalues[:<file>], app-of-apps[:<dir>], applicationset, or else the path of an override file, as Argo CD
 // Image Updater has always read other values.
 func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	if s == "" {
@@ -95,11 +100,17 @@ func ParseWriteBackTarget(s string) (WriteBackTarget, error) {
 	switch t := TargetKind(kind); t {
 	case TargetKustomization, TargetHelmValues, TargetAppOfApps:
 		return WriteBackTarget{Kind: t, Path: path}, nil
+	case TargetApplicationSet:
+		// Where is found from the ApplicationSet, never named.
+		if path != "" {
+			return WriteBackTarget{}, fmt.Errorf("target %q takes no path: the ApplicationSet's generators say where the version is written", s)
+		}
+		return WriteBackTarget{Kind: t}, nil
 	}
 	// "kustomization.yaml" or "helmvalues-prod.yaml" is a misspelt kind
 	// far more often than a file meant to hold parameter overrides.
-	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) || strings.HasPrefix(s, string(TargetAppOfApps)) {
-		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>], or the path of an override file", s)
+	if strings.HasPrefix(s, string(TargetKustomization)) || strings.HasPrefix(s, string(TargetHelmValues)) || strings.HasPrefix(s, string(TargetAppOfApps)) || strings.HasPrefix(s, string(TargetApplicationSet)) {
+		return WriteBackTarget{}, fmt.Errorf("unknown target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>], applicationset, or the path of an override file", s)
 	}
 	return WriteBackTarget{Kind: TargetOverrideFile, Path: s}, nil
 }

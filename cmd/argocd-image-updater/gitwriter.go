@@ -48,6 +48,7 @@ func newGitWriter(o *runOptions, cs kubernetes.Interface, dyn dynamic.Interface,
 		git.WithWorkDir(o.gitCloneDir),
 		git.WithCloneCacheSize(o.gitCloneMaxBytes),
 		git.WithParents(git.NewKubeParents(dyn, namespace)),
+		git.WithApplicationSets(git.NewKubeAppSets(dyn, namespace)),
 	}
 	if o.gitCommitSigningKey != "" {
 		opts = append(opts, git.WithSigningKey(o.gitCommitSigningKey, o.gitCommitSigningMethod))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -16,9 +17,11 @@ import (
 )
 
 // commitApplications computes each Application's edit on top of tip and
-// commits it, one commit per Application in the given order. An
-// Application whose target cannot be edited gets its error and no commit;
-// the others go on. In dry-run mode edits are computed but not committed.
+// commits it, one commit per Application in the given order, except that
+// the Applications of one ApplicationSet share one commit (see
+// commitGroups). An Application whose target cannot be edited gets its
+// error and no commit; the others go on. In dry-run mode edits are
+// computed but not committed.
 func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*appWrite) (head plumbing.Hash, pending []pendingCommit, created []plumbing.Hash, _ error) {
 	commit, err := object.GetCommit(clone.Repo.Storer, tip)
 	if err != nil {
@@ -33,35 +36,63 @@ func (w *Writer) commitApplications(clone *gitClone, tip plumbing.Hash, apps []*
 	tree := newRepoTree(clone.Repo.Storer, root)
 	chain := gitwire.NewChainTrees(clone.Repo.Storer)
 	head = tip
-	for _, a := range apps {
-		u := a.update
-		a.result.Err, a.result.Changed, a.result.ChangedCharts, a.result.Commit, a.result.Written = nil, nil, nil, "", false
-		edit, err := w.planGuarded(tree, a)
-		if err != nil {
-			a.fail(invalidTarget{err})
-			continue
+	for _, group := range commitGroups(apps) {
+		// What the group's commit writes, each Application's edit made
+		// on top of the others'.
+		contents := map[string][]byte{}
+		before := maps.Clone(tree.changed)
+		var members []pendingCommit
+		var msgs []string
+		for _, a := range group {
+			u := a.update
+			a.result.Err, a.result.Changed, a.result.ChangedCharts, a.result.Commit, a.result.Written = nil, nil, nil, "", false
+			edit, err := w.planGuarded(tree, a)
+			if err != nil {
+				a.fail(invalidTarget{err})
+				continue
+			}
+			if len(edit.changed) == 0 && len(edit.charts) == 0 {
+				continue
+			}
+			if !w.cfg.dryRun {
+				msg, err := w.commitMessage(u, edit.changed, edit.charts)
+				if err != nil {
+					a.fail(err)
+					continue
+				}
+				msgs = append(msgs, msg)
+			}
+			maps.Copy(contents, edit.contents())
+			maps.Copy(tree.changed, edit.contents())
+			members = append(members, pendingCommit{app: a, path: edit.path, changed: edit.changed, charts: edit.charts})
 		}
-		if len(edit.changed) == 0 && len(edit.charts) == 0 {
+		if len(members) == 0 {
 			continue
 		}
 		var h plumbing.Hash
 		if !w.cfg.dryRun {
-			msg, err := w.commitMessage(u, edit.changed, edit.charts)
-			if err != nil {
-				a.fail(err)
-				continue
+			msg := msgs[0]
+			if len(members) > 1 {
+				msg = fmt.Sprintf("Update %d Applications of ApplicationSet %s\n\n%s", len(members), members[0].app.update.AppSet.spec, strings.Join(msgs, "\n\n"))
 			}
-			if h, err = clone.Commit(head, edit.contents(), msg, w.signature(), w.signer, &created, chain); err != nil {
-				a.fail(fmt.Errorf("commit %s: %w", edit.path, err))
+			var err error
+			if h, err = clone.Commit(head, contents, msg, w.signature(), w.signer, &created, chain); err != nil {
+				for _, m := range members {
+					m.app.fail(fmt.Errorf("commit %s: %w", m.path, err))
+				}
+				tree.changed = before
 				continue
 			}
 			if h.IsZero() {
+				tree.changed = before
 				continue
 			}
 			head = h
 		}
-		maps.Copy(tree.changed, edit.contents())
-		pending = append(pending, pendingCommit{app: a, commit: h, path: edit.path, changed: edit.changed, charts: edit.charts})
+		for i := range members {
+			members[i].commit = h
+		}
+		pending = append(pending, members...)
 	}
 	return head, pending, created, nil
 }
@@ -126,4 +157,24 @@ func appError(u update, err error) error {
 		err = invalidTarget{err}
 	}
 	return repourl.RedactErrorURLs(fmt.Errorf("git write-back of Application %s to %s: %w", u.key(), repourl.RedactURL(u.RepoURL), err))
+}
+
+// commitGroups are apps in their order, each alone, except that those
+// written into one ApplicationSet's document or files go together, at the
+// place of the first: one commit covers them.
+func commitGroups(apps []*appWrite) [][]*appWrite {
+	var groups [][]*appWrite
+	at := map[string]int{}
+	for _, a := range apps {
+		if set := a.update.AppSet; set != nil {
+			key := set.spec.String()
+			if i, ok := at[key]; ok {
+				groups[i] = append(groups[i], a)
+				continue
+			}
+			at[key] = len(groups)
+		}
+		groups = append(groups, []*appWrite{a})
+	}
+	return groups
 }

@@ -47,6 +47,7 @@ type writerConfig struct {
 	pullRequest *PullRequestTemplate
 	apiCommits  bool
 	parents     Parents
+	appsets     AppSets
 }
 
 // WithParents finds the parents of Applications whose write-back-target

@@ -65,23 +65,32 @@ func (k *KubeParents) Parent(ctx context.Context, namespace, name string) (Paren
 	if err != nil {
 		return Parent{}, fmt.Errorf("read Application %s/%s: %w", namespace, name, err)
 	}
-	pns, pname, ok := k.trackedBy(child)
+	return k.parentOf(ctx, child, "Application")
+}
+
+// parentOf is the Application whose manifests define obj, of kind: the
+// one Argo CD's tracking on obj names, which lists obj among its
+// resources.
+func (k *KubeParents) parentOf(ctx context.Context, obj *unstructured.Unstructured, kind string) (Parent, error) {
+	apps := k.dyn.Resource(application.Resource())
+	namespace, name := obj.GetNamespace(), obj.GetName()
+	pns, pname, ok := k.trackedBy(obj)
 	if !ok {
-		return Parent{}, fmt.Errorf("Application %s/%s is not managed by another Application: Argo CD's %s annotation and %s label name none", namespace, name, trackingAnnotation, instanceLabel)
+		return Parent{}, fmt.Errorf("%s %s/%s is not managed by an Application: Argo CD's %s annotation and %s label name none", kind, namespace, name, trackingAnnotation, instanceLabel)
 	}
 	parent, err := apps.Namespace(pns).Get(ctx, pname, metav1.GetOptions{})
 	if err != nil {
-		return Parent{}, fmt.Errorf("read Application %s/%s, which Argo CD's tracking names as the parent of %s/%s: %w", pns, pname, namespace, name, err)
+		return Parent{}, fmt.Errorf("read Application %s/%s, which Argo CD's tracking names as the parent of %s %s/%s: %w", pns, pname, kind, namespace, name, err)
 	}
-	if !manages(parent, namespace, name) {
-		return Parent{}, fmt.Errorf("Application %s/%s, which Argo CD's tracking names as the parent of %s/%s, does not list it among its resources", pns, pname, namespace, name)
+	if !manages(parent, kind, namespace, name) {
+		return Parent{}, fmt.Errorf("Application %s/%s, which Argo CD's tracking names as the parent of %s %s/%s, does not list it among its resources", pns, pname, kind, namespace, name)
 	}
 	p := Parent{Namespace: pns, Name: pname}
 	p.Project, _, _ = unstructured.NestedString(parent.Object, "spec", "project")
 	p.DestinationNamespace, _, _ = unstructured.NestedString(parent.Object, "spec", "destination", "namespace")
 	source, err := gitSource(parent)
 	if err != nil {
-		return Parent{}, fmt.Errorf("Application %s/%s, the parent of %s/%s: %w", pns, pname, namespace, name, err)
+		return Parent{}, fmt.Errorf("Application %s/%s, the parent of %s %s/%s: %w", pns, pname, kind, namespace, name, err)
 	}
 	p.RepoURL, _ = source["repoURL"].(string)
 	p.TargetRevision, _ = source["targetRevision"].(string)
@@ -106,13 +115,13 @@ func (k *KubeParents) trackedBy(child *unstructured.Unstructured) (namespace, na
 	return k.namespace, app, true
 }
 
-// manages tells whether an Application's status lists the Application
-// namespace/name among its resources.
-func manages(parent *unstructured.Unstructured, namespace, name string) bool {
+// manages tells whether an Application's status lists the resource of
+// kind (in argoproj.io) namespace/name among its resources.
+func manages(parent *unstructured.Unstructured, kind, namespace, name string) bool {
 	resources, _, _ := unstructured.NestedSlice(parent.Object, "status", "resources")
 	for _, r := range resources {
 		m, ok := r.(map[string]any)
-		if ok && m["group"] == "argoproj.io" && m["kind"] == "Application" && m["namespace"] == namespace && m["name"] == name {
+		if ok && m["group"] == "argoproj.io" && m["kind"] == kind && m["namespace"] == namespace && m["name"] == name {
 			return true
 		}
 	}

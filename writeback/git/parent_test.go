@@ -83,7 +83,7 @@ func (e *gitEnv) testAppOfApps(t *testing.T) {
 	if log := e.git.Log(t, "app-of-apps", "main"); !strings.Contains(log[0].Body, "updates chart web version '1.0.0' to '1.1.0'") {
 		t.Errorf("commit message %q %q", log[0].Subject, log[0].Body)
 	}
-	if err := results[1].Err; err == nil || !strings.Contains(err.Error(), "Application "+ns+"/root, which Argo CD's tracking names as the parent of "+ns+"/intruder, does not list it among its resources") {
+	if err := results[1].Err; err == nil || !strings.Contains(err.Error(), "Application "+ns+"/root, which Argo CD's tracking names as the parent of Application "+ns+"/intruder, does not list it among its resources") {
 		t.Errorf("intruder: %v", err)
 	}
 }

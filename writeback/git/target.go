@@ -205,7 +205,7 @@ func planTarget(t *repoTree, u update) (targetEdit, error) {
 		}
 		return edit, err
 	}
-	if u.Target.Kind == settings.TargetAppOfApps {
+	if u.Target.Kind == settings.TargetAppOfApps || u.Target.Kind == settings.TargetApplicationSet && u.Parent != nil {
 		// The source is the parent's: what it deploys, links resolved.
 		if g, err = parentGrant(t, u, source); err != nil {
 			return targetEdit{}, fmt.Errorf("%s: %w", field, err)
@@ -267,8 +267,10 @@ func planTarget(t *repoTree, u update) (targetEdit, error) {
 			return targetEdit{}, err
 		}
 		return confined(planDefinition(t, g, u, dir))
+	case settings.TargetApplicationSet:
+		return confined(planAppSet(t, g, u, source))
 	default:
-		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>] or the path of an override file", u.Target)
+		return targetEdit{}, fmt.Errorf("unknown write-back-target %q: use kustomization[:<dir>], helmvalues[:<file>], app-of-apps[:<dir>], applicationset or the path of an override file", u.Target)
 	}
 }
 
@@ -285,6 +287,13 @@ const (
 // links and submodules are not followed; a file another Application of the
 // batch changed is read as changed.
 func walkYAML(t *repoTree, g grant, dir string, what string, f func(path string, content []byte) (bool, error)) error {
+	return walkFiles(t, g, dir, what, func(p string) bool {
+		return strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")
+	}, f)
+}
+
+// walkFiles is walkYAML for the files whose path read says to read.
+func walkFiles(t *repoTree, g grant, dir string, what string, read func(path string) bool, f func(path string, content []byte) (bool, error)) error {
 	d, err := t.stat(g, dir)
 	switch {
 	case err != nil:
@@ -316,7 +325,7 @@ func walkYAML(t *repoTree, g grant, dir string, what string, f func(path string,
 				continue
 			case !e.Mode.IsFile() || e.Mode == filemode.Symlink:
 				continue
-			case !strings.HasSuffix(e.Name, ".yaml") && !strings.HasSuffix(e.Name, ".yml"):
+			case !read(p):
 				continue
 			}
 			if files++; files > maxMarkedFiles {

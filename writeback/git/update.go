@@ -63,6 +63,10 @@ type update struct {
 	// app-of-apps target: RepoURL, TargetRevision, SourcePath and Project
 	// are then the parent's.
 	Parent *Parent
+	// AppSet is where an applicationset target writes; RepoURL,
+	// TargetRevision and SourcePath are then those of the repository it
+	// writes (its parent's, or its git files generator's).
+	AppSet *appSetWrite
 }
 
 func (u update) key() string { return u.Namespace + "/" + u.Name }
@@ -122,6 +126,9 @@ func (w *Writer) updateOf(ctx context.Context, c writeback.Change) (update, erro
 		Images:              c.Images,
 		Charts:              c.Charts,
 		SourceIndex:         c.Source.Index,
+	}
+	if wb.Target.Kind == settings.TargetApplicationSet {
+		return w.appSetUpdate(ctx, u)
 	}
 	if wb.Target.Kind == settings.TargetAppOfApps {
 		return w.parentUpdate(ctx, u)

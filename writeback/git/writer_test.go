@@ -107,7 +107,8 @@ type gitEnv struct {
 var testClock = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 func TestGitWriter(t *testing.T) {
-	kube := testenv.StartKube(t)
+	// With the ApplicationSet CRD, for the applicationset target.
+	kube := testenv.StartKube(t, testenv.WithArgoCDCRDs(t))
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +125,7 @@ func TestGitWriter(t *testing.T) {
 	t.Run("app of apps", e.testAppOfApps)
 	t.Run("app of apps: a Helm parent", e.testAppOfAppsHelm)
 	t.Run("app of apps: only what the parent deploys", e.testAppOfAppsConfined)
+	t.Run("ApplicationSets", e.testApplicationSets)
 	t.Run("fifty applications one push", e.testFiftyApplications)
 	t.Run("clone kept between cycles", e.testCloneReuse)
 	t.Run("clone kept across restarts", e.testCloneAcrossRestarts)

@@ -154,23 +154,7 @@ const (
 // name alone proves nothing: another namespace may hold an Application of
 // that name.
 func defines(root *yaml.Node, def ApplicationDefinition) definition {
-	if root == nil || root.Kind != yaml.MappingNode {
-		return definedNot
-	}
-	_, kind := mappingGet(root, "kind")
-	_, version := mappingGet(root, "apiVersion")
-	_, meta := mappingGet(root, "metadata")
-	_, name := mappingGet(meta, "name")
-	_, ns := mappingGet(meta, "namespace")
-	switch {
-	case kind == nil || kind.Value != "Application" || version == nil || !strings.HasPrefix(version.Value, "argoproj.io/") || name == nil || name.Value != def.Name:
-		return definedNot
-	case ns != nil && (ns.Kind != yaml.ScalarNode || ns.Value != ""):
-		return definedIf(ns.Kind == yaml.ScalarNode && ns.Value == def.Namespace)
-	case def.DefaultNamespace == "":
-		return definedUnproven
-	}
-	return definedIf(def.DefaultNamespace == def.Namespace)
+	return Document{Kind: "Application", Namespace: def.Namespace, Name: def.Name, DefaultNamespace: def.DefaultNamespace}.definedIn(root)
 }
 
 func definedIf(ok bool) definition {
