@@ -27,9 +27,11 @@ func (w *world) appSetScenario(t *testing.T) {
 	w.argo.StartApplicationSets(t)
 	app := w.push(t, "appset-app", "v0.0.1")
 	w.push(t, "appset-app", "v0.0.2")
-	files := overlay("appset", w.reg)
-	files["appset/envs/staging/config.json"] = "{\n  \"image\": {\"tag\": \"v0.0.1\"}\n}\n"
-	w.git.CommitFiles(t, "deploy", "main", "add the ApplicationSet's overlay and config", files)
+	w.git.CommitFiles(t, "deploy", "main", "add the ApplicationSet's overlay", overlay("appset", w.reg))
+	// The files the generator reads, in a repository of their own, as
+	// teams keep their environments' settings.
+	w.git.CreateRepo(t, "appset-config", "", map[string]string{"appset/envs/staging/config.json": "{\n  \"image\": {\"tag\": \"v0.0.1\"}\n}\n"})
+	w.argo.AddRepository(t, "repo-appset-config", w.git.HTTPRepoURL("appset-config"), w.git.Username, w.git.Password)
 	name := "appset-staging"
 	w.k.CreateNamespace(t, name)
 	set := &unstructured.Unstructured{Object: map[string]any{
@@ -39,7 +41,7 @@ func (w *world) appSetScenario(t *testing.T) {
 			"goTemplate":        true,
 			"goTemplateOptions": []any{"missingkey=error"},
 			"generators": []any{map[string]any{"git": map[string]any{
-				"repoURL": w.git.HTTPRepoURL("deploy"), "revision": "main",
+				"repoURL": w.git.HTTPRepoURL("appset-config"), "revision": "main",
 				"files":               []any{map[string]any{"path": "appset/envs/*/config.json"}},
 				"requeueAfterSeconds": 2,
 			}}},
@@ -81,7 +83,7 @@ func (w *world) appSetScenario(t *testing.T) {
 	w.waitImages(t, w.cs, name, "front", app+":v0.0.1", w.reg.Repo("appset-web")+":v0.0.1")
 
 	w.runOnce(t, name)
-	config := w.git.ReadFile(t, "deploy", "main", "appset/envs/staging/config.json")
+	config := w.git.ReadFile(t, "appset-config", "main", "appset/envs/staging/config.json")
 	if want := "{\n  \"image\": {\"tag\": \"v0.0.2\"}\n}\n"; config != want {
 		t.Fatalf("appset/envs/staging/config.json:\n%s\nwant\n%s", config, want)
 	}
