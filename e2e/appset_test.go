@@ -67,16 +67,27 @@ func (w *world) appSetScenario(t *testing.T) {
 	}
 	// The repo-server keeps what a branch points at for minutes: a git
 	// webhook to Argo CD asks the ApplicationSet controller to read it
-	// anew, as this annotation does.
+	// anew, as this annotation does, which the controller removes once
+	// read. It is set again while the test waits: one set in the middle of
+	// a reconcile may be read before the commit it is about arrives.
+	const refreshAnnotation = "argocd.argoproj.io/application-set-refresh"
+	sets := w.dyn.Resource(applicationSets).Namespace(testenv.ArgoCDNamespace)
 	refresh := func() {
 		t.Helper()
-		patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/application-set-refresh":"true"}}}`)
-		if _, err := w.dyn.Resource(applicationSets).Namespace(testenv.ArgoCDNamespace).Patch(t.Context(), "envs", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		obj, err := sets.Get(t.Context(), "envs", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, pending := obj.GetAnnotations()[refreshAnnotation]; pending {
+			return
+		}
+		patch := []byte(`{"metadata":{"annotations":{"` + refreshAnnotation + `":"true"}}}`)
+		if _, err := sets.Patch(t.Context(), "envs", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	refresh()
 	testenv.WaitFor(t, deployTimeout, "the ApplicationSet controller to generate "+name, func() (bool, string) {
+		refresh()
 		_, err := w.dyn.Resource(application.Resource()).Namespace(testenv.ArgoCDNamespace).Get(t.Context(), name, metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -89,8 +100,8 @@ func (w *world) appSetScenario(t *testing.T) {
 	}
 	// The ApplicationSet controller renders the Application from the
 	// commit: its spec, not only the Deployment, holds the new version.
-	refresh()
 	testenv.WaitFor(t, deployTimeout, "the ApplicationSet controller to render "+app+":v0.0.2 into "+name, func() (bool, string) {
+		refresh()
 		images, _, _ := unstructured.NestedStringSlice(w.application(t, name).Object, "spec", "source", "kustomize", "images")
 		return strings.Join(images, ",") == app+":v0.0.2", fmt.Sprint(images)
 	})

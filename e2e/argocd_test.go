@@ -70,7 +70,7 @@ func newArgoWorld(t testing.TB, files func(reg *testenv.Registry) map[string]str
 	t.Helper()
 	start := time.Now()
 	w := &world{}
-	w.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme))
+	w.k = testenv.StartKube(t, testenv.WithArgoCDCRDs(t), testenv.WithApplicationSetCRD(), testenv.WithImageUpdaterCRD(imageupdaterv1alpha1.AddToScheme))
 	// Stopped after Argo CD, which watches it once it is registered.
 	w.external = testenv.StartKube(t)
 	w.external.StartControllerManager(t)

@@ -38,12 +38,13 @@ func ArgoCDVersion(t testing.TB) string {
 	return strings.TrimSpace(string(data))
 }
 
-// WithArgoCDCRDs installs the Application, AppProject and ApplicationSet
-// CRDs of the Argo CD that StartArgoCD runs, in place of the default ones.
+// WithArgoCDCRDs installs the Application and AppProject CRDs of the Argo
+// CD that StartArgoCD runs, in place of the default ones (the
+// ApplicationSet CRD: WithApplicationSetCRD).
 func WithArgoCDCRDs(t testing.TB) KubeOption {
 	t.Helper()
 	v := ArgoCDVersion(t)
-	return WithCRDs(ArgoCDCRD(t, ArgoCDModule, v), ArgoCDProjectCRD(t, ArgoCDModule, v), ArgoCDApplicationSetCRD(t, ArgoCDModule, v))
+	return WithCRDs(ArgoCDCRD(t, ArgoCDModule, v), ArgoCDProjectCRD(t, ArgoCDModule, v))
 }
 
 // ArgoCD is Argo CD's own application-controller and repo-server, with

@@ -18,7 +18,7 @@ import (
 // Application per element of a list generator, owned by the
 // ApplicationSet, and renders it again when its element changes.
 func TestApplicationSets(t *testing.T) {
-	k := StartKube(t, WithArgoCDCRDs(t))
+	k := StartKube(t, WithArgoCDCRDs(t), WithApplicationSetCRD())
 	argo := StartArgoCD(t, k)
 	k.CreateAppProject(t, ArgoCDNamespace, "default", []string{"*"}, nil)
 	argo.StartApplicationSets(t)

@@ -1,6 +1,7 @@
 package git
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 // generates land where it takes them: two list elements in its document in
 // its parent's manifests (one commit for both), a value of its template, and the
 // file its git files generator reads; an Application whose owner
-// reference names an ApplicationSet of another UID gets nothing written.
+// reference names an ApplicationSet of another UID, or whose ApplicationSet
+// generates it from clusters, gets nothing written.
 func (e *gitEnv) testApplicationSets(t *testing.T) {
 	ns := e.argoNamespace(t, "appsets", true)
 	listDoc := "# the teams\napiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: teams\nspec:\n  generators:\n  - list:\n      elements:\n" +
@@ -64,6 +66,10 @@ func (e *gitEnv) testApplicationSets(t *testing.T) {
 	teams["metadata"].(map[string]any)["annotations"] = map[string]any{trackingAnnotation: "root:argoproj.io/ApplicationSet:" + ns + "/teams"}
 	teamSet := createSet(teams, "team-web", "team-api")
 	envSet := createSet(filesSet, "env-prod", "env-dev")
+	clusterSet := createSet(map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "metadata": map[string]any{"name": "clusters", "namespace": ns},
+		"spec": map[string]any{"generators": []any{map[string]any{"clusters": map[string]any{}}},
+			"template": map[string]any{"metadata": map[string]any{"name": "cl-{{name}}"}, "spec": map[string]any{"project": "default",
+				"source": map[string]any{"repoURL": "https://git.example.com/team.git"}, "destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "main"}}}}}, "cl-in-cluster")
 	if _, err := apps.Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 		"metadata": map[string]any{"name": "root", "namespace": ns},
 		"spec": map[string]any{"project": "default", "source": map[string]any{"repoURL": url, "path": "apps", "targetRevision": "main"},
@@ -90,8 +96,10 @@ func (e *gitEnv) testApplicationSets(t *testing.T) {
 	generated("team-api", teamSet, "")
 	generated("env-prod", envSet, "")
 	generated("team-forged", teamSet, "forged")
+	generated("cl-in-cluster", clusterSet, "")
 
-	w := e.writer(t, ns, WithApplicationSets(NewKubeAppSets(e.dyn, ns)))
+	counted := &countedAppSets{AppSets: NewKubeAppSets(e.dyn, ns)}
+	w := e.writer(t, ns, WithApplicationSets(counted))
 	change := func(name string, images ...writeback.ImageUpdate) writeback.Change {
 		src := application.Source{Index: -1, RepoURL: "https://git.example.com/team.git", Path: "team", TargetRevision: "main", Type: application.SourceKustomize}
 		app := &application.Application{Namespace: ns, Name: name, Project: "default", Sources: []application.Source{src}, ApplicationSet: "teams"}
@@ -107,6 +115,7 @@ func (e *gitEnv) testApplicationSets(t *testing.T) {
 		change("team-api", img(gitAppImage, "v0.0.1", "v0.0.3")),
 		change("env-prod", img(gitAppImage, "v0.0.1", "v0.0.4")),
 		change("team-forged", img(gitAppImage, "v0.0.1", "v0.0.5")),
+		change("cl-in-cluster", img(gitAppImage, "v0.0.1", "v0.0.6")),
 	})
 	for i, name := range []string{"team-web", "team-api", "env-prod"} {
 		if r := results[i]; r.Err != nil || !r.Written {
@@ -115,6 +124,10 @@ func (e *gitEnv) testApplicationSets(t *testing.T) {
 	}
 	if r := results[3]; r.Err == nil || !strings.Contains(r.Err.Error(), "another UID") {
 		t.Errorf("team-forged: %+v", r)
+	}
+	// A clusters generator's parameters are in no file.
+	if r := results[4]; r.Err == nil || !strings.Contains(r.Err.Error(), "generator of kind clusters") {
+		t.Errorf("cl-in-cluster: %+v", r)
 	}
 	want := strings.NewReplacer("tag: v0.0.1 # web's", "tag: v0.0.2 # web's", "tag: \"v0.0.1\"", "tag: \"v0.0.3\"", "'sidecar:1.0.0'", "'sidecar:1.1.0'").Replace(listDoc)
 	if got := e.git.ReadFile(t, "appsets", "main", "apps/teams.yaml"); got != want {
@@ -129,6 +142,11 @@ func (e *gitEnv) testApplicationSets(t *testing.T) {
 	if got := e.git.ReadFile(t, "appsets", "main", "envs/dev/config.json"); !strings.Contains(got, "v0.0.1") {
 		t.Errorf("envs/dev/config.json changed: %s", got)
 	}
+	// Each ApplicationSet is read once for the Write, however many of its
+	// Applications it covers (teams: three).
+	if counted.reads != 3 {
+		t.Errorf("%d ApplicationSet reads, want one each for teams, envs and clusters", counted.reads)
+	}
 	// One commit for each ApplicationSet: teams' two Applications share one.
 	if n := len(e.git.Log(t, "appsets", "main")) - before; n != 2 {
 		t.Errorf("%d commits, want one per ApplicationSet", n)
@@ -136,4 +154,15 @@ func (e *gitEnv) testApplicationSets(t *testing.T) {
 	if results[0].Commit == "" || results[0].Commit != results[1].Commit || results[2].Commit == results[0].Commit {
 		t.Errorf("commits: %s %s %s, want team-web's and team-api's the same", results[0].Commit, results[1].Commit, results[2].Commit)
 	}
+}
+
+// countedAppSets counts the ApplicationSets read.
+type countedAppSets struct {
+	AppSets
+	reads int
+}
+
+func (c *countedAppSets) ApplicationSet(ctx context.Context, namespace, name string) (AppSet, error) {
+	c.reads++
+	return c.AppSets.ApplicationSet(ctx, namespace, name)
 }

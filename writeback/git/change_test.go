@@ -37,7 +37,7 @@ func TestUpdateOfRevision(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			app := &application.Application{Namespace: "argocd", Name: "web", Sources: tt.sources}
 			app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, GitRepository: tt.repo}
-			u, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: tt.sources[0]})
+			u, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: tt.sources[0]}, nil)
 			if err != nil || u.TargetRevision != tt.revision {
 				t.Errorf("revision %q, %v; want %q", u.TargetRevision, err, tt.revision)
 			}
@@ -53,7 +53,7 @@ func TestUpdateOf(t *testing.T) {
 	app.Settings.WriteBack = settings.WriteBack{Method: settings.WriteBackGit, GitBranch: "main:image-updates",
 		GitSecret: types.NamespacedName{Name: "creds"}, Target: settings.WriteBackTarget{Kind: settings.TargetKustomization, Path: "."}}
 	w := &Writer{cfg: writerConfig{argoCDNamespace: "argocd"}}
-	got, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: src})
+	got, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: src}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestUpdateOf(t *testing.T) {
 	parent := Parent{Namespace: "argocd", Name: "root", Project: "platform", RepoURL: "https://git.example.com/platform.git", TargetRevision: "prod", Path: "apps", DestinationNamespace: "argocd"}
 	app.Settings.WriteBack.Target = settings.WriteBackTarget{Kind: settings.TargetAppOfApps}
 	app.Settings.WriteBack.GitSecret = types.NamespacedName{}
-	if _, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: src}); err == nil || !strings.Contains(err.Error(), "write-back-target app-of-apps is not available") {
+	if _, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: src}, nil); err == nil || !strings.Contains(err.Error(), "write-back-target app-of-apps is not available") {
 		t.Errorf("without parents: %v", err)
 	}
 	w.cfg.parents = parentsFunc(func(_ context.Context, ns, name string) (Parent, error) {
@@ -77,7 +77,7 @@ func TestUpdateOf(t *testing.T) {
 		}
 		return parent, nil
 	})
-	got, err = w.updateOf(t.Context(), writeback.Change{App: app, Source: src})
+	got, err = w.updateOf(t.Context(), writeback.Change{App: app, Source: src}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestUpdateOf(t *testing.T) {
 		t.Errorf("app-of-apps update (-want +got):\n%s", diff)
 	}
 	app.Settings.WriteBack.GitSecret = types.NamespacedName{Name: "creds"}
-	if _, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: src}); err == nil || !strings.Contains(err.Error(), "takes no git:secret") {
+	if _, err := w.updateOf(t.Context(), writeback.Change{App: app, Source: src}, nil); err == nil || !strings.Contains(err.Error(), "takes no git:secret") {
 		t.Errorf("with a git:secret: %v", err)
 	}
 

@@ -107,7 +107,8 @@ func (u update) validate() error {
 //
 // For an app-of-apps target the repository, revision and path are the
 // parent's, and so is the AppProject that must permit the repository.
-func (w *Writer) updateOf(ctx context.Context, c writeback.Change) (update, error) {
+// ApplicationSets are read through reads.
+func (w *Writer) updateOf(ctx context.Context, c writeback.Change, reads appSetReads) (update, error) {
 	app, wb := c.App, c.App.Settings.WriteBack
 	u := update{
 		Namespace:           app.Namespace,
@@ -128,7 +129,7 @@ func (w *Writer) updateOf(ctx context.Context, c writeback.Change) (update, erro
 		SourceIndex:         c.Source.Index,
 	}
 	if wb.Target.Kind == settings.TargetApplicationSet {
-		return w.appSetUpdate(ctx, u)
+		return w.appSetUpdate(ctx, u, reads)
 	}
 	if wb.Target.Kind == settings.TargetAppOfApps {
 		return w.parentUpdate(ctx, u)

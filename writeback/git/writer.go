@@ -143,8 +143,9 @@ func (w *Writer) Write(ctx context.Context, changes []writeback.Change) []writeb
 	results := make([]writeback.Result, len(changes))
 	var updates []update
 	var at []int
+	reads := appSetReads{}
 	for i, c := range changes {
-		u, err := w.updateOf(ctx, c)
+		u, err := w.updateOf(ctx, c, reads)
 		if err != nil {
 			results[i] = writeback.Result{Namespace: u.Namespace, Name: u.Name, Err: err}
 			continue

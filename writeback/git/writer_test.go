@@ -108,7 +108,7 @@ var testClock = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 func TestGitWriter(t *testing.T) {
 	// With the ApplicationSet CRD, for the applicationset target.
-	kube := testenv.StartKube(t, testenv.WithArgoCDCRDs(t))
+	kube := testenv.StartKube(t, testenv.WithApplicationSetCRD())
 	cs, err := kubernetes.NewForConfig(kube.Config)
 	if err != nil {
 		t.Fatal(err)
