@@ -215,8 +215,7 @@ func (u *Updater) Revert(ctx context.Context, reverts []Revert) []RevertResult {
 			out[i].Superseded = true
 			continue
 		}
-		spec := app.Settings.Images[at]
-		j, skip, err := plan.image(app, spec)
+		j, skip, err := plan.image(app, &app.Settings.Images[at])
 		switch {
 		case err != nil:
 			out[i].Err = fmt.Errorf("image %s: %w", r.Image, err)
@@ -243,7 +242,7 @@ func (u *Updater) Revert(ctx context.Context, reverts []Revert) []RevertResult {
 			au = &appUpdate{app: app, source: j.source, revert: true}
 			byWrite[key] = au
 		}
-		au.changes = append(au.changes, writeback.ImageUpdate{ImageSpec: spec, New: r.To, Old: j.current})
+		au.changes = append(au.changes, writeback.ImageUpdate{ImageSpec: *j.spec, New: r.To, Old: j.current})
 		index[au] = append(index[au], i)
 	}
 	keys := make([]string, 0, len(byWrite))

@@ -79,7 +79,7 @@ func TestChoosePinned(t *testing.T) {
 				}
 				return
 			}
-			j := &job{policy: policy, spec: settings.ImageSpec{PinDigest: tt.mode}}
+			j := &job{policy: policy, spec: &settings.ImageSpec{PinDigest: tt.mode}}
 			if got := j.newVersion(res); got != tt.want || res.Update != tt.wantUpdate {
 				t.Errorf("version %s update=%v, want %s update=%v (%s)", got, res.Update, tt.want, tt.wantUpdate, res.Reason)
 			}

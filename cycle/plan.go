@@ -17,8 +17,11 @@ import (
 
 // job is one image of one Application, ready to be checked.
 type job struct {
-	app       *application.Application
-	spec      settings.ImageSpec
+	app *application.Application
+	// spec is the image's entry in app.Settings, which jobs only read: a
+	// pass holds one job per image of every Application, and a copy of
+	// the entry is most of a job's size.
+	spec      *settings.ImageSpec
 	ref       imageref.Reference
 	creds     credref.Ref
 	policy    *strategy.Policy
@@ -121,7 +124,8 @@ func (pl *planner) application(app *application.Application) (jobs []*job, skips
 		}
 		return nil, skips, problems
 	}
-	for _, spec := range app.Settings.Images {
+	for i := range app.Settings.Images {
+		spec := &app.Settings.Images[i]
 		j, sk, err := pl.image(app, spec)
 		var annotationProblem settings.Problem
 		switch {
@@ -151,7 +155,10 @@ func (pl *planner) policy(spec settings.ImageSpec) (*strategy.Policy, []v1.Platf
 	return p, pl.defaultPlatforms
 }
 
-func (pl *planner) image(app *application.Application, spec settings.ImageSpec) (*job, skipReason, error) {
+// image plans the job of entry, one of app.Settings.Images, which the job
+// points at.
+func (pl *planner) image(app *application.Application, entry *settings.ImageSpec) (*job, skipReason, error) {
+	spec := *entry
 	if spec.Policy == nil {
 		// Settings always carry one; a value made another way has none.
 		return nil, noSkip, errors.New("the image's settings were not read: no update policy")
@@ -233,7 +240,7 @@ func (pl *planner) image(app *application.Application, spec settings.ImageSpec) 
 		// A running image known by digest alone still follows its tag.
 		current.Tag = spec.Constraint
 	}
-	return &job{app: app, spec: spec, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, askTarget: askTarget, sigKey: sigKey}, noSkip, nil
+	return &job{app: app, spec: entry, ref: spec.Image, creds: creds, policy: policy, platforms: platforms, source: source, current: current, askTarget: askTarget, sigKey: sigKey}, noSkip, nil
 }
 
 func sourceTypes(app *application.Application) string {

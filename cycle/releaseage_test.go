@@ -9,6 +9,7 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/firstseen"
 	"github.com/image-updater/argocd-image-updater/imageref"
+	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
 )
 
@@ -100,7 +101,7 @@ func TestChooseAged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j := &job{policy: policy}
+			j := &job{policy: policy, spec: &settings.ImageSpec{}}
 			if got := j.newVersion(res); got != tt.want || res.Update != tt.wantUpdate {
 				t.Errorf("version %s update=%v, want %s update=%v (%s)", got, res.Update, tt.want, tt.wantUpdate, res.Reason)
 			}

@@ -500,7 +500,7 @@ func (r *run) collect(ctx context.Context, outcomes []outcome) []*appUpdate {
 			order = append(order, key)
 		}
 		au.changes = append(au.changes, writeback.ImageUpdate{
-			ImageSpec: o.job.spec,
+			ImageSpec: *o.job.spec,
 			New:       o.job.newVersion(o.result),
 			Old:       o.job.current,
 			Labels:    o.labels,

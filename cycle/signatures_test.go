@@ -323,7 +323,7 @@ func (c *countingSecrets) GetSecret(context.Context, string, string) (map[string
 func TestLoadKeysOncePerSecret(t *testing.T) {
 	key := testenv.NewSigningKey(t)
 	newJob := func(origin string) *job {
-		return &job{sigKey: settings.SignatureKey{Namespace: "argocd", Name: "cosign", Field: "cosign.pub", Origin: settings.Origin(origin)}}
+		return &job{spec: &settings.ImageSpec{}, sigKey: settings.SignatureKey{Namespace: "argocd", Name: "cosign", Field: "cosign.pub", Origin: settings.Origin(origin)}}
 	}
 	jobs := []*job{newJob("annotation a"), newJob("annotation b"), newJob("annotation a")}
 
