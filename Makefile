@@ -43,7 +43,7 @@ lint:
 	$(GO) test -count=1 -run '^TestImportRules' ./docs/
 
 ## bench: Go benchmarks, then the scale benchmark of the whole controller
-## (bench/: real servers, 1,000, 5,000 and 20,000 Applications, and push
+## (test/bench/: real servers, 1,000, 5,000 and 20,000 Applications, and push
 ## notifications; about 17 minutes on 2 cores), which writes docs/benchmarks.md.
 ## BENCH_SCENARIOS=a,b,c,d adds 50,000 Applications (about 20 minutes more).
 BENCH_SCENARIOS ?=
@@ -51,12 +51,12 @@ bench: build
 	@set -o pipefail; out="$$(mktemp)"; trap 'rm -f "$$out"' EXIT; \
 	assets="$$(hack/testbin.sh)" || exit 1; export KUBEBUILDER_ASSETS="$$assets"; \
 	$(GO) test -run='^$$' -bench=. -benchmem ./... | tee "$$out"; gobench=$$?; \
-	BENCH_BINARY="$(CURDIR)/$(BINARY)" $(GO) test -count=1 -run '^TestScale$$' -v -timeout 120m ./bench/ \
+	BENCH_BINARY="$(CURDIR)/$(BINARY)" $(GO) test -count=1 -run '^TestScale$$' -v -timeout 120m ./test/bench/ \
 		-args -scale -scale.only "$(BENCH_SCENARIOS)" -scale.write "$(CURDIR)/docs/benchmarks.md" -scale.gobench "$$out" && \
 	exit $$gobench
 
 ## bench-upstream: this controller and upstream's v1.3.0 side by side
-## (bench/sidebyside_test.go): both `run --once` over the same annotated
+## (test/bench/sidebyside_test.go): both `run --once` over the same annotated
 ## Applications, interleaved, BENCH_UPSTREAM_RUNS times each per size in
 ## BENCH_UPSTREAM_APPS; writes the section "Side by side with upstream v1.3.0"
 ## of docs/benchmarks.md. Upstream is built from its published sources by
@@ -65,20 +65,20 @@ BENCH_UPSTREAM_APPS ?= 500,5000
 BENCH_UPSTREAM_RUNS ?= 2
 bench-upstream: build
 	assets="$$(hack/testbin.sh)" && upstream="$$(hack/upstream.sh)" && \
-	BENCH_BINARY="$(CURDIR)/$(BINARY)" KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -run '^TestSideBySide$$' -v -timeout 120m ./bench/ \
+	BENCH_BINARY="$(CURDIR)/$(BINARY)" KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -run '^TestSideBySide$$' -v -timeout 120m ./test/bench/ \
 		-args -sbs.upstream "$$upstream" -sbs.apps "$(BENCH_UPSTREAM_APPS)" -sbs.runs "$(BENCH_UPSTREAM_RUNS)" -sbs.write "$(CURDIR)/docs/benchmarks.md"
 
-## soak: the long run of the robustness suite (robustness/: faults, kills and
+## soak: the long run of the robustness suite (test/robustness/: faults, kills and
 ## other writers against real servers; make test runs a short one); it logs
 ## its figures (docs/robustness.md). ROBUSTNESS_SEED=n replays a run's faults.
 ROBUSTNESS_SEED ?= 0
 soak:
-	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -run '^TestRobustness$$' -v -timeout 60m ./robustness/ \
+	assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -run '^TestRobustness$$' -v -timeout 60m ./test/robustness/ \
 		-args -robustness.long -robustness.seed $(ROBUSTNESS_SEED)
 
 ## demo: run the updater against a local API server, registry and git server
 demo: build
-	@assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" DEMO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -run '^TestDemo$$' -v ./demo/ \
+	@assets="$$(hack/testbin.sh)" && KUBEBUILDER_ASSETS="$$assets" DEMO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -run '^TestDemo$$' -v ./test/demo/ \
 		| grep -v -E '^(=== RUN|--- PASS|PASS$$|ok )'; exit $${PIPESTATUS[0]}
 
 clean:

@@ -9,11 +9,11 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 func newApp(namespace, name string, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {

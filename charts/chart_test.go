@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 const (

@@ -14,9 +14,9 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/chartrepo"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // helmRepo serves an index.yaml with an ETag and counts full and

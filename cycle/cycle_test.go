@@ -28,17 +28,17 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/appwatch"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 	"github.com/image-updater/argocd-image-updater/writeback/git"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 const prefix = settings.AnnotationPrefix

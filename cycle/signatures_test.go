@@ -16,12 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/poll"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
 	"github.com/image-updater/argocd-image-updater/strategy"
+	"github.com/image-updater/argocd-image-updater/test/poll"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv/sigstoretest"
 )
 
 func TestSignedImagesOnly(t *testing.T) {
@@ -56,7 +57,7 @@ func TestSignedImagesOnly(t *testing.T) {
 	}
 	reg.PushImage(t, "bundled", []string{"1.0.0"})
 	bundled := reg.PushImage(t, "bundled", []string{"2.0.0"})
-	reg.AttachBundle(t, "bundled", bundled, testenv.SignBundle(t, testenv.Statement(t, bundled, layout.SignPredicateType), bundleKey, sign.BundleOptions{}), layout.SignPredicateType)
+	reg.AttachBundle(t, "bundled", bundled, sigstoretest.SignBundle(t, sigstoretest.Statement(t, bundled, layout.SignPredicateType), bundleKey, sign.BundleOptions{}), layout.SignPredicateType)
 	reg.PushImage(t, "bundled", []string{"3.0.0"}) // unsigned
 
 	// Signed keyless, as `cosign sign` signs without a key: a certificate
@@ -66,7 +67,7 @@ func TestSignedImagesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := signature.ParseTrustedRoot(testenv.TrustedRootJSON(t, vs, false))
+	root, err := signature.ParseTrustedRoot(sigstoretest.TrustedRootJSON(t, vs, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestSignedImagesOnly(t *testing.T) {
 	reg.PushImage(t, "keyless", []string{"1.0.0"})
 	for tag, signer := range map[string]string{"2.0.0": identity, "3.0.0": "https://ci.example.com/fork.yml@refs/heads/main"} {
 		d := reg.PushImage(t, "keyless", []string{tag})
-		reg.AttachBundle(t, "keyless", d, testenv.KeylessBundle(t, vs, vs, signer, issuer, testenv.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
+		reg.AttachBundle(t, "keyless", d, sigstoretest.KeylessBundle(t, vs, vs, signer, issuer, sigstoretest.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
 	}
 	reg.PushImage(t, "keyless", []string{"4.0.0"}) // unsigned
 	keylessAnn := map[string]string{"app.certificate-identity": identity, "app.certificate-oidc-issuer": issuer}

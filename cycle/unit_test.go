@@ -17,10 +17,10 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/strategy"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 func TestOrderedMetadata(t *testing.T) {

@@ -56,13 +56,13 @@ func clientset(dep string) bool { return dep == "k8s.io/client-go/kubernetes" }
 
 func clientGo(dep string) bool { return strings.HasPrefix(dep, "k8s.io/client-go/") }
 
-var testServers = under("internal/testenv", "internal/poll")
+var testServers = under("test/testenv", "test/poll")
 
 // product is every package of the controller: not the test servers, nor
 // the packages that only hold tests.
 func product(pkg string) bool {
 	return strings.HasPrefix(pkg, module) && !testServers(pkg) &&
-		!under("e2e", "bench", "demo", "robustness", "docs")(pkg)
+		!under("test", "docs")(pkg)
 }
 
 // importRules are the rules docs/design.md states.
@@ -134,8 +134,8 @@ func TestImportRulesFail(t *testing.T) {
 		{module + "writeback/git", module + "registry"},
 		{module + "chartrepo", module + "writeback/gitauth"},
 		{module + "repoaccess/repourl", "k8s.io/client-go/rest"},
-		{module + "cycle", module + "internal/testenv"},
-		{module + "internal/testenv", module + "signature/layout"},
+		{module + "cycle", module + "test/testenv"},
+		{module + "test/testenv", module + "signature/layout"},
 	} {
 		if v := violations(map[string][]string{tt.pkg: {tt.dep}}, importRules); len(v) == 0 {
 			t.Errorf("%s importing %s broke no rule", tt.pkg, tt.dep)

@@ -3,7 +3,7 @@ package firstseen
 import (
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // The tests share one API server (testenv.SharedKube).

@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
 # make test's one pass: each test runs once. The packages whose tests start
 # no test server run under the race detector; those whose tests start
-# servers (they import internal/testenv, as its own tests do) run without
+# servers (they import test/testenv, as its own tests do) run without
 # it, four packages and four tests a package at a time: most of their time
 # is spent waiting on servers starting, lease and grace timings, not on the
 # CPU, and under the race detector their binaries take several times the
-# time and memory. Prints the elapsed time last.
+# time and memory. e2e runs in a go test of its own, beside the others
+# from the start and with more of its tests at once: its scenarios spend
+# their minutes waiting on Argo CD syncing, not on the CPU. Prints the
+# elapsed time last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 GO=${GO:-go}
 assets="$(hack/testbin.sh)"
 export KUBEBUILDER_ASSETS="$assets"
+# The controller is linked once, for every test that runs it
+# (testenv.UpdaterBinary).
+bin_dir=$(mktemp -d) e2e_log=$(mktemp) e2e_pid=
+trap 'rm -rf "$bin_dir" "$e2e_log"; [ -z "$e2e_pid" ] || kill "$e2e_pid" 2>/dev/null || true' EXIT
+$GO build -o "$bin_dir/argocd-image-updater" ./cmd/argocd-image-updater
+export DEMO_BINARY="$bin_dir/argocd-image-updater"
 
-testenv=github.com/image-updater/argocd-image-updater/internal/testenv
+testenv=github.com/image-updater/argocd-image-updater/test/testenv
 race=() servers=()
 while read -r pkg imports; do
 	if [ "$pkg" = "$testenv" ] || [[ " $imports " == *" $testenv "* ]]; then
@@ -23,12 +32,18 @@ while read -r pkg imports; do
 	fi
 done < <($GO list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
 
-# The packages that take longest start first: the run lasts at least as
-# long as e2e does (6-8 minutes of the 10 the packages with servers take
-# on 2 cores), and go test starts packages in the order they are given.
+# e2e lasts longest (3-4 minutes): it starts first, in the background,
+# and its output is printed when it ends. Of the others, the slowest start
+# first: go test starts packages in the order it is given them.
 module=github.com/image-updater/argocd-image-updater
-ordered=()
-for slow in e2e cmd/argocd-image-updater demo; do
+e2e=() ordered=()
+for i in "${!servers[@]}"; do
+	if [ "${servers[$i]}" = "$module/test/e2e" ]; then
+		e2e+=("${servers[$i]}")
+		unset 'servers[i]'
+	fi
+done
+for slow in cmd/argocd-image-updater test/demo; do
 	for i in "${!servers[@]}"; do
 		if [ "${servers[$i]}" = "$module/$slow" ]; then
 			ordered+=("${servers[$i]}")
@@ -39,9 +54,18 @@ done
 servers=("${ordered[@]}" "${servers[@]}")
 
 status=0
+if [ ${#e2e[@]} -gt 0 ]; then
+	$GO test -count=1 -parallel 16 -timeout 20m "${e2e[@]}" >"$e2e_log" 2>&1 &
+	e2e_pid=$!
+fi
 $GO test -count=1 -race -timeout 10m "${race[@]}" || status=$?
 $GO test -count=1 -p 4 -parallel 4 -timeout 20m "${servers[@]}" || status=$?
+if [ -n "$e2e_pid" ]; then
+	wait "$e2e_pid" || status=$?
+	e2e_pid=
+	cat "$e2e_log"
+fi
 elapsed=$((SECONDS - start))
 printf 'make test: %d packages under the race detector, %d with test servers, %dm%02ds\n' \
-	"${#race[@]}" "${#servers[@]}" $((elapsed / 60)) $((elapsed % 60))
+	"${#race[@]}" $((${#servers[@]} + ${#e2e[@]})) $((elapsed / 60)) $((elapsed % 60))
 exit $status

@@ -27,15 +27,15 @@ import (
 	"github.com/image-updater/argocd-image-updater/appwatch"
 	"github.com/image-updater/argocd-image-updater/cycle"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings"
 	"github.com/image-updater/argocd-image-updater/signature"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback/argocd"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 // servers are the API server (with the ImageUpdater CRD and an audit log)

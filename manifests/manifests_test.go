@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 func kustomize(t *testing.T, dir string) []byte {

@@ -19,9 +19,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/poll"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 var (

@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 func TestMetrics(t *testing.T) {

@@ -4,8 +4,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // pings counts the pings (GET /v2/) rec saw.

@@ -18,8 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // referrerManifest is an artifact manifest whose subject is subject.

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // A registry behind an HTTPS proxy whose certificate comes from a CA of

@@ -26,13 +26,14 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv/sigstoretest"
 )
 
 func newKeypair(t *testing.T) *sign.EphemeralKeypair {
@@ -98,7 +99,7 @@ func TestVerifyBundles(t *testing.T) {
 	oldKey := testenv.NewSigningKey(t)
 	const repo = "team/bundled"
 	bundle := func(t *testing.T, d v1.Hash, kp sign.Keypair, predicate string) []byte {
-		return testenv.SignBundle(t, testenv.Statement(t, d, predicate), kp, sign.BundleOptions{})
+		return sigstoretest.SignBundle(t, sigstoretest.Statement(t, d, predicate), kp, sign.BundleOptions{})
 	}
 
 	tests := []struct {
@@ -233,7 +234,7 @@ func TestVerifyBundleReferrersAPI(t *testing.T) {
 	}
 	kp := newKeypair(t)
 	testenv.AttachBundle(t, tag.Context(), authn.Anonymous, d,
-		testenv.SignBundle(t, testenv.Statement(t, d, layout.SignPredicateType), kp, sign.BundleOptions{}), layout.SignPredicateType)
+		sigstoretest.SignBundle(t, sigstoretest.Statement(t, d, layout.SignPredicateType), kp, sign.BundleOptions{}), layout.SignPredicateType)
 
 	var paths []string
 	var mu sync.Mutex
@@ -274,7 +275,7 @@ func (r recordingRegistry) Blob(ctx context.Context, ref imageref.Reference, cre
 // trustedRoot is the trusted root of vs, as an operator would write it.
 func trustedRoot(t *testing.T, vs *ca.VirtualSigstore, withLog bool) *signature.TrustedRoot {
 	t.Helper()
-	r, err := signature.ParseTrustedRoot(testenv.TrustedRootJSON(t, vs, withLog))
+	r, err := signature.ParseTrustedRoot(sigstoretest.TrustedRootJSON(t, vs, withLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestVerifyKeyless(t *testing.T) {
 	exact := signature.Identity{Subject: identity, Issuer: issuer}
 	signed := func(t *testing.T, tag string, ca, stamper *ca.VirtualSigstore, identity string) v1.Hash {
 		d := reg.PushImage(t, repo, []string{tag})
-		reg.AttachBundle(t, repo, d, testenv.KeylessBundle(t, ca, stamper, identity, issuer, testenv.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
+		reg.AttachBundle(t, repo, d, sigstoretest.KeylessBundle(t, ca, stamper, identity, issuer, sigstoretest.Statement(t, d, layout.SignPredicateType)), layout.SignPredicateType)
 		return d
 	}
 	tests := []struct {
@@ -340,7 +341,7 @@ func TestVerifyKeyless(t *testing.T) {
 			prepare: func(t *testing.T) v1.Hash { return signed(t, "unlogged", vs, vs, identity) }},
 		{name: "signed with a key", keyless: keyless(t, tr, exact), wantReason: "does not verify", prepare: func(t *testing.T) v1.Hash {
 			d := reg.PushImage(t, repo, []string{"keyed"})
-			reg.AttachBundle(t, repo, d, testenv.SignBundle(t, testenv.Statement(t, d, layout.SignPredicateType), newKeypair(t), sign.BundleOptions{}), layout.SignPredicateType)
+			reg.AttachBundle(t, repo, d, sigstoretest.SignBundle(t, sigstoretest.Statement(t, d, layout.SignPredicateType), newKeypair(t), sign.BundleOptions{}), layout.SignPredicateType)
 			return d
 		}},
 		{name: "a classic signature only", keyless: keyless(t, tr, exact), wantReason: "classic layout", prepare: func(t *testing.T) v1.Hash {
@@ -371,8 +372,8 @@ func TestVerifyKeyless(t *testing.T) {
 	// certificate's own.
 	t.Run("with a key", func(t *testing.T) {
 		d := reg.PushImage(t, repo, []string{"cert-key"})
-		kp := testenv.NewCertKeypair(t, vs, identity, issuer)
-		reg.AttachBundle(t, repo, d, testenv.SignBundle(t, testenv.Statement(t, d, layout.SignPredicateType), kp, sign.BundleOptions{CertificateProvider: kp}), layout.SignPredicateType)
+		kp := sigstoretest.NewCertKeypair(t, vs, identity, issuer)
+		reg.AttachBundle(t, repo, d, sigstoretest.SignBundle(t, sigstoretest.Statement(t, d, layout.SignPredicateType), kp, sign.BundleOptions{CertificateProvider: kp}), layout.SignPredicateType)
 		v := signature.NewVerifier(newClient(t, reg))
 		err := v.Verify(t.Context(), mustParse(t, reg.Repo(repo)), credref.Ref{}, d.String(), keypairKey(t, kp))
 		if !errors.Is(err, signature.ErrNotVerified) {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 func TestParsePublicKey(t *testing.T) {

@@ -18,13 +18,13 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry"
 	"github.com/image-updater/argocd-image-updater/registry/config"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
 	"github.com/image-updater/argocd-image-updater/signature"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // countingRegistry counts the requests verification makes through the

@@ -9,8 +9,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/strategy"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 func TestSharedPolicies(t *testing.T) {

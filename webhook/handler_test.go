@@ -25,7 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 // recorder is a Notifier that keeps what it is given.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // The Distribution registry, configured to notify the endpoint, names the

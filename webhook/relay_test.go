@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 // inProcess sends a client's requests to a handler in this process, as a

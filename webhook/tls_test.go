@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // writePair writes a certificate and key, dated at, so that a rewrite is

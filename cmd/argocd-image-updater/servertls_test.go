@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // The TLS settings (--tlsminversion, --tlsmaxversion, --tlsciphers,

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 	"github.com/image-updater/argocd-image-updater/window"
 )
 

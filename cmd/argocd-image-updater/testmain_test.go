@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // The controller's binary is built once for the tests that send it signals.

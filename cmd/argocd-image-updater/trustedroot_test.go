@@ -8,7 +8,7 @@ import (
 
 	"github.com/sigstore/sigstore-go/pkg/testing/ca"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv/sigstoretest"
 )
 
 // The trusted root for keyless signatures is read once at start; one that
@@ -21,7 +21,7 @@ func TestLoadTrustedRoot(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "trusted_root.json")
 	bad := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(good, testenv.TrustedRootJSON(t, vs, false), 0o600); err != nil {
+	if err := os.WriteFile(good, sigstoretest.TrustedRootJSON(t, vs, false), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte(`{"mediaType": "nope"}`), 0o600); err != nil {

@@ -30,7 +30,7 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/imageupdater"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // v130Status is the ImageUpdater status as Argo CD Image Updater v1.3.0

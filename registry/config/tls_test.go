@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/poll"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // writeTestFile replaces the file at once, as Kubernetes updates a mounted

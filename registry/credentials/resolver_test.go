@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 // fakeSecrets serves Secrets from a map keyed "namespace/name".

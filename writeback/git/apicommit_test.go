@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/image-updater/argocd-image-updater/forge"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 

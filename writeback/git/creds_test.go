@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/image-updater/argocd-image-updater/forge"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/image-updater/argocd-image-updater/forge"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/repoaccess"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // reviewAPI is a forge's stand-in as the write-back tests drive it.

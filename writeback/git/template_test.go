@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/poll"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 	"github.com/image-updater/argocd-image-updater/writeback"
 )
 

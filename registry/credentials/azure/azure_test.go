@@ -16,9 +16,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/image-updater/argocd-image-updater/internal/netguard"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/registry/credentials"
 	"github.com/image-updater/argocd-image-updater/settings/credref"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 const testRegistry = "example.azurecr.io"

@@ -205,7 +205,8 @@ func (k *Kube) reset(t testing.TB) {
 }
 
 // UpdaterBinary is the updater's binary: the one DEMO_BINARY names (what
-// `make build` made, as `make demo` passes it), or one built from this
+// `make build` made, as `make demo` passes it, or the one hack/test.sh
+// links for the whole of `make test`), or one built from this
 // module, once for the tests of a package that run under Main, else into
 // the test's folder.
 func UpdaterBinary(t testing.TB) string {

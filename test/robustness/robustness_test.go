@@ -44,9 +44,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/poll"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/poll"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 var (
@@ -264,7 +264,7 @@ func newWorld(t *testing.T, sh shape, seed uint64, rng *rand.Rand) *world {
 	w := &world{sh: sh, k: testenv.StartKube(t), reg: testenv.StartRegistry(t), git: testenv.StartGitServer(t), helm: startHelmRepo(t), bin: testenv.UpdaterBinary(t), tmp: t.TempDir(),
 		index: map[string]int{}, bad: map[string]bool{}}
 	w.admin = dynamic.NewForConfigOrDie(w.k.Config)
-	w.k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
+	w.k.CreateFromFile(t, filepath.Join("..", "..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
 	w.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
 	// Any version but the last may be bad; one at least is.
 	for round := 1; round < sh.rounds; round++ {

@@ -26,14 +26,14 @@ func controllerBinary(dir string, profiling bool) (string, error) {
 	if bin := os.Getenv("BENCH_BINARY"); bin != "" && !profiling {
 		// A relative path is taken from the module's root, where make runs.
 		if !filepath.IsAbs(bin) {
-			bin = filepath.Join("..", bin)
+			bin = filepath.Join("..", "..", bin)
 		}
 		if _, err := os.Stat(bin); err != nil {
 			return "", fmt.Errorf("BENCH_BINARY: %w", err)
 		}
 		return filepath.Abs(bin)
 	}
-	pkg, err := filepath.Abs(filepath.Join("..", "cmd", "argocd-image-updater"))
+	pkg, err := filepath.Abs(filepath.Join("..", "..", "cmd", "argocd-image-updater"))
 	if err != nil {
 		return "", err
 	}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 // WaitFor polls cond until it holds, failing the test with what (and the

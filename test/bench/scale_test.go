@@ -29,7 +29,7 @@ import (
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/internal/memlimit"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 var (
@@ -715,7 +715,7 @@ func checkGitContent(t *testing.T, w *workload, cs *changeSet, g *testenv.GitSer
 // the install manifests.
 func installMemoryLimit(t *testing.T) resource.Quantity {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "manifests", "base", "deployment.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "base", "deployment.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -735,7 +735,7 @@ func installMemoryLimit(t *testing.T) resource.Quantity {
 // installRBAC creates the Role and RoleBinding of the install manifests.
 func installRBAC(t *testing.T, k *testenv.Kube) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "manifests", "base", "rbac.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "base", "rbac.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/healthgate"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // TestRollback: a version the updater wrote that a person rolls back (the
@@ -37,7 +37,11 @@ func TestRollback(t *testing.T) {
 		return files
 	})
 
+	// The scenarios run side by side: each has Applications of its own,
+	// its own controller over them (--match-application-name), and only
+	// one of them commits to the repository.
 	t.Run("argocd: the override set back to the version before is held", func(t *testing.T) {
+		t.Parallel()
 		app, web, c := w.rolledForward(t, "rb-argocd")
 
 		// 1.1.0 is broken: a person sets the override back to 1.0.0, as
@@ -63,6 +67,7 @@ func TestRollback(t *testing.T) {
 	})
 
 	t.Run("argocd: Argo CD's rollback to an earlier history entry is held, and written into the spec", func(t *testing.T) {
+		t.Parallel()
 		app, web, c := w.rolledForward(t, "rb-undo")
 
 		// 1.1.0 is broken: a person runs `argocd app rollback` to the
@@ -112,6 +117,7 @@ func TestRollback(t *testing.T) {
 	})
 
 	t.Run("git: a revert of the updater's commit is held, in the ImageUpdater's status", func(t *testing.T) {
+		t.Parallel()
 		app, web := w.push(t, "rb-git-app", "1.0.0"), w.reg.Repo("rb-git-web")+":v0.0.1"
 		w.createApp(t, "rb-git", "rb-git/overlays/production", nil, nil)
 		w.waitDeployed(t, "rb-git", "front", app+":v0.0.1", web)
@@ -163,6 +169,7 @@ func TestRollback(t *testing.T) {
 	})
 
 	t.Run("rollback-hold false: the version rolled back is written again", func(t *testing.T) {
+		t.Parallel()
 		app, web := w.push(t, "rb-off-app", "1.0.0"), w.reg.Repo("rb-off-web")+":v0.0.1"
 		w.push(t, "rb-off-app", "1.1.0")
 		w.createApp(t, "rb-off", "rb-off/overlays/production", nil, map[string]string{

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // pushes is how many pushes BenchmarkPushToDeployment times.
@@ -64,7 +64,7 @@ func BenchmarkPushToDeployment(b *testing.B) {
 		"--interval", "1h", "--kubeconfig", w.kubeconfig, "--registries-conf-path", w.conf,
 		"--health-port", "0", "--metrics-port", "0", "--match-application-name", "latency-*")
 	controller.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password,
-		"IMAGE_UPDATER_GIT_CLONE_DIR="+w.cloneDir, "DISTRIBUTION_WEBHOOK_SECRET="+secret)
+		"IMAGE_UPDATER_GIT_CLONE_DIR="+b.TempDir(), "DISTRIBUTION_WEBHOOK_SECRET="+secret)
 	controller.Stdout, controller.Stderr = &logs, &logs
 	controller.Cancel = func() error { return controller.Process.Signal(syscall.SIGTERM) }
 	controller.WaitDelay = 30 * time.Second

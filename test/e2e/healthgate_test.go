@@ -22,7 +22,7 @@ import (
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/healthgate"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // healthLua is Argo CD's health of a Deployment in these tests: a
@@ -70,7 +70,11 @@ func TestHealthGate(t *testing.T) {
 		return files
 	})
 
+	// The scenarios run side by side: each has Applications of its own,
+	// its own controller over them (--match-application-name), and only
+	// one of them commits to the repository.
 	t.Run("update windows: a change waits for its window and is written as it opens, not an interval later", func(t *testing.T) {
+		t.Parallel()
 		app := w.push(t, "win-e2e-app", "v0.0.1")
 		w.push(t, "win-e2e-app", "1.0.0")
 		// The window opens at a minute's start at least 20 seconds away.
@@ -92,6 +96,7 @@ func TestHealthGate(t *testing.T) {
 	})
 
 	t.Run("promotion: production takes what staging ran and verified; a version that broke staging never reaches it", func(t *testing.T) {
+		t.Parallel()
 		app := w.push(t, "promo-app", "v0.0.1")
 		w.push(t, "promo-app", "1.0.0")
 		for _, name := range []string{"promo-staging", "promo-prod"} {
@@ -136,6 +141,7 @@ func TestHealthGate(t *testing.T) {
 	})
 
 	t.Run("a bad version is written back and skipped; the next good one is written and verified", func(t *testing.T) {
+		t.Parallel()
 		app, web := w.push(t, "gate-patch-app", "1.0.0"), w.reg.Repo("gate-patch-web")
 		w.push(t, "gate-patch-web", "v0.0.1")
 		w.createApp(t, "gate-patch", "gate-patch/overlays/production", nil, map[string]string{
@@ -195,6 +201,7 @@ func TestHealthGate(t *testing.T) {
 	})
 
 	t.Run("git, through an ImageUpdater: the revert commit touches only the Application that broke", func(t *testing.T) {
+		t.Parallel()
 		a, b := w.push(t, "gate-git-a-app", "1.0.0"), w.push(t, "gate-git-b-app", "1.0.0")
 		for _, name := range []string{"gate-git-a", "gate-git-b"} {
 			w.createApp(t, name, name+"/overlays/production", nil, nil)
@@ -250,6 +257,7 @@ func TestHealthGate(t *testing.T) {
 	})
 
 	t.Run("a restart resumes what the gate followed", func(t *testing.T) {
+		t.Parallel()
 		app, web := w.push(t, "gate-restart-app", "1.0.0"), w.reg.Repo("gate-restart-web")+":v0.0.1"
 		w.createApp(t, "gate-restart", "gate-restart/overlays/production", nil, map[string]string{
 			"image-list":          "app=" + app,
@@ -308,6 +316,7 @@ func TestHealthGate(t *testing.T) {
 	})
 
 	t.Run("an Application already Degraded: not judged by health, a failed sync still written back", func(t *testing.T) {
+		t.Parallel()
 		app := w.push(t, "gate-degraded-app", "1.0.0")
 		w.createApp(t, "gate-degraded", "gate-degraded", map[string]any{"helm": map[string]any{}}, map[string]string{
 			"image-list":          "app=" + app,
@@ -374,7 +383,7 @@ func (w *world) startController(t testing.TB, names string, flags ...string) *ru
 	c.cmd = exec.CommandContext(t.Context(), w.bin, append([]string{"run", "--interval", "5s", "--kubeconfig", w.kubeconfig,
 		"--registries-conf-path", w.conf, "--health-port", "0", "--metrics-port", strconv.Itoa(port), "--leader-election=false",
 		"--match-application-name", names, "--loglevel", "debug"}, flags...)...)
-	c.cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+w.cloneDir)
+	c.cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+t.TempDir())
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	c.cmd.Cancel = func() error { return c.cmd.Process.Signal(syscall.SIGTERM) }
 	c.cmd.WaitDelay = 30 * time.Second

@@ -24,8 +24,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // chartPackage is a chart archive as `helm package` writes it: one

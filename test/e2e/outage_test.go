@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // TestHealthGateOutage: inside a version's window, Argo CD's

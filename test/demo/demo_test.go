@@ -39,10 +39,10 @@ import (
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/healthgate"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 
-	"github.com/image-updater/argocd-image-updater/internal/poll"
+	"github.com/image-updater/argocd-image-updater/test/poll"
 )
 
 // say prints to the demo's output.
@@ -559,7 +559,7 @@ func createApp(t *testing.T, k *testenv.Kube, dyn dynamic.Interface, name, repoU
 // the Argo CD namespace.
 func installRBAC(t *testing.T, k *testenv.Kube) {
 	t.Helper()
-	k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
+	k.CreateFromFile(t, filepath.Join("..", "..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
 }
 
 func writeFile(t *testing.T, path, content string) {

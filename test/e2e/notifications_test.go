@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // webhookReceiver is the webhook service of Argo CD Notifications: it
@@ -59,7 +59,7 @@ type notification struct {
 // that sends to the receiver it returns.
 func (w *world) startNotifications(t *testing.T) *webhookReceiver {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "manifests", "notifications", "catalog.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "notifications", "catalog.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

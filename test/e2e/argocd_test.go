@@ -31,8 +31,8 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // deployTimeout bounds how long Argo CD may take to deploy a change: a
@@ -52,7 +52,6 @@ type world struct {
 	bin        string
 	kubeconfig string // the updater's ServiceAccount
 	conf       string // registries.conf
-	cloneDir   string
 
 	caOnce sync.Once
 	ca     *testenv.CA // forgeCA's
@@ -81,9 +80,8 @@ func newArgoWorld(t testing.TB, files func(reg *testenv.Registry) map[string]str
 	w.cs = kubernetes.NewForConfigOrDie(w.k.Config)
 	w.dyn = dynamic.NewForConfigOrDie(w.k.Config)
 	w.bin = testenv.UpdaterBinary(t)
-	w.cloneDir = t.TempDir()
 
-	w.k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
+	w.k.CreateFromFile(t, filepath.Join("..", "..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
 	w.kubeconfig = testenv.WriteKubeconfig(t, w.k.ServiceAccountConfig(t, testenv.ArgoCDNamespace, "argocd-image-updater"), testenv.ArgoCDNamespace)
 	w.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, nil)
 	w.conf = filepath.Join(t.TempDir(), "registries.conf")
@@ -700,7 +698,7 @@ func (w *world) runOnce(t testing.TB, names string, flags ...string) string {
 	cmd := exec.CommandContext(t.Context(), w.bin, append([]string{"run", "--once", "--kubeconfig", w.kubeconfig,
 		"--registries-conf-path", w.conf, "--health-port", "0", "--metrics-port", "0",
 		"--match-application-name", names, "--loglevel", "debug"}, flags...)...)
-	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+w.cloneDir)
+	cmd.Env = append(os.Environ(), "REGISTRY_CREDS="+w.reg.Username+":"+w.reg.Password, "IMAGE_UPDATER_GIT_CLONE_DIR="+t.TempDir())
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/settings"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // argoCD stands in for Argo CD for the Applications with a health gate:

@@ -90,9 +90,10 @@ import (
 
 	imageupdaterv1alpha1 "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
-	"github.com/image-updater/argocd-image-updater/internal/poll"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
 	"github.com/image-updater/argocd-image-updater/signature/layout"
+	"github.com/image-updater/argocd-image-updater/test/poll"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv/sigstoretest"
 )
 
 // upstreamTimeout bounds each wait of a scenario: upstream's own waits are
@@ -199,8 +200,8 @@ func newUpstreamWorld(t *testing.T) *upstreamWorld {
 	// namespace; the updater's ServiceAccount with the install's Role in
 	// Argo CD's namespace and the cluster-wide install's ClusterRole.
 	u.k.CreateAppProject(t, testenv.ArgoCDNamespace, "default", []string{"*"}, []string{"*"})
-	u.k.CreateFromFile(t, filepath.Join("..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
-	data, err := os.ReadFile(filepath.Join("..", "manifests", "cluster-wide", "clusterrole.yaml"))
+	u.k.CreateFromFile(t, filepath.Join("..", "..", "manifests", "base", "rbac.yaml"), testenv.ArgoCDNamespace)
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "cluster-wide", "clusterrole.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func (u *upstreamWorld) pushGinkgoImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.cosignPub = []byte(pub)
-	bundle := testenv.SignBundle(t, testenv.Statement(t, signed, layout.SignPredicateType), key, sign.BundleOptions{})
+	bundle := sigstoretest.SignBundle(t, sigstoretest.Statement(t, signed, layout.SignPredicateType), key, sign.BundleOptions{})
 	u.ginkgoReg.AttachBundle(t, "test-image", signed, bundle, layout.SignPredicateType)
 }
 

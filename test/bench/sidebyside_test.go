@@ -27,7 +27,7 @@ import (
 	api "github.com/image-updater/argocd-image-updater/api/v1alpha1"
 	"github.com/image-updater/argocd-image-updater/application"
 	"github.com/image-updater/argocd-image-updater/imageref"
-	"github.com/image-updater/argocd-image-updater/internal/testenv"
+	"github.com/image-updater/argocd-image-updater/test/testenv"
 )
 
 // TestSideBySide runs this controller and upstream's (v1.3.0, built by
@@ -86,7 +86,7 @@ func TestSideBySide(t *testing.T) {
 		t.Skip("needs the test servers; skipped in -short mode")
 	}
 	if !filepath.IsAbs(upstream) {
-		upstream = filepath.Join("..", upstream)
+		upstream = filepath.Join("..", "..", upstream)
 	}
 	if _, err := os.Stat(upstream); err != nil {
 		t.Fatalf("upstream's binary: %v", err)
