@@ -77,13 +77,14 @@ func TestHealthGate(t *testing.T) {
 		t.Parallel()
 		app := w.push(t, "win-e2e-app", "v0.0.1")
 		w.push(t, "win-e2e-app", "1.0.0")
-		// The window opens at a minute's start at least 20 seconds away.
-		opens := time.Now().UTC().Add(20 * time.Second).Truncate(time.Minute).Add(time.Minute)
-		w.createApp(t, "win-e2e", "win-e2e", nil, map[string]string{
-			"image-list": "app=" + app, "write-back-method": "argocd",
-			"update-windows": fmt.Sprintf("allow %d %d * * * 1h", opens.Minute(), opens.Hour()),
-		})
+		w.createApp(t, "win-e2e", "win-e2e", nil, map[string]string{"image-list": "app=" + app, "write-back-method": "argocd"})
 		w.waitDeployed(t, "win-e2e", "front", app+":v0.0.1")
+		// The window opens at a minute's start at least 20 seconds after
+		// the controller starts, however long Argo CD took to deploy.
+		opens := time.Now().UTC().Add(20 * time.Second).Truncate(time.Minute).Add(time.Minute)
+		w.patchApp(t, "win-e2e", map[string]any{"metadata": map[string]any{"annotations": prefixed(map[string]string{
+			"update-windows": fmt.Sprintf("allow %d %d * * * 1h", opens.Minute(), opens.Hour()),
+		})}})
 		w.startController(t, "win-e2e", "--interval", "1h")
 		if got := testenv.KustomizeImages(t, w.application(t, "win-e2e")); len(got) != 0 && time.Now().Before(opens) {
 			t.Fatalf("written before the window opened: %v", got)
