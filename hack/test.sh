@@ -55,17 +55,17 @@ for slow in cmd/argocd-image-updater test/demo; do
 done
 servers=("${ordered[@]}" "${servers[@]}")
 
-status=0 phases=()
+status=0 phases=
 phase() { # phase NAME go test ARGS...: runs it, keeps its time
 	local name=$1 t0=$SECONDS
 	shift
 	"$@" || status=$?
-	phases+=("$name $((SECONDS - t0))s")
+	phases+="${phases:+, }$name $((SECONDS - t0))s"
 }
 phase e2e $GO test -count=1 -parallel 16 -timeout 20m "${e2e[@]}"
 phase race $GO test -count=1 -race -timeout 10m "${race[@]}"
 phase servers $GO test -count=1 -p 4 -parallel 4 -timeout 20m "${servers[@]}"
 elapsed=$((SECONDS - start))
 printf 'make test: %d packages under the race detector, %d with test servers, %dm%02ds (%s)\n' \
-	"${#race[@]}" $((${#servers[@]} + ${#e2e[@]})) $((elapsed / 60)) $((elapsed % 60)) "$(IFS=,; echo "${phases[*]}" | sed 's/,/, /g')"
+	"${#race[@]}" $((${#servers[@]} + ${#e2e[@]})) $((elapsed / 60)) $((elapsed % 60)) "$phases"
 exit $status
